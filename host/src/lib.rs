@@ -1,0 +1,5 @@
+//! Skillhost: a WebAssembly host for deterministic, verifiable workflows of
+//! atomic skills. The `host` binary is a thin layer over this library.
+
+pub mod build;
+pub mod runtime;

@@ -1,0 +1,176 @@
+//! The sandboxed runtime: one shared wasmtime `Engine`, compiled components
+//! cached on disk, a fresh `Store` and instance for every call, per-call limits,
+//! and capability-checked host imports.
+//!
+//! The split follows wasmtime's own: compile once ([`cache`]), link once (one
+//! `InstancePre` per [`Skill`]), instantiate per call ([`call`]). Nothing in this
+//! module knows about scenarios or the store.
+
+pub mod bridge;
+pub mod cache;
+pub mod call;
+pub mod capabilities;
+pub mod engine;
+pub mod error;
+pub mod limits;
+pub mod schema;
+pub mod skill;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+
+pub use cache::{LoadSource, LoadStats, default_cache_dir};
+pub use call::{CallOptions, CallReport, LogLevel, LogLine};
+pub use capabilities::{Capability, GrantError, Grants};
+pub use engine::PoolConfig;
+pub use error::{CallError, LoadError};
+pub use limits::Limits;
+pub use skill::{Manifest, RetryPolicy, Skill};
+
+use cache::ComponentCache;
+use call::CallState;
+use engine::EpochTicker;
+
+/// How to build a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Where compiled components are cached; `None` compiles every load.
+    pub cache_dir: Option<PathBuf>,
+    pub pool: PoolConfig,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cache_dir: default_cache_dir(),
+            pool: PoolConfig::default(),
+        }
+    }
+}
+
+/// Loads skills and keeps what they share. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<CallState>,
+    cache: ComponentCache,
+    kv: capabilities::KvBackendRef,
+    /// Skills already loaded, by digest: loading the same bytes twice is free.
+    loaded: Mutex<HashMap<String, Arc<Skill>>>,
+    _ticker: EpochTicker,
+}
+
+impl Runtime {
+    pub fn new(config: RuntimeConfig) -> anyhow::Result<Runtime> {
+        use anyhow::Context as _;
+        let engine = engine::build_engine(&config.pool)
+            .map_err(|e| anyhow::anyhow!("configuring wasmtime: {e:#}"))?;
+        let mut linker = Linker::new(&engine);
+        capabilities::link(&mut linker)
+            .map_err(|e| anyhow::anyhow!("linking host imports: {e:#}"))?;
+        let cache = ComponentCache::new(config.cache_dir, &engine);
+        let ticker = EpochTicker::start(&engine).context("starting the epoch thread")?;
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                cache,
+                kv: Arc::new(capabilities::kv::MemoryKv::default()),
+                loaded: Mutex::new(HashMap::new()),
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// The directory of compiled components, when caching is on.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.inner.cache.dir()
+    }
+
+    /// Loads the component at `path`.
+    pub fn load_file(&self, path: &Path) -> Result<Arc<Skill>, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.load_bytes(bytes, &path.display().to_string())
+    }
+
+    /// Loads a component from memory; `origin` names it in errors.
+    pub fn load_bytes(
+        &self,
+        bytes: impl Into<Arc<[u8]>>,
+        origin: &str,
+    ) -> Result<Arc<Skill>, LoadError> {
+        let bytes: Arc<[u8]> = bytes.into();
+        skill::check_header(&bytes, origin)?;
+        let digest = skill::digest_of(&bytes);
+        if let Some(skill) = self.lock_loaded().get(&digest) {
+            return Ok(skill.clone());
+        }
+        let (component, stats) =
+            self.inner
+                .cache
+                .load(&self.inner.engine, &bytes, &digest, origin)?;
+        let cx = skill::LoadContext {
+            linker: &self.inner.linker,
+            kv: self.inner.kv.clone(),
+            runtime: self.inner.clone(),
+        };
+        let skill = Arc::new(skill::load(
+            cx,
+            bytes,
+            digest.clone(),
+            origin,
+            component,
+            stats,
+        )?);
+        self.lock_loaded().insert(digest, skill.clone());
+        Ok(skill)
+    }
+
+    /// Compiles `bytes` without caching or memoizing: what a first-ever load
+    /// costs. Used by benchmarks.
+    pub fn compile_uncached(&self, bytes: &[u8]) -> Result<std::time::Duration, LoadError> {
+        let start = std::time::Instant::now();
+        wasmtime::component::Component::new(&self.inner.engine, bytes).map_err(|e| {
+            LoadError::Compile {
+                origin: "benchmark".into(),
+                message: format!("{e:#}"),
+            }
+        })?;
+        Ok(start.elapsed())
+    }
+
+    /// Loads `bytes` through the on-disk cache only, bypassing the in-memory
+    /// memo: what a new process pays for an already-compiled component.
+    pub fn load_from_cache(&self, bytes: &[u8]) -> Result<LoadStats, LoadError> {
+        let digest = skill::digest_of(bytes);
+        let (_, stats) = self
+            .inner
+            .cache
+            .load(&self.inner.engine, bytes, &digest, "benchmark")?;
+        Ok(stats)
+    }
+
+    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Skill>>> {
+        // The map only ever holds complete entries; a panic elsewhere cannot
+        // leave it half-written, so a poisoned lock is still usable.
+        self.inner
+            .loaded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}

@@ -1,0 +1,58 @@
+//! Helpers shared by the integration tests: building test components from WAT
+//! and WIT with no Wasm compiler, and finding the shipped skills.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
+use wit_parser::Resolve;
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Componentizes `fixtures/<name>.wat` against `fixtures/<name>.wit` and the
+/// skill contract in `wit/`.
+pub fn fixture_component(name: &str) -> Vec<u8> {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut resolve = Resolve::default();
+    resolve
+        .push_dir(repo_root().join("wit"))
+        .expect("parse wit/");
+    let wit = std::fs::read_to_string(fixtures.join(format!("{name}.wit"))).unwrap();
+    let package = resolve
+        .push_str(fixtures.join(format!("{name}.wit")), &wit)
+        .expect("parse fixture WIT");
+    let world = resolve
+        .select_world(&[package], None)
+        .expect("select world");
+    let mut module = wat::parse_file(fixtures.join(format!("{name}.wat"))).expect("parse WAT");
+    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8).unwrap();
+    ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .validate(true)
+        .encode()
+        .expect("componentize fixture")
+}
+
+/// A runtime with its own, empty component cache.
+pub fn runtime(cache: &Path) -> skillhost::runtime::Runtime {
+    skillhost::runtime::Runtime::new(skillhost::runtime::RuntimeConfig {
+        cache_dir: Some(cache.to_path_buf()),
+        pool: skillhost::runtime::PoolConfig {
+            component_instances: 32,
+            core_instances: 256,
+            memories: 64,
+            tables: 128,
+        },
+    })
+    .expect("runtime")
+}
+
+pub fn dist(name: &str) -> PathBuf {
+    repo_root().join("skills/dist").join(format!("{name}.wasm"))
+}
