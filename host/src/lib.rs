@@ -2,4 +2,9 @@
 //! atomic skills. The `host` binary is a thin layer over this library.
 
 pub mod build;
+pub mod checks;
+pub mod cli;
+pub mod engine;
 pub mod runtime;
+pub mod scenario;
+pub mod store;

@@ -14,8 +14,8 @@
 //! | WIT | JSON |
 //! | --- | --- |
 //! | `bool` | `true` / `false` |
-//! | `s8`..`s64`, `u8`..`u64` | an integer in the type's range (`3.0` counts as an integer, `3.5` does not); 64-bit values are exact |
-//! | `f32`, `f64` | a number; on input an `f32` must lie within `f32`'s finite range; NaN and infinities cannot be written out |
+//! | `s8`..`s64`, `u8`..`u64` | an integer in the type's range (`3.0` counts as an integer, `3.5` does not); 64-bit values are exact; beyond 2^53 only plain integer literals are accepted, since serde_json has already rounded the others |
+//! | `f32`, `f64` | a number; on input an `f32` must round to a finite `f32` (magnitude below [`F32_LIMIT`]); written back as the shortest decimal that reads back the same; NaN and infinities cannot be written out |
 //! | `char` | a string of exactly one Unicode scalar value |
 //! | `string` | a string |
 //! | `list<u8>` | a base64 string (standard alphabet, padded); on input an array of integers `0..=255` is accepted too |
@@ -45,6 +45,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Map, Number, Value as Json};
 use wasmtime::component::{Type, Val};
+
+/// The smallest magnitude that rounds to an infinite f32 (2^128 - 2^103,
+/// halfway between `f32::MAX` and 2^128): f32 inputs must stay below it.
+pub const F32_LIMIT: f64 = 340_282_356_779_733_661_637_539_395_458_142_568_448.0;
 
 /// A JSON value that does not fit a WIT type, or a component value that
 /// cannot be written as JSON, with the JSON path where it happened.
@@ -219,9 +223,12 @@ fn to_val(ty: &Type, json: &Json, path: &Path<'_>) -> Result<Val, BridgeError> {
         Type::U64 => Val::U64(int(json, path, "u64", 0, u64::MAX.into())? as u64),
         Type::Float32 => {
             let x = number(json, path)?;
-            if x.abs() > f64::from(f32::MAX) {
+            // Rounding to the nearest f32 must stay finite; f32::MAX itself is
+            // written `3.4028235e38`, a little above it, so the bound is the
+            // rounding midpoint, not f32::MAX.
+            if x.abs() >= F32_LIMIT {
                 return Err(path.error(format!(
-                    "{x} is out of range for f32 (at most {:e} in magnitude)",
+                    "{x} is out of range for f32 (magnitude at most {:e})",
                     f32::MAX
                 )));
             }
@@ -815,5 +822,621 @@ fn check(ty: &Type, path: &Path<'_>) -> Result<(), BridgeError> {
         Type::Own(_) | Type::Borrow(_) | Type::Future(_) | Type::Stream(_) | Type::ErrorContext => {
             Err(not_data(ty, path))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::LazyLock;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::runtime::schema::testing::{run_types, test_component};
+    use crate::runtime::schema::{self, SkillInterface};
+
+    const KITCHEN_SINK: &str = r#"
+        package test:sink;
+
+        world sink {
+            use skillhost:skill/types@0.1.0.{skill-error};
+
+            /// When a paper came out, `YYYY-MM-DD`.
+            type date = string;
+            type byte = u8;
+
+            enum color { red, green, dark-blue }
+
+            flags perms { read, write, exec-all }
+
+            variant shape {
+                circle(f64),
+                square(u32),
+                empty,
+                named-thing(string),
+            }
+
+            record point { x: s32, y: s32 }
+
+            record paper {
+                title: string,
+                published-date: date,
+                pages: option<u32>,
+            }
+
+            record inner { depth: u8, tags: list<string> }
+            record outer { inner: inner, at: point }
+
+            record sink-input {
+                flag: bool,
+                a-u8: u8,
+                a-u16: u16,
+                a-u32: u32,
+                a-u64: u64,
+                a-s8: s8,
+                a-s16: s16,
+                a-s32: s32,
+                a-s64: s64,
+                a-f32: f32,
+                a-f64: f64,
+                letter: char,
+                text: string,
+                bytes: list<u8>,
+                raw: list<byte>,
+                papers: list<paper>,
+                maybe: option<u32>,
+                maybe-maybe: option<option<string>>,
+                outcome: result<point, string>,
+                status: result<_, color>,
+                shape: shape,
+                color: color,
+                perms: perms,
+                pair: tuple<string, u8, bool>,
+                nested: outer,
+                date: date,
+            }
+
+            record sink-output { count: u32 }
+
+            export run: func(input: sink-input) -> result<sink-output, skill-error>;
+        }
+    "#;
+
+    struct Sink {
+        input: Type,
+        result: Type,
+        interface: SkillInterface,
+        validator: jsonschema::Validator,
+    }
+
+    static SINK: LazyLock<Sink> = LazyLock::new(|| {
+        let component = test_component(KITCHEN_SINK);
+        let (input, result) = run_types(&component).expect("run's types");
+        let interface = schema::describe(&component).expect("describe");
+        assert!(jsonschema::meta::is_valid(&interface.input_schema));
+        let validator = jsonschema::validator_for(&interface.input_schema).expect("a valid schema");
+        Sink {
+            input,
+            result,
+            interface,
+            validator,
+        }
+    });
+
+    fn sample() -> Json {
+        json!({
+            "flag": true,
+            "a_u8": 255,
+            "a_u16": 65535,
+            "a_u32": 4294967295u32,
+            "a_u64": 18446744073709551615u64,
+            "a_s8": -128,
+            "a_s16": -32768,
+            "a_s32": -2147483648i32,
+            "a_s64": -9223372036854775808i64,
+            "a_f32": 1.5,
+            "a_f64": -0.1,
+            "letter": "é",
+            "text": "hello",
+            "bytes": "AAEC/w==",
+            "raw": "aGk=",
+            "papers": [
+                {"title": "A", "published_date": "2024-01-02", "pages": 12},
+                {"title": "B", "published_date": "2024-03-04", "pages": null},
+            ],
+            "maybe": 7,
+            "maybe_maybe": ["x"],
+            "outcome": {"ok": {"x": 1, "y": -2}},
+            "status": {"ok": null},
+            "shape": {"circle": 2.5},
+            "color": "dark-blue",
+            "perms": ["read", "exec-all"],
+            "pair": ["p", 3, false],
+            "nested": {"inner": {"depth": 2, "tags": ["a", "b"]}, "at": {"x": 0, "y": 0}},
+            "date": "2025-06-07",
+        })
+    }
+
+    fn with(field: &str, value: Json) -> Json {
+        let mut input = sample();
+        input[field] = value;
+        input
+    }
+
+    fn without(field: &str) -> Json {
+        let mut input = sample();
+        input.as_object_mut().unwrap().shift_remove(field);
+        input
+    }
+
+    fn round_trip(input: &Json) -> Json {
+        let val = json_to_val(&SINK.input, input).unwrap_or_else(|e| panic!("{e}\n{input}"));
+        val_to_json(&SINK.input, &val).unwrap_or_else(|e| panic!("{e}\n{input}"))
+    }
+
+    fn assert_schema_accepts(input: &Json) {
+        if let Err(e) = SINK.validator.validate(input) {
+            panic!("the schema refuses what the bridge accepts: {e}\n{input}");
+        }
+    }
+
+    /// Accepted by the bridge and the schema, and written back unchanged.
+    fn assert_round_trips(input: &Json) {
+        assert_eq!(&round_trip(input), input);
+        assert_schema_accepts(input);
+    }
+
+    /// Refused by the bridge at `path` with a message containing `fragment`,
+    /// and refused by the schema too.
+    fn assert_refused(input: &Json, path: &str, fragment: &str) {
+        let err = json_to_val(&SINK.input, input).expect_err(&format!("accepted {input}"));
+        assert_eq!(err.path, path, "{err}");
+        assert!(err.message.contains(fragment), "`{err}` lacks `{fragment}`");
+        assert!(
+            !SINK.validator.is_valid(input),
+            "the schema accepts what the bridge refuses ({err})\n{input}"
+        );
+    }
+
+    #[test]
+    fn the_sample_round_trips() {
+        assert_round_trips(&sample());
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        let cases = [
+            ("flag", json!(false)),
+            ("a_u8", json!(0)),
+            ("a_u16", json!(0)),
+            ("a_u32", json!(0)),
+            ("a_u64", json!(0)),
+            ("a_s8", json!(127)),
+            ("a_s16", json!(32767)),
+            ("a_s32", json!(2147483647)),
+            ("a_s64", json!(9223372036854775807i64)),
+            ("a_f32", json!(0.1)),
+            ("a_f32", json!(-3.4028235e38)),
+            ("a_f32", json!(1e-45)),
+            ("a_f64", json!(1e300)),
+            ("a_f64", json!(-0.0)),
+            ("letter", json!("😀")),
+            ("letter", json!("a")),
+            ("text", json!("")),
+            ("text", json!("naïve \"quoted\"\n")),
+            ("bytes", json!("")),
+            ("bytes", json!("QQ==")),
+            ("bytes", json!("QUI=")),
+            ("bytes", json!("QUJD")),
+            ("raw", json!("/+8=")),
+            ("papers", json!([])),
+            ("maybe", json!(null)),
+            ("maybe", json!(0)),
+            ("maybe_maybe", json!(null)),
+            ("maybe_maybe", json!([null])),
+            ("maybe_maybe", json!([""])),
+            ("outcome", json!({"err": "boom"})),
+            ("status", json!({"err": "red"})),
+            ("shape", json!({"square": 4})),
+            ("shape", json!({"empty": null})),
+            ("shape", json!({"named-thing": "blob"})),
+            ("color", json!("red")),
+            ("perms", json!([])),
+            ("perms", json!(["read", "write", "exec-all"])),
+            ("pair", json!(["", 255, true])),
+            (
+                "nested",
+                json!({"inner": {"depth": 0, "tags": []}, "at": {"x": -1, "y": 1}}),
+            ),
+            ("date", json!("")),
+        ];
+        for (field, value) in cases {
+            assert_round_trips(&with(field, value));
+        }
+    }
+
+    #[test]
+    fn accepted_alternative_forms_are_normalised() {
+        let cases = [
+            // Input, and the field as it is written back.
+            (without("maybe"), "maybe", json!(null)),
+            (without("maybe_maybe"), "maybe_maybe", json!(null)),
+            (
+                with("shape", json!("empty")),
+                "shape",
+                json!({"empty": null}),
+            ),
+            (
+                with("bytes", json!([0, 1, 2, 255])),
+                "bytes",
+                json!("AAEC/w=="),
+            ),
+            (with("raw", json!([])), "raw", json!("")),
+            (
+                with("perms", json!(["exec-all", "read"])),
+                "perms",
+                json!(["read", "exec-all"]),
+            ),
+            (with("a_u8", json!(3.0)), "a_u8", json!(3)),
+            (with("a_s64", json!(-1e3)), "a_s64", json!(-1000)),
+            (
+                with("a_f32", json!(F32_LIMIT.next_down())),
+                "a_f32",
+                json!(3.4028235e38),
+            ),
+            (with("a_f32", json!(0.1f32)), "a_f32", json!(0.1)),
+            // Floats stay floats, for expressions that tell 5 from 5.0.
+            (with("a_f64", json!(5)), "a_f64", json!(5.0)),
+        ];
+        for (input, field, written) in cases {
+            assert_schema_accepts(&input);
+            let output = round_trip(&input);
+            assert_eq!(output[field], written, "{input}");
+        }
+    }
+
+    #[test]
+    fn integer_boundaries() {
+        let kinds: [(&str, &str, i128, i128); 8] = [
+            ("a_u8", "u8", 0, u8::MAX.into()),
+            ("a_u16", "u16", 0, u16::MAX.into()),
+            ("a_u32", "u32", 0, u32::MAX.into()),
+            ("a_u64", "u64", 0, u64::MAX.into()),
+            ("a_s8", "s8", i8::MIN.into(), i8::MAX.into()),
+            ("a_s16", "s16", i16::MIN.into(), i16::MAX.into()),
+            ("a_s32", "s32", i32::MIN.into(), i32::MAX.into()),
+            ("a_s64", "s64", i64::MIN.into(), i64::MAX.into()),
+        ];
+        for (field, kind, min, max) in kinds {
+            // Parsed from text, as state is: literals beyond 64 bits included.
+            let number = |n: i128| -> Json { serde_json::from_str(&n.to_string()).unwrap() };
+            assert_round_trips(&with(field, number(min)));
+            assert_round_trips(&with(field, number(max)));
+            let path = format!("$.{field}");
+            let range = format!("out of range for {kind} ({min}..={max})");
+            assert_refused(&with(field, number(max + 1)), &path, &range);
+            if min == i128::from(i64::MIN) {
+                // -9223372036854775809 reaches us as the f64 -2^63, which the
+                // schema (rightly, for the value it sees) takes for i64::MIN;
+                // the bridge knows no plain literal in range becomes an f64.
+                let err = json_to_val(&SINK.input, &with(field, number(min - 1))).unwrap_err();
+                assert_eq!(err.path, path);
+                assert!(err.message.contains(&range), "{err}");
+            } else {
+                assert_refused(&with(field, number(min - 1)), &path, &range);
+            }
+            assert_refused(
+                &with(field, json!(1.5)),
+                &path,
+                &format!("expected an integer ({kind}), found number 1.5"),
+            );
+            assert_refused(&with(field, json!("1")), &path, "found string \"1\"");
+        }
+        let err = json_to_val(&SINK.input, &with("a_u8", json!(300))).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "$.a_u8: 300 is out of range for u8 (0..=255)"
+        );
+        let err = json_to_val(&SINK.input, &with("a_u64", json!(1e19))).unwrap_err();
+        assert!(err.message.contains("plain integer"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_their_path() {
+        let mut bad_paper = sample();
+        bad_paper["papers"][1]["title"] = json!(3);
+        let mut no_title = sample();
+        no_title["papers"][1]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("title");
+        let mut kebab = sample();
+        let date = kebab["papers"][0]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("published_date")
+            .unwrap();
+        kebab["papers"][0]["published-date"] = date;
+        let mut extra = sample();
+        extra["surprise"] = json!(1);
+        let mut nested = sample();
+        nested["nested"]["inner"]["depth"] = json!(-1);
+
+        let cases = [
+            (
+                bad_paper,
+                "$.papers[1].title",
+                "expected a string, found number 3",
+            ),
+            (no_title, "$.papers[1].title", "missing required field"),
+            (without("flag"), "$.flag", "missing required field"),
+            (
+                kebab,
+                "$.papers[0].published-date",
+                "did you mean `published_date`?",
+            ),
+            (extra, "$.surprise", "unknown field"),
+            (nested, "$.nested.inner.depth", "-1 is out of range for u8"),
+            (with("flag", json!("true")), "$.flag", "expected a boolean"),
+            (
+                with("text", json!(null)),
+                "$.text",
+                "expected a string, found null",
+            ),
+            (
+                with("papers", json!({})),
+                "$.papers",
+                "expected an array, found an object",
+            ),
+            (
+                with("a_f32", json!(1e39)),
+                "$.a_f32",
+                "out of range for f32",
+            ),
+            (
+                with("a_f32", json!(F32_LIMIT)),
+                "$.a_f32",
+                "out of range for f32",
+            ),
+            (
+                with("a_f32", json!(-F32_LIMIT)),
+                "$.a_f32",
+                "out of range for f32",
+            ),
+            (with("a_f64", json!("1.0")), "$.a_f64", "expected a number"),
+            (
+                with("letter", json!("ab")),
+                "$.letter",
+                "exactly one character",
+            ),
+            (
+                with("letter", json!("")),
+                "$.letter",
+                "exactly one character",
+            ),
+            (
+                with("bytes", json!("not base64!")),
+                "$.bytes",
+                "invalid base64",
+            ),
+            (with("bytes", json!("QQ")), "$.bytes", "invalid base64"),
+            (with("bytes", json!("QR==")), "$.bytes", "invalid base64"),
+            (
+                with("bytes", json!([1, 256])),
+                "$.bytes[1]",
+                "out of range for u8",
+            ),
+            (with("raw", json!(5)), "$.raw", "expected a base64 string"),
+            (
+                with("maybe", json!("7")),
+                "$.maybe",
+                "expected an integer (u32)",
+            ),
+            (
+                with("maybe_maybe", json!("x")),
+                "$.maybe_maybe",
+                "one-element array",
+            ),
+            (
+                with("maybe_maybe", json!(["x", "y"])),
+                "$.maybe_maybe",
+                "one-element array",
+            ),
+            (
+                with("maybe_maybe", json!([1])),
+                "$.maybe_maybe[0]",
+                "expected a string",
+            ),
+            (
+                with("outcome", json!({"ok": {"x": 1, "y": 2}, "err": "e"})),
+                "$.outcome",
+                "exactly one key",
+            ),
+            (
+                with("outcome", json!({"fine": 1})),
+                "$.outcome.fine",
+                "unknown key",
+            ),
+            (
+                with("outcome", json!({"ok": {"x": 1}})),
+                "$.outcome.ok.y",
+                "missing required field",
+            ),
+            (
+                with("status", json!({"ok": 1})),
+                "$.status.ok",
+                "expected null",
+            ),
+            (
+                with("status", json!({"err": "blue"})),
+                "$.status.err",
+                "unknown enum case `blue`",
+            ),
+            (
+                with("shape", json!({"hexagon": 6})),
+                "$.shape",
+                "unknown variant case `hexagon`",
+            ),
+            (with("shape", json!("circle")), "$.shape", "has a payload"),
+            (
+                with("shape", json!({"empty": 1})),
+                "$.shape.empty",
+                "expected null",
+            ),
+            (
+                with("shape", json!({"circle": "big"})),
+                "$.shape.circle",
+                "expected a number",
+            ),
+            (
+                with("shape", json!({"circle": 1, "square": 2})),
+                "$.shape",
+                "exactly one key",
+            ),
+            (
+                with("color", json!("blue")),
+                "$.color",
+                "unknown enum case `blue`; expected one of: red, green, dark-blue",
+            ),
+            (
+                with("color", json!("dark_blue")),
+                "$.color",
+                "unknown enum case",
+            ),
+            (
+                with("perms", json!(["read", "fly"])),
+                "$.perms[1]",
+                "unknown flag `fly`",
+            ),
+            (
+                with("perms", json!(["read", "read"])),
+                "$.perms[1]",
+                "duplicate flag `read`",
+            ),
+            (
+                with("perms", json!("read")),
+                "$.perms",
+                "expected an array of flag names",
+            ),
+            (with("pair", json!(["p", 3])), "$.pair", "exactly 3 items"),
+            (
+                with("pair", json!(["p", 3, false, 1])),
+                "$.pair",
+                "exactly 3 items",
+            ),
+            (
+                with("pair", json!(["p", 3, "no"])),
+                "$.pair[2]",
+                "expected a boolean",
+            ),
+            (with("date", json!(20250607)), "$.date", "expected a string"),
+        ];
+        for (input, path, fragment) in cases {
+            assert_refused(&input, path, fragment);
+        }
+        assert_refused(
+            &json!([]),
+            "$",
+            "expected an object, found an array of 0 items",
+        );
+    }
+
+    #[test]
+    fn output_writes_every_option_field_and_refuses_nan() {
+        let input = without("maybe");
+        let val = json_to_val(&SINK.input, &input).unwrap();
+        let output = val_to_json(&SINK.input, &val).unwrap();
+        assert_eq!(output.as_object().unwrap().get("maybe"), Some(&Json::Null));
+
+        let Val::Record(mut fields) = val else {
+            panic!("a record")
+        };
+        let f64_field = fields.iter_mut().find(|(n, _)| n == "a-f64").unwrap();
+        f64_field.1 = Val::Float64(f64::NAN);
+        let err = val_to_json(&SINK.input, &Val::Record(fields.clone())).unwrap_err();
+        assert_eq!(err.path, "$.a_f64");
+        assert!(
+            err.message.contains("cannot be represented in JSON"),
+            "{err}"
+        );
+        let f32_field = fields.iter_mut().find(|(n, _)| n == "a-f32").unwrap();
+        f32_field.1 = Val::Float32(f32::INFINITY);
+        let err = val_to_json(&SINK.input, &Val::Record(fields)).unwrap_err();
+        assert_eq!(err.path, "$.a_f32");
+    }
+
+    #[test]
+    fn run_result_uses_the_result_rule() {
+        let ok = json!({"ok": {"count": 3}});
+        let val = json_to_val(&SINK.result, &ok).unwrap();
+        assert_eq!(val_to_json(&SINK.result, &val).unwrap(), ok);
+        let err = json!({"err": {"code": "not-found", "message": "no", "retryable": false}});
+        let val = json_to_val(&SINK.result, &err).unwrap();
+        assert_eq!(val_to_json(&SINK.result, &val).unwrap(), err);
+        let output = jsonschema::validator_for(&SINK.interface.output_schema).unwrap();
+        assert!(output.is_valid(&ok["ok"]));
+        assert!(!output.is_valid(&json!({"count": -1})));
+    }
+
+    #[test]
+    fn the_schema_matches_the_bridge_rules() {
+        let props = &SINK.interface.input_schema["properties"];
+        assert_eq!(props["bytes"]["anyOf"][0]["contentEncoding"], "base64");
+        assert_eq!(props["raw"], props["bytes"]);
+        assert_eq!(
+            props["letter"],
+            json!({"type": "string", "minLength": 1, "maxLength": 1})
+        );
+        assert_eq!(
+            props["color"],
+            json!({"type": "string", "enum": ["red", "green", "dark-blue"], "title": "color"})
+        );
+        assert_eq!(props["perms"]["uniqueItems"], true);
+        assert_eq!(props["pair"]["items"], false);
+        assert_eq!(props["pair"]["minItems"], 3);
+        let required = SINK.interface.input_schema["required"].as_array().unwrap();
+        assert!(!required.contains(&json!("maybe")));
+        assert!(!required.contains(&json!("maybe_maybe")));
+        assert!(required.contains(&json!("a_u8")));
+    }
+
+    #[test]
+    fn check_bridgeable_names_the_resource() {
+        let wit = r#"
+            package test:res;
+            interface things {
+                resource thing;
+            }
+            world res {
+                use skillhost:skill/types@0.1.0.{skill-error};
+                use things.{thing};
+                record holder { name: string, handle: own<thing> }
+                record input { items: list<holder>, first: holder }
+                export run: func(input: input) -> result<u32, skill-error>;
+            }
+        "#;
+        let (input, result) = run_types(&test_component(wit)).unwrap();
+        let err = check_bridgeable(&input).unwrap_err();
+        assert_eq!(err.path, "$.items[*].handle");
+        assert!(
+            err.message.contains("skill I/O must be plain data"),
+            "{err}"
+        );
+        assert!(check_bridgeable(&result).is_ok());
+        assert!(check_bridgeable(&SINK.input).is_ok());
+        assert!(check_bridgeable(&SINK.result).is_ok());
+        let err = json_to_val(
+            &input,
+            &json!({"items": [], "first": {"name": "n", "handle": 1}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.path, "$.first.handle");
+    }
+
+    #[test]
+    fn snake_case_keys() {
+        assert_eq!(snake_case("published-date"), "published_date");
+        assert_eq!(snake_case("title"), "title");
+        assert_eq!(snake_case("a-b-c1"), "a_b_c1");
     }
 }

@@ -214,7 +214,7 @@ impl Skill {
             .instantiate(&mut *store)
             .map_err(|e| self.classify(e, store, limits))?;
         let func = instance
-            .get_func(&mut *store, &self.run_index)
+            .get_func(&mut *store, self.run_index)
             .ok_or_else(|| CallError::Host {
                 skill: self.name.clone(),
                 message: "the instance has no `run` export".into(),

@@ -156,6 +156,17 @@ impl CallError {
         }
     }
 
+    /// The error as a JSON object: kind, skill, code, message, retryable.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": self.kind(),
+            "skill": self.skill(),
+            "code": self.code(),
+            "message": self.to_string(),
+            "retryable": self.retryable(),
+        })
+    }
+
     /// The skill's own error code, or the kind for host-detected failures.
     pub fn code(&self) -> &str {
         match self {

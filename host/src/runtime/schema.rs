@@ -21,7 +21,7 @@ use wit_parser::{
     Docs, Function, Resolve, Type as WitType, TypeDefKind, WorldId, WorldItem, WorldKey,
 };
 
-use super::bridge::snake_case;
+use super::bridge::{F32_LIMIT, snake_case};
 
 /// The JSON Schema dialect of every schema this module produces.
 pub const SCHEMA_DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
@@ -221,13 +221,20 @@ fn docs(docs: &Docs) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Sets `key` unless the schema already has it.
-fn set_default(schema: &mut Json, key: &str, value: String) {
-    if let Json::Object(fields) = schema
-        && !fields.contains_key(key)
-    {
-        fields.insert(key.to_owned(), Json::String(value));
+/// Sets the schema's `description` (after its `title`, before the rest),
+/// replacing the one its type brought.
+fn set_description(schema: Json, docs: String) -> Json {
+    let Json::Object(mut fields) = schema else {
+        return schema;
+    };
+    let mut out = Map::new();
+    if let Some(title) = fields.shift_remove("title") {
+        out.insert("title".to_owned(), title);
     }
+    fields.shift_remove("description");
+    out.insert("description".to_owned(), Json::String(docs));
+    out.extend(fields);
+    Json::Object(out)
 }
 
 /// `{"type": "object", "properties": {key: value}, "required": [key], ...}`:
@@ -282,8 +289,8 @@ impl Gen<'_> {
             WitType::S64 => int(json!(i64::MIN), json!(i64::MAX)),
             WitType::F32 => json!({
                 "type": "number",
-                "minimum": -f64::from(f32::MAX),
-                "maximum": f64::from(f32::MAX),
+                "exclusiveMinimum": -F32_LIMIT,
+                "exclusiveMaximum": F32_LIMIT,
             }),
             WitType::F64 => json!({"type": "number"}),
             WitType::Char => json!({"type": "string", "minLength": 1, "maxLength": 1}),
@@ -291,14 +298,19 @@ impl Gen<'_> {
             WitType::ErrorContext => return Err(not_data("an error-context", path)),
             WitType::Id(id) => {
                 let def = &self.resolve.types[*id];
-                let mut schema = self.kind(&def.kind, path)?;
+                let schema = self.kind(&def.kind, path)?;
+                let mut named = Map::new();
                 if let Some(name) = &def.name {
-                    set_default(&mut schema, "title", name.clone());
+                    named.insert("title".to_owned(), Json::String(name.clone()));
                 }
                 if let Some(docs) = docs(&def.docs) {
-                    set_default(&mut schema, "description", docs);
+                    named.insert("description".to_owned(), Json::String(docs));
                 }
-                schema
+                // An alias's target keeps its own title and description.
+                if let Json::Object(fields) = schema {
+                    named.extend(fields);
+                }
+                Json::Object(named)
             }
         })
     }
@@ -314,10 +326,8 @@ impl Gen<'_> {
                 for field in &record.fields {
                     let key = snake_case(&field.name);
                     let mut schema = self.schema(&field.ty, &format!("{path}.{key}"))?;
-                    if let Some(docs) = docs(&field.docs)
-                        && let Json::Object(fields) = &mut schema
-                    {
-                        fields.insert("description".to_owned(), Json::String(docs));
+                    if let Some(docs) = docs(&field.docs) {
+                        schema = set_description(schema, docs);
                     }
                     if !self.is_option(&field.ty) {
                         required.push(Json::String(key.clone()));
@@ -392,7 +402,7 @@ impl Gen<'_> {
                     };
                     let mut alternative = single_key(&case.name, payload);
                     if let Some(docs) = docs(&case.docs) {
-                        set_default(&mut alternative, "description", docs);
+                        alternative = set_description(alternative, docs);
                     }
                     alternatives.push(alternative);
                 }
@@ -465,10 +475,11 @@ pub(crate) mod testing {
     use wasmtime::component::{Component, Type};
     use wasmtime::{Engine, Result};
     use wit_component::{ComponentEncoder, StringEncoding};
-    use wit_parser::{ManglingAndAbi, Resolve, WorldId};
+    use wit_parser::abi::WasmType;
+    use wit_parser::{ManglingAndAbi, Resolve, WasmExport, WasmExportKind, WorldId, WorldItem};
 
     /// The skill contract, so test worlds can
-    /// `use skillhost:skill/types.{skill-error}`.
+    /// `use skillhost:skill/types@0.1.0.{skill-error}`.
     const CONTRACT: &str = include_str!("../../../wit/skill.wit");
 
     /// `wit` (one package with one world) parsed next to the skill contract.
@@ -491,7 +502,7 @@ pub(crate) mod testing {
     /// read and compile, without any Wasm compiler.
     pub(crate) fn test_component(wit: &str) -> Vec<u8> {
         let (resolve, world) = test_resolve(wit);
-        let mut module = wit_component::dummy_module(&resolve, world, ManglingAndAbi::Standard32);
+        let mut module = dummy_module(&resolve, world);
         wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8)
             .expect("embedding the component type");
         ComponentEncoder::default()
@@ -500,6 +511,67 @@ pub(crate) mod testing {
             .validate(true)
             .encode()
             .expect("the component encodes")
+    }
+
+    /// A core module for `world` whose exported functions all trap, like
+    /// `wit_component::dummy_module` (behind a feature this crate does not
+    /// enable), for worlds that export only free functions and import no
+    /// functions.
+    fn dummy_module(resolve: &Resolve, world: WorldId) -> Vec<u8> {
+        let mangling = ManglingAndAbi::Standard32;
+        let types = |kind: &str, tys: &[WasmType]| -> String {
+            let names: Vec<&str> = tys
+                .iter()
+                .map(|ty| match ty {
+                    WasmType::I64 | WasmType::PointerOrI64 => "i64",
+                    WasmType::F32 => "f32",
+                    WasmType::F64 => "f64",
+                    WasmType::I32 | WasmType::Pointer | WasmType::Length => "i32",
+                })
+                .collect();
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(" ({kind} {})", names.join(" "))
+            }
+        };
+        let mut wat = String::from("(module\n");
+        for item in resolve.worlds[world].exports.values() {
+            let WorldItem::Function(func) = item else {
+                panic!("test worlds may only export free functions");
+            };
+            let sig = resolve.wasm_signature(mangling.export_variant(), func);
+            let export = |kind| {
+                resolve.wasm_export_name(
+                    mangling,
+                    WasmExport::Func {
+                        interface: None,
+                        func,
+                        kind,
+                    },
+                )
+            };
+            wat.push_str(&format!(
+                "(func (export {:?}){}{} unreachable)\n",
+                export(WasmExportKind::Normal),
+                types("param", &sig.params),
+                types("result", &sig.results),
+            ));
+            wat.push_str(&format!(
+                "(func (export {:?}){})\n",
+                export(WasmExportKind::PostReturn),
+                types("param", &sig.results),
+            ));
+        }
+        let memory = resolve.wasm_export_name(mangling, WasmExport::Memory);
+        let realloc = resolve.wasm_export_name(mangling, WasmExport::Realloc);
+        let initialize = resolve.wasm_export_name(mangling, WasmExport::Initialize);
+        wat.push_str(&format!(
+            "(memory (export {memory:?}) 0)\n\
+             (func (export {realloc:?}) (param i32 i32 i32 i32) (result i32) unreachable)\n\
+             (func (export {initialize:?})))\n"
+        ));
+        wat::parse_str(&wat).expect("the dummy module assembles")
     }
 
     /// The parameter type and the result type of the component's `run`
@@ -533,7 +605,7 @@ mod tests {
         package test:docs;
 
         world docs {
-            use skillhost:skill/types.{skill-error};
+            use skillhost:skill/types@0.1.0.{skill-error};
 
             /// When a paper came out.
             type date = string;
@@ -644,7 +716,7 @@ mod tests {
         let two_params = r#"
             package test:bad;
             world bad {
-                use skillhost:skill/types.{skill-error};
+                use skillhost:skill/types@0.1.0.{skill-error};
                 export run: func(a: u32, b: u32) -> result<u32, skill-error>;
             }
         "#;
@@ -692,7 +764,7 @@ mod tests {
                 resource thing;
             }
             world res {
-                use skillhost:skill/types.{skill-error};
+                use skillhost:skill/types@0.1.0.{skill-error};
                 use things.{thing};
                 record input { name: string, handle: list<own<thing>> }
                 export run: func(input: input) -> result<u32, skill-error>;

@@ -47,16 +47,16 @@ pub trait KvBackend: Send + Sync {
     fn list_keys(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, String>;
 }
 
+type Entries = BTreeMap<(String, String), Vec<u8>>;
+
 /// A backend held in memory for the life of the runtime.
 #[derive(Default)]
 pub struct MemoryKv {
-    entries: Mutex<BTreeMap<(String, String), Vec<u8>>>,
+    entries: Mutex<Entries>,
 }
 
 impl MemoryKv {
-    fn lock(
-        &self,
-    ) -> Result<std::sync::MutexGuard<'_, BTreeMap<(String, String), Vec<u8>>>, String> {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Entries>, String> {
         self.entries
             .lock()
             .map_err(|_| "the key-value store is unavailable after a panic".to_string())

@@ -1,0 +1,371 @@
+//! `host run`, `host resume`, `host check` and `host graph`: scenarios.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+use serde_json::{Value, json};
+
+use super::{CliResult, Failure, Globals, print_json, read_json_arg};
+use crate::engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
+use crate::scenario::{self, LoadedScenario};
+use crate::store::{RunStatus, Store};
+
+/// Where runs are stored when `--database` is not given.
+pub const DEFAULT_DATABASE: &str = "sqlite://.skillhost/skillhost.db";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Durability {
+    /// A checkpoint after every node, in the database.
+    Full,
+    /// No database at all: nothing is stored, nothing can be resumed.
+    None,
+}
+
+#[derive(Debug, Args)]
+pub struct DatabaseArgs {
+    /// Database URL: sqlite://PATH (default sqlite://.skillhost/skillhost.db), or $SKILLHOST_DATABASE_URL.
+    #[arg(long, value_name = "URL", env = "SKILLHOST_DATABASE_URL")]
+    pub database: Option<String>,
+}
+
+impl DatabaseArgs {
+    pub fn url(&self) -> String {
+        self.database
+            .clone()
+            .unwrap_or_else(|| DEFAULT_DATABASE.to_string())
+    }
+
+    pub async fn open(&self) -> Result<Store, Failure> {
+        Store::open(&self.url())
+            .await
+            .map_err(|e| Failure::environment(e.to_string()))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A scenario name (examples/NAME/scenario.toml, ./NAME.toml) or a file.
+    pub scenario: String,
+    /// The run input: inline JSON, or @FILE.
+    #[arg(long, value_name = "JSON|@FILE", default_value = "{}")]
+    pub input: String,
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// `none` runs without a database (for tests and benchmarks).
+    #[arg(long, value_enum, default_value_t = Durability::Full)]
+    pub durability: Durability,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written).
+    #[arg(long)]
+    pub events: bool,
+    /// Where to write the run's artifact (e.g. the research report).
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run id (see `host runs list`).
+    pub run_id: String,
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long)]
+    pub events: bool,
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The scenario file (or name).
+    pub scenario: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GraphFormat {
+    Mermaid,
+    Dot,
+}
+
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    pub scenario: String,
+    #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
+    pub format: GraphFormat,
+}
+
+pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::environment(format!("cannot start the async runtime: {e}")))
+}
+
+/// Finds, parses, checks and loads a scenario; a check failure is exit 2.
+pub(crate) fn load_scenario(name: &str, globals: &Globals) -> Result<LoadedScenario, Failure> {
+    let path = scenario::resolve(name).map_err(Failure::bad_input)?;
+    let runtime = globals.runtime()?;
+    let loaded = scenario::load(&path, &runtime).map_err(|report| {
+        Failure::bad_input(format!(
+            "scenario `{}` does not pass the checker:\n{report}",
+            path.display()
+        ))
+    })?;
+    for warning in &loaded.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(loaded)
+}
+
+pub fn check(args: CheckArgs, globals: &Globals) -> CliResult {
+    let path = scenario::resolve(&args.scenario).map_err(Failure::bad_input)?;
+    let runtime = globals.runtime()?;
+    match scenario::load(&path, &runtime) {
+        Ok(loaded) => {
+            if args.json {
+                print_json(&json!({
+                    "ok": true,
+                    "scenario": loaded.scenario.name,
+                    "nodes": loaded.scenario.nodes.len(),
+                    "warnings": loaded.warnings.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+                }))?;
+            } else {
+                for warning in &loaded.warnings {
+                    eprintln!("warning: {warning}");
+                }
+                println!(
+                    "{}: ok ({} nodes, {} skills)",
+                    path.display(),
+                    loaded.scenario.nodes.len(),
+                    loaded.skills.len()
+                );
+            }
+            Ok(())
+        }
+        Err(report) => {
+            if args.json {
+                print_json(&json!({
+                    "ok": false,
+                    "errors": report.errors.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+                    "warnings": report.warnings.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+                }))?;
+                return Err(Failure::bad_input(""));
+            }
+            Err(Failure::bad_input(format!("{report}")))
+        }
+    }
+}
+
+pub fn graph(args: GraphArgs, globals: &Globals) -> CliResult {
+    let loaded = load_scenario(&args.scenario, globals)?;
+    let text = match args.format {
+        GraphFormat::Mermaid => scenario::to_mermaid(&loaded.scenario),
+        GraphFormat::Dot => scenario::to_dot(&loaded.scenario),
+    };
+    println!("{}", text.trim_end());
+    Ok(())
+}
+
+/// The event sink a command prints through: NDJSON on stdout with `--events`,
+/// progress lines on stderr otherwise.
+fn sink(events: bool) -> Arc<dyn EventSink> {
+    if events {
+        Arc::new(NdjsonEvents::new(std::io::stdout()))
+    } else {
+        Arc::new(Progress {
+            terminal: std::io::stderr().is_terminal(),
+        })
+    }
+}
+
+/// Progress lines for people: one per node.
+struct Progress {
+    terminal: bool,
+}
+
+impl EventSink for Progress {
+    fn emit(&self, event: &Event) {
+        match event {
+            Event::RunStarted {
+                run_id,
+                scenario,
+                resumed,
+            } => {
+                let verb = if *resumed { "resuming" } else { "running" };
+                eprintln!("{verb} {scenario} (run {run_id})");
+            }
+            Event::NodeFinished {
+                node, duration_us, ..
+            } => eprintln!("  ok    {node:<24} {:>9.1} ms", *duration_us as f64 / 1e3),
+            Event::NodeFailed {
+                node,
+                attempt,
+                error,
+                will_retry,
+                ..
+            } => {
+                let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+                let what = if *will_retry { "retry" } else { "FAIL" };
+                eprintln!("  {what:<5} {node:<24} attempt {attempt}: {message}");
+            }
+            Event::MapItemFinished {
+                node,
+                index,
+                total,
+                reused,
+                ..
+            } if self.terminal => {
+                let how = if *reused { "kept" } else { "done" };
+                eprintln!("        {node:<24} item {}/{total} {how}", index + 1);
+            }
+            Event::RuleWarning {
+                node,
+                code,
+                message,
+                ..
+            } => {
+                eprintln!("  warn  {node:<24} {code}: {message}");
+            }
+            _ => {}
+        }
+    }
+}
+
+pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
+    let input = read_json_arg(&args.input)?;
+    let loaded = load_scenario(&args.scenario, globals)?;
+    let rt = tokio_runtime()?;
+    rt.block_on(async {
+        let store = match args.durability {
+            Durability::Full => Some(args.db.open().await?),
+            Durability::None => None,
+        };
+        let engine = Engine::new(store, sink(args.events));
+        let outcome = engine
+            .start(&loaded, input, None)
+            .await
+            .map_err(engine_failure)?;
+        finish(&engine, &loaded, outcome, args.json, args.out.as_deref()).await
+    })
+}
+
+pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
+    let rt = tokio_runtime()?;
+    rt.block_on(async {
+        let store = args.db.open().await?;
+        let run = store
+            .run(&args.run_id)
+            .await
+            .map_err(|e| Failure::environment(e.to_string()))?
+            .ok_or_else(|| {
+                Failure::bad_input(format!(
+                    "run `{}` does not exist in {}; list runs with `host runs list`",
+                    args.run_id,
+                    store.url_for_display()
+                ))
+            })?;
+        if matches!(
+            run.status,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        ) {
+            return Err(Failure::bad_input(format!(
+                "run `{}` is {}; only unfinished runs can be resumed",
+                args.run_id,
+                run.status.as_str()
+            )));
+        }
+        let loaded = load_scenario(&run.scenario_path, globals)?;
+        let engine = Engine::new(Some(store), sink(args.events));
+        let outcome = engine
+            .resume(&loaded, &args.run_id)
+            .await
+            .map_err(engine_failure)?;
+        finish(&engine, &loaded, outcome, args.json, args.out.as_deref()).await
+    })
+}
+
+fn engine_failure(e: crate::engine::EngineError) -> Failure {
+    use crate::engine::EngineError::*;
+    match e {
+        Store(_) | Internal { .. } => Failure::environment(e.to_string()),
+        _ => Failure::bad_input(e.to_string()),
+    }
+}
+
+/// Prints the outcome; a failed run is exit 1.
+async fn finish(
+    _engine: &Engine,
+    loaded: &LoadedScenario,
+    outcome: RunOutcome,
+    json_out: bool,
+    _out: Option<&Path>,
+) -> CliResult {
+    let failed = outcome.status == RunStatus::Failed;
+    if json_out {
+        print_json(&json!({
+            "run_id": outcome.run_id,
+            "scenario": loaded.scenario.name,
+            "status": outcome.status.as_str(),
+            "state": outcome.state,
+            "failure": outcome.failure,
+            "warnings": outcome.warnings,
+            "nodes_run": outcome.nodes_run,
+        }))?;
+    } else {
+        eprintln!(
+            "run {} {} after {} node(s)",
+            outcome.run_id,
+            outcome.status.as_str(),
+            outcome.nodes_run
+        );
+        if let Some(report) = &outcome.failure {
+            print_failure(report);
+        }
+    }
+    if failed {
+        return Err(Failure::failed(""));
+    }
+    Ok(())
+}
+
+fn print_failure(report: &Value) {
+    let get = |k: &str| report.get(k).and_then(Value::as_str).unwrap_or("");
+    eprintln!(
+        "failed at node `{}` [{}]: {}",
+        get("node"),
+        get("code"),
+        get("message")
+    );
+    if let Some(errors) = report.get("errors").and_then(Value::as_array) {
+        for error in errors {
+            eprintln!(
+                "  error in `{}` [{}]: {}",
+                error.get("node").and_then(Value::as_str).unwrap_or("?"),
+                error.get("code").and_then(Value::as_str).unwrap_or("?"),
+                error.get("message").and_then(Value::as_str).unwrap_or("")
+            );
+        }
+    }
+    if let Some(partial) = report.get("partial_results").and_then(Value::as_object)
+        && !partial.is_empty()
+    {
+        let fields: Vec<&str> = partial.keys().map(String::as_str).collect();
+        eprintln!("partial results kept in state: {}", fields.join(", "));
+    }
+    if let Some(suggestions) = report.get("suggestions").and_then(Value::as_array)
+        && !suggestions.is_empty()
+    {
+        eprintln!("suggestions:");
+        for s in suggestions {
+            eprintln!("  - {}", s.as_str().unwrap_or(""));
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! `host runs list|show` and `host checkpoints`: reading the execution history.
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use super::run::{DatabaseArgs, tokio_runtime};
+use super::{CliResult, Failure, print_json};
+use crate::store::{RunStatus, Store};
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List runs, newest first.
+    List(ListArgs),
+    /// Show one run: steps, timings, errors, final state.
+    Show(ShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    db: DatabaseArgs,
+    /// Only runs with this status (queued, running, waiting, completed, failed, cancelled).
+    #[arg(long)]
+    status: Option<String>,
+    #[arg(long, default_value_t = 50)]
+    limit: u32,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    run_id: String,
+    #[command(flatten)]
+    db: DatabaseArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckpointsArgs {
+    run_id: String,
+    #[command(flatten)]
+    db: DatabaseArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn runs(command: RunsCommand) -> CliResult {
+    let rt = tokio_runtime()?;
+    rt.block_on(async {
+        match command {
+            RunsCommand::List(args) => list(args).await,
+            RunsCommand::Show(args) => show(args).await,
+        }
+    })
+}
+
+fn store_error(e: crate::store::StoreError) -> Failure {
+    Failure::environment(e.to_string())
+}
+
+async fn list(args: ListArgs) -> CliResult {
+    let status = match &args.status {
+        Some(s) => Some(s.parse::<RunStatus>().map_err(|_| {
+            Failure::bad_input(format!(
+                "unknown status `{s}`; use queued, running, waiting, completed, failed or cancelled"
+            ))
+        })?),
+        None => None,
+    };
+    let store = args.db.open().await?;
+    let runs = store
+        .list_runs(status, args.limit)
+        .await
+        .map_err(store_error)?;
+    if args.json {
+        let rows: Vec<Value> = runs
+            .iter()
+            .map(|r| {
+                json!({
+                    "id": r.id, "scenario": r.scenario_name, "status": r.status.as_str(),
+                    "current_node": r.current_node, "last_seq": r.last_seq,
+                    "created_at_ms": r.created_at_ms, "updated_at_ms": r.updated_at_ms,
+                })
+            })
+            .collect();
+        return print_json(&rows);
+    }
+    if runs.is_empty() {
+        println!("no runs in {}", store.url_for_display());
+        return Ok(());
+    }
+    println!(
+        "{:<36}  {:<16} {:<10} {:>5}  node",
+        "run", "scenario", "status", "seq"
+    );
+    for r in runs {
+        println!(
+            "{:<36}  {:<16} {:<10} {:>5}  {}",
+            r.id,
+            r.scenario_name,
+            r.status.as_str(),
+            r.last_seq,
+            r.current_node.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+async fn fetch_run(store: &Store, id: &str) -> Result<crate::store::RunRow, Failure> {
+    store.run(id).await.map_err(store_error)?.ok_or_else(|| {
+        Failure::bad_input(format!(
+            "run `{id}` does not exist in {}; list runs with `host runs list`",
+            store.url_for_display()
+        ))
+    })
+}
+
+async fn show(args: ShowArgs) -> CliResult {
+    let store = args.db.open().await?;
+    let run = fetch_run(&store, &args.run_id).await?;
+    let steps = store.steps(&args.run_id).await.map_err(store_error)?;
+    let artifacts = store.artifacts(&args.run_id).await.map_err(store_error)?;
+    let state = store
+        .latest_state(&args.run_id)
+        .await
+        .map_err(store_error)?
+        .map(|c| c.state);
+    if args.json {
+        return print_json(&json!({
+            "id": run.id,
+            "scenario": run.scenario_name,
+            "scenario_path": run.scenario_path,
+            "status": run.status.as_str(),
+            "input": run.input,
+            "error": run.error,
+            "last_seq": run.last_seq,
+            "steps": steps.iter().map(|s| json!({
+                "seq": s.seq, "node": s.node_id, "attempt": s.attempt, "status": s.status,
+                "duration_us": s.duration_us, "input_hash": s.input_hash, "output_hash": s.output_hash,
+                "fuel_consumed": s.fuel_consumed, "memory_peak_bytes": s.memory_peak_bytes,
+                "error": s.error, "detail": s.detail,
+            })).collect::<Vec<_>>(),
+            "artifacts": artifacts.iter().map(|a| json!({
+                "name": a.name, "digest": a.digest, "media_type": a.media_type, "size": a.size,
+            })).collect::<Vec<_>>(),
+            "state": state,
+        }));
+    }
+    println!("run       {}", run.id);
+    println!("scenario  {} ({})", run.scenario_name, run.scenario_path);
+    println!("status    {}", run.status.as_str());
+    println!("input     {}", run.input);
+    println!(
+        "\n{:>4}  {:<24} {:>3}  {:<6} {:>10}  {:>12}  error",
+        "seq", "node", "try", "status", "ms", "fuel"
+    );
+    for s in &steps {
+        let error = s
+            .error
+            .as_ref()
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        println!(
+            "{:>4}  {:<24} {:>3}  {:<6} {:>10.2}  {:>12}  {}",
+            s.seq.map(|q| q.to_string()).unwrap_or_else(|| "-".into()),
+            s.node_id,
+            s.attempt,
+            s.status,
+            s.duration_us as f64 / 1e3,
+            s.fuel_consumed.map(|f| f.to_string()).unwrap_or_default(),
+            error
+        );
+    }
+    if !artifacts.is_empty() {
+        println!("\nartifacts");
+        for a in &artifacts {
+            println!(
+                "  {} ({}, {} bytes) sha256:{}",
+                a.name, a.media_type, a.size, a.digest
+            );
+        }
+    }
+    if let Some(error) = &run.error {
+        println!(
+            "\nerror\n{}",
+            serde_json::to_string_pretty(error).unwrap_or_default()
+        );
+    }
+    if let Some(state) = state {
+        println!(
+            "\nstate\n{}",
+            serde_json::to_string_pretty(&state).unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+pub fn checkpoints(args: CheckpointsArgs) -> CliResult {
+    let rt = tokio_runtime()?;
+    rt.block_on(async {
+        let store = args.db.open().await?;
+        fetch_run(&store, &args.run_id).await?;
+        let rows = store.checkpoints(&args.run_id).await.map_err(store_error)?;
+        if args.json {
+            return print_json(
+                &rows
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "seq": c.seq, "node": c.node_id, "next": c.next_nodes,
+                            "state_hash": c.state_hash, "snapshot": c.is_snapshot,
+                            "bytes": c.bytes, "created_at_ms": c.created_at_ms,
+                        })
+                    })
+                    .collect::<Vec<_>>(),
+            );
+        }
+        println!(
+            "{:>4}  {:<24} {:<24} {:<8} {:>8}  state",
+            "seq", "node", "next", "kind", "bytes"
+        );
+        for c in rows {
+            println!(
+                "{:>4}  {:<24} {:<24} {:<8} {:>8}  sha256:{}",
+                c.seq,
+                if c.node_id.is_empty() {
+                    "(start)"
+                } else {
+                    &c.node_id
+                },
+                c.next_nodes.join(","),
+                if c.is_snapshot { "snapshot" } else { "delta" },
+                c.bytes,
+                &c.state_hash[..c.state_hash.len().min(16)]
+            );
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,246 @@
+//! `host skill build|inspect|call`: working with one skill component.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use super::{CliResult, Failure, Globals, build, print_json, read_json_arg};
+use crate::runtime::{CallError, CallOptions, Grants, Limits, Skill};
+
+#[derive(Debug, Subcommand)]
+pub enum SkillCommand {
+    /// Build a Rust skill crate into a component.
+    Build(build::BuildArgs),
+    /// Show a component's manifest, imports, exports, WIT and JSON Schemas.
+    Inspect(InspectArgs),
+    /// Call a component's `run` once with a JSON input, like `extism call`.
+    Call(CallArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The component file (.wasm).
+    component: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The component file (.wasm).
+    component: PathBuf,
+    /// The input: inline JSON, or @FILE.
+    #[arg(long, value_name = "JSON|@FILE")]
+    input: String,
+    /// Grant a capability: fs=DIR, kv=NAMESPACE (log is always granted). Repeatable.
+    #[arg(long = "grant", value_name = "CAP=VALUE")]
+    grants: Vec<String>,
+    /// Wall-clock limit for the call.
+    #[arg(long, value_name = "N", default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Linear memory limit.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    memory_mb: u64,
+    /// Fuel (instruction budget); unlimited when absent.
+    #[arg(long, value_name = "N")]
+    fuel: Option<u64>,
+    /// Largest output accepted, as compact JSON bytes.
+    #[arg(long, value_name = "N", default_value_t = 16 << 20)]
+    max_output_bytes: u64,
+    /// Print one JSON object with the output or the error, logs and usage.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(command: SkillCommand, globals: &Globals) -> CliResult {
+    match command {
+        SkillCommand::Build(args) => {
+            build::run(args).map_err(|e| Failure::bad_input(format!("{e:#}")))
+        }
+        SkillCommand::Inspect(args) => inspect(args, globals),
+        SkillCommand::Call(args) => call(args, globals),
+    }
+}
+
+fn load(globals: &Globals, path: &std::path::Path) -> Result<Arc<Skill>, Failure> {
+    let runtime = globals.runtime()?;
+    runtime.load_file(path).map_err(Failure::bad_input)
+}
+
+fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
+    let skill = load(globals, &args.component)?;
+    let interface = skill.interface().map_err(|e| {
+        Failure::bad_input(format!(
+            "`{}`: cannot decode its WIT: {e}",
+            args.component.display()
+        ))
+    })?;
+    let metadata = metadata_json(skill.bytes());
+    let m = &skill.manifest;
+    let capabilities: Vec<String> = skill.capabilities.iter().map(|c| c.to_string()).collect();
+    if args.json {
+        return print_json(&json!({
+            "name": m.id,
+            "display_name": m.name,
+            "version": m.version,
+            "description": m.description,
+            "digest": format!("sha256:{}", skill.digest),
+            "size": skill.bytes().len(),
+            "world": interface.world,
+            "capabilities": capabilities,
+            "declared_capabilities": m.capabilities,
+            "retry": m.retry,
+            "estimated_duration_ms": m.estimated_duration_ms,
+            "imports": skill.imports,
+            "exports": skill.exports,
+            "metadata": metadata,
+            "wit": interface.wit,
+            "input_schema": interface.input_schema,
+            "output_schema": interface.output_schema,
+        }));
+    }
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "(none)".to_string()
+        } else {
+            items.join(", ")
+        }
+    };
+    println!("skill         {} {} ({})", m.id, m.version, m.name);
+    println!("description   {}", m.description);
+    println!(
+        "file          {} ({} bytes)",
+        args.component.display(),
+        skill.bytes().len()
+    );
+    println!("digest        sha256:{}", skill.digest);
+    println!("world         {}", interface.world);
+    println!("capabilities  {}", list(&capabilities));
+    println!(
+        "retry         {} attempt(s), first backoff {} ms",
+        m.retry.max_attempts, m.retry.initial_backoff_ms
+    );
+    println!("estimated     {} ms per call", m.estimated_duration_ms);
+    println!("imports       {}", list(&skill.imports));
+    println!("exports       {}", list(&skill.exports));
+    if let Some(fields) = metadata.as_object() {
+        for (key, value) in fields {
+            if let Some(text) = value.as_str() {
+                println!("{key:<13} {text}");
+            }
+        }
+    }
+    println!("\n--- WIT ---\n{}", interface.wit.trim_end());
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    println!(
+        "\n--- input schema ---\n{}",
+        pretty(&interface.input_schema)
+    );
+    println!(
+        "\n--- output schema ---\n{}",
+        pretty(&interface.output_schema)
+    );
+    Ok(())
+}
+
+/// The standard wasm metadata sections (name, version, authors, …) that are present.
+fn metadata_json(bytes: &[u8]) -> serde_json::Value {
+    let Ok(wasm_metadata::Payload::Component { metadata, .. }) =
+        wasm_metadata::Payload::from_binary(bytes)
+    else {
+        return json!({});
+    };
+    let mut out = serde_json::Map::new();
+    let mut put = |key: &str, value: Option<String>| {
+        if let Some(value) = value {
+            out.insert(key.to_string(), json!(value));
+        }
+    };
+    put("component_name", metadata.name.clone());
+    put("authors", metadata.authors.as_ref().map(|v| v.to_string()));
+    put(
+        "licenses",
+        metadata.licenses.as_ref().map(|v| v.to_string()),
+    );
+    put("source", metadata.source.as_ref().map(|v| v.to_string()));
+    put(
+        "homepage",
+        metadata.homepage.as_ref().map(|v| v.to_string()),
+    );
+    put(
+        "revision",
+        metadata.revision.as_ref().map(|v| v.to_string()),
+    );
+    put(
+        "pkg_version",
+        metadata.version.as_ref().map(|v| v.to_string()),
+    );
+    serde_json::Value::Object(out)
+}
+
+fn call(args: CallArgs, globals: &Globals) -> CliResult {
+    let input = read_json_arg(&args.input)?;
+    let mut grants = Grants::default();
+    for spec in &args.grants {
+        grants.add_spec(spec).map_err(Failure::bad_input)?;
+    }
+    let limits = Limits {
+        timeout: Duration::from_millis(args.timeout_ms),
+        memory_bytes: args.memory_mb.saturating_mul(1 << 20),
+        fuel: args.fuel,
+        max_output_bytes: args.max_output_bytes,
+        ..Limits::default()
+    };
+    limits.validate().map_err(Failure::bad_input)?;
+    let skill = load(globals, &args.component)?;
+    let options = CallOptions {
+        limits,
+        grants: Arc::new(grants),
+    };
+    let report = skill.call(&input, &options);
+    if args.json {
+        let (output, error) = match &report.result {
+            Ok(output) => (output.clone(), serde_json::Value::Null),
+            Err(e) => (serde_json::Value::Null, e.to_json()),
+        };
+        print_json(&json!({
+            "skill": skill.name,
+            "output": output,
+            "error": error,
+            "logs": report.logs,
+            "logs_dropped": report.logs_dropped,
+            "fuel_consumed": report.fuel_consumed,
+            "memory_peak_bytes": report.memory_peak_bytes,
+            "duration_us": report.duration.as_micros() as u64,
+        }))?;
+        return match report.result {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Failure {
+                code: exit_code(&e),
+                message: String::new(),
+            }),
+        };
+    }
+    for line in &report.logs {
+        eprintln!("[{}] {:?}: {}", skill.name, line.level, line.message);
+    }
+    match report.result {
+        Ok(output) => print_json(&output),
+        Err(e) => Err(Failure {
+            code: exit_code(&e),
+            message: format!("[{}] {e}", e.kind()),
+        }),
+    }
+}
+
+/// Input that does not fit is the caller's mistake (2); anything else is the skill failing (1).
+fn exit_code(error: &CallError) -> u8 {
+    match error {
+        CallError::InvalidInput { .. } => 2,
+        _ => 1,
+    }
+}

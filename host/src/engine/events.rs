@@ -1,0 +1,114 @@
+//! What a run reports while it goes: one [`Event`] per transition, delivered to
+//! an [`EventSink`]. The CLI prints them as progress lines or as NDJSON
+//! (`--events`); tests collect them.
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use serde::Serialize;
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        run_id: String,
+        scenario: String,
+        resumed: bool,
+    },
+    NodeStarted {
+        run_id: String,
+        node: String,
+        kind: &'static str,
+        visit: u32,
+        attempt: u32,
+    },
+    MapItemFinished {
+        run_id: String,
+        node: String,
+        index: usize,
+        total: usize,
+        reused: bool,
+    },
+    NodeFinished {
+        run_id: String,
+        node: String,
+        duration_us: u64,
+        fuel_consumed: u64,
+    },
+    NodeFailed {
+        run_id: String,
+        node: String,
+        attempt: u32,
+        error: Value,
+        will_retry: bool,
+    },
+    RuleWarning {
+        run_id: String,
+        node: String,
+        code: String,
+        message: String,
+    },
+    CheckpointWritten {
+        run_id: String,
+        seq: u64,
+        node: String,
+        next: Vec<String>,
+    },
+    RunFinished {
+        run_id: String,
+        status: String,
+        duration_ms: u64,
+    },
+}
+
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: &Event);
+}
+
+/// Drops every event.
+pub struct NoEvents;
+
+impl EventSink for NoEvents {
+    fn emit(&self, _event: &Event) {}
+}
+
+/// Writes each event as one JSON line.
+pub struct NdjsonEvents<W: Write + Send> {
+    out: Mutex<W>,
+}
+
+impl<W: Write + Send> NdjsonEvents<W> {
+    pub fn new(out: W) -> Self {
+        NdjsonEvents {
+            out: Mutex::new(out),
+        }
+    }
+}
+
+impl<W: Write + Send> EventSink for NdjsonEvents<W> {
+    fn emit(&self, event: &Event) {
+        let Ok(line) = serde_json::to_string(event) else {
+            return;
+        };
+        if let Ok(mut out) = self.out.lock() {
+            // Progress output is best effort; a closed pipe must not fail the run.
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+}
+
+/// Keeps every event, for tests and reports.
+#[derive(Default)]
+pub struct CollectEvents {
+    pub events: Mutex<Vec<Event>>,
+}
+
+impl EventSink for CollectEvents {
+    fn emit(&self, event: &Event) {
+        if let Ok(mut events) = self.events.lock() {
+            events.push(event.clone());
+        }
+    }
+}

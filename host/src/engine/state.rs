@@ -1,0 +1,117 @@
+//! The run state and the reducers that change it.
+//!
+//! A node never edits the state in place: its `writes` become
+//! [`StateChange`]s, which are type-checked against the declared fields, applied
+//! to the live state, and stored as the checkpoint's delta. The store rebuilds
+//! states with the same [`apply`], so what is replayed is exactly what ran.
+
+use serde_json::Value;
+
+use crate::scenario::{FieldType, Reducer, Scenario};
+use crate::store::{StateChange, apply};
+
+/// Turns one write into a change, checking the declared type of the field.
+pub fn change_for(
+    scenario: &Scenario,
+    state: &Value,
+    field: &str,
+    reducer: &Reducer,
+    value: Value,
+) -> Result<StateChange, String> {
+    let declared = scenario
+        .state
+        .iter()
+        .find(|f| f.name == field)
+        .map(|f| &f.ty);
+    let ty = match (declared, field) {
+        (Some(ty), _) => ty,
+        (None, "errors") => &FieldType::Array,
+        (None, _) => return Err(format!("state field `{field}` is not declared in [state]")),
+    };
+    match reducer {
+        Reducer::Replace => {
+            check_type(field, ty, &value)?;
+            Ok(StateChange::Set {
+                field: field.to_string(),
+                value,
+            })
+        }
+        Reducer::Append => {
+            if !matches!(ty, FieldType::Array | FieldType::Any) {
+                return Err(format!(
+                    "cannot append to `{field}`: it is declared as {ty:?}, not an array"
+                ));
+            }
+            if let Some(current) = state.get(field)
+                && !current.is_array()
+                && !current.is_null()
+            {
+                return Err(format!(
+                    "cannot append to `{field}`: it currently holds {}",
+                    kind(current)
+                ));
+            }
+            let items = match value {
+                Value::Array(items) => items,
+                other => vec![other],
+            };
+            Ok(StateChange::Append {
+                field: field.to_string(),
+                items,
+            })
+        }
+        Reducer::Merge => {
+            if !matches!(ty, FieldType::Object | FieldType::Any) {
+                return Err(format!(
+                    "cannot merge into `{field}`: it is declared as {ty:?}, not an object"
+                ));
+            }
+            match value {
+                Value::Object(map) => Ok(StateChange::Merge {
+                    field: field.to_string(),
+                    value: map,
+                }),
+                other => Err(format!(
+                    "cannot merge {} into `{field}`: merge takes an object",
+                    kind(&other)
+                )),
+            }
+        }
+    }
+}
+
+/// Applies changes to the live state (the same function the store replays).
+pub fn apply_changes(state: &mut Value, changes: &[StateChange]) {
+    apply(state, changes);
+}
+
+fn check_type(field: &str, ty: &FieldType, value: &Value) -> Result<(), String> {
+    let ok = match ty {
+        FieldType::Any => true,
+        FieldType::String => value.is_string(),
+        FieldType::Integer => value.is_i64() || value.is_u64(),
+        FieldType::Number => value.is_number(),
+        FieldType::Boolean => value.is_boolean(),
+        FieldType::Array => value.is_array(),
+        FieldType::Object => value.is_object(),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "state field `{field}` is declared as {ty:?} but the write produced {}",
+            kind(value)
+        ))
+    }
+}
+
+pub(crate) fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
