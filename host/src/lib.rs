@@ -5,6 +5,7 @@ pub mod build;
 pub mod checks;
 pub mod cli;
 pub mod engine;
+pub mod failpoint;
 pub mod runtime;
 pub mod scenario;
 pub mod store;

@@ -17,6 +17,21 @@ pub const ECHO_COMPONENT: &[u8] = include_bytes!("../../../skills/dist/echo.wasm
 pub enum BenchCommand {
     /// Fresh-instance call latency, compile time and cached load time.
     Runtime(RuntimeBenchArgs),
+    /// Per-node latency of a 10-node scenario, without a store and on SQLite.
+    Engine(EngineBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EngineBenchArgs {
+    /// Runs without a store to time (after warm-up).
+    #[arg(long, default_value_t = 2_000)]
+    memory_runs: usize,
+    /// Durable runs on SQLite to time.
+    #[arg(long, default_value_t = 200)]
+    sqlite_runs: usize,
+    /// Print JSON only.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -35,6 +50,7 @@ pub struct RuntimeBenchArgs {
 pub fn run(command: BenchCommand, _globals: &Globals) -> CliResult {
     match command {
         BenchCommand::Runtime(args) => runtime_bench(args),
+        BenchCommand::Engine(args) => engine_bench(args),
     }
 }
 
@@ -133,4 +149,157 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 fn round(value: f64, digits: i32) -> f64 {
     let scale = 10f64.powi(digits);
     (value * scale).round() / scale
+}
+
+/// Nodes in the engine benchmark's linear scenario.
+const ENGINE_NODES: usize = 10;
+
+/// A 10-node linear scenario of `echo` calls whose state holds 20 records of
+/// about 300 bytes; each node changes one small field.
+fn engine_scenario(echo: &std::path::Path) -> String {
+    let mut toml = String::from(
+        "[scenario]\nname = \"bench\"\nversion = \"1\"\ndescription = \"engine benchmark\"\n\n\
+         [state]\nlast = { type = \"string\" }\nrecords = { type = \"array\", default = [\n",
+    );
+    for i in 0..20 {
+        toml.push_str(&format!(
+            "  {{ id = \"rec-{i:02}\", title = \"Record {i} of the benchmark state\", \
+             body = \"{}\", tags = [\"bench\", \"state\", \"record\"] }},\n",
+            "lorem ipsum dolor sit amet ".repeat(8).trim_end()
+        ));
+    }
+    toml.push_str("] }\n\n");
+    toml.push_str(&format!(
+        "[skills.echo]\ncomponent = {:?}\n\n",
+        echo.display().to_string()
+    ));
+    for i in 0..ENGINE_NODES {
+        toml.push_str(&format!(
+            "[[node]]\nid = \"n{i}\"\nskill = \"echo\"\n\
+             input = {{ message = \"state.records[{i}].title\", repeat = \"1\" }}\n\
+             writes = [{{ field = \"last\", from = \"output.message\" }}]\n\n"
+        ));
+    }
+    toml.push_str("[[node]]\nid = \"done\"\nkind = \"end\"\n\n");
+    for i in 0..ENGINE_NODES {
+        let to = if i + 1 == ENGINE_NODES {
+            "done".to_string()
+        } else {
+            format!("n{}", i + 1)
+        };
+        toml.push_str(&format!("[[edge]]\nfrom = \"n{i}\"\nto = \"{to}\"\n\n"));
+    }
+    toml
+}
+
+fn engine_bench(args: EngineBenchArgs) -> CliResult {
+    use crate::engine::{Engine, NoEvents};
+    if args.memory_runs == 0 || args.sqlite_runs == 0 {
+        return Err(Failure::bad_input(
+            "--memory-runs and --sqlite-runs must be at least 1",
+        ));
+    }
+    let dir = tempfile::tempdir()
+        .map_err(|e| Failure::environment(format!("cannot create a temporary directory: {e}")))?;
+    let echo = dir.path().join("echo.wasm");
+    let scenario_path = dir.path().join("bench.toml");
+    std::fs::write(&echo, ECHO_COMPONENT)
+        .and_then(|()| std::fs::write(&scenario_path, engine_scenario(&echo)))
+        .map_err(|e| Failure::environment(format!("cannot write the benchmark scenario: {e}")))?;
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(dir.path().join("cache")),
+        pool: PoolConfig::default(),
+    })
+    .map_err(|e| Failure::environment(format!("{e:#}")))?;
+    let loaded = crate::scenario::load(&scenario_path, &runtime)
+        .map_err(|report| Failure::environment(format!("benchmark scenario: {report}")))?;
+    let rt = super::run::tokio_runtime()?;
+    let db_url = format!("sqlite://{}", dir.path().join("bench.db").display());
+
+    let result = rt.block_on(async {
+        let input = json!({});
+        let memory = Engine::new(None, Arc::new(NoEvents));
+        for _ in 0..args.memory_runs / 10 + 1 {
+            memory
+                .start(&loaded, input.clone(), None)
+                .await
+                .map_err(Failure::failed)?;
+        }
+        let mut samples = Vec::with_capacity(args.memory_runs);
+        for _ in 0..args.memory_runs {
+            let start = Instant::now();
+            memory
+                .start(&loaded, input.clone(), None)
+                .await
+                .map_err(Failure::failed)?;
+            samples.push(start.elapsed());
+        }
+        let per_node_memory = median(samples) / ENGINE_NODES as u32;
+
+        let options = crate::store::StoreOptions {
+            sync: crate::store::SyncMode::Normal,
+        };
+        let store = crate::store::Store::open_with(&db_url, options)
+            .await
+            .map_err(|e| Failure::environment(e.to_string()))?;
+        let durable = Engine::new(Some(store), Arc::new(NoEvents));
+        let mut samples = Vec::with_capacity(args.sqlite_runs);
+        let mut last_run = String::new();
+        for i in 0..args.sqlite_runs + 5 {
+            let start = Instant::now();
+            let outcome = durable
+                .start(&loaded, input.clone(), None)
+                .await
+                .map_err(Failure::failed)?;
+            if i >= 5 {
+                samples.push(start.elapsed());
+            }
+            last_run = outcome.run_id;
+        }
+        let per_node_sqlite = median(samples) / ENGINE_NODES as u32;
+        let Some(store) = durable.store() else {
+            return Err(Failure::environment("the durable engine has no store"));
+        };
+        let checkpoints = store
+            .checkpoints(&last_run)
+            .await
+            .map_err(|e| Failure::environment(e.to_string()))?;
+        let node_checkpoints: Vec<_> = checkpoints.iter().filter(|c| c.seq > 0).collect();
+        let delta_bytes = node_checkpoints.iter().map(|c| c.bytes).sum::<u64>() as f64
+            / node_checkpoints.len().max(1) as f64;
+        let full_state = store
+            .latest_state(&last_run)
+            .await
+            .map_err(|e| Failure::environment(e.to_string()))?
+            .map(|c| serde_json::to_vec(&c.state).map(|v| v.len()).unwrap_or(0))
+            .unwrap_or(0) as f64;
+        Ok::<_, Failure>(json!({
+            "nodes": ENGINE_NODES,
+            "per_node_us_memory": round(per_node_memory.as_secs_f64() * 1e6, 2),
+            "per_node_us_sqlite": round(per_node_sqlite.as_secs_f64() * 1e6, 2),
+            "checkpoint_bytes_per_node": round(delta_bytes, 1),
+            "full_state_bytes": full_state,
+            "full_state_over_checkpoint": round(full_state / delta_bytes.max(1.0), 1),
+            "memory_runs": args.memory_runs,
+            "sqlite_runs": args.sqlite_runs,
+        }))
+    })?;
+    if args.json {
+        return print_json(&result);
+    }
+    println!(
+        "per node, no store:      {} µs median over {} runs of {ENGINE_NODES} nodes",
+        result["per_node_us_memory"], args.memory_runs
+    );
+    println!(
+        "per node, SQLite:        {} µs median over {} runs",
+        result["per_node_us_sqlite"], args.sqlite_runs
+    );
+    println!(
+        "checkpoint per node:     {} bytes (full state {} bytes: {}x smaller)",
+        result["checkpoint_bytes_per_node"],
+        result["full_state_bytes"],
+        result["full_state_over_checkpoint"]
+    );
+    Ok(())
 }

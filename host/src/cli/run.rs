@@ -10,17 +10,31 @@ use serde_json::{Value, json};
 use super::{CliResult, Failure, Globals, print_json, read_json_arg};
 use crate::engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
 use crate::scenario::{self, LoadedScenario};
-use crate::store::{RunStatus, Store};
+use crate::store::{RunStatus, Store, StoreOptions, SyncMode};
 
 /// Where runs are stored when `--database` is not given.
 pub const DEFAULT_DATABASE: &str = "sqlite://.skillhost/skillhost.db";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Durability {
-    /// A checkpoint after every node, in the database.
+    /// A checkpoint after every node that survives any crash or kill of the
+    /// host process (SQLite WAL, `synchronous = NORMAL`); a power loss may lose
+    /// the last few checkpoints but never corrupts the database.
+    Normal,
+    /// Like `normal`, and every checkpoint is fsynced before the run goes on,
+    /// so it also survives power loss (milliseconds per node on most disks).
     Full,
     /// No database at all: nothing is stored, nothing can be resumed.
     None,
+}
+
+impl Durability {
+    fn sync_mode(self) -> SyncMode {
+        match self {
+            Durability::Full => SyncMode::Full,
+            Durability::Normal | Durability::None => SyncMode::Normal,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -38,7 +52,14 @@ impl DatabaseArgs {
     }
 
     pub async fn open(&self) -> Result<Store, Failure> {
-        Store::open(&self.url())
+        self.open_with(Durability::Normal).await
+    }
+
+    pub async fn open_with(&self, durability: Durability) -> Result<Store, Failure> {
+        let options = StoreOptions {
+            sync: durability.sync_mode(),
+        };
+        Store::open_with(&self.url(), options)
             .await
             .map_err(|e| Failure::environment(e.to_string()))
     }
@@ -53,8 +74,9 @@ pub struct RunArgs {
     pub input: String,
     #[command(flatten)]
     pub db: DatabaseArgs,
-    /// `none` runs without a database (for tests and benchmarks).
-    #[arg(long, value_enum, default_value_t = Durability::Full)]
+    /// `normal` survives any kill of the process; `full` also fsyncs every
+    /// checkpoint (survives power loss); `none` keeps no database.
+    #[arg(long, value_enum, default_value_t = Durability::Normal)]
     pub durability: Durability,
     /// Print the outcome as one JSON object.
     #[arg(long)]
@@ -245,8 +267,8 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let store = match args.durability {
-            Durability::Full => Some(args.db.open().await?),
             Durability::None => None,
+            durability => Some(args.db.open_with(durability).await?),
         };
         let engine = Engine::new(store, sink(args.events));
         let outcome = engine

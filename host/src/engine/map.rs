@@ -150,6 +150,7 @@ pub(crate) async fn run_map_node(
                     if let Err(e) = store.record_map_item(&row).await {
                         first_failure.get_or_insert(NodeFailure::new("store-error", e.to_string()));
                     }
+                    crate::failpoint::hit(|| format!("map-item:{}:{index}", node.id));
                 }
                 outputs.insert(index, output);
                 cx.events.emit(&Event::MapItemFinished {

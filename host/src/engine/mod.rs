@@ -146,7 +146,7 @@ impl Engine {
                 message,
             }
         })?;
-        let run_id = run_id.unwrap_or_else(new_run_id);
+        let run_id = run_id.unwrap_or_else(crate::store::new_run_id);
         let state = scenario.initial_state();
         if let Some(store) = &self.store {
             store
@@ -243,11 +243,6 @@ impl Engine {
             events: self.events.clone(),
         }
     }
-}
-
-/// A sortable, unique run id: milliseconds since the epoch and random bits (UUID v7).
-pub fn new_run_id() -> String {
-    uuid::Uuid::now_v7().to_string()
 }
 
 /// The run loop, from `checkpoint` until an end or fail node.
@@ -479,6 +474,7 @@ async fn drive(
         seq += 1;
         success.step.seq = Some(seq);
         success.step.duration_us = node_started.elapsed().as_micros() as u64;
+        crate::failpoint::hit(|| format!("before-commit:{}", node.id));
         if let Some(store) = cx.store {
             store
                 .commit_step(&StepCommit {
@@ -494,6 +490,7 @@ async fn drive(
                     journal: Vec::new(),
                 })
                 .await?;
+            crate::failpoint::hit(|| format!("after-commit:{}", node.id));
             cx.events.emit(&Event::CheckpointWritten {
                 run_id: cx.run_id.clone(),
                 seq,
@@ -536,7 +533,7 @@ fn next_node(
             let mut vars = Vars::new();
             vars.set("input", &cx.input)
                 .set("state", state)
-                .set("config", &Value::Object(cx.scenario.config.clone()));
+                .set("config", &Value::Object(node.config.clone()));
             for (guard, to) in branches {
                 match guard.eval_bool(&vars) {
                     Ok(true) => return Ok(to.clone()),
@@ -673,7 +670,7 @@ fn failure_report(
     let mut vars = Vars::new();
     vars.set("input", &cx.input)
         .set("state", state)
-        .set("config", &Value::Object(cx.scenario.config.clone()));
+        .set("config", &Value::Object(node.config.clone()));
     let message = match &node.message {
         Some(expr) => match expr.eval(&vars) {
             Ok(Value::String(s)) => s,

@@ -16,15 +16,10 @@ pub(crate) type NodeResult = Result<NodeSuccess, (NodeFailure, Option<StepRow>)>
 
 /// The variables every expression of a node sees.
 pub(crate) fn base_vars(cx: &RunContext<'_>, node: &Node, state: &Value) -> Vars {
-    let mut config = Map::new();
-    if let Some(skill) = node.skill.as_ref().and_then(|a| cx.scenario.skills.get(a)) {
-        config.extend(skill.config.clone());
-    }
-    config.extend(cx.scenario.config.clone());
     let mut vars = Vars::new();
     vars.set("input", &cx.input)
         .set("state", state)
-        .set("config", &Value::Object(config));
+        .set("config", &Value::Object(node.config.clone()));
     vars
 }
 

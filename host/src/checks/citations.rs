@@ -1,0 +1,625 @@
+//! The citation check: every claim cites enough sources, every cited id is a
+//! source, and every quote a claim carries is in the text of a source it
+//! cites.
+//!
+//! Quotes are compared after normalising whitespace (every run of it is one
+//! space, ends trimmed) and case, so a quote that re-flows a line still
+//! matches, and a quote with one changed word does not. For every quote
+//! found, the check records where: the source id and the character offsets
+//! (Unicode scalar values, end exclusive) of the match in the source's
+//! original text, so an auditor can highlight it.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// What to check: the claims and sources, and which of their fields mean what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CitationInputs {
+    pub claims: Vec<Value>,
+    pub sources: Vec<Value>,
+    /// Claim field holding the cited ids: a list, or a single id.
+    pub cites: String,
+    /// Source field holding its id.
+    pub source_id: String,
+    /// Claim field holding a quote or a list of quotes; empty: no quotes.
+    pub quote: String,
+    /// Source field holding the text quotes must come from.
+    pub source_text: String,
+    /// Distinct sources each claim must cite.
+    pub min_per_claim: usize,
+}
+
+impl CitationInputs {
+    /// Inputs from evaluated `claims` and `sources`, which must be lists.
+    pub fn from_values(
+        claims: Value,
+        sources: Value,
+        cites: &str,
+        source_id: &str,
+        quote: &str,
+        source_text: &str,
+        min_per_claim: usize,
+    ) -> Result<CitationInputs, CitationError> {
+        let list = |what: &'static str, value: Value| match value {
+            Value::Array(items) => Ok(items),
+            other => Err(CitationProblem::NotAList {
+                what,
+                found: kind(&other).to_string(),
+            }),
+        };
+        let (claims, sources) = match (list("claims", claims), list("sources", sources)) {
+            (Ok(c), Ok(s)) => (c, s),
+            (c, s) => {
+                let problems = [c.err(), s.err()].into_iter().flatten().collect();
+                return Err(CitationError { problems });
+            }
+        };
+        Ok(CitationInputs {
+            claims,
+            sources,
+            cites: cites.to_string(),
+            source_id: source_id.to_string(),
+            quote: quote.to_string(),
+            source_text: source_text.to_string(),
+            min_per_claim,
+        })
+    }
+}
+
+/// A quote found in a cited source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VerifiedQuote {
+    /// Index of the claim in the claims list.
+    pub claim_index: usize,
+    pub source_id: String,
+    /// The quote as the claim gives it.
+    pub quote: String,
+    /// Character offsets of the match in the source's original text.
+    pub start: usize,
+    pub end: usize,
+    /// The source's original text between `start` and `end`.
+    pub matched: String,
+}
+
+/// Every problem found: the check does not stop at the first.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct CitationError {
+    pub problems: Vec<CitationProblem>,
+}
+
+impl fmt::Display for CitationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.problems.len();
+        write!(
+            f,
+            "citation check failed ({n} problem{}): ",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for (i, problem) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A claim, as errors name it: its index, and its id and text when it has them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimRef {
+    pub index: usize,
+    pub id: Option<String>,
+    pub text: Option<String>,
+}
+
+impl fmt::Display for ClaimRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "claim {}", self.index)?;
+        match (&self.id, &self.text) {
+            (Some(id), Some(text)) => write!(f, " ({id}: {})", quoted(text, 80)),
+            (Some(id), None) => write!(f, " ({id})"),
+            (None, Some(text)) => write!(f, " ({})", quoted(text, 80)),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CitationProblem {
+    #[error("`{what}` must be a list, but it is {found}")]
+    NotAList { what: &'static str, found: String },
+    #[error("{claim} is {found}, not an object")]
+    ClaimNotObject { claim: ClaimRef, found: String },
+    #[error("source {index} has no `{field}` (a string or number id)")]
+    SourceWithoutId { index: usize, field: String },
+    #[error("{claim}: `{field}` must be a list of source ids, but it is {found}")]
+    BadCites {
+        claim: ClaimRef,
+        field: String,
+        found: String,
+    },
+    #[error(
+        "{claim} cites {cited} source{}, but every claim must cite at least {min} (field `{field}`)",
+        if *.cited == 1 { "" } else { "s" }
+    )]
+    Uncited {
+        claim: ClaimRef,
+        field: String,
+        cited: usize,
+        min: usize,
+    },
+    #[error("{claim} cites `{id}`, which is not among the {known} sources")]
+    UnknownSource {
+        claim: ClaimRef,
+        id: String,
+        known: usize,
+    },
+    #[error("{claim}: `{field}` must be a quote or a list of quotes, but it is {found}")]
+    BadQuote {
+        claim: ClaimRef,
+        field: String,
+        found: String,
+    },
+    #[error("{claim} has an empty quote")]
+    EmptyQuote { claim: ClaimRef },
+    #[error("cited source `{source_id}` has no text in `{field}` to find quotes in")]
+    SourceWithoutText { source_id: String, field: String },
+    #[error(
+        "{claim} quotes {}, which is not in the text of the source{} it cites ({})",
+        quoted(.quote, 120),
+        if .cited.len() == 1 { "" } else { "s" },
+        .cited.join(", ")
+    )]
+    QuoteNotFound {
+        claim: ClaimRef,
+        quote: String,
+        cited: Vec<String>,
+    },
+}
+
+/// Checks `inputs`; on success, where every quote was found, claim by claim.
+pub fn check_citations(inputs: &CitationInputs) -> Result<Vec<VerifiedQuote>, CitationError> {
+    let mut problems = Vec::new();
+
+    let mut by_id: HashMap<String, usize> = HashMap::new();
+    for (index, source) in inputs.sources.iter().enumerate() {
+        match source.get(&inputs.source_id).and_then(id_string) {
+            Some(id) => {
+                by_id.entry(id).or_insert(index);
+            }
+            None => problems.push(CitationProblem::SourceWithoutId {
+                index,
+                field: inputs.source_id.clone(),
+            }),
+        }
+    }
+
+    let mut normalized: HashMap<usize, Option<Normalized>> = HashMap::new();
+    let mut reported_text = std::collections::BTreeSet::new();
+    let mut verified = Vec::new();
+    for (index, claim) in inputs.claims.iter().enumerate() {
+        let claim_ref = claim_ref(index, claim);
+        let Value::Object(fields) = claim else {
+            problems.push(CitationProblem::ClaimNotObject {
+                claim: claim_ref,
+                found: kind(claim).to_string(),
+            });
+            continue;
+        };
+
+        // Cited ids, distinct, in order.
+        let cited: Vec<String> = match fields.get(&inputs.cites) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                let ids: Option<Vec<String>> = items.iter().map(id_string).collect();
+                match ids {
+                    Some(ids) => dedup(ids),
+                    None => {
+                        problems.push(CitationProblem::BadCites {
+                            claim: claim_ref,
+                            field: inputs.cites.clone(),
+                            found: "a list with an item that is not a string or number".into(),
+                        });
+                        continue;
+                    }
+                }
+            }
+            Some(single) => match id_string(single) {
+                Some(id) => vec![id],
+                None => {
+                    problems.push(CitationProblem::BadCites {
+                        claim: claim_ref,
+                        field: inputs.cites.clone(),
+                        found: kind(single).to_string(),
+                    });
+                    continue;
+                }
+            },
+        };
+        if cited.len() < inputs.min_per_claim {
+            problems.push(CitationProblem::Uncited {
+                claim: claim_ref.clone(),
+                field: inputs.cites.clone(),
+                cited: cited.len(),
+                min: inputs.min_per_claim,
+            });
+        }
+        let mut known = Vec::new();
+        for id in &cited {
+            match by_id.get(id) {
+                Some(&source) => known.push((id.clone(), source)),
+                None => problems.push(CitationProblem::UnknownSource {
+                    claim: claim_ref.clone(),
+                    id: id.clone(),
+                    known: inputs.sources.len(),
+                }),
+            }
+        }
+
+        if inputs.quote.is_empty() {
+            continue;
+        }
+        let quotes: Vec<String> = match fields.get(&inputs.quote) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(q)) => vec![q.clone()],
+            Some(Value::Array(items)) if items.iter().all(Value::is_string) => items
+                .iter()
+                .filter_map(|q| q.as_str().map(str::to_string))
+                .collect(),
+            Some(other) => {
+                problems.push(CitationProblem::BadQuote {
+                    claim: claim_ref,
+                    field: inputs.quote.clone(),
+                    found: kind(other).to_string(),
+                });
+                continue;
+            }
+        };
+        if known.is_empty() {
+            // Nothing to look in; the missing citation is already reported.
+            continue;
+        }
+        for quote in quotes {
+            let needle = normalize(&quote);
+            if needle.text.is_empty() {
+                problems.push(CitationProblem::EmptyQuote {
+                    claim: claim_ref.clone(),
+                });
+                continue;
+            }
+            let mut found = None;
+            for (id, source) in &known {
+                let haystack = normalized.entry(*source).or_insert_with(|| {
+                    inputs.sources[*source]
+                        .get(&inputs.source_text)
+                        .and_then(Value::as_str)
+                        .map(normalize)
+                });
+                let Some(haystack) = haystack else {
+                    if reported_text.insert(*source) {
+                        problems.push(CitationProblem::SourceWithoutText {
+                            source_id: id.clone(),
+                            field: inputs.source_text.clone(),
+                        });
+                    }
+                    continue;
+                };
+                if let Some(at) = haystack.text.find(&needle.text) {
+                    let start = haystack.origin[at];
+                    let end = haystack.origin[at + needle.text.len() - 1] + 1;
+                    found = Some((id.clone(), *source, start, end));
+                    break;
+                }
+            }
+            match found {
+                Some((source_id, source, start, end)) => {
+                    let text = inputs.sources[source]
+                        .get(&inputs.source_text)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    verified.push(VerifiedQuote {
+                        claim_index: index,
+                        source_id,
+                        quote,
+                        start,
+                        end,
+                        matched: text.chars().skip(start).take(end - start).collect(),
+                    });
+                }
+                None => problems.push(CitationProblem::QuoteNotFound {
+                    claim: claim_ref.clone(),
+                    quote,
+                    cited: known.iter().map(|(id, _)| id.clone()).collect(),
+                }),
+            }
+        }
+    }
+
+    if problems.is_empty() {
+        Ok(verified)
+    } else {
+        Err(CitationError { problems })
+    }
+}
+
+/// Text with whitespace runs collapsed to one space, ends trimmed, and
+/// lowercased; `origin[b]` is the index of the original character that
+/// produced byte `b`.
+struct Normalized {
+    text: String,
+    origin: Vec<usize>,
+}
+
+fn normalize(original: &str) -> Normalized {
+    let mut text = String::with_capacity(original.len());
+    let mut origin = Vec::with_capacity(original.len());
+    let mut space: Option<usize> = None;
+    for (index, c) in original.chars().enumerate() {
+        if c.is_whitespace() {
+            space.get_or_insert(index);
+            continue;
+        }
+        if let Some(at) = space.take()
+            && !text.is_empty()
+        {
+            text.push(' ');
+            origin.push(at);
+        }
+        for lower in c.to_lowercase() {
+            text.push(lower);
+            origin.extend(std::iter::repeat_n(index, lower.len_utf8()));
+        }
+    }
+    Normalized { text, origin }
+}
+
+fn claim_ref(index: usize, claim: &Value) -> ClaimRef {
+    let id = claim.get("id").and_then(id_string);
+    let text = ["text", "claim", "statement", "title"]
+        .iter()
+        .find_map(|field| claim.get(*field).and_then(Value::as_str))
+        .map(str::to_string);
+    ClaimRef { index, id, text }
+}
+
+fn id_string(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn dedup(ids: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(ids.len());
+    for id in ids {
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    out
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a bool",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn quoted(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        format!("\"{text}\"")
+    } else {
+        let cut: String = text.chars().take(max - 1).collect();
+        format!("\"{cut}…\"")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const ABSTRACT_1: &str = "We propose the Transformer, a model architecture\n  eschewing recurrence. \
+                              It achieves 28.4 BLEU on WMT 2014.";
+    const ABSTRACT_2: &str = "Ünïcode façade: BERT is   pre-trained on unlabeled text.";
+
+    fn inputs(claims: Value) -> CitationInputs {
+        CitationInputs::from_values(
+            claims,
+            json!([
+                {"id": "p1", "abstract": ABSTRACT_1},
+                {"id": "p2", "abstract": ABSTRACT_2},
+                {"id": 7, "abstract": "Numeric ids work too."}
+            ]),
+            "supporting_paper_ids",
+            "id",
+            "evidence",
+            "abstract",
+            1,
+        )
+        .unwrap()
+    }
+
+    fn problems(claims: Value) -> Vec<CitationProblem> {
+        check_citations(&inputs(claims)).unwrap_err().problems
+    }
+
+    #[test]
+    fn uncited_claims_fail() {
+        let p = problems(json!([
+            {"id": "c1", "text": "Attention is enough.", "supporting_paper_ids": []},
+            {"text": "No field at all."}
+        ]));
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(
+            p[0].to_string(),
+            "claim 0 (c1: \"Attention is enough.\") cites 0 sources, but every claim must cite \
+             at least 1 (field `supporting_paper_ids`)"
+        );
+        assert!(matches!(&p[1], CitationProblem::Uncited { claim, .. } if claim.index == 1));
+    }
+
+    #[test]
+    fn unknown_ids_fail() {
+        let p = problems(json!([
+            {"id": "c1", "supporting_paper_ids": ["p1", "p404"], "evidence": "28.4 BLEU"}
+        ]));
+        assert_eq!(
+            p,
+            vec![CitationProblem::UnknownSource {
+                claim: ClaimRef {
+                    index: 0,
+                    id: Some("c1".into()),
+                    text: None
+                },
+                id: "p404".into(),
+                known: 3
+            }]
+        );
+        assert_eq!(
+            p[0].to_string(),
+            "claim 0 (c1) cites `p404`, which is not among the 3 sources"
+        );
+    }
+
+    #[test]
+    fn fabricated_quotes_fail() {
+        let p = problems(json!([
+            {"text": "T wins", "supporting_paper_ids": ["p1", "p2"], "evidence": "achieves 35.0 BLEU"}
+        ]));
+        assert_eq!(p.len(), 1);
+        assert_eq!(
+            p[0].to_string(),
+            "claim 0 (\"T wins\") quotes \"achieves 35.0 BLEU\", which is not in the text of the \
+             sources it cites (p1, p2)"
+        );
+        // A quote from a source the claim does not cite does not count.
+        let p = problems(json!([
+            {"supporting_paper_ids": ["p2"], "evidence": "eschewing recurrence"}
+        ]));
+        assert!(matches!(&p[0], CitationProblem::QuoteNotFound { cited, .. } if cited == &["p2"]));
+    }
+
+    #[test]
+    fn whitespace_and_case_are_normalised() {
+        let verified = check_citations(&inputs(json!([
+            {"supporting_paper_ids": ["p1"], "evidence": "a MODEL architecture eschewing   recurrence."},
+            {"supporting_paper_ids": "p2", "evidence": "  bert is pre-trained\ton UNLABELED text "}
+        ])))
+        .unwrap();
+        assert_eq!(verified.len(), 2);
+        assert_eq!(
+            verified[0].matched,
+            "a model architecture\n  eschewing recurrence."
+        );
+        assert_eq!(
+            verified[1].matched,
+            "BERT is   pre-trained on unlabeled text"
+        );
+    }
+
+    #[test]
+    fn offsets_are_characters_in_the_original_text() {
+        let verified = check_citations(&inputs(json!([
+            {"supporting_paper_ids": ["p2"], "evidence": "FAÇADE: bert"},
+            {"supporting_paper_ids": [7], "evidence": "ids work"}
+        ])))
+        .unwrap();
+        let v = &verified[0];
+        assert_eq!(v.source_id, "p2");
+        // "Ünïcode " is 8 characters (10 bytes): offsets count characters.
+        assert_eq!((v.start, v.end), (8, 20));
+        let slice: String = ABSTRACT_2
+            .chars()
+            .skip(v.start)
+            .take(v.end - v.start)
+            .collect();
+        assert_eq!(slice, "façade: BERT");
+        assert_eq!(verified[1].source_id, "7");
+        assert_eq!((verified[1].start, verified[1].end), (8, 16));
+    }
+
+    #[test]
+    fn quote_lists_check_every_quote() {
+        let verified = check_citations(&inputs(json!([
+            {"id": "c1", "supporting_paper_ids": ["p1", "p2"],
+             "evidence": ["28.4 BLEU on WMT 2014", "pre-trained on unlabeled text"]}
+        ])))
+        .unwrap();
+        assert_eq!(
+            verified
+                .iter()
+                .map(|v| (v.source_id.as_str(), v.quote.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("p1", "28.4 BLEU on WMT 2014"),
+                ("p2", "pre-trained on unlabeled text")
+            ]
+        );
+        let p = problems(json!([
+            {"id": "c1", "supporting_paper_ids": ["p1"], "evidence": ["28.4 BLEU", "made up", ""]}
+        ]));
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(
+            matches!(&p[0], CitationProblem::QuoteNotFound { quote, .. } if quote == "made up")
+        );
+        assert!(matches!(&p[1], CitationProblem::EmptyQuote { .. }));
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let err = check_citations(&inputs(json!([
+            {"id": "a", "supporting_paper_ids": []},
+            {"id": "b", "supporting_paper_ids": ["nope"]},
+            {"id": "c", "supporting_paper_ids": ["p1"], "evidence": "invented"},
+            "not an object",
+            {"id": "d", "supporting_paper_ids": ["p1"], "evidence": 3}
+        ])))
+        .unwrap_err();
+        assert_eq!(err.problems.len(), 5, "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("citation check failed (5 problems): claim 0 (a)")
+        );
+    }
+
+    #[test]
+    fn inputs_must_be_lists() {
+        let err =
+            CitationInputs::from_values(json!({}), json!("x"), "c", "id", "q", "t", 1).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "citation check failed (2 problems): `claims` must be a list, but it is an object; \
+             `sources` must be a list, but it is a string"
+        );
+    }
+
+    #[test]
+    fn sources_without_text_are_named() {
+        let inputs = CitationInputs::from_values(
+            json!([{"cites": ["s"], "q": "x"}]),
+            json!([{"id": "s"}]),
+            "cites",
+            "id",
+            "q",
+            "body",
+            1,
+        )
+        .unwrap();
+        let p = check_citations(&inputs).unwrap_err().problems;
+        assert_eq!(
+            p[0].to_string(),
+            "cited source `s` has no text in `body` to find quotes in"
+        );
+    }
+}

@@ -1,0 +1,86 @@
+//! Store errors. Every message names the database (its display URL, never a
+//! password) and, where there is one, what to do about it.
+
+/// Something the store refused or could not do.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The URL names no backend this build has.
+    #[error("unsupported database URL `{url}`: {hint}")]
+    UnsupportedUrl { url: String, hint: String },
+
+    /// The database could not be opened or created at all.
+    #[error("cannot open database {db}: {message}")]
+    Open { db: String, message: String },
+
+    /// The file or database holds something that is not a Skillhost store.
+    #[error(
+        "{db} is not a Skillhost database ({found}); nothing was written to it. \
+         Pick another path, e.g. --database sqlite://.skillhost/skillhost.db"
+    )]
+    NotOurs { db: String, found: String },
+
+    /// The database was written by a newer Skillhost.
+    #[error(
+        "database {db} has schema version {found}, but this host knows only up to \
+         version {supported}: upgrade host (nothing was written)"
+    )]
+    TooNew {
+        db: String,
+        found: u32,
+        supported: u32,
+    },
+
+    /// No run with this id.
+    #[error("run `{run_id}` not found in {db}")]
+    RunNotFound { db: String, run_id: String },
+
+    /// A write that would break the run's history: a checkpoint out of
+    /// sequence (another runner got there first, or a step is being redone),
+    /// a write to a finished run, or an id that is taken. Nothing was written.
+    #[error("conflict on run `{run_id}` in {db}: {message}; nothing was written")]
+    Conflict {
+        db: String,
+        run_id: String,
+        message: String,
+    },
+
+    /// Stored history that does not reproduce what was recorded. Never
+    /// papered over: the caller decides (fork from an earlier checkpoint,
+    /// restore a backup).
+    #[error(
+        "corrupt {what} in {db}: {detail}. The stored history no longer matches what was \
+         written; restore the database from a backup or fork the run from an earlier checkpoint"
+    )]
+    Corrupt {
+        db: String,
+        /// What is corrupt, e.g. "checkpoint 7 of run `0190…`".
+        what: String,
+        detail: String,
+    },
+
+    /// A value the store cannot represent (e.g. a counter beyond i64).
+    #[error("invalid value for {db}: {message}")]
+    Invalid { db: String, message: String },
+
+    /// Any other database failure.
+    #[error("database error on {db} while {action}: {source}")]
+    Database {
+        db: String,
+        action: String,
+        #[source]
+        source: sqlx::Error,
+    },
+}
+
+impl StoreError {
+    /// True for errors that say "the history moved on without you": the
+    /// exactly-once guard fired.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Conflict { .. })
+    }
+
+    /// True when stored data failed verification.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, StoreError::Corrupt { .. })
+    }
+}

@@ -1,0 +1,143 @@
+//! Runs: one row per execution of a scenario, with its status, input, outcome
+//! and (for scale-out) its lease.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Where a run stands. Stored lowercase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Waiting,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 6] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Waiting,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Waiting => "waiting",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Completed, failed and cancelled runs take no more checkpoints.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A status name that is not one of [`RunStatus::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown run status `{0}` (expected one of queued, running, waiting, completed, failed, cancelled)"
+)]
+pub struct UnknownRunStatus(pub String);
+
+impl FromStr for RunStatus {
+    type Err = UnknownRunStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| UnknownRunStatus(s.to_owned()))
+    }
+}
+
+/// A new, time-ordered run id (UUID v7): ids sort by creation time, which
+/// keeps the runs index append-mostly and `runs list` stable within a
+/// millisecond.
+pub fn new_run_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// What [`Store::create_run`](super::Store::create_run) needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewRun {
+    pub id: String,
+    pub scenario_name: String,
+    pub scenario_path: String,
+    pub scenario_digest: String,
+    pub input: Value,
+    pub initial_state: Value,
+    pub start_node: String,
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRow {
+    pub id: String,
+    pub scenario_name: String,
+    pub scenario_path: String,
+    pub scenario_digest: String,
+    pub status: RunStatus,
+    pub input: Value,
+    pub result: Option<Value>,
+    pub error: Option<Value>,
+    /// The node the run executes next (the first of the last checkpoint's
+    /// next nodes); after a failure, the node that failed. None once a run
+    /// has nowhere left to go.
+    pub current_node: Option<String>,
+    /// Sequence number of the last checkpoint (0 = the initial state).
+    pub last_seq: u64,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at_ms: Option<i64>,
+    /// Bumped every time the lease changes hands; fences a runner that lost
+    /// its lease (issue 5).
+    pub lease_generation: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_names_round_trip() {
+        for status in RunStatus::ALL {
+            assert_eq!(status.as_str().parse::<RunStatus>().unwrap(), status);
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                serde_json::Value::String(status.as_str().into())
+            );
+        }
+        assert!("done".parse::<RunStatus>().is_err());
+    }
+
+    #[test]
+    fn run_ids_sort_by_creation() {
+        let a = new_run_id();
+        let b = new_run_id();
+        assert!(a < b, "{a} < {b}");
+    }
+}

@@ -1,0 +1,1062 @@
+//! The SQLite backend: one database file in WAL mode. With the default
+//! [`SyncMode::Full`] (`synchronous = FULL`) a commit that returned survives a
+//! crash or power loss; [`SyncMode::Normal`] trades power-loss durability of
+//! the last commits for no fsync per commit.
+//!
+//! Opening never writes to a file that is not ours: an existing file is
+//! first read on a plain connection (no journal-mode change, no DDL) and
+//! refused if it is foreign or newer; only then is it switched to WAL and
+//! migrated. Write transactions start with `BEGIN IMMEDIATE` so they take the
+//! write lock up front (a deferred transaction that reads first can fail
+//! with SQLITE_BUSY instead of waiting when another process writes).
+//!
+//! SQL uses `$N` parameters and `ON CONFLICT`, which Postgres reads the same
+//! way; what is SQLite-only is marked.
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::error::ErrorKind;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Connection, Decode, Row, Sqlite, Type};
+
+use super::checkpoint::{
+    CheckpointRow, EncodedCheckpoint, LoadedCheckpoint, START_NODE, StepCommit, StoredCheckpoint,
+    rebuild,
+};
+use super::error::StoreError;
+use super::migrate::{self, Found, MARKER_KEY, META_TABLE, SCHEMA_VERSION, VERSION_KEY};
+use super::rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
+use super::run::{NewRun, RunRow, RunStatus};
+use super::state::state_hash;
+use super::{StoreOptions, SyncMode};
+
+/// How long a statement waits for another process's write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// SQLite serialises writers; a few connections let reads proceed beside a
+/// write without one OS thread per concurrent run.
+const MAX_CONNECTIONS: u32 = 4;
+/// SQLITE_NOTADB: the file is not a SQLite database.
+const SQLITE_NOTADB: &str = "26";
+
+/// Statuses a run takes checkpoints in (the complement of `is_finished`).
+const ACTIVE: &str = "('queued', 'running', 'waiting')";
+
+#[derive(Debug, Clone)]
+pub(crate) struct SqliteStore {
+    pool: SqlitePool,
+    /// Display URL, for messages.
+    db: String,
+}
+
+impl SqliteStore {
+    pub async fn open(
+        path: &Path,
+        db: &str,
+        store_options: StoreOptions,
+    ) -> Result<SqliteStore, StoreError> {
+        let open_error = |message: String| StoreError::Open {
+            db: db.to_owned(),
+            message,
+        };
+        let exists = path
+            .try_exists()
+            .map_err(|e| open_error(format!("cannot look at {}: {e}", path.display())))?;
+        if exists {
+            if path.is_dir() {
+                return Err(open_error(format!(
+                    "{} is a directory; give a file path, e.g. sqlite://{}/skillhost.db",
+                    path.display(),
+                    path.display()
+                )));
+            }
+            // Read-only look before anything that writes (even the WAL switch).
+            let plain = SqliteConnectOptions::new()
+                .filename(path)
+                .create_if_missing(false)
+                .busy_timeout(BUSY_TIMEOUT);
+            let mut conn = SqliteConnection::connect_with(&plain)
+                .await
+                .map_err(|e| classify_open_error(e, db))?;
+            let found = inspect(&mut conn).await;
+            let _ = conn.close().await;
+            found
+                .map_err(|e| classify_open_error(e, db))?
+                .current_version(db)?;
+        } else if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                open_error(format!("cannot create directory {}: {e}", parent.display()))
+            })?;
+        }
+
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match store_options.sync {
+                SyncMode::Full => SqliteSynchronous::Full,
+                SyncMode::Normal => SqliteSynchronous::Normal,
+            })
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let mut conn = SqliteConnection::connect_with(&options)
+            .await
+            .map_err(|e| classify_open_error(e, db))?;
+        let migrated = migrate(&mut conn, db).await;
+        let _ = conn.close().await;
+        migrated?;
+
+        let pool = SqlitePoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .min_connections(1)
+            .connect_with(options)
+            .await
+            .map_err(|e| classify_open_error(e, db))?;
+        Ok(SqliteStore {
+            pool,
+            db: db.to_owned(),
+        })
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    // ---- errors and conversions -------------------------------------------------
+
+    fn error(&self, source: sqlx::Error, action: impl Display) -> StoreError {
+        StoreError::Database {
+            db: self.db.clone(),
+            action: action.to_string(),
+            source,
+        }
+    }
+
+    /// Maps a failed write: a foreign-key violation means the run is missing.
+    fn write_error(&self, source: sqlx::Error, run_id: &str, action: impl Display) -> StoreError {
+        match &source {
+            sqlx::Error::Database(e) if e.kind() == ErrorKind::ForeignKeyViolation => {
+                StoreError::RunNotFound {
+                    db: self.db.clone(),
+                    run_id: run_id.to_owned(),
+                }
+            }
+            _ => self.error(source, action),
+        }
+    }
+
+    fn corrupt(&self, what: impl Display, detail: impl Display) -> StoreError {
+        StoreError::Corrupt {
+            db: self.db.clone(),
+            what: what.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+
+    fn int(&self, value: u64, what: &str) -> Result<i64, StoreError> {
+        i64::try_from(value).map_err(|_| StoreError::Invalid {
+            db: self.db.clone(),
+            message: format!("{what} {value} is larger than {}", i64::MAX),
+        })
+    }
+
+    fn uint<T: TryFrom<i64>>(&self, value: i64, what: impl Display) -> Result<T, StoreError> {
+        T::try_from(value).map_err(|_| self.corrupt(what, format!("{value} is out of range")))
+    }
+
+    fn get<'r, T>(&self, row: &'r SqliteRow, column: &str) -> Result<T, StoreError>
+    where
+        T: Decode<'r, Sqlite> + Type<Sqlite>,
+    {
+        row.try_get(column)
+            .map_err(|e| self.error(e, format_args!("reading column `{column}`")))
+    }
+
+    fn json(&self, text: &str, what: impl Display) -> Result<Value, StoreError> {
+        serde_json::from_str(text).map_err(|e| self.corrupt(what, format!("not valid JSON: {e}")))
+    }
+
+    fn opt_json(
+        &self,
+        text: Option<String>,
+        what: impl Display,
+    ) -> Result<Option<Value>, StoreError> {
+        text.map(|text| self.json(&text, what)).transpose()
+    }
+
+    async fn begin_write(
+        &self,
+        action: &str,
+    ) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
+        // SQLite-only: Postgres would use a plain BEGIN and row locks.
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| self.error(e, action))
+    }
+
+    // ---- runs ------------------------------------------------------------------
+
+    pub async fn create_run(&self, run: &NewRun, status: RunStatus) -> Result<(), StoreError> {
+        let action = format_args!("creating run `{}`", run.id).to_string();
+        let now = now_ms();
+        let encoded = EncodedCheckpoint::new(
+            0,
+            std::slice::from_ref(&run.start_node),
+            &[],
+            &run.initial_state,
+            &BTreeMap::new(),
+        );
+        let hash = state_hash(&run.initial_state);
+        let mut tx = self.begin_write(&action).await?;
+        let inserted = sqlx::query(
+            "INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
+             current_node, last_seq, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8)",
+        )
+        .bind(&run.id)
+        .bind(&run.scenario_name)
+        .bind(&run.scenario_path)
+        .bind(&run.scenario_digest)
+        .bind(status.as_str())
+        .bind(run.input.to_string())
+        .bind(&run.start_node)
+        .bind(now)
+        .execute(&mut *tx)
+        .await;
+        if let Err(e) = inserted {
+            return Err(match &e {
+                sqlx::Error::Database(d) if d.kind() == ErrorKind::UniqueViolation => {
+                    StoreError::Conflict {
+                        db: self.db.clone(),
+                        run_id: run.id.clone(),
+                        message: "a run with this id already exists".into(),
+                    }
+                }
+                _ => self.error(e, &action),
+            });
+        }
+        insert_checkpoint(&mut tx, &run.id, 0, START_NODE, &encoded, &hash, now)
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        tx.commit().await.map_err(|e| self.error(e, &action))
+    }
+
+    pub async fn commit_step(
+        &self,
+        commit: &StepCommit,
+        artifacts: &[NewArtifact],
+    ) -> Result<(), StoreError> {
+        let run_id = commit.run_id.as_str();
+        let action = format!("committing checkpoint {} of run `{run_id}`", commit.seq);
+        if commit.seq == 0 {
+            return Err(StoreError::Conflict {
+                db: self.db.clone(),
+                run_id: run_id.to_owned(),
+                message:
+                    "checkpoint 0 is the initial state written by create_run; steps start at 1"
+                        .into(),
+            });
+        }
+        let seq = self.int(commit.seq, "checkpoint seq")?;
+        let encoded = EncodedCheckpoint::new(
+            commit.seq,
+            &commit.next_nodes,
+            &commit.changes,
+            &commit.full_state,
+            &commit.visits,
+        );
+        let step = StepRow {
+            run_id: commit.run_id.clone(),
+            seq: Some(commit.seq),
+            ..commit.step.clone()
+        };
+        let step = self.step_binds(&step)?;
+        let blobs: Vec<(String, &NewArtifact)> = artifacts
+            .iter()
+            .map(|a| (blob_digest(&a.bytes), a))
+            .collect();
+        let now = now_ms();
+
+        let mut tx = self.begin_write(&action).await?;
+        // One statement batch, one round trip to SQLite's thread. The
+        // checkpoint goes first: the `checkpoints_in_sequence` trigger aborts
+        // it unless seq is exactly last_seq + 1 of an active run, which is the
+        // exactly-once guard; nothing after it runs then. The status update
+        // is separate so that an unchanged status leaves its index alone.
+        let written = sqlx::query(COMMIT_STEP_SQL)
+            .bind(run_id)
+            .bind(seq)
+            .bind(commit.next_nodes.first())
+            .bind(now)
+            .bind(&commit.node_id)
+            .bind(&encoded.next_nodes)
+            .bind(encoded.is_snapshot)
+            .bind(&encoded.state)
+            .bind(&encoded.changes)
+            .bind(&commit.state_hash)
+            .bind(&encoded.visits)
+            .bind(encoded.bytes as i64)
+            .bind(&step.node_id)
+            .bind(step.attempt)
+            .bind(&step.status)
+            .bind(step.started_at)
+            .bind(step.duration_us)
+            .bind(&step.input_hash)
+            .bind(&step.output_hash)
+            .bind(&step.error)
+            .bind(step.fuel_consumed)
+            .bind(step.memory_peak_bytes)
+            .bind(&step.detail)
+            .execute(&mut *tx)
+            .await;
+        if let Err(e) = written {
+            if is_sequence_guard(&e) {
+                // Dropping the transaction rolls it back.
+                return Err(self.why_not_next(&mut tx, run_id, commit.seq).await);
+            }
+            return Err(self.error(e, &action));
+        }
+        for entry in &commit.journal {
+            sqlx::query(
+                "INSERT INTO journal (run_id, seq, node_id, kind, request, response, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(run_id)
+            .bind(self.int(entry.seq, "journal seq")?)
+            .bind(&entry.node_id)
+            .bind(&entry.kind)
+            .bind(entry.request.to_string())
+            .bind(entry.response.to_string())
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        }
+        for (digest, artifact) in &blobs {
+            insert_artifact(
+                &mut tx,
+                run_id,
+                &artifact.name,
+                &artifact.media_type,
+                digest,
+                &artifact.bytes,
+                now,
+            )
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        }
+        crate::failpoint::hit(|| format!("in-commit:{}", commit.node_id));
+        tx.commit().await.map_err(|e| self.error(e, &action))
+    }
+
+    /// Why the sequence guard refused a checkpoint.
+    async fn why_not_next(
+        &self,
+        conn: &mut SqliteConnection,
+        run_id: &str,
+        seq: u64,
+    ) -> StoreError {
+        let row = sqlx::query("SELECT status, last_seq FROM runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(conn)
+            .await;
+        let conflict = |message: String| StoreError::Conflict {
+            db: self.db.clone(),
+            run_id: run_id.to_owned(),
+            message,
+        };
+        match row {
+            Err(e) => self.error(e, format_args!("checking run `{run_id}`")),
+            Ok(None) => StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: run_id.to_owned(),
+            },
+            Ok(Some(row)) => {
+                let status: String = row.try_get("status").unwrap_or_default();
+                let last: i64 = row.try_get("last_seq").unwrap_or(-1);
+                if status
+                    .parse::<RunStatus>()
+                    .is_ok_and(RunStatus::is_finished)
+                {
+                    conflict(format!("the run is {status}; it takes no more checkpoints"))
+                } else {
+                    conflict(format!(
+                        "checkpoint {seq} does not follow the last one ({last}); \
+                         another runner may have taken this run, or this step was already committed"
+                    ))
+                }
+            }
+        }
+    }
+
+    pub async fn record_failed_step(&self, step: &StepRow) -> Result<(), StoreError> {
+        let action = format!("recording a failed step of run `{}`", step.run_id);
+        let binds = self.step_binds(step)?;
+        let mut tx = self.begin_write(&action).await?;
+        insert_step(&mut tx, &binds)
+            .await
+            .map_err(|e| self.write_error(e, &step.run_id, &action))?;
+        sqlx::query("UPDATE runs SET updated_at = $2 WHERE id = $1")
+            .bind(&step.run_id)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        tx.commit().await.map_err(|e| self.error(e, &action))
+    }
+
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        result: Option<&Value>,
+        error: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let action = format!("finishing run `{run_id}` as {status}");
+        let mut tx = self.begin_write(&action).await?;
+        let updated = sqlx::query(&format!(
+            "UPDATE runs SET status = $2, result = $3, error = $4, lease_owner = NULL, \
+             lease_expires_at = NULL, updated_at = $5 WHERE id = $1 AND status IN {ACTIVE}"
+        ))
+        .bind(run_id)
+        .bind(status.as_str())
+        .bind(result.map(Value::to_string))
+        .bind(error.map(Value::to_string))
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| self.error(e, &action))?;
+        if updated.rows_affected() != 1 {
+            let current = sqlx::query_scalar::<_, String>("SELECT status FROM runs WHERE id = $1")
+                .bind(run_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| self.error(e, &action))?;
+            return Err(match current {
+                None => StoreError::RunNotFound {
+                    db: self.db.clone(),
+                    run_id: run_id.to_owned(),
+                },
+                Some(current) => StoreError::Conflict {
+                    db: self.db.clone(),
+                    run_id: run_id.to_owned(),
+                    message: format!("the run is already {current}"),
+                },
+            });
+        }
+        tx.commit().await.map_err(|e| self.error(e, &action))
+    }
+
+    pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"))
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.error(e, format_args!("reading run `{run_id}`")))?;
+        row.map(|row| self.run_row(&row)).transpose()
+    }
+
+    pub async fn list_runs(
+        &self,
+        status: Option<RunStatus>,
+        limit: u32,
+    ) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE ($1 IS NULL OR status = $1) \
+             ORDER BY created_at DESC, id DESC LIMIT $2"
+        ))
+        .bind(status.map(RunStatus::as_str))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.error(e, "listing runs"))?;
+        rows.iter().map(|row| self.run_row(row)).collect()
+    }
+
+    fn run_row(&self, row: &SqliteRow) -> Result<RunRow, StoreError> {
+        let id: String = self.get(row, "id")?;
+        let what = |column: &str| format!("{column} of run `{id}`");
+        let status: String = self.get(row, "status")?;
+        let status = status
+            .parse()
+            .map_err(|e| self.corrupt(what("status"), e))?;
+        Ok(RunRow {
+            scenario_name: self.get(row, "scenario_name")?,
+            scenario_path: self.get(row, "scenario_path")?,
+            scenario_digest: self.get(row, "scenario_digest")?,
+            status,
+            input: self.json(&self.get::<String>(row, "input")?, what("input"))?,
+            result: self.opt_json(self.get(row, "result")?, what("result"))?,
+            error: self.opt_json(self.get(row, "error")?, what("error"))?,
+            current_node: self.get(row, "current_node")?,
+            last_seq: self.uint(self.get(row, "last_seq")?, what("last_seq"))?,
+            created_at_ms: self.get(row, "created_at")?,
+            updated_at_ms: self.get(row, "updated_at")?,
+            lease_owner: self.get(row, "lease_owner")?,
+            lease_expires_at_ms: self.get(row, "lease_expires_at")?,
+            lease_generation: self
+                .uint(self.get(row, "lease_generation")?, what("lease_generation"))?,
+            id,
+        })
+    }
+
+    // ---- steps, map items, journal ---------------------------------------------
+
+    fn step_binds(&self, step: &StepRow) -> Result<StepBinds, StoreError> {
+        let opt = |v: Option<u64>, what| v.map(|v| self.int(v, what)).transpose();
+        Ok(StepBinds {
+            run_id: step.run_id.clone(),
+            seq: opt(step.seq, "step seq")?,
+            node_id: step.node_id.clone(),
+            attempt: i64::from(step.attempt),
+            status: step.status.clone(),
+            started_at: step.started_at_ms,
+            duration_us: self.int(step.duration_us, "step duration")?,
+            input_hash: step.input_hash.clone(),
+            output_hash: step.output_hash.clone(),
+            error: step.error.as_ref().map(Value::to_string),
+            fuel_consumed: opt(step.fuel_consumed, "fuel consumed")?,
+            memory_peak_bytes: opt(step.memory_peak_bytes, "peak memory")?,
+            detail: step.detail.as_ref().map(Value::to_string),
+        })
+    }
+
+    pub async fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, seq, node_id, attempt, status, started_at, duration_us, input_hash, \
+             output_hash, error, fuel_consumed, memory_peak_bytes, detail \
+             FROM steps WHERE run_id = $1 ORDER BY id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.error(e, format_args!("reading steps of run `{run_id}`")))?;
+        rows.iter()
+            .map(|row| {
+                let id: i64 = self.get(row, "id")?;
+                let what = |column: &str| format!("{column} of step {id} of run `{run_id}`");
+                let opt = |v: Option<i64>, column: &str| {
+                    v.map(|v| self.uint::<u64>(v, what(column))).transpose()
+                };
+                Ok(StepRow {
+                    run_id: run_id.to_owned(),
+                    seq: opt(self.get(row, "seq")?, "seq")?,
+                    node_id: self.get(row, "node_id")?,
+                    attempt: self.uint(self.get(row, "attempt")?, what("attempt"))?,
+                    status: self.get(row, "status")?,
+                    started_at_ms: self.get(row, "started_at")?,
+                    duration_us: self.uint(self.get(row, "duration_us")?, what("duration_us"))?,
+                    input_hash: self.get(row, "input_hash")?,
+                    output_hash: self.get(row, "output_hash")?,
+                    error: self.opt_json(self.get(row, "error")?, what("error"))?,
+                    fuel_consumed: opt(self.get(row, "fuel_consumed")?, "fuel_consumed")?,
+                    memory_peak_bytes: opt(
+                        self.get(row, "memory_peak_bytes")?,
+                        "memory_peak_bytes",
+                    )?,
+                    detail: self.opt_json(self.get(row, "detail")?, what("detail"))?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
+        let action = format!(
+            "recording item {} of map node `{}` (visit {}) of run `{}`",
+            item.item_index, item.node_id, item.visit, item.run_id
+        );
+        // Idempotent: a resumed map re-records items it already had; the
+        // first durable output wins.
+        sqlx::query(
+            "INSERT INTO map_items (run_id, node_id, visit, item_index, output, output_hash, \
+             duration_us, fuel_consumed, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING",
+        )
+        .bind(&item.run_id)
+        .bind(&item.node_id)
+        .bind(i64::from(item.visit))
+        .bind(i64::from(item.item_index))
+        .bind(item.output.to_string())
+        .bind(&item.output_hash)
+        .bind(self.int(item.duration_us, "item duration")?)
+        .bind(self.int(item.fuel_consumed, "item fuel")?)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.write_error(e, &item.run_id, &action))?;
+        Ok(())
+    }
+
+    pub async fn map_items(
+        &self,
+        run_id: &str,
+        node_id: &str,
+        visit: u32,
+    ) -> Result<Vec<MapItemRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT item_index, output, output_hash, duration_us, fuel_consumed FROM map_items \
+             WHERE run_id = $1 AND node_id = $2 AND visit = $3 ORDER BY item_index",
+        )
+        .bind(run_id)
+        .bind(node_id)
+        .bind(i64::from(visit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| {
+            self.error(
+                e,
+                format_args!("reading items of map node `{node_id}` of run `{run_id}`"),
+            )
+        })?;
+        rows.iter()
+            .map(|row| {
+                let index: i64 = self.get(row, "item_index")?;
+                let what = format!("item {index} of map node `{node_id}` of run `{run_id}`");
+                Ok(MapItemRow {
+                    run_id: run_id.to_owned(),
+                    node_id: node_id.to_owned(),
+                    visit,
+                    item_index: self.uint(index, &what)?,
+                    output: self.json(&self.get::<String>(row, "output")?, &what)?,
+                    output_hash: self.get(row, "output_hash")?,
+                    duration_us: self.uint(self.get(row, "duration_us")?, &what)?,
+                    fuel_consumed: self.uint(self.get(row, "fuel_consumed")?, &what)?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn journal(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, node_id, kind, request, response FROM journal \
+             WHERE run_id = $1 ORDER BY seq, id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.error(e, format_args!("reading the journal of run `{run_id}`")))?;
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = self.get(row, "seq")?;
+                let what = format!("journal entry at seq {seq} of run `{run_id}`");
+                Ok(JournalEntry {
+                    seq: self.uint(seq, &what)?,
+                    node_id: self.get(row, "node_id")?,
+                    kind: self.get(row, "kind")?,
+                    request: self.json(&self.get::<String>(row, "request")?, &what)?,
+                    response: self.json(&self.get::<String>(row, "response")?, &what)?,
+                })
+            })
+            .collect()
+    }
+
+    // ---- checkpoints -----------------------------------------------------------
+
+    pub async fn checkpoints(&self, run_id: &str) -> Result<Vec<CheckpointRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, node_id, next_nodes, state_hash, is_snapshot, bytes, created_at \
+             FROM checkpoints WHERE run_id = $1 ORDER BY seq",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.error(e, format_args!("reading checkpoints of run `{run_id}`")))?;
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = self.get(row, "seq")?;
+                let what = format!("checkpoint {seq} of run `{run_id}`");
+                let next_nodes = self.get::<String>(row, "next_nodes")?;
+                Ok(CheckpointRow {
+                    seq: self.uint(seq, &what)?,
+                    node_id: self.get(row, "node_id")?,
+                    next_nodes: serde_json::from_str(&next_nodes).map_err(|e| {
+                        self.corrupt(&what, format!("next nodes are not valid: {e}"))
+                    })?,
+                    state_hash: self.get(row, "state_hash")?,
+                    is_snapshot: self.get(row, "is_snapshot")?,
+                    bytes: self.uint(self.get(row, "bytes")?, &what)?,
+                    created_at_ms: self.get(row, "created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn latest_state(&self, run_id: &str) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        self.load(run_id, None).await
+    }
+
+    pub async fn state_at(
+        &self,
+        run_id: &str,
+        seq: u64,
+    ) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        let Ok(target) = i64::try_from(seq) else {
+            return Ok(None);
+        };
+        self.load(run_id, Some(target)).await
+    }
+
+    /// Rebuilds the state at `seq` (the last checkpoint if None).
+    async fn load(
+        &self,
+        run_id: &str,
+        seq: Option<i64>,
+    ) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        let what = match seq {
+            Some(seq) => format!("checkpoint {seq}"),
+            None => "the last checkpoint".to_owned(),
+        };
+        // The nearest snapshot at or before the target and every checkpoint
+        // after it up to the target, in one statement (one consistent read).
+        let rows = sqlx::query(
+            "WITH target AS (SELECT COALESCE($2, \
+                 (SELECT MAX(seq) FROM checkpoints WHERE run_id = $1)) AS seq) \
+             SELECT c.seq, c.node_id, c.next_nodes, c.is_snapshot, c.state, c.changes, \
+                 c.state_hash, c.visits \
+             FROM checkpoints AS c, target \
+             WHERE c.run_id = $1 AND c.seq <= target.seq AND c.seq >= COALESCE( \
+                 (SELECT MAX(s.seq) FROM checkpoints AS s \
+                  WHERE s.run_id = $1 AND s.is_snapshot = 1 AND s.seq <= target.seq), 0) \
+             ORDER BY c.seq",
+        )
+        .bind(run_id)
+        .bind(seq)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.error(e, format_args!("reading {what} of run `{run_id}`")))?;
+        let rows = rows
+            .iter()
+            .map(|row| {
+                let at: i64 = self.get(row, "seq")?;
+                Ok(StoredCheckpoint {
+                    seq: self.uint(at, format_args!("checkpoint {at} of run `{run_id}`"))?,
+                    node_id: self.get(row, "node_id")?,
+                    next_nodes: self.get(row, "next_nodes")?,
+                    is_snapshot: self.get(row, "is_snapshot")?,
+                    state: self.get(row, "state")?,
+                    changes: self.get(row, "changes")?,
+                    state_hash: self.get(row, "state_hash")?,
+                    visits: self.get(row, "visits")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        match (rows.last(), seq) {
+            // No such run, or no checkpoint that far.
+            (None, _) => Ok(None),
+            (Some(last), Some(seq)) if last.seq as i64 != seq => Ok(None),
+            _ => rebuild(&self.db, run_id, rows).map(Some),
+        }
+    }
+
+    // ---- artifacts -------------------------------------------------------------
+
+    pub async fn put_artifact(
+        &self,
+        run_id: &str,
+        name: &str,
+        media_type: &str,
+        bytes: &[u8],
+    ) -> Result<String, StoreError> {
+        let action = format!("storing artifact `{name}` of run `{run_id}`");
+        let digest = blob_digest(bytes);
+        let mut tx = self.begin_write(&action).await?;
+        insert_artifact(&mut tx, run_id, name, media_type, &digest, bytes, now_ms())
+            .await
+            .map_err(|e| self.write_error(e, run_id, &action))?;
+        tx.commit().await.map_err(|e| self.error(e, &action))?;
+        Ok(digest)
+    }
+
+    pub async fn artifacts(&self, run_id: &str) -> Result<Vec<ArtifactRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT name, digest, media_type, size, created_at FROM artifacts \
+             WHERE run_id = $1 ORDER BY name",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.error(e, format_args!("reading artifacts of run `{run_id}`")))?;
+        rows.iter()
+            .map(|row| {
+                let name: String = self.get(row, "name")?;
+                let size = self.uint(
+                    self.get(row, "size")?,
+                    format_args!("size of artifact `{name}` of run `{run_id}`"),
+                )?;
+                Ok(ArtifactRow {
+                    run_id: run_id.to_owned(),
+                    digest: self.get(row, "digest")?,
+                    media_type: self.get(row, "media_type")?,
+                    size,
+                    created_at_ms: self.get(row, "created_at")?,
+                    name,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn artifact_bytes(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let bytes: Option<Vec<u8>> =
+            sqlx::query_scalar("SELECT bytes FROM blobs WHERE digest = $1")
+                .bind(digest)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.error(e, format_args!("reading blob {digest}")))?;
+        match bytes {
+            Some(bytes) if blob_digest(&bytes) != digest => Err(self.corrupt(
+                format_args!("blob {digest}"),
+                "its bytes no longer hash to its digest",
+            )),
+            other => Ok(other),
+        }
+    }
+}
+
+/// The body of a step commit (see `commit_step`). Parameters: $1 run id,
+/// $2 seq, $3 current node, $4 now, $5..$12 the checkpoint, $13..$23 the step.
+/// SQLite-only as a batch (Postgres takes one statement per bound query): the
+/// Postgres backend sends the same statements one by one, or pipelines them,
+/// behind an equivalent trigger in its own 0001 migration.
+const COMMIT_STEP_SQL: &str = "\
+INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, changes, \
+    state_hash, visits, bytes, created_at) \
+    VALUES ($1, $2, $5, $6, $7, $8, $9, $10, $11, $12, $4); \
+UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4 WHERE id = $1; \
+UPDATE runs SET status = 'running' WHERE id = $1 AND status <> 'running'; \
+INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, duration_us, input_hash, \
+    output_hash, error, fuel_consumed, memory_peak_bytes, detail) \
+    VALUES ($1, $2, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23);";
+
+/// The message of the `checkpoints_in_sequence` trigger (migration 0001).
+const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";
+
+fn is_sequence_guard(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(e) if e.message().contains(SEQUENCE_GUARD))
+}
+
+const RUN_COLUMNS: &str = "id, scenario_name, scenario_path, scenario_digest, status, input, \
+     result, error, current_node, last_seq, lease_owner, lease_expires_at, lease_generation, \
+     created_at, updated_at";
+
+/// A step's columns, converted (and range-checked) before the transaction.
+struct StepBinds {
+    run_id: String,
+    seq: Option<i64>,
+    node_id: String,
+    attempt: i64,
+    status: String,
+    started_at: i64,
+    duration_us: i64,
+    input_hash: Option<String>,
+    output_hash: Option<String>,
+    error: Option<String>,
+    fuel_consumed: Option<i64>,
+    memory_peak_bytes: Option<i64>,
+    detail: Option<String>,
+}
+
+async fn insert_step(conn: &mut SqliteConnection, step: &StepBinds) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, duration_us, \
+         input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    )
+    .bind(&step.run_id)
+    .bind(step.seq)
+    .bind(&step.node_id)
+    .bind(step.attempt)
+    .bind(&step.status)
+    .bind(step.started_at)
+    .bind(step.duration_us)
+    .bind(&step.input_hash)
+    .bind(&step.output_hash)
+    .bind(&step.error)
+    .bind(step.fuel_consumed)
+    .bind(step.memory_peak_bytes)
+    .bind(&step.detail)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+async fn insert_checkpoint(
+    conn: &mut SqliteConnection,
+    run_id: &str,
+    seq: i64,
+    node_id: &str,
+    encoded: &EncodedCheckpoint,
+    hash: &str,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, changes, \
+         state_hash, visits, bytes, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(run_id)
+    .bind(seq)
+    .bind(node_id)
+    .bind(&encoded.next_nodes)
+    .bind(encoded.is_snapshot)
+    .bind(&encoded.state)
+    .bind(&encoded.changes)
+    .bind(hash)
+    .bind(&encoded.visits)
+    .bind(encoded.bytes as i64)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+async fn insert_artifact(
+    conn: &mut SqliteConnection,
+    run_id: &str,
+    name: &str,
+    media_type: &str,
+    digest: &str,
+    bytes: &[u8],
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    let size = bytes.len() as i64;
+    // Content-addressed: the bytes are stored once whatever refers to them.
+    sqlx::query(
+        "INSERT INTO blobs (digest, size, bytes, created_at) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (digest) DO NOTHING",
+    )
+    .bind(digest)
+    .bind(size)
+    .bind(bytes)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    // A name is one artifact per run; writing it again points it at the new bytes.
+    sqlx::query(
+        "INSERT INTO artifacts (run_id, name, digest, media_type, size, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (run_id, name) DO UPDATE SET digest = excluded.digest, \
+         media_type = excluded.media_type, size = excluded.size, created_at = excluded.created_at",
+    )
+    .bind(run_id)
+    .bind(name)
+    .bind(digest)
+    .bind(media_type)
+    .bind(size)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// What the database holds, read without writing.
+async fn inspect(conn: &mut SqliteConnection) -> Result<Found, sqlx::Error> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+         AND type IN ('table', 'view') ORDER BY name",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    if !tables.iter().any(|t| t == META_TABLE) {
+        return Ok(Found::classify(&tables, None, None));
+    }
+    // A foreign table that happens to have our table's name may lack our
+    // columns; that makes it foreign, not an error.
+    let meta = sqlx::query_as::<_, (String, String)>(&format!(
+        "SELECT key, value FROM {META_TABLE} WHERE key IN ($1, $2)"
+    ))
+    .bind(MARKER_KEY)
+    .bind(VERSION_KEY)
+    .fetch_all(&mut *conn)
+    .await;
+    let Ok(meta) = meta else {
+        return Ok(Found::Foreign(format!(
+            "it has a {META_TABLE} table that is not Skillhost's"
+        )));
+    };
+    let value = |key: &str| meta.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    Ok(Found::classify(
+        &tables,
+        value(MARKER_KEY),
+        value(VERSION_KEY),
+    ))
+}
+
+/// Applies pending migrations in one write transaction, re-checking what the
+/// database holds under the write lock (another process may have opened it
+/// since the first look).
+async fn migrate(conn: &mut SqliteConnection, db: &str) -> Result<(), StoreError> {
+    let error = |source, action: String| StoreError::Database {
+        db: db.to_owned(),
+        action,
+        source,
+    };
+    let current = inspect(conn)
+        .await
+        .map_err(|e| error(e, "reading the schema version".into()))?
+        .current_version(db)?;
+    if current == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let mut tx = conn
+        .begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(|e| error(e, "starting the migration".into()))?;
+    let current = inspect(&mut tx)
+        .await
+        .map_err(|e| error(e, "reading the schema version".into()))?
+        .current_version(db)?;
+    for migration in migrate::SQLITE.iter().filter(|m| m.version > current) {
+        let action = || {
+            format!(
+                "applying migration {:04}_{}",
+                migration.version, migration.name
+            )
+        };
+        sqlx::raw_sql(migration.sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| error(e, action()))?;
+        sqlx::query(&format!(
+            "INSERT INTO {META_TABLE} (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        ))
+        .bind(VERSION_KEY)
+        .bind(migration.version.to_string())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| error(e, action()))?;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| error(e, "committing the migration".into()))
+}
+
+fn classify_open_error(source: sqlx::Error, db: &str) -> StoreError {
+    if let sqlx::Error::Database(e) = &source
+        && e.code().as_deref() == Some(SQLITE_NOTADB)
+    {
+        return StoreError::NotOurs {
+            db: db.to_owned(),
+            found: "it is not a SQLite database".into(),
+        };
+    }
+    StoreError::Open {
+        db: db.to_owned(),
+        message: source.to_string(),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,278 @@
+//! A run's state as the store sees it: a JSON object whose top-level fields
+//! nodes write, the changes a node makes to it, and the hash that pins it.
+//!
+//! `apply` is the one definition of what a change does. The engine applies it
+//! to the live state and the store applies it again when it rebuilds a state
+//! from a snapshot plus deltas, so the two cannot drift; the state hash then
+//! proves that they did not. Key order is preserved (serde_json's
+//! `preserve_order`), so a rebuilt state serialises byte for byte like the live
+//! one; the hash ignores key order.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// One change a node makes to one top-level field of the state.
+///
+/// Serialised as `{"op":"set","field":…,"value":…}`,
+/// `{"op":"append","field":…,"items":[…]}` or `{"op":"merge","field":…,"value":{…}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum StateChange {
+    /// Replace the field's value.
+    Set { field: String, value: Value },
+    /// Append items to the field's array.
+    Append { field: String, items: Vec<Value> },
+    /// Insert or replace keys of the field's object (shallow).
+    Merge {
+        field: String,
+        value: Map<String, Value>,
+    },
+}
+
+impl StateChange {
+    /// The top-level field this change writes.
+    pub fn field(&self) -> &str {
+        match self {
+            StateChange::Set { field, .. }
+            | StateChange::Append { field, .. }
+            | StateChange::Merge { field, .. } => field,
+        }
+    }
+}
+
+/// A change that does not fit the value it is applied to (see [`try_apply`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot {op} state field `{field}`: it holds {found}, not {expected}")]
+pub struct ApplyError {
+    pub op: &'static str,
+    pub field: String,
+    pub expected: &'static str,
+    pub found: &'static str,
+}
+
+/// Applies `changes` in order. Total: a missing or null field is an empty
+/// array (append) or object (merge); a field of another type is replaced as if
+/// it were missing, and a state that is not an object becomes one. The engine
+/// type-checks writes before they get here, so those cases mean a bug
+/// elsewhere; being total keeps replay identical to the live run whatever
+/// happens, and [`try_apply`] is there for callers that want to refuse.
+pub fn apply(state: &mut Value, changes: &[StateChange]) {
+    if !state.is_object() {
+        *state = Value::Object(Map::new());
+    }
+    let Value::Object(fields) = state else {
+        unreachable!("made an object above")
+    };
+    for change in changes {
+        match change {
+            StateChange::Set { field, value } => {
+                fields.insert(field.clone(), value.clone());
+            }
+            StateChange::Append { field, items } => {
+                let slot = fields.entry(field.clone()).or_insert(Value::Null);
+                if !slot.is_array() {
+                    *slot = Value::Array(Vec::with_capacity(items.len()));
+                }
+                if let Value::Array(array) = slot {
+                    array.extend(items.iter().cloned());
+                }
+            }
+            StateChange::Merge { field, value } => {
+                let slot = fields.entry(field.clone()).or_insert(Value::Null);
+                if !slot.is_object() {
+                    *slot = Value::Object(Map::new());
+                }
+                if let Value::Object(object) = slot {
+                    for (key, item) in value {
+                        object.insert(key.clone(), item.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Like [`apply`], but refuses (and changes nothing) when a change does not
+/// fit: appending to a non-array, merging into a non-object, or a state that
+/// is not an object.
+pub fn try_apply(state: &mut Value, changes: &[StateChange]) -> Result<(), ApplyError> {
+    let Value::Object(fields) = &*state else {
+        return Err(ApplyError {
+            op: "write",
+            field: String::new(),
+            expected: "an object",
+            found: kind(state),
+        });
+    };
+    for change in changes {
+        let (op, expected, fits): (_, _, fn(&Value) -> bool) = match change {
+            StateChange::Set { .. } => continue,
+            StateChange::Append { .. } => ("append to", "an array", Value::is_array),
+            StateChange::Merge { .. } => ("merge into", "an object", Value::is_object),
+        };
+        if let Some(current) = fields.get(change.field())
+            && !current.is_null()
+            && !fits(current)
+        {
+            return Err(ApplyError {
+                op,
+                field: change.field().to_owned(),
+                expected,
+                found: kind(current),
+            });
+        }
+    }
+    apply(state, changes);
+    Ok(())
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The canonical JSON text of a value: object keys sorted (by their UTF-8
+/// bytes) at every level, no whitespace, strings and numbers as serde_json
+/// writes them. Two values are equal as JSON exactly when their canonical
+/// texts are equal.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::with_capacity(256);
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(fields) => {
+            let mut keys: Vec<(&String, &Value)> = fields.iter().collect();
+            keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, item)) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(key, out);
+                out.push(':');
+                write_canonical(item, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::String(text) => write_string(text, out),
+        Value::Null | Value::Bool(_) | Value::Number(_) => out.push_str(&value.to_string()),
+    }
+}
+
+fn write_string(text: &str, out: &mut String) {
+    // serde_json's escaping is the canonical one; a string always serialises.
+    out.push_str(&serde_json::to_string(text).expect("a string serialises"));
+}
+
+/// SHA-256 (lowercase hex) of [`canonical_json`]: the hash every checkpoint
+/// carries for the full state it yields. Usable for any JSON value (the
+/// engine's input and output hashes use it too).
+pub fn state_hash(state: &Value) -> String {
+    hex::encode(Sha256::digest(canonical_json(state).as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let a = json!({"b": 1, "a": {"y": [1, {"d": null, "c": "x"}], "x": true}});
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"x":true,"y":[1,{"c":"x","d":null}]},"b":1}"#
+        );
+        let b: Value =
+            serde_json::from_str(r#"{"a":{"y":[1,{"c":"x","d":null}],"x":true},"b":1}"#).unwrap();
+        assert_eq!(state_hash(&a), state_hash(&b));
+        assert_ne!(state_hash(&a), state_hash(&json!({"b": 1})));
+    }
+
+    #[test]
+    fn changes_serialise_with_an_op_tag() {
+        let change = StateChange::Append {
+            field: "log".into(),
+            items: vec![json!("x")],
+        };
+        let text = serde_json::to_string(&change).unwrap();
+        assert_eq!(text, r#"{"op":"append","field":"log","items":["x"]}"#);
+        assert_eq!(serde_json::from_str::<StateChange>(&text).unwrap(), change);
+    }
+
+    #[test]
+    fn apply_sets_appends_and_merges_in_place() {
+        let mut state = json!({"a": 1, "log": ["x"], "m": {"k": 1}, "z": 0});
+        apply(
+            &mut state,
+            &[
+                StateChange::Set {
+                    field: "a".into(),
+                    value: json!(2),
+                },
+                StateChange::Append {
+                    field: "log".into(),
+                    items: vec![json!("y")],
+                },
+                StateChange::Merge {
+                    field: "m".into(),
+                    value: json!({"j": 2, "k": 3}).as_object().unwrap().clone(),
+                },
+                StateChange::Append {
+                    field: "new".into(),
+                    items: vec![json!(1)],
+                },
+            ],
+        );
+        // Existing keys keep their position; new ones go last.
+        assert_eq!(
+            serde_json::to_string(&state).unwrap(),
+            r#"{"a":2,"log":["x","y"],"m":{"k":3,"j":2},"z":0,"new":[1]}"#
+        );
+    }
+
+    #[test]
+    fn try_apply_refuses_a_change_that_does_not_fit() {
+        let mut state = json!({"n": 1});
+        let before = state.clone();
+        let error = try_apply(
+            &mut state,
+            &[StateChange::Append {
+                field: "n".into(),
+                items: vec![json!(2)],
+            }],
+        )
+        .unwrap_err();
+        assert_eq!(error.found, "a number");
+        assert_eq!(state, before);
+        // The total version replaces it.
+        apply(
+            &mut state,
+            &[StateChange::Append {
+                field: "n".into(),
+                items: vec![json!(2)],
+            }],
+        );
+        assert_eq!(state, json!({"n": [2]}));
+    }
+}

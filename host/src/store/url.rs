@@ -1,0 +1,112 @@
+//! Database URLs: which backend, where, and how to show it without secrets.
+
+use std::path::PathBuf;
+
+use super::error::StoreError;
+
+/// A parsed `--database` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DatabaseUrl {
+    /// `sqlite://PATH` or `sqlite:PATH`; the path is relative to the current
+    /// directory unless absolute (`sqlite:///abs/path`).
+    Sqlite { path: PathBuf },
+}
+
+impl DatabaseUrl {
+    pub fn parse(url: &str) -> Result<DatabaseUrl, StoreError> {
+        let unsupported = |hint: &str| StoreError::UnsupportedUrl {
+            url: redact(url),
+            hint: hint.to_owned(),
+        };
+        if let Some(rest) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            if rest.is_empty() || rest == ":memory:" || rest.contains('?') {
+                return Err(unsupported(
+                    "give the SQLite file's path, e.g. sqlite://.skillhost/skillhost.db \
+                     (in-memory databases and URL options are not supported)",
+                ));
+            }
+            return Ok(DatabaseUrl::Sqlite {
+                path: PathBuf::from(rest),
+            });
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Err(unsupported(
+                "this build has no Postgres backend yet; use sqlite://PATH",
+            ));
+        }
+        Err(unsupported(
+            "use sqlite://PATH, e.g. sqlite://.skillhost/skillhost.db",
+        ))
+    }
+}
+
+/// The URL with any password replaced by `***`, for messages and logs.
+pub fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let authority_start = scheme_end + 3;
+    let authority_end = url[authority_start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| authority_start + i);
+    let authority = &url[authority_start..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &authority[..at];
+    let Some(colon) = userinfo.find(':') else {
+        return url.to_owned();
+    };
+    format!(
+        "{}{}:***{}",
+        &url[..authority_start],
+        &userinfo[..colon],
+        &url[authority_start + at..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sqlite_urls() {
+        assert_eq!(
+            DatabaseUrl::parse("sqlite://.skillhost/skillhost.db").unwrap(),
+            DatabaseUrl::Sqlite {
+                path: ".skillhost/skillhost.db".into()
+            }
+        );
+        assert_eq!(
+            DatabaseUrl::parse("sqlite:///tmp/x.db").unwrap(),
+            DatabaseUrl::Sqlite {
+                path: "/tmp/x.db".into()
+            }
+        );
+        assert_eq!(
+            DatabaseUrl::parse("sqlite:x.db").unwrap(),
+            DatabaseUrl::Sqlite {
+                path: "x.db".into()
+            }
+        );
+        assert!(DatabaseUrl::parse("sqlite://").is_err());
+        assert!(DatabaseUrl::parse("mysql://localhost/x").is_err());
+    }
+
+    #[test]
+    fn never_shows_passwords() {
+        assert_eq!(
+            redact("postgres://app:s3cret@db.example:5432/runs?sslmode=require"),
+            "postgres://app:***@db.example:5432/runs?sslmode=require"
+        );
+        assert_eq!(redact("postgres://app@db/runs"), "postgres://app@db/runs");
+        assert_eq!(redact("sqlite://a/b.db"), "sqlite://a/b.db");
+        let error = DatabaseUrl::parse("postgres://u:pw@h/d")
+            .unwrap_err()
+            .to_string();
+        assert!(!error.contains("pw@"), "{error}");
+    }
+}

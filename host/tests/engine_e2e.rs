@@ -1,0 +1,298 @@
+//! The engine through the real `host` binary: linear, map, gate and branch
+//! nodes, retries, failure handlers, rules, bounded cycles, bad input, and the
+//! history commands.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+struct Host {
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    fn new() -> Host {
+        Host {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn db(&self) -> String {
+        format!("sqlite://{}", self.dir.path().join("runs.db").display())
+    }
+
+    fn cmd(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_host"))
+            .args(args)
+            .env("SKILLHOST_CACHE_DIR", self.dir.path().join("cache"))
+            .env("SKILLHOST_DATABASE_URL", self.db())
+            .env_remove("SKILLHOST_FAILPOINT")
+            .output()
+            .expect("run host")
+    }
+
+    fn run_json(&self, scenario: &str, input: Value) -> (i32, Value) {
+        let input = input.to_string();
+        let out = self.cmd(&["run", &scenario_path(scenario), "--input", &input, "--json"]);
+        let code = out.status.code().unwrap_or(-1);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (code, value)
+    }
+
+    fn show(&self, run_id: &str) -> Value {
+        let out = self.cmd(&["runs", "show", run_id, "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+fn scenario_path(name: &str) -> String {
+    let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/engine")
+        .join(format!("{name}.toml"));
+    path.display().to_string()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn pipeline_runs_skill_map_gate_and_end() {
+    let host = Host::new();
+    let (code, out) = host.run_json(
+        "pipeline",
+        json!({ "message": "hi", "items": ["x", "y", "z", "w"] }),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["status"], "completed");
+    let state = &out["state"];
+    assert_eq!(state["greeting"], json!({ "message": "hihi", "length": 4 }));
+    // Map outputs keep input order, whatever order the items finished in.
+    let echoes: Vec<&str> = state["echoes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(echoes, ["x!", "y!y!", "z!z!z!", "w!w!w!w!"]);
+    assert_eq!(state["lengths"], json!([4, 2, 4, 6, 8]));
+
+    let shown = host.show(out["run_id"].as_str().unwrap());
+    let nodes: Vec<&str> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(nodes, ["greet", "fan", "count"]);
+    for step in shown["steps"].as_array().unwrap() {
+        assert_eq!(step["status"], "ok");
+    }
+    assert!(shown["steps"][0]["input_hash"].is_string());
+    assert!(shown["steps"][0]["fuel_consumed"].as_u64().unwrap() > 0);
+    assert_eq!(shown["state"], out["state"]);
+
+    let out = host.cmd(&["checkpoints", out["run_id"].as_str().unwrap(), "--json"]);
+    let checkpoints: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let seqs: Vec<u64> = checkpoints
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [0, 1, 2, 3]);
+}
+
+#[test]
+fn retryable_errors_are_retried_then_routed_to_the_failure_handler() {
+    let host = Host::new();
+    let (code, out) = host.run_json("failing", json!({ "mode": "retryable-error" }));
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out["status"], "failed");
+    let failure = &out["failure"];
+    assert_eq!(failure["node"], "flaky");
+    assert_eq!(failure["handler"], "handler");
+    assert_eq!(
+        failure["message"],
+        "flaky failed: requested-retryable-error"
+    );
+    assert_eq!(failure["suggestions"], json!(["try mode ok"]));
+    assert_eq!(out["state"]["errors"][0]["attempt"], 3);
+
+    let shown = host.show(out["run_id"].as_str().unwrap());
+    let attempts: Vec<(u64, &str)> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["attempt"].as_u64().unwrap(),
+                s["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(attempts, [(1, "failed"), (2, "failed"), (3, "failed")]);
+    assert_eq!(shown["status"], "failed");
+}
+
+#[test]
+fn non_retryable_errors_fail_at_once_and_traps_are_reported() {
+    let host = Host::new();
+    let (code, out) = host.run_json("failing", json!({ "mode": "error" }));
+    assert_eq!(code, 1);
+    assert_eq!(out["state"]["errors"][0]["attempt"], 1);
+    let (code, out) = host.run_json("failing", json!({ "mode": "panic" }));
+    assert_eq!(code, 1);
+    assert_eq!(out["state"]["errors"][0]["code"], "trap");
+    let (code, out) = host.run_json("failing", json!({ "mode": "ok" }));
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn rules_warn_and_stop() {
+    let host = Host::new();
+    let (code, out) = host.run_json("rules", json!({ "message": "ab" }));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["warnings"][0]["code"], "SHORT_MESSAGE");
+    let (code, out) = host.run_json("rules", json!({ "message": "abcd" }));
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out["failure"]["code"], "TOO_LONG");
+    assert_eq!(out["failure"]["node"], "two");
+    assert_eq!(
+        out["failure"]["suggestions"],
+        json!(["use a shorter message"])
+    );
+    // A fatal rule rejects the writes of the node it fires after, like a
+    // failed postcondition; what earlier nodes wrote is kept.
+    assert_eq!(out["failure"]["partial_results"]["lengths"], json!([4]));
+}
+
+#[test]
+fn cycles_run_until_their_bound() {
+    let host = Host::new();
+    let (code, out) = host.run_json("loop", json!({ "limit": 3 }));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["state"]["lengths"], json!([1, 2, 3]));
+    let (code, out) = host.run_json("loop", json!({ "limit": 10 }));
+    assert_eq!(code, 1);
+    assert_eq!(out["failure"]["code"], "max-visits-exceeded");
+    assert_eq!(out["state"]["lengths"], json!([1, 2, 3, 4]));
+}
+
+#[test]
+fn input_that_does_not_fit_is_refused_and_nothing_is_written() {
+    let host = Host::new();
+    let out = host.cmd(&[
+        "run",
+        &scenario_path("pipeline"),
+        "--input",
+        r#"{"message": 3}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("message"), "{}", stderr(&out));
+    let out = host.cmd(&["run", &scenario_path("pipeline"), "--input", "{not json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
+    let out = host.cmd(&["runs", "list", "--json"]);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!([])
+    );
+}
+
+#[test]
+fn bad_resumes_are_refused() {
+    let host = Host::new();
+    let out = host.cmd(&["resume", "no-such-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no-such-run"), "{}", stderr(&out));
+    let (_, done) = host.run_json("loop", json!({}));
+    let out = host.cmd(&["resume", done["run_id"].as_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("completed"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_database_that_is_not_ours_is_refused_untouched() {
+    let host = Host::new();
+    let path = host.dir.path().join("other.db");
+    std::fs::write(&path, b"this is not a database at all, just some bytes").unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let url = format!("sqlite://{}", path.display());
+    let out = host.cmd(&["run", &scenario_path("loop"), "--database", &url]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("other.db"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn without_durability_nothing_is_stored() {
+    let host = Host::new();
+    let out = host.cmd(&[
+        "run",
+        &scenario_path("loop"),
+        "--durability",
+        "none",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = host.cmd(&["runs", "list", "--json"]);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!([])
+    );
+}
+
+#[test]
+fn events_stream_as_ndjson() {
+    let host = Host::new();
+    let out = host.cmd(&[
+        "run",
+        &scenario_path("pipeline"),
+        "--input",
+        r#"{"message":"e"}"#,
+        "--events",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"run_started"));
+    assert_eq!(kinds.last(), Some(&"run_finished"));
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "map_item_finished").count(),
+        3
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "checkpoint_written").count(),
+        3
+    );
+}
+
+#[test]
+fn check_and_graph() {
+    let host = Host::new();
+    let out = host.cmd(&["check", &scenario_path("pipeline")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = host.cmd(&["graph", &scenario_path("pipeline"), "--format", "dot"]);
+    let dot = String::from_utf8_lossy(&out.stdout);
+    assert!(dot.contains("digraph"), "{dot}");
+    assert!(dot.contains("broken"), "{dot}");
+}
