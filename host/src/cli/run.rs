@@ -322,20 +322,23 @@ fn engine_failure(e: crate::engine::EngineError) -> Failure {
     }
 }
 
-/// Prints the outcome; a failed run is exit 1.
+/// Prints the outcome, writes the run's artifacts; a failed run is exit 1.
 async fn finish(
-    _engine: &Engine,
+    engine: &Engine,
     loaded: &LoadedScenario,
     outcome: RunOutcome,
     json_out: bool,
-    _out: Option<&Path>,
+    out: Option<&Path>,
 ) -> CliResult {
     let failed = outcome.status == RunStatus::Failed;
+    let written = write_artifacts(engine, &outcome, out).await?;
     if json_out {
         print_json(&json!({
             "run_id": outcome.run_id,
             "scenario": loaded.scenario.name,
             "status": outcome.status.as_str(),
+            "summary": outcome.summary,
+            "artifacts": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "state": outcome.state,
             "failure": outcome.failure,
             "warnings": outcome.warnings,
@@ -351,11 +354,76 @@ async fn finish(
         if let Some(report) = &outcome.failure {
             print_failure(report);
         }
+        for (label, value) in &outcome.summary {
+            let value = match value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            println!("{:<22} {value}", format!("{}:", label.replace('_', " ")));
+        }
+        for path in &written {
+            println!("written: {}", path.display());
+        }
     }
     if failed {
         return Err(Failure::failed(""));
     }
     Ok(())
+}
+
+/// Writes every artifact of the run: to `out` when there is one artifact and
+/// `out` is given, into the directory `out` when there are several, else into
+/// `.skillhost/runs/<run id>/`. Artifacts made before a resume come from the
+/// store.
+async fn write_artifacts(
+    engine: &Engine,
+    outcome: &RunOutcome,
+    out: Option<&Path>,
+) -> Result<Vec<PathBuf>, Failure> {
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    if let Some(store) = engine.store() {
+        let rows = store
+            .artifacts(&outcome.run_id)
+            .await
+            .map_err(|e| Failure::environment(e.to_string()))?;
+        for row in rows {
+            let bytes = store
+                .artifact_bytes(&row.digest)
+                .await
+                .map_err(|e| Failure::environment(e.to_string()))?
+                .ok_or_else(|| {
+                    Failure::environment(format!(
+                        "artifact `{}` of run `{}` has no stored bytes",
+                        row.name, outcome.run_id
+                    ))
+                })?;
+            files.push((row.name, bytes));
+        }
+    } else {
+        for artifact in &outcome.artifacts {
+            files.retain(|(name, _)| *name != artifact.name);
+            files.push((artifact.name.clone(), artifact.bytes.clone()));
+        }
+    }
+    let mut written = Vec::new();
+    for (name, bytes) in &files {
+        let path = match out {
+            Some(out) if files.len() == 1 => out.to_path_buf(),
+            Some(out) => out.join(name),
+            None => Path::new(".skillhost/runs")
+                .join(&outcome.run_id)
+                .join(name),
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Failure::environment(format!("cannot create `{}`: {e}", parent.display()))
+            })?;
+        }
+        std::fs::write(&path, bytes)
+            .map_err(|e| Failure::environment(format!("cannot write `{}`: {e}", path.display())))?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 fn print_failure(report: &Value) {

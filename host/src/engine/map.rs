@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::node::{
-    Attempts, NodeResult, base_vars, call_options, call_with_retries, check_post, check_pre,
-    map_input, skill_of, writes,
+    Attempts, NodeResult, artifacts, base_vars, call_options, call_with_retries, check_post,
+    check_pre, map_input, skill_of, writes,
 };
 use super::{Event, NodeFailure, NodeSuccess, RunContext, empty_step, now_ms};
 use crate::scenario::Node;
@@ -193,7 +193,9 @@ pub(crate) async fn run_map_node(
     }
     vars.set("output", &output);
     let verified = check_post(node, &vars).map_err(|f| (f, Some(step.clone())))?;
+    vars.set_owned("verified", Value::Array(verified.clone()));
     let changes = writes(cx, node, &vars, state).map_err(|f| (f, Some(step.clone())))?;
+    let files = artifacts(node, &vars).map_err(|f| (f, Some(step.clone())))?;
     let mut detail = json!({ "items": total });
     if !verified.is_empty() {
         detail["verified_quotes"] = Value::Array(verified);
@@ -203,5 +205,6 @@ pub(crate) async fn run_map_node(
         changes,
         step,
         fuel_consumed: fuel_total,
+        artifacts: files,
     })
 }

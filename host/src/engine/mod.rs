@@ -30,8 +30,8 @@ use serde_json::{Map, Value, json};
 
 use crate::scenario::{LoadedScenario, NodeKind, Route, Scenario, Severity, Vars};
 use crate::store::{
-    LoadedCheckpoint, NewRun, RunStatus, StateChange, StepCommit, StepRow, Store, StoreError,
-    state_hash,
+    LoadedCheckpoint, NewArtifact, NewRun, RunStatus, StateChange, StepCommit, StepRow, Store,
+    StoreError, state_hash,
 };
 pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
 
@@ -74,6 +74,11 @@ pub struct RunOutcome {
     /// Nodes executed by this process (not counting those before a resume).
     pub nodes_run: usize,
     pub last_seq: u64,
+    /// Artifacts produced by the nodes this process ran (all of them are in
+    /// the store too, when there is one).
+    pub artifacts: Vec<NewArtifact>,
+    /// The scenario's `[summary]` over the final state (completed runs).
+    pub summary: Map<String, Value>,
 }
 
 /// A failure of one node, before routing decides what it means for the run.
@@ -103,6 +108,7 @@ pub(crate) struct NodeSuccess {
     pub changes: Vec<StateChange>,
     pub step: StepRow,
     pub fuel_consumed: u64,
+    pub artifacts: Vec<NewArtifact>,
 }
 
 pub struct Engine {
@@ -256,12 +262,13 @@ async fn drive(
     let mut seq = checkpoint.seq;
     let mut visits = checkpoint.visits;
     let mut warnings = Vec::new();
+    let mut artifacts: Vec<NewArtifact> = Vec::new();
     let mut nodes_run = 0;
     let mut came_from = checkpoint.node_id;
     // A checkpoint with nowhere to go records a failure with no handler: the
     // process died before it could mark the run failed.
     let Some(mut current) = checkpoint.next_nodes.first().cloned() else {
-        return failed_run(cx, &state, seq, warnings, nodes_run, started).await;
+        return failed_run(cx, &state, seq, warnings, nodes_run, artifacts, started).await;
     };
 
     loop {
@@ -279,6 +286,7 @@ async fn drive(
 
         match node.kind {
             NodeKind::End => {
+                let summary = summarize(cx, &state);
                 let outcome = RunOutcome {
                     run_id: cx.run_id.clone(),
                     status: RunStatus::Completed,
@@ -287,6 +295,8 @@ async fn drive(
                     warnings,
                     nodes_run,
                     last_seq: seq,
+                    artifacts,
+                    summary,
                 };
                 if let Some(store) = cx.store {
                     store
@@ -312,6 +322,8 @@ async fn drive(
                     warnings,
                     nodes_run,
                     last_seq: seq,
+                    artifacts,
+                    summary: Map::new(),
                 });
             }
             _ => {}
@@ -333,7 +345,10 @@ async fn drive(
                     current = next;
                     continue;
                 }
-                None => return failed_run(cx, &state, seq, warnings, nodes_run, started).await,
+                None => {
+                    return failed_run(cx, &state, seq, warnings, nodes_run, artifacts, started)
+                        .await;
+                }
             }
         }
 
@@ -369,7 +384,12 @@ async fn drive(
                         current = next;
                         continue;
                     }
-                    None => return failed_run(cx, &state, seq, warnings, nodes_run, started).await,
+                    None => {
+                        return failed_run(
+                            cx, &state, seq, warnings, nodes_run, artifacts, started,
+                        )
+                        .await;
+                    }
                 }
             }
         };
@@ -437,7 +457,10 @@ async fn drive(
                     current = next;
                     continue;
                 }
-                None => return failed_run(cx, &state, seq, warnings, nodes_run, started).await,
+                None => {
+                    return failed_run(cx, &state, seq, warnings, nodes_run, artifacts, started)
+                        .await;
+                }
             }
         }
         if !step_warnings.is_empty() {
@@ -466,7 +489,12 @@ async fn drive(
                         current = next;
                         continue;
                     }
-                    None => return failed_run(cx, &state, seq, warnings, nodes_run, started).await,
+                    None => {
+                        return failed_run(
+                            cx, &state, seq, warnings, nodes_run, artifacts, started,
+                        )
+                        .await;
+                    }
                 }
             }
         };
@@ -477,18 +505,21 @@ async fn drive(
         crate::failpoint::hit(|| format!("before-commit:{}", node.id));
         if let Some(store) = cx.store {
             store
-                .commit_step(&StepCommit {
-                    run_id: cx.run_id.clone(),
-                    seq,
-                    node_id: node.id.clone(),
-                    next_nodes: vec![next.clone()],
-                    changes: success.changes,
-                    state_hash: state_hash(&next_state),
-                    full_state: next_state.clone(),
-                    step: success.step,
-                    visits: visits.clone(),
-                    journal: Vec::new(),
-                })
+                .commit_step_with_artifacts(
+                    &StepCommit {
+                        run_id: cx.run_id.clone(),
+                        seq,
+                        node_id: node.id.clone(),
+                        next_nodes: vec![next.clone()],
+                        changes: success.changes,
+                        state_hash: state_hash(&next_state),
+                        full_state: next_state.clone(),
+                        step: success.step,
+                        visits: visits.clone(),
+                        journal: Vec::new(),
+                    },
+                    &success.artifacts,
+                )
                 .await?;
             crate::failpoint::hit(|| format!("after-commit:{}", node.id));
             cx.events.emit(&Event::CheckpointWritten {
@@ -504,6 +535,7 @@ async fn drive(
             duration_us: node_started.elapsed().as_micros() as u64,
             fuel_consumed: success.fuel_consumed,
         });
+        artifacts.append(&mut success.artifacts);
         state = next_state;
         came_from = node.id.clone();
         current = next;
@@ -619,12 +651,14 @@ async fn route_failure(
 }
 
 /// Ends a run that failed with no failure handler to take it.
+#[allow(clippy::too_many_arguments)]
 async fn failed_run(
     cx: &RunContext<'_>,
     state: &Value,
     seq: u64,
     warnings: Vec<Value>,
     nodes_run: usize,
+    artifacts: Vec<NewArtifact>,
     started: Instant,
 ) -> Result<RunOutcome, EngineError> {
     let last = state
@@ -655,6 +689,8 @@ async fn failed_run(
         warnings,
         nodes_run,
         last_seq: seq,
+        artifacts,
+        summary: Map::new(),
     })
 }
 
@@ -710,6 +746,24 @@ fn failure_report(
         "partial_results": partial_results(state),
         "suggestions": suggestions,
     })
+}
+
+/// The scenario's `[summary]`; an expression that fails shows its error.
+fn summarize(cx: &RunContext<'_>, state: &Value) -> Map<String, Value> {
+    let mut vars = Vars::new();
+    vars.set("input", &cx.input)
+        .set("state", state)
+        .set("config", &Value::Object(cx.scenario.config.clone()));
+    cx.scenario
+        .summary
+        .iter()
+        .map(|(label, expr)| {
+            let value = expr
+                .eval(&vars)
+                .unwrap_or_else(|e| json!(format!("(error: {e})")));
+            (label.clone(), value)
+        })
+        .collect()
 }
 
 /// The state fields that hold something, without `errors`.

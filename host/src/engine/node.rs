@@ -10,7 +10,7 @@ use super::{NodeFailure, NodeSuccess, RunContext, empty_step, now_ms, state};
 use crate::checks::citations::{CitationInputs, check_citations};
 use crate::runtime::{CallError, CallOptions, CallReport, Limits, Skill};
 use crate::scenario::{Node, PostCheck, Vars};
-use crate::store::{StepRow, state_hash};
+use crate::store::{NewArtifact, StepRow, state_hash};
 
 pub(crate) type NodeResult = Result<NodeSuccess, (NodeFailure, Option<StepRow>)>;
 
@@ -130,6 +130,34 @@ pub(crate) fn check_post(node: &Node, vars: &Vars) -> Result<Vec<Value>, NodeFai
         }
     }
     Ok(verified)
+}
+
+/// Evaluates the node's artifacts (with `output` bound) into files.
+pub(crate) fn artifacts(node: &Node, vars: &Vars) -> Result<Vec<NewArtifact>, NodeFailure> {
+    node.artifacts
+        .iter()
+        .map(|spec| match spec.from.eval(vars) {
+            Ok(Value::String(text)) => Ok(NewArtifact {
+                name: spec.name.clone(),
+                media_type: spec.media_type.clone(),
+                bytes: text.into_bytes(),
+            }),
+            Ok(other) => Err(NodeFailure::new(
+                "artifact-failed",
+                format!(
+                    "node `{}`: artifact `{}` ({}) gave {}, not a string",
+                    node.id,
+                    spec.name,
+                    spec.from.source,
+                    state::kind(&other)
+                ),
+            )),
+            Err(e) => Err(NodeFailure::new(
+                "artifact-failed",
+                format!("node `{}`: artifact `{}`: {e}", node.id, spec.name),
+            )),
+        })
+        .collect()
 }
 
 /// Turns the node's writes into state changes.
@@ -341,7 +369,9 @@ pub(crate) async fn run_skill_node(cx: &RunContext<'_>, node: &Node, state: &Val
         f.attempt = attempt;
         (f, Some(step.clone()))
     })?;
+    vars.set_owned("verified", Value::Array(verified.clone()));
     let changes = writes(cx, node, &vars, state).map_err(|f| (f, Some(step.clone())))?;
+    let files = artifacts(node, &vars).map_err(|f| (f, Some(step.clone())))?;
     let mut detail = Map::new();
     if !verified.is_empty() {
         detail.insert("verified_quotes".into(), Value::Array(verified));
@@ -356,6 +386,7 @@ pub(crate) async fn run_skill_node(cx: &RunContext<'_>, node: &Node, state: &Val
         changes,
         step,
         fuel_consumed: report.fuel_consumed,
+        artifacts: files,
     })
 }
 
@@ -368,6 +399,7 @@ pub(crate) fn run_gate(cx: &RunContext<'_>, node: &Node, state: &Value) -> NodeR
         changes,
         step: empty_step(cx, node, 1),
         fuel_consumed: 0,
+        artifacts: Vec::new(),
     })
 }
 

@@ -222,12 +222,18 @@ fn scope(node: Option<&Node>, what: &str) -> &'static [&'static str] {
     const BASE: &[&str] = &["input", "state", "config"];
     const WITH_OUTPUT: &[&str] = &["input", "state", "config", "output"];
     const WITH_ITEM: &[&str] = &["input", "state", "config", "item", "index"];
+    // After the postconditions: `verified` lists the quotes the citation
+    // checks found (source id, quote, character offsets).
+    const AFTER_POST: &[&str] = &["input", "state", "config", "output", "verified"];
     let Some(node) = node else {
         return BASE;
     };
+    let after_post = what.starts_with("writes") || what.starts_with("artifacts");
     if what.starts_with("input.") && node.kind == NodeKind::Map {
         WITH_ITEM
-    } else if what.starts_with("post") || (what.starts_with("writes") && node.kind.runs_skill()) {
+    } else if after_post && node.kind.runs_skill() {
+        AFTER_POST
+    } else if what.starts_with("post") {
         WITH_OUTPUT
     } else {
         BASE
@@ -244,6 +250,10 @@ fn references(s: &Scenario, r: &mut Reporter) {
     for rule in &s.rules {
         let what = format!("rule `{}`", rule.code);
         check_expr(s, &declared_input, None, &what, &rule.when, r);
+    }
+    for (label, expr) in &s.summary {
+        let what = format!("summary `{label}`");
+        check_expr(s, &declared_input, None, &what, expr, r);
     }
 }
 

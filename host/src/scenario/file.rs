@@ -35,6 +35,9 @@ pub struct ScenarioFile {
     pub edges: Vec<Spanned<EdgeDecl>>,
     #[serde(default, rename = "rule")]
     pub rules: Vec<Spanned<RuleDecl>>,
+    /// `[summary]`: label -> CEL over the final state, printed after a run.
+    #[serde(default)]
+    pub summary: Entries<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -118,6 +121,16 @@ pub struct NodeDecl {
     pub max_visits: Option<Spanned<u32>>,
     pub message: Option<Spanned<String>>,
     pub suggestions: Option<Spanned<Vec<String>>>,
+    pub artifacts: Option<Spanned<Vec<Spanned<ArtifactDecl>>>>,
+}
+
+/// `artifacts = [{ name = "report.md", from = "output.markdown", media_type = "text/markdown" }]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactDecl {
+    pub name: Spanned<String>,
+    pub from: Spanned<String>,
+    pub media_type: Option<String>,
 }
 
 fn skill_kind() -> NodeKind {

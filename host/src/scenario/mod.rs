@@ -66,6 +66,9 @@ pub struct Scenario {
     /// Nodes in file order.
     pub nodes: Vec<Node>,
     pub rules: Vec<Rule>,
+    /// `[summary]`: label -> CEL (sees `input`, `state`, `config`), evaluated
+    /// when a run completes, in file order.
+    pub summary: Vec<(String, Expr)>,
 }
 
 impl Scenario {
@@ -264,6 +267,18 @@ pub struct Node {
     /// What `config` is for this node's expressions: the skill's config
     /// defaults with the scenario's `[config]` over them.
     pub config: Map<String, Value>,
+    /// Files the node produces (skill and map nodes), stored with the run in
+    /// the same transaction as the node's checkpoint.
+    pub artifacts: Vec<ArtifactSpec>,
+}
+
+/// One artifact of a node: `from` (CEL, sees `output`) gives a string, stored
+/// as UTF-8 bytes under `name`.
+#[derive(Debug, Clone)]
+pub struct ArtifactSpec {
+    pub name: String,
+    pub from: Expr,
+    pub media_type: String,
 }
 
 impl Node {
@@ -315,6 +330,9 @@ impl Node {
         }
         if let Some(message) = &self.message {
             all.push(("message".to_string(), message));
+        }
+        for (i, a) in self.artifacts.iter().enumerate() {
+            all.push((format!("artifacts[{i}]"), &a.from));
         }
         all
     }

@@ -17,8 +17,8 @@ use super::diagnostic::{Lines, Reporter, codes};
 use super::file::{self, EdgeDecl, NodeDecl, Outline, PostDecl, ScenarioFile};
 use super::input::{self, InputField};
 use super::{
-    CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, ERRORS_FIELD, Expr, MapSpec, Node, NodeKind,
-    PostCheck, RetrySpec, Route, Rule, Scenario, SkillRef, StateField, Write,
+    ArtifactSpec, CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, ERRORS_FIELD, Expr, MapSpec,
+    Node, NodeKind, PostCheck, RetrySpec, Route, Rule, Scenario, SkillRef, StateField, Write,
 };
 use crate::runtime::{Capability, Grants};
 
@@ -132,6 +132,17 @@ impl Parser<'_> {
             .filter_map(|rule| self.rule(rule, &ids))
             .collect();
 
+        let summary = file
+            .summary
+            .0
+            .into_iter()
+            .filter_map(|(label, source)| {
+                let what = format!("summary `{}`", label.get_ref());
+                let expr = self.expr(None, &what, &source)?;
+                Some((label.into_inner(), expr))
+            })
+            .collect();
+
         let start = match &header.start {
             Some(start) => {
                 if !ids.contains(start.get_ref()) {
@@ -190,6 +201,7 @@ impl Parser<'_> {
             skills,
             nodes,
             rules,
+            summary,
         }
     }
 
@@ -519,6 +531,38 @@ impl Parser<'_> {
             .as_ref()
             .and_then(|m| self.expr(node, "`message`", m));
 
+        let artifacts = decl
+            .artifacts
+            .as_ref()
+            .map(|a| a.get_ref().as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|a| {
+                let a = a.get_ref();
+                let name = a.name.get_ref().clone();
+                if name.is_empty() || name.contains('/') || name.contains('\\') || name == ".." {
+                    self.reporter.error(
+                        self.line(&a.name),
+                        node,
+                        codes::INVALID_VALUE,
+                        format!(
+                            "artifact name `{name}` must be a plain file name such as `report.md`"
+                        ),
+                    );
+                    return None;
+                }
+                let from = self.expr(node, &format!("artifact `{name}`"), &a.from)?;
+                Some(ArtifactSpec {
+                    name,
+                    from,
+                    media_type: a
+                        .media_type
+                        .clone()
+                        .unwrap_or_else(|| "application/octet-stream".to_string()),
+                })
+            })
+            .collect();
+
         Node {
             id,
             kind,
@@ -545,6 +589,7 @@ impl Parser<'_> {
                 .map(Spanned::into_inner)
                 .unwrap_or_default(),
             config,
+            artifacts,
         }
     }
 
@@ -552,7 +597,7 @@ impl Parser<'_> {
     fn fields_allowed(&mut self, decl: &NodeDecl, id: &str) {
         use NodeKind::*;
         let kind = decl.kind;
-        let present: [(&str, Option<usize>, &[NodeKind]); 15] = [
+        let present: [(&str, Option<usize>, &[NodeKind]); 16] = [
             (
                 "skill",
                 decl.skill.as_ref().map(|s| self.line(s)),
@@ -623,6 +668,11 @@ impl Parser<'_> {
                 "suggestions",
                 decl.suggestions.as_ref().map(|s| self.line(s)),
                 &[Fail],
+            ),
+            (
+                "artifacts",
+                decl.artifacts.as_ref().map(|s| self.line(s)),
+                &[Skill, Map],
             ),
         ];
         for (field, line, allowed) in present {
