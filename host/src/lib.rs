@@ -9,3 +9,4 @@ pub mod failpoint;
 pub mod runtime;
 pub mod scenario;
 pub mod store;
+pub mod worker;

@@ -2,5 +2,12 @@
 //! `skillhost` library.
 
 fn main() -> std::process::ExitCode {
+    // Like other Unix tools, end quietly when the reader of our output goes
+    // away (`host skill inspect x.wasm | head`) instead of panicking in println!.
+    // SAFETY: resetting a signal disposition to its default before any thread
+    // starts has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     skillhost::cli::main()
 }

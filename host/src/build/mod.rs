@@ -170,6 +170,17 @@ pub enum BuildError {
     },
 }
 
+impl BuildError {
+    /// Whether the machine, not the skill or the invocation, is at fault (no
+    /// toolchain, a program that cannot run): exit code 3 in the CLI.
+    pub fn is_environment(&self) -> bool {
+        matches!(
+            self,
+            BuildError::NoToolchain { .. } | BuildError::Spawn { .. }
+        )
+    }
+}
+
 /// Builds the skill in `opts.skill_dir` into a component file.
 pub fn build_skill(opts: &BuildOptions) -> Result<BuildReport, BuildError> {
     let started = Instant::now();
@@ -284,6 +295,20 @@ fn cargo_build(
             let text = String::from_utf8_lossy(&line).trim_end().to_string();
             if !quiet {
                 eprintln!("{text}");
+            }
+            // Progress lines would push the diagnostics out of the tail.
+            let progress = [
+                "Compiling ",
+                "Blocking ",
+                "Downloaded ",
+                "Downloading ",
+                "Locking ",
+            ]
+            .iter()
+            .any(|p| text.trim_start().starts_with(p));
+            if progress {
+                line.clear();
+                continue;
             }
             if tail.len() == STDERR_TAIL_LINES {
                 tail.pop_front();

@@ -19,6 +19,9 @@ pub enum BenchCommand {
     Runtime(RuntimeBenchArgs),
     /// Per-node latency of a 10-node scenario, without a store and on SQLite.
     Engine(EngineBenchArgs),
+    /// Durable runs on Postgres: one run's per-node latency, and node steps
+    /// per second over concurrent runs.
+    Postgres(super::worker::PostgresBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -42,6 +45,12 @@ pub struct RuntimeBenchArgs {
     /// Compilations and cached loads to time.
     #[arg(long, default_value_t = 7)]
     loads: usize,
+    /// Benchmark this component instead of the embedded `echo` skill.
+    #[arg(long, value_name = "WASM", requires = "input")]
+    component: Option<std::path::PathBuf>,
+    /// The input for `--component`: inline JSON or @FILE.
+    #[arg(long, value_name = "JSON|@FILE")]
+    input: Option<String>,
     /// Print JSON only.
     #[arg(long)]
     json: bool,
@@ -51,6 +60,7 @@ pub fn run(command: BenchCommand, _globals: &Globals) -> CliResult {
     match command {
         BenchCommand::Runtime(args) => runtime_bench(args),
         BenchCommand::Engine(args) => engine_bench(args),
+        BenchCommand::Postgres(args) => super::worker::postgres_bench(args),
     }
 }
 
@@ -74,27 +84,36 @@ fn runtime_bench(args: RuntimeBenchArgs) -> CliResult {
     })
     .map_err(|e| Failure::environment(format!("{e:#}")))?;
 
+    let (component, input): (Vec<u8>, serde_json::Value) = match (&args.component, &args.input) {
+        (Some(path), Some(input)) => (
+            std::fs::read(path).map_err(|e| {
+                Failure::bad_input(format!("cannot read component `{}`: {e}", path.display()))
+            })?,
+            super::read_json_arg(input)?,
+        ),
+        _ => (ECHO_COMPONENT.to_vec(), echo_input()),
+    };
     let compile = median(
         (0..args.loads)
-            .map(|_| runtime.compile_uncached(ECHO_COMPONENT))
+            .map(|_| runtime.compile_uncached(&component))
             .collect::<Result<Vec<_>, _>>()
             .map_err(Failure::environment)?,
     );
     // The first load compiles and writes the cache entry; the rest read it.
     runtime
-        .load_from_cache(ECHO_COMPONENT)
+        .load_from_cache(&component)
         .map_err(Failure::environment)?;
     let cached = median(
         (0..args.loads)
-            .map(|_| runtime.load_from_cache(ECHO_COMPONENT).map(|s| s.elapsed))
+            .map(|_| runtime.load_from_cache(&component).map(|s| s.elapsed))
             .collect::<Result<Vec<_>, _>>()
             .map_err(Failure::environment)?,
     );
 
+    let component_bytes = component.len();
     let skill = runtime
-        .load_bytes(Arc::<[u8]>::from(ECHO_COMPONENT), "echo.wasm")
-        .map_err(Failure::environment)?;
-    let input = echo_input();
+        .load_bytes(component, "benchmark.wasm")
+        .map_err(Failure::bad_input)?;
     let options = CallOptions::default();
     let input_bytes = serde_json::to_vec(&input).map(|v| v.len()).unwrap_or(0);
     for _ in 0..args.calls / 10 + 1 {
@@ -121,7 +140,7 @@ fn runtime_bench(args: RuntimeBenchArgs) -> CliResult {
         "cache_speedup": round(compile_ms / cached_ms.max(1e-9), 1),
         "calls": args.calls,
         "input_bytes": input_bytes,
-        "component_bytes": ECHO_COMPONENT.len(),
+        "component_bytes": component_bytes,
         "skill": skill.name,
     });
     if args.json {
@@ -141,22 +160,22 @@ fn runtime_bench(args: RuntimeBenchArgs) -> CliResult {
     Ok(())
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
+pub(super) fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort_unstable();
     samples[samples.len() / 2]
 }
 
-fn round(value: f64, digits: i32) -> f64 {
+pub(super) fn round(value: f64, digits: i32) -> f64 {
     let scale = 10f64.powi(digits);
     (value * scale).round() / scale
 }
 
 /// Nodes in the engine benchmark's linear scenario.
-const ENGINE_NODES: usize = 10;
+pub(super) const ENGINE_NODES: usize = 10;
 
 /// A 10-node linear scenario of `echo` calls whose state holds 20 records of
 /// about 300 bytes; each node changes one small field.
-fn engine_scenario(echo: &std::path::Path) -> String {
+pub(super) fn engine_scenario(echo: &std::path::Path) -> String {
     let mut toml = String::from(
         "[scenario]\nname = \"bench\"\nversion = \"1\"\ndescription = \"engine benchmark\"\n\n\
          [state]\nlast = { type = \"string\" }\nrecords = { type = \"array\", default = [\n",

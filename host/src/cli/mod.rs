@@ -14,6 +14,7 @@ pub mod build;
 mod run;
 mod runs;
 mod skill;
+mod worker;
 
 use std::fmt::Display;
 use std::path::PathBuf;
@@ -61,6 +62,10 @@ enum Command {
     Runs(runs::RunsCommand),
     /// The checkpoint history of a run.
     Checkpoints(runs::CheckpointsArgs),
+    /// Queue a run for `host worker`s; prints its id.
+    Submit(worker::SubmitArgs),
+    /// Claim queued runs from the database and run them (scale-out: run many).
+    Worker(worker::WorkerArgs),
     /// Measure the runtime and the engine.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -133,6 +138,8 @@ pub fn main() -> ExitCode {
         Command::Check(args) => run::check(args, &globals),
         Command::Graph(args) => run::graph(args, &globals),
         Command::Runs(command) => runs::runs(command),
+        Command::Submit(args) => worker::submit(args, &globals),
+        Command::Worker(args) => worker::worker(args, &globals),
         Command::Checkpoints(args) => runs::checkpoints(args),
         Command::Bench(command) => bench::run(command, &globals),
     };

@@ -39,7 +39,7 @@ impl Durability {
 
 #[derive(Debug, Args)]
 pub struct DatabaseArgs {
-    /// Database URL: sqlite://PATH (default sqlite://.skillhost/skillhost.db), or $SKILLHOST_DATABASE_URL.
+    /// Database URL: sqlite://PATH (default sqlite://.skillhost/skillhost.db) or postgres://USER:PASSWORD@HOST/DB, or $SKILLHOST_DATABASE_URL.
     #[arg(long, value_name = "URL", env = "SKILLHOST_DATABASE_URL")]
     pub database: Option<String>,
 }
@@ -305,12 +305,19 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             )));
         }
         let loaded = load_scenario(&run.scenario_path, globals)?;
-        let engine = Engine::new(Some(store), sink(args.events));
-        let outcome = engine
-            .resume(&loaded, &args.run_id)
-            .await
-            .map_err(engine_failure)?;
-        finish(&engine, &loaded, outcome, args.json, args.out.as_deref()).await
+        // One runner per run: refused while a worker (or another resume) holds it.
+        let lease = super::worker::CliLease::acquire(&store, &args.run_id).await?;
+        let engine = Engine::new(Some(lease.store().clone()), sink(args.events));
+        let outcome = engine.resume(&loaded, &args.run_id).await;
+        lease.release().await;
+        finish(
+            &engine,
+            &loaded,
+            outcome.map_err(engine_failure)?,
+            args.json,
+            args.out.as_deref(),
+        )
+        .await
     })
 }
 

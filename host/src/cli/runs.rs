@@ -13,6 +13,10 @@ pub enum RunsCommand {
     List(ListArgs),
     /// Show one run: steps, timings, errors, final state.
     Show(ShowArgs),
+    /// Delete the history of old finished runs (never queued or running ones).
+    Prune(super::worker::PruneArgs),
+    /// Per-scenario retention for `prune`: list, or `SCENARIO 30d`, or `SCENARIO off`.
+    Retention(super::worker::RetentionArgs),
 }
 
 #[derive(Debug, Args)]
@@ -47,11 +51,17 @@ pub struct CheckpointsArgs {
 }
 
 pub fn runs(command: RunsCommand) -> CliResult {
+    let command = match command {
+        RunsCommand::Prune(args) => return super::worker::prune(args),
+        RunsCommand::Retention(args) => return super::worker::retention(args),
+        command => command,
+    };
     let rt = tokio_runtime()?;
     rt.block_on(async {
         match command {
             RunsCommand::List(args) => list(args).await,
             RunsCommand::Show(args) => show(args).await,
+            RunsCommand::Prune(_) | RunsCommand::Retention(_) => unreachable!("handled above"),
         }
     })
 }

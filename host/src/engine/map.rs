@@ -21,7 +21,7 @@ use crate::store::{MapItemRow, state_hash};
 pub(crate) async fn run_map_node(
     cx: &RunContext<'_>,
     node: &Node,
-    state: &Value,
+    state: &Arc<Value>,
     visit: u32,
 ) -> NodeResult {
     let fail = |f: NodeFailure| (f, None);

@@ -22,7 +22,7 @@ mod map;
 mod node;
 pub mod state;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -121,7 +121,12 @@ pub(crate) struct RunContext<'a> {
     pub loaded: &'a LoadedScenario,
     pub scenario: &'a Scenario,
     pub run_id: String,
-    pub input: Value,
+    /// Shared with every expression's variables, never copied.
+    pub input: Arc<Value>,
+    /// The scenario's `[config]`, for rules and the summary.
+    pub config: Arc<Value>,
+    /// Each node's `config` (skill defaults under `[config]`), by node id.
+    pub node_configs: HashMap<String, Arc<Value>>,
     pub store: Option<&'a Store>,
     pub events: Arc<dyn EventSink>,
 }
@@ -240,11 +245,19 @@ impl Engine {
         run_id: String,
         input: Value,
     ) -> RunContext<'a> {
+        let node_configs = loaded
+            .scenario
+            .nodes
+            .iter()
+            .map(|n| (n.id.clone(), Arc::new(Value::Object(n.config.clone()))))
+            .collect();
         RunContext {
             loaded,
             scenario: &loaded.scenario,
             run_id,
-            input,
+            input: Arc::new(input),
+            config: Arc::new(Value::Object(loaded.scenario.config.clone())),
+            node_configs,
             store: self.store.as_ref(),
             events: self.events.clone(),
         }
@@ -258,7 +271,7 @@ async fn drive(
 ) -> Result<RunOutcome, EngineError> {
     let started = Instant::now();
     let scenario = cx.scenario;
-    let mut state = checkpoint.state;
+    let mut state = Arc::new(checkpoint.state);
     let mut seq = checkpoint.seq;
     let mut visits = checkpoint.visits;
     let mut warnings = Vec::new();
@@ -290,7 +303,7 @@ async fn drive(
                 let outcome = RunOutcome {
                     run_id: cx.run_id.clone(),
                     status: RunStatus::Completed,
-                    state: state.clone(),
+                    state: (*state).clone(),
                     failure: None,
                     warnings,
                     nodes_run,
@@ -317,7 +330,7 @@ async fn drive(
                 return Ok(RunOutcome {
                     run_id: cx.run_id.clone(),
                     status: RunStatus::Failed,
-                    state,
+                    state: Arc::unwrap_or_clone(state),
                     failure: Some(report),
                     warnings,
                     nodes_run,
@@ -339,7 +352,17 @@ async fn drive(
                     node.id
                 ),
             );
-            match route_failure(cx, node, &mut state, &mut seq, &visits, failure, None).await? {
+            match route_failure(
+                cx,
+                node,
+                Arc::make_mut(&mut state),
+                &mut seq,
+                &visits,
+                failure,
+                None,
+            )
+            .await?
+            {
                 Some(next) => {
                     came_from = node.id.clone();
                     current = next;
@@ -378,7 +401,17 @@ async fn drive(
                     error: json!({ "code": failure.code, "message": failure.message }),
                     will_retry: false,
                 });
-                match route_failure(cx, node, &mut state, &mut seq, &visits, failure, step).await? {
+                match route_failure(
+                    cx,
+                    node,
+                    Arc::make_mut(&mut state),
+                    &mut seq,
+                    &visits,
+                    failure,
+                    step,
+                )
+                .await?
+                {
                     Some(next) => {
                         came_from = node.id.clone();
                         current = next;
@@ -394,8 +427,9 @@ async fn drive(
             }
         };
 
-        let mut next_state = state.clone();
-        state::apply_changes(&mut next_state, &success.changes);
+        // The node's own variables are gone, so the state is not shared and
+        // the changes apply in place; `undo` restores it if they are refused.
+        let undo = state::apply_with_undo(Arc::make_mut(&mut state), &success.changes);
 
         // Validation rules see the state as this node leaves it.
         let mut fatal = None;
@@ -406,9 +440,9 @@ async fn drive(
             .filter(|r| r.after.as_deref().is_none_or(|after| after == node.id))
         {
             let mut vars = Vars::new();
-            vars.set("input", &cx.input)
-                .set("state", &next_state)
-                .set("config", &Value::Object(scenario.config.clone()));
+            vars.set_shared("input", cx.input.clone())
+                .set_shared("state", state.clone())
+                .set_shared("config", cx.config.clone());
             match rule.when.eval_bool(&vars) {
                 Ok(false) => {}
                 Ok(true) => match rule.severity {
@@ -441,10 +475,11 @@ async fn drive(
             }
         }
         if let Some(failure) = fatal {
+            undo.revert(Arc::make_mut(&mut state));
             match route_failure(
                 cx,
                 node,
-                &mut state,
+                Arc::make_mut(&mut state),
                 &mut seq,
                 &visits,
                 failure,
@@ -470,13 +505,14 @@ async fn drive(
             }
         }
 
-        let next = match next_node(cx, node, &next_state) {
+        let next = match next_node(cx, node, &state) {
             Ok(next) => next,
             Err(failure) => {
+                undo.revert(Arc::make_mut(&mut state));
                 match route_failure(
                     cx,
                     node,
-                    &mut state,
+                    Arc::make_mut(&mut state),
                     &mut seq,
                     &visits,
                     failure,
@@ -512,8 +548,8 @@ async fn drive(
                         node_id: node.id.clone(),
                         next_nodes: vec![next.clone()],
                         changes: success.changes,
-                        state_hash: state_hash(&next_state),
-                        full_state: next_state.clone(),
+                        state_hash: state_hash(&state),
+                        full_state: (*state).clone(),
                         step: success.step,
                         visits: visits.clone(),
                         journal: Vec::new(),
@@ -536,7 +572,6 @@ async fn drive(
             fuel_consumed: success.fuel_consumed,
         });
         artifacts.append(&mut success.artifacts);
-        state = next_state;
         came_from = node.id.clone();
         current = next;
     }
@@ -554,7 +589,7 @@ fn finished(cx: &RunContext<'_>, status: &str, started: Instant) {
 fn next_node(
     cx: &RunContext<'_>,
     node: &crate::scenario::Node,
-    state: &Value,
+    state: &Arc<Value>,
 ) -> Result<String, NodeFailure> {
     match &node.route {
         Route::Next(to) => Ok(to.clone()),
@@ -563,9 +598,9 @@ fn next_node(
             otherwise,
         } => {
             let mut vars = Vars::new();
-            vars.set("input", &cx.input)
-                .set("state", state)
-                .set("config", &Value::Object(node.config.clone()));
+            vars.set_shared("input", cx.input.clone())
+                .set_shared("state", state.clone())
+                .set_shared("config", node_config(cx, node));
             for (guard, to) in branches {
                 match guard.eval_bool(&vars) {
                     Ok(true) => return Ok(to.clone()),
@@ -704,9 +739,9 @@ fn failure_report(
     let errors = state.get("errors").cloned().unwrap_or(json!([]));
     let last = errors.as_array().and_then(|e| e.last()).cloned();
     let mut vars = Vars::new();
-    vars.set("input", &cx.input)
+    vars.set_shared("input", cx.input.clone())
         .set("state", state)
-        .set("config", &Value::Object(node.config.clone()));
+        .set_shared("config", node_config(cx, node));
     let message = match &node.message {
         Some(expr) => match expr.eval(&vars) {
             Ok(Value::String(s)) => s,
@@ -748,12 +783,20 @@ fn failure_report(
     })
 }
 
+/// The `config` a node's expressions see.
+pub(crate) fn node_config(cx: &RunContext<'_>, node: &crate::scenario::Node) -> Arc<Value> {
+    cx.node_configs
+        .get(&node.id)
+        .cloned()
+        .unwrap_or_else(|| Arc::new(Value::Object(node.config.clone())))
+}
+
 /// The scenario's `[summary]`; an expression that fails shows its error.
 fn summarize(cx: &RunContext<'_>, state: &Value) -> Map<String, Value> {
     let mut vars = Vars::new();
-    vars.set("input", &cx.input)
+    vars.set_shared("input", cx.input.clone())
         .set("state", state)
-        .set("config", &Value::Object(cx.scenario.config.clone()));
+        .set_shared("config", cx.config.clone());
     cx.scenario
         .summary
         .iter()

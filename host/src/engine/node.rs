@@ -15,11 +15,11 @@ use crate::store::{NewArtifact, StepRow, state_hash};
 pub(crate) type NodeResult = Result<NodeSuccess, (NodeFailure, Option<StepRow>)>;
 
 /// The variables every expression of a node sees.
-pub(crate) fn base_vars(cx: &RunContext<'_>, node: &Node, state: &Value) -> Vars {
+pub(crate) fn base_vars(cx: &RunContext<'_>, node: &Node, state: &Arc<Value>) -> Vars {
     let mut vars = Vars::new();
-    vars.set("input", &cx.input)
-        .set("state", state)
-        .set("config", &Value::Object(node.config.clone()));
+    vars.set_shared("input", cx.input.clone())
+        .set_shared("state", state.clone())
+        .set_shared("config", super::node_config(cx, node));
     vars
 }
 
@@ -320,7 +320,11 @@ pub(crate) async fn call_node_skill(
 }
 
 /// A skill node: map input, check pre, call, check post, write.
-pub(crate) async fn run_skill_node(cx: &RunContext<'_>, node: &Node, state: &Value) -> NodeResult {
+pub(crate) async fn run_skill_node(
+    cx: &RunContext<'_>,
+    node: &Node,
+    state: &Arc<Value>,
+) -> NodeResult {
     let skill = skill_of(cx, node).map_err(|f| (f, None))?;
     let mut vars = base_vars(cx, node, state);
     let input = map_input(node, &vars).map_err(|f| (f, None))?;
@@ -391,7 +395,7 @@ pub(crate) async fn run_skill_node(cx: &RunContext<'_>, node: &Node, state: &Val
 }
 
 /// A gate: conditions only. Its `pre` must hold; routing is by its edges.
-pub(crate) fn run_gate(cx: &RunContext<'_>, node: &Node, state: &Value) -> NodeResult {
+pub(crate) fn run_gate(cx: &RunContext<'_>, node: &Node, state: &Arc<Value>) -> NodeResult {
     let vars = base_vars(cx, node, state);
     check_pre(node, &vars).map_err(|f| (f, None))?;
     let changes = writes(cx, node, &vars, state).map_err(|f| (f, None))?;

@@ -85,6 +85,69 @@ pub fn apply_changes(state: &mut Value, changes: &[StateChange]) {
     apply(state, changes);
 }
 
+/// What a field held before a node's changes, to put it back.
+enum Prior {
+    /// The whole old value (`None`: the field was absent).
+    Value(Option<Value>),
+    /// An array that was only appended to: its old length.
+    Len(usize),
+}
+
+/// Undoes [`apply_with_undo`]: only the fields a node touched are kept, and an
+/// appended array only by its length, so a node costs what it changed.
+pub struct Undo {
+    fields: Vec<(String, Prior)>,
+}
+
+/// Applies `changes` in place and returns how to undo them, so the engine
+/// need not copy the whole state to evaluate rules on the state a node would
+/// leave behind.
+pub fn apply_with_undo(state: &mut Value, changes: &[StateChange]) -> Undo {
+    let mut fields: Vec<(String, Prior)> = Vec::new();
+    if let Some(object) = state.as_object() {
+        for change in changes {
+            let field = change.field();
+            if fields.iter().any(|(f, _)| f == field) {
+                continue;
+            }
+            let only_appends = changes
+                .iter()
+                .filter(|c| c.field() == field)
+                .all(|c| matches!(c, StateChange::Append { .. }));
+            let prior = match object.get(field) {
+                Some(Value::Array(items)) if only_appends => Prior::Len(items.len()),
+                old => Prior::Value(old.cloned()),
+            };
+            fields.push((field.to_string(), prior));
+        }
+    }
+    apply(state, changes);
+    Undo { fields }
+}
+
+impl Undo {
+    pub fn revert(self, state: &mut Value) {
+        let Some(object) = state.as_object_mut() else {
+            return;
+        };
+        for (field, prior) in self.fields {
+            match prior {
+                Prior::Value(Some(old)) => {
+                    object.insert(field, old);
+                }
+                Prior::Value(None) => {
+                    object.shift_remove(&field);
+                }
+                Prior::Len(len) => {
+                    if let Some(Value::Array(items)) = object.get_mut(&field) {
+                        items.truncate(len);
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn check_type(field: &str, ty: &FieldType, value: &Value) -> Result<(), String> {
     let ok = match ty {
         FieldType::Any => true,

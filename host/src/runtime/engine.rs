@@ -52,8 +52,9 @@ pub(crate) fn build_engine(pool: &PoolConfig) -> wasmtime::Result<Engine> {
         .max_tables_per_component(64)
         .max_core_instances_per_component(64)
         .table_elements(1_000_000)
-        // Small skills touch a few pages; resetting them with memset is cheaper
-        // than an madvise round trip on every fresh instance.
+        // Small skills (built with a 128 KiB stack, see `build::toolchain`)
+        // touch a few pages; resetting them with memset is cheaper than an
+        // madvise round trip, with its TLB shootdown, on every fresh instance.
         .linear_memory_keep_resident(256 << 10)
         .table_keep_resident(64 << 10);
 

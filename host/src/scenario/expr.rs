@@ -142,8 +142,14 @@ impl Vars {
     /// an object lookup that succeeds.
     fn lookup(&self, path: &[String]) -> Option<&Value> {
         let (root, rest) = path.split_first()?;
-        rest.iter()
-            .try_fold(self.get(root)?, |value, key| value.as_object()?.get(key))
+        rest.iter().try_fold(self.get(root)?, |value, key| {
+            match key.strip_prefix('[').and_then(|k| k.strip_suffix(']')) {
+                // A constant list index (`state.papers[3]`); anything else,
+                // including an index out of range, is left to CEL to report.
+                Some(index) => value.as_array()?.get(index.parse::<usize>().ok()?),
+                None => value.as_object()?.get(key),
+            }
+        })
     }
 }
 
@@ -279,7 +285,7 @@ fn describe_json(value: &Value) -> String {
 
 fn analyse(root: &IdedExpr) -> Analysis {
     let mut analysis = Analysis {
-        path: member_path(root, &[])
+        path: member_path(root, &[], true)
             .filter(|p| p.segments.len() > 1 && !p.test)
             .map(|p| p.segments),
         ..Analysis::default()
@@ -338,7 +344,9 @@ const TYPE_NAMES: &[&str] = &[
     "dyn",
 ];
 
-fn member_path(expr: &IdedExpr, bound: &[String]) -> Option<Path> {
+/// With `int_indexes`, constant list indexes are kept as `[n]` segments (for
+/// the whole-expression shortcut only; references stop at them).
+fn member_path(expr: &IdedExpr, bound: &[String], int_indexes: bool) -> Option<Path> {
     let mut segments = Vec::new();
     let mut test = false;
     let mut current = expr;
@@ -367,10 +375,15 @@ fn member_path(expr: &IdedExpr, bound: &[String]) -> Option<Path> {
                     && call.target.is_none()
                     && call.args.len() == 2 =>
             {
-                let Ast::Literal(LiteralValue::String(key)) = &call.args[1].expr else {
-                    return None;
-                };
-                segments.push(key.to_string());
+                match &call.args[1].expr {
+                    Ast::Literal(LiteralValue::String(key)) => segments.push(key.to_string()),
+                    Ast::Literal(LiteralValue::Int(index))
+                        if int_indexes && *index.inner() >= 0 =>
+                    {
+                        segments.push(format!("[{}]", index.inner()))
+                    }
+                    _ => return None,
+                }
                 current = &call.args[0];
             }
             _ => return None,
@@ -379,7 +392,7 @@ fn member_path(expr: &IdedExpr, bound: &[String]) -> Option<Path> {
 }
 
 fn walk(expr: &IdedExpr, bound: &mut Vec<String>, out: &mut Analysis) {
-    if let Some(path) = member_path(expr, bound) {
+    if let Some(path) = member_path(expr, bound, false) {
         out.record(path.segments);
         return;
     }
@@ -595,6 +608,28 @@ mod tests {
             r#"{"a":[1,2],"m":{"b":null,"y":true},"z":1}"#
         );
         assert_eq!(eval("state.papers[0]['title']", &vars), json!("Attention"));
+    }
+
+    #[test]
+    fn constant_list_indexes_are_read_from_json() {
+        let state = json!({ "papers": [{ "title": "a" }, { "title": "b", "n": 1.0 }] });
+        let mut vars = Vars::new();
+        vars.set("state", &state);
+        let e = Expr::compile("state.papers[1]").unwrap();
+        assert_eq!(e.eval(&vars).unwrap(), json!({ "title": "b", "n": 1.0 }));
+        let e = Expr::compile("state.papers[0].title").unwrap();
+        assert_eq!(e.eval(&vars).unwrap(), json!("a"));
+        // Out of range is CEL's error, not a silent null.
+        assert!(
+            Expr::compile("state.papers[5].title")
+                .unwrap()
+                .eval(&vars)
+                .is_err()
+        );
+        assert_eq!(
+            Expr::compile("state.papers[1].title").unwrap().references(),
+            vec![vec!["state".to_string(), "papers".to_string()]]
+        );
     }
 
     #[test]

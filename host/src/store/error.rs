@@ -44,6 +44,34 @@ pub enum StoreError {
         message: String,
     },
 
+    /// Another runner holds a live lease on the run: one active runner per run.
+    #[error(
+        "run `{run_id}` in {db} is being run by `{owner}` (lease until {}); wait for that \
+         runner to finish, or for its lease to expire if it died",
+        super::lease::format_ms(*expires_at_ms)
+    )]
+    Leased {
+        db: String,
+        run_id: String,
+        owner: String,
+        expires_at_ms: i64,
+    },
+
+    /// The runner's lease was taken over (it expired and another runner took
+    /// the run): the write is fenced off.
+    #[error(
+        "lease on run `{run_id}` in {db} was lost: `{owner}` held generation {generation}, \
+         but {now}; nothing was written"
+    )]
+    LeaseLost {
+        db: String,
+        run_id: String,
+        owner: String,
+        generation: u64,
+        /// Who holds it now, e.g. "`w2` holds generation 4 until …".
+        now: String,
+    },
+
     /// Stored history that does not reproduce what was recorded. Never
     /// papered over: the caller decides (fork from an earlier checkpoint,
     /// restore a backup).
@@ -79,8 +107,44 @@ impl StoreError {
         matches!(self, StoreError::Conflict { .. })
     }
 
+    /// True when a write was fenced off because the runner lost its lease.
+    pub fn is_lease_lost(&self) -> bool {
+        matches!(self, StoreError::LeaseLost { .. })
+    }
+
+    /// True when the database could not be reached or the connection broke:
+    /// worth retrying later, nothing about the run itself is wrong.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Database { source, .. } => is_transient(source),
+            StoreError::Open { .. } => true,
+            _ => false,
+        }
+    }
+
     /// True when stored data failed verification.
     pub fn is_corrupt(&self) -> bool {
         matches!(self, StoreError::Corrupt { .. })
+    }
+}
+
+/// Errors that say "the connection, not the request": I/O, pool timeouts,
+/// and the SQLSTATE classes for connection failures, server shutdown and
+/// serialisation failures.
+pub(crate) fn is_transient(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(e) => e.code().is_some_and(|code| {
+            code.starts_with("08")
+                || matches!(
+                    code.as_ref(),
+                    "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
+                )
+        }),
+        _ => false,
     }
 }

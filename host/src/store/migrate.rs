@@ -19,14 +19,36 @@ pub(crate) struct Migration {
 }
 
 /// The SQLite migrations, in order. File `NNNN_name.sql` is version NNNN.
-pub(crate) const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../migrations/sqlite/0001_init.sql"),
-}];
+pub(crate) const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../migrations/sqlite/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "leases_queue",
+        sql: include_str!("../../migrations/sqlite/0002_leases_queue.sql"),
+    },
+];
+
+/// The Postgres migrations: the same versions and names as [`SQLITE`], in
+/// Postgres SQL.
+pub(crate) const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "leases_queue",
+        sql: include_str!("../../migrations/postgres/0002_leases_queue.sql"),
+    },
+];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";
@@ -107,26 +129,35 @@ mod tests {
 
     #[test]
     fn migrations_are_numbered_in_order_and_end_at_the_schema_version() {
-        for (i, migration) in SQLITE.iter().enumerate() {
-            assert_eq!(migration.version as usize, i + 1, "{}", migration.name);
+        for migrations in [SQLITE, POSTGRES] {
+            for (i, migration) in migrations.iter().enumerate() {
+                assert_eq!(migration.version as usize, i + 1, "{}", migration.name);
+            }
+            assert_eq!(migrations.last().unwrap().version, SCHEMA_VERSION);
         }
-        assert_eq!(SQLITE.last().unwrap().version, SCHEMA_VERSION);
+        // Both backends step through the same versions.
+        let names = |m: &[Migration]| m.iter().map(|m| (m.version, m.name)).collect::<Vec<_>>();
+        assert_eq!(names(SQLITE), names(POSTGRES));
     }
 
     #[test]
     fn every_migration_file_is_embedded() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
-        let mut files: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .filter(|name| name.ends_with(".sql"))
-            .collect();
-        files.sort();
-        let embedded: Vec<String> = SQLITE
-            .iter()
-            .map(|m| format!("{:04}_{}.sql", m.version, m.name))
-            .collect();
-        assert_eq!(files, embedded);
+        for (folder, migrations) in [("sqlite", SQLITE), ("postgres", POSTGRES)] {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("migrations")
+                .join(folder);
+            let mut files: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|name| name.ends_with(".sql"))
+                .collect();
+            files.sort();
+            let embedded: Vec<String> = migrations
+                .iter()
+                .map(|m| format!("{:04}_{}.sql", m.version, m.name))
+                .collect();
+            assert_eq!(files, embedded, "{folder}");
+        }
     }
 
     #[test]

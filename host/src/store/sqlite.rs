@@ -31,11 +31,14 @@ use super::checkpoint::{
     rebuild,
 };
 use super::error::StoreError;
+use super::lease::{Lease, holds, lease_lost};
 use super::migrate::{self, Found, MARKER_KEY, META_TABLE, SCHEMA_VERSION, VERSION_KEY};
 use super::rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
 use super::run::{NewRun, RunRow, RunStatus};
 use super::state::state_hash;
 use super::{StoreOptions, SyncMode};
+
+mod queue;
 
 /// How long a statement waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -205,7 +208,12 @@ impl SqliteStore {
 
     // ---- runs ------------------------------------------------------------------
 
-    pub async fn create_run(&self, run: &NewRun, status: RunStatus) -> Result<(), StoreError> {
+    pub async fn create_run(
+        &self,
+        run: &NewRun,
+        status: RunStatus,
+        task_id: Option<&str>,
+    ) -> Result<(), StoreError> {
         let action = format_args!("creating run `{}`", run.id).to_string();
         let now = now_ms();
         let encoded = EncodedCheckpoint::new(
@@ -219,8 +227,8 @@ impl SqliteStore {
         let mut tx = self.begin_write(&action).await?;
         let inserted = sqlx::query(
             "INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
-             current_node, last_seq, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8)",
+             current_node, last_seq, created_at, updated_at, task_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $9)",
         )
         .bind(&run.id)
         .bind(&run.scenario_name)
@@ -230,6 +238,7 @@ impl SqliteStore {
         .bind(run.input.to_string())
         .bind(&run.start_node)
         .bind(now)
+        .bind(task_id)
         .execute(&mut *tx)
         .await;
         if let Err(e) = inserted {
@@ -247,6 +256,16 @@ impl SqliteStore {
         insert_checkpoint(&mut tx, &run.id, 0, START_NODE, &encoded, &hash, now)
             .await
             .map_err(|e| self.error(e, &action))?;
+        sqlx::query(UPSERT_TASK_SQL)
+            .bind(&run.id)
+            .bind(0i64)
+            .bind(START_NODE)
+            .bind(&encoded.next_nodes)
+            .bind(&hash)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?;
         tx.commit().await.map_err(|e| self.error(e, &action))
     }
 
@@ -254,6 +273,7 @@ impl SqliteStore {
         &self,
         commit: &StepCommit,
         artifacts: &[NewArtifact],
+        fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
         let run_id = commit.run_id.as_str();
         let action = format!("committing checkpoint {} of run `{run_id}`", commit.seq);
@@ -287,6 +307,10 @@ impl SqliteStore {
         let now = now_ms();
 
         let mut tx = self.begin_write(&action).await?;
+        if let Some(fence) = fence {
+            // Under the write lock, so the lease cannot change before COMMIT.
+            self.check_fence(&mut tx, fence, &action).await?;
+        }
         // One statement batch, one round trip to SQLite's thread. The
         // checkpoint goes first: the `checkpoints_in_sequence` trigger aborts
         // it unless seq is exactly last_seq + 1 of an active run, which is the
@@ -358,6 +382,36 @@ impl SqliteStore {
         tx.commit().await.map_err(|e| self.error(e, &action))
     }
 
+    /// Refuses (LeaseLost) unless the run's lease is still `fence`. Call
+    /// inside a write transaction. A missing run passes: the write that
+    /// follows reports it.
+    async fn check_fence(
+        &self,
+        conn: &mut SqliteConnection,
+        fence: &Lease,
+        action: &str,
+    ) -> Result<(), StoreError> {
+        let row = sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
+            "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1",
+        )
+        .bind(&fence.run_id)
+        .fetch_optional(conn)
+        .await
+        .map_err(|e| self.error(e, action))?;
+        match row {
+            Some((holder, generation, expires)) if !holds(fence, holder.as_deref(), generation) => {
+                Err(lease_lost(
+                    &self.db,
+                    fence,
+                    holder.as_deref(),
+                    generation,
+                    expires,
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Why the sequence guard refused a checkpoint.
     async fn why_not_next(
         &self,
@@ -420,9 +474,13 @@ impl SqliteStore {
         status: RunStatus,
         result: Option<&Value>,
         error: Option<&Value>,
+        fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
         let action = format!("finishing run `{run_id}` as {status}");
         let mut tx = self.begin_write(&action).await?;
+        if let Some(fence) = fence {
+            self.check_fence(&mut tx, fence, &action).await?;
+        }
         let updated = sqlx::query(&format!(
             "UPDATE runs SET status = $2, result = $3, error = $4, lease_owner = NULL, \
              lease_expires_at = NULL, updated_at = $5 WHERE id = $1 AND status IN {ACTIVE}"
@@ -834,7 +892,21 @@ UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4 WHERE id = $1;
 UPDATE runs SET status = 'running' WHERE id = $1 AND status <> 'running'; \
 INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, duration_us, input_hash, \
     output_hash, error, fuel_consumed, memory_peak_bytes, detail) \
-    VALUES ($1, $2, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23);";
+    VALUES ($1, $2, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23); \
+INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, updated_at) \
+    SELECT COALESCE(task_id, id), id, $2, $5, $6, $10, $4 FROM runs WHERE id = $1 \
+    ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
+    node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
+    state_hash = excluded.state_hash, updated_at = excluded.updated_at;";
+
+/// Upserts the run's task row ($1 run id, $2 seq, $3 node, $4 next nodes,
+/// $5 state hash, $6 now); the same statement ends [`COMMIT_STEP_SQL`].
+const UPSERT_TASK_SQL: &str = "\
+INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, updated_at) \
+    SELECT COALESCE(task_id, id), id, $2, $3, $4, $5, $6 FROM runs WHERE id = $1 \
+    ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
+    node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
+    state_hash = excluded.state_hash, updated_at = excluded.updated_at";
 
 /// The message of the `checkpoints_in_sequence` trigger (migration 0001).
 const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";

@@ -10,6 +10,8 @@ pub(crate) enum DatabaseUrl {
     /// `sqlite://PATH` or `sqlite:PATH`; the path is relative to the current
     /// directory unless absolute (`sqlite:///abs/path`).
     Sqlite { path: PathBuf },
+    /// `postgres://…` or `postgresql://…`, as libpq and sqlx read it.
+    Postgres { url: String },
 }
 
 impl DatabaseUrl {
@@ -33,12 +35,20 @@ impl DatabaseUrl {
             });
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            return Err(unsupported(
-                "this build has no Postgres backend yet; use sqlite://PATH",
-            ));
+            // Checked here so a typo fails before any connection attempt. The
+            // parser's own message may quote the URL, so it is not passed on.
+            if url.parse::<sqlx::postgres::PgConnectOptions>().is_err() {
+                return Err(unsupported(
+                    "it is not a valid Postgres URL; use postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+                ));
+            }
+            return Ok(DatabaseUrl::Postgres {
+                url: url.to_owned(),
+            });
         }
         Err(unsupported(
-            "use sqlite://PATH, e.g. sqlite://.skillhost/skillhost.db",
+            "use sqlite://PATH (e.g. sqlite://.skillhost/skillhost.db) or \
+             postgres://USER:PASSWORD@HOST:PORT/DATABASE",
         ))
     }
 }
@@ -104,9 +114,16 @@ mod tests {
         );
         assert_eq!(redact("postgres://app@db/runs"), "postgres://app@db/runs");
         assert_eq!(redact("sqlite://a/b.db"), "sqlite://a/b.db");
-        let error = DatabaseUrl::parse("postgres://u:pw@h/d")
+        assert_eq!(
+            DatabaseUrl::parse("postgres://u:pw@h/d").unwrap(),
+            DatabaseUrl::Postgres {
+                url: "postgres://u:pw@h/d".into()
+            }
+        );
+        let error = DatabaseUrl::parse("postgres://u:pw@h:notaport/d")
             .unwrap_err()
             .to_string();
         assert!(!error.contains("pw@"), "{error}");
+        assert!(error.contains("u:***@h"), "{error}");
     }
 }

@@ -1,0 +1,195 @@
+//! Leases, the run queue and where tasks stand: the types both backends
+//! share for "one active runner per run".
+//!
+//! A lease is (owner, expiry, generation) on a run row. Acquiring a live lease
+//! held by another owner is refused ([`StoreError::Leased`]); taking over an
+//! expired one bumps the generation. A store handle made with
+//! [`Store::fenced`](super::Store::fenced) carries its lease into every
+//! checkpoint commit and `finish_run`, which the database refuses
+//! ([`StoreError::LeaseLost`]) once the generation moved on: a runner that
+//! was paused past its expiry cannot write after another took over.
+//!
+//! [`StoreError::Leased`]: super::StoreError::Leased
+//! [`StoreError::LeaseLost`]: super::StoreError::LeaseLost
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A lease held on one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub run_id: String,
+    pub owner: String,
+    /// Bumped whenever the run changes hands; what commits are fenced by.
+    pub generation: u64,
+    /// Unix milliseconds (the database's clock on Postgres).
+    pub expires_at_ms: i64,
+}
+
+/// Where a task stands: its row in `task_checkpoints`, upserted with every
+/// checkpoint of the runs working on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CurrentCheckpoint {
+    pub task_id: String,
+    pub run_id: String,
+    pub seq: u64,
+    pub node_id: String,
+    pub next_nodes: Vec<String>,
+    pub state_hash: String,
+    pub updated_at_ms: i64,
+}
+
+/// A per-scenario retention setting for `host runs prune`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    pub scenario_name: String,
+    pub keep_ms: i64,
+}
+
+/// What one prune deleted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneReport {
+    /// Ids of the finished runs whose history was deleted.
+    pub runs: Vec<String>,
+    /// Artifact blobs no run refers to any more, deleted with them.
+    pub blobs: u64,
+}
+
+/// A lease owner id for this process: host name, pid and a random suffix,
+/// unique enough that two processes never share one.
+pub fn new_owner_id(prefix: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    let random = uuid::Uuid::now_v7().simple().to_string();
+    format!(
+        "{prefix}@{host}:{}:{}",
+        std::process::id(),
+        &random[random.len() - 6..]
+    )
+}
+
+pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 4)
+}
+
+/// Unix milliseconds as UTC ISO 8601 (`2026-05-01T12:00:00.123Z`), for messages.
+pub fn format_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Parses a duration like `7d`, `12h`, `30m`, `45s` or `500ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration; use e.g. 7d, 12h, 30m, 45s"))?;
+    let secs = match unit {
+        "ms" => return Ok(Duration::from_millis(n)),
+        "s" | "" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => {
+            return Err(format!(
+                "`{text}` has an unknown unit `{unit}`; use ms, s, m, h, d or w"
+            ));
+        }
+    };
+    n.checked_mul(secs)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("`{text}` is too long"))
+}
+
+/// The refusal of a fenced write: `fence` no longer matches the run's
+/// lease (`holder`, `generation`, `expires_at_ms` as read in the refused
+/// transaction).
+pub(crate) fn lease_lost(
+    db: &str,
+    fence: &Lease,
+    holder: Option<&str>,
+    generation: i64,
+    expires_at_ms: Option<i64>,
+) -> super::StoreError {
+    let now = match (holder, expires_at_ms) {
+        (Some(holder), Some(expires)) => format!(
+            "`{holder}` holds generation {generation} until {}",
+            format_ms(expires)
+        ),
+        (Some(holder), None) => format!("`{holder}` holds generation {generation}"),
+        (None, _) => format!("nobody holds it now (generation {generation})"),
+    };
+    super::StoreError::LeaseLost {
+        db: db.to_owned(),
+        run_id: fence.run_id.clone(),
+        owner: fence.owner.clone(),
+        generation: fence.generation,
+        now,
+    }
+}
+
+/// Whether the run row's lease is still `fence`.
+pub(crate) fn holds(fence: &Lease, holder: Option<&str>, generation: i64) -> bool {
+    holder == Some(fence.owner.as_str()) && u64::try_from(generation) == Ok(fence.generation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_times_in_utc() {
+        assert_eq!(format_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_ms(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(format_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(
+            parse_duration("7d").unwrap(),
+            Duration::from_secs(7 * 86_400)
+        );
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(
+            parse_duration("2w").unwrap(),
+            Duration::from_secs(14 * 86_400)
+        );
+        assert!(parse_duration("d").is_err());
+        assert!(parse_duration("3 years").is_err());
+    }
+
+    #[test]
+    fn owner_ids_differ() {
+        assert_ne!(new_owner_id("w"), new_owner_id("w"));
+        assert!(new_owner_id("worker").starts_with("worker@"));
+    }
+}

@@ -1,0 +1,1700 @@
+//! The Postgres backend: the same tables, rules and errors as SQLite
+//! (`sqlite.rs`), for production and for many `host worker` processes
+//! sharing one database.
+//!
+//! Differences that matter:
+//! - The exactly-once guard is a `BEFORE INSERT` trigger on `checkpoints`
+//!   that locks the run row (`FOR UPDATE`), so of two writers of the same
+//!   seq the second waits for the first and is then refused.
+//! - A commit is a handful of statements in one transaction: the checkpoint
+//!   (guarded), then one statement that moves the run (fenced by the lease
+//!   when the handle carries one), writes the step row and upserts the task
+//!   row, then journal entries (one `UNNEST` insert) and artifacts.
+//! - Lease times use the database's clock, so workers on different machines
+//!   agree on expiry.
+//! - Connection failures are retried with backoff for up to [`RETRY_FOR`]
+//!   where that is safe: reads, and writes whose outcome can be checked
+//!   afterwards. A commit whose COMMIT may have landed before the connection
+//!   broke is retried; if the retry meets its own checkpoint (same seq, node
+//!   and state hash) it counts as done. So a server restart mid-run costs a
+//!   pause, not the run.
+//!
+//! [`SyncMode::Full`] keeps `synchronous_commit = on` (a commit is on the
+//! server's disk before it returns); [`SyncMode::Normal`] sets it `off` for
+//! our sessions: a commit survives any crash of the host process, and a
+//! crash of the database server may lose the last few (never corrupt).
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sqlx::error::ErrorKind;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::{ConnectOptions, Connection, Decode, Postgres, Row, Type};
+
+use super::checkpoint::{
+    CheckpointRow, EncodedCheckpoint, LoadedCheckpoint, START_NODE, StepCommit, StoredCheckpoint,
+    rebuild,
+};
+use super::error::StoreError;
+use super::lease::{CurrentCheckpoint, Lease, PruneReport, Retention, holds, lease_lost, ttl_ms};
+use super::migrate::{self, Found, MARKER_KEY, META_TABLE, SCHEMA_VERSION, VERSION_KEY};
+use super::rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
+use super::run::{NewRun, RunRow, RunStatus};
+use super::state::state_hash;
+use super::{StoreOptions, SyncMode};
+
+/// How long a connection attempt may take before `open` gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a statement waits for a pooled connection (a reconnect
+/// included) before the attempt counts as failed.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long transient failures (lost connections, a restarting server) are
+/// retried before the error is reported.
+pub(crate) const RETRY_FOR: Duration = Duration::from_secs(60);
+/// Connections are opened on demand up to this many: enough for a worker's
+/// concurrent runs, each of which holds one only while it commits or reads.
+const MAX_CONNECTIONS: u32 = 40;
+/// Serialises concurrent migrations of one database (`pg_advisory_xact_lock`).
+const MIGRATION_LOCK: i64 = 0x736b_696c_6c68_6f73; // "skillhos"
+
+/// Statuses a run takes checkpoints in.
+const ACTIVE: &str = "('queued', 'running', 'waiting')";
+/// The database's clock in Unix milliseconds.
+const NOW_MS: &str = "(extract(epoch from statement_timestamp()) * 1000)::bigint";
+
+const RUN_COLUMNS: &str = "id, scenario_name, scenario_path, scenario_digest, status, input, \
+     result, error, current_node, last_seq, lease_owner, lease_expires_at, lease_generation, \
+     created_at, updated_at";
+
+/// The message of the `checkpoints_in_sequence` trigger (migration 0001).
+const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";
+
+mod group;
+
+#[derive(Debug, Clone)]
+pub(crate) struct PgStore {
+    pool: PgPool,
+    /// Display URL (no password), for messages.
+    db: String,
+    /// Group commit of checkpoint commits (None on the executors' own handle).
+    group: Option<Arc<group::Group>>,
+}
+
+/// One checkpoint commit, converted and range-checked, ready to bind.
+#[derive(Debug)]
+struct Prepared {
+    run_id: String,
+    seq: i64,
+    node_id: String,
+    current_node: Option<String>,
+    next_nodes: String,
+    is_snapshot: bool,
+    state: Option<String>,
+    changes: String,
+    state_hash: String,
+    visits: String,
+    bytes: i64,
+    step: StepBinds,
+    fence: Option<Lease>,
+}
+
+impl PgStore {
+    pub async fn open(
+        url: &str,
+        db: &str,
+        store_options: StoreOptions,
+    ) -> Result<PgStore, StoreError> {
+        let mut options = PgConnectOptions::from_str(url)
+            .map_err(|_| StoreError::UnsupportedUrl {
+                url: db.to_owned(),
+                hint: "it is not a valid Postgres URL; use postgres://USER:PASSWORD@HOST:PORT/DATABASE"
+                    .into(),
+            })?
+            .application_name("skillhost")
+            .disable_statement_logging();
+        if store_options.sync == SyncMode::Normal {
+            options = options.options([("synchronous_commit", "off")]);
+        }
+
+        let mut conn = match tokio::time::timeout(CONNECT_TIMEOUT, options.connect()).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Err(classify_open_error(e, db)),
+            Err(_) => {
+                return Err(StoreError::Open {
+                    db: db.to_owned(),
+                    message: format!(
+                        "no answer within {}s; is the server up and the host and port right?",
+                        CONNECT_TIMEOUT.as_secs()
+                    ),
+                });
+            }
+        };
+        let migrated = migrate(&mut conn, db).await;
+        let _ = conn.close().await;
+        migrated?;
+
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .min_connections(0)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_lazy_with(options);
+        let mut store = PgStore {
+            pool,
+            db: db.to_owned(),
+            group: None,
+        };
+        store.group = Some(group::Group::start(store.clone()));
+        Ok(store)
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    // ---- errors, conversions, retries ----------------------------------------
+
+    fn error(&self, source: sqlx::Error, action: impl Display) -> StoreError {
+        StoreError::Database {
+            db: self.db.clone(),
+            action: action.to_string(),
+            source,
+        }
+    }
+
+    fn write_error(&self, source: sqlx::Error, run_id: &str, action: impl Display) -> StoreError {
+        match &source {
+            sqlx::Error::Database(e) if e.kind() == ErrorKind::ForeignKeyViolation => {
+                StoreError::RunNotFound {
+                    db: self.db.clone(),
+                    run_id: run_id.to_owned(),
+                }
+            }
+            _ => self.error(source, action),
+        }
+    }
+
+    fn corrupt(&self, what: impl Display, detail: impl Display) -> StoreError {
+        StoreError::Corrupt {
+            db: self.db.clone(),
+            what: what.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+
+    fn int(&self, value: u64, what: &str) -> Result<i64, StoreError> {
+        i64::try_from(value).map_err(|_| StoreError::Invalid {
+            db: self.db.clone(),
+            message: format!("{what} {value} is larger than {}", i64::MAX),
+        })
+    }
+
+    fn uint<T: TryFrom<i64>>(&self, value: i64, what: impl Display) -> Result<T, StoreError> {
+        T::try_from(value).map_err(|_| self.corrupt(what, format!("{value} is out of range")))
+    }
+
+    fn get<'r, T>(&self, row: &'r PgRow, column: &str) -> Result<T, StoreError>
+    where
+        T: Decode<'r, Postgres> + Type<Postgres>,
+    {
+        row.try_get(column)
+            .map_err(|e| self.error(e, format_args!("reading column `{column}`")))
+    }
+
+    fn json(&self, text: &str, what: impl Display) -> Result<Value, StoreError> {
+        serde_json::from_str(text).map_err(|e| self.corrupt(what, format!("not valid JSON: {e}")))
+    }
+
+    fn opt_json(
+        &self,
+        text: Option<String>,
+        what: impl Display,
+    ) -> Result<Option<Value>, StoreError> {
+        text.map(|text| self.json(&text, what)).transpose()
+    }
+
+    /// Runs `attempt` (given the attempt number, from 0) until it succeeds,
+    /// fails for a reason other than the connection, or [`RETRY_FOR`] has
+    /// passed. Only for operations that are safe to repeat.
+    async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<T, StoreError>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let deadline = Instant::now() + RETRY_FOR;
+        let mut delay = Duration::from_millis(50);
+        let mut n = 0;
+        loop {
+            match attempt(n).await {
+                Err(e) if e.is_transient() && Instant::now() + delay < deadline => {
+                    tracing::warn!("{e}; retrying in {delay:?}");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                    n += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    // ---- runs ------------------------------------------------------------------
+
+    pub async fn create_run(
+        &self,
+        run: &NewRun,
+        status: RunStatus,
+        task_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.retrying(|n| async move {
+            match self.create_run_once(run, status, task_id).await {
+                // An earlier attempt may have committed before the connection broke.
+                Err(e) if n > 0 && e.is_conflict() && self.is_same_run(run).await => Ok(()),
+                other => other,
+            }
+        })
+        .await
+    }
+
+    async fn is_same_run(&self, run: &NewRun) -> bool {
+        matches!(self.run(&run.id).await, Ok(Some(row))
+            if row.scenario_digest == run.scenario_digest && row.input == run.input)
+    }
+
+    async fn create_run_once(
+        &self,
+        run: &NewRun,
+        status: RunStatus,
+        task_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let action = format!("creating run `{}`", run.id);
+        let now = now_ms();
+        let encoded = EncodedCheckpoint::new(
+            0,
+            std::slice::from_ref(&run.start_node),
+            &[],
+            &run.initial_state,
+            &BTreeMap::new(),
+        );
+        let hash = state_hash(&run.initial_state);
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        let inserted = sqlx::query(
+            "INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
+             current_node, last_seq, created_at, updated_at, task_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $9)",
+        )
+        .bind(&run.id)
+        .bind(&run.scenario_name)
+        .bind(&run.scenario_path)
+        .bind(&run.scenario_digest)
+        .bind(status.as_str())
+        .bind(run.input.to_string())
+        .bind(&run.start_node)
+        .bind(now)
+        .bind(task_id)
+        .execute(&mut *tx)
+        .await;
+        if let Err(e) = inserted {
+            return Err(match &e {
+                sqlx::Error::Database(d) if d.kind() == ErrorKind::UniqueViolation => {
+                    StoreError::Conflict {
+                        db: self.db.clone(),
+                        run_id: run.id.clone(),
+                        message: "a run with this id already exists".into(),
+                    }
+                }
+                _ => self.error(e, &action),
+            });
+        }
+        sqlx::query(
+            "WITH c AS (INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, \
+                 state, changes, state_hash, visits, bytes, created_at) \
+                 VALUES ($1, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10)) \
+             INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
+                 updated_at) VALUES (COALESCE($11, $1), $1, 0, $2, $3, $7, $10) \
+             ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
+                 node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
+                 state_hash = excluded.state_hash, updated_at = excluded.updated_at",
+        )
+        .bind(&run.id)
+        .bind(START_NODE)
+        .bind(&encoded.next_nodes)
+        .bind(encoded.is_snapshot)
+        .bind(&encoded.state)
+        .bind(&encoded.changes)
+        .bind(&hash)
+        .bind(&encoded.visits)
+        .bind(encoded.bytes as i64)
+        .bind(now)
+        .bind(task_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| self.error(e, &action))?;
+        tx.commit().await.map_err(|e| self.error(e, &action))
+    }
+
+    pub async fn commit_step(
+        &self,
+        commit: &StepCommit,
+        artifacts: &[NewArtifact],
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        self.retrying(|n| async move {
+            match self.commit_step_once(commit, artifacts, fence).await {
+                Err(e) if n > 0 && e.is_conflict() && self.already_committed(commit).await => {
+                    Ok(())
+                }
+                other => other,
+            }
+        })
+        .await
+    }
+
+    /// Whether `commit` is already in the history (an earlier attempt whose
+    /// COMMIT landed although its connection broke).
+    async fn already_committed(&self, commit: &StepCommit) -> bool {
+        let Ok(seq) = i64::try_from(commit.seq) else {
+            return false;
+        };
+        let row = sqlx::query_as::<_, (String, String)>(
+            "SELECT node_id, state_hash FROM checkpoints WHERE run_id = $1 AND seq = $2",
+        )
+        .bind(&commit.run_id)
+        .bind(seq)
+        .fetch_optional(&self.pool)
+        .await;
+        matches!(row, Ok(Some((node, hash))) if node == commit.node_id && hash == commit.state_hash)
+    }
+
+    async fn commit_step_once(
+        &self,
+        commit: &StepCommit,
+        artifacts: &[NewArtifact],
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let run_id = commit.run_id.as_str();
+        if commit.seq == 0 {
+            return Err(StoreError::Conflict {
+                db: self.db.clone(),
+                run_id: run_id.to_owned(),
+                message:
+                    "checkpoint 0 is the initial state written by create_run; steps start at 1"
+                        .into(),
+            });
+        }
+        let encoded = EncodedCheckpoint::new(
+            commit.seq,
+            &commit.next_nodes,
+            &commit.changes,
+            &commit.full_state,
+            &commit.visits,
+        );
+        let step = StepRow {
+            run_id: commit.run_id.clone(),
+            seq: Some(commit.seq),
+            ..commit.step.clone()
+        };
+        let prepared = Prepared {
+            run_id: run_id.to_owned(),
+            seq: self.int(commit.seq, "checkpoint seq")?,
+            node_id: commit.node_id.clone(),
+            current_node: commit.next_nodes.first().cloned(),
+            next_nodes: encoded.next_nodes,
+            is_snapshot: encoded.is_snapshot,
+            state: encoded.state,
+            changes: encoded.changes,
+            state_hash: commit.state_hash.clone(),
+            visits: encoded.visits,
+            bytes: encoded.bytes as i64,
+            step: self.step_binds(&step)?,
+            fence: fence.cloned(),
+        };
+        match &self.group {
+            // Journal entries and artifacts are rare: those commits go alone.
+            Some(group) if commit.journal.is_empty() && artifacts.is_empty() => {
+                group.commit(prepared, &self.db).await
+            }
+            _ => {
+                self.commit_direct(&prepared, &commit.journal, artifacts)
+                    .await
+            }
+        }
+    }
+
+    /// A commit in a transaction of its own.
+    async fn commit_prepared(&self, prepared: &Prepared) -> Result<(), StoreError> {
+        self.commit_direct(prepared, &[], &[]).await
+    }
+
+    async fn commit_direct(
+        &self,
+        p: &Prepared,
+        journal: &[JournalEntry],
+        artifacts: &[NewArtifact],
+    ) -> Result<(), StoreError> {
+        let run_id = p.run_id.as_str();
+        let seq = p.seq;
+        let step = &p.step;
+        let fence = p.fence.as_ref();
+        let action = format!("committing checkpoint {seq} of run `{run_id}`");
+        let (fence_owner, fence_generation) = match fence {
+            Some(lease) => (
+                Some(lease.owner.as_str()),
+                Some(self.int(lease.generation, "lease generation")?),
+            ),
+            None => (None, None),
+        };
+        let now = now_ms();
+
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        // The trigger refuses the checkpoint unless seq is last_seq + 1 of an
+        // active run, and locks the run row until COMMIT.
+        let written = sqlx::query(
+            "INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
+             changes, state_hash, visits, bytes, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(run_id)
+        .bind(seq)
+        .bind(&p.node_id)
+        .bind(&p.next_nodes)
+        .bind(p.is_snapshot)
+        .bind(&p.state)
+        .bind(&p.changes)
+        .bind(&p.state_hash)
+        .bind(&p.visits)
+        .bind(p.bytes)
+        .bind(now)
+        .execute(&mut *tx)
+        .await;
+        if let Err(e) = written {
+            if is_sequence_guard(&e) {
+                drop(tx);
+                // A runner that lost its lease hears that first, whatever
+                // else moved on since.
+                if let Some(fence) = fence
+                    && let Ok(Some((holder, generation, expires))) =
+                        sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
+                            "SELECT lease_owner, lease_generation, lease_expires_at \
+                             FROM runs WHERE id = $1",
+                        )
+                        .bind(run_id)
+                        .fetch_optional(&self.pool)
+                        .await
+                    && !holds(fence, holder.as_deref(), generation)
+                {
+                    return Err(lease_lost(
+                        &self.db,
+                        fence,
+                        holder.as_deref(),
+                        generation,
+                        expires,
+                    ));
+                }
+                return Err(self.why_not_next(run_id, seq as u64).await);
+            }
+            return Err(self.error(e, &action));
+        }
+        // Move the run (only if the lease is still ours), record the step
+        // and upsert the task row, in one statement.
+        let moved: Option<i32> = sqlx::query_scalar(
+            "WITH r AS ( \
+                 UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
+                     status = 'running' \
+                 WHERE id = $1 AND ($5::text IS NULL \
+                     OR (lease_owner = $5 AND lease_generation = $6)) \
+                 RETURNING id, COALESCE(task_id, id) AS task_id), \
+             s AS ( \
+                 INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
+                     duration_us, input_hash, output_hash, error, fuel_consumed, \
+                     memory_peak_bytes, detail) \
+                 SELECT r.id, $2, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM r), \
+             t AS ( \
+                 INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, \
+                     state_hash, updated_at) \
+                 SELECT r.task_id, r.id, $2, $18, $19, $20, $4 FROM r \
+                 ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
+                     seq = excluded.seq, node_id = excluded.node_id, \
+                     next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
+                     updated_at = excluded.updated_at) \
+             SELECT 1 FROM r",
+        )
+        .bind(run_id)
+        .bind(seq)
+        .bind(&p.current_node)
+        .bind(now)
+        .bind(fence_owner)
+        .bind(fence_generation)
+        .bind(&step.node_id)
+        .bind(step.attempt)
+        .bind(&step.status)
+        .bind(step.started_at)
+        .bind(step.duration_us)
+        .bind(&step.input_hash)
+        .bind(&step.output_hash)
+        .bind(&step.error)
+        .bind(step.fuel_consumed)
+        .bind(step.memory_peak_bytes)
+        .bind(&step.detail)
+        .bind(&p.node_id)
+        .bind(&p.next_nodes)
+        .bind(&p.state_hash)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| self.error(e, &action))?;
+        if moved.is_none() {
+            // Only the fence can stop it here: the trigger found the run.
+            let fence = fence.expect("the run row exists, so only the fence refuses");
+            let (holder, generation, expires) = self.lease_of(&mut tx, run_id, &action).await?;
+            return Err(lease_lost(
+                &self.db,
+                fence,
+                holder.as_deref(),
+                generation,
+                expires,
+            ));
+        }
+        if !journal.is_empty() {
+            let mut seqs = Vec::with_capacity(journal.len());
+            for entry in journal {
+                seqs.push(self.int(entry.seq, "journal seq")?);
+            }
+            let column =
+                |f: fn(&JournalEntry) -> String| -> Vec<String> { journal.iter().map(f).collect() };
+            sqlx::query(
+                "INSERT INTO journal (run_id, seq, node_id, kind, request, response, created_at) \
+                 SELECT $1, * , $6 FROM UNNEST($2::bigint[], $3::text[], $4::text[], \
+                     $5::text[], $7::text[])",
+            )
+            .bind(run_id)
+            .bind(seqs)
+            .bind(column(|e| e.node_id.clone()))
+            .bind(column(|e| e.kind.clone()))
+            .bind(column(|e| e.request.to_string()))
+            .bind(now)
+            .bind(column(|e| e.response.to_string()))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        }
+        for artifact in artifacts {
+            insert_artifact(
+                &mut tx,
+                run_id,
+                &artifact.name,
+                &artifact.media_type,
+                &blob_digest(&artifact.bytes),
+                &artifact.bytes,
+                now,
+            )
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        }
+        crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
+        tx.commit().await.map_err(|e| self.error(e, &action))
+    }
+
+    /// The run's lease columns, read in `conn`'s transaction.
+    async fn lease_of(
+        &self,
+        conn: &mut PgConnection,
+        run_id: &str,
+        action: &str,
+    ) -> Result<(Option<String>, i64, Option<i64>), StoreError> {
+        sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
+            "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(conn)
+        .await
+        .map_err(|e| self.error(e, action))?
+        .ok_or_else(|| StoreError::RunNotFound {
+            db: self.db.clone(),
+            run_id: run_id.to_owned(),
+        })
+    }
+
+    /// Why the sequence guard refused a checkpoint.
+    async fn why_not_next(&self, run_id: &str, seq: u64) -> StoreError {
+        let row =
+            sqlx::query_as::<_, (String, i64)>("SELECT status, last_seq FROM runs WHERE id = $1")
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await;
+        let conflict = |message: String| StoreError::Conflict {
+            db: self.db.clone(),
+            run_id: run_id.to_owned(),
+            message,
+        };
+        match row {
+            Err(e) => self.error(e, format_args!("checking run `{run_id}`")),
+            Ok(None) => StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: run_id.to_owned(),
+            },
+            Ok(Some((status, last))) => {
+                if status
+                    .parse::<RunStatus>()
+                    .is_ok_and(RunStatus::is_finished)
+                {
+                    conflict(format!("the run is {status}; it takes no more checkpoints"))
+                } else {
+                    conflict(format!(
+                        "checkpoint {seq} does not follow the last one ({last}); \
+                         another runner may have taken this run, or this step was already committed"
+                    ))
+                }
+            }
+        }
+    }
+
+    pub async fn record_failed_step(&self, step: &StepRow) -> Result<(), StoreError> {
+        let action = format!("recording a failed step of run `{}`", step.run_id);
+        let b = self.step_binds(step)?;
+        // Not retried: a second copy of a failed attempt would be a lie in the
+        // history, and losing one is only a missing diagnostic.
+        sqlx::query(
+            "WITH s AS (INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
+                 duration_us, input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, \
+                 detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)) \
+             UPDATE runs SET updated_at = $14 WHERE id = $1",
+        )
+        .bind(&b.run_id)
+        .bind(b.seq)
+        .bind(&b.node_id)
+        .bind(b.attempt)
+        .bind(&b.status)
+        .bind(b.started_at)
+        .bind(b.duration_us)
+        .bind(&b.input_hash)
+        .bind(&b.output_hash)
+        .bind(&b.error)
+        .bind(b.fuel_consumed)
+        .bind(b.memory_peak_bytes)
+        .bind(&b.detail)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.write_error(e, &step.run_id, &action))?;
+        Ok(())
+    }
+
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        result: Option<&Value>,
+        error: Option<&Value>,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        self.retrying(|n| async move {
+            match self
+                .finish_run_once(run_id, status, result, error, fence)
+                .await
+            {
+                Err(e) if n > 0 && e.is_conflict() => match self.run(run_id).await {
+                    Ok(Some(run)) if run.status == status => Ok(()),
+                    _ => Err(e),
+                },
+                other => other,
+            }
+        })
+        .await
+    }
+
+    async fn finish_run_once(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        result: Option<&Value>,
+        error: Option<&Value>,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let action = format!("finishing run `{run_id}` as {status}");
+        let (fence_owner, fence_generation) = match fence {
+            Some(lease) => (
+                Some(lease.owner.as_str()),
+                Some(self.int(lease.generation, "lease generation")?),
+            ),
+            None => (None, None),
+        };
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        let updated = sqlx::query(&format!(
+            "UPDATE runs SET status = $2, result = $3, error = $4, lease_owner = NULL, \
+             lease_expires_at = NULL, heartbeat_at = NULL, updated_at = $5 \
+             WHERE id = $1 AND status IN {ACTIVE} \
+               AND ($6::text IS NULL OR (lease_owner = $6 AND lease_generation = $7))"
+        ))
+        .bind(run_id)
+        .bind(status.as_str())
+        .bind(result.map(Value::to_string))
+        .bind(error.map(Value::to_string))
+        .bind(now_ms())
+        .bind(fence_owner)
+        .bind(fence_generation)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| self.error(e, &action))?;
+        if updated.rows_affected() != 1 {
+            let current = sqlx::query_as::<_, (String, Option<String>, i64, Option<i64>)>(
+                "SELECT status, lease_owner, lease_generation, lease_expires_at \
+                 FROM runs WHERE id = $1",
+            )
+            .bind(run_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?;
+            return Err(match (current, fence) {
+                (None, _) => StoreError::RunNotFound {
+                    db: self.db.clone(),
+                    run_id: run_id.to_owned(),
+                },
+                (Some((current, holder, generation, expires)), Some(fence))
+                    if !current.parse().is_ok_and(RunStatus::is_finished)
+                        && !holds(fence, holder.as_deref(), generation) =>
+                {
+                    lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+                }
+                (Some((current, ..)), _) => StoreError::Conflict {
+                    db: self.db.clone(),
+                    run_id: run_id.to_owned(),
+                    message: format!("the run is already {current}"),
+                },
+            });
+        }
+        tx.commit().await.map_err(|e| self.error(e, &action))
+    }
+
+    pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let row = self
+            .retrying(|_| async move {
+                sqlx::query(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"))
+                    .bind(run_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|e| self.error(e, format_args!("reading run `{run_id}`")))
+            })
+            .await?;
+        row.map(|row| self.run_row(&row)).transpose()
+    }
+
+    pub async fn list_runs(
+        &self,
+        status: Option<RunStatus>,
+        limit: u32,
+    ) -> Result<Vec<RunRow>, StoreError> {
+        let rows = self
+            .retrying(|_| async move {
+                sqlx::query(&format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE ($1::text IS NULL OR status = $1) \
+                     ORDER BY created_at DESC, id DESC LIMIT $2"
+                ))
+                .bind(status.map(RunStatus::as_str))
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.error(e, "listing runs"))
+            })
+            .await?;
+        rows.iter().map(|row| self.run_row(row)).collect()
+    }
+
+    fn run_row(&self, row: &PgRow) -> Result<RunRow, StoreError> {
+        let id: String = self.get(row, "id")?;
+        let what = |column: &str| format!("{column} of run `{id}`");
+        let status: String = self.get(row, "status")?;
+        let status = status
+            .parse()
+            .map_err(|e| self.corrupt(what("status"), e))?;
+        Ok(RunRow {
+            scenario_name: self.get(row, "scenario_name")?,
+            scenario_path: self.get(row, "scenario_path")?,
+            scenario_digest: self.get(row, "scenario_digest")?,
+            status,
+            input: self.json(&self.get::<String>(row, "input")?, what("input"))?,
+            result: self.opt_json(self.get(row, "result")?, what("result"))?,
+            error: self.opt_json(self.get(row, "error")?, what("error"))?,
+            current_node: self.get(row, "current_node")?,
+            last_seq: self.uint(self.get(row, "last_seq")?, what("last_seq"))?,
+            created_at_ms: self.get(row, "created_at")?,
+            updated_at_ms: self.get(row, "updated_at")?,
+            lease_owner: self.get(row, "lease_owner")?,
+            lease_expires_at_ms: self.get(row, "lease_expires_at")?,
+            lease_generation: self
+                .uint(self.get(row, "lease_generation")?, what("lease_generation"))?,
+            id,
+        })
+    }
+
+    // ---- steps, map items, journal ---------------------------------------------
+
+    fn step_binds(&self, step: &StepRow) -> Result<StepBinds, StoreError> {
+        let opt = |v: Option<u64>, what| v.map(|v| self.int(v, what)).transpose();
+        Ok(StepBinds {
+            run_id: step.run_id.clone(),
+            seq: opt(step.seq, "step seq")?,
+            node_id: step.node_id.clone(),
+            attempt: i64::from(step.attempt),
+            status: step.status.clone(),
+            started_at: step.started_at_ms,
+            duration_us: self.int(step.duration_us, "step duration")?,
+            input_hash: step.input_hash.clone(),
+            output_hash: step.output_hash.clone(),
+            error: step.error.as_ref().map(Value::to_string),
+            fuel_consumed: opt(step.fuel_consumed, "fuel consumed")?,
+            memory_peak_bytes: opt(step.memory_peak_bytes, "peak memory")?,
+            detail: step.detail.as_ref().map(Value::to_string),
+        })
+    }
+
+    pub async fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
+        let rows = self
+            .retrying(|_| async move {
+                sqlx::query(
+                    "SELECT id, seq, node_id, attempt, status, started_at, duration_us, \
+                     input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail \
+                     FROM steps WHERE run_id = $1 ORDER BY id",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.error(e, format_args!("reading steps of run `{run_id}`")))
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let id: i64 = self.get(row, "id")?;
+                let what = |column: &str| format!("{column} of step {id} of run `{run_id}`");
+                let opt = |v: Option<i64>, column: &str| {
+                    v.map(|v| self.uint::<u64>(v, what(column))).transpose()
+                };
+                Ok(StepRow {
+                    run_id: run_id.to_owned(),
+                    seq: opt(self.get(row, "seq")?, "seq")?,
+                    node_id: self.get(row, "node_id")?,
+                    attempt: self.uint(self.get(row, "attempt")?, what("attempt"))?,
+                    status: self.get(row, "status")?,
+                    started_at_ms: self.get(row, "started_at")?,
+                    duration_us: self.uint(self.get(row, "duration_us")?, what("duration_us"))?,
+                    input_hash: self.get(row, "input_hash")?,
+                    output_hash: self.get(row, "output_hash")?,
+                    error: self.opt_json(self.get(row, "error")?, what("error"))?,
+                    fuel_consumed: opt(self.get(row, "fuel_consumed")?, "fuel_consumed")?,
+                    memory_peak_bytes: opt(
+                        self.get(row, "memory_peak_bytes")?,
+                        "memory_peak_bytes",
+                    )?,
+                    detail: self.opt_json(self.get(row, "detail")?, what("detail"))?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
+        let action = format!(
+            "recording item {} of map node `{}` (visit {}) of run `{}`",
+            item.item_index, item.node_id, item.visit, item.run_id
+        );
+        let duration = self.int(item.duration_us, "item duration")?;
+        let fuel = self.int(item.fuel_consumed, "item fuel")?;
+        let output = item.output.to_string();
+        let (action, output) = (&action, &output);
+        // Idempotent (the first durable output wins), so safe to retry.
+        self.retrying(|_| async move {
+            sqlx::query(
+                "INSERT INTO map_items (run_id, node_id, visit, item_index, output, output_hash, \
+                 duration_us, fuel_consumed, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING",
+            )
+            .bind(&item.run_id)
+            .bind(&item.node_id)
+            .bind(i64::from(item.visit))
+            .bind(i64::from(item.item_index))
+            .bind(output)
+            .bind(&item.output_hash)
+            .bind(duration)
+            .bind(fuel)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.write_error(e, &item.run_id, action))?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn map_items(
+        &self,
+        run_id: &str,
+        node_id: &str,
+        visit: u32,
+    ) -> Result<Vec<MapItemRow>, StoreError> {
+        let rows = self
+            .retrying(|_| async move {
+                sqlx::query(
+                    "SELECT item_index, output, output_hash, duration_us, fuel_consumed \
+                     FROM map_items WHERE run_id = $1 AND node_id = $2 AND visit = $3 \
+                     ORDER BY item_index",
+                )
+                .bind(run_id)
+                .bind(node_id)
+                .bind(i64::from(visit))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| {
+                    self.error(
+                        e,
+                        format_args!("reading items of map node `{node_id}` of run `{run_id}`"),
+                    )
+                })
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let index: i64 = self.get(row, "item_index")?;
+                let what = format!("item {index} of map node `{node_id}` of run `{run_id}`");
+                Ok(MapItemRow {
+                    run_id: run_id.to_owned(),
+                    node_id: node_id.to_owned(),
+                    visit,
+                    item_index: self.uint(index, &what)?,
+                    output: self.json(&self.get::<String>(row, "output")?, &what)?,
+                    output_hash: self.get(row, "output_hash")?,
+                    duration_us: self.uint(self.get(row, "duration_us")?, &what)?,
+                    fuel_consumed: self.uint(self.get(row, "fuel_consumed")?, &what)?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn journal(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        let rows = self
+            .retrying(|_| async move {
+                sqlx::query(
+                    "SELECT seq, node_id, kind, request, response FROM journal \
+                     WHERE run_id = $1 ORDER BY seq, id",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.error(e, format_args!("reading the journal of run `{run_id}`")))
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = self.get(row, "seq")?;
+                let what = format!("journal entry at seq {seq} of run `{run_id}`");
+                Ok(JournalEntry {
+                    seq: self.uint(seq, &what)?,
+                    node_id: self.get(row, "node_id")?,
+                    kind: self.get(row, "kind")?,
+                    request: self.json(&self.get::<String>(row, "request")?, &what)?,
+                    response: self.json(&self.get::<String>(row, "response")?, &what)?,
+                })
+            })
+            .collect()
+    }
+
+    // ---- checkpoints -----------------------------------------------------------
+
+    pub async fn checkpoints(&self, run_id: &str) -> Result<Vec<CheckpointRow>, StoreError> {
+        let rows = self
+            .retrying(|_| async move {
+                sqlx::query(
+                    "SELECT seq, node_id, next_nodes, state_hash, is_snapshot, bytes, created_at \
+                     FROM checkpoints WHERE run_id = $1 ORDER BY seq",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.error(e, format_args!("reading checkpoints of run `{run_id}`")))
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = self.get(row, "seq")?;
+                let what = format!("checkpoint {seq} of run `{run_id}`");
+                let next_nodes = self.get::<String>(row, "next_nodes")?;
+                Ok(CheckpointRow {
+                    seq: self.uint(seq, &what)?,
+                    node_id: self.get(row, "node_id")?,
+                    next_nodes: serde_json::from_str(&next_nodes).map_err(|e| {
+                        self.corrupt(&what, format!("next nodes are not valid: {e}"))
+                    })?,
+                    state_hash: self.get(row, "state_hash")?,
+                    is_snapshot: self.get(row, "is_snapshot")?,
+                    bytes: self.uint(self.get(row, "bytes")?, &what)?,
+                    created_at_ms: self.get(row, "created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn latest_state(&self, run_id: &str) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        self.load(run_id, None).await
+    }
+
+    pub async fn state_at(
+        &self,
+        run_id: &str,
+        seq: u64,
+    ) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        let Ok(target) = i64::try_from(seq) else {
+            return Ok(None);
+        };
+        self.load(run_id, Some(target)).await
+    }
+
+    async fn load(
+        &self,
+        run_id: &str,
+        seq: Option<i64>,
+    ) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        let what = match seq {
+            Some(seq) => format!("checkpoint {seq}"),
+            None => "the last checkpoint".to_owned(),
+        };
+        let what = &what;
+        // One statement, one snapshot: the nearest snapshot at or before the
+        // target and every checkpoint after it up to the target.
+        let rows = self
+            .retrying(|_| async move {
+                sqlx::query(
+                    "WITH target AS (SELECT COALESCE($2::bigint, \
+                         (SELECT MAX(seq) FROM checkpoints WHERE run_id = $1)) AS seq) \
+                     SELECT c.seq, c.node_id, c.next_nodes, c.is_snapshot, c.state, c.changes, \
+                         c.state_hash, c.visits \
+                     FROM checkpoints AS c, target \
+                     WHERE c.run_id = $1 AND c.seq <= target.seq AND c.seq >= COALESCE( \
+                         (SELECT MAX(s.seq) FROM checkpoints AS s \
+                          WHERE s.run_id = $1 AND s.is_snapshot AND s.seq <= target.seq), 0) \
+                     ORDER BY c.seq",
+                )
+                .bind(run_id)
+                .bind(seq)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.error(e, format_args!("reading {what} of run `{run_id}`")))
+            })
+            .await?;
+        let rows = rows
+            .iter()
+            .map(|row| {
+                let at: i64 = self.get(row, "seq")?;
+                Ok(StoredCheckpoint {
+                    seq: self.uint(at, format_args!("checkpoint {at} of run `{run_id}`"))?,
+                    node_id: self.get(row, "node_id")?,
+                    next_nodes: self.get(row, "next_nodes")?,
+                    is_snapshot: self.get(row, "is_snapshot")?,
+                    state: self.get(row, "state")?,
+                    changes: self.get(row, "changes")?,
+                    state_hash: self.get(row, "state_hash")?,
+                    visits: self.get(row, "visits")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        match (rows.last(), seq) {
+            (None, _) => Ok(None),
+            (Some(last), Some(seq)) if last.seq as i64 != seq => Ok(None),
+            _ => rebuild(&self.db, run_id, rows).map(Some),
+        }
+    }
+
+    // ---- artifacts -------------------------------------------------------------
+
+    pub async fn put_artifact(
+        &self,
+        run_id: &str,
+        name: &str,
+        media_type: &str,
+        bytes: &[u8],
+    ) -> Result<String, StoreError> {
+        let action = format!("storing artifact `{name}` of run `{run_id}`");
+        let digest = blob_digest(bytes);
+        let (action, digest_ref) = (&action, &digest);
+        // Idempotent (content-addressed blob, upserted name).
+        self.retrying(|_| async move {
+            let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
+            insert_artifact(
+                &mut tx,
+                run_id,
+                name,
+                media_type,
+                digest_ref,
+                bytes,
+                now_ms(),
+            )
+            .await
+            .map_err(|e| self.write_error(e, run_id, action))?;
+            tx.commit().await.map_err(|e| self.error(e, action))
+        })
+        .await?;
+        Ok(digest)
+    }
+
+    pub async fn artifacts(&self, run_id: &str) -> Result<Vec<ArtifactRow>, StoreError> {
+        let rows = self
+            .retrying(|_| async move {
+                sqlx::query(
+                    "SELECT name, digest, media_type, size, created_at FROM artifacts \
+                     WHERE run_id = $1 ORDER BY name",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.error(e, format_args!("reading artifacts of run `{run_id}`")))
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let name: String = self.get(row, "name")?;
+                let size = self.uint(
+                    self.get(row, "size")?,
+                    format_args!("size of artifact `{name}` of run `{run_id}`"),
+                )?;
+                Ok(ArtifactRow {
+                    run_id: run_id.to_owned(),
+                    digest: self.get(row, "digest")?,
+                    media_type: self.get(row, "media_type")?,
+                    size,
+                    created_at_ms: self.get(row, "created_at")?,
+                    name,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn artifact_bytes(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let bytes: Option<Vec<u8>> = self
+            .retrying(|_| async move {
+                sqlx::query_scalar("SELECT bytes FROM blobs WHERE digest = $1")
+                    .bind(digest)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|e| self.error(e, format_args!("reading blob {digest}")))
+            })
+            .await?;
+        match bytes {
+            Some(bytes) if blob_digest(&bytes) != digest => Err(self.corrupt(
+                format_args!("blob {digest}"),
+                "its bytes no longer hash to its digest",
+            )),
+            other => Ok(other),
+        }
+    }
+
+    // ---- leases, queue, tasks, retention ---------------------------------------
+
+    pub async fn acquire_lease(
+        &self,
+        run_id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Lease, StoreError> {
+        let action = format!("taking the lease on run `{run_id}`");
+        let action = &action;
+        let row = self
+            .retrying(|_| async move {
+                sqlx::query_as::<_, (i64, i64)>(&format!(
+                    "UPDATE runs SET \
+                       lease_generation = CASE WHEN lease_owner = $2 THEN lease_generation \
+                                               ELSE lease_generation + 1 END, \
+                       lease_owner = $2, lease_expires_at = {NOW_MS} + $3, \
+                       heartbeat_at = {NOW_MS}, \
+                       status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
+                       updated_at = {NOW_MS} \
+                     WHERE id = $1 AND status IN {ACTIVE} \
+                       AND (lease_owner IS NULL OR lease_owner = $2 \
+                            OR lease_expires_at < {NOW_MS}) \
+                     RETURNING lease_generation, lease_expires_at"
+                ))
+                .bind(run_id)
+                .bind(owner)
+                .bind(ttl_ms(ttl))
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.error(e, action))
+            })
+            .await?;
+        let Some((generation, expires_at_ms)) = row else {
+            return Err(self.why_not_leased(run_id, action).await);
+        };
+        Ok(Lease {
+            run_id: run_id.to_owned(),
+            owner: owner.to_owned(),
+            generation: self.uint(generation, "lease generation")?,
+            expires_at_ms,
+        })
+    }
+
+    async fn why_not_leased(&self, run_id: &str, action: &str) -> StoreError {
+        let row = sqlx::query_as::<_, (String, Option<String>, Option<i64>)>(
+            "SELECT status, lease_owner, lease_expires_at FROM runs WHERE id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await;
+        match row {
+            Err(e) => self.error(e, action),
+            Ok(None) => StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: run_id.to_owned(),
+            },
+            Ok(Some((status, Some(owner), Some(expires_at_ms))))
+                if !status.parse().is_ok_and(RunStatus::is_finished) =>
+            {
+                StoreError::Leased {
+                    db: self.db.clone(),
+                    run_id: run_id.to_owned(),
+                    owner,
+                    expires_at_ms,
+                }
+            }
+            Ok(Some((status, ..))) => StoreError::Conflict {
+                db: self.db.clone(),
+                run_id: run_id.to_owned(),
+                message: format!("the run is {status}; it cannot be leased"),
+            },
+        }
+    }
+
+    pub async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        let action = format!("renewing the lease on run `{}`", lease.run_id);
+        let action = &action;
+        let generation = self.int(lease.generation, "lease generation")?;
+        let expires = self
+            .retrying(|_| async move {
+                sqlx::query_scalar::<_, i64>(&format!(
+                    "UPDATE runs SET lease_expires_at = {NOW_MS} + $4, heartbeat_at = {NOW_MS} \
+                     WHERE id = $1 AND lease_owner = $2 AND lease_generation = $3 \
+                       AND status IN {ACTIVE} \
+                     RETURNING lease_expires_at"
+                ))
+                .bind(&lease.run_id)
+                .bind(&lease.owner)
+                .bind(generation)
+                .bind(ttl_ms(ttl))
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.error(e, action))
+            })
+            .await?;
+        match expires {
+            Some(expires_at_ms) => Ok(Lease {
+                expires_at_ms,
+                ..lease.clone()
+            }),
+            None => {
+                let row = sqlx::query_as::<_, (String, Option<String>, i64, Option<i64>)>(
+                    "SELECT status, lease_owner, lease_generation, lease_expires_at \
+                     FROM runs WHERE id = $1",
+                )
+                .bind(&lease.run_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.error(e, action))?;
+                Err(match row {
+                    None => StoreError::RunNotFound {
+                        db: self.db.clone(),
+                        run_id: lease.run_id.clone(),
+                    },
+                    Some((status, ..)) if status.parse().is_ok_and(RunStatus::is_finished) => {
+                        StoreError::Conflict {
+                            db: self.db.clone(),
+                            run_id: lease.run_id.clone(),
+                            message: format!("the run is {status}"),
+                        }
+                    }
+                    Some((_, holder, generation, expires)) => {
+                        lease_lost(&self.db, lease, holder.as_deref(), generation, expires)
+                    }
+                })
+            }
+        }
+    }
+
+    pub async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
+        let action = format!("releasing the lease on run `{}`", lease.run_id);
+        let action = &action;
+        let generation = self.int(lease.generation, "lease generation")?;
+        let done = self
+            .retrying(|_| async move {
+                sqlx::query(
+                    "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, \
+                       heartbeat_at = NULL, \
+                       status = CASE WHEN status = 'running' THEN 'queued' ELSE status END, \
+                       updated_at = $4 \
+                     WHERE id = $1 AND lease_owner = $2 AND lease_generation = $3",
+                )
+                .bind(&lease.run_id)
+                .bind(&lease.owner)
+                .bind(generation)
+                .bind(now_ms())
+                .execute(&self.pool)
+                .await
+                .map_err(|e| self.error(e, action))
+            })
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub async fn claim_run(
+        &self,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<(RunRow, Lease)>, StoreError> {
+        let returning = RUN_COLUMNS
+            .split(", ")
+            .map(|c| format!("runs.{}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        // A dead runner's run first (its lease expired), then the queue. A
+        // claim that committed but whose answer was lost leaves a lease that
+        // expires and is claimed again, so retrying is safe.
+        for pick in [
+            format!(
+                "SELECT id FROM runs WHERE status = 'running' AND lease_owner IS NOT NULL \
+                 AND lease_expires_at < {NOW_MS} ORDER BY lease_expires_at LIMIT 1 \
+                 FOR UPDATE SKIP LOCKED"
+            ),
+            "SELECT id FROM runs WHERE status = 'queued' ORDER BY created_at, id LIMIT 1 \
+             FOR UPDATE SKIP LOCKED"
+                .to_owned(),
+        ] {
+            let sql = format!(
+                "WITH pick AS ({pick}) \
+                 UPDATE runs SET lease_owner = $1, lease_generation = runs.lease_generation + 1, \
+                   lease_expires_at = {NOW_MS} + $2, heartbeat_at = {NOW_MS}, \
+                   status = 'running', updated_at = {NOW_MS} \
+                 FROM pick WHERE runs.id = pick.id RETURNING {returning}"
+            );
+            let sql = &sql;
+            let row = self
+                .retrying(|_| async move {
+                    sqlx::query(sql)
+                        .bind(owner)
+                        .bind(ttl_ms(ttl))
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(|e| self.error(e, "claiming a run"))
+                })
+                .await?;
+            if let Some(row) = row {
+                let run = self.run_row(&row)?;
+                let lease = Lease {
+                    run_id: run.id.clone(),
+                    owner: owner.to_owned(),
+                    generation: run.lease_generation,
+                    expires_at_ms: run.lease_expires_at_ms.unwrap_or_default(),
+                };
+                return Ok(Some((run, lease)));
+            }
+        }
+        Ok(None)
+    }
+
+    pub async fn current_checkpoint(
+        &self,
+        task_id: &str,
+    ) -> Result<Option<CurrentCheckpoint>, StoreError> {
+        let row = self
+            .retrying(|_| async move {
+                sqlx::query(
+                    "SELECT run_id, seq, node_id, next_nodes, state_hash, updated_at \
+                     FROM task_checkpoints WHERE task_id = $1",
+                )
+                .bind(task_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.error(e, format_args!("reading task `{task_id}`")))
+            })
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let what = format!("current checkpoint of task `{task_id}`");
+        let next_nodes: String = self.get(&row, "next_nodes")?;
+        Ok(Some(CurrentCheckpoint {
+            task_id: task_id.to_owned(),
+            run_id: self.get(&row, "run_id")?,
+            seq: self.uint(self.get(&row, "seq")?, &what)?,
+            node_id: self.get(&row, "node_id")?,
+            next_nodes: serde_json::from_str(&next_nodes)
+                .map_err(|e| self.corrupt(&what, format!("next nodes are not valid: {e}")))?,
+            state_hash: self.get(&row, "state_hash")?,
+            updated_at_ms: self.get(&row, "updated_at")?,
+        }))
+    }
+
+    pub async fn set_retention(
+        &self,
+        scenario: &str,
+        keep: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        let action = format!("setting the retention of scenario `{scenario}`");
+        let action = &action;
+        self.retrying(|_| async move {
+            let query = match keep {
+                Some(keep) => sqlx::query(
+                    "INSERT INTO retention (scenario_name, keep_ms) VALUES ($1, $2) \
+                     ON CONFLICT (scenario_name) DO UPDATE SET keep_ms = excluded.keep_ms",
+                )
+                .bind(scenario)
+                .bind(ttl_ms(keep)),
+                None => {
+                    sqlx::query("DELETE FROM retention WHERE scenario_name = $1").bind(scenario)
+                }
+            };
+            query
+                .execute(&self.pool)
+                .await
+                .map_err(|e| self.error(e, action))
+        })
+        .await?;
+        Ok(())
+    }
+
+    pub async fn retention(&self) -> Result<Vec<Retention>, StoreError> {
+        let rows = self
+            .retrying(|_| async move {
+                sqlx::query_as::<_, (String, i64)>(
+                    "SELECT scenario_name, keep_ms FROM retention ORDER BY scenario_name",
+                )
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.error(e, "reading retention settings"))
+            })
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(scenario_name, keep_ms)| Retention {
+                scenario_name,
+                keep_ms,
+            })
+            .collect())
+    }
+
+    pub async fn prune_runs(
+        &self,
+        older_than: Option<Duration>,
+    ) -> Result<PruneReport, StoreError> {
+        let action = "pruning finished runs";
+        // Idempotent: a retry deletes what is still old enough.
+        self.retrying(|_| async move {
+            let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
+            let mut runs: Vec<String> = sqlx::query_scalar(
+                "DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') \
+                 AND updated_at < $1 - COALESCE( \
+                     (SELECT keep_ms FROM retention AS r \
+                      WHERE r.scenario_name = runs.scenario_name), $2::bigint) \
+                 RETURNING id",
+            )
+            .bind(now_ms())
+            .bind(older_than.map(ttl_ms))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, action))?;
+            let blobs = sqlx::query(
+                "DELETE FROM blobs WHERE NOT EXISTS \
+                 (SELECT 1 FROM artifacts AS a WHERE a.digest = blobs.digest)",
+            )
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, action))?
+            .rows_affected();
+            tx.commit().await.map_err(|e| self.error(e, action))?;
+            runs.sort();
+            Ok(PruneReport { runs, blobs })
+        })
+        .await
+    }
+}
+
+/// A step's columns, converted (and range-checked) before the transaction.
+#[derive(Debug)]
+struct StepBinds {
+    run_id: String,
+    seq: Option<i64>,
+    node_id: String,
+    attempt: i64,
+    status: String,
+    started_at: i64,
+    duration_us: i64,
+    input_hash: Option<String>,
+    output_hash: Option<String>,
+    error: Option<String>,
+    fuel_consumed: Option<i64>,
+    memory_peak_bytes: Option<i64>,
+    detail: Option<String>,
+}
+
+fn is_sequence_guard(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(e)
+        if e.message().contains(SEQUENCE_GUARD) || e.kind() == ErrorKind::UniqueViolation)
+}
+
+async fn insert_artifact(
+    conn: &mut PgConnection,
+    run_id: &str,
+    name: &str,
+    media_type: &str,
+    digest: &str,
+    bytes: &[u8],
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    let size = bytes.len() as i64;
+    sqlx::query(
+        "WITH b AS (INSERT INTO blobs (digest, size, bytes, created_at) VALUES ($3, $5, $6, $7) \
+             ON CONFLICT (digest) DO NOTHING) \
+         INSERT INTO artifacts (run_id, name, digest, media_type, size, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $7) \
+         ON CONFLICT (run_id, name) DO UPDATE SET digest = excluded.digest, \
+         media_type = excluded.media_type, size = excluded.size, created_at = excluded.created_at",
+    )
+    .bind(run_id)
+    .bind(name)
+    .bind(digest)
+    .bind(media_type)
+    .bind(size)
+    .bind(bytes)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// What the database (its current schema) holds, read without writing.
+async fn inspect(conn: &mut PgConnection) -> Result<Found, sqlx::Error> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_catalog.pg_class AS c \
+         JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace \
+         WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f') \
+         ORDER BY 1",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    if !tables.iter().any(|t| t == META_TABLE) {
+        return Ok(Found::classify(&tables, None, None));
+    }
+    let meta = sqlx::query_as::<_, (String, String)>(&format!(
+        "SELECT key::text, value::text FROM {META_TABLE} WHERE key::text IN ($1, $2)"
+    ))
+    .bind(MARKER_KEY)
+    .bind(VERSION_KEY)
+    .fetch_all(&mut *conn)
+    .await;
+    let Ok(meta) = meta else {
+        return Ok(Found::Foreign(format!(
+            "it has a {META_TABLE} table that is not Skillhost's"
+        )));
+    };
+    let value = |key: &str| meta.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    Ok(Found::classify(
+        &tables,
+        value(MARKER_KEY),
+        value(VERSION_KEY),
+    ))
+}
+
+/// Refuses a foreign or newer database before writing anything, then
+/// applies pending migrations in one transaction under an advisory lock,
+/// re-checking what the database holds once the lock is held.
+async fn migrate(conn: &mut PgConnection, db: &str) -> Result<(), StoreError> {
+    let error = |source, action: String| StoreError::Database {
+        db: db.to_owned(),
+        action,
+        source,
+    };
+    let current = inspect(conn)
+        .await
+        .map_err(|e| error(e, "reading the schema version".into()))?
+        .current_version(db)?;
+    if current == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let mut tx = conn
+        .begin()
+        .await
+        .map_err(|e| error(e, "starting the migration".into()))?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| error(e, "waiting for other migrations".into()))?;
+    let current = inspect(&mut tx)
+        .await
+        .map_err(|e| error(e, "reading the schema version".into()))?
+        .current_version(db)?;
+    for migration in migrate::POSTGRES.iter().filter(|m| m.version > current) {
+        let action = || {
+            format!(
+                "applying migration {:04}_{}",
+                migration.version, migration.name
+            )
+        };
+        sqlx::raw_sql(migration.sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| error(e, action()))?;
+        sqlx::query(&format!(
+            "INSERT INTO {META_TABLE} (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        ))
+        .bind(VERSION_KEY)
+        .bind(migration.version.to_string())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| error(e, action()))?;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| error(e, "committing the migration".into()))
+}
+
+/// An `open` failure in words that say what to check. sqlx's own message is
+/// kept (it never contains the password).
+fn classify_open_error(source: sqlx::Error, db: &str) -> StoreError {
+    let message = match &source {
+        sqlx::Error::Database(e) => match e.code().as_deref() {
+            Some("3D000") => format!(
+                "{}; create it first (e.g. `createdb NAME` or CREATE DATABASE) or fix the URL",
+                e.message()
+            ),
+            Some("28P01" | "28000") => format!(
+                "{}; check the user and password in the URL (or ~/.pgpass)",
+                e.message()
+            ),
+            Some("57P03") => format!("{}; the server is starting or shutting down", e.message()),
+            _ => e.message().to_owned(),
+        },
+        sqlx::Error::Io(e) => format!(
+            "cannot reach the server ({e}); is Postgres running, and are the host and port right?"
+        ),
+        sqlx::Error::Tls(e) => format!("TLS failed ({e}); check sslmode in the URL"),
+        other => other.to_string(),
+    };
+    StoreError::Open {
+        db: db.to_owned(),
+        message,
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
