@@ -65,7 +65,8 @@ fi
 sysroot="$(/usr/bin/rustc --print sysroot)"
 [ -d "$sysroot/lib/rustlib/src/rust/library/std" ] ||
   { echo "error: no std sources under $sysroot/lib/rustlib/src/rust/library (rust-web-src)" >&2; exit 3; }
-compgen -c | grep -Eq '^wasm-ld(-[0-9]+)?$' ||
+# (Not `compgen -c | grep -q`: under pipefail, grep's early exit fails the pipe.)
+{ command -v wasm-ld >/dev/null || compgen -c wasm-ld- >/dev/null; } ||
   { echo "error: no wasm-ld in PATH (lld)" >&2; exit 3; }
 [ -e /usr/lib/wasm32-wasi/libc.a ] ||
   { echo "error: no /usr/lib/wasm32-wasi/libc.a (wasi-libc)" >&2; exit 3; }

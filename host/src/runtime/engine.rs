@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::runtime::limits::MAX_MEMORY_BYTES;
 
@@ -52,10 +52,15 @@ pub(crate) fn build_engine(pool: &PoolConfig) -> wasmtime::Result<Engine> {
         .max_tables_per_component(64)
         .max_core_instances_per_component(64)
         .table_elements(1_000_000)
-        // Small skills (built with a 128 KiB stack, see `build::toolchain`)
-        // touch a few pages; resetting them with memset is cheaper than an
-        // madvise round trip, with its TLB shootdown, on every fresh instance.
-        .linear_memory_keep_resident(256 << 10)
+        // A fresh instance per call makes the reset of the previous one part of
+        // every call. With PAGEMAP_SCAN (Linux 6.7+) wasmtime finds the pages
+        // the call dirtied and copies or zeroes just those, up to the resident
+        // budget, instead of a blind memset of the low addresses plus an
+        // madvise (and its TLB shootdown) for the rest. Skills built here have
+        // a 128 KiB stack (see `build::toolchain`), so a small skill dirties a
+        // handful of pages.
+        .pagemap_scan(Enabled::Auto)
+        .linear_memory_keep_resident(1 << 20)
         .table_keep_resident(64 << 10);
 
     let mut config = Config::new();
