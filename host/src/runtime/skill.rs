@@ -127,27 +127,8 @@ pub(crate) fn load(
     let provisional = provisional_name(origin);
     let ty = component.component_type();
 
-    let mut imports = Vec::new();
-    let mut capabilities = BTreeSet::new();
-    let mut type_only = Vec::new();
-    for (name, item) in ty.imports(&engine) {
-        let item = item.ty;
-        imports.push(name.to_string());
-        if let Some(capability) = Capability::from_import(name) {
-            capabilities.insert(capability);
-        } else if is_contract_types(name) || name.starts_with("wasi:") {
-            // The types interface needs no implementation; WASI is linked,
-            // and the linker names any WASI interface it lacks.
-        } else if is_type_only(&engine, &item) {
-            type_only.push(name.to_string());
-        } else {
-            return Err(LoadError::UnknownImport {
-                skill: provisional,
-                import: name.to_string(),
-            });
-        }
-    }
-
+    // The exports first: a `run` that cannot be called is the more specific
+    // error, whatever the component imports.
     let mut exports = Vec::new();
     let mut run = None;
     let mut has_manifest = false;
@@ -182,6 +163,27 @@ pub(crate) fn load(
             side,
             error,
         })?;
+    }
+
+    let mut imports = Vec::new();
+    let mut capabilities = BTreeSet::new();
+    let mut type_only = Vec::new();
+    for (name, item) in ty.imports(&engine) {
+        let item = item.ty;
+        imports.push(name.to_string());
+        if let Some(capability) = Capability::from_import(name) {
+            capabilities.insert(capability);
+        } else if is_contract_types(name) || name.starts_with("wasi:") {
+            // The types interface needs no implementation; WASI is linked,
+            // and the linker names any WASI interface it lacks.
+        } else if is_type_only(&engine, &item) {
+            type_only.push(name.to_string());
+        } else {
+            return Err(LoadError::UnknownImport {
+                skill: provisional,
+                import: name.to_string(),
+            });
+        }
     }
 
     let pre = if type_only.is_empty() {

@@ -56,3 +56,25 @@ pub fn runtime(cache: &Path) -> skillhost::runtime::Runtime {
 pub fn dist(name: &str) -> PathBuf {
     repo_root().join("skills/dist").join(format!("{name}.wasm"))
 }
+
+/// A component for `world` in `wit` (which may `use` the skill contract) whose
+/// functions all trap: enough for everything that is checked at load time.
+pub fn dummy_component(wit: &str) -> Vec<u8> {
+    let mut resolve = Resolve::default();
+    resolve
+        .push_dir(repo_root().join("wit"))
+        .expect("parse wit/");
+    let package = resolve.push_str("test.wit", wit).expect("parse test WIT");
+    let world = resolve
+        .select_world(&[package], None)
+        .expect("select world");
+    let mut module =
+        wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
+    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8).unwrap();
+    ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .validate(true)
+        .encode()
+        .expect("componentize dummy")
+}
