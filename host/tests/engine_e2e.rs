@@ -296,3 +296,31 @@ fn check_and_graph() {
     assert!(dot.contains("digraph"), "{dot}");
     assert!(dot.contains("broken"), "{dot}");
 }
+
+#[test]
+fn extra_input_and_output_constraints_are_enforced() {
+    let host = Host::new();
+    let (code, out) = host.run_json("constraints", json!({ "message": "abcd", "repeat": 2 }));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["state"]["echoed"], "abcdabcd");
+
+    let (code, out) = host.run_json("constraints", json!({ "message": "ab" }));
+    assert_eq!(code, 1, "{out}");
+    let error = &out["state"]["errors"][0];
+    assert_eq!(error["code"], "input-constraint-failed");
+    assert!(
+        error["message"].as_str().unwrap().contains("$.message"),
+        "{error}"
+    );
+
+    let (code, out) = host.run_json("constraints", json!({ "message": "abcdef", "repeat": 2 }));
+    assert_eq!(code, 1, "{out}");
+    let error = &out["state"]["errors"][0];
+    assert_eq!(error["code"], "output-constraint-failed");
+    assert!(
+        error["message"].as_str().unwrap().contains("$.length"),
+        "{error}"
+    );
+    // The refused output was not written.
+    assert_eq!(out["state"]["echoed"], "");
+}

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::node::{
-    Attempts, NodeResult, artifacts, base_vars, call_options, call_with_retries, check_post,
-    check_pre, map_input, skill_of, writes,
+    Attempts, NodeResult, artifacts, base_vars, call_options, call_with_retries, check_constraints,
+    check_post, check_pre, map_input, skill_of, writes,
 };
 use super::{Event, NodeFailure, NodeSuccess, RunContext, empty_step, now_ms};
 use crate::scenario::Node;
@@ -60,7 +60,14 @@ pub(crate) async fn run_map_node(
     for (index, item) in items.iter().enumerate() {
         let mut item_vars = base_vars(cx, node, state);
         item_vars.set("item", item).set("index", &json!(index));
-        inputs.push(map_input(node, &item_vars).map_err(fail)?);
+        let input = map_input(node, &item_vars).map_err(fail)?;
+        check_constraints(node, "input", node.input_constraints.as_deref(), &input).map_err(
+            |mut f| {
+                f.message = format!("{} (item {index})", f.message);
+                (f, None)
+            },
+        )?;
+        inputs.push(input);
     }
     let total = inputs.len();
 
@@ -134,7 +141,18 @@ pub(crate) async fn run_map_node(
         } = attempts;
         failed_steps.extend(failed);
         fuel_total += report.fuel_consumed;
-        match report.result {
+        let mut result = report.result.map_err(Some);
+        if let Ok(output) = &result
+            && let Err(mut f) =
+                check_constraints(node, "output", node.output_constraints.as_deref(), output)
+        {
+            f.message = format!("{} (item {index})", f.message);
+            f.attempt = attempt;
+            first_failure.get_or_insert(f);
+            result = Err(None);
+        }
+        match result {
+            Err(None) => {}
             Ok(output) => {
                 if let Some(store) = cx.store {
                     let row = MapItemRow {
@@ -161,7 +179,7 @@ pub(crate) async fn run_map_node(
                     reused: false,
                 });
             }
-            Err(e) => {
+            Err(Some(e)) => {
                 let mut failure = NodeFailure::new(
                     e.code(),
                     format!("map node `{}`, item {index}: {e}", node.id),

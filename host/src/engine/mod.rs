@@ -151,12 +151,12 @@ impl Engine {
     ) -> Result<RunOutcome, EngineError> {
         let scenario = &*loaded.scenario;
         scenario.apply_input_defaults(&mut input);
-        crate::checks::schema::validate(&scenario.input_schema, &input).map_err(|message| {
-            EngineError::InvalidInput {
+        scenario
+            .validate_input(&input)
+            .map_err(|message| EngineError::InvalidInput {
                 scenario: scenario.name.clone(),
                 message,
-            }
-        })?;
+            })?;
         let run_id = run_id.unwrap_or_else(crate::store::new_run_id);
         let state = scenario.initial_state();
         if let Some(store) = &self.store {

@@ -23,6 +23,27 @@ pub(crate) fn base_vars(cx: &RunContext<'_>, node: &Node, state: &Arc<Value>) ->
     vars
 }
 
+/// Checks `value` against the node's extra `input_schema` / `output_schema`.
+pub(crate) fn check_constraints(
+    node: &Node,
+    side: &str,
+    constraints: Option<&crate::checks::schema::CompiledSchema>,
+    value: &Value,
+) -> Result<(), NodeFailure> {
+    let Some(schema) = constraints else {
+        return Ok(());
+    };
+    schema.validate(value).map_err(|violations| {
+        NodeFailure::new(
+            &format!("{side}-constraint-failed"),
+            format!(
+                "node `{}`: the skill's {side} does not satisfy `{side}_schema`: {violations}",
+                node.id
+            ),
+        )
+    })
+}
+
 /// Evaluates the node's input mapping into the skill's input object.
 pub(crate) fn map_input(node: &Node, vars: &Vars) -> Result<Value, NodeFailure> {
     let mut input = Map::new();
@@ -328,7 +349,8 @@ pub(crate) async fn run_skill_node(
     let skill = skill_of(cx, node).map_err(|f| (f, None))?;
     let mut vars = base_vars(cx, node, state);
     let input = map_input(node, &vars).map_err(|f| (f, None))?;
-    vars.set("node_input", &input);
+    check_constraints(node, "input", node.input_constraints.as_deref(), &input)
+        .map_err(|f| (f, None))?;
     check_pre(node, &vars).map_err(|f| (f, None))?;
 
     let options = call_options(node);
@@ -368,6 +390,12 @@ pub(crate) async fn run_skill_node(
     if durable {
         step.output_hash = Some(state_hash(&output));
     }
+    check_constraints(node, "output", node.output_constraints.as_deref(), &output).map_err(
+        |mut f| {
+            f.attempt = attempt;
+            (f, Some(step.clone()))
+        },
+    )?;
     vars.set("output", &output);
     let verified = check_post(node, &vars).map_err(|mut f| {
         f.attempt = attempt;

@@ -122,6 +122,8 @@ pub struct NodeDecl {
     pub message: Option<Spanned<String>>,
     pub suggestions: Option<Spanned<Vec<String>>>,
     pub artifacts: Option<Spanned<Vec<Spanned<ArtifactDecl>>>>,
+    pub input_schema: Option<Spanned<Value>>,
+    pub output_schema: Option<Spanned<Value>>,
 }
 
 /// `artifacts = [{ name = "report.md", from = "output.markdown", media_type = "text/markdown" }]`

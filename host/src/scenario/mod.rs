@@ -27,6 +27,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::checks::schema::CompiledSchema;
+
 pub use diagnostic::{CheckReport, Diagnostic, codes};
 pub use expr::{Expr, ExprError, Vars};
 pub use graph::{to_dot, to_mermaid};
@@ -57,6 +59,8 @@ pub struct Scenario {
     pub input: Vec<InputField>,
     /// JSON Schema (draft 2020-12) of the run input, from `[input]`.
     pub input_schema: Value,
+    /// `input_schema`, compiled on first use.
+    pub input_validator: std::sync::OnceLock<Result<Arc<CompiledSchema>, String>>,
     /// The `[config]` table.
     pub config: Map<String, Value>,
     /// Declared state fields, in file order.
@@ -72,6 +76,20 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// Checks a run input against `[input]`; the schema is compiled once.
+    pub fn validate_input(&self, input: &Value) -> Result<(), String> {
+        let compiled = self
+            .input_validator
+            .get_or_init(|| {
+                CompiledSchema::compile(&self.input_schema)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(Clone::clone)?;
+        compiled.validate(input).map_err(|v| v.to_string())
+    }
+
     pub fn node(&self, id: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.id == id)
     }
@@ -270,6 +288,11 @@ pub struct Node {
     /// Files the node produces (skill and map nodes), stored with the run in
     /// the same transaction as the node's checkpoint.
     pub artifacts: Vec<ArtifactSpec>,
+    /// Extra JSON Schema the skill's input must satisfy besides its WIT type
+    /// (lengths, ranges, patterns): `input_schema = { ... }`.
+    pub input_constraints: Option<Arc<CompiledSchema>>,
+    /// Extra JSON Schema the skill's output must satisfy: `output_schema`.
+    pub output_constraints: Option<Arc<CompiledSchema>>,
 }
 
 /// One artifact of a node: `from` (CEL, sees `output`) gives a string, stored

@@ -195,6 +195,7 @@ impl Parser<'_> {
             start,
             on_failure: header.on_failure.map(Spanned::into_inner),
             input_schema: input::schema(&inputs),
+            input_validator: std::sync::OnceLock::new(),
             input: inputs,
             config,
             state,
@@ -319,6 +320,36 @@ impl Parser<'_> {
             );
         }
         skills
+    }
+
+    /// Compiles a node's extra JSON Schema, reporting one that is invalid.
+    fn constraints(
+        &mut self,
+        node: Option<&str>,
+        what: &str,
+        schema: &Spanned<Value>,
+    ) -> Option<Arc<crate::checks::schema::CompiledSchema>> {
+        if !schema.get_ref().is_object() {
+            self.reporter.error(
+                self.line(schema),
+                node,
+                codes::INVALID_VALUE,
+                format!("`{what}` must be a table holding a JSON Schema, e.g. `{what} = {{ properties = {{ title = {{ minLength = 3 }} }} }}`"),
+            );
+            return None;
+        }
+        match crate::checks::schema::CompiledSchema::compile(schema.get_ref()) {
+            Ok(compiled) => Some(Arc::new(compiled)),
+            Err(e) => {
+                self.reporter.error(
+                    self.line(schema),
+                    node,
+                    codes::INVALID_VALUE,
+                    format!("`{what}` is not a valid JSON Schema: {e}"),
+                );
+                None
+            }
+        }
     }
 
     fn expr(&mut self, node: Option<&str>, what: &str, source: &Spanned<String>) -> Option<Expr> {
@@ -531,6 +562,15 @@ impl Parser<'_> {
             .as_ref()
             .and_then(|m| self.expr(node, "`message`", m));
 
+        let input_constraints = decl
+            .input_schema
+            .as_ref()
+            .and_then(|schema| self.constraints(node, "input_schema", schema));
+        let output_constraints = decl
+            .output_schema
+            .as_ref()
+            .and_then(|schema| self.constraints(node, "output_schema", schema));
+
         let artifacts = decl
             .artifacts
             .as_ref()
@@ -590,6 +630,8 @@ impl Parser<'_> {
                 .unwrap_or_default(),
             config,
             artifacts,
+            input_constraints,
+            output_constraints,
         }
     }
 
@@ -597,7 +639,7 @@ impl Parser<'_> {
     fn fields_allowed(&mut self, decl: &NodeDecl, id: &str) {
         use NodeKind::*;
         let kind = decl.kind;
-        let present: [(&str, Option<usize>, &[NodeKind]); 16] = [
+        let present: [(&str, Option<usize>, &[NodeKind]); 18] = [
             (
                 "skill",
                 decl.skill.as_ref().map(|s| self.line(s)),
@@ -672,6 +714,16 @@ impl Parser<'_> {
             (
                 "artifacts",
                 decl.artifacts.as_ref().map(|s| self.line(s)),
+                &[Skill, Map],
+            ),
+            (
+                "input_schema",
+                decl.input_schema.as_ref().map(|s| self.line(s)),
+                &[Skill, Map],
+            ),
+            (
+                "output_schema",
+                decl.output_schema.as_ref().map(|s| self.line(s)),
                 &[Skill, Map],
             ),
         ];
