@@ -142,6 +142,10 @@ impl PgStore {
             .max_connections(MAX_CONNECTIONS)
             .min_connections(0)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // No ping before every use (a round trip per statement): a
+            // connection that died with a server restart fails its next
+            // statement, is discarded, and the retry gets a fresh one.
+            .test_before_acquire(false)
             .connect_lazy_with(options);
         let mut store = PgStore {
             pool,
