@@ -297,6 +297,36 @@ async fn drive(
             *count
         };
 
+        // The node failed for good: record it in `state.errors` and continue
+        // with the failure handler, or end the run as failed without one.
+        macro_rules! route_or_fail {
+            ($failure:expr, $step:expr) => {
+                match route_failure(
+                    cx,
+                    node,
+                    Arc::make_mut(&mut state),
+                    &mut seq,
+                    &visits,
+                    $failure,
+                    $step,
+                )
+                .await?
+                {
+                    Some(next) => {
+                        came_from = node.id.clone();
+                        current = next;
+                        continue;
+                    }
+                    None => {
+                        return failed_run(
+                            cx, &state, seq, warnings, nodes_run, artifacts, started,
+                        )
+                        .await;
+                    }
+                }
+            };
+        }
+
         match node.kind {
             NodeKind::End => {
                 let summary = summarize(cx, &state);
@@ -352,27 +382,7 @@ async fn drive(
                     node.id
                 ),
             );
-            match route_failure(
-                cx,
-                node,
-                Arc::make_mut(&mut state),
-                &mut seq,
-                &visits,
-                failure,
-                None,
-            )
-            .await?
-            {
-                Some(next) => {
-                    came_from = node.id.clone();
-                    current = next;
-                    continue;
-                }
-                None => {
-                    return failed_run(cx, &state, seq, warnings, nodes_run, artifacts, started)
-                        .await;
-                }
-            }
+            route_or_fail!(failure, None)
         }
 
         cx.events.emit(&Event::NodeStarted {
@@ -401,29 +411,7 @@ async fn drive(
                     error: json!({ "code": failure.code, "message": failure.message }),
                     will_retry: false,
                 });
-                match route_failure(
-                    cx,
-                    node,
-                    Arc::make_mut(&mut state),
-                    &mut seq,
-                    &visits,
-                    failure,
-                    step,
-                )
-                .await?
-                {
-                    Some(next) => {
-                        came_from = node.id.clone();
-                        current = next;
-                        continue;
-                    }
-                    None => {
-                        return failed_run(
-                            cx, &state, seq, warnings, nodes_run, artifacts, started,
-                        )
-                        .await;
-                    }
-                }
+                route_or_fail!(failure, step)
             }
         };
 
@@ -476,27 +464,7 @@ async fn drive(
         }
         if let Some(failure) = fatal {
             undo.revert(Arc::make_mut(&mut state));
-            match route_failure(
-                cx,
-                node,
-                Arc::make_mut(&mut state),
-                &mut seq,
-                &visits,
-                failure,
-                Some(success.step),
-            )
-            .await?
-            {
-                Some(next) => {
-                    came_from = node.id.clone();
-                    current = next;
-                    continue;
-                }
-                None => {
-                    return failed_run(cx, &state, seq, warnings, nodes_run, artifacts, started)
-                        .await;
-                }
-            }
+            route_or_fail!(failure, Some(success.step))
         }
         if !step_warnings.is_empty() {
             let detail = success.step.detail.get_or_insert_with(|| json!({}));
@@ -509,29 +477,7 @@ async fn drive(
             Ok(next) => next,
             Err(failure) => {
                 undo.revert(Arc::make_mut(&mut state));
-                match route_failure(
-                    cx,
-                    node,
-                    Arc::make_mut(&mut state),
-                    &mut seq,
-                    &visits,
-                    failure,
-                    Some(success.step),
-                )
-                .await?
-                {
-                    Some(next) => {
-                        came_from = node.id.clone();
-                        current = next;
-                        continue;
-                    }
-                    None => {
-                        return failed_run(
-                            cx, &state, seq, warnings, nodes_run, artifacts, started,
-                        )
-                        .await;
-                    }
-                }
+                route_or_fail!(failure, Some(success.step))
             }
         };
 

@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use crate::scenario::{FieldType, Reducer, Scenario};
+pub(crate) use crate::store::state::kind;
 use crate::store::{StateChange, apply};
 
 /// Turns one write into a change, checking the declared type of the field.
@@ -149,32 +150,12 @@ impl Undo {
 }
 
 fn check_type(field: &str, ty: &FieldType, value: &Value) -> Result<(), String> {
-    let ok = match ty {
-        FieldType::Any => true,
-        FieldType::String => value.is_string(),
-        FieldType::Integer => value.is_i64() || value.is_u64(),
-        FieldType::Number => value.is_number(),
-        FieldType::Boolean => value.is_boolean(),
-        FieldType::Array => value.is_array(),
-        FieldType::Object => value.is_object(),
-    };
-    if ok {
+    if ty.accepts(value) {
         Ok(())
     } else {
         Err(format!(
             "state field `{field}` is declared as {ty:?} but the write produced {}",
             kind(value)
         ))
-    }
-}
-
-pub(crate) fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }

@@ -127,7 +127,8 @@ pub fn try_apply(state: &mut Value, changes: &[StateChange]) -> Result<(), Apply
     Ok(())
 }
 
-fn kind(value: &Value) -> &'static str {
+/// "a string", "an array", …: how errors describe a JSON value's kind.
+pub(crate) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
