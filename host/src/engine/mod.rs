@@ -281,7 +281,10 @@ async fn drive(
     // A checkpoint with nowhere to go records a failure with no handler: the
     // process died before it could mark the run failed.
     let Some(mut current) = checkpoint.next_nodes.first().cloned() else {
-        return failed_run(cx, &state, seq, warnings, nodes_run, artifacts, started).await;
+        return failed_run(
+            cx, &state, None, seq, warnings, nodes_run, artifacts, started,
+        )
+        .await;
     };
 
     loop {
@@ -319,7 +322,7 @@ async fn drive(
                     }
                     None => {
                         return failed_run(
-                            cx, &state, seq, warnings, nodes_run, artifacts, started,
+                            cx, &state, None, seq, warnings, nodes_run, artifacts, started,
                         )
                         .await;
                     }
@@ -351,23 +354,17 @@ async fn drive(
             }
             NodeKind::Fail => {
                 let report = failure_report(cx, node, &state, &came_from);
-                if let Some(store) = cx.store {
-                    store
-                        .finish_run(&cx.run_id, RunStatus::Failed, Some(&state), Some(&report))
-                        .await?;
-                }
-                finished(cx, "failed", started);
-                return Ok(RunOutcome {
-                    run_id: cx.run_id.clone(),
-                    status: RunStatus::Failed,
-                    state: Arc::unwrap_or_clone(state),
-                    failure: Some(report),
+                return failed_run(
+                    cx,
+                    &state,
+                    Some(report),
+                    seq,
                     warnings,
                     nodes_run,
-                    last_seq: seq,
                     artifacts,
-                    summary: Map::new(),
-                });
+                    started,
+                )
+                .await;
             }
             _ => {}
         }
@@ -632,29 +629,34 @@ async fn route_failure(
 }
 
 /// Ends a run that failed with no failure handler to take it.
+/// Ends a run as failed with `report`, or, without one (no failure handler
+/// took the run), with a report built from the last error.
 #[allow(clippy::too_many_arguments)]
 async fn failed_run(
     cx: &RunContext<'_>,
     state: &Value,
+    report: Option<Value>,
     seq: u64,
     warnings: Vec<Value>,
     nodes_run: usize,
     artifacts: Vec<NewArtifact>,
     started: Instant,
 ) -> Result<RunOutcome, EngineError> {
-    let last = state
-        .get("errors")
-        .and_then(Value::as_array)
-        .and_then(|errors| errors.last())
-        .cloned()
-        .unwrap_or(Value::Null);
-    let report = json!({
-        "node": last.get("node").cloned().unwrap_or(Value::Null),
-        "code": last.get("code").cloned().unwrap_or(Value::Null),
-        "message": last.get("message").cloned().unwrap_or(Value::Null),
-        "errors": state.get("errors").cloned().unwrap_or(json!([])),
-        "partial_results": partial_results(state),
-        "suggestions": last.get("suggestions").cloned().unwrap_or(json!([])),
+    let report = report.unwrap_or_else(|| {
+        let last = state
+            .get("errors")
+            .and_then(Value::as_array)
+            .and_then(|errors| errors.last())
+            .cloned()
+            .unwrap_or(Value::Null);
+        json!({
+            "node": last.get("node").cloned().unwrap_or(Value::Null),
+            "code": last.get("code").cloned().unwrap_or(Value::Null),
+            "message": last.get("message").cloned().unwrap_or(Value::Null),
+            "errors": state.get("errors").cloned().unwrap_or(json!([])),
+            "partial_results": partial_results(state),
+            "suggestions": last.get("suggestions").cloned().unwrap_or(json!([])),
+        })
     });
     if let Some(store) = cx.store {
         store
