@@ -64,9 +64,42 @@ impl SqliteStore {
         db: &str,
         store_options: StoreOptions,
     ) -> Result<SqliteStore, StoreError> {
-        let open_error = |message: String| StoreError::Open {
-            db: db.to_owned(),
-            message,
+        // Handles and processes may open the same file at once. SQLite answers
+        // some of those races (the switch to WAL, WAL recovery) with
+        // SQLITE_BUSY without waiting on the busy timeout, so the whole open
+        // is retried for as long as that timeout would have waited.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let mut wait = Duration::from_millis(5);
+        loop {
+            match Self::open_once(path, db, store_options).await {
+                Ok(store) => return Ok(store),
+                Err((_, true)) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_millis(200));
+                }
+                Err((error, _)) => return Err(error),
+            }
+        }
+    }
+
+    /// One attempt at [`open`](Self::open); the flag says SQLite was busy.
+    async fn open_once(
+        path: &Path,
+        db: &str,
+        store_options: StoreOptions,
+    ) -> Result<SqliteStore, (StoreError, bool)> {
+        let open_error = |message: String| {
+            (
+                StoreError::Open {
+                    db: db.to_owned(),
+                    message,
+                },
+                false,
+            )
+        };
+        let classify = |e: sqlx::Error| {
+            let busy = is_busy(&e);
+            (classify_open_error(e, db), busy)
         };
         let exists = path
             .try_exists()
@@ -86,12 +119,13 @@ impl SqliteStore {
                 .busy_timeout(BUSY_TIMEOUT);
             let mut conn = SqliteConnection::connect_with(&plain)
                 .await
-                .map_err(|e| classify_open_error(e, db))?;
+                .map_err(classify)?;
             let found = inspect(&mut conn).await;
             let _ = conn.close().await;
             found
-                .map_err(|e| classify_open_error(e, db))?
-                .current_version(db)?;
+                .map_err(classify)?
+                .current_version(db)
+                .map_err(|e| (e, false))?;
         } else if let Some(parent) = path.parent()
             && !parent.as_os_str().is_empty()
         {
@@ -112,17 +146,17 @@ impl SqliteStore {
             .busy_timeout(BUSY_TIMEOUT);
         let mut conn = SqliteConnection::connect_with(&options)
             .await
-            .map_err(|e| classify_open_error(e, db))?;
+            .map_err(classify)?;
         let migrated = migrate(&mut conn, db).await;
         let _ = conn.close().await;
-        migrated?;
+        migrated.map_err(|e| (e, false))?;
 
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .min_connections(1)
             .connect_with(options)
             .await
-            .map_err(|e| classify_open_error(e, db))?;
+            .map_err(classify)?;
         Ok(SqliteStore {
             pool,
             db: db.to_owned(),
@@ -1110,6 +1144,14 @@ async fn migrate(conn: &mut SqliteConnection, db: &str) -> Result<(), StoreError
     tx.commit()
         .await
         .map_err(|e| error(e, "committing the migration".into()))
+}
+
+/// SQLITE_BUSY and its extended codes (recovery, snapshot, timeout).
+fn is_busy(error: &sqlx::Error) -> bool {
+    matches!(
+        error,
+        sqlx::Error::Database(e) if matches!(e.code().as_deref(), Some("5" | "261" | "517" | "773"))
+    )
 }
 
 fn classify_open_error(source: sqlx::Error, db: &str) -> StoreError {
