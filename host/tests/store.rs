@@ -11,14 +11,16 @@
 
 mod support;
 
+use support::fixtures::{commit, new_run, ok_step, records_state, varied_change};
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use skillhost::store::{
-    JournalEntry, MapItemRow, NewArtifact, NewRun, RunStatus, SNAPSHOT_EVERY, START_NODE,
-    StateChange, StepCommit, StepRow, Store, StoreError, apply, state_hash,
+    MapItemRow, NewArtifact, RunStatus, SNAPSHOT_EVERY, START_NODE, StateChange, StepRow, Store,
+    StoreError, state_hash,
 };
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
@@ -138,110 +140,6 @@ both!(
     prune_deletes_only_old_finished_runs,
     reopening_keeps_the_schema,
 );
-
-fn new_run(id: &str, initial_state: Value) -> NewRun {
-    NewRun {
-        id: id.to_owned(),
-        scenario_name: "demo".into(),
-        scenario_path: "examples/demo/scenario.toml".into(),
-        scenario_digest: "d".repeat(64),
-        input: json!({"topic": "store"}),
-        initial_state,
-        start_node: "n1".into(),
-    }
-}
-
-fn ok_step(run_id: &str, node_id: &str) -> StepRow {
-    StepRow {
-        run_id: run_id.to_owned(),
-        seq: None,
-        node_id: node_id.to_owned(),
-        attempt: 1,
-        status: "ok".into(),
-        started_at_ms: 1_700_000_000_000,
-        duration_us: 42,
-        input_hash: Some("i".repeat(64)),
-        output_hash: Some("o".repeat(64)),
-        error: None,
-        fuel_consumed: Some(1000),
-        memory_peak_bytes: Some(65536),
-        detail: Some(json!({"logs": ["hello"]})),
-    }
-}
-
-/// Applies `changes` to `state` the way the engine does and builds the commit.
-fn commit(
-    run_id: &str,
-    seq: u64,
-    state: &mut Value,
-    visits: &mut BTreeMap<String, u32>,
-    changes: Vec<StateChange>,
-) -> StepCommit {
-    let node_id = format!("n{}", (seq - 1) % 4 + 1);
-    apply(state, &changes);
-    *visits.entry(node_id.clone()).or_default() += 1;
-    StepCommit {
-        run_id: run_id.to_owned(),
-        seq,
-        next_nodes: vec![format!("n{}", seq % 4 + 1)],
-        changes,
-        state_hash: state_hash(state),
-        full_state: state.clone(),
-        step: ok_step(run_id, &node_id),
-        visits: visits.clone(),
-        journal: vec![JournalEntry {
-            seq,
-            node_id: node_id.clone(),
-            kind: "clock".into(),
-            request: json!({}),
-            response: json!({"now_ms": seq}),
-        }],
-        node_id,
-    }
-}
-
-/// Twenty records of about 300 bytes each, plus small fields nodes change.
-fn records_state() -> Value {
-    let records: Vec<Value> = (0..20)
-        .map(|i| {
-            json!({
-                "id": format!("record-{i:02}"),
-                "title": format!("A record of moderate length, number {i}"),
-                "body": "x".repeat(200),
-                "tags": ["alpha", "beta"],
-                "score": i,
-            })
-        })
-        .collect();
-    json!({"records": records, "counter": 0, "log": [], "notes": {}})
-}
-
-/// The change made at step `seq` of the round-trip scenario: every kind of op.
-fn varied_change(seq: u64) -> Vec<StateChange> {
-    match seq % 3 {
-        0 => vec![StateChange::Set {
-            field: "counter".into(),
-            value: json!(seq),
-        }],
-        1 => vec![StateChange::Append {
-            field: "log".into(),
-            items: vec![json!(format!("step {seq}"))],
-        }],
-        _ => vec![
-            StateChange::Merge {
-                field: "notes".into(),
-                value: json!({ format!("k{}", seq % 5): seq })
-                    .as_object()
-                    .unwrap()
-                    .clone(),
-            },
-            StateChange::Set {
-                field: format!("extra_{}", seq % 7),
-                value: json!({"at": seq}),
-            },
-        ],
-    }
-}
 
 async fn history_round_trips_over_forty_steps_across_snapshots(kind: Kind) {
     let db = Db::new(kind).await;

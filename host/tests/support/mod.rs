@@ -3,4 +3,5 @@
 //! what it needs.
 #![allow(dead_code)]
 
+pub mod fixtures;
 pub mod pg;
