@@ -414,6 +414,27 @@ fn out_of_range_values() {
 }
 
 #[test]
+fn invalid_extra_schemas() {
+    let report = expect_error("bad_constraints", codes::INVALID_VALUE, 11, Some("say"));
+    only_one(&report);
+    let shown = report.errors[0].to_string();
+    assert!(
+        shown.contains("input_schema") && shown.contains("minLength"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn artifact_names_that_are_not_plain_file_names() {
+    let report = expect_error("bad_artifact", codes::INVALID_VALUE, 11, Some("say"));
+    only_one(&report);
+    assert!(
+        report.errors[0].to_string().contains("../escape.md"),
+        "{report}"
+    );
+}
+
+#[test]
 fn scenarios_without_nodes() {
     only_one(&expect_error("no_nodes", codes::NO_NODES, 1, None));
 }
