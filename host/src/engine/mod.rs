@@ -333,24 +333,24 @@ async fn drive(
         match node.kind {
             NodeKind::End => {
                 let summary = summarize(cx, &state);
-                let outcome = RunOutcome {
-                    run_id: cx.run_id.clone(),
-                    status: RunStatus::Completed,
-                    state: (*state).clone(),
-                    failure: None,
-                    warnings,
-                    nodes_run,
-                    last_seq: seq,
-                    artifacts,
-                    summary,
-                };
                 if let Some(store) = cx.store {
                     store
                         .finish_run(&cx.run_id, RunStatus::Completed, Some(&state), None)
                         .await?;
                 }
                 finished(cx, "completed", started);
-                return Ok(outcome);
+                return Ok(RunOutcome {
+                    run_id: cx.run_id.clone(),
+                    status: RunStatus::Completed,
+                    // Nothing else holds the state now: move it out.
+                    state: Arc::unwrap_or_clone(state),
+                    failure: None,
+                    warnings,
+                    nodes_run,
+                    last_seq: seq,
+                    artifacts,
+                    summary,
+                });
             }
             NodeKind::Fail => {
                 let report = failure_report(cx, node, &state, &came_from);
@@ -740,10 +740,13 @@ pub(crate) fn node_config(cx: &RunContext<'_>, node: &crate::scenario::Node) -> 
 }
 
 /// The scenario's `[summary]`; an expression that fails shows its error.
-fn summarize(cx: &RunContext<'_>, state: &Value) -> Map<String, Value> {
+fn summarize(cx: &RunContext<'_>, state: &Arc<Value>) -> Map<String, Value> {
+    if cx.scenario.summary.is_empty() {
+        return Map::new();
+    }
     let mut vars = Vars::new();
     vars.set_shared("input", cx.input.clone())
-        .set("state", state)
+        .set_shared("state", state.clone())
         .set_shared("config", cx.config.clone());
     cx.scenario
         .summary

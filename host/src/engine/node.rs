@@ -376,7 +376,6 @@ pub(crate) async fn run_skill_node(
     if durable {
         step.input_hash = Some(state_hash(&input));
     }
-    let logs = report.logs.clone();
     let output = match report.result {
         Ok(output) => output,
         Err(e) => {
@@ -396,23 +395,30 @@ pub(crate) async fn run_skill_node(
             (f, Some(step.clone()))
         },
     )?;
-    vars.set("output", &output);
+    vars.set_owned("output", output);
     let verified = check_post(node, &vars).map_err(|mut f| {
         f.attempt = attempt;
         (f, Some(step.clone()))
     })?;
-    vars.set_owned("verified", Value::Array(verified.clone()));
+    let verified = Value::Array(verified);
+    vars.set_owned("verified", verified);
     let changes = writes(cx, node, &vars, state).map_err(|f| (f, Some(step.clone())))?;
     let files = artifacts(node, &vars).map_err(|f| (f, Some(step.clone())))?;
-    let mut detail = Map::new();
-    if !verified.is_empty() {
-        detail.insert("verified_quotes".into(), Value::Array(verified));
-    }
-    if !logs.is_empty() {
-        detail.insert("logs".into(), json!(logs));
-    }
-    if !detail.is_empty() {
-        step.detail = Some(Value::Object(detail));
+    // The step row's detail is only ever stored.
+    if durable {
+        let mut detail = Map::new();
+        if let Some(verified) = vars
+            .get("verified")
+            .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+        {
+            detail.insert("verified_quotes".into(), verified.clone());
+        }
+        if !report.logs.is_empty() {
+            detail.insert("logs".into(), json!(report.logs));
+        }
+        if !detail.is_empty() {
+            step.detail = Some(Value::Object(detail));
+        }
     }
     Ok(NodeSuccess {
         changes,
