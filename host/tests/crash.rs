@@ -6,8 +6,10 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Output};
 
+mod common;
+
+use common::cli::{host, json};
 use serde_json::Value;
 
 fn scenario() -> String {
@@ -15,31 +17,6 @@ fn scenario() -> String {
         .join("tests/engine/crash.toml")
         .display()
         .to_string()
-}
-
-fn host(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_host"));
-    cmd.args(args)
-        .env("SKILLHOST_CACHE_DIR", dir.join("cache"))
-        .env(
-            "SKILLHOST_DATABASE_URL",
-            format!("sqlite://{}", dir.join("runs.db").display()),
-        );
-    match failpoint {
-        Some(point) => cmd.env("SKILLHOST_FAILPOINT", point),
-        None => cmd.env_remove("SKILLHOST_FAILPOINT"),
-    };
-    cmd.output().expect("run host")
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
 }
 
 /// The final state of an uninterrupted run, as the store serializes it.

@@ -3,9 +3,13 @@
 //! history commands.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
+
+mod common;
+
+use common::cli::{host, stderr};
 
 struct Host {
     dir: tempfile::TempDir,
@@ -18,18 +22,8 @@ impl Host {
         }
     }
 
-    fn db(&self) -> String {
-        format!("sqlite://{}", self.dir.path().join("runs.db").display())
-    }
-
     fn cmd(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_host"))
-            .args(args)
-            .env("SKILLHOST_CACHE_DIR", self.dir.path().join("cache"))
-            .env("SKILLHOST_DATABASE_URL", self.db())
-            .env_remove("SKILLHOST_FAILPOINT")
-            .output()
-            .expect("run host")
+        host(self.dir.path(), args, None)
     }
 
     fn run_json(&self, scenario: &str, input: Value) -> (i32, Value) {
@@ -62,10 +56,6 @@ fn scenario_path(name: &str) -> String {
         .join("tests/engine")
         .join(format!("{name}.toml"));
     path.display().to_string()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]

@@ -5,9 +5,13 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
+
+mod common;
+
+use common::cli::{host_command, json, stderr};
 
 const QUERY: &str = r#"{"query": "retrieval augmented generation"}"#;
 
@@ -19,33 +23,10 @@ fn repo() -> PathBuf {
 }
 
 fn host(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_host"));
-    cmd.args(args)
+    host_command(dir, args, failpoint)
         .current_dir(repo())
-        .env("SKILLHOST_CACHE_DIR", dir.join("cache"))
-        .env(
-            "SKILLHOST_DATABASE_URL",
-            format!("sqlite://{}", dir.join("runs.db").display()),
-        );
-    match failpoint {
-        Some(point) => cmd.env("SKILLHOST_FAILPOINT", point),
-        None => cmd.env_remove("SKILLHOST_FAILPOINT"),
-    };
-    cmd.output().expect("run host")
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+        .output()
+        .expect("run host")
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! and WIT with no Wasm compiler, and finding the shipped skills.
 #![allow(dead_code)]
 
+pub mod cli;
+
 use std::path::{Path, PathBuf};
 
 use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
