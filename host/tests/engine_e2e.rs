@@ -314,3 +314,53 @@ fn extra_input_and_output_constraints_are_enforced() {
     // The refused output was not written.
     assert_eq!(out["state"]["echoed"], "");
 }
+
+/// The benchmarks run and print every figure they promise (their values are
+/// timings, so only their presence and sign are checked here).
+#[test]
+fn benchmarks_print_their_figures() {
+    let host = Host::new();
+    let out = host.cmd(&[
+        "bench",
+        "engine",
+        "--json",
+        "--memory-runs",
+        "3",
+        "--sqlite-runs",
+        "2",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let engine: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(engine["nodes"], 10);
+    for key in [
+        "per_node_us_memory",
+        "per_node_us_sqlite",
+        "call_us",
+        "checkpoint_bytes_per_node",
+        "full_state_bytes",
+    ] {
+        assert!(
+            engine[key].as_f64().is_some_and(|v| v > 0.0),
+            "{key}: {engine}"
+        );
+    }
+    assert!(engine["engine_us_memory"].is_number(), "{engine}");
+
+    let out = host.cmd(&[
+        "bench", "runtime", "--json", "--calls", "20", "--loads", "1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let runtime: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "fresh_call_us",
+        "compile_ms",
+        "cached_load_ms",
+        "cache_speedup",
+    ] {
+        assert!(
+            runtime[key].as_f64().is_some_and(|v| v > 0.0),
+            "{key}: {runtime}"
+        );
+    }
+    assert_eq!(runtime["skill"], "echo");
+}

@@ -255,6 +255,23 @@ fn engine_bench(args: EngineBenchArgs) -> CliResult {
         }
         let per_node_memory = median(samples) / ENGINE_NODES as u32;
 
+        // The same call the nodes make, alone: what the engine adds per node
+        // is the difference.
+        let echo = loaded
+            .skills
+            .get("echo")
+            .ok_or_else(|| Failure::environment("the benchmark scenario has no `echo` skill"))?;
+        let node_input = json!({ "message": "Record 3 of the benchmark state", "repeat": 1 });
+        let options = CallOptions::default();
+        let mut samples = Vec::with_capacity(args.memory_runs * ENGINE_NODES);
+        for _ in 0..args.memory_runs * ENGINE_NODES {
+            let start = Instant::now();
+            let report = echo.call(&node_input, &options);
+            samples.push(start.elapsed());
+            report.into_result().map_err(Failure::failed)?;
+        }
+        let call = median(samples);
+
         let options = crate::store::StoreOptions {
             sync: crate::store::SyncMode::Normal,
         };
@@ -296,6 +313,11 @@ fn engine_bench(args: EngineBenchArgs) -> CliResult {
             "nodes": ENGINE_NODES,
             "per_node_us_memory": round(per_node_memory.as_secs_f64() * 1e6, 2),
             "per_node_us_sqlite": round(per_node_sqlite.as_secs_f64() * 1e6, 2),
+            "call_us": round(call.as_secs_f64() * 1e6, 2),
+            "engine_us_memory": round(
+                (per_node_memory.as_secs_f64() - call.as_secs_f64()) * 1e6,
+                2
+            ),
             "checkpoint_bytes_per_node": round(delta_bytes, 1),
             "full_state_bytes": full_state,
             "full_state_over_checkpoint": round(full_state / delta_bytes.max(1.0), 1),
@@ -309,6 +331,10 @@ fn engine_bench(args: EngineBenchArgs) -> CliResult {
     println!(
         "per node, no store:      {} µs median over {} runs of {ENGINE_NODES} nodes",
         result["per_node_us_memory"], args.memory_runs
+    );
+    println!(
+        "  of which the call:     {} µs median (the engine adds {} µs)",
+        result["call_us"], result["engine_us_memory"]
     );
     println!(
         "per node, SQLite:        {} µs median over {} runs",
