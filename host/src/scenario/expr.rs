@@ -163,6 +163,11 @@ struct Analysis {
     references: Vec<Vec<String>>,
     /// Set when the whole expression is a member path such as `output.papers`.
     path: Option<Vec<String>>,
+    /// The value of an expression with no free variables (`"1"`, `[1, 2]`),
+    /// found once at compile time. Nothing in the environment reaches the
+    /// clock or randomness, so it can only ever give this value. One that
+    /// fails to evaluate is left to report its error when it runs.
+    constant: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -185,7 +190,14 @@ impl Expr {
                 .collect::<Vec<_>>()
                 .join("; "),
         })?;
-        let analysis = analyse(program.expression());
+        let mut analysis = analyse(program.expression());
+        if analysis.roots.is_empty() {
+            let context = Context::with_env(ENV.clone());
+            analysis.constant = program
+                .execute(&context)
+                .ok()
+                .and_then(|result| cel_to_json(&result).ok());
+        }
         Ok(Expr {
             source: source.to_string(),
             line: 0,
@@ -203,6 +215,9 @@ impl Expr {
 
     /// Evaluates against `vars` and converts the result to JSON.
     pub fn eval(&self, vars: &Vars) -> Result<Value, ExprError> {
+        if let Some(value) = &self.analysis.constant {
+            return Ok(value.clone());
+        }
         if let Some(path) = &self.analysis.path
             && let Some(value) = vars.lookup(path)
         {
@@ -567,6 +582,31 @@ mod tests {
         shared::<Vars>();
         shared::<crate::scenario::Scenario>();
         shared::<crate::checks::schema::CompiledSchema>();
+    }
+
+    #[test]
+    fn constants_are_evaluated_once_and_errors_still_surface() {
+        let vars = Vars::new();
+        for (source, value) in [
+            ("1", json!(1)),
+            ("'a' + 'b'", json!("ab")),
+            ("[1, 2].map(x, x * 2)", json!([2, 4])),
+            ("{'b': 1, 'a': 2}", json!({"a": 2, "b": 1})),
+        ] {
+            let expr = Expr::compile(source).unwrap();
+            assert_eq!(expr.analysis.constant, Some(value.clone()), "{source}");
+            assert_eq!(expr.eval(&vars).unwrap(), value, "{source}");
+        }
+        // Not constant: it names a variable.
+        assert_eq!(
+            Expr::compile("state.count").unwrap().analysis.constant,
+            None
+        );
+        // A constant that fails is reported when it runs, as before.
+        let failing = Expr::compile("1 / 0").unwrap();
+        assert_eq!(failing.analysis.constant, None);
+        let error = failing.eval(&vars).unwrap_err();
+        assert!(matches!(error, ExprError::Eval { .. }), "{error}");
     }
 
     #[test]
