@@ -6,10 +6,13 @@
 //! - The exactly-once guard is a `BEFORE INSERT` trigger on `checkpoints`
 //!   that locks the run row (`FOR UPDATE`), so of two writers of the same
 //!   seq the second waits for the first and is then refused.
-//! - A commit is a handful of statements in one transaction: the checkpoint
-//!   (guarded), then one statement that moves the run (fenced by the lease
-//!   when the handle carries one), writes the step row and upserts the task
-//!   row, then journal entries (one `UNNEST` insert) and artifacts.
+//! - A checkpoint commit is one statement ([`CHECKPOINT_STATEMENT`]) in an
+//!   implicit transaction, so one round trip with its COMMIT: it inserts the
+//!   checkpoint (guarded, and fenced by the lease when the handle carries
+//!   one), moves the run, writes the step row and upserts the task row.
+//!   Journal entries and artifacts (rare) follow in an explicit transaction.
+//!   `create_run` and `finish_run` are one statement each too. Concurrent
+//!   commits are batched (`postgres/group.rs`).
 //! - Lease times use the database's clock, so workers on different machines
 //!   agree on expiry.
 //! - Connection failures are retried with backoff for up to [`RETRY_FOR`]
@@ -73,6 +76,44 @@ const RUN_COLUMNS: &str = "id, scenario_name, scenario_path, scenario_digest, st
 
 /// The message of the `checkpoints_in_sequence` trigger (migration 0001).
 const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";
+
+/// One checkpoint commit as one statement. The checkpoint is inserted from
+/// the run's row, locked (`FOR UPDATE`) and only while the lease fence
+/// holds ($5 owner, $6 generation; NULL: no fence), so a fenced-out commit
+/// writes nothing; the sequence trigger then checks seq against the locked
+/// row. Everything else hangs off the inserted checkpoint: the run moves
+/// (`last_seq`, `current_node`), the step row is written and the task row
+/// upserted. It returns a row exactly when the commit went through. The
+/// run's row is read (in `c`) before it is moved (in `r`, which reads `c`),
+/// so the trigger sees the last seq before this one.
+const CHECKPOINT_STATEMENT: &str = "\
+    WITH c AS ( \
+        INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
+            changes, state_hash, visits, bytes, created_at) \
+        SELECT id, $2, $18, $19, $21, $22, $23, $20, $24, $25, $4 FROM runs \
+        WHERE id = $1 AND ($5::text IS NULL \
+            OR (lease_owner = $5 AND lease_generation = $6)) \
+        FOR UPDATE \
+        RETURNING run_id), \
+    r AS ( \
+        UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
+            status = 'running' \
+        FROM c WHERE runs.id = c.run_id \
+        RETURNING runs.id, COALESCE(runs.task_id, runs.id) AS task_id), \
+    s AS ( \
+        INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
+            duration_us, input_hash, output_hash, error, fuel_consumed, \
+            memory_peak_bytes, detail) \
+        SELECT r.id, $2, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM r), \
+    t AS ( \
+        INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, \
+            state_hash, updated_at) \
+        SELECT r.task_id, r.id, $2, $18, $19, $20, $4 FROM r \
+        ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
+            seq = excluded.seq, node_id = excluded.node_id, \
+            next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
+            updated_at = excluded.updated_at) \
+    SELECT 1 FROM r";
 
 mod group;
 
@@ -284,45 +325,20 @@ impl PgStore {
             &BTreeMap::new(),
         );
         let hash = state_hash(&run.initial_state);
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| self.error(e, &action))?;
+        // One statement, so one round trip with its COMMIT: the run, its
+        // checkpoint 0 and its task row.
         let inserted = sqlx::query(
-            "INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
-             current_node, last_seq, created_at, updated_at, task_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $9)",
-        )
-        .bind(&run.id)
-        .bind(&run.scenario_name)
-        .bind(&run.scenario_path)
-        .bind(&run.scenario_digest)
-        .bind(status.as_str())
-        .bind(run.input.to_string())
-        .bind(&run.start_node)
-        .bind(now)
-        .bind(task_id)
-        .execute(&mut *tx)
-        .await;
-        if let Err(e) = inserted {
-            return Err(match &e {
-                sqlx::Error::Database(d) if d.kind() == ErrorKind::UniqueViolation => {
-                    StoreError::Conflict {
-                        db: self.db.clone(),
-                        run_id: run.id.clone(),
-                        message: "a run with this id already exists".into(),
-                    }
-                }
-                _ => self.error(e, &action),
-            });
-        }
-        sqlx::query(
-            "WITH c AS (INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, \
-                 state, changes, state_hash, visits, bytes, created_at) \
-                 VALUES ($1, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10)) \
+            "WITH r AS ( \
+                 INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, \
+                     input, current_node, last_seq, created_at, updated_at, task_id) \
+                 VALUES ($1, $12, $13, $14, $15, $16, $17, 0, $10, $10, $11) \
+                 RETURNING id, COALESCE(task_id, id) AS task_id), \
+             c AS ( \
+                 INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, \
+                     state, changes, state_hash, visits, bytes, created_at) \
+                 SELECT r.id, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM r) \
              INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
-                 updated_at) VALUES (COALESCE($11, $1), $1, 0, $2, $3, $7, $10) \
+                 updated_at) SELECT r.task_id, r.id, 0, $2, $3, $7, $10 FROM r \
              ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
                  node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
                  state_hash = excluded.state_hash, updated_at = excluded.updated_at",
@@ -338,10 +354,28 @@ impl PgStore {
         .bind(encoded.bytes as i64)
         .bind(now)
         .bind(task_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| self.error(e, &action))?;
-        tx.commit().await.map_err(|e| self.error(e, &action))
+        .bind(&run.scenario_name)
+        .bind(&run.scenario_path)
+        .bind(&run.scenario_digest)
+        .bind(status.as_str())
+        .bind(run.input.to_string())
+        .bind(&run.start_node)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(d))
+                if d.kind() == ErrorKind::UniqueViolation
+                    && d.constraint() == Some("runs_pkey") =>
+            {
+                Err(StoreError::Conflict {
+                    db: self.db.clone(),
+                    run_id: run.id.clone(),
+                    message: "a run with this id already exists".into(),
+                })
+            }
+            Err(e) => Err(self.error(e, &action)),
+        }
     }
 
     pub async fn commit_step(
@@ -437,6 +471,9 @@ impl PgStore {
         self.commit_direct(prepared, &[], &[]).await
     }
 
+    /// One commit in a transaction of its own. Without journal entries or
+    /// artifacts that is one statement ([`CHECKPOINT_STATEMENT`]) in an
+    /// implicit transaction: one round trip, COMMIT included.
     async fn commit_direct(
         &self,
         p: &Prepared,
@@ -456,118 +493,60 @@ impl PgStore {
             None => (None, None),
         };
         let now = now_ms();
+        let statement = sqlx::query_scalar::<_, i32>(CHECKPOINT_STATEMENT)
+            .bind(run_id)
+            .bind(seq)
+            .bind(&p.current_node)
+            .bind(now)
+            .bind(fence_owner)
+            .bind(fence_generation)
+            .bind(&step.node_id)
+            .bind(step.attempt)
+            .bind(&step.status)
+            .bind(step.started_at)
+            .bind(step.duration_us)
+            .bind(&step.input_hash)
+            .bind(&step.output_hash)
+            .bind(&step.error)
+            .bind(step.fuel_consumed)
+            .bind(step.memory_peak_bytes)
+            .bind(&step.detail)
+            .bind(&p.node_id)
+            .bind(&p.next_nodes)
+            .bind(&p.state_hash)
+            .bind(p.is_snapshot)
+            .bind(&p.state)
+            .bind(&p.changes)
+            .bind(&p.visits)
+            .bind(p.bytes);
+
+        if journal.is_empty() && artifacts.is_empty() {
+            // Nothing is written before COMMIT that is not in this one
+            // statement, so "inside the commit" is just before it.
+            crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
+            let moved = statement.fetch_optional(&self.pool).await;
+            return match moved {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err(self.why_fenced_out(p, &action).await),
+                Err(e) => Err(self.why_refused(p, e, &action).await),
+            };
+        }
 
         let mut tx = self
             .pool
             .begin()
             .await
             .map_err(|e| self.error(e, &action))?;
-        // The trigger refuses the checkpoint unless seq is last_seq + 1 of an
-        // active run, and locks the run row until COMMIT.
-        let written = sqlx::query(
-            "INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
-             changes, state_hash, visits, bytes, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(run_id)
-        .bind(seq)
-        .bind(&p.node_id)
-        .bind(&p.next_nodes)
-        .bind(p.is_snapshot)
-        .bind(&p.state)
-        .bind(&p.changes)
-        .bind(&p.state_hash)
-        .bind(&p.visits)
-        .bind(p.bytes)
-        .bind(now)
-        .execute(&mut *tx)
-        .await;
-        if let Err(e) = written {
-            if is_sequence_guard(&e) {
+        match statement.fetch_optional(&mut *tx).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
                 drop(tx);
-                // A runner that lost its lease hears that first, whatever
-                // else moved on since.
-                if let Some(fence) = fence
-                    && let Ok(Some((holder, generation, expires))) =
-                        sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
-                            "SELECT lease_owner, lease_generation, lease_expires_at \
-                             FROM runs WHERE id = $1",
-                        )
-                        .bind(run_id)
-                        .fetch_optional(&self.pool)
-                        .await
-                    && !holds(fence, holder.as_deref(), generation)
-                {
-                    return Err(lease_lost(
-                        &self.db,
-                        fence,
-                        holder.as_deref(),
-                        generation,
-                        expires,
-                    ));
-                }
-                return Err(self.why_not_next(run_id, seq as u64).await);
+                return Err(self.why_fenced_out(p, &action).await);
             }
-            return Err(self.error(e, &action));
-        }
-        // Move the run (only if the lease is still ours), record the step
-        // and upsert the task row, in one statement.
-        let moved: Option<i32> = sqlx::query_scalar(
-            "WITH r AS ( \
-                 UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
-                     status = 'running' \
-                 WHERE id = $1 AND ($5::text IS NULL \
-                     OR (lease_owner = $5 AND lease_generation = $6)) \
-                 RETURNING id, COALESCE(task_id, id) AS task_id), \
-             s AS ( \
-                 INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
-                     duration_us, input_hash, output_hash, error, fuel_consumed, \
-                     memory_peak_bytes, detail) \
-                 SELECT r.id, $2, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM r), \
-             t AS ( \
-                 INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, \
-                     state_hash, updated_at) \
-                 SELECT r.task_id, r.id, $2, $18, $19, $20, $4 FROM r \
-                 ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
-                     seq = excluded.seq, node_id = excluded.node_id, \
-                     next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
-                     updated_at = excluded.updated_at) \
-             SELECT 1 FROM r",
-        )
-        .bind(run_id)
-        .bind(seq)
-        .bind(&p.current_node)
-        .bind(now)
-        .bind(fence_owner)
-        .bind(fence_generation)
-        .bind(&step.node_id)
-        .bind(step.attempt)
-        .bind(&step.status)
-        .bind(step.started_at)
-        .bind(step.duration_us)
-        .bind(&step.input_hash)
-        .bind(&step.output_hash)
-        .bind(&step.error)
-        .bind(step.fuel_consumed)
-        .bind(step.memory_peak_bytes)
-        .bind(&step.detail)
-        .bind(&p.node_id)
-        .bind(&p.next_nodes)
-        .bind(&p.state_hash)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(|e| self.error(e, &action))?;
-        if moved.is_none() {
-            // Only the fence can stop it here: the trigger found the run.
-            let fence = fence.expect("the run row exists, so only the fence refuses");
-            let (holder, generation, expires) = self.lease_of(&mut tx, run_id, &action).await?;
-            return Err(lease_lost(
-                &self.db,
-                fence,
-                holder.as_deref(),
-                generation,
-                expires,
-            ));
+            Err(e) => {
+                drop(tx);
+                return Err(self.why_refused(p, e, &action).await);
+            }
         }
         if !journal.is_empty() {
             let mut seqs = Vec::with_capacity(journal.len());
@@ -609,24 +588,53 @@ impl PgStore {
         tx.commit().await.map_err(|e| self.error(e, &action))
     }
 
-    /// The run's lease columns, read in `conn`'s transaction.
-    async fn lease_of(
-        &self,
-        conn: &mut PgConnection,
-        run_id: &str,
-        action: &str,
-    ) -> Result<(Option<String>, i64, Option<i64>), StoreError> {
-        sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
+    /// Why [`CHECKPOINT_STATEMENT`] wrote nothing: the run is missing, or
+    /// the fence no longer holds (read after the fact, for the message).
+    async fn why_fenced_out(&self, p: &Prepared, action: &str) -> StoreError {
+        let row = sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
             "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1",
         )
-        .bind(run_id)
-        .fetch_optional(conn)
-        .await
-        .map_err(|e| self.error(e, action))?
-        .ok_or_else(|| StoreError::RunNotFound {
-            db: self.db.clone(),
-            run_id: run_id.to_owned(),
-        })
+        .bind(&p.run_id)
+        .fetch_optional(&self.pool)
+        .await;
+        match (row, &p.fence) {
+            (Err(e), _) => self.error(e, action),
+            (Ok(None), _) => StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: p.run_id.clone(),
+            },
+            (Ok(Some((holder, generation, expires))), Some(fence)) => {
+                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+            }
+            // Without a fence only a missing run writes nothing.
+            (Ok(Some(_)), None) => StoreError::Conflict {
+                db: self.db.clone(),
+                run_id: p.run_id.clone(),
+                message: format!("checkpoint {} was not written", p.seq),
+            },
+        }
+    }
+
+    /// A refused [`CHECKPOINT_STATEMENT`] in words: a lost lease first,
+    /// whatever else moved on since; then why the sequence guard refused.
+    async fn why_refused(&self, p: &Prepared, e: sqlx::Error, action: &str) -> StoreError {
+        if !is_sequence_guard(&e) {
+            return self.error(e, action);
+        }
+        if let Some(fence) = &p.fence
+            && let Ok(Some((holder, generation, expires))) =
+                sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
+                    "SELECT lease_owner, lease_generation, lease_expires_at \
+                     FROM runs WHERE id = $1",
+                )
+                .bind(&p.run_id)
+                .fetch_optional(&self.pool)
+                .await
+            && !holds(fence, holder.as_deref(), generation)
+        {
+            return lease_lost(&self.db, fence, holder.as_deref(), generation, expires);
+        }
+        self.why_not_next(&p.run_id, p.seq as u64).await
     }
 
     /// Why the sequence guard refused a checkpoint.
@@ -733,11 +741,6 @@ impl PgStore {
             ),
             None => (None, None),
         };
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| self.error(e, &action))?;
         let updated = sqlx::query(&format!(
             "UPDATE runs SET status = $2, result = $3, error = $4, lease_owner = NULL, \
              lease_expires_at = NULL, heartbeat_at = NULL, updated_at = $5 \
@@ -751,7 +754,7 @@ impl PgStore {
         .bind(now_ms())
         .bind(fence_owner)
         .bind(fence_generation)
-        .execute(&mut *tx)
+        .execute(&self.pool)
         .await
         .map_err(|e| self.error(e, &action))?;
         if updated.rows_affected() != 1 {
@@ -760,7 +763,7 @@ impl PgStore {
                  FROM runs WHERE id = $1",
             )
             .bind(run_id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&self.pool)
             .await
             .map_err(|e| self.error(e, &action))?;
             return Err(match (current, fence) {
@@ -768,9 +771,12 @@ impl PgStore {
                     db: self.db.clone(),
                     run_id: run_id.to_owned(),
                 },
+                // The lease changed hands (even if the new holder has since
+                // finished the run), or it is gone from an unfinished run.
                 (Some((current, holder, generation, expires)), Some(fence))
-                    if !current.parse().is_ok_and(RunStatus::is_finished)
-                        && !holds(fence, holder.as_deref(), generation) =>
+                    if u64::try_from(generation) != Ok(fence.generation)
+                        || (!current.parse().is_ok_and(RunStatus::is_finished)
+                            && !holds(fence, holder.as_deref(), generation)) =>
                 {
                     lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
                 }
@@ -781,7 +787,7 @@ impl PgStore {
                 },
             });
         }
-        tx.commit().await.map_err(|e| self.error(e, &action))
+        Ok(())
     }
 
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
