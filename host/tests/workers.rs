@@ -509,3 +509,101 @@ async fn resume_is_refused_while_a_worker_runs_the_run() {
     let store = Store::open(&db).await.unwrap();
     assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
 }
+
+/// Workers creating and finishing many runs at once share statements (group
+/// commit), yet each write keeps its own verdict: a duplicate run id is
+/// refused, a fenced finish of a run taken over is told its lease was lost,
+/// a second finish is a conflict, and two runs of one task leave one task row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouped_creates_and_finishes_keep_their_own_verdicts() {
+    use support::fixtures::new_run;
+    let db = support::pg::fresh_database().await;
+    let store = Store::open(&db).await.unwrap();
+    let ids: Vec<String> = (0..40).map(|i| format!("r{i:02}")).collect();
+
+    // Every run created twice at once, r00 and r01 for one task.
+    let mut creating = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        for _ in 0..2 {
+            let (store, run) = (store.clone(), new_run(id, json!({"n": i})));
+            let task = (i < 2).then_some("shared");
+            creating.push(tokio::spawn(async move {
+                store.enqueue_run_for_task(&run, task).await
+            }));
+        }
+    }
+    let mut created = 0;
+    for task in creating {
+        match task.await.unwrap() {
+            Ok(()) => created += 1,
+            Err(e) => assert!(e.is_conflict(), "{e}"),
+        }
+    }
+    assert_eq!(created, ids.len());
+    for id in &ids {
+        let run = store.run(id).await.unwrap().unwrap();
+        assert_eq!((run.status, run.last_seq), (RunStatus::Queued, 0), "{id}");
+        assert_eq!(store.latest_state(id).await.unwrap().unwrap().seq, 0);
+    }
+    let shared = store.current_checkpoint("shared").await.unwrap().unwrap();
+    assert!(
+        ["r00", "r01"].contains(&shared.run_id.as_str()),
+        "{shared:?}"
+    );
+
+    // r39's first holder lost its lease to a second one.
+    let first = store
+        .acquire_lease("r39", "first", Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store
+        .acquire_lease("r39", "second", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let stale = store.fenced(first);
+
+    // Every run finished twice at once (r39 once, by its stale holder).
+    let mut finishing = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let copies = if i == 39 { 1 } else { 2 };
+        for _ in 0..copies {
+            let handle = if i == 39 {
+                stale.clone()
+            } else {
+                store.clone()
+            };
+            let (id, result) = (id.clone(), json!({"n": i}));
+            finishing.push((
+                i,
+                tokio::spawn(async move {
+                    handle
+                        .finish_run(&id, RunStatus::Completed, Some(&result), None)
+                        .await
+                }),
+            ));
+        }
+    }
+    let mut finished = vec![0; ids.len()];
+    for (i, task) in finishing {
+        match task.await.unwrap() {
+            Ok(()) => finished[i] += 1,
+            Err(e) if i == 39 => assert!(e.is_lease_lost(), "{e}"),
+            Err(e) => assert!(e.is_conflict(), "{e}"),
+        }
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let run = store.run(id).await.unwrap().unwrap();
+        if i == 39 {
+            assert_eq!(finished[i], 0);
+            assert_eq!(run.status, RunStatus::Running);
+            assert_eq!(run.lease_owner.as_deref(), Some("second"));
+        } else {
+            assert_eq!(finished[i], 1, "{id}");
+            assert_eq!(run.status, RunStatus::Completed);
+            assert_eq!(run.result, Some(json!({"n": i})));
+            assert_eq!(run.lease_owner, None);
+        }
+    }
+    store.close().await;
+}

@@ -144,6 +144,37 @@ struct Prepared {
     fence: Option<Lease>,
 }
 
+/// A new run, converted and encoded, ready to bind.
+#[derive(Debug)]
+struct PreparedRun {
+    id: String,
+    scenario_name: String,
+    scenario_path: String,
+    scenario_digest: String,
+    status: String,
+    input: String,
+    start_node: String,
+    task_id: Option<String>,
+    next_nodes: String,
+    is_snapshot: bool,
+    state: Option<String>,
+    changes: String,
+    state_hash: String,
+    visits: String,
+    bytes: i64,
+}
+
+/// A run's final status, ready to bind.
+#[derive(Debug)]
+struct PreparedFinish {
+    run_id: String,
+    status: String,
+    result: Option<String>,
+    error: Option<String>,
+    fence_generation: Option<i64>,
+    fence: Option<Lease>,
+}
+
 impl PgStore {
     pub async fn open(
         url: &str,
@@ -315,8 +346,6 @@ impl PgStore {
         status: RunStatus,
         task_id: Option<&str>,
     ) -> Result<(), StoreError> {
-        let action = format!("creating run `{}`", run.id);
-        let now = now_ms();
         let encoded = EncodedCheckpoint::new(
             0,
             std::slice::from_ref(&run.start_node),
@@ -324,9 +353,33 @@ impl PgStore {
             &run.initial_state,
             &BTreeMap::new(),
         );
-        let hash = state_hash(&run.initial_state);
-        // One statement, so one round trip with its COMMIT: the run, its
-        // checkpoint 0 and its task row.
+        let prepared = PreparedRun {
+            id: run.id.clone(),
+            scenario_name: run.scenario_name.clone(),
+            scenario_path: run.scenario_path.clone(),
+            scenario_digest: run.scenario_digest.clone(),
+            status: status.as_str().to_owned(),
+            input: run.input.to_string(),
+            start_node: run.start_node.clone(),
+            task_id: task_id.map(str::to_owned),
+            next_nodes: encoded.next_nodes,
+            is_snapshot: encoded.is_snapshot,
+            state: encoded.state,
+            changes: encoded.changes,
+            state_hash: state_hash(&run.initial_state),
+            visits: encoded.visits,
+            bytes: encoded.bytes as i64,
+        };
+        match &self.group {
+            Some(group) => group.create(prepared, &self.db).await,
+            None => self.insert_run(&prepared).await,
+        }
+    }
+
+    /// Creates one run as one statement, so one round trip with its
+    /// COMMIT: the run, its checkpoint 0 and its task row.
+    async fn insert_run(&self, run: &PreparedRun) -> Result<(), StoreError> {
+        let now = now_ms();
         let inserted = sqlx::query(
             "WITH r AS ( \
                  INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, \
@@ -345,20 +398,20 @@ impl PgStore {
         )
         .bind(&run.id)
         .bind(START_NODE)
-        .bind(&encoded.next_nodes)
-        .bind(encoded.is_snapshot)
-        .bind(&encoded.state)
-        .bind(&encoded.changes)
-        .bind(&hash)
-        .bind(&encoded.visits)
-        .bind(encoded.bytes as i64)
+        .bind(&run.next_nodes)
+        .bind(run.is_snapshot)
+        .bind(&run.state)
+        .bind(&run.changes)
+        .bind(&run.state_hash)
+        .bind(&run.visits)
+        .bind(run.bytes)
         .bind(now)
-        .bind(task_id)
+        .bind(&run.task_id)
         .bind(&run.scenario_name)
         .bind(&run.scenario_path)
         .bind(&run.scenario_digest)
-        .bind(status.as_str())
-        .bind(run.input.to_string())
+        .bind(&run.status)
+        .bind(&run.input)
         .bind(&run.start_node)
         .execute(&self.pool)
         .await;
@@ -374,7 +427,7 @@ impl PgStore {
                     message: "a run with this id already exists".into(),
                 })
             }
-            Err(e) => Err(self.error(e, &action)),
+            Err(e) => Err(self.error(e, format_args!("creating run `{}`", run.id))),
         }
     }
 
@@ -733,61 +786,73 @@ impl PgStore {
         error: Option<&Value>,
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
-        let action = format!("finishing run `{run_id}` as {status}");
-        let (fence_owner, fence_generation) = match fence {
-            Some(lease) => (
-                Some(lease.owner.as_str()),
-                Some(self.int(lease.generation, "lease generation")?),
-            ),
-            None => (None, None),
+        let prepared = PreparedFinish {
+            run_id: run_id.to_owned(),
+            status: status.as_str().to_owned(),
+            result: result.map(Value::to_string),
+            error: error.map(Value::to_string),
+            fence_generation: fence
+                .map(|lease| self.int(lease.generation, "lease generation"))
+                .transpose()?,
+            fence: fence.cloned(),
         };
+        match &self.group {
+            Some(group) => group.finish(prepared, &self.db).await,
+            None => self.update_finished(&prepared).await,
+        }
+    }
+
+    /// Finishes one run as one statement (only an active run, and only
+    /// while the fence holds), then says why if it did not.
+    async fn update_finished(&self, p: &PreparedFinish) -> Result<(), StoreError> {
+        let action = format!("finishing run `{}` as {}", p.run_id, p.status);
         let updated = sqlx::query(&format!(
             "UPDATE runs SET status = $2, result = $3, error = $4, lease_owner = NULL, \
              lease_expires_at = NULL, heartbeat_at = NULL, updated_at = $5 \
              WHERE id = $1 AND status IN {ACTIVE} \
                AND ($6::text IS NULL OR (lease_owner = $6 AND lease_generation = $7))"
         ))
-        .bind(run_id)
-        .bind(status.as_str())
-        .bind(result.map(Value::to_string))
-        .bind(error.map(Value::to_string))
+        .bind(&p.run_id)
+        .bind(&p.status)
+        .bind(&p.result)
+        .bind(&p.error)
         .bind(now_ms())
-        .bind(fence_owner)
-        .bind(fence_generation)
+        .bind(p.fence.as_ref().map(|lease| lease.owner.as_str()))
+        .bind(p.fence_generation)
         .execute(&self.pool)
         .await
         .map_err(|e| self.error(e, &action))?;
-        if updated.rows_affected() != 1 {
-            let current = sqlx::query_as::<_, (String, Option<String>, i64, Option<i64>)>(
-                "SELECT status, lease_owner, lease_generation, lease_expires_at \
-                 FROM runs WHERE id = $1",
-            )
-            .bind(run_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| self.error(e, &action))?;
-            return Err(match (current, fence) {
-                (None, _) => StoreError::RunNotFound {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                },
-                // The lease changed hands (even if the new holder has since
-                // finished the run), or it is gone from an unfinished run.
-                (Some((current, holder, generation, expires)), Some(fence))
-                    if u64::try_from(generation) != Ok(fence.generation)
-                        || (!current.parse().is_ok_and(RunStatus::is_finished)
-                            && !holds(fence, holder.as_deref(), generation)) =>
-                {
-                    lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
-                }
-                (Some((current, ..)), _) => StoreError::Conflict {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                    message: format!("the run is already {current}"),
-                },
-            });
+        if updated.rows_affected() == 1 {
+            return Ok(());
         }
-        Ok(())
+        let current = sqlx::query_as::<_, (String, Option<String>, i64, Option<i64>)>(
+            "SELECT status, lease_owner, lease_generation, lease_expires_at \
+             FROM runs WHERE id = $1",
+        )
+        .bind(&p.run_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.error(e, &action))?;
+        Err(match (current, &p.fence) {
+            (None, _) => StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: p.run_id.clone(),
+            },
+            // The lease changed hands (even if the new holder has since
+            // finished the run), or it is gone from an unfinished run.
+            (Some((current, holder, generation, expires)), Some(fence))
+                if u64::try_from(generation) != Ok(fence.generation)
+                    || (!current.parse().is_ok_and(RunStatus::is_finished)
+                        && !holds(fence, holder.as_deref(), generation)) =>
+            {
+                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+            }
+            (Some((current, ..)), _) => StoreError::Conflict {
+                db: self.db.clone(),
+                run_id: p.run_id.clone(),
+                message: format!("the run is already {current}"),
+            },
+        })
     }
 
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {

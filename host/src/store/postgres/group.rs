@@ -22,23 +22,31 @@ use std::sync::Arc;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use super::{PgStore, Prepared, now_ms};
+use super::{ACTIVE, PgStore, Prepared, PreparedFinish, PreparedRun, START_NODE, now_ms};
 use crate::store::error::{StoreError, is_transient};
 
-/// Most commits in one transaction.
+/// Most writes of one kind in one statement.
 pub(super) const MAX_BATCH: usize = 64;
 /// Batches in flight at once (one can be in its fsync while the next builds).
 pub(super) const EXECUTORS: usize = 2;
 
-pub(super) struct Pending {
-    pub prepared: Prepared,
-    pub reply: oneshot::Sender<Result<(), StoreError>>,
+/// A queued write and where its outcome goes.
+pub(super) struct Queued<T> {
+    item: T,
+    reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// The writes that are grouped: checkpoint commits, new runs, finished runs.
+enum Op {
+    Checkpoint(Queued<Prepared>),
+    Create(Queued<PreparedRun>),
+    Finish(Queued<PreparedFinish>),
 }
 
 /// The queue in front of the executors.
 #[derive(Debug)]
 pub(super) struct Group {
-    tx: mpsc::UnboundedSender<Pending>,
+    tx: mpsc::UnboundedSender<Op>,
 }
 
 impl Group {
@@ -49,107 +57,195 @@ impl Group {
         Arc::new(Group { tx })
     }
 
-    /// Queues `prepared` and waits for its transaction's outcome.
+    /// Queues a checkpoint commit and waits for its transaction's outcome.
     pub async fn commit(&self, prepared: Prepared, db: &str) -> Result<(), StoreError> {
+        self.queue(Op::Checkpoint, prepared, db).await
+    }
+
+    /// Queues a new run and waits for its transaction's outcome.
+    pub async fn create(&self, run: PreparedRun, db: &str) -> Result<(), StoreError> {
+        self.queue(Op::Create, run, db).await
+    }
+
+    /// Queues a run's final status and waits for its transaction's outcome.
+    pub async fn finish(&self, finish: PreparedFinish, db: &str) -> Result<(), StoreError> {
+        self.queue(Op::Finish, finish, db).await
+    }
+
+    async fn queue<T>(&self, op: fn(Queued<T>) -> Op, item: T, db: &str) -> Result<(), StoreError> {
         let (reply, answer) = oneshot::channel();
         let closed = || StoreError::Database {
             db: db.to_owned(),
-            action: "committing a checkpoint".into(),
+            action: "writing to the database (group commit)".into(),
             source: sqlx::Error::PoolClosed,
         };
         self.tx
-            .send(Pending { prepared, reply })
+            .send(op(Queued { item, reply }))
             .map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
     }
 }
 
-async fn collect(store: PgStore, mut rx: mpsc::UnboundedReceiver<Pending>) {
+async fn collect(store: PgStore, mut rx: mpsc::UnboundedReceiver<Op>) {
     let slots = Arc::new(Semaphore::new(EXECUTORS));
     while let Some(first) = rx.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
         // Everything that queued while the executors were busy.
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(pending) => batch.push(pending),
-                Err(_) => break,
+        let (mut checkpoints, mut creates, mut finishes) = (Vec::new(), Vec::new(), Vec::new());
+        let mut next = Some(first);
+        while let Some(op) = next.take() {
+            match op {
+                Op::Checkpoint(q) => checkpoints.push(q),
+                Op::Create(q) => creates.push(q),
+                Op::Finish(q) => finishes.push(q),
+            }
+            if checkpoints.len().max(creates.len()).max(finishes.len()) < MAX_BATCH {
+                next = rx.try_recv().ok();
             }
         }
         let store = store.clone();
+        // Each kind is one statement; the three run side by side and share
+        // the server's WAL flush.
         tokio::spawn(async move {
-            store.commit_batch(batch).await;
+            tokio::join!(
+                store.settle(checkpoints),
+                store.settle(creates),
+                store.settle(finishes),
+            );
             drop(slot);
         });
     }
 }
 
+/// A kind of grouped write: how one is written alone (the ordinary path,
+/// with its own verdict) and how a batch is written as one statement.
+trait Batched: Sized {
+    /// The run it writes to: a run appears at most once per statement.
+    fn run_id(&self) -> &str;
+    fn describe(&self) -> String;
+    async fn alone(&self, store: &PgStore) -> Result<(), StoreError>;
+    /// Writes the batch and returns the ordinals (from 1) of the items it
+    /// wrote; the others wrote nothing and are written alone for their
+    /// verdict.
+    async fn write(store: &PgStore, batch: &[Queued<Self>]) -> Result<Vec<i64>, sqlx::Error>;
+}
+
+impl Batched for Prepared {
+    fn run_id(&self) -> &str {
+        &self.run_id
+    }
+    fn describe(&self) -> String {
+        format!(
+            "committing checkpoint {} of run `{}` (in a group of commits)",
+            self.seq, self.run_id
+        )
+    }
+    async fn alone(&self, store: &PgStore) -> Result<(), StoreError> {
+        store.commit_prepared(self).await
+    }
+    async fn write(store: &PgStore, batch: &[Queued<Self>]) -> Result<Vec<i64>, sqlx::Error> {
+        store.write_checkpoints(batch).await
+    }
+}
+
+impl Batched for PreparedRun {
+    fn run_id(&self) -> &str {
+        &self.id
+    }
+    fn describe(&self) -> String {
+        format!("creating run `{}` (in a group of writes)", self.id)
+    }
+    async fn alone(&self, store: &PgStore) -> Result<(), StoreError> {
+        store.insert_run(self).await
+    }
+    async fn write(store: &PgStore, batch: &[Queued<Self>]) -> Result<Vec<i64>, sqlx::Error> {
+        store.write_creates(batch).await
+    }
+}
+
+impl Batched for PreparedFinish {
+    fn run_id(&self) -> &str {
+        &self.run_id
+    }
+    fn describe(&self) -> String {
+        format!(
+            "finishing run `{}` as {} (in a group of writes)",
+            self.run_id, self.status
+        )
+    }
+    async fn alone(&self, store: &PgStore) -> Result<(), StoreError> {
+        store.update_finished(self).await
+    }
+    async fn write(store: &PgStore, batch: &[Queued<Self>]) -> Result<Vec<i64>, sqlx::Error> {
+        store.write_finishes(batch).await
+    }
+}
+
 impl PgStore {
-    async fn commit_batch(&self, batch: Vec<Pending>) {
-        if batch.len() == 1 {
-            let pending = batch.into_iter().next().expect("one");
-            let result = self.commit_prepared(&pending.prepared).await;
-            let _ = pending.reply.send(result);
+    /// Writes `batch` and answers every caller.
+    async fn settle<T: Batched>(&self, batch: Vec<Queued<T>>) {
+        if batch.len() <= 1 {
+            for queued in batch {
+                self.alone(queued).await;
+            }
             return;
         }
-        // Two commits of one run never share a statement (only two runners
-        // of the same run produce them, and one of them is fenced out): the
-        // later ones go alone once the batch is done, and meet its result.
+        // Two writes to one run never share a statement (two commits of one
+        // run only come from two runners, one of them fenced out): the later
+        // ones go alone once the batch is done, and meet its result.
         let mut seen = HashSet::new();
-        let (batch, again): (Vec<Pending>, Vec<Pending>) = batch
+        let (batch, again): (Vec<Queued<T>>, Vec<Queued<T>>) = batch
             .into_iter()
-            .partition(|p| seen.insert(p.prepared.run_id.clone()));
-        match self.write_batch(&batch).await {
+            .partition(|q| seen.insert(q.item.run_id().to_owned()));
+        match T::write(self, &batch).await {
             Ok(written) => {
-                for (i, pending) in batch.into_iter().enumerate() {
+                for (i, queued) in batch.into_iter().enumerate() {
                     if written.contains(&(i as i64 + 1)) {
-                        let _ = pending.reply.send(Ok(()));
+                        let _ = queued.reply.send(Ok(()));
                     } else {
-                        // Fenced out, or its run is gone: alone, it hears why.
-                        self.commit_alone(pending).await;
+                        // Fenced out, its run is gone or already there:
+                        // alone, it hears why.
+                        self.alone(queued).await;
                     }
                 }
             }
             Err(e) if is_transient(&e) => {
-                // Every commit of the failed transaction hears why, with the
+                // Every write of the failed transaction hears why, with the
                 // same transient verdict, so each retries on its own.
-                for pending in batch {
+                for queued in batch {
                     let error = self.error(
                         sqlx::Error::Io(std::io::Error::other(e.to_string())),
-                        format_args!(
-                            "committing checkpoint {} of run `{}` (in a group of commits)",
-                            pending.prepared.seq, pending.prepared.run_id
-                        ),
+                        queued.item.describe(),
                     );
-                    let _ = pending.reply.send(Err(error));
+                    let _ = queued.reply.send(Err(error));
                 }
             }
             // The database refused the batch (a commit out of sequence, a
-            // finished run): each commit alone gets its own verdict.
+            // finished run): each write alone gets its own verdict.
             Err(_) => {
-                for pending in batch {
-                    self.commit_alone(pending).await;
+                for queued in batch {
+                    self.alone(queued).await;
                 }
             }
         }
-        for pending in again {
-            self.commit_alone(pending).await;
+        for queued in again {
+            self.alone(queued).await;
         }
     }
 
-    async fn commit_alone(&self, pending: Pending) {
-        let result = self.commit_prepared(&pending.prepared).await;
-        let _ = pending.reply.send(result);
+    async fn alone<T: Batched>(&self, queued: Queued<T>) {
+        let result = queued.item.alone(self).await;
+        let _ = queued.reply.send(result);
     }
 
     /// Writes the batch in one statement (one implicit transaction) and
     /// returns the ordinals (from 1) of the commits it wrote: the others
     /// were fenced out or their run is missing, and wrote nothing. A commit
     /// out of sequence fails the whole statement.
-    async fn write_batch(&self, batch: &[Pending]) -> Result<Vec<i64>, sqlx::Error> {
-        let c: Vec<&Prepared> = batch.iter().map(|p| &p.prepared).collect();
+    async fn write_checkpoints(&self, batch: &[Queued<Prepared>]) -> Result<Vec<i64>, sqlx::Error> {
+        let c: Vec<&Prepared> = batch.iter().map(|q| &q.item).collect();
         let text = |f: fn(&Prepared) -> String| -> Vec<String> { c.iter().map(|p| f(p)).collect() };
         let opt = |f: fn(&Prepared) -> Option<String>| -> Vec<Option<String>> {
             c.iter().map(|p| f(p)).collect()
@@ -194,7 +290,113 @@ impl PgStore {
             .fetch_all(&self.pool)
             .await
     }
+
+    /// New runs in one statement ([`CREATE_STATEMENT`]).
+    async fn write_creates(&self, batch: &[Queued<PreparedRun>]) -> Result<Vec<i64>, sqlx::Error> {
+        let c: Vec<&PreparedRun> = batch.iter().map(|q| &q.item).collect();
+        let text =
+            |f: fn(&PreparedRun) -> String| -> Vec<String> { c.iter().map(|r| f(r)).collect() };
+        let opt = |f: fn(&PreparedRun) -> Option<String>| -> Vec<Option<String>> {
+            c.iter().map(|r| f(r)).collect()
+        };
+        sqlx::query_scalar(CREATE_STATEMENT)
+            .bind(text(|r| r.id.clone()))
+            .bind(text(|r| r.scenario_name.clone()))
+            .bind(text(|r| r.scenario_path.clone()))
+            .bind(text(|r| r.scenario_digest.clone()))
+            .bind(text(|r| r.status.clone()))
+            .bind(text(|r| r.input.clone()))
+            .bind(text(|r| r.start_node.clone()))
+            .bind(opt(|r| r.task_id.clone()))
+            .bind(text(|r| r.next_nodes.clone()))
+            .bind(c.iter().map(|r| r.is_snapshot).collect::<Vec<bool>>())
+            .bind(opt(|r| r.state.clone()))
+            .bind(text(|r| r.changes.clone()))
+            .bind(text(|r| r.state_hash.clone()))
+            .bind(text(|r| r.visits.clone()))
+            .bind(c.iter().map(|r| r.bytes).collect::<Vec<i64>>())
+            .bind(now_ms())
+            .bind(START_NODE)
+            .fetch_all(&self.pool)
+            .await
+    }
+
+    /// Final statuses in one statement ([`FINISH_STATEMENT`]).
+    async fn write_finishes(
+        &self,
+        batch: &[Queued<PreparedFinish>],
+    ) -> Result<Vec<i64>, sqlx::Error> {
+        let c: Vec<&PreparedFinish> = batch.iter().map(|q| &q.item).collect();
+        let opt = |f: fn(&PreparedFinish) -> Option<String>| -> Vec<Option<String>> {
+            c.iter().map(|p| f(p)).collect()
+        };
+        sqlx::query_scalar(FINISH_STATEMENT.as_str())
+            .bind(c.iter().map(|p| p.run_id.clone()).collect::<Vec<String>>())
+            .bind(c.iter().map(|p| p.status.clone()).collect::<Vec<String>>())
+            .bind(opt(|p| p.result.clone()))
+            .bind(opt(|p| p.error.clone()))
+            .bind(opt(|p| p.fence.as_ref().map(|f| f.owner.clone())))
+            .bind(
+                c.iter()
+                    .map(|p| p.fence_generation)
+                    .collect::<Vec<Option<i64>>>(),
+            )
+            .bind(now_ms())
+            .fetch_all(&self.pool)
+            .await
+    }
 }
+
+/// `insert_run` for many runs: a run whose id exists already is left out
+/// (`ON CONFLICT DO NOTHING`) and then created alone, which reports it.
+/// The task rows get the batch's last run for each task.
+const CREATE_STATEMENT: &str = "\
+    WITH u AS ( \
+        SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+            $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[], $11::text[], \
+            $12::text[], $13::text[], $14::text[], $15::bigint[]) WITH ORDINALITY \
+        AS u(id, scenario_name, scenario_path, scenario_digest, status, input, start_node, \
+            task_id, next_nodes, is_snapshot, state, changes, state_hash, visits, bytes, \
+            ord)), \
+    r AS ( \
+        INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
+            current_node, last_seq, created_at, updated_at, task_id) \
+        SELECT id, scenario_name, scenario_path, scenario_digest, status, input, \
+            start_node, 0, $16, $16, task_id FROM u ORDER BY ord \
+        ON CONFLICT (id) DO NOTHING \
+        RETURNING id, COALESCE(task_id, id) AS task_id), \
+    c AS ( \
+        INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
+            changes, state_hash, visits, bytes, created_at) \
+        SELECT u.id, 0, $17, u.next_nodes, u.is_snapshot, u.state, u.changes, \
+            u.state_hash, u.visits, u.bytes, $16 \
+        FROM r JOIN u ON u.id = r.id), \
+    t AS ( \
+        INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, \
+            state_hash, updated_at) \
+        SELECT DISTINCT ON (r.task_id) r.task_id, r.id, 0, $17, u.next_nodes, \
+            u.state_hash, $16 \
+        FROM r JOIN u ON u.id = r.id ORDER BY r.task_id, u.ord DESC \
+        ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
+            seq = excluded.seq, node_id = excluded.node_id, \
+            next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
+            updated_at = excluded.updated_at) \
+    SELECT u.ord FROM r JOIN u ON u.id = r.id";
+
+/// `update_finished` for many runs: a run that is not active, or whose
+/// fence does not hold, is left out and then finished alone, which says why.
+static FINISH_STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "UPDATE runs SET status = u.status, result = u.result, error = u.error, \
+             lease_owner = NULL, lease_expires_at = NULL, heartbeat_at = NULL, updated_at = $7 \
+         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+             $6::bigint[]) WITH ORDINALITY AS u(id, status, result, error, owner, generation, ord) \
+         WHERE runs.id = u.id AND runs.status IN {ACTIVE} \
+             AND (u.owner IS NULL \
+                 OR (runs.lease_owner = u.owner AND runs.lease_generation = u.generation)) \
+         RETURNING u.ord"
+    )
+});
 
 /// [`CHECKPOINT_STATEMENT`](super::CHECKPOINT_STATEMENT) for many runs (one
 /// commit per run): every column is an array, `u` numbers the commits. The
