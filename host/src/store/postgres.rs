@@ -74,6 +74,13 @@ const RUN_COLUMNS: &str = "id, scenario_name, scenario_path, scenario_digest, st
      result, error, current_node, last_seq, lease_owner, lease_expires_at, lease_generation, \
      created_at, updated_at";
 
+/// The run ($1) while the lease fence ($2 owner, $3 generation; NULL: no
+/// fence) holds, locked against a takeover (`FOR SHARE`) until COMMIT: the
+/// guard of writes that belong to a run but are not checkpoints (failed
+/// steps, map items, artifacts).
+const FENCED_RUN: &str = "SELECT id FROM runs WHERE id = $1 \
+     AND ($2::text IS NULL OR (lease_owner = $2 AND lease_generation = $3)) FOR SHARE";
+
 /// The message of the `checkpoints_in_sequence` trigger (migration 0001).
 const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";
 
@@ -724,18 +731,28 @@ impl PgStore {
         }
     }
 
-    pub async fn record_failed_step(&self, step: &StepRow) -> Result<(), StoreError> {
+    pub async fn record_failed_step(
+        &self,
+        step: &StepRow,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
         let action = format!("recording a failed step of run `{}`", step.run_id);
         let b = self.step_binds(step)?;
+        let (owner, generation) = self.fence_binds(fence)?;
         // Not retried: a second copy of a failed attempt would be a lie in the
         // history, and losing one is only a missing diagnostic.
-        sqlx::query(
-            "WITH s AS (INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
+        let written: i64 = sqlx::query_scalar(&format!(
+            "WITH f AS ({FENCED_RUN}), \
+             s AS (INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
                  duration_us, input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, \
-                 detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)) \
-             UPDATE runs SET updated_at = $14 WHERE id = $1",
-        )
+                 detail) SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
+                 FROM f), \
+             u AS (UPDATE runs SET updated_at = $16 FROM f WHERE runs.id = f.id) \
+             SELECT COUNT(*) FROM f"
+        ))
         .bind(&b.run_id)
+        .bind(owner)
+        .bind(generation)
         .bind(b.seq)
         .bind(&b.node_id)
         .bind(b.attempt)
@@ -749,10 +766,53 @@ impl PgStore {
         .bind(b.memory_peak_bytes)
         .bind(&b.detail)
         .bind(now_ms())
-        .execute(&self.pool)
+        .fetch_one(&self.pool)
         .await
         .map_err(|e| self.write_error(e, &step.run_id, &action))?;
+        if written == 0 {
+            return Err(self.why_not_fenced(&step.run_id, fence, &action).await);
+        }
         Ok(())
+    }
+
+    /// The fence's owner and generation as binds (both NULL: no fence).
+    fn fence_binds(
+        &self,
+        fence: Option<&Lease>,
+    ) -> Result<(Option<String>, Option<i64>), StoreError> {
+        Ok(match fence {
+            Some(lease) => (
+                Some(lease.owner.clone()),
+                Some(self.int(lease.generation, "lease generation")?),
+            ),
+            None => (None, None),
+        })
+    }
+
+    /// Why a write guarded by [`FENCED_RUN`] found no run: it is missing,
+    /// or the fence no longer holds.
+    async fn why_not_fenced(
+        &self,
+        run_id: &str,
+        fence: Option<&Lease>,
+        action: &str,
+    ) -> StoreError {
+        let row = sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
+            "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await;
+        match (row, fence) {
+            (Err(e), _) => self.error(e, action),
+            (Ok(Some((holder, generation, expires))), Some(fence)) => {
+                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+            }
+            (Ok(_), _) => StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: run_id.to_owned(),
+            },
+        }
     }
 
     pub async fn finish_run(
@@ -980,7 +1040,11 @@ impl PgStore {
             .collect()
     }
 
-    pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
+    pub async fn record_map_item(
+        &self,
+        item: &MapItemRow,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
         let action = format!(
             "recording item {} of map node `{}` (visit {}) of run `{}`",
             item.item_index, item.node_id, item.visit, item.run_id
@@ -988,30 +1052,41 @@ impl PgStore {
         let duration = self.int(item.duration_us, "item duration")?;
         let fuel = self.int(item.fuel_consumed, "item fuel")?;
         let output = item.output.to_string();
-        let (action, output) = (&action, &output);
+        let (owner, generation) = self.fence_binds(fence)?;
+        let (action, output, owner) = (&action, &output, &owner);
+        let sql = format!(
+            "WITH f AS ({FENCED_RUN}), \
+             i AS (INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
+                 output_hash, duration_us, fuel_consumed, created_at) \
+                 SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM f \
+                 ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING) \
+             SELECT COUNT(*) FROM f"
+        );
+        let sql = &sql;
         // Idempotent (the first durable output wins), so safe to retry.
-        self.retrying(|_| async move {
-            sqlx::query(
-                "INSERT INTO map_items (run_id, node_id, visit, item_index, output, output_hash, \
-                 duration_us, fuel_consumed, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-                 ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING",
-            )
-            .bind(&item.run_id)
-            .bind(&item.node_id)
-            .bind(i64::from(item.visit))
-            .bind(i64::from(item.item_index))
-            .bind(output)
-            .bind(&item.output_hash)
-            .bind(duration)
-            .bind(fuel)
-            .bind(now_ms())
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.write_error(e, &item.run_id, action))?;
-            Ok(())
-        })
-        .await
+        let found: i64 = self
+            .retrying(|_| async move {
+                sqlx::query_scalar(sql)
+                    .bind(&item.run_id)
+                    .bind(owner)
+                    .bind(generation)
+                    .bind(&item.node_id)
+                    .bind(i64::from(item.visit))
+                    .bind(i64::from(item.item_index))
+                    .bind(output)
+                    .bind(&item.output_hash)
+                    .bind(duration)
+                    .bind(fuel)
+                    .bind(now_ms())
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(|e| self.write_error(e, &item.run_id, action))
+            })
+            .await?;
+        if found == 0 {
+            return Err(self.why_not_fenced(&item.run_id, fence, action).await);
+        }
+        Ok(())
     }
 
     pub async fn map_items(
@@ -1199,13 +1274,28 @@ impl PgStore {
         name: &str,
         media_type: &str,
         bytes: &[u8],
+        fence: Option<&Lease>,
     ) -> Result<String, StoreError> {
         let action = format!("storing artifact `{name}` of run `{run_id}`");
         let digest = blob_digest(bytes);
-        let (action, digest_ref) = (&action, &digest);
+        let (owner, generation) = self.fence_binds(fence)?;
+        let (action, digest_ref, owner) = (&action, &digest, &owner);
         // Idempotent (content-addressed blob, upserted name).
         self.retrying(|_| async move {
             let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
+            if fence.is_some() {
+                let held: Option<String> = sqlx::query_scalar(FENCED_RUN)
+                    .bind(run_id)
+                    .bind(owner)
+                    .bind(generation)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                if held.is_none() {
+                    drop(tx);
+                    return Err(self.why_not_fenced(run_id, fence, action).await);
+                }
+            }
             insert_artifact(
                 &mut tx,
                 run_id,
