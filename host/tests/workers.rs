@@ -671,3 +671,40 @@ async fn a_stale_runner_writes_no_failed_steps_map_items_or_artifacts() {
     assert_eq!(store.artifacts("f1").await.unwrap().len(), 1);
     store.close().await;
 }
+
+/// SIGTERM with enough grace: the worker claims nothing more, but the run
+/// in flight finishes on it (nothing is released) before it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_runs_in_flight_finish_within_the_grace() {
+    let db = support::pg::fresh_database().await;
+    let scenario = fixture("workers/slow.toml");
+    let input = json!({"label": "grace"});
+    let id = submit(&db, &scenario, &input);
+    let mut worker = Worker::start(&db, &["--grace", "60s"]);
+    worker.wait_for("claimed", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(150));
+    // Queued after the signal: the stopping worker must leave it alone.
+    worker.signal(libc::SIGTERM);
+    worker.wait_for("stopping", Duration::from_secs(30));
+    let late = submit(&db, &scenario, &json!({"label": "late"}));
+    let (status, events) = worker.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        events.iter().any(|e| e["event"] == "finished"
+            && e["run_id"] == id.as_str()
+            && e["status"] == "completed"),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e["event"] == "released"),
+        "{events:?}"
+    );
+    let store = Store::open(&db).await.unwrap();
+    let queued = store.run(&late).await.unwrap().unwrap();
+    assert_eq!(
+        (queued.status, queued.lease_owner),
+        (RunStatus::Queued, None)
+    );
+    assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
+    store.close().await;
+}
