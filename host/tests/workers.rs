@@ -509,3 +509,202 @@ async fn resume_is_refused_while_a_worker_runs_the_run() {
     let store = Store::open(&db).await.unwrap();
     assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
 }
+
+/// Workers creating and finishing many runs at once share statements (group
+/// commit), yet each write keeps its own verdict: a duplicate run id is
+/// refused, a fenced finish of a run taken over is told its lease was lost,
+/// a second finish is a conflict, and two runs of one task leave one task row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouped_creates_and_finishes_keep_their_own_verdicts() {
+    use support::fixtures::new_run;
+    let db = support::pg::fresh_database().await;
+    let store = Store::open(&db).await.unwrap();
+    let ids: Vec<String> = (0..40).map(|i| format!("r{i:02}")).collect();
+
+    // Every run created twice at once, r00 and r01 for one task.
+    let mut creating = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        for _ in 0..2 {
+            let (store, run) = (store.clone(), new_run(id, json!({"n": i})));
+            let task = (i < 2).then_some("shared");
+            creating.push(tokio::spawn(async move {
+                store.enqueue_run_for_task(&run, task).await
+            }));
+        }
+    }
+    let mut created = 0;
+    for task in creating {
+        match task.await.unwrap() {
+            Ok(()) => created += 1,
+            Err(e) => assert!(e.is_conflict(), "{e}"),
+        }
+    }
+    assert_eq!(created, ids.len());
+    for id in &ids {
+        let run = store.run(id).await.unwrap().unwrap();
+        assert_eq!((run.status, run.last_seq), (RunStatus::Queued, 0), "{id}");
+        assert_eq!(store.latest_state(id).await.unwrap().unwrap().seq, 0);
+    }
+    let shared = store.current_checkpoint("shared").await.unwrap().unwrap();
+    assert!(
+        ["r00", "r01"].contains(&shared.run_id.as_str()),
+        "{shared:?}"
+    );
+
+    // r39's first holder lost its lease to a second one.
+    let first = store
+        .acquire_lease("r39", "first", Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store
+        .acquire_lease("r39", "second", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let stale = store.fenced(first);
+
+    // Every run finished twice at once (r39 once, by its stale holder).
+    let mut finishing = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let copies = if i == 39 { 1 } else { 2 };
+        for _ in 0..copies {
+            let handle = if i == 39 {
+                stale.clone()
+            } else {
+                store.clone()
+            };
+            let (id, result) = (id.clone(), json!({"n": i}));
+            finishing.push((
+                i,
+                tokio::spawn(async move {
+                    handle
+                        .finish_run(&id, RunStatus::Completed, Some(&result), None)
+                        .await
+                }),
+            ));
+        }
+    }
+    let mut finished = vec![0; ids.len()];
+    for (i, task) in finishing {
+        match task.await.unwrap() {
+            Ok(()) => finished[i] += 1,
+            Err(e) if i == 39 => assert!(e.is_lease_lost(), "{e}"),
+            Err(e) => assert!(e.is_conflict(), "{e}"),
+        }
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let run = store.run(id).await.unwrap().unwrap();
+        if i == 39 {
+            assert_eq!(finished[i], 0);
+            assert_eq!(run.status, RunStatus::Running);
+            assert_eq!(run.lease_owner.as_deref(), Some("second"));
+        } else {
+            assert_eq!(finished[i], 1, "{id}");
+            assert_eq!(run.status, RunStatus::Completed);
+            assert_eq!(run.result, Some(json!({"n": i})));
+            assert_eq!(run.lease_owner, None);
+        }
+    }
+    store.close().await;
+}
+
+/// A runner that lost its lease writes nothing for the run on Postgres:
+/// not a failed attempt, not a map item, not an artifact. The holder can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_runner_writes_no_failed_steps_map_items_or_artifacts() {
+    use skillhost::store::MapItemRow;
+    use support::fixtures::{new_run, ok_step};
+    let db = support::pg::fresh_database().await;
+    let store = Store::open(&db).await.unwrap();
+    store.enqueue_run(&new_run("f1", json!({}))).await.unwrap();
+    let first = store
+        .acquire_lease("f1", "first", Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second = store
+        .acquire_lease("f1", "second", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let (stale, holder) = (store.fenced(first), store.fenced(second));
+
+    let item = |index: u32| MapItemRow {
+        run_id: "f1".into(),
+        node_id: "fan".into(),
+        visit: 1,
+        item_index: index,
+        output: json!({"item": index}),
+        output_hash: "h".repeat(64),
+        duration_us: 1,
+        fuel_consumed: 1,
+    };
+    let failed = skillhost::store::StepRow {
+        status: "failed".into(),
+        error: Some(json!({"code": "skill-error"})),
+        ..ok_step("f1", "n1")
+    };
+    let refused = [
+        stale.record_map_item(&item(0)).await.unwrap_err(),
+        stale.record_failed_step(&failed).await.unwrap_err(),
+        stale
+            .put_artifact("f1", "report.md", "text/markdown", b"stale")
+            .await
+            .unwrap_err(),
+    ];
+    for e in &refused {
+        assert!(e.is_lease_lost(), "{e}");
+        assert!(e.to_string().contains("second"), "{e}");
+    }
+    assert!(store.map_items("f1", "fan", 1).await.unwrap().is_empty());
+    assert!(store.steps("f1").await.unwrap().is_empty());
+    assert!(store.artifacts("f1").await.unwrap().is_empty());
+
+    holder.record_map_item(&item(1)).await.unwrap();
+    holder.record_failed_step(&failed).await.unwrap();
+    holder
+        .put_artifact("f1", "report.md", "text/markdown", b"held")
+        .await
+        .unwrap();
+    let items = store.map_items("f1", "fan", 1).await.unwrap();
+    assert_eq!(items.iter().map(|i| i.item_index).collect::<Vec<_>>(), [1]);
+    assert_eq!(store.steps("f1").await.unwrap().len(), 1);
+    assert_eq!(store.artifacts("f1").await.unwrap().len(), 1);
+    store.close().await;
+}
+
+/// SIGTERM with enough grace: the worker claims nothing more, but the run
+/// in flight finishes on it (nothing is released) before it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_runs_in_flight_finish_within_the_grace() {
+    let db = support::pg::fresh_database().await;
+    let scenario = fixture("workers/slow.toml");
+    let input = json!({"label": "grace"});
+    let id = submit(&db, &scenario, &input);
+    let mut worker = Worker::start(&db, &["--grace", "60s"]);
+    worker.wait_for("claimed", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(150));
+    // Queued after the signal: the stopping worker must leave it alone.
+    worker.signal(libc::SIGTERM);
+    worker.wait_for("stopping", Duration::from_secs(30));
+    let late = submit(&db, &scenario, &json!({"label": "late"}));
+    let (status, events) = worker.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        events.iter().any(|e| e["event"] == "finished"
+            && e["run_id"] == id.as_str()
+            && e["status"] == "completed"),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e["event"] == "released"),
+        "{events:?}"
+    );
+    let store = Store::open(&db).await.unwrap();
+    let queued = store.run(&late).await.unwrap().unwrap();
+    assert_eq!(
+        (queued.status, queued.lease_owner),
+        (RunStatus::Queued, None)
+    );
+    assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
+    store.close().await;
+}

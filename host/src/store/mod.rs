@@ -136,6 +136,8 @@ impl Store {
     /// A handle on the same database whose checkpoint commits and
     /// `finish_run` of `lease.run_id` carry the lease: the database refuses
     /// them ([`StoreError::LeaseLost`]) once another runner took the run over.
+    /// On Postgres its failed-step rows, map items and artifacts are fenced
+    /// the same way.
     pub fn fenced(&self, lease: Lease) -> Store {
         Store {
             fence: Some(Arc::new(lease)),
@@ -217,7 +219,10 @@ impl Store {
     /// commit. Idempotent on (run, node, visit, item index): the first output
     /// recorded wins.
     pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
-        dispatch!(self, s => s.record_map_item(item).await)
+        match &self.backend {
+            Backend::Sqlite(s) => s.record_map_item(item).await,
+            Backend::Postgres(s) => s.record_map_item(item, self.fence_for(&item.run_id)).await,
+        }
     }
 
     /// The recorded items of one visit of a map node, by item index.
@@ -232,7 +237,13 @@ impl Store {
 
     /// Records a failed attempt (no checkpoint).
     pub async fn record_failed_step(&self, step: &StepRow) -> Result<(), StoreError> {
-        dispatch!(self, s => s.record_failed_step(step).await)
+        match &self.backend {
+            Backend::Sqlite(s) => s.record_failed_step(step).await,
+            Backend::Postgres(s) => {
+                s.record_failed_step(step, self.fence_for(&step.run_id))
+                    .await
+            }
+        }
     }
 
     /// Sets the run's final status, result and error, and releases its lease.
@@ -302,7 +313,13 @@ impl Store {
         media_type: &str,
         bytes: &[u8],
     ) -> Result<String, StoreError> {
-        dispatch!(self, s => s.put_artifact(run_id, name, media_type, bytes).await)
+        match &self.backend {
+            Backend::Sqlite(s) => s.put_artifact(run_id, name, media_type, bytes).await,
+            Backend::Postgres(s) => {
+                let fence = self.fence_for(run_id);
+                s.put_artifact(run_id, name, media_type, bytes, fence).await
+            }
+        }
     }
 
     /// The run's artifacts, by name.

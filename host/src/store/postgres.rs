@@ -6,10 +6,13 @@
 //! - The exactly-once guard is a `BEFORE INSERT` trigger on `checkpoints`
 //!   that locks the run row (`FOR UPDATE`), so of two writers of the same
 //!   seq the second waits for the first and is then refused.
-//! - A commit is a handful of statements in one transaction: the checkpoint
-//!   (guarded), then one statement that moves the run (fenced by the lease
-//!   when the handle carries one), writes the step row and upserts the task
-//!   row, then journal entries (one `UNNEST` insert) and artifacts.
+//! - A checkpoint commit is one statement ([`CHECKPOINT_STATEMENT`]) in an
+//!   implicit transaction, so one round trip with its COMMIT: it inserts the
+//!   checkpoint (guarded, and fenced by the lease when the handle carries
+//!   one), moves the run, writes the step row and upserts the task row.
+//!   Journal entries and artifacts (rare) follow in an explicit transaction.
+//!   `create_run` and `finish_run` are one statement each too. Concurrent
+//!   commits are batched (`postgres/group.rs`).
 //! - Lease times use the database's clock, so workers on different machines
 //!   agree on expiry.
 //! - Connection failures are retried with backoff for up to [`RETRY_FOR`]
@@ -71,8 +74,53 @@ const RUN_COLUMNS: &str = "id, scenario_name, scenario_path, scenario_digest, st
      result, error, current_node, last_seq, lease_owner, lease_expires_at, lease_generation, \
      created_at, updated_at";
 
+/// The run ($1) while the lease fence ($2 owner, $3 generation; NULL: no
+/// fence) holds, locked against a takeover (`FOR SHARE`) until COMMIT: the
+/// guard of writes that belong to a run but are not checkpoints (failed
+/// steps, map items, artifacts).
+const FENCED_RUN: &str = "SELECT id FROM runs WHERE id = $1 \
+     AND ($2::text IS NULL OR (lease_owner = $2 AND lease_generation = $3)) FOR SHARE";
+
 /// The message of the `checkpoints_in_sequence` trigger (migration 0001).
 const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";
+
+/// One checkpoint commit as one statement. The checkpoint is inserted from
+/// the run's row, locked (`FOR UPDATE`) and only while the lease fence
+/// holds ($5 owner, $6 generation; NULL: no fence), so a fenced-out commit
+/// writes nothing; the sequence trigger then checks seq against the locked
+/// row. Everything else hangs off the inserted checkpoint: the run moves
+/// (`last_seq`, `current_node`), the step row is written and the task row
+/// upserted. It returns a row exactly when the commit went through. The
+/// run's row is read (in `c`) before it is moved (in `r`, which reads `c`),
+/// so the trigger sees the last seq before this one.
+const CHECKPOINT_STATEMENT: &str = "\
+    WITH c AS ( \
+        INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
+            changes, state_hash, visits, bytes, created_at) \
+        SELECT id, $2, $18, $19, $21, $22, $23, $20, $24, $25, $4 FROM runs \
+        WHERE id = $1 AND ($5::text IS NULL \
+            OR (lease_owner = $5 AND lease_generation = $6)) \
+        FOR UPDATE \
+        RETURNING run_id), \
+    r AS ( \
+        UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
+            status = 'running' \
+        FROM c WHERE runs.id = c.run_id \
+        RETURNING runs.id, COALESCE(runs.task_id, runs.id) AS task_id), \
+    s AS ( \
+        INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
+            duration_us, input_hash, output_hash, error, fuel_consumed, \
+            memory_peak_bytes, detail) \
+        SELECT r.id, $2, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM r), \
+    t AS ( \
+        INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, \
+            state_hash, updated_at) \
+        SELECT r.task_id, r.id, $2, $18, $19, $20, $4 FROM r \
+        ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
+            seq = excluded.seq, node_id = excluded.node_id, \
+            next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
+            updated_at = excluded.updated_at) \
+    SELECT 1 FROM r";
 
 mod group;
 
@@ -100,6 +148,37 @@ struct Prepared {
     visits: String,
     bytes: i64,
     step: StepBinds,
+    fence: Option<Lease>,
+}
+
+/// A new run, converted and encoded, ready to bind.
+#[derive(Debug)]
+struct PreparedRun {
+    id: String,
+    scenario_name: String,
+    scenario_path: String,
+    scenario_digest: String,
+    status: String,
+    input: String,
+    start_node: String,
+    task_id: Option<String>,
+    next_nodes: String,
+    is_snapshot: bool,
+    state: Option<String>,
+    changes: String,
+    state_hash: String,
+    visits: String,
+    bytes: i64,
+}
+
+/// A run's final status, ready to bind.
+#[derive(Debug)]
+struct PreparedFinish {
+    run_id: String,
+    status: String,
+    result: Option<String>,
+    error: Option<String>,
+    fence_generation: Option<i64>,
     fence: Option<Lease>,
 }
 
@@ -274,8 +353,6 @@ impl PgStore {
         status: RunStatus,
         task_id: Option<&str>,
     ) -> Result<(), StoreError> {
-        let action = format!("creating run `{}`", run.id);
-        let now = now_ms();
         let encoded = EncodedCheckpoint::new(
             0,
             std::slice::from_ref(&run.start_node),
@@ -283,65 +360,82 @@ impl PgStore {
             &run.initial_state,
             &BTreeMap::new(),
         );
-        let hash = state_hash(&run.initial_state);
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        let inserted = sqlx::query(
-            "INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
-             current_node, last_seq, created_at, updated_at, task_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $9)",
-        )
-        .bind(&run.id)
-        .bind(&run.scenario_name)
-        .bind(&run.scenario_path)
-        .bind(&run.scenario_digest)
-        .bind(status.as_str())
-        .bind(run.input.to_string())
-        .bind(&run.start_node)
-        .bind(now)
-        .bind(task_id)
-        .execute(&mut *tx)
-        .await;
-        if let Err(e) = inserted {
-            return Err(match &e {
-                sqlx::Error::Database(d) if d.kind() == ErrorKind::UniqueViolation => {
-                    StoreError::Conflict {
-                        db: self.db.clone(),
-                        run_id: run.id.clone(),
-                        message: "a run with this id already exists".into(),
-                    }
-                }
-                _ => self.error(e, &action),
-            });
+        let prepared = PreparedRun {
+            id: run.id.clone(),
+            scenario_name: run.scenario_name.clone(),
+            scenario_path: run.scenario_path.clone(),
+            scenario_digest: run.scenario_digest.clone(),
+            status: status.as_str().to_owned(),
+            input: run.input.to_string(),
+            start_node: run.start_node.clone(),
+            task_id: task_id.map(str::to_owned),
+            next_nodes: encoded.next_nodes,
+            is_snapshot: encoded.is_snapshot,
+            state: encoded.state,
+            changes: encoded.changes,
+            state_hash: state_hash(&run.initial_state),
+            visits: encoded.visits,
+            bytes: encoded.bytes as i64,
+        };
+        match &self.group {
+            Some(group) => group.create(prepared, &self.db).await,
+            None => self.insert_run(&prepared).await,
         }
-        sqlx::query(
-            "WITH c AS (INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, \
-                 state, changes, state_hash, visits, bytes, created_at) \
-                 VALUES ($1, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10)) \
+    }
+
+    /// Creates one run as one statement, so one round trip with its
+    /// COMMIT: the run, its checkpoint 0 and its task row.
+    async fn insert_run(&self, run: &PreparedRun) -> Result<(), StoreError> {
+        let now = now_ms();
+        let inserted = sqlx::query(
+            "WITH r AS ( \
+                 INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, \
+                     input, current_node, last_seq, created_at, updated_at, task_id) \
+                 VALUES ($1, $12, $13, $14, $15, $16, $17, 0, $10, $10, $11) \
+                 RETURNING id, COALESCE(task_id, id) AS task_id), \
+             c AS ( \
+                 INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, \
+                     state, changes, state_hash, visits, bytes, created_at) \
+                 SELECT r.id, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM r) \
              INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
-                 updated_at) VALUES (COALESCE($11, $1), $1, 0, $2, $3, $7, $10) \
+                 updated_at) SELECT r.task_id, r.id, 0, $2, $3, $7, $10 FROM r \
              ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
                  node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
                  state_hash = excluded.state_hash, updated_at = excluded.updated_at",
         )
         .bind(&run.id)
         .bind(START_NODE)
-        .bind(&encoded.next_nodes)
-        .bind(encoded.is_snapshot)
-        .bind(&encoded.state)
-        .bind(&encoded.changes)
-        .bind(&hash)
-        .bind(&encoded.visits)
-        .bind(encoded.bytes as i64)
+        .bind(&run.next_nodes)
+        .bind(run.is_snapshot)
+        .bind(&run.state)
+        .bind(&run.changes)
+        .bind(&run.state_hash)
+        .bind(&run.visits)
+        .bind(run.bytes)
         .bind(now)
-        .bind(task_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| self.error(e, &action))?;
-        tx.commit().await.map_err(|e| self.error(e, &action))
+        .bind(&run.task_id)
+        .bind(&run.scenario_name)
+        .bind(&run.scenario_path)
+        .bind(&run.scenario_digest)
+        .bind(&run.status)
+        .bind(&run.input)
+        .bind(&run.start_node)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(d))
+                if d.kind() == ErrorKind::UniqueViolation
+                    && d.constraint() == Some("runs_pkey") =>
+            {
+                Err(StoreError::Conflict {
+                    db: self.db.clone(),
+                    run_id: run.id.clone(),
+                    message: "a run with this id already exists".into(),
+                })
+            }
+            Err(e) => Err(self.error(e, format_args!("creating run `{}`", run.id))),
+        }
     }
 
     pub async fn commit_step(
@@ -437,6 +531,9 @@ impl PgStore {
         self.commit_direct(prepared, &[], &[]).await
     }
 
+    /// One commit in a transaction of its own. Without journal entries or
+    /// artifacts that is one statement ([`CHECKPOINT_STATEMENT`]) in an
+    /// implicit transaction: one round trip, COMMIT included.
     async fn commit_direct(
         &self,
         p: &Prepared,
@@ -456,118 +553,60 @@ impl PgStore {
             None => (None, None),
         };
         let now = now_ms();
+        let statement = sqlx::query_scalar::<_, i32>(CHECKPOINT_STATEMENT)
+            .bind(run_id)
+            .bind(seq)
+            .bind(&p.current_node)
+            .bind(now)
+            .bind(fence_owner)
+            .bind(fence_generation)
+            .bind(&step.node_id)
+            .bind(step.attempt)
+            .bind(&step.status)
+            .bind(step.started_at)
+            .bind(step.duration_us)
+            .bind(&step.input_hash)
+            .bind(&step.output_hash)
+            .bind(&step.error)
+            .bind(step.fuel_consumed)
+            .bind(step.memory_peak_bytes)
+            .bind(&step.detail)
+            .bind(&p.node_id)
+            .bind(&p.next_nodes)
+            .bind(&p.state_hash)
+            .bind(p.is_snapshot)
+            .bind(&p.state)
+            .bind(&p.changes)
+            .bind(&p.visits)
+            .bind(p.bytes);
+
+        if journal.is_empty() && artifacts.is_empty() {
+            // Nothing is written before COMMIT that is not in this one
+            // statement, so "inside the commit" is just before it.
+            crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
+            let moved = statement.fetch_optional(&self.pool).await;
+            return match moved {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err(self.why_fenced_out(p, &action).await),
+                Err(e) => Err(self.why_refused(p, e, &action).await),
+            };
+        }
 
         let mut tx = self
             .pool
             .begin()
             .await
             .map_err(|e| self.error(e, &action))?;
-        // The trigger refuses the checkpoint unless seq is last_seq + 1 of an
-        // active run, and locks the run row until COMMIT.
-        let written = sqlx::query(
-            "INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
-             changes, state_hash, visits, bytes, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(run_id)
-        .bind(seq)
-        .bind(&p.node_id)
-        .bind(&p.next_nodes)
-        .bind(p.is_snapshot)
-        .bind(&p.state)
-        .bind(&p.changes)
-        .bind(&p.state_hash)
-        .bind(&p.visits)
-        .bind(p.bytes)
-        .bind(now)
-        .execute(&mut *tx)
-        .await;
-        if let Err(e) = written {
-            if is_sequence_guard(&e) {
+        match statement.fetch_optional(&mut *tx).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
                 drop(tx);
-                // A runner that lost its lease hears that first, whatever
-                // else moved on since.
-                if let Some(fence) = fence
-                    && let Ok(Some((holder, generation, expires))) =
-                        sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
-                            "SELECT lease_owner, lease_generation, lease_expires_at \
-                             FROM runs WHERE id = $1",
-                        )
-                        .bind(run_id)
-                        .fetch_optional(&self.pool)
-                        .await
-                    && !holds(fence, holder.as_deref(), generation)
-                {
-                    return Err(lease_lost(
-                        &self.db,
-                        fence,
-                        holder.as_deref(),
-                        generation,
-                        expires,
-                    ));
-                }
-                return Err(self.why_not_next(run_id, seq as u64).await);
+                return Err(self.why_fenced_out(p, &action).await);
             }
-            return Err(self.error(e, &action));
-        }
-        // Move the run (only if the lease is still ours), record the step
-        // and upsert the task row, in one statement.
-        let moved: Option<i32> = sqlx::query_scalar(
-            "WITH r AS ( \
-                 UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
-                     status = 'running' \
-                 WHERE id = $1 AND ($5::text IS NULL \
-                     OR (lease_owner = $5 AND lease_generation = $6)) \
-                 RETURNING id, COALESCE(task_id, id) AS task_id), \
-             s AS ( \
-                 INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
-                     duration_us, input_hash, output_hash, error, fuel_consumed, \
-                     memory_peak_bytes, detail) \
-                 SELECT r.id, $2, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM r), \
-             t AS ( \
-                 INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, \
-                     state_hash, updated_at) \
-                 SELECT r.task_id, r.id, $2, $18, $19, $20, $4 FROM r \
-                 ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
-                     seq = excluded.seq, node_id = excluded.node_id, \
-                     next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
-                     updated_at = excluded.updated_at) \
-             SELECT 1 FROM r",
-        )
-        .bind(run_id)
-        .bind(seq)
-        .bind(&p.current_node)
-        .bind(now)
-        .bind(fence_owner)
-        .bind(fence_generation)
-        .bind(&step.node_id)
-        .bind(step.attempt)
-        .bind(&step.status)
-        .bind(step.started_at)
-        .bind(step.duration_us)
-        .bind(&step.input_hash)
-        .bind(&step.output_hash)
-        .bind(&step.error)
-        .bind(step.fuel_consumed)
-        .bind(step.memory_peak_bytes)
-        .bind(&step.detail)
-        .bind(&p.node_id)
-        .bind(&p.next_nodes)
-        .bind(&p.state_hash)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(|e| self.error(e, &action))?;
-        if moved.is_none() {
-            // Only the fence can stop it here: the trigger found the run.
-            let fence = fence.expect("the run row exists, so only the fence refuses");
-            let (holder, generation, expires) = self.lease_of(&mut tx, run_id, &action).await?;
-            return Err(lease_lost(
-                &self.db,
-                fence,
-                holder.as_deref(),
-                generation,
-                expires,
-            ));
+            Err(e) => {
+                drop(tx);
+                return Err(self.why_refused(p, e, &action).await);
+            }
         }
         if !journal.is_empty() {
             let mut seqs = Vec::with_capacity(journal.len());
@@ -609,24 +648,53 @@ impl PgStore {
         tx.commit().await.map_err(|e| self.error(e, &action))
     }
 
-    /// The run's lease columns, read in `conn`'s transaction.
-    async fn lease_of(
-        &self,
-        conn: &mut PgConnection,
-        run_id: &str,
-        action: &str,
-    ) -> Result<(Option<String>, i64, Option<i64>), StoreError> {
-        sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
+    /// Why [`CHECKPOINT_STATEMENT`] wrote nothing: the run is missing, or
+    /// the fence no longer holds (read after the fact, for the message).
+    async fn why_fenced_out(&self, p: &Prepared, action: &str) -> StoreError {
+        let row = sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
             "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1",
         )
-        .bind(run_id)
-        .fetch_optional(conn)
-        .await
-        .map_err(|e| self.error(e, action))?
-        .ok_or_else(|| StoreError::RunNotFound {
-            db: self.db.clone(),
-            run_id: run_id.to_owned(),
-        })
+        .bind(&p.run_id)
+        .fetch_optional(&self.pool)
+        .await;
+        match (row, &p.fence) {
+            (Err(e), _) => self.error(e, action),
+            (Ok(None), _) => StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: p.run_id.clone(),
+            },
+            (Ok(Some((holder, generation, expires))), Some(fence)) => {
+                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+            }
+            // Without a fence only a missing run writes nothing.
+            (Ok(Some(_)), None) => StoreError::Conflict {
+                db: self.db.clone(),
+                run_id: p.run_id.clone(),
+                message: format!("checkpoint {} was not written", p.seq),
+            },
+        }
+    }
+
+    /// A refused [`CHECKPOINT_STATEMENT`] in words: a lost lease first,
+    /// whatever else moved on since; then why the sequence guard refused.
+    async fn why_refused(&self, p: &Prepared, e: sqlx::Error, action: &str) -> StoreError {
+        if !is_sequence_guard(&e) {
+            return self.error(e, action);
+        }
+        if let Some(fence) = &p.fence
+            && let Ok(Some((holder, generation, expires))) =
+                sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
+                    "SELECT lease_owner, lease_generation, lease_expires_at \
+                     FROM runs WHERE id = $1",
+                )
+                .bind(&p.run_id)
+                .fetch_optional(&self.pool)
+                .await
+            && !holds(fence, holder.as_deref(), generation)
+        {
+            return lease_lost(&self.db, fence, holder.as_deref(), generation, expires);
+        }
+        self.why_not_next(&p.run_id, p.seq as u64).await
     }
 
     /// Why the sequence guard refused a checkpoint.
@@ -663,18 +731,28 @@ impl PgStore {
         }
     }
 
-    pub async fn record_failed_step(&self, step: &StepRow) -> Result<(), StoreError> {
+    pub async fn record_failed_step(
+        &self,
+        step: &StepRow,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
         let action = format!("recording a failed step of run `{}`", step.run_id);
         let b = self.step_binds(step)?;
+        let (owner, generation) = self.fence_binds(fence)?;
         // Not retried: a second copy of a failed attempt would be a lie in the
         // history, and losing one is only a missing diagnostic.
-        sqlx::query(
-            "WITH s AS (INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
+        let written: i64 = sqlx::query_scalar(&format!(
+            "WITH f AS ({FENCED_RUN}), \
+             s AS (INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
                  duration_us, input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, \
-                 detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)) \
-             UPDATE runs SET updated_at = $14 WHERE id = $1",
-        )
+                 detail) SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
+                 FROM f), \
+             u AS (UPDATE runs SET updated_at = $16 FROM f WHERE runs.id = f.id) \
+             SELECT COUNT(*) FROM f"
+        ))
         .bind(&b.run_id)
+        .bind(owner)
+        .bind(generation)
         .bind(b.seq)
         .bind(&b.node_id)
         .bind(b.attempt)
@@ -688,10 +766,53 @@ impl PgStore {
         .bind(b.memory_peak_bytes)
         .bind(&b.detail)
         .bind(now_ms())
-        .execute(&self.pool)
+        .fetch_one(&self.pool)
         .await
         .map_err(|e| self.write_error(e, &step.run_id, &action))?;
+        if written == 0 {
+            return Err(self.why_not_fenced(&step.run_id, fence, &action).await);
+        }
         Ok(())
+    }
+
+    /// The fence's owner and generation as binds (both NULL: no fence).
+    fn fence_binds(
+        &self,
+        fence: Option<&Lease>,
+    ) -> Result<(Option<String>, Option<i64>), StoreError> {
+        Ok(match fence {
+            Some(lease) => (
+                Some(lease.owner.clone()),
+                Some(self.int(lease.generation, "lease generation")?),
+            ),
+            None => (None, None),
+        })
+    }
+
+    /// Why a write guarded by [`FENCED_RUN`] found no run: it is missing,
+    /// or the fence no longer holds.
+    async fn why_not_fenced(
+        &self,
+        run_id: &str,
+        fence: Option<&Lease>,
+        action: &str,
+    ) -> StoreError {
+        let row = sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
+            "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await;
+        match (row, fence) {
+            (Err(e), _) => self.error(e, action),
+            (Ok(Some((holder, generation, expires))), Some(fence)) => {
+                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+            }
+            (Ok(_), _) => StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: run_id.to_owned(),
+            },
+        }
     }
 
     pub async fn finish_run(
@@ -725,63 +846,73 @@ impl PgStore {
         error: Option<&Value>,
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
-        let action = format!("finishing run `{run_id}` as {status}");
-        let (fence_owner, fence_generation) = match fence {
-            Some(lease) => (
-                Some(lease.owner.as_str()),
-                Some(self.int(lease.generation, "lease generation")?),
-            ),
-            None => (None, None),
+        let prepared = PreparedFinish {
+            run_id: run_id.to_owned(),
+            status: status.as_str().to_owned(),
+            result: result.map(Value::to_string),
+            error: error.map(Value::to_string),
+            fence_generation: fence
+                .map(|lease| self.int(lease.generation, "lease generation"))
+                .transpose()?,
+            fence: fence.cloned(),
         };
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| self.error(e, &action))?;
+        match &self.group {
+            Some(group) => group.finish(prepared, &self.db).await,
+            None => self.update_finished(&prepared).await,
+        }
+    }
+
+    /// Finishes one run as one statement (only an active run, and only
+    /// while the fence holds), then says why if it did not.
+    async fn update_finished(&self, p: &PreparedFinish) -> Result<(), StoreError> {
+        let action = format!("finishing run `{}` as {}", p.run_id, p.status);
         let updated = sqlx::query(&format!(
             "UPDATE runs SET status = $2, result = $3, error = $4, lease_owner = NULL, \
              lease_expires_at = NULL, heartbeat_at = NULL, updated_at = $5 \
              WHERE id = $1 AND status IN {ACTIVE} \
                AND ($6::text IS NULL OR (lease_owner = $6 AND lease_generation = $7))"
         ))
-        .bind(run_id)
-        .bind(status.as_str())
-        .bind(result.map(Value::to_string))
-        .bind(error.map(Value::to_string))
+        .bind(&p.run_id)
+        .bind(&p.status)
+        .bind(&p.result)
+        .bind(&p.error)
         .bind(now_ms())
-        .bind(fence_owner)
-        .bind(fence_generation)
-        .execute(&mut *tx)
+        .bind(p.fence.as_ref().map(|lease| lease.owner.as_str()))
+        .bind(p.fence_generation)
+        .execute(&self.pool)
         .await
         .map_err(|e| self.error(e, &action))?;
-        if updated.rows_affected() != 1 {
-            let current = sqlx::query_as::<_, (String, Option<String>, i64, Option<i64>)>(
-                "SELECT status, lease_owner, lease_generation, lease_expires_at \
-                 FROM runs WHERE id = $1",
-            )
-            .bind(run_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, &action))?;
-            return Err(match (current, fence) {
-                (None, _) => StoreError::RunNotFound {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                },
-                (Some((current, holder, generation, expires)), Some(fence))
-                    if !current.parse().is_ok_and(RunStatus::is_finished)
-                        && !holds(fence, holder.as_deref(), generation) =>
-                {
-                    lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
-                }
-                (Some((current, ..)), _) => StoreError::Conflict {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                    message: format!("the run is already {current}"),
-                },
-            });
+        if updated.rows_affected() == 1 {
+            return Ok(());
         }
-        tx.commit().await.map_err(|e| self.error(e, &action))
+        let current = sqlx::query_as::<_, (String, Option<String>, i64, Option<i64>)>(
+            "SELECT status, lease_owner, lease_generation, lease_expires_at \
+             FROM runs WHERE id = $1",
+        )
+        .bind(&p.run_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.error(e, &action))?;
+        Err(match (current, &p.fence) {
+            (None, _) => StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: p.run_id.clone(),
+            },
+            // The lease changed hands (even if the new holder has since
+            // finished the run), or it is gone from an unfinished run.
+            (Some((current, holder, generation, expires)), Some(fence))
+                if u64::try_from(generation) != Ok(fence.generation)
+                    || (!current.parse().is_ok_and(RunStatus::is_finished)
+                        && !holds(fence, holder.as_deref(), generation)) =>
+            {
+                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+            }
+            (Some((current, ..)), _) => StoreError::Conflict {
+                db: self.db.clone(),
+                run_id: p.run_id.clone(),
+                message: format!("the run is already {current}"),
+            },
+        })
     }
 
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
@@ -909,7 +1040,11 @@ impl PgStore {
             .collect()
     }
 
-    pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
+    pub async fn record_map_item(
+        &self,
+        item: &MapItemRow,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
         let action = format!(
             "recording item {} of map node `{}` (visit {}) of run `{}`",
             item.item_index, item.node_id, item.visit, item.run_id
@@ -917,30 +1052,41 @@ impl PgStore {
         let duration = self.int(item.duration_us, "item duration")?;
         let fuel = self.int(item.fuel_consumed, "item fuel")?;
         let output = item.output.to_string();
-        let (action, output) = (&action, &output);
+        let (owner, generation) = self.fence_binds(fence)?;
+        let (action, output, owner) = (&action, &output, &owner);
+        let sql = format!(
+            "WITH f AS ({FENCED_RUN}), \
+             i AS (INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
+                 output_hash, duration_us, fuel_consumed, created_at) \
+                 SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM f \
+                 ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING) \
+             SELECT COUNT(*) FROM f"
+        );
+        let sql = &sql;
         // Idempotent (the first durable output wins), so safe to retry.
-        self.retrying(|_| async move {
-            sqlx::query(
-                "INSERT INTO map_items (run_id, node_id, visit, item_index, output, output_hash, \
-                 duration_us, fuel_consumed, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-                 ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING",
-            )
-            .bind(&item.run_id)
-            .bind(&item.node_id)
-            .bind(i64::from(item.visit))
-            .bind(i64::from(item.item_index))
-            .bind(output)
-            .bind(&item.output_hash)
-            .bind(duration)
-            .bind(fuel)
-            .bind(now_ms())
-            .execute(&self.pool)
-            .await
-            .map_err(|e| self.write_error(e, &item.run_id, action))?;
-            Ok(())
-        })
-        .await
+        let found: i64 = self
+            .retrying(|_| async move {
+                sqlx::query_scalar(sql)
+                    .bind(&item.run_id)
+                    .bind(owner)
+                    .bind(generation)
+                    .bind(&item.node_id)
+                    .bind(i64::from(item.visit))
+                    .bind(i64::from(item.item_index))
+                    .bind(output)
+                    .bind(&item.output_hash)
+                    .bind(duration)
+                    .bind(fuel)
+                    .bind(now_ms())
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(|e| self.write_error(e, &item.run_id, action))
+            })
+            .await?;
+        if found == 0 {
+            return Err(self.why_not_fenced(&item.run_id, fence, action).await);
+        }
+        Ok(())
     }
 
     pub async fn map_items(
@@ -1128,13 +1274,28 @@ impl PgStore {
         name: &str,
         media_type: &str,
         bytes: &[u8],
+        fence: Option<&Lease>,
     ) -> Result<String, StoreError> {
         let action = format!("storing artifact `{name}` of run `{run_id}`");
         let digest = blob_digest(bytes);
-        let (action, digest_ref) = (&action, &digest);
+        let (owner, generation) = self.fence_binds(fence)?;
+        let (action, digest_ref, owner) = (&action, &digest, &owner);
         // Idempotent (content-addressed blob, upserted name).
         self.retrying(|_| async move {
             let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
+            if fence.is_some() {
+                let held: Option<String> = sqlx::query_scalar(FENCED_RUN)
+                    .bind(run_id)
+                    .bind(owner)
+                    .bind(generation)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                if held.is_none() {
+                    drop(tx);
+                    return Err(self.why_not_fenced(run_id, fence, action).await);
+                }
+            }
             insert_artifact(
                 &mut tx,
                 run_id,
