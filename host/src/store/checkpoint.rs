@@ -10,6 +10,7 @@
 //! columns in and out, the rules live here.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -38,7 +39,9 @@ pub struct StepCommit {
     /// [`state_hash`] of the full state after the changes.
     pub state_hash: String,
     /// The full state after the changes; stored only on snapshot seqs.
-    pub full_state: Value,
+    /// Shared with the engine's live state, so building a commit copies
+    /// nothing.
+    pub full_state: Arc<Value>,
     /// The successful attempt.
     pub step: StepRow,
     /// Node visit counts after this step (resume needs them for max_visits).

@@ -53,7 +53,7 @@ pub fn commit(
         next_nodes: vec![format!("n{}", seq % 4 + 1)],
         changes,
         state_hash: state_hash(state),
-        full_state: state.clone(),
+        full_state: std::sync::Arc::new(state.clone()),
         step: ok_step(run_id, &node_id),
         visits: visits.clone(),
         journal: vec![JournalEntry {
