@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use skillhost::store::{
-    MapItemRow, NewArtifact, RunStatus, SNAPSHOT_EVERY, START_NODE, StateChange, StepRow, Store,
-    StoreError, state_hash,
+    MapItemRow, NewArtifact, RunStatus, SCHEMA_VERSION, SNAPSHOT_EVERY, START_NODE, StateChange,
+    StepRow, Store, StoreError, state_hash,
 };
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
@@ -139,6 +139,7 @@ both!(
     each_task_has_one_current_checkpoint,
     prune_deletes_only_old_finished_runs,
     reopening_keeps_the_schema,
+    a_version_2_database_is_upgraded_in_place,
 );
 
 async fn history_round_trips_over_forty_steps_across_snapshots(kind: Kind) {
@@ -419,7 +420,7 @@ async fn a_newer_schema_is_refused(kind: Kind) {
             error,
             StoreError::TooNew {
                 found: 99,
-                supported: 2,
+                supported: SCHEMA_VERSION,
                 ..
             }
         ),
@@ -427,7 +428,9 @@ async fn a_newer_schema_is_refused(kind: Kind) {
     );
     let message = error.to_string();
     assert!(
-        message.contains("99") && message.contains("version 2") && message.contains("upgrade host"),
+        message.contains("99")
+            && message.contains(&format!("version {SCHEMA_VERSION}"))
+            && message.contains("upgrade host"),
         "{message}"
     );
     assert!(message.contains(&db.url), "{message}");
@@ -452,7 +455,7 @@ async fn reopening_keeps_the_schema(kind: Kind) {
     assert_eq!(
         db.count("SELECT CAST(value AS BIGINT) FROM skillhost_meta WHERE key = 'schema_version'")
             .await,
-        2
+        i64::from(SCHEMA_VERSION)
     );
     assert_eq!(
         db.count("SELECT COUNT(*) FROM skillhost_meta WHERE key = 'application'")
@@ -1266,4 +1269,41 @@ async fn postgres_group_commit_keeps_each_commit_its_own_verdict() {
     let shared = store.current_checkpoint("shared").await.unwrap().unwrap();
     assert_eq!(shared.seq, 8);
     assert!(["g00", "g01"].contains(&shared.run_id.as_str()));
+}
+
+/// A database written by a build of schema version 2 (the index on
+/// `runs.updated_at` still there) is migrated to the current version when it
+/// is opened, and keeps its runs.
+async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    store.create_run(&new_run("kept", json!({}))).await.unwrap();
+    store.close().await;
+    let undo_3 = match kind {
+        Kind::Sqlite => "",
+        Kind::Postgres => "ALTER TABLE runs RESET (fillfactor);",
+    };
+    db.exec(&format!(
+        "CREATE INDEX runs_by_updated ON runs (updated_at) \
+         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} \
+         UPDATE skillhost_meta SET value = '2' WHERE key = 'schema_version'"
+    ))
+    .await;
+    let index_count = match kind {
+        Kind::Sqlite => {
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_by_updated'"
+        }
+        Kind::Postgres => "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'runs_by_updated'",
+    };
+    assert_eq!(db.count(index_count).await, 1);
+
+    let store = db.open().await;
+    assert!(store.run("kept").await.unwrap().is_some());
+    store.close().await;
+    assert_eq!(db.count(index_count).await, 0);
+    assert_eq!(
+        db.count("SELECT CAST(value AS BIGINT) FROM skillhost_meta WHERE key = 'schema_version'")
+            .await,
+        i64::from(SCHEMA_VERSION)
+    );
 }

@@ -109,7 +109,7 @@ async fn a_newer_schema_is_refused() {
             error,
             StoreError::TooNew {
                 found: 99,
-                supported: 2,
+                supported: skillhost::store::SCHEMA_VERSION,
                 ..
             }
         ),
@@ -117,7 +117,9 @@ async fn a_newer_schema_is_refused() {
     );
     let message = error.to_string();
     assert!(
-        message.contains("99") && message.contains("version 2") && message.contains("upgrade host"),
+        message.contains("99")
+            && message.contains(&format!("version {}", skillhost::store::SCHEMA_VERSION))
+            && message.contains("upgrade host"),
         "{message}"
     );
     assert!(message.contains(&path.display().to_string()), "{message}");

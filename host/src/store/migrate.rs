@@ -30,6 +30,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "leases_queue",
         sql: include_str!("../../migrations/sqlite/0002_leases_queue.sql"),
     },
+    Migration {
+        version: 3,
+        name: "run_updates_in_place",
+        sql: include_str!("../../migrations/sqlite/0003_run_updates_in_place.sql"),
+    },
 ];
 
 /// The Postgres migrations: the same versions and names as [`SQLITE`], in
@@ -45,10 +50,15 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "leases_queue",
         sql: include_str!("../../migrations/postgres/0002_leases_queue.sql"),
     },
+    Migration {
+        version: 3,
+        name: "run_updates_in_place",
+        sql: include_str!("../../migrations/postgres/0003_run_updates_in_place.sql"),
+    },
 ];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";
