@@ -3,8 +3,9 @@
 //! right there, as a power cut or an OOM killer would. The variable is read
 //! once; an unset variable costs one relaxed load per point.
 //!
-//! Points: `before-commit:<node>`, `in-commit:<node>` (inside the store's
-//! transaction, after its writes, before COMMIT), `after-commit:<node>`,
+//! Points: `before-commit:<node>`, `in-commit:<node>` (on SQLite inside the
+//! store's transaction, after its writes, before COMMIT; on Postgres, where a
+//! commit is one statement, just before that statement), `after-commit:<node>`,
 //! `map-item:<node>:<index>` (after the item is stored).
 
 use std::sync::OnceLock;
