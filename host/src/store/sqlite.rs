@@ -39,11 +39,14 @@ use super::state::state_hash;
 use super::{StoreOptions, SyncMode};
 
 mod queue;
+mod writer;
+
+use writer::{WriteGuard, Writer};
 
 /// How long a statement waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-/// SQLite serialises writers; a few connections let reads proceed beside a
-/// write without one OS thread per concurrent run.
+/// Connections for reads (writes have their own, see `writer`): a few let
+/// reads proceed beside each other without one OS thread per concurrent run.
 const MAX_CONNECTIONS: u32 = 4;
 /// SQLITE_NOTADB: the file is not a SQLite database.
 const SQLITE_NOTADB: &str = "26";
@@ -53,7 +56,10 @@ const ACTIVE: &str = "('queued', 'running', 'waiting')";
 
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
+    /// Reads.
     pool: SqlitePool,
+    /// Every write (see `writer`).
+    writer: Writer,
     /// Display URL, for messages.
     db: String,
 }
@@ -144,26 +150,37 @@ impl SqliteStore {
             })
             .foreign_keys(true)
             .busy_timeout(BUSY_TIMEOUT);
+        // The connection that migrates stays on as the writer.
         let mut conn = SqliteConnection::connect_with(&options)
             .await
             .map_err(classify)?;
-        let migrated = migrate(&mut conn, db).await;
-        let _ = conn.close().await;
-        migrated.map_err(|e| (e, false))?;
+        if let Err(error) = migrate(&mut conn, db).await {
+            let _ = conn.close().await;
+            return Err((error, false));
+        }
+        let writer = Writer::from(conn);
 
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .min_connections(1)
             .connect_with(options)
-            .await
-            .map_err(classify)?;
+            .await;
+        let pool = match pool {
+            Ok(pool) => pool,
+            Err(error) => {
+                writer.close().await;
+                return Err(classify(error));
+            }
+        };
         Ok(SqliteStore {
             pool,
+            writer,
             db: db.to_owned(),
         })
     }
 
     pub async fn close(&self) {
+        self.writer.close().await;
         self.pool.close().await;
     }
 
@@ -229,15 +246,11 @@ impl SqliteStore {
         text.map(|text| self.json(&text, what)).transpose()
     }
 
-    async fn begin_write(
-        &self,
-        action: &str,
-    ) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
+    /// The writer connection in a new write transaction; dropping the guard
+    /// without [`WriteGuard::commit`] rolls it back.
+    async fn begin_write(&self, action: &str) -> Result<WriteGuard, StoreError> {
         // SQLite-only: Postgres would use a plain BEGIN and row locks.
-        self.pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| self.error(e, action))
+        self.writer.begin().await.map_err(|e| self.error(e, action))
     }
 
     // ---- runs ------------------------------------------------------------------
@@ -258,23 +271,33 @@ impl SqliteStore {
             &BTreeMap::new(),
         );
         let hash = state_hash(&run.initial_state);
-        let mut tx = self.begin_write(&action).await?;
-        let inserted = sqlx::query(
-            "INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
-             current_node, last_seq, created_at, updated_at, task_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $9)",
-        )
-        .bind(&run.id)
-        .bind(&run.scenario_name)
-        .bind(&run.scenario_path)
-        .bind(&run.scenario_digest)
-        .bind(status.as_str())
-        .bind(run.input.to_string())
-        .bind(&run.start_node)
-        .bind(now)
-        .bind(task_id)
-        .execute(&mut *tx)
-        .await;
+        let mut tx = self
+            .writer
+            .lock()
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        // One batch, BEGIN included; the run's row goes first, so a
+        // duplicate id fails before anything else is written.
+        let inserted = sqlx::query(CREATE_RUN_SQL)
+            .bind(&run.id)
+            .bind(&run.scenario_name)
+            .bind(&run.scenario_path)
+            .bind(&run.scenario_digest)
+            .bind(status.as_str())
+            .bind(run.input.to_string())
+            .bind(&run.start_node)
+            .bind(now)
+            .bind(task_id)
+            .bind(START_NODE)
+            .bind(&encoded.next_nodes)
+            .bind(encoded.is_snapshot)
+            .bind(&encoded.state)
+            .bind(&encoded.changes)
+            .bind(&hash)
+            .bind(&encoded.visits)
+            .bind(encoded.bytes as i64)
+            .execute(tx.opening())
+            .await;
         if let Err(e) = inserted {
             return Err(match &e {
                 sqlx::Error::Database(d) if d.kind() == ErrorKind::UniqueViolation => {
@@ -287,19 +310,6 @@ impl SqliteStore {
                 _ => self.error(e, &action),
             });
         }
-        insert_checkpoint(&mut tx, &run.id, 0, START_NODE, &encoded, &hash, now)
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        sqlx::query(UPSERT_TASK_SQL)
-            .bind(&run.id)
-            .bind(0i64)
-            .bind(START_NODE)
-            .bind(&encoded.next_nodes)
-            .bind(&hash)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, &action))?;
         tx.commit().await.map_err(|e| self.error(e, &action))
     }
 
@@ -340,17 +350,27 @@ impl SqliteStore {
             .collect();
         let now = now_ms();
 
-        let mut tx = self.begin_write(&action).await?;
-        if let Some(fence) = fence {
-            // Under the write lock, so the lease cannot change before COMMIT.
-            self.check_fence(&mut tx, fence, &action).await?;
-        }
-        // One statement batch, one round trip to SQLite's thread. The
-        // checkpoint goes first: the `checkpoints_in_sequence` trigger aborts
-        // it unless seq is exactly last_seq + 1 of an active run, which is the
-        // exactly-once guard; nothing after it runs then. The status update
-        // is separate so that an unchanged status leaves its index alone.
-        let written = sqlx::query(COMMIT_STEP_SQL)
+        let mut tx = self
+            .writer
+            .lock()
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        // BEGIN goes in the same batch as what follows it: one round trip to
+        // SQLite's thread for the writes (two with a fence), one for COMMIT.
+        let writes = match fence {
+            Some(fence) => {
+                // Under the write lock, so the lease cannot change before COMMIT.
+                self.check_fence(&mut tx, true, fence, &action).await?;
+                STEP_WRITES_SQL
+            }
+            None => BEGIN_AND_STEP_WRITES_SQL,
+        };
+        // The checkpoint goes first: the `checkpoints_in_sequence` trigger
+        // aborts it unless seq is exactly last_seq + 1 of an active run, which
+        // is the exactly-once guard; nothing after it runs then. The status
+        // update is separate so that an unchanged status leaves its index
+        // alone.
+        let written = sqlx::query(writes)
             .bind(run_id)
             .bind(seq)
             .bind(commit.next_nodes.first())
@@ -374,11 +394,11 @@ impl SqliteStore {
             .bind(step.fuel_consumed)
             .bind(step.memory_peak_bytes)
             .bind(&step.detail)
-            .execute(&mut *tx)
+            .execute(tx.opening())
             .await;
         if let Err(e) = written {
             if is_sequence_guard(&e) {
-                // Dropping the transaction rolls it back.
+                // Dropping the guard rolls the transaction back.
                 return Err(self.why_not_next(&mut tx, run_id, commit.seq).await);
             }
             return Err(self.error(e, &action));
@@ -417,21 +437,25 @@ impl SqliteStore {
     }
 
     /// Refuses (LeaseLost) unless the run's lease is still `fence`. Call
-    /// inside a write transaction. A missing run passes: the write that
-    /// follows reports it.
+    /// inside a write transaction, or with `begin` to start one in the same
+    /// batch. A missing run passes: the write that follows reports it.
     async fn check_fence(
         &self,
-        conn: &mut SqliteConnection,
+        tx: &mut WriteGuard,
+        begin: bool,
         fence: &Lease,
         action: &str,
     ) -> Result<(), StoreError> {
-        let row = sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
-            "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1",
-        )
-        .bind(&fence.run_id)
-        .fetch_optional(conn)
-        .await
-        .map_err(|e| self.error(e, action))?;
+        let (sql, conn) = if begin {
+            (BEGIN_AND_READ_LEASE_SQL, tx.opening())
+        } else {
+            (READ_LEASE_SQL, &mut **tx)
+        };
+        let row = sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(sql)
+            .bind(&fence.run_id)
+            .fetch_optional(conn)
+            .await
+            .map_err(|e| self.error(e, action))?;
         match row {
             Some((holder, generation, expires)) if !holds(fence, holder.as_deref(), generation) => {
                 Err(lease_lost(
@@ -511,23 +535,31 @@ impl SqliteStore {
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
         let action = format!("finishing run `{run_id}` as {status}");
-        let mut tx = self.begin_write(&action).await?;
-        if let Some(fence) = fence {
-            self.check_fence(&mut tx, fence, &action).await?;
-        }
-        let updated = sqlx::query(&format!(
-            "UPDATE runs SET status = $2, result = $3, error = $4, lease_owner = NULL, \
-             lease_expires_at = NULL, updated_at = $5 WHERE id = $1 AND status IN {ACTIVE}"
-        ))
-        .bind(run_id)
-        .bind(status.as_str())
-        .bind(result.map(Value::to_string))
-        .bind(error.map(Value::to_string))
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| self.error(e, &action))?;
-        if updated.rows_affected() != 1 {
+        let mut tx = self
+            .writer
+            .lock()
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        // BEGIN in the same batch as the first statement, as in `commit_step`.
+        // RETURNING says whether the run was updated: after a BEGIN in the
+        // batch, the summed row count would include a stale one.
+        let finish = match fence {
+            Some(fence) => {
+                self.check_fence(&mut tx, true, fence, &action).await?;
+                FINISH_RUN_SQL
+            }
+            None => BEGIN_AND_FINISH_RUN_SQL,
+        };
+        let updated = sqlx::query(finish)
+            .bind(run_id)
+            .bind(status.as_str())
+            .bind(result.map(Value::to_string))
+            .bind(error.map(Value::to_string))
+            .bind(now_ms())
+            .fetch_all(tx.opening())
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        if updated.is_empty() {
             let current = sqlx::query_scalar::<_, String>("SELECT status FROM runs WHERE id = $1")
                 .bind(run_id)
                 .fetch_optional(&mut *tx)
@@ -666,6 +698,13 @@ impl SqliteStore {
             "recording item {} of map node `{}` (visit {}) of run `{}`",
             item.item_index, item.node_id, item.visit, item.run_id
         );
+        let duration_us = self.int(item.duration_us, "item duration")?;
+        let fuel_consumed = self.int(item.fuel_consumed, "item fuel")?;
+        let mut writer = self
+            .writer
+            .lock()
+            .await
+            .map_err(|e| self.error(e, &action))?;
         // Idempotent: a resumed map re-records items it already had; the
         // first durable output wins.
         sqlx::query(
@@ -679,10 +718,10 @@ impl SqliteStore {
         .bind(i64::from(item.item_index))
         .bind(item.output.to_string())
         .bind(&item.output_hash)
-        .bind(self.int(item.duration_us, "item duration")?)
-        .bind(self.int(item.fuel_consumed, "item fuel")?)
+        .bind(duration_us)
+        .bind(fuel_consumed)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&mut *writer)
         .await
         .map_err(|e| self.write_error(e, &item.run_id, &action))?;
         Ok(())
@@ -913,34 +952,74 @@ impl SqliteStore {
     }
 }
 
-/// The body of a step commit (see `commit_step`). Parameters: $1 run id,
+/// The writes of a step commit (see `commit_step`). Parameters: $1 run id,
 /// $2 seq, $3 current node, $4 now, $5..$12 the checkpoint, $13..$23 the step.
 /// SQLite-only as a batch (Postgres takes one statement per bound query): the
 /// Postgres backend sends the same statements one by one, or pipelines them,
 /// behind an equivalent trigger in its own 0001 migration.
-const COMMIT_STEP_SQL: &str = "\
+macro_rules! step_writes_sql {
+    () => {
+        "INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, changes, \
+            state_hash, visits, bytes, created_at) \
+            VALUES ($1, $2, $5, $6, $7, $8, $9, $10, $11, $12, $4); \
+        UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4 WHERE id = $1; \
+        UPDATE runs SET status = 'running' WHERE id = $1 AND status <> 'running'; \
+        INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, duration_us, \
+            input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail) \
+            VALUES ($1, $2, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23); \
+        INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
+            updated_at) \
+            SELECT COALESCE(task_id, id), id, $2, $5, $6, $10, $4 FROM runs WHERE id = $1 \
+            ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
+            node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
+            state_hash = excluded.state_hash, updated_at = excluded.updated_at;"
+    };
+}
+
+/// [`step_writes_sql`] inside a transaction already begun (after a fence check).
+const STEP_WRITES_SQL: &str = step_writes_sql!();
+/// [`step_writes_sql`] starting the transaction itself.
+const BEGIN_AND_STEP_WRITES_SQL: &str = concat!("BEGIN IMMEDIATE; ", step_writes_sql!());
+
+/// A run's lease ($1 run id), for the fence check.
+macro_rules! read_lease_sql {
+    () => {
+        "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1"
+    };
+}
+const READ_LEASE_SQL: &str = read_lease_sql!();
+const BEGIN_AND_READ_LEASE_SQL: &str = concat!("BEGIN IMMEDIATE; ", read_lease_sql!());
+
+/// Finishes a run that is still active ($1 run id, $2 status, $3 result, $4
+/// error, $5 now), releasing its lease; returns a row if it did. The active
+/// statuses are [`ACTIVE`], spelled out: `concat!` takes only literals.
+macro_rules! finish_run_sql {
+    () => {
+        "UPDATE runs SET status = $2, result = $3, error = $4, lease_owner = NULL, \
+         lease_expires_at = NULL, updated_at = $5 \
+         WHERE id = $1 AND status IN ('queued', 'running', 'waiting') RETURNING id"
+    };
+}
+const FINISH_RUN_SQL: &str = finish_run_sql!();
+const BEGIN_AND_FINISH_RUN_SQL: &str = concat!("BEGIN IMMEDIATE; ", finish_run_sql!());
+
+/// A new run with its checkpoint 0 and task row, starting the transaction.
+/// Parameters: $1..$9 the run (id, scenario name, path, digest, status,
+/// input, current node, now, task id), $10..$17 checkpoint 0 (node, next
+/// nodes, is_snapshot, state, changes, state hash, visits, bytes).
+const CREATE_RUN_SQL: &str = "\
+BEGIN IMMEDIATE; \
+INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
+    current_node, last_seq, created_at, updated_at, task_id) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $9); \
 INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, changes, \
     state_hash, visits, bytes, created_at) \
-    VALUES ($1, $2, $5, $6, $7, $8, $9, $10, $11, $12, $4); \
-UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4 WHERE id = $1; \
-UPDATE runs SET status = 'running' WHERE id = $1 AND status <> 'running'; \
-INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, duration_us, input_hash, \
-    output_hash, error, fuel_consumed, memory_peak_bytes, detail) \
-    VALUES ($1, $2, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23); \
+    VALUES ($1, 0, $10, $11, $12, $13, $14, $15, $16, $17, $8); \
 INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, updated_at) \
-    SELECT COALESCE(task_id, id), id, $2, $5, $6, $10, $4 FROM runs WHERE id = $1 \
+    VALUES (COALESCE($9, $1), $1, 0, $10, $11, $15, $8) \
     ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
     node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
     state_hash = excluded.state_hash, updated_at = excluded.updated_at;";
-
-/// Upserts the run's task row ($1 run id, $2 seq, $3 node, $4 next nodes,
-/// $5 state hash, $6 now); the same statement ends [`COMMIT_STEP_SQL`].
-const UPSERT_TASK_SQL: &str = "\
-INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, updated_at) \
-    SELECT COALESCE(task_id, id), id, $2, $3, $4, $5, $6 FROM runs WHERE id = $1 \
-    ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
-    node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
-    state_hash = excluded.state_hash, updated_at = excluded.updated_at";
 
 /// The message of the `checkpoints_in_sequence` trigger (migration 0001).
 const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";
@@ -989,36 +1068,6 @@ async fn insert_step(conn: &mut SqliteConnection, step: &StepBinds) -> Result<()
     .bind(step.fuel_consumed)
     .bind(step.memory_peak_bytes)
     .bind(&step.detail)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-async fn insert_checkpoint(
-    conn: &mut SqliteConnection,
-    run_id: &str,
-    seq: i64,
-    node_id: &str,
-    encoded: &EncodedCheckpoint,
-    hash: &str,
-    now: i64,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, changes, \
-         state_hash, visits, bytes, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-    )
-    .bind(run_id)
-    .bind(seq)
-    .bind(node_id)
-    .bind(&encoded.next_nodes)
-    .bind(encoded.is_snapshot)
-    .bind(&encoded.state)
-    .bind(&encoded.changes)
-    .bind(hash)
-    .bind(&encoded.visits)
-    .bind(encoded.bytes as i64)
-    .bind(now)
     .execute(conn)
     .await?;
     Ok(())

@@ -144,52 +144,87 @@ pub(crate) fn kind(value: &Value) -> &'static str {
 /// writes them. Two values are equal as JSON exactly when their canonical
 /// texts are equal.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::with_capacity(256);
+    let mut out = Vec::with_capacity(256);
     write_canonical(value, &mut out);
-    out
+    String::from_utf8(out).expect("JSON text is UTF-8")
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// Where canonical JSON goes: a buffer, or straight into a hash.
+trait Sink: std::io::Write {
+    fn push(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn push(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// Feeds a SHA-256 without holding the text: a state hash is taken at every
+/// checkpoint, of a state that may be large.
+struct Hashing(Sha256);
+
+impl Sink for Hashing {
+    fn push(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+impl std::io::Write for Hashing {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn write_canonical(value: &Value, out: &mut impl Sink) {
     match value {
         Value::Object(fields) => {
             let mut keys: Vec<(&String, &Value)> = fields.iter().collect();
             keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            out.push(b"{");
             for (i, (key, item)) in keys.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b",");
                 }
-                write_string(key, out);
-                out.push(':');
+                write_scalar(key, out);
+                out.push(b":");
                 write_canonical(item, out);
             }
-            out.push('}');
+            out.push(b"}");
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b"[");
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b",");
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b"]");
         }
-        Value::String(text) => write_string(text, out),
-        Value::Null | Value::Bool(_) | Value::Number(_) => out.push_str(&value.to_string()),
+        Value::String(text) => write_scalar(text, out),
+        Value::Null | Value::Bool(_) | Value::Number(_) => write_scalar(value, out),
     }
 }
 
-fn write_string(text: &str, out: &mut String) {
-    // serde_json's escaping is the canonical one; a string always serialises.
-    out.push_str(&serde_json::to_string(text).expect("a string serialises"));
+/// A string, number, boolean or null as serde_json writes it (its escaping is
+/// the canonical one), without an intermediate `String`.
+fn write_scalar<T: Serialize + ?Sized>(value: &T, out: &mut impl Sink) {
+    serde_json::to_writer(out, value).expect("a JSON scalar serialises to a sink that cannot fail");
 }
 
 /// SHA-256 (lowercase hex) of [`canonical_json`]: the hash every checkpoint
 /// carries for the full state it yields. Usable for any JSON value (the
 /// engine's input and output hashes use it too).
 pub fn state_hash(state: &Value) -> String {
-    hex::encode(Sha256::digest(canonical_json(state).as_bytes()))
+    let mut hashing = Hashing(Sha256::new());
+    write_canonical(state, &mut hashing);
+    hex::encode(hashing.0.finalize())
 }
 
 #[cfg(test)]
@@ -208,6 +243,29 @@ mod tests {
             serde_json::from_str(r#"{"a":{"y":[1,{"c":"x","d":null}],"x":true},"b":1}"#).unwrap();
         assert_eq!(state_hash(&a), state_hash(&b));
         assert_ne!(state_hash(&a), state_hash(&json!({"b": 1})));
+    }
+
+    #[test]
+    fn state_hash_is_the_sha256_of_the_canonical_text() {
+        let value = json!({
+            "z": [1, -2.5, 1e300, null, true, "tab\tquote\"back\\slash"],
+            "é": {"\u{1}": "control", "snow": "☃ \u{1F600}", "n": 18446744073709551615u64},
+            "a": {}
+        });
+        let text = canonical_json(&value);
+        assert_eq!(
+            text,
+            r#"{"a":{},"z":[1,-2.5,1e+300,null,true,"tab\tquote\"back\\slash"],"é":{"\u0001":"control","n":18446744073709551615,"snow":"☃ 😀"}}"#
+        );
+        assert_eq!(
+            state_hash(&value),
+            hex::encode(Sha256::digest(text.as_bytes()))
+        );
+        // Scalars are written as serde_json writes them (hashes already stored
+        // in databases depend on it).
+        for scalar in value["z"].as_array().unwrap() {
+            assert_eq!(canonical_json(scalar), scalar.to_string());
+        }
     }
 
     #[test]

@@ -262,8 +262,13 @@ impl SqliteStore {
             .bind(ttl_ms(keep)),
             None => sqlx::query("DELETE FROM retention WHERE scenario_name = $1").bind(scenario),
         };
+        let mut writer = self
+            .writer
+            .lock()
+            .await
+            .map_err(|e| self.error(e, &action))?;
         query
-            .execute(&self.pool)
+            .execute(&mut *writer)
             .await
             .map_err(|e| self.error(e, &action))?;
         Ok(())
