@@ -140,6 +140,7 @@ both!(
     prune_deletes_only_old_finished_runs,
     reopening_keeps_the_schema,
     a_version_2_database_is_upgraded_in_place,
+    a_stale_runner_writes_no_failed_steps_map_items_or_artifacts,
 );
 
 async fn history_round_trips_over_forty_steps_across_snapshots(kind: Kind) {
@@ -1306,4 +1307,65 @@ async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
             .await,
         i64::from(SCHEMA_VERSION)
     );
+}
+
+/// A runner that lost its lease writes nothing for the run:
+/// not a failed attempt, not a map item, not an artifact. The holder can.
+async fn a_stale_runner_writes_no_failed_steps_map_items_or_artifacts(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    store.enqueue_run(&new_run("f1", json!({}))).await.unwrap();
+    let first = store
+        .acquire_lease("f1", "first", Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second = store
+        .acquire_lease("f1", "second", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let (stale, holder) = (store.fenced(first), store.fenced(second));
+
+    let item = |index: u32| MapItemRow {
+        run_id: "f1".into(),
+        node_id: "fan".into(),
+        visit: 1,
+        item_index: index,
+        output: json!({"item": index}),
+        output_hash: "h".repeat(64),
+        duration_us: 1,
+        fuel_consumed: 1,
+    };
+    let failed = StepRow {
+        status: "failed".into(),
+        error: Some(json!({"code": "skill-error"})),
+        ..ok_step("f1", "n1")
+    };
+    let refused = [
+        stale.record_map_item(&item(0)).await.unwrap_err(),
+        stale.record_failed_step(&failed).await.unwrap_err(),
+        stale
+            .put_artifact("f1", "report.md", "text/markdown", b"stale")
+            .await
+            .unwrap_err(),
+    ];
+    for e in &refused {
+        assert!(e.is_lease_lost(), "{e}");
+        assert!(e.to_string().contains("second"), "{e}");
+    }
+    assert!(store.map_items("f1", "fan", 1).await.unwrap().is_empty());
+    assert!(store.steps("f1").await.unwrap().is_empty());
+    assert!(store.artifacts("f1").await.unwrap().is_empty());
+
+    holder.record_map_item(&item(1)).await.unwrap();
+    holder.record_failed_step(&failed).await.unwrap();
+    holder
+        .put_artifact("f1", "report.md", "text/markdown", b"held")
+        .await
+        .unwrap();
+    let items = store.map_items("f1", "fan", 1).await.unwrap();
+    assert_eq!(items.iter().map(|i| i.item_index).collect::<Vec<_>>(), [1]);
+    assert_eq!(store.steps("f1").await.unwrap().len(), 1);
+    assert_eq!(store.artifacts("f1").await.unwrap().len(), 1);
+    store.close().await;
 }

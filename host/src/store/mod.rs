@@ -219,10 +219,8 @@ impl Store {
     /// commit. Idempotent on (run, node, visit, item index): the first output
     /// recorded wins.
     pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Sqlite(s) => s.record_map_item(item).await,
-            Backend::Postgres(s) => s.record_map_item(item, self.fence_for(&item.run_id)).await,
-        }
+        let fence = self.fence_for(&item.run_id);
+        dispatch!(self, s => s.record_map_item(item, fence).await)
     }
 
     /// The recorded items of one visit of a map node, by item index.
@@ -237,13 +235,8 @@ impl Store {
 
     /// Records a failed attempt (no checkpoint).
     pub async fn record_failed_step(&self, step: &StepRow) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Sqlite(s) => s.record_failed_step(step).await,
-            Backend::Postgres(s) => {
-                s.record_failed_step(step, self.fence_for(&step.run_id))
-                    .await
-            }
-        }
+        let fence = self.fence_for(&step.run_id);
+        dispatch!(self, s => s.record_failed_step(step, fence).await)
     }
 
     /// Sets the run's final status, result and error, and releases its lease.
@@ -313,13 +306,8 @@ impl Store {
         media_type: &str,
         bytes: &[u8],
     ) -> Result<String, StoreError> {
-        match &self.backend {
-            Backend::Sqlite(s) => s.put_artifact(run_id, name, media_type, bytes).await,
-            Backend::Postgres(s) => {
-                let fence = self.fence_for(run_id);
-                s.put_artifact(run_id, name, media_type, bytes, fence).await
-            }
-        }
+        let fence = self.fence_for(run_id);
+        dispatch!(self, s => s.put_artifact(run_id, name, media_type, bytes, fence).await)
     }
 
     /// The run's artifacts, by name.

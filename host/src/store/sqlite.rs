@@ -510,10 +510,19 @@ impl SqliteStore {
         }
     }
 
-    pub async fn record_failed_step(&self, step: &StepRow) -> Result<(), StoreError> {
+    /// With a `fence`, writes nothing unless the lease still holds.
+    pub async fn record_failed_step(
+        &self,
+        step: &StepRow,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
         let action = format!("recording a failed step of run `{}`", step.run_id);
         let binds = self.step_binds(step)?;
         let mut tx = self.begin_write(&action).await?;
+        if let Some(fence) = fence {
+            // Under the write lock, so the lease cannot change before COMMIT.
+            self.check_fence(&mut tx, false, fence, &action).await?;
+        }
         insert_step(&mut tx, &binds)
             .await
             .map_err(|e| self.write_error(e, &step.run_id, &action))?;
@@ -693,18 +702,30 @@ impl SqliteStore {
             .collect()
     }
 
-    pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
+    /// With a `fence`, writes nothing unless the lease still holds.
+    pub async fn record_map_item(
+        &self,
+        item: &MapItemRow,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
         let action = format!(
             "recording item {} of map node `{}` (visit {}) of run `{}`",
             item.item_index, item.node_id, item.visit, item.run_id
         );
         let duration_us = self.int(item.duration_us, "item duration")?;
         let fuel_consumed = self.int(item.fuel_consumed, "item fuel")?;
-        let mut writer = self
-            .writer
-            .lock()
-            .await
-            .map_err(|e| self.error(e, &action))?;
+        let mut writer = match fence {
+            Some(fence) => {
+                let mut tx = self.begin_write(&action).await?;
+                self.check_fence(&mut tx, false, fence, &action).await?;
+                tx
+            }
+            None => self
+                .writer
+                .lock()
+                .await
+                .map_err(|e| self.error(e, &action))?,
+        };
         // Idempotent: a resumed map re-records items it already had; the
         // first durable output wins.
         sqlx::query(
@@ -724,6 +745,9 @@ impl SqliteStore {
         .execute(&mut *writer)
         .await
         .map_err(|e| self.write_error(e, &item.run_id, &action))?;
+        if fence.is_some() {
+            writer.commit().await.map_err(|e| self.error(e, &action))?;
+        }
         Ok(())
     }
 
@@ -896,10 +920,14 @@ impl SqliteStore {
         name: &str,
         media_type: &str,
         bytes: &[u8],
+        fence: Option<&Lease>,
     ) -> Result<String, StoreError> {
         let action = format!("storing artifact `{name}` of run `{run_id}`");
         let digest = blob_digest(bytes);
         let mut tx = self.begin_write(&action).await?;
+        if let Some(fence) = fence {
+            self.check_fence(&mut tx, false, fence, &action).await?;
+        }
         insert_artifact(&mut tx, run_id, name, media_type, &digest, bytes, now_ms())
             .await
             .map_err(|e| self.write_error(e, run_id, &action))?;
