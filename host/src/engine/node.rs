@@ -400,18 +400,15 @@ pub(crate) async fn run_skill_node(
         f.attempt = attempt;
         (f, Some(step.clone()))
     })?;
-    let verified = Value::Array(verified);
-    vars.set_owned("verified", verified);
+    // The step row's detail is only ever stored.
+    let verified_quotes = (durable && !verified.is_empty()).then(|| Value::Array(verified.clone()));
+    vars.set_owned("verified", Value::Array(verified));
     let changes = writes(cx, node, &vars, state).map_err(|f| (f, Some(step.clone())))?;
     let files = artifacts(node, &vars).map_err(|f| (f, Some(step.clone())))?;
-    // The step row's detail is only ever stored.
     if durable {
         let mut detail = Map::new();
-        if let Some(verified) = vars
-            .get("verified")
-            .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
-        {
-            detail.insert("verified_quotes".into(), verified.clone());
+        if let Some(verified) = verified_quotes {
+            detail.insert("verified_quotes".into(), verified);
         }
         if !report.logs.is_empty() {
             detail.insert("logs".into(), json!(report.logs));
