@@ -136,8 +136,8 @@ impl Store {
     /// A handle on the same database whose checkpoint commits and
     /// `finish_run` of `lease.run_id` carry the lease: the database refuses
     /// them ([`StoreError::LeaseLost`]) once another runner took the run over.
-    /// On Postgres its failed-step rows, map items and artifacts are fenced
-    /// the same way.
+    /// Its failed-step rows, map items and artifacts are fenced the same
+    /// way.
     pub fn fenced(&self, lease: Lease) -> Store {
         Store {
             fence: Some(Arc::new(lease)),

@@ -253,6 +253,21 @@ impl SqliteStore {
         self.writer.begin().await.map_err(|e| self.error(e, action))
     }
 
+    /// [`begin_write`](Self::begin_write), then, with a `fence`, the lease
+    /// check: what follows writes only while the lease holds.
+    async fn begin_fenced(
+        &self,
+        fence: Option<&Lease>,
+        action: &str,
+    ) -> Result<WriteGuard, StoreError> {
+        let mut tx = self.begin_write(action).await?;
+        if let Some(fence) = fence {
+            // Under the write lock, so the lease cannot change before COMMIT.
+            self.check_fence(&mut tx, false, fence, action).await?;
+        }
+        Ok(tx)
+    }
+
     // ---- runs ------------------------------------------------------------------
 
     pub async fn create_run(
@@ -518,11 +533,7 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let action = format!("recording a failed step of run `{}`", step.run_id);
         let binds = self.step_binds(step)?;
-        let mut tx = self.begin_write(&action).await?;
-        if let Some(fence) = fence {
-            // Under the write lock, so the lease cannot change before COMMIT.
-            self.check_fence(&mut tx, false, fence, &action).await?;
-        }
+        let mut tx = self.begin_fenced(fence, &action).await?;
         insert_step(&mut tx, &binds)
             .await
             .map_err(|e| self.write_error(e, &step.run_id, &action))?;
@@ -714,12 +725,9 @@ impl SqliteStore {
         );
         let duration_us = self.int(item.duration_us, "item duration")?;
         let fuel_consumed = self.int(item.fuel_consumed, "item fuel")?;
+        // Unfenced, one autocommit statement.
         let mut writer = match fence {
-            Some(fence) => {
-                let mut tx = self.begin_write(&action).await?;
-                self.check_fence(&mut tx, false, fence, &action).await?;
-                tx
-            }
+            Some(_) => self.begin_fenced(fence, &action).await?,
             None => self
                 .writer
                 .lock()
@@ -924,10 +932,7 @@ impl SqliteStore {
     ) -> Result<String, StoreError> {
         let action = format!("storing artifact `{name}` of run `{run_id}`");
         let digest = blob_digest(bytes);
-        let mut tx = self.begin_write(&action).await?;
-        if let Some(fence) = fence {
-            self.check_fence(&mut tx, false, fence, &action).await?;
-        }
+        let mut tx = self.begin_fenced(fence, &action).await?;
         insert_artifact(&mut tx, run_id, name, media_type, &digest, bytes, now_ms())
             .await
             .map_err(|e| self.write_error(e, run_id, &action))?;

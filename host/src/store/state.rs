@@ -149,26 +149,22 @@ pub fn canonical_json(value: &Value) -> String {
     String::from_utf8(out).expect("JSON text is UTF-8")
 }
 
-/// Where canonical JSON goes: a buffer, or straight into a hash.
+/// Where canonical JSON goes: a buffer, or straight into a hash. Neither
+/// can fail to take bytes.
 trait Sink: std::io::Write {
-    fn push(&mut self, bytes: &[u8]);
-}
-
-impl Sink for Vec<u8> {
     fn push(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
+        self.write_all(bytes)
+            .expect("a canonical JSON sink takes every byte");
     }
 }
+
+impl Sink for Vec<u8> {}
 
 /// Feeds a SHA-256 without holding the text: a state hash is taken at every
 /// checkpoint, of a state that may be large.
 struct Hashing(Sha256);
 
-impl Sink for Hashing {
-    fn push(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
-    }
-}
+impl Sink for Hashing {}
 
 impl std::io::Write for Hashing {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
