@@ -590,6 +590,15 @@ async fn runs_are_listed_newest_first_and_filtered(kind: Kind) {
     for id in &ids[..3] {
         store.create_run(&new_run(id, json!({}))).await.unwrap();
     }
+    // An id that is taken is a conflict, and writes nothing.
+    let taken = store
+        .create_run(&new_run(&ids[0], json!({"again": true})))
+        .await
+        .unwrap_err();
+    assert!(
+        taken.is_conflict() && taken.to_string().contains("already exists"),
+        "{taken}"
+    );
     store
         .enqueue_run(&new_run(&ids[3], json!({})))
         .await

@@ -98,6 +98,20 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+
+    /// A failure of a SQLite store's writer connection (see
+    /// `store::sqlite::writer`).
+    #[error("database error on {db} while {action}: {source}")]
+    Sqlite {
+        db: String,
+        action: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// The store handle was closed.
+    #[error("database {db} is closed; open the store again to write")]
+    Closed { db: String },
 }
 
 impl StoreError {
@@ -117,6 +131,11 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         match self {
             StoreError::Database { source, .. } => is_transient(source),
+            // Another process kept the write lock past the busy timeout.
+            StoreError::Sqlite { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            ),
             StoreError::Open { .. } => true,
             _ => false,
         }

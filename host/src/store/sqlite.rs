@@ -18,8 +18,8 @@ use std::fmt::Display;
 use std::path::Path;
 use std::time::Duration;
 
+use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::Value;
-use sqlx::error::ErrorKind;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
@@ -41,7 +41,7 @@ use super::{StoreOptions, SyncMode};
 mod queue;
 mod writer;
 
-use writer::{WriteGuard, Writer};
+use writer::Writer;
 
 /// How long a statement waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -150,15 +150,18 @@ impl SqliteStore {
             })
             .foreign_keys(true)
             .busy_timeout(BUSY_TIMEOUT);
-        // The connection that migrates stays on as the writer.
+        // This connection creates the file, switches it to WAL and migrates
+        // it; the writer (see `writer`) opens only once all that is done.
         let mut conn = SqliteConnection::connect_with(&options)
             .await
             .map_err(classify)?;
-        if let Err(error) = migrate(&mut conn, db).await {
-            let _ = conn.close().await;
-            return Err((error, false));
-        }
-        let writer = Writer::from(conn);
+        let migrated = migrate(&mut conn, db).await;
+        let _ = conn.close().await;
+        migrated.map_err(|error| (error, false))?;
+        let writer = Writer::open(path, db, store_options.sync, BUSY_TIMEOUT).map_err(|error| {
+            let busy = writer::is_busy(&error);
+            (error, busy)
+        })?;
 
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
@@ -191,19 +194,6 @@ impl SqliteStore {
             db: self.db.clone(),
             action: action.to_string(),
             source,
-        }
-    }
-
-    /// Maps a failed write: a foreign-key violation means the run is missing.
-    fn write_error(&self, source: sqlx::Error, run_id: &str, action: impl Display) -> StoreError {
-        match &source {
-            sqlx::Error::Database(e) if e.kind() == ErrorKind::ForeignKeyViolation => {
-                StoreError::RunNotFound {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                }
-            }
-            _ => self.error(source, action),
         }
     }
 
@@ -246,26 +236,21 @@ impl SqliteStore {
         text.map(|text| self.json(&text, what)).transpose()
     }
 
-    /// The writer connection in a new write transaction; dropping the guard
-    /// without [`WriteGuard::commit`] rolls it back.
-    async fn begin_write(&self, action: &str) -> Result<WriteGuard, StoreError> {
-        // SQLite-only: Postgres would use a plain BEGIN and row locks.
-        self.writer.begin().await.map_err(|e| self.error(e, action))
+    /// The error of a statement on the writer connection.
+    fn sq(&self, source: rusqlite::Error, action: &str) -> StoreError {
+        self.writer.error(source, action)
     }
 
-    /// [`begin_write`](Self::begin_write), then, with a `fence`, the lease
-    /// check: what follows writes only while the lease holds.
-    async fn begin_fenced(
-        &self,
-        fence: Option<&Lease>,
-        action: &str,
-    ) -> Result<WriteGuard, StoreError> {
-        let mut tx = self.begin_write(action).await?;
-        if let Some(fence) = fence {
-            // Under the write lock, so the lease cannot change before COMMIT.
-            self.check_fence(&mut tx, false, fence, action).await?;
+    /// Like [`sq`](Self::sq), but a foreign-key violation means the run is
+    /// missing.
+    fn sq_write(&self, source: rusqlite::Error, run_id: &str, action: &str) -> StoreError {
+        if extended_code(&source) == Some(rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY) {
+            return StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: run_id.to_owned(),
+            };
         }
-        Ok(tx)
+        self.sq(source, action)
     }
 
     // ---- runs ------------------------------------------------------------------
@@ -286,46 +271,80 @@ impl SqliteStore {
             &BTreeMap::new(),
         );
         let hash = state_hash(&run.initial_state);
-        let mut tx = self
-            .writer
-            .lock()
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        // One batch, BEGIN included; the run's row goes first, so a
-        // duplicate id fails before anything else is written.
-        let inserted = sqlx::query(CREATE_RUN_SQL)
-            .bind(&run.id)
-            .bind(&run.scenario_name)
-            .bind(&run.scenario_path)
-            .bind(&run.scenario_digest)
-            .bind(status.as_str())
-            .bind(run.input.to_string())
-            .bind(&run.start_node)
-            .bind(now)
-            .bind(task_id)
-            .bind(START_NODE)
-            .bind(&encoded.next_nodes)
-            .bind(encoded.is_snapshot)
-            .bind(&encoded.state)
-            .bind(&encoded.changes)
-            .bind(&hash)
-            .bind(&encoded.visits)
-            .bind(encoded.bytes as i64)
-            .execute(tx.opening())
-            .await;
-        if let Err(e) = inserted {
-            return Err(match &e {
-                sqlx::Error::Database(d) if d.kind() == ErrorKind::UniqueViolation => {
-                    StoreError::Conflict {
-                        db: self.db.clone(),
-                        run_id: run.id.clone(),
-                        message: "a run with this id already exists".into(),
-                    }
+        let input = run.input.to_string();
+        self.writer
+            .write(&action, |tx| {
+                // The run's row goes first, so a duplicate id fails before
+                // anything else is written.
+                let inserted = execute(
+                    tx,
+                    INSERT_RUN_SQL,
+                    params![
+                        run.id,
+                        run.scenario_name,
+                        run.scenario_path,
+                        run.scenario_digest,
+                        status.as_str(),
+                        input,
+                        run.start_node,
+                        now,
+                        task_id,
+                    ],
+                );
+                if let Err(e) = inserted {
+                    return Err(
+                        if matches!(
+                            extended_code(&e),
+                            Some(
+                                rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                                    | rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                            )
+                        ) {
+                            StoreError::Conflict {
+                                db: self.db.clone(),
+                                run_id: run.id.clone(),
+                                message: "a run with this id already exists".into(),
+                            }
+                        } else {
+                            self.sq(e, &action)
+                        },
+                    );
                 }
-                _ => self.error(e, &action),
-            });
-        }
-        tx.commit().await.map_err(|e| self.error(e, &action))
+                execute(
+                    tx,
+                    INSERT_CHECKPOINT_SQL,
+                    params![
+                        run.id,
+                        0i64,
+                        START_NODE,
+                        encoded.next_nodes,
+                        encoded.is_snapshot,
+                        encoded.state,
+                        encoded.changes,
+                        hash,
+                        encoded.visits,
+                        encoded.bytes as i64,
+                        now,
+                    ],
+                )
+                .and_then(|_| {
+                    execute(
+                        tx,
+                        INSERT_FIRST_TASK_ROW_SQL,
+                        params![
+                            task_id.unwrap_or(&run.id),
+                            run.id,
+                            START_NODE,
+                            encoded.next_nodes,
+                            hash,
+                            now,
+                        ],
+                    )
+                })
+                .map_err(|e| self.sq(e, &action))?;
+                Ok(())
+            })
+            .await
     }
 
     pub async fn commit_step(
@@ -359,118 +378,142 @@ impl SqliteStore {
             ..commit.step.clone()
         };
         let step = self.step_binds(&step)?;
+        let journal = commit
+            .journal
+            .iter()
+            .map(|entry| {
+                Ok((
+                    self.int(entry.seq, "journal seq")?,
+                    entry.request.to_string(),
+                    entry.response.to_string(),
+                    entry,
+                ))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let blobs: Vec<(String, &NewArtifact)> = artifacts
             .iter()
             .map(|a| (blob_digest(&a.bytes), a))
             .collect();
         let now = now_ms();
 
-        let mut tx = self
-            .writer
-            .lock()
+        self.writer
+            .write(&action, |tx| {
+                if let Some(fence) = fence {
+                    // Under the write lock, so the lease cannot change before COMMIT.
+                    self.check_fence(tx, fence, &action)?;
+                }
+                // The checkpoint goes first: the `checkpoints_in_sequence`
+                // trigger aborts it unless seq is exactly last_seq + 1 of an
+                // active run, which is the exactly-once guard; nothing after
+                // it runs then.
+                let inserted = execute(
+                    tx,
+                    INSERT_CHECKPOINT_SQL,
+                    params![
+                        run_id,
+                        seq,
+                        commit.node_id,
+                        encoded.next_nodes,
+                        encoded.is_snapshot,
+                        encoded.state,
+                        encoded.changes,
+                        commit.state_hash,
+                        encoded.visits,
+                        encoded.bytes as i64,
+                        now,
+                    ],
+                );
+                if let Err(e) = inserted {
+                    if is_sequence_guard(&e) {
+                        // Returning the error rolls the transaction back.
+                        return Err(self.why_not_next(tx, run_id, commit.seq));
+                    }
+                    return Err(self.sq(e, &action));
+                }
+                // The status update is separate so that an unchanged status
+                // leaves its index alone.
+                execute(
+                    tx,
+                    ADVANCE_RUN_SQL,
+                    params![run_id, seq, commit.next_nodes.first(), now],
+                )
+                .and_then(|_| execute(tx, MARK_RUNNING_SQL, params![run_id]))
+                .and_then(|_| insert_step(tx, &step))
+                .and_then(|_| {
+                    execute(
+                        tx,
+                        UPSERT_TASK_ROW_SQL,
+                        params![
+                            run_id,
+                            seq,
+                            commit.node_id,
+                            encoded.next_nodes,
+                            commit.state_hash,
+                            now,
+                        ],
+                    )
+                })
+                .map_err(|e| self.sq(e, &action))?;
+                for (entry_seq, request, response, entry) in &journal {
+                    execute(
+                        tx,
+                        "INSERT INTO journal (run_id, seq, node_id, kind, request, response, \
+                         created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                        params![
+                            run_id,
+                            entry_seq,
+                            entry.node_id,
+                            entry.kind,
+                            request,
+                            response,
+                            now
+                        ],
+                    )
+                    .map_err(|e| self.sq(e, &action))?;
+                }
+                for (digest, artifact) in &blobs {
+                    insert_artifact(
+                        tx,
+                        run_id,
+                        &artifact.name,
+                        &artifact.media_type,
+                        digest,
+                        &artifact.bytes,
+                        now,
+                    )
+                    .map_err(|e| self.sq(e, &action))?;
+                }
+                crate::failpoint::hit(|| format!("in-commit:{}", commit.node_id));
+                Ok(())
+            })
             .await
-            .map_err(|e| self.error(e, &action))?;
-        // BEGIN goes in the same batch as what follows it: one round trip to
-        // SQLite's thread for the writes (two with a fence), one for COMMIT.
-        let writes = match fence {
-            Some(fence) => {
-                // Under the write lock, so the lease cannot change before COMMIT.
-                self.check_fence(&mut tx, true, fence, &action).await?;
-                STEP_WRITES_SQL
-            }
-            None => BEGIN_AND_STEP_WRITES_SQL,
-        };
-        // The checkpoint goes first: the `checkpoints_in_sequence` trigger
-        // aborts it unless seq is exactly last_seq + 1 of an active run, which
-        // is the exactly-once guard; nothing after it runs then. The status
-        // update is separate so that an unchanged status leaves its index
-        // alone.
-        let written = sqlx::query(writes)
-            .bind(run_id)
-            .bind(seq)
-            .bind(commit.next_nodes.first())
-            .bind(now)
-            .bind(&commit.node_id)
-            .bind(&encoded.next_nodes)
-            .bind(encoded.is_snapshot)
-            .bind(&encoded.state)
-            .bind(&encoded.changes)
-            .bind(&commit.state_hash)
-            .bind(&encoded.visits)
-            .bind(encoded.bytes as i64)
-            .bind(&step.node_id)
-            .bind(step.attempt)
-            .bind(&step.status)
-            .bind(step.started_at)
-            .bind(step.duration_us)
-            .bind(&step.input_hash)
-            .bind(&step.output_hash)
-            .bind(&step.error)
-            .bind(step.fuel_consumed)
-            .bind(step.memory_peak_bytes)
-            .bind(&step.detail)
-            .execute(tx.opening())
-            .await;
-        if let Err(e) = written {
-            if is_sequence_guard(&e) {
-                // Dropping the guard rolls the transaction back.
-                return Err(self.why_not_next(&mut tx, run_id, commit.seq).await);
-            }
-            return Err(self.error(e, &action));
-        }
-        for entry in &commit.journal {
-            sqlx::query(
-                "INSERT INTO journal (run_id, seq, node_id, kind, request, response, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(run_id)
-            .bind(self.int(entry.seq, "journal seq")?)
-            .bind(&entry.node_id)
-            .bind(&entry.kind)
-            .bind(entry.request.to_string())
-            .bind(entry.response.to_string())
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        }
-        for (digest, artifact) in &blobs {
-            insert_artifact(
-                &mut tx,
-                run_id,
-                &artifact.name,
-                &artifact.media_type,
-                digest,
-                &artifact.bytes,
-                now,
-            )
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        }
-        crate::failpoint::hit(|| format!("in-commit:{}", commit.node_id));
-        tx.commit().await.map_err(|e| self.error(e, &action))
     }
 
-    /// Refuses (LeaseLost) unless the run's lease is still `fence`. Call
-    /// inside a write transaction, or with `begin` to start one in the same
-    /// batch. A missing run passes: the write that follows reports it.
-    async fn check_fence(
+    /// Refuses (LeaseLost) unless the run's lease is still `fence`; call
+    /// inside a write transaction. A missing run passes: the write that
+    /// follows reports it.
+    fn check_fence(
         &self,
-        tx: &mut WriteGuard,
-        begin: bool,
+        tx: &Transaction<'_>,
         fence: &Lease,
         action: &str,
     ) -> Result<(), StoreError> {
-        let (sql, conn) = if begin {
-            (BEGIN_AND_READ_LEASE_SQL, tx.opening())
-        } else {
-            (READ_LEASE_SQL, &mut **tx)
-        };
-        let row = sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(sql)
-            .bind(&fence.run_id)
-            .fetch_optional(conn)
-            .await
-            .map_err(|e| self.error(e, action))?;
+        let row = tx
+            .prepare_cached(
+                "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = ?1",
+            )
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![fence.run_id], |row| {
+                        Ok((
+                            row.get::<_, Option<String>>(0)?,
+                            row.get::<_, i64>(1)?,
+                            row.get::<_, Option<i64>>(2)?,
+                        ))
+                    })
+                    .optional()
+            })
+            .map_err(|e| self.sq(e, action))?;
         match row {
             Some((holder, generation, expires)) if !holds(fence, holder.as_deref(), generation) => {
                 Err(lease_lost(
@@ -486,30 +529,26 @@ impl SqliteStore {
     }
 
     /// Why the sequence guard refused a checkpoint.
-    async fn why_not_next(
-        &self,
-        conn: &mut SqliteConnection,
-        run_id: &str,
-        seq: u64,
-    ) -> StoreError {
-        let row = sqlx::query("SELECT status, last_seq FROM runs WHERE id = $1")
-            .bind(run_id)
-            .fetch_optional(conn)
-            .await;
+    fn why_not_next(&self, tx: &Transaction<'_>, run_id: &str, seq: u64) -> StoreError {
+        let row = tx
+            .query_row(
+                "SELECT status, last_seq FROM runs WHERE id = ?1",
+                params![run_id],
+                |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)),
+            )
+            .optional();
         let conflict = |message: String| StoreError::Conflict {
             db: self.db.clone(),
             run_id: run_id.to_owned(),
             message,
         };
         match row {
-            Err(e) => self.error(e, format_args!("checking run `{run_id}`")),
+            Err(e) => self.sq(e, &format!("checking run `{run_id}`")),
             Ok(None) => StoreError::RunNotFound {
                 db: self.db.clone(),
                 run_id: run_id.to_owned(),
             },
-            Ok(Some(row)) => {
-                let status: String = row.try_get("status").unwrap_or_default();
-                let last: i64 = row.try_get("last_seq").unwrap_or(-1);
+            Ok(Some((status, last))) => {
                 if status
                     .parse::<RunStatus>()
                     .is_ok_and(RunStatus::is_finished)
@@ -533,17 +572,22 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let action = format!("recording a failed step of run `{}`", step.run_id);
         let binds = self.step_binds(step)?;
-        let mut tx = self.begin_fenced(fence, &action).await?;
-        insert_step(&mut tx, &binds)
+        let now = now_ms();
+        self.writer
+            .write(&action, |tx| {
+                if let Some(fence) = fence {
+                    self.check_fence(tx, fence, &action)?;
+                }
+                insert_step(tx, &binds).map_err(|e| self.sq_write(e, &step.run_id, &action))?;
+                execute(
+                    tx,
+                    "UPDATE runs SET updated_at = ?2 WHERE id = ?1",
+                    params![step.run_id, now],
+                )
+                .map_err(|e| self.sq(e, &action))?;
+                Ok(())
+            })
             .await
-            .map_err(|e| self.write_error(e, &step.run_id, &action))?;
-        sqlx::query("UPDATE runs SET updated_at = $2 WHERE id = $1")
-            .bind(&step.run_id)
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        tx.commit().await.map_err(|e| self.error(e, &action))
     }
 
     pub async fn finish_run(
@@ -555,49 +599,48 @@ impl SqliteStore {
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
         let action = format!("finishing run `{run_id}` as {status}");
-        let mut tx = self
-            .writer
-            .lock()
+        let result = result.map(Value::to_string);
+        let error = error.map(Value::to_string);
+        let now = now_ms();
+        self.writer
+            .write(&action, |tx| {
+                if let Some(fence) = fence {
+                    self.check_fence(tx, fence, &action)?;
+                }
+                let updated = execute(
+                    tx,
+                    &format!(
+                        "UPDATE runs SET status = ?2, result = ?3, error = ?4, \
+                         lease_owner = NULL, lease_expires_at = NULL, updated_at = ?5 \
+                         WHERE id = ?1 AND status IN {ACTIVE}"
+                    ),
+                    params![run_id, status.as_str(), result, error, now],
+                )
+                .map_err(|e| self.sq(e, &action))?;
+                if updated == 1 {
+                    return Ok(());
+                }
+                let current = tx
+                    .query_row(
+                        "SELECT status FROM runs WHERE id = ?1",
+                        params![run_id],
+                        |row| row.get::<_, String>(0),
+                    )
+                    .optional()
+                    .map_err(|e| self.sq(e, &action))?;
+                Err(match current {
+                    None => StoreError::RunNotFound {
+                        db: self.db.clone(),
+                        run_id: run_id.to_owned(),
+                    },
+                    Some(current) => StoreError::Conflict {
+                        db: self.db.clone(),
+                        run_id: run_id.to_owned(),
+                        message: format!("the run is already {current}"),
+                    },
+                })
+            })
             .await
-            .map_err(|e| self.error(e, &action))?;
-        // BEGIN in the same batch as the first statement, as in `commit_step`.
-        // RETURNING says whether the run was updated: after a BEGIN in the
-        // batch, the summed row count would include a stale one.
-        let finish = match fence {
-            Some(fence) => {
-                self.check_fence(&mut tx, true, fence, &action).await?;
-                FINISH_RUN_SQL
-            }
-            None => BEGIN_AND_FINISH_RUN_SQL,
-        };
-        let updated = sqlx::query(finish)
-            .bind(run_id)
-            .bind(status.as_str())
-            .bind(result.map(Value::to_string))
-            .bind(error.map(Value::to_string))
-            .bind(now_ms())
-            .fetch_all(tx.opening())
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        if updated.is_empty() {
-            let current = sqlx::query_scalar::<_, String>("SELECT status FROM runs WHERE id = $1")
-                .bind(run_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| self.error(e, &action))?;
-            return Err(match current {
-                None => StoreError::RunNotFound {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                },
-                Some(current) => StoreError::Conflict {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                    message: format!("the run is already {current}"),
-                },
-            });
-        }
-        tx.commit().await.map_err(|e| self.error(e, &action))
     }
 
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
@@ -725,38 +768,37 @@ impl SqliteStore {
         );
         let duration_us = self.int(item.duration_us, "item duration")?;
         let fuel_consumed = self.int(item.fuel_consumed, "item fuel")?;
-        // Unfenced, one autocommit statement.
-        let mut writer = match fence {
-            Some(_) => self.begin_fenced(fence, &action).await?,
-            None => self
-                .writer
-                .lock()
-                .await
-                .map_err(|e| self.error(e, &action))?,
-        };
-        // Idempotent: a resumed map re-records items it already had; the
-        // first durable output wins.
-        sqlx::query(
-            "INSERT INTO map_items (run_id, node_id, visit, item_index, output, output_hash, \
-             duration_us, fuel_consumed, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-             ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING",
-        )
-        .bind(&item.run_id)
-        .bind(&item.node_id)
-        .bind(i64::from(item.visit))
-        .bind(i64::from(item.item_index))
-        .bind(item.output.to_string())
-        .bind(&item.output_hash)
-        .bind(duration_us)
-        .bind(fuel_consumed)
-        .bind(now_ms())
-        .execute(&mut *writer)
-        .await
-        .map_err(|e| self.write_error(e, &item.run_id, &action))?;
-        if fence.is_some() {
-            writer.commit().await.map_err(|e| self.error(e, &action))?;
-        }
-        Ok(())
+        let output = item.output.to_string();
+        let now = now_ms();
+        self.writer
+            .write(&action, |tx| {
+                if let Some(fence) = fence {
+                    self.check_fence(tx, fence, &action)?;
+                }
+                // Idempotent: a resumed map re-records items it already had;
+                // the first durable output wins.
+                execute(
+                    tx,
+                    "INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
+                     output_hash, duration_us, fuel_consumed, created_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                     ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING",
+                    params![
+                        item.run_id,
+                        item.node_id,
+                        item.visit,
+                        item.item_index,
+                        output,
+                        item.output_hash,
+                        duration_us,
+                        fuel_consumed,
+                        now,
+                    ],
+                )
+                .map_err(|e| self.sq_write(e, &item.run_id, &action))?;
+                Ok(())
+            })
+            .await
     }
 
     pub async fn map_items(
@@ -932,11 +974,16 @@ impl SqliteStore {
     ) -> Result<String, StoreError> {
         let action = format!("storing artifact `{name}` of run `{run_id}`");
         let digest = blob_digest(bytes);
-        let mut tx = self.begin_fenced(fence, &action).await?;
-        insert_artifact(&mut tx, run_id, name, media_type, &digest, bytes, now_ms())
-            .await
-            .map_err(|e| self.write_error(e, run_id, &action))?;
-        tx.commit().await.map_err(|e| self.error(e, &action))?;
+        let now = now_ms();
+        self.writer
+            .write(&action, |tx| {
+                if let Some(fence) = fence {
+                    self.check_fence(tx, fence, &action)?;
+                }
+                insert_artifact(tx, run_id, name, media_type, &digest, bytes, now)
+                    .map_err(|e| self.sq_write(e, run_id, &action))
+            })
+            .await?;
         Ok(digest)
     }
 
@@ -985,80 +1032,73 @@ impl SqliteStore {
     }
 }
 
-/// The writes of a step commit (see `commit_step`). Parameters: $1 run id,
-/// $2 seq, $3 current node, $4 now, $5..$12 the checkpoint, $13..$23 the step.
-/// SQLite-only as a batch (Postgres takes one statement per bound query): the
-/// Postgres backend sends the same statements one by one, or pipelines them,
-/// behind an equivalent trigger in its own 0001 migration.
-macro_rules! step_writes_sql {
-    () => {
-        "INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, changes, \
-            state_hash, visits, bytes, created_at) \
-            VALUES ($1, $2, $5, $6, $7, $8, $9, $10, $11, $12, $4); \
-        UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4 WHERE id = $1; \
-        UPDATE runs SET status = 'running' WHERE id = $1 AND status <> 'running'; \
-        INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, duration_us, \
-            input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail) \
-            VALUES ($1, $2, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23); \
-        INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
-            updated_at) \
-            SELECT COALESCE(task_id, id), id, $2, $5, $6, $10, $4 FROM runs WHERE id = $1 \
-            ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
-            node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
-            state_hash = excluded.state_hash, updated_at = excluded.updated_at;"
-    };
-}
+// The write statements, each prepared once on the writer connection. They use
+// SQLite's `?N` parameters (the reads, through sqlx, use `$N`).
 
-/// [`step_writes_sql`] inside a transaction already begun (after a fence check).
-const STEP_WRITES_SQL: &str = step_writes_sql!();
-/// [`step_writes_sql`] starting the transaction itself.
-const BEGIN_AND_STEP_WRITES_SQL: &str = concat!("BEGIN IMMEDIATE; ", step_writes_sql!());
-
-/// A run's lease ($1 run id), for the fence check.
-macro_rules! read_lease_sql {
-    () => {
-        "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1"
-    };
-}
-const READ_LEASE_SQL: &str = read_lease_sql!();
-const BEGIN_AND_READ_LEASE_SQL: &str = concat!("BEGIN IMMEDIATE; ", read_lease_sql!());
-
-/// Finishes a run that is still active ($1 run id, $2 status, $3 result, $4
-/// error, $5 now), releasing its lease; returns a row if it did. The active
-/// statuses are [`ACTIVE`], spelled out: `concat!` takes only literals.
-macro_rules! finish_run_sql {
-    () => {
-        "UPDATE runs SET status = $2, result = $3, error = $4, lease_owner = NULL, \
-         lease_expires_at = NULL, updated_at = $5 \
-         WHERE id = $1 AND status IN ('queued', 'running', 'waiting') RETURNING id"
-    };
-}
-const FINISH_RUN_SQL: &str = finish_run_sql!();
-const BEGIN_AND_FINISH_RUN_SQL: &str = concat!("BEGIN IMMEDIATE; ", finish_run_sql!());
-
-/// A new run with its checkpoint 0 and task row, starting the transaction.
-/// Parameters: $1..$9 the run (id, scenario name, path, digest, status,
-/// input, current node, now, task id), $10..$17 checkpoint 0 (node, next
-/// nodes, is_snapshot, state, changes, state hash, visits, bytes).
-const CREATE_RUN_SQL: &str = "\
-BEGIN IMMEDIATE; \
+/// A new run ($1..$9: id, scenario name, path, digest, status, input,
+/// current node, now, task id).
+const INSERT_RUN_SQL: &str = "\
 INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
     current_node, last_seq, created_at, updated_at, task_id) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $9); \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8, ?9)";
+
+/// A checkpoint ($1 run id, $2 seq, $3 node, $4 next nodes, $5 is_snapshot,
+/// $6 state, $7 changes, $8 state hash, $9 visits, $10 bytes, $11 now). The
+/// `checkpoints_in_sequence` trigger (migration 0001) aborts it unless seq is
+/// 0 or exactly last_seq + 1 of an active run.
+const INSERT_CHECKPOINT_SQL: &str = "\
 INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, changes, \
     state_hash, visits, bytes, created_at) \
-    VALUES ($1, 0, $10, $11, $12, $13, $14, $15, $16, $17, $8); \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+
+/// A run's position after a checkpoint ($1 run id, $2 seq, $3 current node, $4 now).
+const ADVANCE_RUN_SQL: &str =
+    "UPDATE runs SET last_seq = ?2, current_node = ?3, updated_at = ?4 WHERE id = ?1";
+
+/// Only when the status changes, so that its index is otherwise left alone.
+const MARK_RUNNING_SQL: &str =
+    "UPDATE runs SET status = 'running' WHERE id = ?1 AND status <> 'running'";
+
+/// A new run's task row, at checkpoint 0 ($1 task id, $2 run id, $3 node,
+/// $4 next nodes, $5 state hash, $6 now).
+const INSERT_FIRST_TASK_ROW_SQL: &str = "\
 INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, updated_at) \
-    VALUES (COALESCE($9, $1), $1, 0, $10, $11, $15, $8) \
+    VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6) \
     ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
     node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
-    state_hash = excluded.state_hash, updated_at = excluded.updated_at;";
+    state_hash = excluded.state_hash, updated_at = excluded.updated_at";
+
+/// The run's task row after a checkpoint ($1 run id, $2 seq, $3 node, $4 next
+/// nodes, $5 state hash, $6 now).
+const UPSERT_TASK_ROW_SQL: &str = "\
+INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, updated_at) \
+    SELECT COALESCE(task_id, id), id, ?2, ?3, ?4, ?5, ?6 FROM runs WHERE id = ?1 \
+    ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
+    node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
+    state_hash = excluded.state_hash, updated_at = excluded.updated_at";
 
 /// The message of the `checkpoints_in_sequence` trigger (migration 0001).
 const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";
 
-fn is_sequence_guard(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(e) if e.message().contains(SEQUENCE_GUARD))
+fn is_sequence_guard(error: &rusqlite::Error) -> bool {
+    error.to_string().contains(SEQUENCE_GUARD)
+}
+
+/// SQLite's extended result code of a failed statement.
+fn extended_code(error: &rusqlite::Error) -> Option<i32> {
+    match error {
+        rusqlite::Error::SqliteFailure(failure, _) => Some(failure.extended_code),
+        _ => None,
+    }
+}
+
+/// Runs one write statement, prepared once per writer connection.
+fn execute(
+    tx: &Transaction<'_>,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<usize> {
+    tx.prepare_cached(sql)?.execute(params)
 }
 
 const RUN_COLUMNS: &str = "id, scenario_name, scenario_path, scenario_digest, status, input, \
@@ -1082,66 +1122,56 @@ struct StepBinds {
     detail: Option<String>,
 }
 
-async fn insert_step(conn: &mut SqliteConnection, step: &StepBinds) -> Result<(), sqlx::Error> {
-    sqlx::query(
+fn insert_step(tx: &Transaction<'_>, step: &StepBinds) -> rusqlite::Result<usize> {
+    execute(
+        tx,
         "INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, duration_us, \
          input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        params![
+            step.run_id,
+            step.seq,
+            step.node_id,
+            step.attempt,
+            step.status,
+            step.started_at,
+            step.duration_us,
+            step.input_hash,
+            step.output_hash,
+            step.error,
+            step.fuel_consumed,
+            step.memory_peak_bytes,
+            step.detail,
+        ],
     )
-    .bind(&step.run_id)
-    .bind(step.seq)
-    .bind(&step.node_id)
-    .bind(step.attempt)
-    .bind(&step.status)
-    .bind(step.started_at)
-    .bind(step.duration_us)
-    .bind(&step.input_hash)
-    .bind(&step.output_hash)
-    .bind(&step.error)
-    .bind(step.fuel_consumed)
-    .bind(step.memory_peak_bytes)
-    .bind(&step.detail)
-    .execute(conn)
-    .await?;
-    Ok(())
 }
 
-async fn insert_artifact(
-    conn: &mut SqliteConnection,
+fn insert_artifact(
+    tx: &Transaction<'_>,
     run_id: &str,
     name: &str,
     media_type: &str,
     digest: &str,
     bytes: &[u8],
     now: i64,
-) -> Result<(), sqlx::Error> {
+) -> rusqlite::Result<()> {
     let size = bytes.len() as i64;
     // Content-addressed: the bytes are stored once whatever refers to them.
-    sqlx::query(
-        "INSERT INTO blobs (digest, size, bytes, created_at) VALUES ($1, $2, $3, $4) \
+    execute(
+        tx,
+        "INSERT INTO blobs (digest, size, bytes, created_at) VALUES (?1, ?2, ?3, ?4) \
          ON CONFLICT (digest) DO NOTHING",
-    )
-    .bind(digest)
-    .bind(size)
-    .bind(bytes)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
+        params![digest, size, bytes, now],
+    )?;
     // A name is one artifact per run; writing it again points it at the new bytes.
-    sqlx::query(
+    execute(
+        tx,
         "INSERT INTO artifacts (run_id, name, digest, media_type, size, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
          ON CONFLICT (run_id, name) DO UPDATE SET digest = excluded.digest, \
          media_type = excluded.media_type, size = excluded.size, created_at = excluded.created_at",
-    )
-    .bind(run_id)
-    .bind(name)
-    .bind(digest)
-    .bind(media_type)
-    .bind(size)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?;
+        params![run_id, name, digest, media_type, size, now],
+    )?;
     Ok(())
 }
 

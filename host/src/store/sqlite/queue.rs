@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use rusqlite::{OptionalExtension, Transaction, params};
 use sqlx::Row;
 
-use super::{ACTIVE, RUN_COLUMNS, SqliteStore, now_ms};
+use super::{ACTIVE, SqliteStore, now_ms};
 use crate::store::error::StoreError;
 use crate::store::lease::{CurrentCheckpoint, Lease, PruneReport, Retention, ttl_ms};
 use crate::store::run::RunRow;
@@ -20,29 +21,32 @@ impl SqliteStore {
     ) -> Result<Lease, StoreError> {
         let action = format!("taking the lease on run `{run_id}`");
         let now = now_ms();
-        let mut tx = self.begin_write(&action).await?;
-        let row = sqlx::query_as::<_, (i64, i64)>(&format!(
-            "UPDATE runs SET \
-               lease_generation = CASE WHEN lease_owner = $2 THEN lease_generation \
-                                       ELSE lease_generation + 1 END, \
-               lease_owner = $2, lease_expires_at = $3 + $4, heartbeat_at = $3, \
-               status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
-               updated_at = $3 \
-             WHERE id = $1 AND status IN {ACTIVE} \
-               AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires_at < $3) \
-             RETURNING lease_generation, lease_expires_at"
-        ))
-        .bind(run_id)
-        .bind(owner)
-        .bind(now)
-        .bind(ttl_ms(ttl))
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(|e| self.error(e, &action))?;
-        let Some((generation, expires_at_ms)) = row else {
-            return Err(self.why_not_leased(&mut tx, run_id, &action).await);
-        };
-        tx.commit().await.map_err(|e| self.error(e, &action))?;
+        let (generation, expires_at_ms) = self
+            .writer
+            .write(&action, |tx| {
+                let row = tx
+                    .prepare_cached(&format!(
+                        "UPDATE runs SET \
+                           lease_generation = CASE WHEN lease_owner = ?2 THEN lease_generation \
+                                                   ELSE lease_generation + 1 END, \
+                           lease_owner = ?2, lease_expires_at = ?3 + ?4, heartbeat_at = ?3, \
+                           status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
+                           updated_at = ?3 \
+                         WHERE id = ?1 AND status IN {ACTIVE} \
+                           AND (lease_owner IS NULL OR lease_owner = ?2 OR lease_expires_at < ?3) \
+                         RETURNING lease_generation, lease_expires_at"
+                    ))
+                    .and_then(|mut statement| {
+                        statement
+                            .query_row(params![run_id, owner, now, ttl_ms(ttl)], |row| {
+                                Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+                            })
+                            .optional()
+                    })
+                    .map_err(|e| self.sq(e, &action))?;
+                row.ok_or_else(|| self.why_not_leased(tx, run_id, &action))
+            })
+            .await?;
         Ok(Lease {
             run_id: run_id.to_owned(),
             owner: owner.to_owned(),
@@ -53,20 +57,22 @@ impl SqliteStore {
 
     /// Why a lease could not be taken or kept: no run, a finished run, or
     /// another holder.
-    async fn why_not_leased(
-        &self,
-        conn: &mut sqlx::SqliteConnection,
-        run_id: &str,
-        action: &str,
-    ) -> StoreError {
-        let row = sqlx::query_as::<_, (String, Option<String>, Option<i64>)>(
-            "SELECT status, lease_owner, lease_expires_at FROM runs WHERE id = $1",
-        )
-        .bind(run_id)
-        .fetch_optional(conn)
-        .await;
+    fn why_not_leased(&self, tx: &Transaction<'_>, run_id: &str, action: &str) -> StoreError {
+        let row = tx
+            .query_row(
+                "SELECT status, lease_owner, lease_expires_at FROM runs WHERE id = ?1",
+                params![run_id],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, Option<i64>>(2)?,
+                    ))
+                },
+            )
+            .optional();
         match row {
-            Err(e) => self.error(e, action),
+            Err(e) => self.sq(e, action),
             Ok(None) => StoreError::RunNotFound {
                 db: self.db.clone(),
                 run_id: run_id.to_owned(),
@@ -94,44 +100,53 @@ impl SqliteStore {
     pub async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
         let action = format!("renewing the lease on run `{}`", lease.run_id);
         let now = now_ms();
-        let mut tx = self.begin_write(&action).await?;
-        let expires = sqlx::query_scalar::<_, i64>(&format!(
-            "UPDATE runs SET lease_expires_at = $4 + $5, heartbeat_at = $4 \
-             WHERE id = $1 AND lease_owner = $2 AND lease_generation = $3 AND status IN {ACTIVE} \
-             RETURNING lease_expires_at"
-        ))
-        .bind(&lease.run_id)
-        .bind(&lease.owner)
-        .bind(self.int(lease.generation, "lease generation")?)
-        .bind(now)
-        .bind(ttl_ms(ttl))
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(|e| self.error(e, &action))?;
-        let Some(expires_at_ms) = expires else {
-            return Err(self.why_lost(&mut tx, lease, &action).await);
-        };
-        tx.commit().await.map_err(|e| self.error(e, &action))?;
+        let generation = self.int(lease.generation, "lease generation")?;
+        let expires_at_ms = self
+            .writer
+            .write(&action, |tx| {
+                let expires = tx
+                    .prepare_cached(&format!(
+                        "UPDATE runs SET lease_expires_at = ?4 + ?5, heartbeat_at = ?4 \
+                         WHERE id = ?1 AND lease_owner = ?2 AND lease_generation = ?3 \
+                           AND status IN {ACTIVE} \
+                         RETURNING lease_expires_at"
+                    ))
+                    .and_then(|mut statement| {
+                        statement
+                            .query_row(
+                                params![lease.run_id, lease.owner, generation, now, ttl_ms(ttl)],
+                                |row| row.get::<_, i64>(0),
+                            )
+                            .optional()
+                    })
+                    .map_err(|e| self.sq(e, &action))?;
+                expires.ok_or_else(|| self.why_lost(tx, lease, &action))
+            })
+            .await?;
         Ok(Lease {
             expires_at_ms,
             ..lease.clone()
         })
     }
 
-    async fn why_lost(
-        &self,
-        conn: &mut sqlx::SqliteConnection,
-        lease: &Lease,
-        action: &str,
-    ) -> StoreError {
-        let row = sqlx::query_as::<_, (String, Option<String>, i64, Option<i64>)>(
-            "SELECT status, lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1",
-        )
-        .bind(&lease.run_id)
-        .fetch_optional(conn)
-        .await;
+    fn why_lost(&self, tx: &Transaction<'_>, lease: &Lease, action: &str) -> StoreError {
+        let row = tx
+            .query_row(
+                "SELECT status, lease_owner, lease_generation, lease_expires_at \
+                 FROM runs WHERE id = ?1",
+                params![lease.run_id],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, Option<i64>>(3)?,
+                    ))
+                },
+            )
+            .optional();
         match row {
-            Err(e) => self.error(e, action),
+            Err(e) => self.sq(e, action),
             Ok(None) => StoreError::RunNotFound {
                 db: self.db.clone(),
                 run_id: lease.run_id.clone(),
@@ -161,22 +176,25 @@ impl SqliteStore {
 
     pub async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
         let action = format!("releasing the lease on run `{}`", lease.run_id);
-        let mut tx = self.begin_write(&action).await?;
-        let done = sqlx::query(
-            "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, heartbeat_at = NULL, \
-               status = CASE WHEN status = 'running' THEN 'queued' ELSE status END, \
-               updated_at = $4 \
-             WHERE id = $1 AND lease_owner = $2 AND lease_generation = $3",
-        )
-        .bind(&lease.run_id)
-        .bind(&lease.owner)
-        .bind(self.int(lease.generation, "lease generation")?)
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| self.error(e, &action))?;
-        tx.commit().await.map_err(|e| self.error(e, &action))?;
-        Ok(done.rows_affected() == 1)
+        let generation = self.int(lease.generation, "lease generation")?;
+        let now = now_ms();
+        let released = self
+            .writer
+            .write(&action, |tx| {
+                tx.prepare_cached(
+                    "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, \
+                       heartbeat_at = NULL, \
+                       status = CASE WHEN status = 'running' THEN 'queued' ELSE status END, \
+                       updated_at = ?4 \
+                     WHERE id = ?1 AND lease_owner = ?2 AND lease_generation = ?3",
+                )
+                .and_then(|mut statement| {
+                    statement.execute(params![lease.run_id, lease.owner, generation, now])
+                })
+                .map_err(|e| self.sq(e, &action))
+            })
+            .await?;
+        Ok(released == 1)
     }
 
     pub async fn claim_run(
@@ -186,38 +204,57 @@ impl SqliteStore {
     ) -> Result<Option<(RunRow, Lease)>, StoreError> {
         let action = "claiming a run";
         let now = now_ms();
-        let mut tx = self.begin_write(action).await?;
-        // A dead runner's run first (its lease expired), then the queue.
-        for pick in [
-            "SELECT id FROM runs WHERE status = 'running' AND lease_owner IS NOT NULL \
-             AND lease_expires_at < $2 ORDER BY lease_expires_at LIMIT 1",
-            "SELECT id FROM runs WHERE status = 'queued' ORDER BY created_at, id LIMIT 1",
-        ] {
-            let row = sqlx::query(&format!(
-                "UPDATE runs SET lease_owner = $1, lease_generation = lease_generation + 1, \
-                   lease_expires_at = $2 + $3, heartbeat_at = $2, status = 'running', \
-                   updated_at = $2 \
-                 WHERE id = ({pick}) RETURNING {RUN_COLUMNS}"
-            ))
-            .bind(owner)
-            .bind(now)
-            .bind(ttl_ms(ttl))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, action))?;
-            if let Some(row) = row {
-                let run = self.run_row(&row)?;
-                tx.commit().await.map_err(|e| self.error(e, action))?;
-                let lease = Lease {
-                    run_id: run.id.clone(),
-                    owner: owner.to_owned(),
-                    generation: run.lease_generation,
-                    expires_at_ms: run.lease_expires_at_ms.unwrap_or(now),
-                };
-                return Ok(Some((run, lease)));
-            }
-        }
-        Ok(None)
+        let claimed = self
+            .writer
+            .write(action, |tx| {
+                // A dead runner's run first (its lease expired), then the queue.
+                for pick in [
+                    "SELECT id FROM runs WHERE status = 'running' AND lease_owner IS NOT NULL \
+                     AND lease_expires_at < ?2 ORDER BY lease_expires_at LIMIT 1",
+                    "SELECT id FROM runs WHERE status = 'queued' ORDER BY created_at, id LIMIT 1",
+                ] {
+                    let claimed = tx
+                        .prepare_cached(&format!(
+                            "UPDATE runs SET lease_owner = ?1, \
+                               lease_generation = lease_generation + 1, \
+                               lease_expires_at = ?2 + ?3, heartbeat_at = ?2, status = 'running', \
+                               updated_at = ?2 \
+                             WHERE id = ({pick}) RETURNING id"
+                        ))
+                        .and_then(|mut statement| {
+                            statement
+                                .query_row(params![owner, now, ttl_ms(ttl)], |row| {
+                                    row.get::<_, String>(0)
+                                })
+                                .optional()
+                        })
+                        .map_err(|e| self.sq(e, action))?;
+                    if claimed.is_some() {
+                        return Ok(claimed);
+                    }
+                }
+                Ok(None)
+            })
+            .await?;
+        let Some(run_id) = claimed else {
+            return Ok(None);
+        };
+        // Read back through the pool once committed: the lease now keeps
+        // every other runner off the row.
+        let run = self
+            .run(&run_id)
+            .await?
+            .ok_or_else(|| StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: run_id.clone(),
+            })?;
+        let lease = Lease {
+            run_id,
+            owner: owner.to_owned(),
+            generation: run.lease_generation,
+            expires_at_ms: run.lease_expires_at_ms.unwrap_or(now),
+        };
+        Ok(Some((run, lease)))
     }
 
     pub async fn current_checkpoint(
@@ -253,25 +290,23 @@ impl SqliteStore {
         keep: Option<Duration>,
     ) -> Result<(), StoreError> {
         let action = format!("setting the retention of scenario `{scenario}`");
-        let query = match keep {
-            Some(keep) => sqlx::query(
-                "INSERT INTO retention (scenario_name, keep_ms) VALUES ($1, $2) \
-                 ON CONFLICT (scenario_name) DO UPDATE SET keep_ms = excluded.keep_ms",
-            )
-            .bind(scenario)
-            .bind(ttl_ms(keep)),
-            None => sqlx::query("DELETE FROM retention WHERE scenario_name = $1").bind(scenario),
-        };
-        let mut writer = self
-            .writer
-            .lock()
+        self.writer
+            .write(&action, |tx| {
+                match keep {
+                    Some(keep) => tx.execute(
+                        "INSERT INTO retention (scenario_name, keep_ms) VALUES (?1, ?2) \
+                         ON CONFLICT (scenario_name) DO UPDATE SET keep_ms = excluded.keep_ms",
+                        params![scenario, ttl_ms(keep)],
+                    ),
+                    None => tx.execute(
+                        "DELETE FROM retention WHERE scenario_name = ?1",
+                        params![scenario],
+                    ),
+                }
+                .map_err(|e| self.sq(e, &action))?;
+                Ok(())
+            })
             .await
-            .map_err(|e| self.error(e, &action))?;
-        query
-            .execute(&mut *writer)
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        Ok(())
     }
 
     pub async fn retention(&self) -> Result<Vec<Retention>, StoreError> {
@@ -299,29 +334,35 @@ impl SqliteStore {
         older_than: Option<Duration>,
     ) -> Result<PruneReport, StoreError> {
         let action = "pruning finished runs";
-        let mut tx = self.begin_write(action).await?;
-        let runs: Vec<String> = sqlx::query_scalar(
-            "DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') \
-             AND updated_at < $1 - COALESCE( \
-                 (SELECT keep_ms FROM retention AS r WHERE r.scenario_name = runs.scenario_name), \
-                 $2) \
-             RETURNING id",
-        )
-        .bind(now_ms())
-        .bind(older_than.map(ttl_ms))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(|e| self.error(e, action))?;
-        let blobs = sqlx::query(
-            "DELETE FROM blobs WHERE NOT EXISTS \
-             (SELECT 1 FROM artifacts AS a WHERE a.digest = blobs.digest)",
-        )
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| self.error(e, action))?
-        .rows_affected();
-        tx.commit().await.map_err(|e| self.error(e, action))?;
-        let mut runs = runs;
+        let now = now_ms();
+        let (mut runs, blobs) = self
+            .writer
+            .write(action, |tx| {
+                let runs = tx
+                    .prepare(
+                        "DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') \
+                         AND updated_at < ?1 - COALESCE( \
+                             (SELECT keep_ms FROM retention AS r \
+                              WHERE r.scenario_name = runs.scenario_name), \
+                             ?2) \
+                         RETURNING id",
+                    )
+                    .and_then(|mut statement| {
+                        statement
+                            .query_map(params![now, older_than.map(ttl_ms)], |row| row.get(0))?
+                            .collect::<rusqlite::Result<Vec<String>>>()
+                    })
+                    .map_err(|e| self.sq(e, action))?;
+                let blobs = tx
+                    .execute(
+                        "DELETE FROM blobs WHERE NOT EXISTS \
+                         (SELECT 1 FROM artifacts AS a WHERE a.digest = blobs.digest)",
+                        [],
+                    )
+                    .map_err(|e| self.sq(e, action))?;
+                Ok((runs, blobs as u64))
+            })
+            .await?;
         runs.sort();
         Ok(PruneReport { runs, blobs })
     }

@@ -1,246 +1,273 @@
-//! The one connection a SQLite store handle writes through.
+//! The one connection a SQLite store handle writes through, driven on the
+//! calling thread.
 //!
 //! SQLite lets one connection write at a time, so writing through a pool
 //! gains nothing and costs a lot: in WAL mode a connection drops its page
 //! cache whenever another connection has committed, so pooled writers that
-//! take turns re-read every page they touch; each connection prepares every
-//! statement again; and a pool checkout pings the connection (one more round
-//! trip to its thread) before handing it out. Every write of a handle
-//! therefore goes through this connection, in process order (a tokio
-//! mutex); other processes are kept out by SQLite's write lock, taken up
-//! front with `BEGIN IMMEDIATE`. Reads use the handle's pool and leave this
-//! connection's cache alone.
+//! take turns re-read every page they touch, and each connection prepares
+//! every statement again. Every write of a handle therefore goes through this
+//! connection, in process order (a tokio mutex); other processes are kept out
+//! by SQLite's write lock, taken up front with `BEGIN IMMEDIATE`. Reads use
+//! the handle's sqlx pool and leave this connection's cache alone.
 //!
-//! Transactions here are SQL (`BEGIN IMMEDIATE` … `COMMIT`) rather than
-//! sqlx's `Transaction`, so that a commit can send its `BEGIN` in the same
-//! statement batch as its writes: one round trip to the connection's thread
-//! instead of two. What sqlx's `Transaction` guarantees still holds: a
-//! transaction that ends without COMMIT (an error, a dropped future) is
-//! rolled back before the connection is used for anything else.
+//! The writer is a rusqlite connection called directly, not an sqlx one.
+//! sqlx runs each SQLite connection on its own thread and hands every
+//! statement batch over a channel: two thread wake-ups per round trip, about
+//! 27 µs on this class of machine, twice per checkpoint, which was more than
+//! SQLite's own work for a small commit. Here a transaction is one
+//! synchronous call of `work` on the async task's thread: a checkpoint is a
+//! few page writes into the WAL (no fsync with `synchronous = NORMAL`, one
+//! with `FULL`), so it blocks the thread for about as long as a hand-over
+//! would have. What could block for long, waiting for another process's
+//! write lock, is not done on the thread: the connection's busy timeout is
+//! zero and a busy `BEGIN IMMEDIATE` is retried after an async sleep, up to
+//! the store's busy timeout.
+//!
+//! A transaction cannot outlive `work`: rusqlite's `Transaction` rolls back
+//! when dropped, so an error (or a panic) inside `work` leaves nothing
+//! written, and no transaction is ever open across an `.await`.
 
-use std::ops::{Deref, DerefMut};
+use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use sqlx::sqlite::SqliteConnection;
-use sqlx::{Connection, Executor};
-use tokio::sync::{Mutex, OwnedMutexGuard};
+use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+use tokio::sync::Mutex;
 
-/// Starts a write transaction, taking the write lock up front (batches that
-/// open their own transaction start with the same statement).
-pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
+use crate::store::SyncMode;
+use crate::store::error::StoreError;
+
+/// Statements the writer keeps prepared (every write statement of the store
+/// fits, with room to spare).
+const STATEMENT_CACHE: usize = 64;
 
 /// The writer connection of one store handle (shared by its clones).
 #[derive(Debug, Clone)]
 pub(super) struct Writer {
     /// None once closed.
-    slot: Arc<Mutex<Option<Slot>>>,
-}
-
-#[derive(Debug)]
-struct Slot {
-    conn: SqliteConnection,
-    /// A transaction may be open: set before anything that can open one is
-    /// sent, cleared once COMMIT or ROLLBACK returned. A stale `true` costs a
-    /// ROLLBACK that SQLite answers with "no transaction is active".
-    open: bool,
+    slot: Arc<Mutex<Option<Connection>>>,
+    /// Display URL, for messages.
+    db: Arc<str>,
+    /// How long a write waits for another process's write lock.
+    busy_timeout: Duration,
 }
 
 impl Writer {
-    /// The connection, outside any transaction: for one autocommit statement.
-    pub async fn lock(&self) -> Result<WriteGuard, sqlx::Error> {
-        let mut slot = self.slot.clone().lock_owned().await;
-        match slot.as_mut() {
-            None => return Err(sqlx::Error::PoolClosed),
-            Some(held) if held.open => rollback(held).await?,
-            Some(_) => {}
-        }
-        Ok(WriteGuard { slot: Some(slot) })
-    }
-
-    /// The connection in a new write transaction (`BEGIN IMMEDIATE`).
-    pub async fn begin(&self) -> Result<WriteGuard, sqlx::Error> {
-        let mut guard = self.lock().await?;
-        guard.opening().execute(BEGIN).await?;
-        Ok(guard)
-    }
-
-    /// Waits for the statement in flight, if any, and closes the connection;
-    /// later writes fail with [`sqlx::Error::PoolClosed`].
-    pub async fn close(&self) {
-        let held = self.slot.lock().await.take();
-        if let Some(mut held) = held {
-            if held.open {
-                let _ = rollback(&mut held).await;
-            }
-            let _ = held.conn.close().await;
-        }
-    }
-}
-
-impl From<SqliteConnection> for Writer {
-    fn from(conn: SqliteConnection) -> Writer {
-        Writer {
-            slot: Arc::new(Mutex::new(Some(Slot { conn, open: false }))),
-        }
-    }
-}
-
-/// Exclusive use of the writer connection. Dereferences to the connection;
-/// dropping it with a transaction open rolls the transaction back (in a task
-/// that keeps the connection until it is done).
-#[derive(Debug)]
-pub(super) struct WriteGuard {
-    /// Some until dropped.
-    slot: Option<OwnedMutexGuard<Option<Slot>>>,
-}
-
-impl WriteGuard {
-    fn held(&mut self) -> &mut Slot {
-        self.slot
-            .as_mut()
-            .and_then(|slot| slot.as_mut())
-            .expect("a WriteGuard holds an open writer until dropped")
-    }
-
-    /// The connection, for a batch that starts with [`BEGIN`]: from here on
-    /// the transaction counts as open, so it is rolled back unless
-    /// [`commit`](Self::commit) succeeds, even if the batch fails half way.
-    pub fn opening(&mut self) -> &mut SqliteConnection {
-        let held = self.held();
-        held.open = true;
-        &mut held.conn
-    }
-
-    /// Commits the transaction this guard opened.
-    pub async fn commit(mut self) -> Result<(), sqlx::Error> {
-        let held = self.held();
-        held.conn.execute("COMMIT").await?;
-        held.open = false;
-        Ok(())
-    }
-}
-
-impl Deref for WriteGuard {
-    type Target = SqliteConnection;
-
-    fn deref(&self) -> &SqliteConnection {
-        let slot = self.slot.as_ref().and_then(|slot| slot.as_ref());
-        &slot.expect("a WriteGuard holds an open writer").conn
-    }
-}
-
-impl DerefMut for WriteGuard {
-    fn deref_mut(&mut self) -> &mut SqliteConnection {
-        &mut self.held().conn
-    }
-}
-
-impl Drop for WriteGuard {
-    fn drop(&mut self) {
-        let Some(mut slot) = self.slot.take() else {
-            return;
+    /// Opens the writer on a database that exists and is migrated.
+    pub fn open(
+        path: &Path,
+        db: &str,
+        sync: SyncMode,
+        busy_timeout: Duration,
+    ) -> Result<Writer, StoreError> {
+        let error = |source, action: &str| StoreError::Sqlite {
+            db: db.to_owned(),
+            action: action.to_owned(),
+            source,
         };
-        if !slot.as_ref().is_some_and(|held| held.open) {
-            return;
-        }
-        // Roll back now rather than at the next write, so that the database's
-        // write lock is not held meanwhile. Without a runtime (never in
-        // practice) the flag makes the next `lock` do it.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                if let Some(held) = slot.as_mut()
-                    && let Err(error) = rollback(held).await
-                {
-                    tracing::warn!(%error, "rolling back an abandoned SQLite write transaction");
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| error(e, "opening the writer connection"))?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        // The journal mode is the file's (the opening connection set WAL);
+        // these are the connection's own.
+        let sync = match sync {
+            SyncMode::Full => "FULL",
+            SyncMode::Normal => "NORMAL",
+        };
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 0;"
+        ))
+        .map_err(|e| error(e, "configuring the writer connection"))?;
+        Ok(Writer {
+            slot: Arc::new(Mutex::new(Some(conn))),
+            db: db.into(),
+            busy_timeout,
+        })
+    }
+
+    /// Runs `work` in a write transaction (`BEGIN IMMEDIATE` … `COMMIT`) and
+    /// commits if it returns Ok; an error rolls everything back. While
+    /// another process holds the write lock, waits (asynchronously) up to
+    /// the busy timeout, then fails with SQLite's "database is locked".
+    /// `work` may run more than once: it is retried whole if SQLite reports
+    /// the database busy inside it.
+    pub async fn write<T>(
+        &self,
+        action: &str,
+        mut work: impl FnMut(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let deadline = Instant::now() + self.busy_timeout;
+        let mut wait = Duration::from_micros(500);
+        loop {
+            let mut slot = self.slot.lock().await;
+            let Some(conn) = slot.as_mut() else {
+                return Err(StoreError::Closed {
+                    db: self.db.to_string(),
+                });
+            };
+            let attempt = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|source| self.error(source, action))
+                .and_then(|tx| {
+                    let value = work(&tx)?;
+                    tx.commit().map_err(|source| self.error(source, action))?;
+                    Ok(value)
+                });
+            drop(slot);
+            match attempt {
+                Err(error) if is_busy(&error) && Instant::now() < deadline => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_millis(50));
                 }
-            });
+                other => return other,
+            }
+        }
+    }
+
+    /// The error of a statement of this connection.
+    pub fn error(&self, source: rusqlite::Error, action: &str) -> StoreError {
+        StoreError::Sqlite {
+            db: self.db.to_string(),
+            action: action.to_owned(),
+            source,
+        }
+    }
+
+    /// Waits for the write in flight, if any, and closes the connection;
+    /// later writes fail with [`StoreError::Closed`].
+    pub async fn close(&self) {
+        let conn = self.slot.lock().await.take();
+        if let Some(conn) = conn {
+            let _ = conn.close();
         }
     }
 }
 
-/// Rolls back whatever transaction may be open on `held`.
-async fn rollback(held: &mut Slot) -> Result<(), sqlx::Error> {
-    match held.conn.execute("ROLLBACK").await {
-        Ok(_) => {}
-        // SQLite already ended it (it does on some errors), or it never began.
-        Err(sqlx::Error::Database(e)) if e.message().contains("no transaction is active") => {}
-        Err(e) => return Err(e),
-    }
-    held.open = false;
-    Ok(())
+/// SQLITE_BUSY or SQLITE_LOCKED from the writer: another connection holds
+/// the lock this write needs.
+pub(super) fn is_busy(error: &StoreError) -> bool {
+    matches!(
+        error,
+        StoreError::Sqlite { source, .. } if matches!(
+            source.sqlite_error_code(),
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+        )
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sqlx::sqlite::SqliteConnectOptions;
+    use rusqlite::OptionalExtension;
 
-    async fn writer(dir: &tempfile::TempDir) -> Writer {
-        let options = SqliteConnectOptions::new()
-            .filename(dir.path().join("w.db"))
-            .create_if_missing(true);
-        let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
-        conn.execute("CREATE TABLE t (x INTEGER PRIMARY KEY)")
-            .await
+    fn writer(dir: &tempfile::TempDir, busy: Duration) -> Writer {
+        let path = dir.path().join("w.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (x INTEGER PRIMARY KEY);")
             .unwrap();
-        Writer::from(conn)
+        drop(conn);
+        Writer::open(&path, "sqlite://w.db", SyncMode::Normal, busy).unwrap()
     }
 
     async fn rows(writer: &Writer) -> i64 {
-        let mut guard = writer.lock().await.unwrap();
-        sqlx::query_scalar("SELECT COUNT(*) FROM t")
-            .fetch_one(&mut *guard)
+        writer
+            .write("counting", |tx| {
+                tx.query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
+                    .map_err(|e| writer.error(e, "counting"))
+            })
             .await
             .unwrap()
     }
 
     #[tokio::test]
-    async fn a_transaction_dropped_without_commit_is_rolled_back() {
+    async fn work_that_fails_leaves_nothing_written() {
         let dir = tempfile::tempdir().unwrap();
-        let writer = writer(&dir).await;
-        let mut tx = writer.begin().await.unwrap();
-        tx.execute("INSERT INTO t VALUES (1)").await.unwrap();
-        drop(tx);
-        // The next user waits for the rollback and finds no transaction open.
-        let mut tx = writer.begin().await.unwrap();
-        tx.execute("INSERT INTO t VALUES (2)").await.unwrap();
-        tx.commit().await.unwrap();
+        let writer = writer(&dir, Duration::from_secs(1));
+        let failed = writer
+            .write("inserting twice", |tx| {
+                tx.execute("INSERT INTO t VALUES (1)", [])
+                    .and_then(|_| tx.execute("INSERT INTO t VALUES (1)", []))
+                    .map_err(|e| writer.error(e, "inserting twice"))
+            })
+            .await;
+        assert!(
+            matches!(&failed, Err(StoreError::Sqlite { action, .. }) if action == "inserting twice"),
+            "{failed:?}"
+        );
+        assert_eq!(rows(&writer).await, 0);
+        // The connection is usable again: no transaction was left open.
+        writer
+            .write("inserting", |tx| {
+                tx.execute("INSERT INTO t VALUES (2)", [])
+                    .map_err(|e| writer.error(e, "inserting"))
+            })
+            .await
+            .unwrap();
         assert_eq!(rows(&writer).await, 1);
     }
 
     #[tokio::test]
-    async fn a_batch_that_fails_after_its_begin_is_rolled_back() {
+    async fn a_write_waits_for_another_connections_lock_then_proceeds() {
         let dir = tempfile::tempdir().unwrap();
-        let writer = writer(&dir).await;
-        let mut tx = writer.lock().await.unwrap();
-        let failed = tx
-            .opening()
-            .execute(concat!(
-                "BEGIN IMMEDIATE; ",
-                "INSERT INTO t VALUES (1); INSERT INTO t VALUES (1);"
-            ))
-            .await;
-        assert!(failed.is_err());
-        drop(tx);
-        assert_eq!(rows(&writer).await, 0);
-        // A stale flag (nothing open) costs nothing but a refused ROLLBACK.
-        let mut guard = writer.lock().await.unwrap();
-        guard.opening();
-        drop(guard);
-        let mut tx = writer.begin().await.unwrap();
-        tx.execute("INSERT INTO t VALUES (3)").await.unwrap();
-        tx.commit().await.unwrap();
-        assert_eq!(rows(&writer).await, 1);
+        let writer = writer(&dir, Duration::from_secs(10));
+        let other = Connection::open(dir.path().join("w.db")).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            other
+                .execute_batch("INSERT INTO t VALUES (7); COMMIT")
+                .unwrap();
+        });
+        let started = Instant::now();
+        writer
+            .write("inserting", |tx| {
+                tx.execute("INSERT INTO t VALUES (8)", [])
+                    .map_err(|e| writer.error(e, "inserting"))
+            })
+            .await
+            .unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(90));
+        release.join().unwrap();
+        assert_eq!(rows(&writer).await, 2);
+    }
+
+    #[tokio::test]
+    async fn a_lock_held_past_the_busy_timeout_is_a_busy_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = writer(&dir, Duration::from_millis(50));
+        let other = Connection::open(dir.path().join("w.db")).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let failed = writer
+            .write("inserting", |tx| {
+                tx.execute("INSERT INTO t VALUES (1)", [])
+                    .map_err(|e| writer.error(e, "inserting"))
+            })
+            .await
+            .unwrap_err();
+        assert!(is_busy(&failed), "{failed:?}");
+        assert!(failed.is_transient());
+        assert!(failed.to_string().contains("sqlite://w.db"), "{failed}");
+        other.execute_batch("ROLLBACK").unwrap();
+        let found: Option<i64> = Connection::open(dir.path().join("w.db"))
+            .unwrap()
+            .query_row("SELECT x FROM t", [], |row| row.get(0))
+            .optional()
+            .unwrap();
+        assert_eq!(found, None);
     }
 
     #[tokio::test]
     async fn a_closed_writer_refuses_writes() {
         let dir = tempfile::tempdir().unwrap();
-        let writer = writer(&dir).await;
+        let writer = writer(&dir, Duration::from_secs(1));
         writer.close().await;
-        assert!(matches!(
-            writer.begin().await.err(),
-            Some(sqlx::Error::PoolClosed)
-        ));
+        let refused = writer.write("counting", |_| Ok(())).await;
+        assert!(
+            matches!(refused, Err(StoreError::Closed { .. })),
+            "{refused:?}"
+        );
     }
 }
