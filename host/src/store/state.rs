@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use smallvec::SmallVec;
 
 /// One change a node makes to one top-level field of the state.
 ///
@@ -161,14 +162,47 @@ trait Sink: std::io::Write {
 impl Sink for Vec<u8> {}
 
 /// Feeds a SHA-256 without holding the text: a state hash is taken at every
-/// checkpoint, of a state that may be large.
-struct Hashing(Sha256);
+/// checkpoint, of a state that may be large. Canonical JSON arrives in many
+/// tiny writes (a comma, a key, a quote), so they are gathered into a small
+/// buffer and hashed a few blocks at a time.
+struct Hashing {
+    sha: Sha256,
+    buffer: [u8; HASH_BUFFER],
+    len: usize,
+}
+
+/// Bytes gathered before they are hashed: 16 SHA-256 blocks.
+const HASH_BUFFER: usize = 1024;
+
+impl Hashing {
+    fn new() -> Self {
+        Hashing {
+            sha: Sha256::new(),
+            buffer: [0; HASH_BUFFER],
+            len: 0,
+        }
+    }
+
+    fn finish(mut self) -> String {
+        self.sha.update(&self.buffer[..self.len]);
+        hex::encode(self.sha.finalize())
+    }
+}
 
 impl Sink for Hashing {}
 
 impl std::io::Write for Hashing {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.update(bytes);
+        if self.len + bytes.len() > HASH_BUFFER {
+            self.sha.update(&self.buffer[..self.len]);
+            self.len = 0;
+            if bytes.len() > HASH_BUFFER {
+                self.sha.update(bytes);
+                return Ok(bytes.len());
+            }
+        }
+        self.buffer[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
         Ok(bytes.len())
     }
 
@@ -180,7 +214,9 @@ impl std::io::Write for Hashing {
 fn write_canonical(value: &Value, out: &mut impl Sink) {
     match value {
         Value::Object(fields) => {
-            let mut keys: Vec<(&String, &Value)> = fields.iter().collect();
+            // Objects in a state are mostly small records: sort their keys
+            // on the stack.
+            let mut keys: SmallVec<[(&String, &Value); 16]> = fields.iter().collect();
             keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
             out.push(b"{");
             for (i, (key, item)) in keys.into_iter().enumerate() {
@@ -218,9 +254,9 @@ fn write_scalar<T: Serialize + ?Sized>(value: &T, out: &mut impl Sink) {
 /// carries for the full state it yields. Usable for any JSON value (the
 /// engine's input and output hashes use it too).
 pub fn state_hash(state: &Value) -> String {
-    let mut hashing = Hashing(Sha256::new());
+    let mut hashing = Hashing::new();
     write_canonical(state, &mut hashing);
-    hex::encode(hashing.0.finalize())
+    hashing.finish()
 }
 
 #[cfg(test)]
@@ -261,6 +297,31 @@ mod tests {
         // in databases depend on it).
         for scalar in value["z"].as_array().unwrap() {
             assert_eq!(canonical_json(scalar), scalar.to_string());
+        }
+    }
+
+    #[test]
+    fn large_states_hash_as_their_canonical_text() {
+        // Longer than the hash's buffer in total, with single strings longer
+        // than it too, and objects with more keys than are sorted on the stack.
+        let mut record = serde_json::Map::new();
+        for i in (0..40).rev() {
+            record.insert(format!("key-{i:02}"), json!("v".repeat(i * 7)));
+        }
+        for size in [0, 1, 63, 64, 1000, 1023, 1024, 1025, 5000] {
+            let value = json!({
+                "records": vec![Value::Object(record.clone()); 5],
+                "long": "x".repeat(size),
+                "after": [size, "y".repeat(size / 3)],
+            });
+            let text = canonical_json(&value);
+            assert_eq!(
+                state_hash(&value),
+                hex::encode(Sha256::digest(text.as_bytes())),
+                "size {size}"
+            );
+            assert!(text.starts_with(r#"{"after":["#));
+            assert!(text.contains(r#"{"key-00":"","key-01":"vvvvvvv","#));
         }
     }
 
