@@ -26,9 +26,19 @@
 //! A transaction cannot outlive `work`: rusqlite's `Transaction` rolls back
 //! when dropped, so an error (or a panic) inside `work` leaves nothing
 //! written, and no transaction is ever open across an `.await`.
+//!
+//! Checkpoints (copying the WAL back into the database file, with an fsync of
+//! each) are not done by the commit that happens to fill the WAL, as SQLite
+//! does by default: that commit would pay for a thousand pages of earlier
+//! ones. A checkpointer thread with its own connection runs a PASSIVE
+//! checkpoint (it never blocks the writer) every [`CHECKPOINT_EVERY`]
+//! commits. The writer keeps SQLite's automatic checkpoint only as a backstop,
+//! at [`BACKSTOP_PAGES`], should the thread fall that far behind.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
@@ -41,15 +51,34 @@ use crate::store::error::StoreError;
 /// fits, with room to spare).
 const STATEMENT_CACHE: usize = 64;
 
+/// Commits between two checkpoints of the checkpointer thread (a step commit
+/// writes about eight pages).
+const CHECKPOINT_EVERY: u64 = 64;
+
+/// WAL pages at which the writer checkpoints itself (SQLite's default is
+/// 1,000): only if the checkpointer thread cannot keep up.
+const BACKSTOP_PAGES: u32 = 8_000;
+
 /// The writer connection of one store handle (shared by its clones).
 #[derive(Debug, Clone)]
 pub(super) struct Writer {
     /// None once closed.
-    slot: Arc<Mutex<Option<Connection>>>,
+    slot: Arc<Mutex<Option<Slot>>>,
+    /// Checkpoints the checkpointer thread has run.
+    checkpoints: Arc<AtomicU64>,
     /// Display URL, for messages.
     db: Arc<str>,
     /// How long a write waits for another process's write lock.
     busy_timeout: Duration,
+}
+
+#[derive(Debug)]
+struct Slot {
+    conn: Connection,
+    /// Commits since the checkpointer was last asked to run.
+    commits: u64,
+    /// Asks the checkpointer thread to run; dropping it stops the thread.
+    checkpointer: Option<SyncSender<()>>,
 }
 
 impl Writer {
@@ -78,14 +107,36 @@ impl Writer {
             SyncMode::Normal => "NORMAL",
         };
         conn.execute_batch(&format!(
-            "PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 0;"
+            "PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 0; \
+             PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES};"
         ))
         .map_err(|e| error(e, "configuring the writer connection"))?;
+        let checkpoints = Arc::new(AtomicU64::new(0));
+        // Without the thread the backstop still checkpoints: a failure here
+        // costs speed, not data, so it is logged rather than fatal.
+        let checkpointer = match start_checkpointer(path.to_owned(), sync, checkpoints.clone()) {
+            Ok(sender) => Some(sender),
+            Err(e) => {
+                tracing::warn!(db, error = %e, "no checkpointer thread; the writer will checkpoint");
+                None
+            }
+        };
         Ok(Writer {
-            slot: Arc::new(Mutex::new(Some(conn))),
+            slot: Arc::new(Mutex::new(Some(Slot {
+                conn,
+                commits: 0,
+                checkpointer,
+            }))),
+            checkpoints,
             db: db.into(),
             busy_timeout,
         })
+    }
+
+    /// Checkpoints the checkpointer thread has run so far.
+    #[cfg(test)]
+    fn checkpoints(&self) -> u64 {
+        self.checkpoints.load(Ordering::Relaxed)
     }
 
     /// Runs `work` in a write transaction (`BEGIN IMMEDIATE` … `COMMIT`) and
@@ -103,12 +154,13 @@ impl Writer {
         let mut wait = Duration::from_micros(500);
         loop {
             let mut slot = self.slot.lock().await;
-            let Some(conn) = slot.as_mut() else {
+            let Some(held) = slot.as_mut() else {
                 return Err(StoreError::Closed {
                     db: self.db.to_string(),
                 });
             };
-            let attempt = conn
+            let attempt = held
+                .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|source| self.error(source, action))
                 .and_then(|tx| {
@@ -116,6 +168,9 @@ impl Writer {
                     tx.commit().map_err(|source| self.error(source, action))?;
                     Ok(value)
                 });
+            if attempt.is_ok() {
+                held.committed();
+            }
             drop(slot);
             match attempt {
                 Err(error) if is_busy(&error) && Instant::now() < deadline => {
@@ -139,9 +194,66 @@ impl Writer {
     /// Waits for the write in flight, if any, and closes the connection;
     /// later writes fail with [`StoreError::Closed`].
     pub async fn close(&self) {
-        let conn = self.slot.lock().await.take();
-        if let Some(conn) = conn {
-            let _ = conn.close();
+        let held = self.slot.lock().await.take();
+        if let Some(held) = held {
+            tracing::debug!(
+                db = %self.db,
+                checkpoints = self.checkpoints.load(Ordering::Relaxed),
+                "closing the writer; the checkpointer thread stops"
+            );
+            // Dropping the sender stops the checkpointer thread.
+            let _ = held.conn.close();
+        }
+    }
+}
+
+impl Slot {
+    /// Counts a commit, and every [`CHECKPOINT_EVERY`] asks the checkpointer
+    /// to run (if it is still busy with the last request, this one is moot).
+    fn committed(&mut self) {
+        self.commits += 1;
+        if self.commits < CHECKPOINT_EVERY {
+            return;
+        }
+        self.commits = 0;
+        if let Some(sender) = &self.checkpointer
+            && let Err(TrySendError::Disconnected(())) = sender.try_send(())
+        {
+            tracing::warn!("the checkpointer thread stopped; the writer will checkpoint");
+            self.checkpointer = None;
+        }
+    }
+}
+
+/// Starts the checkpointer thread of a writer; it runs until the returned
+/// sender is dropped.
+fn start_checkpointer(
+    path: PathBuf,
+    sync: &str,
+    checkpoints: Arc<AtomicU64>,
+) -> Result<SyncSender<()>, Box<dyn std::error::Error>> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(&path, flags)?;
+    // A checkpoint syncs (or not) as the writer's commits do.
+    conn.execute_batch(&format!("PRAGMA synchronous = {sync};"))?;
+    let (sender, requests) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("skillhost-checkpoint".into())
+        .spawn(move || checkpoint_on_request(conn, requests, checkpoints))?;
+    Ok(sender)
+}
+
+fn checkpoint_on_request(conn: Connection, requests: Receiver<()>, checkpoints: Arc<AtomicU64>) {
+    while requests.recv().is_ok() {
+        // PASSIVE copies what no reader still needs and never waits; what it
+        // leaves, the next request takes.
+        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            Ok(()) => {
+                checkpoints.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(error) => tracing::debug!(%error, "background WAL checkpoint"),
         }
     }
 }
@@ -257,6 +369,39 @@ mod tests {
             .optional()
             .unwrap();
         assert_eq!(found, None);
+    }
+
+    #[tokio::test]
+    async fn the_checkpointer_thread_checkpoints_as_commits_go_by() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = writer(&dir, Duration::from_secs(1));
+        for x in 0..CHECKPOINT_EVERY * 3 {
+            writer
+                .write("inserting", |tx| {
+                    tx.execute("INSERT INTO t VALUES (?1)", [x])
+                        .map_err(|e| writer.error(e, "inserting"))
+                })
+                .await
+                .unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while writer.checkpoints() == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(writer.checkpoints() >= 1);
+        assert_eq!(rows(&writer).await, (CHECKPOINT_EVERY * 3) as i64);
+        // The database file itself (read as immutable, which ignores the
+        // WAL) holds what was checkpointed, while the writer is still open.
+        let plain = Connection::open_with_flags(
+            format!("file:{}?immutable=1", dir.path().join("w.db").display()),
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+        )
+        .unwrap();
+        let in_file: i64 = plain
+            .query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
+            .unwrap();
+        assert!(in_file >= CHECKPOINT_EVERY as i64, "{in_file}");
+        writer.close().await;
     }
 
     #[tokio::test]
