@@ -4,12 +4,13 @@
 //! Commits queue on a channel; an executor takes whatever is queued (up to
 //! [`MAX_BATCH`], one commit per run) and writes it as one statement in one
 //! implicit transaction ([`BATCH_STATEMENT`]): one round trip and one WAL
-//! flush for the whole batch. The statement locks the runs' rows, leaves
-//! out a commit whose lease fence does not hold (it writes nothing), and the
-//! sequence trigger refuses the statement if any commit is out of sequence;
-//! then every commit that was left out, or all of them after a refusal, is
-//! committed alone and hears its own verdict. Refusals are rare (a lost
-//! lease, a second runner), so they pay and the common case does not. Each
+//! flush for the whole batch. The statement locks the runs' rows and leaves
+//! out a commit the run does not take (its lease fence does not hold, the
+//! run is not active, or it is not the run's next checkpoint): that commit
+//! writes nothing. Then every commit that was left out, or all of them if
+//! the database refused the statement, is committed alone and hears its own
+//! verdict. Refusals are rare (a lost lease, a second runner), so they pay
+//! and the common case does not. Each
 //! caller waits for the COMMIT that carries its checkpoint, so a node still
 //! proceeds only once its own checkpoint is durable. There is no timer: the
 //! wait is bounded by one batch in flight (up to [`EXECUTORS`] run at
@@ -222,8 +223,9 @@ impl PgStore {
                     let _ = queued.reply.send(Err(error));
                 }
             }
-            // The database refused the batch (a commit out of sequence, a
-            // finished run): each write alone gets its own verdict.
+            // The database refused the batch (say a checkpoint that is
+            // already there although its run's last_seq does not say so):
+            // each write alone gets its own verdict.
             Err(_) => {
                 for queued in batch {
                     self.alone(queued).await;
@@ -242,8 +244,8 @@ impl PgStore {
 
     /// Writes the batch in one statement (one implicit transaction) and
     /// returns the ordinals (from 1) of the commits it wrote: the others
-    /// were fenced out or their run is missing, and wrote nothing. A commit
-    /// out of sequence fails the whole statement.
+    /// were fenced out, out of sequence, for a finished run or a missing
+    /// one, and wrote nothing.
     async fn write_checkpoints(&self, batch: &[Queued<Prepared>]) -> Result<Vec<i64>, sqlx::Error> {
         let c: Vec<&Prepared> = batch.iter().map(|q| &q.item).collect();
         let text = |f: fn(&Prepared) -> String| -> Vec<String> { c.iter().map(|p| f(p)).collect() };
@@ -364,7 +366,7 @@ const CREATE_STATEMENT: &str = "\
         SELECT id, scenario_name, scenario_path, scenario_digest, status, input, \
             start_node, 0, $16, $16, task_id FROM u ORDER BY ord \
         ON CONFLICT (id) DO NOTHING \
-        RETURNING id, COALESCE(task_id, id) AS task_id), \
+        RETURNING id, task_id), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
             changes, state_hash, visits, bytes, created_at) \
@@ -376,7 +378,8 @@ const CREATE_STATEMENT: &str = "\
             state_hash, updated_at) \
         SELECT DISTINCT ON (r.task_id) r.task_id, r.id, 0, $17, u.next_nodes, \
             u.state_hash, $16 \
-        FROM r JOIN u ON u.id = r.id ORDER BY r.task_id, u.ord DESC \
+        FROM r JOIN u ON u.id = r.id WHERE r.task_id IS NOT NULL \
+        ORDER BY r.task_id, u.ord DESC \
         ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
             seq = excluded.seq, node_id = excluded.node_id, \
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
@@ -401,10 +404,10 @@ static FINISH_STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(
 /// [`CHECKPOINT_STATEMENT`](super::CHECKPOINT_STATEMENT) for many runs (one
 /// commit per run): every column is an array, `u` numbers the commits. The
 /// runs' rows are locked in id order (`FOR UPDATE OF runs`, so two batches
-/// cannot deadlock) and a commit whose fence does not hold is left out
-/// without writing anything; the sequence trigger refuses the whole
-/// statement if any commit is out of sequence. The task rows get the
-/// batch's last commit for each task.
+/// cannot deadlock) and a commit the run does not take (fence, status, not
+/// `last_seq + 1`, each re-checked on the row as a lock holder left it) is
+/// left out without writing anything. The task rows (runs with a task id
+/// only) get the batch's last commit for each task.
 const BATCH_STATEMENT: &str = "\
     WITH u AS ( \
         SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $5::text[], \
@@ -422,15 +425,17 @@ const BATCH_STATEMENT: &str = "\
         SELECT u.run_id, u.seq, u.node_id, u.next_nodes, u.is_snapshot, u.state, \
             u.changes, u.state_hash, u.visits, u.bytes, $4 \
         FROM runs JOIN u ON runs.id = u.run_id \
-        WHERE u.owner IS NULL \
-            OR (runs.lease_owner = u.owner AND runs.lease_generation = u.generation) \
+        WHERE runs.last_seq = u.seq - 1 \
+            AND runs.status IN ('queued', 'running', 'waiting') \
+            AND (u.owner IS NULL \
+                OR (runs.lease_owner = u.owner AND runs.lease_generation = u.generation)) \
         ORDER BY runs.id FOR UPDATE OF runs \
         RETURNING run_id), \
     r AS ( \
         UPDATE runs SET last_seq = u.seq, current_node = u.current_node, updated_at = $4, \
             status = 'running' \
         FROM c JOIN u ON u.run_id = c.run_id WHERE runs.id = c.run_id \
-        RETURNING runs.id, COALESCE(runs.task_id, runs.id) AS task_id, u.ord), \
+        RETURNING runs.id, runs.task_id, u.ord), \
     s AS ( \
         INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
             duration_us, input_hash, output_hash, error, fuel_consumed, \
@@ -444,7 +449,8 @@ const BATCH_STATEMENT: &str = "\
             state_hash, updated_at) \
         SELECT DISTINCT ON (r.task_id) r.task_id, u.run_id, u.seq, u.node_id, \
             u.next_nodes, u.state_hash, $4 \
-        FROM r JOIN u ON u.ord = r.ord ORDER BY r.task_id, u.ord DESC \
+        FROM r JOIN u ON u.ord = r.ord WHERE r.task_id IS NOT NULL \
+        ORDER BY r.task_id, u.ord DESC \
         ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
             seq = excluded.seq, node_id = excluded.node_id, \
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
