@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::future::Future;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -82,6 +82,33 @@ const RUN_COLUMNS: &str = "id, scenario_name, scenario_path, scenario_digest, st
 /// steps, map items, artifacts).
 const FENCED_RUN: &str = "SELECT id FROM runs WHERE id = $1 \
      AND ($2::text IS NULL OR (lease_owner = $2 AND lease_generation = $3)) FOR SHARE";
+
+/// A failed step, written only while [`FENCED_RUN`] holds; counts the run
+/// rows found (0: missing or fenced out). Built once, not per call.
+static FAILED_STEP_STATEMENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH f AS ({FENCED_RUN}), \
+         s AS (INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
+             duration_us, input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, \
+             detail) SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
+             FROM f), \
+         u AS (UPDATE runs SET updated_at = $16 FROM f WHERE runs.id = f.id) \
+         SELECT COUNT(*) FROM f"
+    )
+});
+
+/// A map item, written only while [`FENCED_RUN`] holds (the first durable
+/// output wins); counts the run rows found.
+static MAP_ITEM_STATEMENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH f AS ({FENCED_RUN}), \
+         i AS (INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
+             output_hash, duration_us, fuel_consumed, created_at) \
+             SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM f \
+             ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING) \
+         SELECT COUNT(*) FROM f"
+    )
+});
 
 /// One checkpoint commit as one statement. The checkpoint is inserted from
 /// the run's row, locked (`FOR UPDATE`), and only if the run takes it: the
@@ -731,34 +758,26 @@ impl PgStore {
         let (owner, generation) = self.fence_binds(fence)?;
         // Not retried: a second copy of a failed attempt would be a lie in the
         // history, and losing one is only a missing diagnostic.
-        let written: i64 = sqlx::query_scalar(&format!(
-            "WITH f AS ({FENCED_RUN}), \
-             s AS (INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
-                 duration_us, input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, \
-                 detail) SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
-                 FROM f), \
-             u AS (UPDATE runs SET updated_at = $16 FROM f WHERE runs.id = f.id) \
-             SELECT COUNT(*) FROM f"
-        ))
-        .bind(&b.run_id)
-        .bind(owner)
-        .bind(generation)
-        .bind(b.seq)
-        .bind(&b.node_id)
-        .bind(b.attempt)
-        .bind(&b.status)
-        .bind(b.started_at)
-        .bind(b.duration_us)
-        .bind(&b.input_hash)
-        .bind(&b.output_hash)
-        .bind(&b.error)
-        .bind(b.fuel_consumed)
-        .bind(b.memory_peak_bytes)
-        .bind(&b.detail)
-        .bind(now_ms())
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| self.write_error(e, &step.run_id, &action))?;
+        let written: i64 = sqlx::query_scalar(FAILED_STEP_STATEMENT.as_str())
+            .bind(&b.run_id)
+            .bind(owner)
+            .bind(generation)
+            .bind(b.seq)
+            .bind(&b.node_id)
+            .bind(b.attempt)
+            .bind(&b.status)
+            .bind(b.started_at)
+            .bind(b.duration_us)
+            .bind(&b.input_hash)
+            .bind(&b.output_hash)
+            .bind(&b.error)
+            .bind(b.fuel_consumed)
+            .bind(b.memory_peak_bytes)
+            .bind(&b.detail)
+            .bind(now_ms())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.write_error(e, &step.run_id, &action))?;
         if written == 0 {
             return Err(self.why_not_fenced(&step.run_id, fence, &action).await);
         }
@@ -1044,15 +1063,7 @@ impl PgStore {
         let output = item.output.to_string();
         let (owner, generation) = self.fence_binds(fence)?;
         let (action, output, owner) = (&action, &output, &owner);
-        let sql = format!(
-            "WITH f AS ({FENCED_RUN}), \
-             i AS (INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
-                 output_hash, duration_us, fuel_consumed, created_at) \
-                 SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM f \
-                 ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING) \
-             SELECT COUNT(*) FROM f"
-        );
-        let sql = &sql;
+        let sql = MAP_ITEM_STATEMENT.as_str();
         // Idempotent (the first durable output wins), so safe to retry.
         let found: i64 = self
             .retrying(|_| async move {

@@ -248,8 +248,10 @@ impl PgStore {
     /// one, and wrote nothing.
     async fn write_checkpoints(&self, batch: &[Queued<Prepared>]) -> Result<Vec<i64>, sqlx::Error> {
         let c: Vec<&Prepared> = batch.iter().map(|q| &q.item).collect();
-        let text = |f: fn(&Prepared) -> String| -> Vec<String> { c.iter().map(|p| f(p)).collect() };
-        let opt = |f: fn(&Prepared) -> Option<String>| -> Vec<Option<String>> {
+        // The columns borrow from the batch: nothing is copied but into
+        // the statement's buffer.
+        let text = |f: fn(&Prepared) -> &str| -> Vec<&str> { c.iter().map(|p| f(p)).collect() };
+        let opt = |f: fn(&Prepared) -> Option<&str>| -> Vec<Option<&str>> {
             c.iter().map(|p| f(p)).collect()
         };
         let int = |f: fn(&Prepared) -> i64| -> Vec<i64> { c.iter().map(|p| f(p)).collect() };
@@ -260,35 +262,35 @@ impl PgStore {
             crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
         }
         sqlx::query_scalar(BATCH_STATEMENT)
-            .bind(text(|p| p.run_id.clone()))
+            .bind(text(|p| &p.run_id))
             .bind(int(|p| p.seq))
-            .bind(opt(|p| p.current_node.clone()))
+            .bind(opt(|p| p.current_node.as_deref()))
             .bind(now_ms())
-            .bind(opt(|p| p.fence.as_ref().map(|f| f.owner.clone())))
+            .bind(opt(|p| p.fence.as_ref().map(|f| f.owner.as_str())))
             .bind(opt_int(|p| {
                 p.fence
                     .as_ref()
                     .map(|f| i64::try_from(f.generation).unwrap_or(i64::MAX))
             }))
-            .bind(text(|p| p.node_id.clone()))
-            .bind(text(|p| p.next_nodes.clone()))
+            .bind(text(|p| &p.node_id))
+            .bind(text(|p| &p.next_nodes))
             .bind(c.iter().map(|p| p.is_snapshot).collect::<Vec<bool>>())
-            .bind(opt(|p| p.state.clone()))
-            .bind(text(|p| p.changes.clone()))
-            .bind(text(|p| p.state_hash.clone()))
-            .bind(text(|p| p.visits.clone()))
+            .bind(opt(|p| p.state.as_deref()))
+            .bind(text(|p| &p.changes))
+            .bind(text(|p| &p.state_hash))
+            .bind(text(|p| &p.visits))
             .bind(int(|p| p.bytes))
-            .bind(text(|p| p.step.node_id.clone()))
+            .bind(text(|p| &p.step.node_id))
             .bind(int(|p| p.step.attempt))
-            .bind(text(|p| p.step.status.clone()))
+            .bind(text(|p| &p.step.status))
             .bind(int(|p| p.step.started_at))
             .bind(int(|p| p.step.duration_us))
-            .bind(opt(|p| p.step.input_hash.clone()))
-            .bind(opt(|p| p.step.output_hash.clone()))
-            .bind(opt(|p| p.step.error.clone()))
+            .bind(opt(|p| p.step.input_hash.as_deref()))
+            .bind(opt(|p| p.step.output_hash.as_deref()))
+            .bind(opt(|p| p.step.error.as_deref()))
             .bind(opt_int(|p| p.step.fuel_consumed))
             .bind(opt_int(|p| p.step.memory_peak_bytes))
-            .bind(opt(|p| p.step.detail.clone()))
+            .bind(opt(|p| p.step.detail.as_deref()))
             .fetch_all(&self.pool)
             .await
     }
