@@ -3,9 +3,9 @@
 --
 -- The exactly-once guard moves into the commit statements. Every write of a
 -- checkpoint after 0 (the store's checkpoint statement and its group-commit
--- form) inserts it from the run's row, locked FOR UPDATE, and only where
--- last_seq = seq - 1, the run is active and the lease fence holds; a commit
--- that does not match inserts nothing. Checkpoint 0 is inserted with its
+-- form) moves the run's row (which locks it) and inserts the checkpoint from
+-- the moved row, and only where last_seq = seq - 1, the run is active and
+-- the lease fence holds; a commit that does not match writes nothing. Checkpoint 0 is inserted with its
 -- run, in the statement that creates the run (a duplicate run id is refused
 -- by runs_pkey). The per-row trigger checked the same thing again; it and
 -- the foreign keys below were about a quarter of the server's CPU per node
@@ -15,7 +15,7 @@ DROP TRIGGER IF EXISTS checkpoints_in_sequence ON checkpoints;
 DROP FUNCTION IF EXISTS skillhost_checkpoints_in_sequence();
 
 -- The history rows written with every checkpoint (checkpoints, steps, task
--- rows) are inserted from their run's locked row, so they cannot name a
+-- rows) are inserted from their run's moved (locked) row, so they cannot name a
 -- missing run, and a foreign key check per row only repeated that lookup.
 -- Pruning deletes them with their runs, in the same transaction. Map items,
 -- journal entries and artifacts (off the per-step path) keep theirs.

@@ -3,10 +3,10 @@
 //! sharing one database.
 //!
 //! Differences that matter:
-//! - The exactly-once guard is part of the commit statement: it inserts
-//!   the checkpoint from the run's row, locked (`FOR UPDATE`), only if seq
-//!   is the run's `last_seq + 1` and the run is active, so of two writers of
-//!   the same seq the second waits for the first and then writes nothing.
+//! - The exactly-once guard is part of the commit statement: it moves the
+//!   run's row, and writes the checkpoint with it, only if seq is the run's
+//!   `last_seq + 1` and the run is active, so of two writers of the same
+//!   seq the second waits for the first's row lock and then writes nothing.
 //! - A checkpoint commit is one statement ([`CHECKPOINT_STATEMENT`]) in an
 //!   implicit transaction, so one round trip with its COMMIT: it inserts the
 //!   checkpoint (guarded, and fenced by the lease when the handle carries
@@ -110,34 +110,32 @@ static MAP_ITEM_STATEMENT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// One checkpoint commit as one statement. The checkpoint is inserted from
-/// the run's row, locked (`FOR UPDATE`), and only if the run takes it: the
+/// One checkpoint commit as one statement. It moves the run's row
+/// (`last_seq`, `current_node`) only if the run takes the checkpoint: the
 /// lease fence holds ($5 owner, $6 generation; NULL: no fence), the run is
-/// active and `seq` is its `last_seq + 1` (the exactly-once guard). A
-/// writer that waited for the lock sees the row as the holder left it
-/// (Postgres re-checks the conditions on the newest version), so of two
-/// writers of the same seq the second inserts nothing. A commit the run
-/// does not take writes nothing at all and the statement returns no row;
-/// [`PgStore::why_not_written`] then says why. Everything else hangs off
-/// the inserted checkpoint: the run moves (`last_seq`, `current_node`), the
-/// step row is written and, for a run with a task id, the task row is
-/// upserted. The run's row is read (in `c`) before it is moved (in `r`,
-/// which reads `c`).
+/// active and `seq` is its `last_seq + 1` (the exactly-once guard). The
+/// UPDATE locks the row; a writer that waited for the lock re-checks the
+/// conditions on the row as the holder left it (Postgres evaluates them
+/// again on the newest version), so of two writers of the same seq the
+/// second updates nothing. Everything else hangs off the moved row: the
+/// checkpoint and the step row are inserted and, for a run with a task id,
+/// the task row is upserted. A commit the run does not take writes nothing
+/// at all and the statement returns no row; [`PgStore::why_not_written`]
+/// then says why. (Updating first, rather than locking the row with
+/// `SELECT … FOR UPDATE` and then updating it, saves a lock record per
+/// commit.)
 const CHECKPOINT_STATEMENT: &str = "\
-    WITH c AS ( \
-        INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
-            changes, state_hash, visits, bytes, created_at) \
-        SELECT id, $2, $18, $19, $21, $22, $23, $20, $24, $25, $4 FROM runs \
+    WITH r AS ( \
+        UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
+            status = 'running' \
         WHERE id = $1 AND last_seq = $2 - 1 \
             AND status IN ('queued', 'running', 'waiting') \
             AND ($5::text IS NULL OR (lease_owner = $5 AND lease_generation = $6)) \
-        FOR UPDATE \
-        RETURNING run_id), \
-    r AS ( \
-        UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
-            status = 'running' \
-        FROM c WHERE runs.id = c.run_id \
-        RETURNING runs.id, runs.task_id), \
+        RETURNING id, task_id), \
+    c AS ( \
+        INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
+            changes, state_hash, visits, bytes, created_at) \
+        SELECT r.id, $2, $18, $19, $21, $22, $23, $20, $24, $25, $4 FROM r), \
     s AS ( \
         INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
             duration_us, input_hash, output_hash, error, fuel_consumed, \

@@ -4,8 +4,8 @@
 //! Commits queue on a channel; an executor takes whatever is queued (up to
 //! [`MAX_BATCH`], one commit per run) and writes it as one statement in one
 //! implicit transaction ([`BATCH_STATEMENT`]): one round trip and one WAL
-//! flush for the whole batch. The statement locks the runs' rows and leaves
-//! out a commit the run does not take (its lease fence does not hold, the
+//! flush for the whole batch. The statement moves (and so locks) the runs'
+//! rows and leaves out a commit the run does not take (its lease fence does not hold, the
 //! run is not active, or it is not the run's next checkpoint): that commit
 //! writes nothing. Then every commit that was left out, or all of them if
 //! the database refused the statement, is committed alone and hears its own
@@ -404,12 +404,15 @@ static FINISH_STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(
 });
 
 /// [`CHECKPOINT_STATEMENT`](super::CHECKPOINT_STATEMENT) for many runs (one
-/// commit per run): every column is an array, `u` numbers the commits. The
-/// runs' rows are locked in id order (`FOR UPDATE OF runs`, so two batches
-/// cannot deadlock) and a commit the run does not take (fence, status, not
-/// `last_seq + 1`, each re-checked on the row as a lock holder left it) is
-/// left out without writing anything. The task rows (runs with a task id
-/// only) get the batch's last commit for each task.
+/// commit per run): every column is an array, `u` numbers the commits
+/// (`ord`) and sorts them by run id. The UPDATE moves only the runs that
+/// take their commit (fence, status, `last_seq + 1`, each re-checked on the
+/// row as a lock holder left it); a commit left out writes nothing. The
+/// runs' rows are locked as the join meets them, which with `u` sorted is
+/// in id order, so two batches do not deadlock; should one ever (Postgres
+/// detects it), the statement fails and its commits are retried. The task
+/// rows (runs with a task id only) get the batch's last commit for each
+/// task.
 const BATCH_STATEMENT: &str = "\
     WITH u AS ( \
         SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $5::text[], \
@@ -420,24 +423,23 @@ const BATCH_STATEMENT: &str = "\
         AS u(run_id, seq, current_node, owner, generation, node_id, next_nodes, \
             is_snapshot, state, changes, state_hash, visits, bytes, step_node, attempt, \
             status, started_at, duration_us, input_hash, output_hash, error, fuel, \
-            memory, detail, ord)), \
+            memory, detail, ord) \
+        ORDER BY run_id), \
+    r AS ( \
+        UPDATE runs SET last_seq = u.seq, current_node = u.current_node, updated_at = $4, \
+            status = 'running' \
+        FROM u \
+        WHERE runs.id = u.run_id AND runs.last_seq = u.seq - 1 \
+            AND runs.status IN ('queued', 'running', 'waiting') \
+            AND (u.owner IS NULL \
+                OR (runs.lease_owner = u.owner AND runs.lease_generation = u.generation)) \
+        RETURNING runs.id, runs.task_id, u.ord), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
             changes, state_hash, visits, bytes, created_at) \
         SELECT u.run_id, u.seq, u.node_id, u.next_nodes, u.is_snapshot, u.state, \
             u.changes, u.state_hash, u.visits, u.bytes, $4 \
-        FROM runs JOIN u ON runs.id = u.run_id \
-        WHERE runs.last_seq = u.seq - 1 \
-            AND runs.status IN ('queued', 'running', 'waiting') \
-            AND (u.owner IS NULL \
-                OR (runs.lease_owner = u.owner AND runs.lease_generation = u.generation)) \
-        ORDER BY runs.id FOR UPDATE OF runs \
-        RETURNING run_id), \
-    r AS ( \
-        UPDATE runs SET last_seq = u.seq, current_node = u.current_node, updated_at = $4, \
-            status = 'running' \
-        FROM c JOIN u ON u.run_id = c.run_id WHERE runs.id = c.run_id \
-        RETURNING runs.id, runs.task_id, u.ord), \
+        FROM r JOIN u ON u.ord = r.ord), \
     s AS ( \
         INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
             duration_us, input_hash, output_hash, error, fuel_consumed, \
