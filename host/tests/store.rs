@@ -1008,8 +1008,46 @@ async fn each_task_has_one_current_checkpoint(kind: Kind) {
             .await,
         1
     );
-    // Without a task id a run is its own task.
-    store.create_run(&new_run("solo", json!({}))).await.unwrap();
+    // Without a task id a run is its own task: its current checkpoint is
+    // its latest one, at every step.
+    let mut state = json!({"log": []});
+    let mut visits = BTreeMap::new();
+    store
+        .create_run(&new_run("solo", state.clone()))
+        .await
+        .unwrap();
+    for seq in 0..=3 {
+        if seq > 0 {
+            let mut c = commit("solo", seq, &mut state, &mut visits, varied_change(seq));
+            // Both commit paths: alone with a journal, grouped without.
+            if seq % 2 == 0 {
+                c.journal.clear();
+            }
+            store.commit_step(&c).await.unwrap();
+        }
+        let current = store.current_checkpoint("solo").await.unwrap().unwrap();
+        let latest = store.checkpoints("solo").await.unwrap().pop().unwrap();
+        assert_eq!(current.task_id, "solo");
+        assert_eq!(current.run_id, "solo");
+        assert_eq!(current.seq, seq);
+        assert_eq!(current.node_id, latest.node_id);
+        assert_eq!(current.next_nodes, latest.next_nodes);
+        assert_eq!(current.state_hash, state_hash(&state));
+        assert_eq!(current.updated_at_ms, latest.created_at_ms);
+    }
+    if kind == Kind::Postgres {
+        // It needs no row of its own: the run and its checkpoints say it.
+        assert_eq!(
+            db.count("SELECT COUNT(*) FROM task_checkpoints WHERE task_id = 'solo'")
+                .await,
+            0
+        );
+    }
+    // A run that names a task wins over a run whose id is that task's.
+    store
+        .enqueue_run_for_task(&new_run("solo-2", json!({})), Some("solo"))
+        .await
+        .unwrap();
     assert_eq!(
         store
             .current_checkpoint("solo")
@@ -1017,8 +1055,10 @@ async fn each_task_has_one_current_checkpoint(kind: Kind) {
             .unwrap()
             .unwrap()
             .run_id,
-        "solo"
+        "solo-2"
     );
+    // A run with a task id is not a task of its own id.
+    assert!(store.current_checkpoint("t-run-1").await.unwrap().is_none());
     assert!(store.current_checkpoint("nope").await.unwrap().is_none());
 }
 
@@ -1038,6 +1078,12 @@ async fn prune_deletes_only_old_finished_runs(kind: Kind) {
         run.scenario_name = scenario.into();
         if id.starts_with("queued") {
             store.enqueue_run(&run).await.unwrap();
+        } else if id == "failed-old" {
+            // With a task row of its own.
+            store
+                .enqueue_run_for_task(&run, Some("task-old"))
+                .await
+                .unwrap();
         } else {
             store.create_run(&run).await.unwrap();
         }
@@ -1054,6 +1100,28 @@ async fn prune_deletes_only_old_finished_runs(kind: Kind) {
                         bytes: id.as_bytes().to_vec(),
                     }],
                 )
+                .await
+                .unwrap();
+            // A map item and a failed attempt too: history of every kind.
+            store
+                .record_map_item(&MapItemRow {
+                    run_id: id.into(),
+                    node_id: "fan".into(),
+                    visit: 1,
+                    item_index: 0,
+                    output: json!({"item": 0}),
+                    output_hash: "h".repeat(64),
+                    duration_us: 1,
+                    fuel_consumed: 1,
+                })
+                .await
+                .unwrap();
+            store
+                .record_failed_step(&StepRow {
+                    status: "failed".into(),
+                    error: Some(json!({"code": "skill-error"})),
+                    ..ok_step(id, "n2")
+                })
                 .await
                 .unwrap();
         }
@@ -1090,7 +1158,45 @@ async fn prune_deletes_only_old_finished_runs(kind: Kind) {
         assert!(store.run(id).await.unwrap().is_none());
         assert!(store.checkpoints(id).await.unwrap().is_empty());
         assert!(store.steps(id).await.unwrap().is_empty());
+        assert!(store.journal(id).await.unwrap().is_empty());
+        assert!(store.map_items(id, "fan", 1).await.unwrap().is_empty());
+        assert!(store.artifacts(id).await.unwrap().is_empty());
         assert!(store.current_checkpoint(id).await.unwrap().is_none());
+    }
+    assert!(
+        store
+            .current_checkpoint("task-old")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Nothing is left behind that names a run that is gone, in any table.
+    for table in [
+        "checkpoints",
+        "steps",
+        "journal",
+        "map_items",
+        "artifacts",
+        "task_checkpoints",
+    ] {
+        let orphans = db
+            .count(&format!(
+                "SELECT COUNT(*) FROM {table} WHERE run_id NOT IN (SELECT id FROM runs)"
+            ))
+            .await;
+        assert_eq!(orphans, 0, "{table} keeps rows of pruned runs");
+    }
+    // And what the kept runs wrote is all still there.
+    for id in ["running-old", "done-new", "keep-old"] {
+        assert_eq!(store.checkpoints(id).await.unwrap().len(), 2, "{id}");
+        assert_eq!(store.steps(id).await.unwrap().len(), 2, "{id}");
+        assert_eq!(store.journal(id).await.unwrap().len(), 1, "{id}");
+        assert_eq!(
+            store.map_items(id, "fan", 1).await.unwrap().len(),
+            1,
+            "{id}"
+        );
+        assert_eq!(store.artifacts(id).await.unwrap().len(), 1, "{id}");
     }
     for id in ["running-old", "queued-old", "done-new", "keep-old"] {
         assert!(store.run(id).await.unwrap().is_some(), "{id} was pruned");
@@ -1218,6 +1324,92 @@ async fn postgres_migrates_a_version_1_database() {
     assert_eq!(lease.generation, 1);
 }
 
+/// Schema 4 moves the sequence guard into the commit statements, drops the
+/// per-row trigger and the history's foreign keys, and keeps task rows only
+/// for runs with a task id: a version 3 database loses its runs' own task
+/// rows and keeps answering for them.
+#[tokio::test]
+async fn postgres_migrates_a_version_3_database() {
+    let url = support::pg::fresh_database().await;
+    let mut conn = PgConnection::connect(&url).await.unwrap();
+    for sql in [
+        include_str!("../migrations/postgres/0001_init.sql"),
+        include_str!("../migrations/postgres/0002_leases_queue.sql"),
+        include_str!("../migrations/postgres/0003_run_updates_in_place.sql"),
+    ] {
+        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+    }
+    let state = json!({"log": []});
+    let hash = state_hash(&state);
+    sqlx::raw_sql(&format!(
+        "INSERT INTO skillhost_meta (key, value) VALUES ('schema_version', '3'); \
+         INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
+             current_node, created_at, updated_at, task_id) VALUES \
+             ('solo', 's', 'p', 'd', 'running', '{{}}', 'n1', 1, 1, NULL), \
+             ('tasked', 's', 'p', 'd', 'running', '{{}}', 'n1', 1, 1, 'T'); \
+         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
+             changes, state_hash, visits, bytes, created_at) VALUES \
+             ('solo', 0, '{START_NODE}', '[\"n1\"]', true, '{state}', '[]', '{hash}', '{{}}', 1, 7), \
+             ('tasked', 0, '{START_NODE}', '[\"n1\"]', true, '{state}', '[]', '{hash}', '{{}}', 1, 7); \
+         INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
+             updated_at) VALUES \
+             ('solo', 'solo', 0, '{START_NODE}', '[\"n1\"]', '{hash}', 7), \
+             ('T', 'tasked', 0, '{START_NODE}', '[\"n1\"]', '{hash}', 7);"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    let store = Store::open(&url).await.unwrap();
+    let rows: Vec<String> = sqlx::query_scalar("SELECT task_id FROM task_checkpoints")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(rows, ["T"]);
+    let solo = store.current_checkpoint("solo").await.unwrap().unwrap();
+    assert_eq!(
+        (solo.run_id.as_str(), solo.seq, solo.updated_at_ms),
+        ("solo", 0, 7)
+    );
+    assert_eq!(solo.next_nodes, ["n1"]);
+    let tasked = store.current_checkpoint("T").await.unwrap().unwrap();
+    assert_eq!((tasked.run_id.as_str(), tasked.seq), ("tasked", 0));
+    let leftovers: i64 = sqlx::query_scalar(
+        "SELECT (SELECT COUNT(*) FROM pg_trigger WHERE NOT tgisinternal \
+                 AND tgrelid = 'checkpoints'::regclass) \
+              + (SELECT COUNT(*) FROM pg_constraint WHERE contype = 'f' AND conrelid IN \
+                 ('checkpoints'::regclass, 'steps'::regclass, 'task_checkpoints'::regclass))",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(leftovers, 0);
+    conn.close().await.unwrap();
+
+    // The guard is the statement's now: the next checkpoint goes through,
+    // the same one again or one ahead writes nothing.
+    let mut state = state;
+    let mut visits = BTreeMap::new();
+    let first = commit("solo", 1, &mut state, &mut visits, varied_change(1));
+    store.commit_step(&first).await.unwrap();
+    let error = store.commit_step(&first).await.unwrap_err();
+    assert!(error.to_string().contains("does not follow"), "{error}");
+    let ahead = commit("solo", 3, &mut state, &mut visits, varied_change(3));
+    let error = store.commit_step(&ahead).await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("does not follow the last one (1)"),
+        "{error}"
+    );
+    assert_eq!(store.checkpoints("solo").await.unwrap().len(), 2);
+    assert_eq!(store.steps("solo").await.unwrap().len(), 1);
+    assert_eq!(
+        store.current_checkpoint("solo").await.unwrap().unwrap().seq,
+        1
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_group_commit_keeps_each_commit_its_own_verdict() {
     let url = support::pg::fresh_database().await;
@@ -1245,7 +1437,12 @@ async fn postgres_group_commit_keeps_each_commit_its_own_verdict() {
     for seq in 1..=8 {
         let mut tasks = Vec::new();
         for (i, id) in runs.iter().enumerate() {
-            let c = commit(id, seq, &mut states[i], &mut visits[i], varied_change(seq));
+            let mut c = commit(id, seq, &mut states[i], &mut visits[i], varied_change(seq));
+            // Commits without journal entries are grouped; one in four keeps
+            // its entry and goes alone, beside the groups.
+            if i % 4 != 0 {
+                c.journal.clear();
+            }
             // Every commit twice, concurrently: one of each pair wins.
             for _ in 0..2 {
                 let handle = if i == 39 {

@@ -35,6 +35,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "run_updates_in_place",
         sql: include_str!("../../migrations/sqlite/0003_run_updates_in_place.sql"),
     },
+    Migration {
+        version: 4,
+        name: "explicit_task_rows",
+        sql: include_str!("../../migrations/sqlite/0004_explicit_task_rows.sql"),
+    },
 ];
 
 /// The Postgres migrations: the same versions and names as [`SQLITE`], in
@@ -55,10 +60,15 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "run_updates_in_place",
         sql: include_str!("../../migrations/postgres/0003_run_updates_in_place.sql"),
     },
+    Migration {
+        version: 4,
+        name: "explicit_task_rows",
+        sql: include_str!("../../migrations/postgres/0004_explicit_task_rows.sql"),
+    },
 ];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";

@@ -362,8 +362,10 @@ impl Store {
         dispatch!(self, s => s.claim_run(owner, ttl).await)
     }
 
-    /// Where a task stands: one indexed lookup of its current-checkpoint row.
-    /// A run without a task id is the task with the run's own id.
+    /// Where a task stands: its current-checkpoint row, one indexed lookup.
+    /// A run without a task id is the task with the run's own id; on
+    /// Postgres it has no row, and its checkpoint at `last_seq` answers (in
+    /// the same statement).
     pub async fn current_checkpoint(
         &self,
         task_id: &str,

@@ -3,13 +3,15 @@
 //! sharing one database.
 //!
 //! Differences that matter:
-//! - The exactly-once guard is a `BEFORE INSERT` trigger on `checkpoints`
-//!   that locks the run row (`FOR UPDATE`), so of two writers of the same
-//!   seq the second waits for the first and is then refused.
+//! - The exactly-once guard is part of the commit statement: it moves the
+//!   run's row, and writes the checkpoint with it, only if seq is the run's
+//!   `last_seq + 1` and the run is active, so of two writers of the same
+//!   seq the second waits for the first's row lock and then writes nothing.
 //! - A checkpoint commit is one statement ([`CHECKPOINT_STATEMENT`]) in an
 //!   implicit transaction, so one round trip with its COMMIT: it inserts the
 //!   checkpoint (guarded, and fenced by the lease when the handle carries
-//!   one), moves the run, writes the step row and upserts the task row.
+//!   one), moves the run, writes the step row and, for a run with a task
+//!   id, upserts the task row.
 //!   Journal entries and artifacts (rare) follow in an explicit transaction.
 //!   `create_run` and `finish_run` are one statement each too. Concurrent
 //!   commits are batched (`postgres/group.rs`).
@@ -31,7 +33,7 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::future::Future;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -81,32 +83,59 @@ const RUN_COLUMNS: &str = "id, scenario_name, scenario_path, scenario_digest, st
 const FENCED_RUN: &str = "SELECT id FROM runs WHERE id = $1 \
      AND ($2::text IS NULL OR (lease_owner = $2 AND lease_generation = $3)) FOR SHARE";
 
-/// The message of the `checkpoints_in_sequence` trigger (migration 0001).
-const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";
+/// A failed step, written only while [`FENCED_RUN`] holds; counts the run
+/// rows found (0: missing or fenced out). Built once, not per call.
+static FAILED_STEP_STATEMENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH f AS ({FENCED_RUN}), \
+         s AS (INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
+             duration_us, input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, \
+             detail) SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
+             FROM f), \
+         u AS (UPDATE runs SET updated_at = $16 FROM f WHERE runs.id = f.id) \
+         SELECT COUNT(*) FROM f"
+    )
+});
 
-/// One checkpoint commit as one statement. The checkpoint is inserted from
-/// the run's row, locked (`FOR UPDATE`) and only while the lease fence
-/// holds ($5 owner, $6 generation; NULL: no fence), so a fenced-out commit
-/// writes nothing; the sequence trigger then checks seq against the locked
-/// row. Everything else hangs off the inserted checkpoint: the run moves
-/// (`last_seq`, `current_node`), the step row is written and the task row
-/// upserted. It returns a row exactly when the commit went through. The
-/// run's row is read (in `c`) before it is moved (in `r`, which reads `c`),
-/// so the trigger sees the last seq before this one.
+/// A map item, written only while [`FENCED_RUN`] holds (the first durable
+/// output wins); counts the run rows found.
+static MAP_ITEM_STATEMENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH f AS ({FENCED_RUN}), \
+         i AS (INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
+             output_hash, duration_us, fuel_consumed, created_at) \
+             SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM f \
+             ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING) \
+         SELECT COUNT(*) FROM f"
+    )
+});
+
+/// One checkpoint commit as one statement. It moves the run's row
+/// (`last_seq`, `current_node`) only if the run takes the checkpoint: the
+/// lease fence holds ($5 owner, $6 generation; NULL: no fence), the run is
+/// active and `seq` is its `last_seq + 1` (the exactly-once guard). The
+/// UPDATE locks the row; a writer that waited for the lock re-checks the
+/// conditions on the row as the holder left it (Postgres evaluates them
+/// again on the newest version), so of two writers of the same seq the
+/// second updates nothing. Everything else hangs off the moved row: the
+/// checkpoint and the step row are inserted and, for a run with a task id,
+/// the task row is upserted. A commit the run does not take writes nothing
+/// at all and the statement returns no row; [`PgStore::why_not_written`]
+/// then says why. (Updating first, rather than locking the row with
+/// `SELECT … FOR UPDATE` and then updating it, saves a lock record per
+/// commit.)
 const CHECKPOINT_STATEMENT: &str = "\
-    WITH c AS ( \
-        INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
-            changes, state_hash, visits, bytes, created_at) \
-        SELECT id, $2, $18, $19, $21, $22, $23, $20, $24, $25, $4 FROM runs \
-        WHERE id = $1 AND ($5::text IS NULL \
-            OR (lease_owner = $5 AND lease_generation = $6)) \
-        FOR UPDATE \
-        RETURNING run_id), \
-    r AS ( \
+    WITH r AS ( \
         UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
             status = 'running' \
-        FROM c WHERE runs.id = c.run_id \
-        RETURNING runs.id, COALESCE(runs.task_id, runs.id) AS task_id), \
+        WHERE id = $1 AND last_seq = $2 - 1 \
+            AND status IN ('queued', 'running', 'waiting') \
+            AND ($5::text IS NULL OR (lease_owner = $5 AND lease_generation = $6)) \
+        RETURNING id, task_id), \
+    c AS ( \
+        INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
+            changes, state_hash, visits, bytes, created_at) \
+        SELECT r.id, $2, $18, $19, $21, $22, $23, $20, $24, $25, $4 FROM r), \
     s AS ( \
         INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
             duration_us, input_hash, output_hash, error, fuel_consumed, \
@@ -115,12 +144,28 @@ const CHECKPOINT_STATEMENT: &str = "\
     t AS ( \
         INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, \
             state_hash, updated_at) \
-        SELECT r.task_id, r.id, $2, $18, $19, $20, $4 FROM r \
+        SELECT r.task_id, r.id, $2, $18, $19, $20, $4 FROM r WHERE r.task_id IS NOT NULL \
         ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
             seq = excluded.seq, node_id = excluded.node_id, \
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
             updated_at = excluded.updated_at) \
     SELECT 1 FROM r";
+
+/// Where task $1 stands, as one statement: its task row if it has one
+/// (runs with an explicit task id write them), else the run whose id is $1
+/// and that has no task id (a run without one is its own task), with its
+/// checkpoint at `last_seq`: the same columns the task row would have held
+/// (`updated_at` is that checkpoint's `created_at`, which its commit
+/// wrote as both). A task row wins over the fallback.
+const CURRENT_CHECKPOINT: &str = "\
+    SELECT run_id, seq, node_id, next_nodes, state_hash, updated_at FROM ( \
+        SELECT 0 AS pick, run_id, seq, node_id, next_nodes, state_hash, updated_at \
+        FROM task_checkpoints WHERE task_id = $1 \
+        UNION ALL \
+        SELECT 1, c.run_id, c.seq, c.node_id, c.next_nodes, c.state_hash, c.created_at \
+        FROM runs AS r JOIN checkpoints AS c ON c.run_id = r.id AND c.seq = r.last_seq \
+        WHERE r.id = $1 AND r.task_id IS NULL) AS found \
+    ORDER BY pick LIMIT 1";
 
 mod group;
 
@@ -384,7 +429,9 @@ impl PgStore {
     }
 
     /// Creates one run as one statement, so one round trip with its
-    /// COMMIT: the run, its checkpoint 0 and its task row.
+    /// COMMIT: the run, its checkpoint 0 and, with a task id, its task row.
+    /// Checkpoint 0 needs no sequence guard: it is written with its run,
+    /// and a second run with the same id is refused (`runs_pkey`).
     async fn insert_run(&self, run: &PreparedRun) -> Result<(), StoreError> {
         let now = now_ms();
         let inserted = sqlx::query(
@@ -392,13 +439,14 @@ impl PgStore {
                  INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, \
                      input, current_node, last_seq, created_at, updated_at, task_id) \
                  VALUES ($1, $12, $13, $14, $15, $16, $17, 0, $10, $10, $11) \
-                 RETURNING id, COALESCE(task_id, id) AS task_id), \
+                 RETURNING id, task_id), \
              c AS ( \
                  INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, \
                      state, changes, state_hash, visits, bytes, created_at) \
                  SELECT r.id, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM r) \
              INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
                  updated_at) SELECT r.task_id, r.id, 0, $2, $3, $7, $10 FROM r \
+                 WHERE r.task_id IS NOT NULL \
              ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
                  node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
                  state_hash = excluded.state_hash, updated_at = excluded.updated_at",
@@ -587,7 +635,7 @@ impl PgStore {
             let moved = statement.fetch_optional(&self.pool).await;
             return match moved {
                 Ok(Some(_)) => Ok(()),
-                Ok(None) => Err(self.why_fenced_out(p, &action).await),
+                Ok(None) => Err(self.why_not_written(p, &action).await),
                 Err(e) => Err(self.why_refused(p, e, &action).await),
             };
         }
@@ -601,7 +649,7 @@ impl PgStore {
             Ok(Some(_)) => {}
             Ok(None) => {
                 drop(tx);
-                return Err(self.why_fenced_out(p, &action).await);
+                return Err(self.why_not_written(p, &action).await);
             }
             Err(e) => {
                 drop(tx);
@@ -648,86 +696,53 @@ impl PgStore {
         tx.commit().await.map_err(|e| self.error(e, &action))
     }
 
-    /// Why [`CHECKPOINT_STATEMENT`] wrote nothing: the run is missing, or
-    /// the fence no longer holds (read after the fact, for the message).
-    async fn why_fenced_out(&self, p: &Prepared, action: &str) -> StoreError {
-        let row = sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
-            "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1",
+    /// Why [`CHECKPOINT_STATEMENT`] wrote nothing, read after the fact: the
+    /// run is missing; a lost lease (before whatever else moved on since);
+    /// the run is finished; or the checkpoint is not the next in sequence.
+    async fn why_not_written(&self, p: &Prepared, action: &str) -> StoreError {
+        let row = sqlx::query_as::<_, (String, i64, Option<String>, i64, Option<i64>)>(
+            "SELECT status, last_seq, lease_owner, lease_generation, lease_expires_at \
+             FROM runs WHERE id = $1",
         )
         .bind(&p.run_id)
         .fetch_optional(&self.pool)
         .await;
-        match (row, &p.fence) {
-            (Err(e), _) => self.error(e, action),
-            (Ok(None), _) => StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: p.run_id.clone(),
-            },
-            (Ok(Some((holder, generation, expires))), Some(fence)) => {
-                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
-            }
-            // Without a fence only a missing run writes nothing.
-            (Ok(Some(_)), None) => StoreError::Conflict {
-                db: self.db.clone(),
-                run_id: p.run_id.clone(),
-                message: format!("checkpoint {} was not written", p.seq),
-            },
-        }
-    }
-
-    /// A refused [`CHECKPOINT_STATEMENT`] in words: a lost lease first,
-    /// whatever else moved on since; then why the sequence guard refused.
-    async fn why_refused(&self, p: &Prepared, e: sqlx::Error, action: &str) -> StoreError {
-        if !is_sequence_guard(&e) {
-            return self.error(e, action);
-        }
-        if let Some(fence) = &p.fence
-            && let Ok(Some((holder, generation, expires))) =
-                sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
-                    "SELECT lease_owner, lease_generation, lease_expires_at \
-                     FROM runs WHERE id = $1",
-                )
-                .bind(&p.run_id)
-                .fetch_optional(&self.pool)
-                .await
-            && !holds(fence, holder.as_deref(), generation)
-        {
-            return lease_lost(&self.db, fence, holder.as_deref(), generation, expires);
-        }
-        self.why_not_next(&p.run_id, p.seq as u64).await
-    }
-
-    /// Why the sequence guard refused a checkpoint.
-    async fn why_not_next(&self, run_id: &str, seq: u64) -> StoreError {
-        let row =
-            sqlx::query_as::<_, (String, i64)>("SELECT status, last_seq FROM runs WHERE id = $1")
-                .bind(run_id)
-                .fetch_optional(&self.pool)
-                .await;
         let conflict = |message: String| StoreError::Conflict {
             db: self.db.clone(),
-            run_id: run_id.to_owned(),
+            run_id: p.run_id.clone(),
             message,
         };
         match row {
-            Err(e) => self.error(e, format_args!("checking run `{run_id}`")),
+            Err(e) => self.error(e, action),
             Ok(None) => StoreError::RunNotFound {
                 db: self.db.clone(),
-                run_id: run_id.to_owned(),
+                run_id: p.run_id.clone(),
             },
-            Ok(Some((status, last))) => {
-                if status
-                    .parse::<RunStatus>()
-                    .is_ok_and(RunStatus::is_finished)
-                {
-                    conflict(format!("the run is {status}; it takes no more checkpoints"))
-                } else {
-                    conflict(format!(
-                        "checkpoint {seq} does not follow the last one ({last}); \
-                         another runner may have taken this run, or this step was already committed"
-                    ))
+            Ok(Some((status, last, holder, generation, expires))) => match &p.fence {
+                Some(fence) if !holds(fence, holder.as_deref(), generation) => {
+                    lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
                 }
-            }
+                _ if status.parse().is_ok_and(RunStatus::is_finished) => {
+                    conflict(format!("the run is {status}; it takes no more checkpoints"))
+                }
+                _ => conflict(format!(
+                    "checkpoint {} does not follow the last one ({last}); another runner may \
+                     have taken this run, or this step was already committed",
+                    p.seq
+                )),
+            },
+        }
+    }
+
+    /// A [`CHECKPOINT_STATEMENT`] that failed: a checkpoint already at its
+    /// seq (only a history written around the store leaves one where the
+    /// run's `last_seq` does not say so) is refused like one out of
+    /// sequence; anything else is a database error.
+    async fn why_refused(&self, p: &Prepared, e: sqlx::Error, action: &str) -> StoreError {
+        if is_unique_violation(&e) {
+            self.why_not_written(p, action).await
+        } else {
+            self.error(e, action)
         }
     }
 
@@ -741,34 +756,26 @@ impl PgStore {
         let (owner, generation) = self.fence_binds(fence)?;
         // Not retried: a second copy of a failed attempt would be a lie in the
         // history, and losing one is only a missing diagnostic.
-        let written: i64 = sqlx::query_scalar(&format!(
-            "WITH f AS ({FENCED_RUN}), \
-             s AS (INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
-                 duration_us, input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, \
-                 detail) SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
-                 FROM f), \
-             u AS (UPDATE runs SET updated_at = $16 FROM f WHERE runs.id = f.id) \
-             SELECT COUNT(*) FROM f"
-        ))
-        .bind(&b.run_id)
-        .bind(owner)
-        .bind(generation)
-        .bind(b.seq)
-        .bind(&b.node_id)
-        .bind(b.attempt)
-        .bind(&b.status)
-        .bind(b.started_at)
-        .bind(b.duration_us)
-        .bind(&b.input_hash)
-        .bind(&b.output_hash)
-        .bind(&b.error)
-        .bind(b.fuel_consumed)
-        .bind(b.memory_peak_bytes)
-        .bind(&b.detail)
-        .bind(now_ms())
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| self.write_error(e, &step.run_id, &action))?;
+        let written: i64 = sqlx::query_scalar(FAILED_STEP_STATEMENT.as_str())
+            .bind(&b.run_id)
+            .bind(owner)
+            .bind(generation)
+            .bind(b.seq)
+            .bind(&b.node_id)
+            .bind(b.attempt)
+            .bind(&b.status)
+            .bind(b.started_at)
+            .bind(b.duration_us)
+            .bind(&b.input_hash)
+            .bind(&b.output_hash)
+            .bind(&b.error)
+            .bind(b.fuel_consumed)
+            .bind(b.memory_peak_bytes)
+            .bind(&b.detail)
+            .bind(now_ms())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.write_error(e, &step.run_id, &action))?;
         if written == 0 {
             return Err(self.why_not_fenced(&step.run_id, fence, &action).await);
         }
@@ -1054,15 +1061,7 @@ impl PgStore {
         let output = item.output.to_string();
         let (owner, generation) = self.fence_binds(fence)?;
         let (action, output, owner) = (&action, &output, &owner);
-        let sql = format!(
-            "WITH f AS ({FENCED_RUN}), \
-             i AS (INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
-                 output_hash, duration_us, fuel_consumed, created_at) \
-                 SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM f \
-                 ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING) \
-             SELECT COUNT(*) FROM f"
-        );
-        let sql = &sql;
+        let sql = MAP_ITEM_STATEMENT.as_str();
         // Idempotent (the first durable output wins), so safe to retry.
         let found: i64 = self
             .retrying(|_| async move {
@@ -1580,14 +1579,11 @@ impl PgStore {
     ) -> Result<Option<CurrentCheckpoint>, StoreError> {
         let row = self
             .retrying(|_| async move {
-                sqlx::query(
-                    "SELECT run_id, seq, node_id, next_nodes, state_hash, updated_at \
-                     FROM task_checkpoints WHERE task_id = $1",
-                )
-                .bind(task_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| self.error(e, format_args!("reading task `{task_id}`")))
+                sqlx::query(CURRENT_CHECKPOINT)
+                    .bind(task_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|e| self.error(e, format_args!("reading task `{task_id}`")))
             })
             .await?;
         let Some(row) = row else { return Ok(None) };
@@ -1673,6 +1669,27 @@ impl PgStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(|e| self.error(e, action))?;
+            // The runs' history goes in the same transaction: checkpoints,
+            // steps and task rows have no foreign key to cascade from (their
+            // writes insert from the run's locked row instead), so they are
+            // deleted here; so is everything else, explicitly. A separate
+            // statement, so it sees every write that held the run's row
+            // before the DELETE above took it (none can follow: the row is
+            // gone once this commits).
+            if !runs.is_empty() {
+                sqlx::query(
+                    "WITH c AS (DELETE FROM checkpoints WHERE run_id = ANY($1)), \
+                     s AS (DELETE FROM steps WHERE run_id = ANY($1)), \
+                     j AS (DELETE FROM journal WHERE run_id = ANY($1)), \
+                     m AS (DELETE FROM map_items WHERE run_id = ANY($1)), \
+                     a AS (DELETE FROM artifacts WHERE run_id = ANY($1)) \
+                     DELETE FROM task_checkpoints WHERE run_id = ANY($1)",
+                )
+                .bind(&runs)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.error(e, action))?;
+            }
             let blobs = sqlx::query(
                 "DELETE FROM blobs WHERE NOT EXISTS \
                  (SELECT 1 FROM artifacts AS a WHERE a.digest = blobs.digest)",
@@ -1707,9 +1724,8 @@ struct StepBinds {
     detail: Option<String>,
 }
 
-fn is_sequence_guard(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(e)
-        if e.message().contains(SEQUENCE_GUARD) || e.kind() == ErrorKind::UniqueViolation)
+fn is_unique_violation(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(e) if e.kind() == ErrorKind::UniqueViolation)
 }
 
 async fn insert_artifact(

@@ -4,12 +4,13 @@
 //! Commits queue on a channel; an executor takes whatever is queued (up to
 //! [`MAX_BATCH`], one commit per run) and writes it as one statement in one
 //! implicit transaction ([`BATCH_STATEMENT`]): one round trip and one WAL
-//! flush for the whole batch. The statement locks the runs' rows, leaves
-//! out a commit whose lease fence does not hold (it writes nothing), and the
-//! sequence trigger refuses the statement if any commit is out of sequence;
-//! then every commit that was left out, or all of them after a refusal, is
-//! committed alone and hears its own verdict. Refusals are rare (a lost
-//! lease, a second runner), so they pay and the common case does not. Each
+//! flush for the whole batch. The statement moves (and so locks) the runs'
+//! rows and leaves out a commit the run does not take (its lease fence does not hold, the
+//! run is not active, or it is not the run's next checkpoint): that commit
+//! writes nothing. Then every commit that was left out, or all of them if
+//! the database refused the statement, is committed alone and hears its own
+//! verdict. Refusals are rare (a lost lease, a second runner), so they pay
+//! and the common case does not. Each
 //! caller waits for the COMMIT that carries its checkpoint, so a node still
 //! proceeds only once its own checkpoint is durable. There is no timer: the
 //! wait is bounded by one batch in flight (up to [`EXECUTORS`] run at
@@ -222,8 +223,9 @@ impl PgStore {
                     let _ = queued.reply.send(Err(error));
                 }
             }
-            // The database refused the batch (a commit out of sequence, a
-            // finished run): each write alone gets its own verdict.
+            // The database refused the batch (say a checkpoint that is
+            // already there although its run's last_seq does not say so):
+            // each write alone gets its own verdict.
             Err(_) => {
                 for queued in batch {
                     self.alone(queued).await;
@@ -242,12 +244,14 @@ impl PgStore {
 
     /// Writes the batch in one statement (one implicit transaction) and
     /// returns the ordinals (from 1) of the commits it wrote: the others
-    /// were fenced out or their run is missing, and wrote nothing. A commit
-    /// out of sequence fails the whole statement.
+    /// were fenced out, out of sequence, for a finished run or a missing
+    /// one, and wrote nothing.
     async fn write_checkpoints(&self, batch: &[Queued<Prepared>]) -> Result<Vec<i64>, sqlx::Error> {
         let c: Vec<&Prepared> = batch.iter().map(|q| &q.item).collect();
-        let text = |f: fn(&Prepared) -> String| -> Vec<String> { c.iter().map(|p| f(p)).collect() };
-        let opt = |f: fn(&Prepared) -> Option<String>| -> Vec<Option<String>> {
+        // The columns borrow from the batch: nothing is copied but into
+        // the statement's buffer.
+        let text = |f: fn(&Prepared) -> &str| -> Vec<&str> { c.iter().map(|p| f(p)).collect() };
+        let opt = |f: fn(&Prepared) -> Option<&str>| -> Vec<Option<&str>> {
             c.iter().map(|p| f(p)).collect()
         };
         let int = |f: fn(&Prepared) -> i64| -> Vec<i64> { c.iter().map(|p| f(p)).collect() };
@@ -258,35 +262,35 @@ impl PgStore {
             crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
         }
         sqlx::query_scalar(BATCH_STATEMENT)
-            .bind(text(|p| p.run_id.clone()))
+            .bind(text(|p| &p.run_id))
             .bind(int(|p| p.seq))
-            .bind(opt(|p| p.current_node.clone()))
+            .bind(opt(|p| p.current_node.as_deref()))
             .bind(now_ms())
-            .bind(opt(|p| p.fence.as_ref().map(|f| f.owner.clone())))
+            .bind(opt(|p| p.fence.as_ref().map(|f| f.owner.as_str())))
             .bind(opt_int(|p| {
                 p.fence
                     .as_ref()
                     .map(|f| i64::try_from(f.generation).unwrap_or(i64::MAX))
             }))
-            .bind(text(|p| p.node_id.clone()))
-            .bind(text(|p| p.next_nodes.clone()))
+            .bind(text(|p| &p.node_id))
+            .bind(text(|p| &p.next_nodes))
             .bind(c.iter().map(|p| p.is_snapshot).collect::<Vec<bool>>())
-            .bind(opt(|p| p.state.clone()))
-            .bind(text(|p| p.changes.clone()))
-            .bind(text(|p| p.state_hash.clone()))
-            .bind(text(|p| p.visits.clone()))
+            .bind(opt(|p| p.state.as_deref()))
+            .bind(text(|p| &p.changes))
+            .bind(text(|p| &p.state_hash))
+            .bind(text(|p| &p.visits))
             .bind(int(|p| p.bytes))
-            .bind(text(|p| p.step.node_id.clone()))
+            .bind(text(|p| &p.step.node_id))
             .bind(int(|p| p.step.attempt))
-            .bind(text(|p| p.step.status.clone()))
+            .bind(text(|p| &p.step.status))
             .bind(int(|p| p.step.started_at))
             .bind(int(|p| p.step.duration_us))
-            .bind(opt(|p| p.step.input_hash.clone()))
-            .bind(opt(|p| p.step.output_hash.clone()))
-            .bind(opt(|p| p.step.error.clone()))
+            .bind(opt(|p| p.step.input_hash.as_deref()))
+            .bind(opt(|p| p.step.output_hash.as_deref()))
+            .bind(opt(|p| p.step.error.as_deref()))
             .bind(opt_int(|p| p.step.fuel_consumed))
             .bind(opt_int(|p| p.step.memory_peak_bytes))
-            .bind(opt(|p| p.step.detail.clone()))
+            .bind(opt(|p| p.step.detail.as_deref()))
             .fetch_all(&self.pool)
             .await
     }
@@ -364,7 +368,7 @@ const CREATE_STATEMENT: &str = "\
         SELECT id, scenario_name, scenario_path, scenario_digest, status, input, \
             start_node, 0, $16, $16, task_id FROM u ORDER BY ord \
         ON CONFLICT (id) DO NOTHING \
-        RETURNING id, COALESCE(task_id, id) AS task_id), \
+        RETURNING id, task_id), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
             changes, state_hash, visits, bytes, created_at) \
@@ -376,7 +380,8 @@ const CREATE_STATEMENT: &str = "\
             state_hash, updated_at) \
         SELECT DISTINCT ON (r.task_id) r.task_id, r.id, 0, $17, u.next_nodes, \
             u.state_hash, $16 \
-        FROM r JOIN u ON u.id = r.id ORDER BY r.task_id, u.ord DESC \
+        FROM r JOIN u ON u.id = r.id WHERE r.task_id IS NOT NULL \
+        ORDER BY r.task_id, u.ord DESC \
         ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
             seq = excluded.seq, node_id = excluded.node_id, \
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
@@ -399,12 +404,15 @@ static FINISH_STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(
 });
 
 /// [`CHECKPOINT_STATEMENT`](super::CHECKPOINT_STATEMENT) for many runs (one
-/// commit per run): every column is an array, `u` numbers the commits. The
-/// runs' rows are locked in id order (`FOR UPDATE OF runs`, so two batches
-/// cannot deadlock) and a commit whose fence does not hold is left out
-/// without writing anything; the sequence trigger refuses the whole
-/// statement if any commit is out of sequence. The task rows get the
-/// batch's last commit for each task.
+/// commit per run): every column is an array, `u` numbers the commits
+/// (`ord`) and sorts them by run id. The UPDATE moves only the runs that
+/// take their commit (fence, status, `last_seq + 1`, each re-checked on the
+/// row as a lock holder left it); a commit left out writes nothing. The
+/// runs' rows are locked as the join meets them, which with `u` sorted is
+/// in id order, so two batches do not deadlock; should one ever (Postgres
+/// detects it), the statement fails and its commits are retried. The task
+/// rows (runs with a task id only) get the batch's last commit for each
+/// task.
 const BATCH_STATEMENT: &str = "\
     WITH u AS ( \
         SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $5::text[], \
@@ -415,22 +423,23 @@ const BATCH_STATEMENT: &str = "\
         AS u(run_id, seq, current_node, owner, generation, node_id, next_nodes, \
             is_snapshot, state, changes, state_hash, visits, bytes, step_node, attempt, \
             status, started_at, duration_us, input_hash, output_hash, error, fuel, \
-            memory, detail, ord)), \
+            memory, detail, ord) \
+        ORDER BY run_id), \
+    r AS ( \
+        UPDATE runs SET last_seq = u.seq, current_node = u.current_node, updated_at = $4, \
+            status = 'running' \
+        FROM u \
+        WHERE runs.id = u.run_id AND runs.last_seq = u.seq - 1 \
+            AND runs.status IN ('queued', 'running', 'waiting') \
+            AND (u.owner IS NULL \
+                OR (runs.lease_owner = u.owner AND runs.lease_generation = u.generation)) \
+        RETURNING runs.id, runs.task_id, u.ord), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
             changes, state_hash, visits, bytes, created_at) \
         SELECT u.run_id, u.seq, u.node_id, u.next_nodes, u.is_snapshot, u.state, \
             u.changes, u.state_hash, u.visits, u.bytes, $4 \
-        FROM runs JOIN u ON runs.id = u.run_id \
-        WHERE u.owner IS NULL \
-            OR (runs.lease_owner = u.owner AND runs.lease_generation = u.generation) \
-        ORDER BY runs.id FOR UPDATE OF runs \
-        RETURNING run_id), \
-    r AS ( \
-        UPDATE runs SET last_seq = u.seq, current_node = u.current_node, updated_at = $4, \
-            status = 'running' \
-        FROM c JOIN u ON u.run_id = c.run_id WHERE runs.id = c.run_id \
-        RETURNING runs.id, COALESCE(runs.task_id, runs.id) AS task_id, u.ord), \
+        FROM r JOIN u ON u.ord = r.ord), \
     s AS ( \
         INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
             duration_us, input_hash, output_hash, error, fuel_consumed, \
@@ -444,7 +453,8 @@ const BATCH_STATEMENT: &str = "\
             state_hash, updated_at) \
         SELECT DISTINCT ON (r.task_id) r.task_id, u.run_id, u.seq, u.node_id, \
             u.next_nodes, u.state_hash, $4 \
-        FROM r JOIN u ON u.ord = r.ord ORDER BY r.task_id, u.ord DESC \
+        FROM r JOIN u ON u.ord = r.ord WHERE r.task_id IS NOT NULL \
+        ORDER BY r.task_id, u.ord DESC \
         ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
             seq = excluded.seq, node_id = excluded.node_id, \
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
