@@ -1035,14 +1035,12 @@ async fn each_task_has_one_current_checkpoint(kind: Kind) {
         assert_eq!(current.state_hash, state_hash(&state));
         assert_eq!(current.updated_at_ms, latest.created_at_ms);
     }
-    if kind == Kind::Postgres {
-        // It needs no row of its own: the run and its checkpoints say it.
-        assert_eq!(
-            db.count("SELECT COUNT(*) FROM task_checkpoints WHERE task_id = 'solo'")
-                .await,
-            0
-        );
-    }
+    // It needs no row of its own: the run and its checkpoints say it.
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM task_checkpoints WHERE run_id = 'solo'")
+            .await,
+        0
+    );
     // A run that names a task wins over a run whose id is that task's.
     store
         .enqueue_run_for_task(&new_run("solo-2", json!({})), Some("solo"))
@@ -1322,6 +1320,49 @@ async fn postgres_migrates_a_version_1_database() {
         .await
         .unwrap();
     assert_eq!(lease.generation, 1);
+}
+
+/// On SQLite, schema 4 keeps task rows only for runs with a task id: a
+/// version 3 database loses its runs' own task rows and keeps answering for
+/// them.
+#[tokio::test]
+async fn sqlite_migrates_a_version_3_database() {
+    let db = Db::new(Kind::Sqlite).await;
+    let store = db.open().await;
+    store.create_run(&new_run("solo", json!({}))).await.unwrap();
+    store
+        .enqueue_run_for_task(&new_run("tasked", json!({})), Some("T"))
+        .await
+        .unwrap();
+    store.close().await;
+    // What version 3 wrote for a run without a task id.
+    db.exec(
+        "INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
+             updated_at) \
+         SELECT run_id, run_id, seq, node_id, next_nodes, state_hash, created_at \
+         FROM checkpoints WHERE run_id = 'solo'; \
+         UPDATE skillhost_meta SET value = '3' WHERE key = 'schema_version'",
+    )
+    .await;
+    assert_eq!(db.count("SELECT COUNT(*) FROM task_checkpoints").await, 2);
+
+    let store = db.open().await;
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM task_checkpoints WHERE task_id = 'T'")
+            .await,
+        1
+    );
+    assert_eq!(db.count("SELECT COUNT(*) FROM task_checkpoints").await, 1);
+    let solo = store.current_checkpoint("solo").await.unwrap().unwrap();
+    assert_eq!((solo.run_id.as_str(), solo.seq), ("solo", 0));
+    let tasked = store.current_checkpoint("T").await.unwrap().unwrap();
+    assert_eq!((tasked.run_id.as_str(), tasked.seq), ("tasked", 0));
+    store.close().await;
+    assert_eq!(
+        db.count("SELECT CAST(value AS BIGINT) FROM skillhost_meta WHERE key = 'schema_version'")
+            .await,
+        i64::from(SCHEMA_VERSION)
+    );
 }
 
 /// Schema 4 moves the sequence guard into the commit statements, drops the

@@ -28,8 +28,8 @@ pub struct Lease {
 }
 
 /// Where a task stands: its row in `task_checkpoints`, upserted with every
-/// checkpoint of the runs working on it (for a run without a task id, on
-/// Postgres: the run's checkpoint at `last_seq`, which says the same).
+/// checkpoint of the runs working on it (for a run without a task id: the
+/// run's checkpoint at `last_seq`, which says the same).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CurrentCheckpoint {
     pub task_id: String,

@@ -363,9 +363,8 @@ impl Store {
     }
 
     /// Where a task stands: its current-checkpoint row, one indexed lookup.
-    /// A run without a task id is the task with the run's own id; on
-    /// Postgres it has no row, and its checkpoint at `last_seq` answers (in
-    /// the same statement).
+    /// A run without a task id is the task with the run's own id; it has no
+    /// row, and its checkpoint at `last_seq` answers (in the same statement).
     pub async fn current_checkpoint(
         &self,
         task_id: &str,

@@ -327,19 +327,15 @@ impl SqliteStore {
                         now,
                     ],
                 )
-                .and_then(|_| {
-                    execute(
+                .and_then(|written| match task_id {
+                    // A run without a task id is its own task: its row in
+                    // `runs` already says where it stands.
+                    None => Ok(written),
+                    Some(task_id) => execute(
                         tx,
                         INSERT_FIRST_TASK_ROW_SQL,
-                        params![
-                            task_id.unwrap_or(&run.id),
-                            run.id,
-                            START_NODE,
-                            encoded.next_nodes,
-                            hash,
-                            now,
-                        ],
-                    )
+                        params![task_id, run.id, START_NODE, encoded.next_nodes, hash, now],
+                    ),
                 })
                 .map_err(|e| self.sq(e, &action))?;
                 Ok(())
@@ -1068,11 +1064,11 @@ INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_h
     node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
     state_hash = excluded.state_hash, updated_at = excluded.updated_at";
 
-/// The run's task row after a checkpoint ($1 run id, $2 seq, $3 node, $4 next
-/// nodes, $5 state hash, $6 now).
+/// The run's task row after a checkpoint, if the run has a task id ($1 run
+/// id, $2 seq, $3 node, $4 next nodes, $5 state hash, $6 now).
 const UPSERT_TASK_ROW_SQL: &str = "\
 INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, updated_at) \
-    SELECT COALESCE(task_id, id), id, ?2, ?3, ?4, ?5, ?6 FROM runs WHERE id = ?1 \
+    SELECT task_id, id, ?2, ?3, ?4, ?5, ?6 FROM runs WHERE id = ?1 AND task_id IS NOT NULL \
     ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
     node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
     state_hash = excluded.state_hash, updated_at = excluded.updated_at";

@@ -261,9 +261,17 @@ impl SqliteStore {
         &self,
         task_id: &str,
     ) -> Result<Option<CurrentCheckpoint>, StoreError> {
+        // The task's row; else, for a run without a task id (its own task),
+        // the run's last checkpoint. A task row wins if both exist.
         let row = sqlx::query(
-            "SELECT run_id, seq, node_id, next_nodes, state_hash, updated_at \
-             FROM task_checkpoints WHERE task_id = $1",
+            "SELECT run_id, seq, node_id, next_nodes, state_hash, updated_at FROM ( \
+                 SELECT 0 AS rank, run_id, seq, node_id, next_nodes, state_hash, updated_at \
+                 FROM task_checkpoints WHERE task_id = $1 \
+                 UNION ALL \
+                 SELECT 1, r.id, c.seq, c.node_id, c.next_nodes, c.state_hash, c.created_at \
+                 FROM runs AS r JOIN checkpoints AS c ON c.run_id = r.id AND c.seq = r.last_seq \
+                 WHERE r.id = $1 AND r.task_id IS NULL) \
+             ORDER BY rank LIMIT 1",
         )
         .bind(task_id)
         .fetch_optional(&self.pool)
