@@ -30,8 +30,8 @@ use serde_json::{Map, Value, json};
 
 use crate::scenario::{LoadedScenario, NodeKind, Route, Scenario, Severity, Vars};
 use crate::store::{
-    LoadedCheckpoint, NewArtifact, NewRun, RunStatus, StateChange, StepCommit, StepRow, Store,
-    StoreError, state_hash,
+    FieldHashes, LoadedCheckpoint, NewArtifact, NewRun, RunStatus, StateChange, StepCommit,
+    StepRow, Store, StoreError,
 };
 pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
 
@@ -272,6 +272,8 @@ async fn drive(
     let started = Instant::now();
     let scenario = cx.scenario;
     let mut state = Arc::new(checkpoint.state);
+    // The checkpoint hash of each state, re-hashing only what a step changed.
+    let mut hashes = FieldHashes::default();
     let mut seq = checkpoint.seq;
     let mut visits = checkpoint.visits;
     let mut warnings = Vec::new();
@@ -307,7 +309,7 @@ async fn drive(
                 match route_failure(
                     cx,
                     node,
-                    Arc::make_mut(&mut state),
+                    (Arc::make_mut(&mut state), &mut hashes),
                     &mut seq,
                     &visits,
                     $failure,
@@ -490,8 +492,9 @@ async fn drive(
                         seq,
                         node_id: node.id.clone(),
                         next_nodes: vec![next.clone()],
+                        // Before `changes` moves: fields are evaluated in order.
+                        state_hash: hashes.hash(&state, &success.changes),
                         changes: success.changes,
-                        state_hash: state_hash(&state),
                         full_state: state.clone(),
                         step: success.step,
                         visits: visits.clone(),
@@ -570,7 +573,8 @@ fn next_node(
 async fn route_failure(
     cx: &RunContext<'_>,
     node: &crate::scenario::Node,
-    state: &mut Value,
+    // The state, and the hashes of its fields to hash it with.
+    (state, hashes): (&mut Value, &mut FieldHashes),
     seq: &mut u64,
     visits: &BTreeMap<String, u32>,
     failure: NodeFailure,
@@ -610,8 +614,8 @@ async fn route_failure(
                 seq: *seq,
                 node_id: node.id.clone(),
                 next_nodes: handler.iter().cloned().collect(),
+                state_hash: hashes.hash(state, &changes),
                 changes,
-                state_hash: state_hash(state),
                 full_state: Arc::new(state.clone()),
                 step,
                 visits: visits.clone(),

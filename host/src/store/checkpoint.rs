@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::error::StoreError;
 use super::rows::{JournalEntry, StepRow};
-use super::state::{StateChange, apply, state_hash};
+use super::state::{StateChange, apply, hash_like};
 
 /// A full snapshot is stored every this many checkpoints (seq % N == 0).
 pub const SNAPSHOT_EVERY: u64 = 16;
@@ -36,7 +36,9 @@ pub struct StepCommit {
     pub next_nodes: Vec<String>,
     /// What this node changed.
     pub changes: Vec<StateChange>,
-    /// [`state_hash`] of the full state after the changes.
+    /// The hash of the full state after the changes: version 2
+    /// ([`FieldHashes`](super::state::FieldHashes)) from the engine, or
+    /// version 1 ([`state_hash`](super::state::state_hash)).
     pub state_hash: String,
     /// The full state after the changes; stored only on snapshot seqs.
     /// Shared with the engine's live state, so building a commit copies
@@ -174,7 +176,7 @@ pub(crate) fn rebuild(
         apply(&mut state, &changes);
         last = row;
     }
-    let actual = state_hash(&state);
+    let actual = hash_like(&state, &last.state_hash);
     if actual != last.state_hash {
         return Err(corrupt(
             last.seq,
@@ -201,6 +203,7 @@ pub(crate) fn rebuild(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::state::{FieldHashes, state_hash};
     use serde_json::json;
 
     fn stored(
@@ -251,6 +254,34 @@ mod tests {
             error.to_string().contains("checkpoint 2 of run `r`"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_history_may_mix_version_1_and_version_2_hashes() {
+        let s0 = json!({"n": 0, "big": "b".repeat(100)});
+        let set = |n: i64| {
+            vec![StateChange::Set {
+                field: "n".into(),
+                value: json!(n),
+            }]
+        };
+        let mut hashes = FieldHashes::default();
+        let mut s1 = s0.clone();
+        apply(&mut s1, &set(1));
+        let v2 = hashes.hash(&s1, &[]);
+        let rows = vec![
+            stored(0, Some(&s0), &[], &state_hash(&s0)),
+            stored(1, None, &set(1), &v2),
+        ];
+        let loaded = rebuild("db", "r", rows.clone()).unwrap();
+        assert_eq!(loaded.state, s1);
+        assert_eq!(loaded.state_hash, v2);
+
+        let mut wrong = rows;
+        wrong[1].changes = serde_json::to_string(&set(3)).unwrap();
+        let error = rebuild("db", "r", wrong).unwrap_err();
+        assert!(error.is_corrupt(), "{error}");
+        assert!(error.to_string().contains("f2:"), "{error}");
     }
 
     #[test]

@@ -36,7 +36,10 @@ pub use lease::{
 pub use migrate::SCHEMA_VERSION;
 pub use rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
 pub use run::{NewRun, RunRow, RunStatus, UnknownRunStatus, new_run_id};
-pub use state::{ApplyError, StateChange, apply, canonical_json, state_hash, try_apply};
+pub use state::{
+    ApplyError, FIELD_HASH_PREFIX, FieldHashes, StateChange, apply, canonical_json, hash_like,
+    state_hash, try_apply,
+};
 pub use url::redact as redact_url;
 
 use std::sync::Arc;
@@ -206,10 +209,12 @@ impl Store {
         commit: &StepCommit,
         artifacts: &[NewArtifact],
     ) -> Result<(), StoreError> {
+        // The engine hashes incrementally (`FieldHashes`); in debug builds,
+        // every commit is checked against a hash from scratch.
         debug_assert_eq!(
             commit.state_hash,
-            state_hash(&commit.full_state),
-            "StepCommit.state_hash must be state_hash(&full_state)"
+            state::hash_like(&commit.full_state, &commit.state_hash),
+            "StepCommit.state_hash must be the hash of full_state"
         );
         let fence = self.fence_for(&commit.run_id);
         dispatch!(self, s => s.commit_step(commit, artifacts, fence).await)

@@ -278,13 +278,79 @@ fn write_scalar<T: Serialize + ?Sized>(value: &T, out: &mut impl Sink) {
         .expect("a JSON scalar serialises to a sink that cannot fail");
 }
 
-/// SHA-256 (lowercase hex) of [`canonical_json`]: the hash every checkpoint
-/// carries for the full state it yields. Usable for any JSON value (the
-/// engine's input and output hashes use it too).
+/// SHA-256 (lowercase hex) of [`canonical_json`]. Usable for any JSON value:
+/// the engine's input and output hashes use it, and it is the version 1
+/// checkpoint hash (see [`FieldHashes`]).
 pub fn state_hash(state: &Value) -> String {
     let mut hashing = Hashing::new();
     write_canonical(state, &mut hashing);
     hashing.finish()
+}
+
+/// SHA-256 of a value's canonical JSON, as bytes.
+fn digest(value: &Value) -> [u8; 32] {
+    let mut hashing = Hashing::new();
+    write_canonical(value, &mut hashing);
+    hashing.sha.update(&hashing.buffer);
+    hashing.sha.finalize().into()
+}
+
+/// What starts a version 2 checkpoint hash (see [`FieldHashes`]); a hash
+/// without it is a version 1 hash, [`state_hash`] of the whole state.
+pub const FIELD_HASH_PREFIX: &str = "f2:";
+
+/// Version 2 checkpoint hashes of one run's successive states, re-hashing only
+/// the fields that changed.
+///
+/// A version 2 hash is [`FIELD_HASH_PREFIX`] followed by the lowercase hex
+/// SHA-256 of, for each top-level field of the state in key order (sorted by
+/// UTF-8 bytes): the key as canonical JSON (a quoted string), then the 32
+/// bytes of the SHA-256 of the field's value as canonical JSON. It pins the
+/// state exactly as the version 1 hash does, but a field a step did not
+/// write is not hashed again: a step that sets one small field of a large
+/// state hashes that field. A state that is not an object (never a run's)
+/// gets the version 1 hash.
+#[derive(Debug, Default)]
+pub struct FieldHashes {
+    digests: std::collections::HashMap<String, [u8; 32]>,
+}
+
+impl FieldHashes {
+    /// The version 2 hash of `state`, where `changes` are every change made
+    /// to it since the last call (none on the first call).
+    pub fn hash(&mut self, state: &Value, changes: &[StateChange]) -> String {
+        let Value::Object(fields) = state else {
+            return state_hash(state);
+        };
+        for change in changes {
+            self.digests.remove(change.field());
+        }
+        if self.digests.len() > fields.len() {
+            self.digests.retain(|key, _| fields.contains_key(key));
+        }
+        let mut keys: SmallVec<[(&String, &Value); 16]> = fields.iter().collect();
+        keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut hashing = Hashing::new();
+        for (key, value) in keys {
+            let digest = match self.digests.get(key.as_str()) {
+                Some(digest) => *digest,
+                None => *self.digests.entry(key.clone()).or_insert(digest(value)),
+            };
+            write_str(key, &mut hashing);
+            hashing.push(&digest);
+        }
+        format!("{FIELD_HASH_PREFIX}{}", hashing.finish())
+    }
+}
+
+/// The hash of `state` in the version of `stored` (a checkpoint's recorded
+/// hash), to compare with it.
+pub fn hash_like(state: &Value, stored: &str) -> String {
+    if stored.starts_with(FIELD_HASH_PREFIX) {
+        FieldHashes::default().hash(state, &[])
+    } else {
+        state_hash(state)
+    }
 }
 
 #[cfg(test)]
@@ -366,6 +432,63 @@ mod tests {
             assert!(text.starts_with(r#"{"after":["#));
             assert!(text.contains(r#"{"key-00":"","key-01":"vvvvvvv","#));
         }
+    }
+
+    #[test]
+    fn field_hashes_follow_changes_and_match_a_fresh_hash() {
+        let mut state = json!({"b": [1, 2], "a": {"x": "y"}, "é": null});
+        let mut hashes = FieldHashes::default();
+        let first = hashes.hash(&state, &[]);
+        assert!(first.starts_with(FIELD_HASH_PREFIX));
+        assert_eq!(first, hash_like(&state, &first));
+        // Per the definition: key, then the value's digest, in key order.
+        let mut expected = Vec::new();
+        for key in ["a", "b", "é"] {
+            expected.extend_from_slice(canonical_json(&json!(key)).as_bytes());
+            expected.extend_from_slice(&Sha256::digest(canonical_json(&state[key]).as_bytes()));
+        }
+        assert_eq!(
+            first,
+            format!(
+                "{FIELD_HASH_PREFIX}{}",
+                hex::encode(Sha256::digest(&expected))
+            )
+        );
+
+        let steps = [
+            vec![StateChange::Append {
+                field: "b".into(),
+                items: vec![json!(3)],
+            }],
+            vec![
+                StateChange::Set {
+                    field: "new".into(),
+                    value: json!("field"),
+                },
+                StateChange::Merge {
+                    field: "a".into(),
+                    value: json!({"z": 1}).as_object().unwrap().clone(),
+                },
+            ],
+            vec![],
+        ];
+        let mut seen = vec![first];
+        for changes in steps {
+            apply(&mut state, &changes);
+            let hash = hashes.hash(&state, &changes);
+            assert_eq!(hash, FieldHashes::default().hash(&state, &[]));
+            assert_eq!(hash, hash_like(&state, &hash));
+            seen.push(hash);
+        }
+        // A change is a different hash; no change is the same one.
+        assert_ne!(seen[0], seen[1]);
+        assert_ne!(seen[1], seen[2]);
+        assert_eq!(seen[2], seen[3]);
+        // Version 1 hashes still compare as version 1.
+        let v1 = state_hash(&state);
+        assert_eq!(hash_like(&state, &v1), v1);
+        // Not an object: the version 1 hash.
+        assert_eq!(hashes.hash(&json!([1]), &[]), state_hash(&json!([1])));
     }
 
     #[test]
