@@ -94,7 +94,8 @@ fn pipeline_runs_skill_map_gate_and_end() {
     assert!(shown["steps"][0]["fuel_consumed"].as_u64().unwrap() > 0);
     assert_eq!(shown["state"], out["state"]);
 
-    let out = host.cmd(&["checkpoints", out["run_id"].as_str().unwrap(), "--json"]);
+    let run_id = out["run_id"].as_str().unwrap();
+    let out = host.cmd(&["checkpoints", run_id, "--json"]);
     let checkpoints: Value = serde_json::from_slice(&out.stdout).unwrap();
     let seqs: Vec<u64> = checkpoints
         .as_array()
@@ -103,6 +104,29 @@ fn pipeline_runs_skill_map_gate_and_end() {
         .map(|c| c["seq"].as_u64().unwrap())
         .collect();
     assert_eq!(seqs, [0, 1, 2, 3]);
+    // Checkpoint 0 carries a version 1 hash (the store's), the steps' ones a
+    // version 2 hash (the engine's); the table labels each with its version.
+    let hashes: Vec<&str> = checkpoints
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["state_hash"].as_str().unwrap())
+        .collect();
+    assert_eq!(hashes[0].len(), 64, "{hashes:?}");
+    assert!(
+        hashes[1..].iter().all(|h| h.starts_with("f2:")),
+        "{hashes:?}"
+    );
+    let table = String::from_utf8(host.cmd(&["checkpoints", run_id]).stdout).unwrap();
+    let lines: Vec<&str> = table.lines().skip(1).collect();
+    assert!(
+        lines[0].ends_with(&format!("sha256:{}", &hashes[0][..16])),
+        "{table}"
+    );
+    assert!(
+        lines[1].ends_with(&format!("f2:{}", &hashes[1][3..19])),
+        "{table}"
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::run::{DatabaseArgs, tokio_runtime};
 use super::{CliResult, Failure, print_json};
-use crate::store::{RunStatus, Store};
+use crate::store::{FIELD_HASH_PREFIX, RunStatus, Store};
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
@@ -234,7 +234,7 @@ pub fn checkpoints(args: CheckpointsArgs) -> CliResult {
         );
         for c in rows {
             println!(
-                "{:>4}  {:<24} {:<24} {:<8} {:>8}  sha256:{}",
+                "{:>4}  {:<24} {:<24} {:<8} {:>8}  {}",
                 c.seq,
                 if c.node_id.is_empty() {
                     "(start)"
@@ -244,9 +244,20 @@ pub fn checkpoints(args: CheckpointsArgs) -> CliResult {
                 c.next_nodes.join(","),
                 if c.is_snapshot { "snapshot" } else { "delta" },
                 c.bytes,
-                &c.state_hash[..c.state_hash.len().min(16)]
+                short_hash(&c.state_hash)
             );
         }
         Ok(())
     })
+}
+
+/// A checkpoint hash's first 16 hex digits, labelled with its version:
+/// `sha256:` for version 1 (the SHA-256 of the whole state), `f2:` for
+/// version 2 (per field, see `store::FieldHashes`).
+fn short_hash(hash: &str) -> String {
+    let (label, hex) = match hash.strip_prefix(FIELD_HASH_PREFIX) {
+        Some(hex) => (FIELD_HASH_PREFIX, hex),
+        None => ("sha256:", hash),
+    };
+    format!("{label}{}", hex.get(..16).unwrap_or(hex))
 }
