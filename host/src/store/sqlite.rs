@@ -253,6 +253,25 @@ impl SqliteStore {
         self.sq(source, action)
     }
 
+    /// A write transaction (see `writer`) that, with a `fence`, first checks
+    /// the lease under the write lock: `work` writes only while it holds.
+    async fn write_fenced<T>(
+        &self,
+        fence: Option<&Lease>,
+        action: &str,
+        mut work: impl FnMut(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.writer
+            .write(action, |tx| {
+                if let Some(fence) = fence {
+                    // Under the write lock, so the lease cannot change before COMMIT.
+                    self.check_fence(tx, fence, action)?;
+                }
+                work(tx)
+            })
+            .await
+    }
+
     // ---- runs ------------------------------------------------------------------
 
     pub async fn create_run(
@@ -310,34 +329,18 @@ impl SqliteStore {
                         },
                     );
                 }
-                execute(
-                    tx,
-                    INSERT_CHECKPOINT_SQL,
-                    params![
-                        run.id,
-                        0i64,
-                        START_NODE,
-                        encoded.next_nodes,
-                        encoded.is_snapshot,
-                        encoded.state,
-                        encoded.changes,
-                        hash,
-                        encoded.visits,
-                        encoded.bytes as i64,
-                        now,
-                    ],
-                )
-                .and_then(|written| match task_id {
-                    // A run without a task id is its own task: its row in
-                    // `runs` already says where it stands.
-                    None => Ok(written),
-                    Some(task_id) => execute(
-                        tx,
-                        INSERT_FIRST_TASK_ROW_SQL,
-                        params![task_id, run.id, START_NODE, encoded.next_nodes, hash, now],
-                    ),
-                })
-                .map_err(|e| self.sq(e, &action))?;
+                insert_checkpoint(tx, &run.id, 0, START_NODE, &encoded, &hash, now)
+                    .and_then(|written| match task_id {
+                        // A run without a task id is its own task: its row in
+                        // `runs` already says where it stands.
+                        None => Ok(written),
+                        Some(task_id) => execute(
+                            tx,
+                            INSERT_FIRST_TASK_ROW_SQL,
+                            params![task_id, run.id, START_NODE, encoded.next_nodes, hash, now],
+                        ),
+                    })
+                    .map_err(|e| self.sq(e, &action))?;
                 Ok(())
             })
             .await
@@ -392,97 +395,84 @@ impl SqliteStore {
             .collect();
         let now = now_ms();
 
-        self.writer
-            .write(&action, |tx| {
-                if let Some(fence) = fence {
-                    // Under the write lock, so the lease cannot change before COMMIT.
-                    self.check_fence(tx, fence, &action)?;
+        self.write_fenced(fence, &action, |tx| {
+            // The checkpoint goes first: the `checkpoints_in_sequence`
+            // trigger aborts it unless seq is exactly last_seq + 1 of an
+            // active run, which is the exactly-once guard; nothing after
+            // it runs then.
+            let inserted = insert_checkpoint(
+                tx,
+                run_id,
+                seq,
+                &commit.node_id,
+                &encoded,
+                &commit.state_hash,
+                now,
+            );
+            if let Err(e) = inserted {
+                if is_sequence_guard(&e) {
+                    // Returning the error rolls the transaction back.
+                    return Err(self.why_not_next(tx, run_id, commit.seq));
                 }
-                // The checkpoint goes first: the `checkpoints_in_sequence`
-                // trigger aborts it unless seq is exactly last_seq + 1 of an
-                // active run, which is the exactly-once guard; nothing after
-                // it runs then.
-                let inserted = execute(
+                return Err(self.sq(e, &action));
+            }
+            // The status update is separate so that an unchanged status
+            // leaves its index alone.
+            execute(
+                tx,
+                ADVANCE_RUN_SQL,
+                params![run_id, seq, commit.next_nodes.first(), now],
+            )
+            .and_then(|_| execute(tx, MARK_RUNNING_SQL, params![run_id]))
+            .and_then(|_| insert_step(tx, &step))
+            .and_then(|_| {
+                execute(
                     tx,
-                    INSERT_CHECKPOINT_SQL,
+                    UPSERT_TASK_ROW_SQL,
                     params![
                         run_id,
                         seq,
                         commit.node_id,
                         encoded.next_nodes,
-                        encoded.is_snapshot,
-                        encoded.state,
-                        encoded.changes,
                         commit.state_hash,
-                        encoded.visits,
-                        encoded.bytes as i64,
                         now,
                     ],
-                );
-                if let Err(e) = inserted {
-                    if is_sequence_guard(&e) {
-                        // Returning the error rolls the transaction back.
-                        return Err(self.why_not_next(tx, run_id, commit.seq));
-                    }
-                    return Err(self.sq(e, &action));
-                }
-                // The status update is separate so that an unchanged status
-                // leaves its index alone.
+                )
+            })
+            .map_err(|e| self.sq(e, &action))?;
+            for (entry_seq, request, response, entry) in &journal {
                 execute(
                     tx,
-                    ADVANCE_RUN_SQL,
-                    params![run_id, seq, commit.next_nodes.first(), now],
-                )
-                .and_then(|_| execute(tx, MARK_RUNNING_SQL, params![run_id]))
-                .and_then(|_| insert_step(tx, &step))
-                .and_then(|_| {
-                    execute(
-                        tx,
-                        UPSERT_TASK_ROW_SQL,
-                        params![
-                            run_id,
-                            seq,
-                            commit.node_id,
-                            encoded.next_nodes,
-                            commit.state_hash,
-                            now,
-                        ],
-                    )
-                })
-                .map_err(|e| self.sq(e, &action))?;
-                for (entry_seq, request, response, entry) in &journal {
-                    execute(
-                        tx,
-                        "INSERT INTO journal (run_id, seq, node_id, kind, request, response, \
+                    "INSERT INTO journal (run_id, seq, node_id, kind, request, response, \
                          created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                        params![
-                            run_id,
-                            entry_seq,
-                            entry.node_id,
-                            entry.kind,
-                            request,
-                            response,
-                            now
-                        ],
-                    )
-                    .map_err(|e| self.sq(e, &action))?;
-                }
-                for (digest, artifact) in &blobs {
-                    insert_artifact(
-                        tx,
+                    params![
                         run_id,
-                        &artifact.name,
-                        &artifact.media_type,
-                        digest,
-                        &artifact.bytes,
-                        now,
-                    )
-                    .map_err(|e| self.sq(e, &action))?;
-                }
-                crate::failpoint::hit(|| format!("in-commit:{}", commit.node_id));
-                Ok(())
-            })
-            .await
+                        entry_seq,
+                        entry.node_id,
+                        entry.kind,
+                        request,
+                        response,
+                        now
+                    ],
+                )
+                .map_err(|e| self.sq(e, &action))?;
+            }
+            for (digest, artifact) in &blobs {
+                insert_artifact(
+                    tx,
+                    run_id,
+                    &artifact.name,
+                    &artifact.media_type,
+                    digest,
+                    &artifact.bytes,
+                    now,
+                )
+                .map_err(|e| self.sq(e, &action))?;
+            }
+            crate::failpoint::hit(|| format!("in-commit:{}", commit.node_id));
+            Ok(())
+        })
+        .await
     }
 
     /// Refuses (LeaseLost) unless the run's lease is still `fence`; call
@@ -569,21 +559,17 @@ impl SqliteStore {
         let action = format!("recording a failed step of run `{}`", step.run_id);
         let binds = self.step_binds(step)?;
         let now = now_ms();
-        self.writer
-            .write(&action, |tx| {
-                if let Some(fence) = fence {
-                    self.check_fence(tx, fence, &action)?;
-                }
-                insert_step(tx, &binds).map_err(|e| self.sq_write(e, &step.run_id, &action))?;
-                execute(
-                    tx,
-                    "UPDATE runs SET updated_at = ?2 WHERE id = ?1",
-                    params![step.run_id, now],
-                )
-                .map_err(|e| self.sq(e, &action))?;
-                Ok(())
-            })
-            .await
+        self.write_fenced(fence, &action, |tx| {
+            insert_step(tx, &binds).map_err(|e| self.sq_write(e, &step.run_id, &action))?;
+            execute(
+                tx,
+                "UPDATE runs SET updated_at = ?2 WHERE id = ?1",
+                params![step.run_id, now],
+            )
+            .map_err(|e| self.sq(e, &action))?;
+            Ok(())
+        })
+        .await
     }
 
     pub async fn finish_run(
@@ -598,45 +584,41 @@ impl SqliteStore {
         let result = result.map(Value::to_string);
         let error = error.map(Value::to_string);
         let now = now_ms();
-        self.writer
-            .write(&action, |tx| {
-                if let Some(fence) = fence {
-                    self.check_fence(tx, fence, &action)?;
-                }
-                let updated = execute(
-                    tx,
-                    &format!(
-                        "UPDATE runs SET status = ?2, result = ?3, error = ?4, \
+        self.write_fenced(fence, &action, |tx| {
+            let updated = execute(
+                tx,
+                &format!(
+                    "UPDATE runs SET status = ?2, result = ?3, error = ?4, \
                          lease_owner = NULL, lease_expires_at = NULL, updated_at = ?5 \
                          WHERE id = ?1 AND status IN {ACTIVE}"
-                    ),
-                    params![run_id, status.as_str(), result, error, now],
+                ),
+                params![run_id, status.as_str(), result, error, now],
+            )
+            .map_err(|e| self.sq(e, &action))?;
+            if updated == 1 {
+                return Ok(());
+            }
+            let current = tx
+                .query_row(
+                    "SELECT status FROM runs WHERE id = ?1",
+                    params![run_id],
+                    |row| row.get::<_, String>(0),
                 )
+                .optional()
                 .map_err(|e| self.sq(e, &action))?;
-                if updated == 1 {
-                    return Ok(());
-                }
-                let current = tx
-                    .query_row(
-                        "SELECT status FROM runs WHERE id = ?1",
-                        params![run_id],
-                        |row| row.get::<_, String>(0),
-                    )
-                    .optional()
-                    .map_err(|e| self.sq(e, &action))?;
-                Err(match current {
-                    None => StoreError::RunNotFound {
-                        db: self.db.clone(),
-                        run_id: run_id.to_owned(),
-                    },
-                    Some(current) => StoreError::Conflict {
-                        db: self.db.clone(),
-                        run_id: run_id.to_owned(),
-                        message: format!("the run is already {current}"),
-                    },
-                })
+            Err(match current {
+                None => StoreError::RunNotFound {
+                    db: self.db.clone(),
+                    run_id: run_id.to_owned(),
+                },
+                Some(current) => StoreError::Conflict {
+                    db: self.db.clone(),
+                    run_id: run_id.to_owned(),
+                    message: format!("the run is already {current}"),
+                },
             })
-            .await
+        })
+        .await
     }
 
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
@@ -766,35 +748,31 @@ impl SqliteStore {
         let fuel_consumed = self.int(item.fuel_consumed, "item fuel")?;
         let output = item.output.to_string();
         let now = now_ms();
-        self.writer
-            .write(&action, |tx| {
-                if let Some(fence) = fence {
-                    self.check_fence(tx, fence, &action)?;
-                }
-                // Idempotent: a resumed map re-records items it already had;
-                // the first durable output wins.
-                execute(
-                    tx,
-                    "INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
+        self.write_fenced(fence, &action, |tx| {
+            // Idempotent: a resumed map re-records items it already had;
+            // the first durable output wins.
+            execute(
+                tx,
+                "INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
                      output_hash, duration_us, fuel_consumed, created_at) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
                      ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING",
-                    params![
-                        item.run_id,
-                        item.node_id,
-                        item.visit,
-                        item.item_index,
-                        output,
-                        item.output_hash,
-                        duration_us,
-                        fuel_consumed,
-                        now,
-                    ],
-                )
-                .map_err(|e| self.sq_write(e, &item.run_id, &action))?;
-                Ok(())
-            })
-            .await
+                params![
+                    item.run_id,
+                    item.node_id,
+                    item.visit,
+                    item.item_index,
+                    output,
+                    item.output_hash,
+                    duration_us,
+                    fuel_consumed,
+                    now,
+                ],
+            )
+            .map_err(|e| self.sq_write(e, &item.run_id, &action))?;
+            Ok(())
+        })
+        .await
     }
 
     pub async fn map_items(
@@ -971,15 +949,11 @@ impl SqliteStore {
         let action = format!("storing artifact `{name}` of run `{run_id}`");
         let digest = blob_digest(bytes);
         let now = now_ms();
-        self.writer
-            .write(&action, |tx| {
-                if let Some(fence) = fence {
-                    self.check_fence(tx, fence, &action)?;
-                }
-                insert_artifact(tx, run_id, name, media_type, &digest, bytes, now)
-                    .map_err(|e| self.sq_write(e, run_id, &action))
-            })
-            .await?;
+        self.write_fenced(fence, &action, |tx| {
+            insert_artifact(tx, run_id, name, media_type, &digest, bytes, now)
+                .map_err(|e| self.sq_write(e, run_id, &action))
+        })
+        .await?;
         Ok(digest)
     }
 
@@ -1138,6 +1112,35 @@ fn insert_step(tx: &Transaction<'_>, step: &StepBinds) -> rusqlite::Result<usize
             step.fuel_consumed,
             step.memory_peak_bytes,
             step.detail,
+        ],
+    )
+}
+
+/// A checkpoint row (see [`INSERT_CHECKPOINT_SQL`]).
+fn insert_checkpoint(
+    tx: &Transaction<'_>,
+    run_id: &str,
+    seq: i64,
+    node_id: &str,
+    encoded: &EncodedCheckpoint,
+    hash: &str,
+    now: i64,
+) -> rusqlite::Result<usize> {
+    execute(
+        tx,
+        INSERT_CHECKPOINT_SQL,
+        params![
+            run_id,
+            seq,
+            node_id,
+            encoded.next_nodes,
+            encoded.is_snapshot,
+            encoded.state,
+            encoded.changes,
+            hash,
+            encoded.visits,
+            encoded.bytes as i64,
+            now,
         ],
     )
 }
