@@ -132,10 +132,7 @@ impl StoreError {
         match self {
             StoreError::Database { source, .. } => is_transient(source),
             // Another process kept the write lock past the busy timeout.
-            StoreError::Sqlite { source, .. } => matches!(
-                source.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-            ),
+            StoreError::Sqlite { source, .. } => is_sqlite_busy(source),
             StoreError::Open { .. } => true,
             _ => false,
         }
@@ -166,4 +163,13 @@ pub(crate) fn is_transient(error: &sqlx::Error) -> bool {
         }),
         _ => false,
     }
+}
+
+/// SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock a
+/// statement needs.
+pub(crate) fn is_sqlite_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }

@@ -183,9 +183,13 @@ impl Hashing {
         }
     }
 
-    fn finish(mut self) -> String {
+    fn digest(mut self) -> [u8; 32] {
         self.sha.update(&self.buffer);
-        hex::encode(self.sha.finalize())
+        self.sha.finalize().into()
+    }
+
+    fn finish(self) -> String {
+        hex::encode(self.digest())
     }
 }
 
@@ -291,8 +295,7 @@ pub fn state_hash(state: &Value) -> String {
 fn digest(value: &Value) -> [u8; 32] {
     let mut hashing = Hashing::new();
     write_canonical(value, &mut hashing);
-    hashing.sha.update(&hashing.buffer);
-    hashing.sha.finalize().into()
+    hashing.digest()
 }
 
 /// What starts a version 2 checkpoint hash (see [`FieldHashes`]); a hash

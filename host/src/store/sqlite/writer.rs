@@ -41,11 +41,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use tokio::sync::Mutex;
 
 use crate::store::SyncMode;
-use crate::store::error::StoreError;
+use crate::store::error::{StoreError, is_sqlite_busy};
 
 /// Statements the writer keeps prepared (every write statement of the store
 /// fits, with room to spare).
@@ -261,13 +261,7 @@ fn checkpoint_on_request(conn: Connection, requests: Receiver<()>, checkpoints: 
 /// SQLITE_BUSY or SQLITE_LOCKED from the writer: another connection holds
 /// the lock this write needs.
 pub(super) fn is_busy(error: &StoreError) -> bool {
-    matches!(
-        error,
-        StoreError::Sqlite { source, .. } if matches!(
-            source.sqlite_error_code(),
-            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-        )
-    )
+    matches!(error, StoreError::Sqlite { source, .. } if is_sqlite_busy(source))
 }
 
 #[cfg(test)]
