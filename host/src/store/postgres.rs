@@ -38,7 +38,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlx::error::ErrorKind;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::query::QueryScalar;
 use sqlx::{ConnectOptions, Connection, Decode, Postgres, Row, Type};
 
 use super::checkpoint::{
@@ -593,13 +594,7 @@ impl PgStore {
         let step = &p.step;
         let fence = p.fence.as_ref();
         let action = format!("committing checkpoint {seq} of run `{run_id}`");
-        let (fence_owner, fence_generation) = match fence {
-            Some(lease) => (
-                Some(lease.owner.as_str()),
-                Some(self.int(lease.generation, "lease generation")?),
-            ),
-            None => (None, None),
-        };
+        let (fence_owner, fence_generation) = self.fence_binds(fence)?;
         let now = now_ms();
         let statement = sqlx::query_scalar::<_, i32>(CHECKPOINT_STATEMENT)
             .bind(run_id)
@@ -607,18 +602,8 @@ impl PgStore {
             .bind(&p.current_node)
             .bind(now)
             .bind(fence_owner)
-            .bind(fence_generation)
-            .bind(&step.node_id)
-            .bind(step.attempt)
-            .bind(&step.status)
-            .bind(step.started_at)
-            .bind(step.duration_us)
-            .bind(&step.input_hash)
-            .bind(&step.output_hash)
-            .bind(&step.error)
-            .bind(step.fuel_consumed)
-            .bind(step.memory_peak_bytes)
-            .bind(&step.detail)
+            .bind(fence_generation);
+        let statement = bind_step(statement, step)
             .bind(&p.node_id)
             .bind(&p.next_nodes)
             .bind(&p.state_hash)
@@ -756,22 +741,12 @@ impl PgStore {
         let (owner, generation) = self.fence_binds(fence)?;
         // Not retried: a second copy of a failed attempt would be a lie in the
         // history, and losing one is only a missing diagnostic.
-        let written: i64 = sqlx::query_scalar(FAILED_STEP_STATEMENT.as_str())
+        let statement = sqlx::query_scalar(FAILED_STEP_STATEMENT.as_str())
             .bind(&b.run_id)
             .bind(owner)
             .bind(generation)
-            .bind(b.seq)
-            .bind(&b.node_id)
-            .bind(b.attempt)
-            .bind(&b.status)
-            .bind(b.started_at)
-            .bind(b.duration_us)
-            .bind(&b.input_hash)
-            .bind(&b.output_hash)
-            .bind(&b.error)
-            .bind(b.fuel_consumed)
-            .bind(b.memory_peak_bytes)
-            .bind(&b.detail)
+            .bind(b.seq);
+        let written: i64 = bind_step(statement, &b)
             .bind(now_ms())
             .fetch_one(&self.pool)
             .await
@@ -783,13 +758,13 @@ impl PgStore {
     }
 
     /// The fence's owner and generation as binds (both NULL: no fence).
-    fn fence_binds(
+    fn fence_binds<'a>(
         &self,
-        fence: Option<&Lease>,
-    ) -> Result<(Option<String>, Option<i64>), StoreError> {
+        fence: Option<&'a Lease>,
+    ) -> Result<(Option<&'a str>, Option<i64>), StoreError> {
         Ok(match fence {
             Some(lease) => (
-                Some(lease.owner.clone()),
+                Some(lease.owner.as_str()),
                 Some(self.int(lease.generation, "lease generation")?),
             ),
             None => (None, None),
@@ -1722,6 +1697,27 @@ struct StepBinds {
     fuel_consumed: Option<i64>,
     memory_peak_bytes: Option<i64>,
     detail: Option<String>,
+}
+
+/// Binds a step's columns from its node to its detail (11 parameters), in
+/// the order both [`CHECKPOINT_STATEMENT`] and [`FAILED_STEP_STATEMENT`]
+/// take them.
+fn bind_step<'q, O>(
+    query: QueryScalar<'q, Postgres, O, PgArguments>,
+    step: &'q StepBinds,
+) -> QueryScalar<'q, Postgres, O, PgArguments> {
+    query
+        .bind(&step.node_id)
+        .bind(step.attempt)
+        .bind(&step.status)
+        .bind(step.started_at)
+        .bind(step.duration_us)
+        .bind(&step.input_hash)
+        .bind(&step.output_hash)
+        .bind(&step.error)
+        .bind(step.fuel_consumed)
+        .bind(step.memory_peak_bytes)
+        .bind(&step.detail)
 }
 
 fn is_unique_violation(error: &sqlx::Error) -> bool {
