@@ -64,7 +64,7 @@ const BACKSTOP_PAGES: u32 = 8_000;
 pub(super) struct Writer {
     /// None once closed.
     slot: Arc<Mutex<Option<Slot>>>,
-    /// Checkpoints the checkpointer thread has run.
+    /// Checkpoints the checkpointer thread has completed.
     checkpoints: Arc<AtomicU64>,
     /// Display URL, for messages.
     db: Arc<str>,
@@ -133,7 +133,8 @@ impl Writer {
         })
     }
 
-    /// Checkpoints the checkpointer thread has run so far.
+    /// Checkpoints the checkpointer thread has completed so far (not counting
+    /// ones that found a lock taken).
     #[cfg(test)]
     fn checkpoints(&self) -> u64 {
         self.checkpoints.load(Ordering::Relaxed)
@@ -245,15 +246,34 @@ fn start_checkpointer(
     Ok(sender)
 }
 
+/// Tries of one checkpoint request that found a lock taken (about 255 ms in all).
+const BUSY_TRIES: u32 = 8;
+
 fn checkpoint_on_request(conn: Connection, requests: Receiver<()>, checkpoints: Arc<AtomicU64>) {
     while requests.recv().is_ok() {
-        // PASSIVE copies what no reader still needs and never waits; what it
-        // leaves, the next request takes.
-        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            Ok(()) => {
-                checkpoints.fetch_add(1, Ordering::Relaxed);
+        // PASSIVE copies what no reader still needs and never waits: when
+        // another connection holds a lock it needs it reports busy (its
+        // result's first column) and may have copied nothing, so it is tried
+        // again shortly rather than left to the next request, which a burst
+        // of commits that has just ended would never send.
+        let mut wait = Duration::from_millis(1);
+        for _ in 0..BUSY_TRIES {
+            match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                row.get::<_, i64>(0)
+            }) {
+                Ok(0) => {
+                    checkpoints.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                Ok(_busy) => {
+                    std::thread::sleep(wait);
+                    wait *= 2;
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "background WAL checkpoint");
+                    break;
+                }
             }
-            Err(error) => tracing::debug!(%error, "background WAL checkpoint"),
         }
     }
 }
