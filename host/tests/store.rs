@@ -1519,6 +1519,127 @@ async fn postgres_group_commit_keeps_each_commit_its_own_verdict() {
     assert!(["g00", "g01"].contains(&shared.run_id.as_str()));
 }
 
+/// Creates, checkpoint commits and finishes queued at once share group
+/// statements, and each write still hears its own verdict: of two copies of
+/// each, one is written and the other is refused as a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_group_commit_mixes_creates_commits_and_finishes() {
+    let url = support::pg::fresh_database().await;
+    let store = Store::open(&url).await.unwrap();
+    let committing: Vec<String> = (0..12).map(|i| format!("c{i:02}")).collect();
+    let finishing: Vec<String> = (0..12).map(|i| format!("f{i:02}")).collect();
+    for id in committing.iter().chain(&finishing) {
+        store
+            .create_run(&new_run(id, json!({"log": []})))
+            .await
+            .unwrap();
+    }
+    let mut states: Vec<Value> = committing.iter().map(|_| json!({"log": []})).collect();
+    let mut visits: Vec<BTreeMap<String, u32>> =
+        committing.iter().map(|_| BTreeMap::new()).collect();
+    let rounds = 4;
+    for round in 1..=rounds {
+        type Write = tokio::task::JoinHandle<Result<(), skillhost::store::StoreError>>;
+        let mut writes: Vec<(String, Write)> = Vec::new();
+        for (i, id) in committing.iter().enumerate() {
+            let mut c = commit(
+                id,
+                round,
+                &mut states[i],
+                &mut visits[i],
+                varied_change(round),
+            );
+            c.journal.clear();
+            for _ in 0..2 {
+                let (store, c) = (store.clone(), c.clone());
+                writes.push((
+                    id.clone(),
+                    tokio::spawn(async move { store.commit_step(&c).await }),
+                ));
+            }
+        }
+        for i in 0..12 {
+            let id = format!("n{round}-{i:02}");
+            let task = (i < 2).then(|| format!("task-{round}"));
+            for _ in 0..2 {
+                let (store, run, task) =
+                    (store.clone(), new_run(&id, json!({"n": i})), task.clone());
+                writes.push((
+                    id.clone(),
+                    tokio::spawn(
+                        async move { store.enqueue_run_for_task(&run, task.as_deref()).await },
+                    ),
+                ));
+            }
+        }
+        for id in finishing.iter().skip(3 * (round as usize - 1)).take(3) {
+            for _ in 0..2 {
+                let (store, id2) = (store.clone(), id.clone());
+                writes.push((
+                    id.clone(),
+                    tokio::spawn(async move {
+                        store
+                            .finish_run(
+                                &id2,
+                                RunStatus::Completed,
+                                Some(&json!({"done": id2})),
+                                None,
+                            )
+                            .await
+                    }),
+                ));
+            }
+        }
+        let mut written: BTreeMap<String, u32> = BTreeMap::new();
+        for (id, write) in writes {
+            match write.await.unwrap() {
+                Ok(()) => *written.entry(id).or_default() += 1,
+                Err(e) => {
+                    assert!(e.is_conflict(), "{id}: {e}");
+                    written.entry(id).or_default();
+                }
+            }
+        }
+        for (id, count) in &written {
+            assert_eq!(*count, 1, "round {round}: {id} written {count} times");
+        }
+        let shared = store
+            .current_checkpoint(&format!("task-{round}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            [format!("n{round}-00"), format!("n{round}-01")].contains(&shared.run_id),
+            "{shared:?}"
+        );
+    }
+    for (i, id) in committing.iter().enumerate() {
+        let latest = store.latest_state(id).await.unwrap().unwrap();
+        assert_eq!((latest.seq, &latest.state), (rounds, &states[i]), "{id}");
+        assert_eq!(
+            store.steps(id).await.unwrap().len(),
+            rounds as usize,
+            "{id}"
+        );
+    }
+    for round in 1..=rounds {
+        for i in 0..12 {
+            let id = format!("n{round}-{i:02}");
+            let run = store.run(&id).await.unwrap().unwrap();
+            assert_eq!((run.status, run.last_seq), (RunStatus::Queued, 0), "{id}");
+            assert_eq!(
+                store.latest_state(&id).await.unwrap().unwrap().state,
+                json!({"n": i})
+            );
+        }
+    }
+    for id in &finishing {
+        let run = store.run(id).await.unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Completed, "{id}");
+        assert_eq!(run.result, Some(json!({"done": id})), "{id}");
+    }
+}
+
 /// A database written by a build of schema version 2 (the index on
 /// `runs.updated_at` still there) is migrated to the current version when it
 /// is opened, and keeps its runs.

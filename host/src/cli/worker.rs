@@ -354,8 +354,10 @@ pub struct PostgresBenchArgs {
     /// Concurrent runs for the throughput figure.
     #[arg(long, default_value_t = 32)]
     pub runs: usize,
-    /// Rounds of `--runs` concurrent runs to time.
-    #[arg(long, default_value_t = 5)]
+    /// Runs to time for the throughput figure, in multiples of `--runs`
+    /// (after one untimed warm-up round). `--runs` stay in flight
+    /// throughout: when one ends, the next starts.
+    #[arg(long, default_value_t = 20)]
     pub rounds: usize,
     /// Single runs to time for the per-node latency (after 5 warm-up runs).
     #[arg(long, default_value_t = 40)]
@@ -430,19 +432,36 @@ pub fn postgres_bench(args: PostgresBenchArgs) -> CliResult {
         }
         let per_node_single = median(samples) / ENGINE_NODES as u32;
 
-        let started = Instant::now();
-        for _ in 0..args.rounds {
+        // One untimed round opens the pool's connections and prepares the
+        // statements on each; then `runs` stay in flight until the timed
+        // total is done, with no barrier between rounds.
+        let concurrent = |total: usize| {
+            let remaining = Arc::new(std::sync::atomic::AtomicUsize::new(total));
             let mut tasks = tokio::task::JoinSet::new();
             for _ in 0..args.runs {
-                let engine = engine.clone();
-                let loaded = loaded.clone();
-                let input = input.clone();
-                tasks.spawn(async move { engine.start(&loaded, input, None).await.map(|_| ()) });
+                let (engine, loaded, input) = (engine.clone(), loaded.clone(), input.clone());
+                let remaining = remaining.clone();
+                tasks.spawn(async move {
+                    use std::sync::atomic::Ordering;
+                    while remaining
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                        .is_ok()
+                    {
+                        engine.start(&loaded, input.clone(), None).await?;
+                    }
+                    Ok::<_, crate::engine::EngineError>(())
+                });
             }
-            while let Some(done) = tasks.join_next().await {
-                done.map_err(Failure::failed)?.map_err(Failure::failed)?;
+            async move {
+                while let Some(done) = tasks.join_next().await {
+                    done.map_err(Failure::failed)?.map_err(Failure::failed)?;
+                }
+                Ok::<_, Failure>(())
             }
-        }
+        };
+        concurrent(args.runs).await?;
+        let started = Instant::now();
+        concurrent(args.runs * args.rounds).await?;
         let elapsed = started.elapsed();
         let steps = (args.runs * args.rounds * ENGINE_NODES) as f64;
         store.close().await;
