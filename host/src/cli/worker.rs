@@ -198,7 +198,7 @@ pub fn submit(args: SubmitArgs, globals: &Globals) -> CliResult {
         scenario_path: path.display().to_string(),
         scenario_digest: scenario.digest.clone(),
         input,
-        initial_state: scenario.initial_state(),
+        initial_state: loaded.initial_state.clone(),
         start_node: scenario.start.clone(),
     };
     let rt = tokio_runtime()?;

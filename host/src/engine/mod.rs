@@ -158,7 +158,7 @@ impl Engine {
                 message,
             })?;
         let run_id = run_id.unwrap_or_else(crate::store::new_run_id);
-        let state = scenario.initial_state();
+        let initial = &loaded.initial_state;
         if let Some(store) = &self.store {
             store
                 .create_run(&NewRun {
@@ -167,7 +167,7 @@ impl Engine {
                     scenario_path: scenario.path.display().to_string(),
                     scenario_digest: scenario.digest.clone(),
                     input: input.clone(),
-                    initial_state: state.clone(),
+                    initial_state: initial.clone(),
                     start_node: scenario.start.clone(),
                 })
                 .await?;
@@ -183,10 +183,10 @@ impl Engine {
             node_id: String::new(),
             next_nodes: vec![scenario.start.clone()],
             state_hash: String::new(),
-            state,
+            state: initial.value().clone(),
             visits: BTreeMap::new(),
         };
-        drive(&cx, checkpoint).await
+        drive(&cx, checkpoint, initial.field_hashes()).await
     }
 
     /// Continues an unfinished run from its last checkpoint.
@@ -236,7 +236,7 @@ impl Engine {
             resumed: true,
         });
         let cx = self.context(loaded, run_id.to_string(), run.input.clone());
-        drive(&cx, checkpoint).await
+        drive(&cx, checkpoint, FieldHashes::default()).await
     }
 
     fn context<'a>(
@@ -264,16 +264,17 @@ impl Engine {
     }
 }
 
-/// The run loop, from `checkpoint` until an end or fail node.
+/// The run loop, from `checkpoint` until an end or fail node. `hashes` has
+/// the digests of the checkpoint state's fields that are known already.
 async fn drive(
     cx: &RunContext<'_>,
     checkpoint: LoadedCheckpoint,
+    mut hashes: FieldHashes,
 ) -> Result<RunOutcome, EngineError> {
     let started = Instant::now();
     let scenario = cx.scenario;
     let mut state = Arc::new(checkpoint.state);
     // The checkpoint hash of each state, re-hashing only what a step changed.
-    let mut hashes = FieldHashes::default();
     let mut seq = checkpoint.seq;
     let mut visits = checkpoint.visits;
     let mut warnings = Vec::new();

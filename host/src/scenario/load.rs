@@ -10,6 +10,7 @@ use super::check;
 use super::diagnostic::{Reporter, codes};
 use super::parse;
 use crate::runtime::{Runtime, Skill};
+use crate::store::InitialState;
 
 pub use super::diagnostic::{CheckReport, Diagnostic};
 
@@ -20,6 +21,8 @@ pub struct LoadedScenario {
     /// By alias.
     pub skills: BTreeMap<String, Arc<Skill>>,
     pub warnings: Vec<Diagnostic>,
+    /// The state every run starts from, with its checkpoint JSON and hashes.
+    pub initial_state: Arc<InitialState>,
 }
 
 /// Parses and checks the scenario at `path`, loading every skill it declares
@@ -47,6 +50,7 @@ pub fn load(path: &Path, runtime: &Runtime) -> Result<LoadedScenario, CheckRepor
         return Err(report);
     }
     Ok(LoadedScenario {
+        initial_state: Arc::new(InitialState::new(scenario.initial_state())),
         scenario: Arc::new(scenario),
         skills,
         warnings: report.warnings,

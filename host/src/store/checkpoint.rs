@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::error::StoreError;
 use super::rows::{JournalEntry, StepRow};
-use super::state::{StateChange, apply, hash_like};
+use super::state::{InitialState, StateChange, apply, hash_like};
 
 /// A full snapshot is stored every this many checkpoints (seq % N == 0).
 pub const SNAPSHOT_EVERY: u64 = 16;
@@ -120,6 +120,26 @@ impl EncodedCheckpoint {
     }
 }
 
+impl EncodedCheckpoint {
+    /// Checkpoint 0 of a run starting at `start_node` from `initial`, whose
+    /// JSON is already written out.
+    pub fn initial(start_node: &str, initial: &InitialState) -> EncodedCheckpoint {
+        debug_assert!(is_snapshot_seq(0));
+        let next_nodes = to_json(&[start_node]);
+        let state = initial.json().to_owned();
+        let (changes, visits) = ("[]".to_owned(), "{}".to_owned());
+        let bytes = (next_nodes.len() + state.len() + changes.len() + visits.len()) as u64;
+        EncodedCheckpoint {
+            next_nodes,
+            is_snapshot: true,
+            state: Some(state),
+            changes,
+            visits,
+            bytes,
+        }
+    }
+}
+
 fn to_json<T: Serialize + ?Sized>(value: &T) -> String {
     // Only maps with string keys, vectors, strings and JSON values get here.
     serde_json::to_string(value).expect("store values serialise to JSON")
@@ -205,6 +225,35 @@ mod tests {
     use super::*;
     use crate::store::state::{FieldHashes, state_hash};
     use serde_json::json;
+
+    #[test]
+    fn an_initial_state_writes_checkpoint_0_as_any_state_would() {
+        let value = json!({"records": [{"id": "a", "tags": ["x"]}], "last": "", "errors": []});
+        let initial = InitialState::new(value.clone());
+        let shared = EncodedCheckpoint::initial("start", &initial);
+        let fresh =
+            EncodedCheckpoint::new(0, &["start".to_string()], &[], &value, &BTreeMap::new());
+        assert_eq!(
+            (&shared.next_nodes, shared.is_snapshot, &shared.state),
+            (&fresh.next_nodes, fresh.is_snapshot, &fresh.state)
+        );
+        assert_eq!(
+            (&shared.changes, &shared.visits, shared.bytes),
+            (&fresh.changes, &fresh.visits, fresh.bytes)
+        );
+        assert_eq!(initial.hash(), state_hash(&value));
+        // A run's later hashes start from the shared digests.
+        let mut later = value.clone();
+        let change = StateChange::Set {
+            field: "last".into(),
+            value: json!("x"),
+        };
+        apply(&mut later, std::slice::from_ref(&change));
+        assert_eq!(
+            initial.field_hashes().hash(&later, &[change]),
+            FieldHashes::default().hash(&later, &[])
+        );
+    }
 
     fn stored(
         seq: u64,

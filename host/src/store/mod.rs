@@ -37,8 +37,8 @@ pub use migrate::SCHEMA_VERSION;
 pub use rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
 pub use run::{NewRun, RunRow, RunStatus, UnknownRunStatus, new_run_id};
 pub use state::{
-    ApplyError, FIELD_HASH_PREFIX, FieldHashes, StateChange, apply, canonical_json, hash_like,
-    state_hash, try_apply,
+    ApplyError, FIELD_HASH_PREFIX, FieldHashes, InitialState, StateChange, apply, canonical_json,
+    hash_like, state_hash, try_apply,
 };
 pub use url::redact as redact_url;
 

@@ -29,7 +29,6 @@
 //! our sessions: a commit survives any crash of the host process, and a
 //! crash of the database server may lose the last few (never corrupt).
 
-use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::future::Future;
 use std::str::FromStr;
@@ -51,7 +50,6 @@ use super::lease::{CurrentCheckpoint, Lease, PruneReport, Retention, holds, leas
 use super::migrate::{self, Found, MARKER_KEY, META_TABLE, SCHEMA_VERSION, VERSION_KEY};
 use super::rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
 use super::run::{NewRun, RunRow, RunStatus};
-use super::state::state_hash;
 use super::{StoreOptions, SyncMode};
 
 /// How long a connection attempt may take before `open` gives up.
@@ -399,13 +397,7 @@ impl PgStore {
         status: RunStatus,
         task_id: Option<&str>,
     ) -> Result<(), StoreError> {
-        let encoded = EncodedCheckpoint::new(
-            0,
-            std::slice::from_ref(&run.start_node),
-            &[],
-            &run.initial_state,
-            &BTreeMap::new(),
-        );
+        let encoded = EncodedCheckpoint::initial(&run.start_node, &run.initial_state);
         let prepared = PreparedRun {
             id: run.id.clone(),
             scenario_name: run.scenario_name.clone(),
@@ -419,7 +411,7 @@ impl PgStore {
             is_snapshot: encoded.is_snapshot,
             state: encoded.state,
             changes: encoded.changes,
-            state_hash: state_hash(&run.initial_state),
+            state_hash: run.initial_state.hash().to_owned(),
             visits: encoded.visits,
             bytes: encoded.bytes as i64,
         };

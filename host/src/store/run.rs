@@ -3,9 +3,12 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use super::state::InitialState;
 
 /// Where a run stands. Stored lowercase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -81,14 +84,15 @@ pub fn new_run_id() -> String {
 }
 
 /// What [`Store::create_run`](super::Store::create_run) needs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NewRun {
     pub id: String,
     pub scenario_name: String,
     pub scenario_path: String,
     pub scenario_digest: String,
     pub input: Value,
-    pub initial_state: Value,
+    /// Shared by the runs of a scenario, with its JSON and hash.
+    pub initial_state: Arc<InitialState>,
     pub start_node: String,
 }
 

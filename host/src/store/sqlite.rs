@@ -13,7 +13,6 @@
 //! SQL uses `$N` parameters and `ON CONFLICT`, which Postgres reads the same
 //! way; what is SQLite-only is marked.
 
-use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::path::Path;
 use std::time::Duration;
@@ -35,7 +34,6 @@ use super::lease::{Lease, holds, lease_lost};
 use super::migrate::{self, Found, MARKER_KEY, META_TABLE, SCHEMA_VERSION, VERSION_KEY};
 use super::rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
 use super::run::{NewRun, RunRow, RunStatus};
-use super::state::state_hash;
 use super::{StoreOptions, SyncMode};
 
 mod queue;
@@ -282,14 +280,8 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let action = format_args!("creating run `{}`", run.id).to_string();
         let now = now_ms();
-        let encoded = EncodedCheckpoint::new(
-            0,
-            std::slice::from_ref(&run.start_node),
-            &[],
-            &run.initial_state,
-            &BTreeMap::new(),
-        );
-        let hash = state_hash(&run.initial_state);
+        let encoded = EncodedCheckpoint::initial(&run.start_node, &run.initial_state);
+        let hash = run.initial_state.hash();
         let input = run.input.to_string();
         self.writer
             .write(&action, |tx| {
@@ -329,7 +321,7 @@ impl SqliteStore {
                         },
                     );
                 }
-                insert_checkpoint(tx, &run.id, 0, START_NODE, &encoded, &hash, now)
+                insert_checkpoint(tx, &run.id, 0, START_NODE, &encoded, hash, now)
                     .and_then(|written| match task_id {
                         // A run without a task id is its own task: its row in
                         // `runs` already says where it stands.

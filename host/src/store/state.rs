@@ -313,7 +313,7 @@ pub const FIELD_HASH_PREFIX: &str = "f2:";
 /// write is not hashed again: a step that sets one small field of a large
 /// state hashes that field. A state that is not an object (never a run's)
 /// gets the version 1 hash.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct FieldHashes {
     digests: std::collections::HashMap<String, [u8; 32]>,
 }
@@ -343,6 +343,58 @@ impl FieldHashes {
             hashing.push(&digest);
         }
         format!("{FIELD_HASH_PREFIX}{}", hashing.finish())
+    }
+}
+
+/// A run's initial state with what checkpoint 0 stores of it (its JSON and
+/// its hash) and the digest of each of its fields, worked out once: every
+/// run of a scenario starts from the same state, so a scenario keeps one
+/// and each run it starts shares it.
+#[derive(Debug)]
+pub struct InitialState {
+    value: Value,
+    json: String,
+    hash: String,
+    fields: FieldHashes,
+}
+
+impl InitialState {
+    pub fn new(value: Value) -> InitialState {
+        let json = serde_json::to_string(&value).expect("a JSON value serialises");
+        let hash = state_hash(&value);
+        let mut fields = FieldHashes::default();
+        fields.hash(&value, &[]);
+        InitialState {
+            value,
+            json,
+            hash,
+            fields,
+        }
+    }
+
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The state as checkpoint 0 stores it.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// Checkpoint 0's hash (version 1: [`state_hash`]).
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// The digest of every field, to hash the run's later states from.
+    pub fn field_hashes(&self) -> FieldHashes {
+        self.fields.clone()
+    }
+}
+
+impl PartialEq for InitialState {
+    fn eq(&self, other: &InitialState) -> bool {
+        self.value == other.value
     }
 }
 

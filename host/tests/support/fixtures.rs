@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use skillhost::store::{JournalEntry, NewRun, StateChange, StepCommit, StepRow, apply, state_hash};
+use skillhost::store::{
+    InitialState, JournalEntry, NewRun, StateChange, StepCommit, StepRow, apply, state_hash,
+};
 
 pub fn new_run(id: &str, initial_state: Value) -> NewRun {
     NewRun {
@@ -13,7 +15,7 @@ pub fn new_run(id: &str, initial_state: Value) -> NewRun {
         scenario_path: "examples/demo/scenario.toml".into(),
         scenario_digest: "d".repeat(64),
         input: json!({"topic": "store"}),
-        initial_state,
+        initial_state: std::sync::Arc::new(InitialState::new(initial_state)),
         start_node: "n1".into(),
     }
 }
