@@ -32,7 +32,7 @@ use sqlx::postgres::PgArguments;
 use super::{PgStore, Prepared, PreparedFinish, PreparedRun, START_NODE, now_ms};
 use crate::store::error::{StoreError, is_transient};
 
-/// Most writes of one kind in one statement.
+/// Most writes in one statement.
 pub(super) const MAX_BATCH: usize = 64;
 /// Batches in flight at once (one can be in its fsync while the next builds).
 pub(super) const EXECUTORS: usize = 2;
