@@ -1519,9 +1519,9 @@ async fn postgres_group_commit_keeps_each_commit_its_own_verdict() {
     assert!(["g00", "g01"].contains(&shared.run_id.as_str()));
 }
 
-/// Creates, checkpoint commits and finishes queued at once share group
-/// statements, and each write still hears its own verdict: of two copies of
-/// each, one is written and the other is refused as a conflict.
+/// Creates, checkpoint commits and finishes queued at once are grouped
+/// side by side, and each write still hears its own verdict: of two copies
+/// of each, one is written and the other is refused as a conflict.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_group_commit_mixes_creates_commits_and_finishes() {
     let url = support::pg::fresh_database().await;
@@ -1529,9 +1529,8 @@ async fn postgres_group_commit_mixes_creates_commits_and_finishes() {
     let committing: Vec<String> = (0..12).map(|i| format!("c{i:02}")).collect();
     let finishing: Vec<String> = (0..12).map(|i| format!("f{i:02}")).collect();
     for id in committing.iter().chain(&finishing) {
-        // c00's task also gets a new run in every round: two writes to one
-        // task row in one statement, which the database refuses; each write
-        // then goes alone.
+        // c00's task also gets a new run in every round: c00's checkpoints
+        // and the new runs write one task row at once.
         let task = (id == "c00").then_some("mix");
         store
             .enqueue_run_for_task(&new_run(id, json!({"log": []})), task)
