@@ -298,6 +298,17 @@ mod tests {
         Writer::open(&path, "sqlite://w.db", SyncMode::Normal, busy).unwrap()
     }
 
+    /// Inserts `x` into `t` in a write of its own.
+    async fn insert(writer: &Writer, x: i64) -> Result<(), StoreError> {
+        writer
+            .write("inserting", |tx| {
+                tx.execute("INSERT INTO t VALUES (?1)", [x])
+                    .map(drop)
+                    .map_err(|e| writer.error(e, "inserting"))
+            })
+            .await
+    }
+
     async fn rows(writer: &Writer) -> i64 {
         writer
             .write("counting", |tx| {
@@ -325,13 +336,7 @@ mod tests {
         );
         assert_eq!(rows(&writer).await, 0);
         // The connection is usable again: no transaction was left open.
-        writer
-            .write("inserting", |tx| {
-                tx.execute("INSERT INTO t VALUES (2)", [])
-                    .map_err(|e| writer.error(e, "inserting"))
-            })
-            .await
-            .unwrap();
+        insert(&writer, 2).await.unwrap();
         assert_eq!(rows(&writer).await, 1);
     }
 
@@ -348,13 +353,7 @@ mod tests {
                 .unwrap();
         });
         let started = Instant::now();
-        writer
-            .write("inserting", |tx| {
-                tx.execute("INSERT INTO t VALUES (8)", [])
-                    .map_err(|e| writer.error(e, "inserting"))
-            })
-            .await
-            .unwrap();
+        insert(&writer, 8).await.unwrap();
         assert!(started.elapsed() >= Duration::from_millis(90));
         release.join().unwrap();
         assert_eq!(rows(&writer).await, 2);
@@ -366,13 +365,7 @@ mod tests {
         let writer = writer(&dir, Duration::from_millis(50));
         let other = Connection::open(dir.path().join("w.db")).unwrap();
         other.execute_batch("BEGIN IMMEDIATE").unwrap();
-        let failed = writer
-            .write("inserting", |tx| {
-                tx.execute("INSERT INTO t VALUES (1)", [])
-                    .map_err(|e| writer.error(e, "inserting"))
-            })
-            .await
-            .unwrap_err();
+        let failed = insert(&writer, 1).await.unwrap_err();
         assert!(is_busy(&failed), "{failed:?}");
         assert!(failed.is_transient());
         assert!(failed.to_string().contains("sqlite://w.db"), "{failed}");
@@ -390,13 +383,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let writer = writer(&dir, Duration::from_secs(1));
         for x in 0..CHECKPOINT_EVERY * 3 {
-            writer
-                .write("inserting", |tx| {
-                    tx.execute("INSERT INTO t VALUES (?1)", [x])
-                        .map_err(|e| writer.error(e, "inserting"))
-                })
-                .await
-                .unwrap();
+            insert(&writer, x as i64).await.unwrap();
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         while writer.checkpoints() == 0 && Instant::now() < deadline {
