@@ -265,7 +265,8 @@ impl Engine {
 }
 
 /// The run loop, from `checkpoint` until an end or fail node. `hashes` has
-/// the digests of the checkpoint state's fields that are known already.
+/// the digests of the checkpoint state's fields that are known already; it
+/// hashes each new state, re-hashing only the fields a step changed.
 async fn drive(
     cx: &RunContext<'_>,
     checkpoint: LoadedCheckpoint,
@@ -274,7 +275,6 @@ async fn drive(
     let started = Instant::now();
     let scenario = cx.scenario;
     let mut state = Arc::new(checkpoint.state);
-    // The checkpoint hash of each state, re-hashing only what a step changed.
     let mut seq = checkpoint.seq;
     let mut visits = checkpoint.visits;
     let mut warnings = Vec::new();

@@ -101,38 +101,42 @@ impl EncodedCheckpoint {
         visits: &BTreeMap<String, u32>,
     ) -> EncodedCheckpoint {
         let is_snapshot = is_snapshot_seq(seq);
-        let next_nodes = to_json(next_nodes);
-        let state = is_snapshot.then(|| to_json(full_state));
-        let changes = to_json(changes);
-        let visits = to_json(visits);
+        EncodedCheckpoint::from_parts(
+            to_json(next_nodes),
+            is_snapshot.then(|| to_json(full_state)),
+            to_json(changes),
+            to_json(visits),
+        )
+    }
+
+    /// Checkpoint 0 of a run starting at `start_node` from `initial`, whose
+    /// JSON is already written out: what [`new`](Self::new) writes for seq 0
+    /// with no changes and no visits.
+    pub fn initial(start_node: &str, initial: &InitialState) -> EncodedCheckpoint {
+        debug_assert!(is_snapshot_seq(0));
+        EncodedCheckpoint::from_parts(
+            to_json(&[start_node]),
+            Some(initial.json().to_owned()),
+            "[]".to_owned(),
+            "{}".to_owned(),
+        )
+    }
+
+    /// A snapshot is one that carries the state.
+    fn from_parts(
+        next_nodes: String,
+        state: Option<String>,
+        changes: String,
+        visits: String,
+    ) -> EncodedCheckpoint {
         let bytes = (next_nodes.len()
             + state.as_ref().map_or(0, String::len)
             + changes.len()
             + visits.len()) as u64;
         EncodedCheckpoint {
             next_nodes,
-            is_snapshot,
+            is_snapshot: state.is_some(),
             state,
-            changes,
-            visits,
-            bytes,
-        }
-    }
-}
-
-impl EncodedCheckpoint {
-    /// Checkpoint 0 of a run starting at `start_node` from `initial`, whose
-    /// JSON is already written out.
-    pub fn initial(start_node: &str, initial: &InitialState) -> EncodedCheckpoint {
-        debug_assert!(is_snapshot_seq(0));
-        let next_nodes = to_json(&[start_node]);
-        let state = initial.json().to_owned();
-        let (changes, visits) = ("[]".to_owned(), "{}".to_owned());
-        let bytes = (next_nodes.len() + state.len() + changes.len() + visits.len()) as u64;
-        EncodedCheckpoint {
-            next_nodes,
-            is_snapshot: true,
-            state: Some(state),
             changes,
             visits,
             bytes,

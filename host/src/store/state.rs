@@ -225,12 +225,8 @@ impl<S: Sink> std::io::Write for Writer<'_, S> {
 fn write_canonical(value: &Value, out: &mut impl Sink) {
     match value {
         Value::Object(fields) => {
-            // Objects in a state are mostly small records: sort their keys
-            // on the stack.
-            let mut keys: SmallVec<[(&String, &Value); 16]> = fields.iter().collect();
-            keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
             out.push(b"{");
-            for (i, (key, item)) in keys.into_iter().enumerate() {
+            for (i, (key, item)) in sorted_fields(fields).into_iter().enumerate() {
                 if i > 0 {
                     out.push(b",");
                 }
@@ -256,6 +252,15 @@ fn write_canonical(value: &Value, out: &mut impl Sink) {
         Value::Bool(false) => out.push(b"false"),
         Value::Number(_) => write_scalar(value, out),
     }
+}
+
+/// An object's fields in canonical order (keys sorted by UTF-8 bytes).
+/// Objects in a state are mostly small records: their keys are sorted on
+/// the stack.
+fn sorted_fields(fields: &Map<String, Value>) -> SmallVec<[(&String, &Value); 16]> {
+    let mut keys: SmallVec<[(&String, &Value); 16]> = fields.iter().collect();
+    keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    keys
 }
 
 /// A string as serde_json writes it. Most need no escaping at all (no
@@ -286,9 +291,7 @@ fn write_scalar<T: Serialize + ?Sized>(value: &T, out: &mut impl Sink) {
 /// the engine's input and output hashes use it, and it is the version 1
 /// checkpoint hash (see [`FieldHashes`]).
 pub fn state_hash(state: &Value) -> String {
-    let mut hashing = Hashing::new();
-    write_canonical(state, &mut hashing);
-    hashing.finish()
+    hex::encode(digest(state))
 }
 
 /// SHA-256 of a value's canonical JSON, as bytes.
@@ -331,10 +334,8 @@ impl FieldHashes {
         if self.digests.len() > fields.len() {
             self.digests.retain(|key, _| fields.contains_key(key));
         }
-        let mut keys: SmallVec<[(&String, &Value); 16]> = fields.iter().collect();
-        keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut hashing = Hashing::new();
-        for (key, value) in keys {
+        for (key, value) in sorted_fields(fields) {
             let digest = match self.digests.get(key.as_str()) {
                 Some(digest) => *digest,
                 None => *self.digests.entry(key.clone()).or_insert(digest(value)),
@@ -362,6 +363,7 @@ impl InitialState {
     pub fn new(value: Value) -> InitialState {
         let json = serde_json::to_string(&value).expect("a JSON value serialises");
         let hash = state_hash(&value);
+        // Hashing it once records the digest of every field.
         let mut fields = FieldHashes::default();
         fields.hash(&value, &[]);
         InitialState {

@@ -5,9 +5,9 @@
 //! [`MAX_BATCH`], one commit per run) and writes it as one statement in one
 //! implicit transaction ([`BATCH_STATEMENT`]): one round trip and one WAL
 //! flush for the whole batch. The statement moves (and so locks) the runs'
-//! rows and leaves out a commit the run does not take (its lease fence does not hold, the
-//! run is not active, or it is not the run's next checkpoint): that commit
-//! writes nothing. Then every commit that was left out, or all of them if
+//! rows and leaves out a commit the run does not take (its lease fence does
+//! not hold, the run is not active, or it is not the run's next
+//! checkpoint): that commit writes nothing. Then every commit that was left out, or all of them if
 //! the database refused the statement, is committed alone and hears its own
 //! verdict. Refusals are rare (a lost lease, a second runner), so they pay
 //! and the common case does not. Each

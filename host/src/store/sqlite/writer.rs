@@ -89,16 +89,8 @@ impl Writer {
         sync: SyncMode,
         busy_timeout: Duration,
     ) -> Result<Writer, StoreError> {
-        let error = |source, action: &str| StoreError::Sqlite {
-            db: db.to_owned(),
-            action: action.to_owned(),
-            source,
-        };
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
-        let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| error(e, "opening the writer connection"))?;
+        let error = |source, action: &str| sqlite_error(db, source, action);
+        let conn = connect(path).map_err(|e| error(e, "opening the writer connection"))?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // The journal mode is the file's (the opening connection set WAL);
         // these are the connection's own.
@@ -185,11 +177,7 @@ impl Writer {
 
     /// The error of a statement of this connection.
     pub fn error(&self, source: rusqlite::Error, action: &str) -> StoreError {
-        StoreError::Sqlite {
-            db: self.db.to_string(),
-            action: action.to_owned(),
-            source,
-        }
+        sqlite_error(&self.db, source, action)
     }
 
     /// Waits for the write in flight, if any, and closes the connection;
@@ -226,6 +214,23 @@ impl Slot {
     }
 }
 
+/// A read-write connection to the database at `path`, for this module's
+/// own use on one thread at a time (no SQLite mutex).
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    Connection::open_with_flags(path, flags)
+}
+
+fn sqlite_error(db: &str, source: rusqlite::Error, action: &str) -> StoreError {
+    StoreError::Sqlite {
+        db: db.to_owned(),
+        action: action.to_owned(),
+        source,
+    }
+}
+
 /// Starts the checkpointer thread of a writer; it runs until the returned
 /// sender is dropped.
 fn start_checkpointer(
@@ -233,10 +238,7 @@ fn start_checkpointer(
     sync: &str,
     checkpoints: Arc<AtomicU64>,
 ) -> Result<SyncSender<()>, Box<dyn std::error::Error>> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        | OpenFlags::SQLITE_OPEN_URI;
-    let conn = Connection::open_with_flags(&path, flags)?;
+    let conn = connect(&path)?;
     // A checkpoint syncs (or not) as the writer's commits do.
     conn.execute_batch(&format!("PRAGMA synchronous = {sync};"))?;
     let (sender, requests) = std::sync::mpsc::sync_channel(1);
