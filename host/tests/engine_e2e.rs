@@ -339,6 +339,50 @@ fn extra_input_and_output_constraints_are_enforced() {
     assert_eq!(out["state"]["echoed"], "");
 }
 
+/// Benchmark options that cannot work are refused before anything runs,
+/// each with one line naming the option and what to give instead.
+#[test]
+fn benchmarks_refuse_options_that_cannot_work() {
+    let host = Host::new();
+    let pg = "postgres://bench:secret@127.0.0.1:1/none";
+    for (args, expected) in [
+        (
+            vec!["bench", "postgres", "--database", "sqlite://x.db"],
+            "give a Postgres database",
+        ),
+        (
+            vec!["bench", "postgres", "--database", pg, "--rounds", "0"],
+            "--rounds",
+        ),
+        (
+            vec!["bench", "postgres", "--database", pg, "--runs", "0"],
+            "--runs",
+        ),
+        (
+            vec![
+                "bench",
+                "postgres",
+                "--database",
+                pg,
+                "--durability",
+                "none",
+            ],
+            "keeps no database",
+        ),
+        (
+            vec!["bench", "engine", "--memory-runs", "0"],
+            "--memory-runs",
+        ),
+    ] {
+        let out = host.cmd(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(!err.contains("secret"), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
 /// The benchmarks run and print every figure they promise (their values are
 /// timings, so only their presence and sign are checked here).
 #[test]

@@ -457,6 +457,51 @@ async fn sigterm_releases_runs_in_flight() {
     assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
 }
 
+/// `host bench postgres` on a real server: it keeps `--runs` in flight for
+/// one untimed round and `--rounds` timed ones, and every run it starts
+/// completes with all its nodes checkpointed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgres_benchmark_completes_every_run_it_starts() {
+    let db = support::pg::fresh_database().await;
+    let out = ok(host(
+        &db,
+        &[
+            "bench",
+            "postgres",
+            "--json",
+            "--runs",
+            "3",
+            "--rounds",
+            "2",
+            "--single-runs",
+            "1",
+        ],
+    ));
+    let figures: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (figures["runs"].as_u64(), figures["nodes"].as_u64()),
+        (Some(3), Some(10))
+    );
+    for key in ["per_node_us_single", "node_steps_per_s"] {
+        assert!(
+            figures[key].as_f64().is_some_and(|v| v > 0.0),
+            "{key}: {figures}"
+        );
+    }
+    // 5 warm-up and 1 timed single runs, then 3 warm-up and 3 x 2 timed ones.
+    let store = Store::open(&db).await.unwrap();
+    let runs = store.list_runs(None, 100).await.unwrap();
+    assert_eq!(runs.len(), 6 + 3 + 6, "{runs:?}");
+    for run in &runs {
+        assert_eq!(
+            (run.status, run.last_seq),
+            (RunStatus::Completed, 10),
+            "{}",
+            run.id
+        );
+    }
+}
+
 #[test]
 fn runs_prune_keeps_unfinished_runs() {
     let dir = tempfile::tempdir().unwrap();
