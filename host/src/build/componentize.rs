@@ -14,6 +14,7 @@ use wit_component::{ComponentEncoder, DecodedWasm};
 use wit_parser::WorldItem;
 
 use super::BuildError;
+use super::hoist;
 use super::package::Package;
 
 const PREVIEW1: &str = "wasi_snapshot_preview1";
@@ -97,6 +98,17 @@ pub fn componentize(
         })?
     };
 
+    // One core instance fewer per call where the shape allows it.
+    let component = match hoist::hoist_memory(&component) {
+        Ok(Some(hoisted)) => hoisted,
+        Ok(None) => component,
+        Err(e) => {
+            return Err(BuildError::Componentize {
+                package: skill.clone(),
+                message: format!("moving the main module's memory into its own module: {e}"),
+            });
+        }
+    };
     let (imports, exports) = check_skill_world(&component, skill)?;
     let bytes = add_metadata(&component, meta)?;
     Ok(Componentized {
@@ -253,8 +265,9 @@ mod tests {
         }
     "#;
 
-    // `manifest` returns a pointer to a static record of empty strings
-    // (offset 0 is 1024 zero bytes); `run` returns `ok(input)`.
+    // `manifest` writes its record at 0 (id `fixture`, capability `log`,
+    // one attempt) from the strings at 512; `run` logs its input's text
+    // and returns `ok(input)`.
     const WAT: &str = r#"
         (module
           (import "skillhost:skill/log@0.1.0" "log" (func $log (param i32 i32 i32)))
@@ -265,7 +278,16 @@ mod tests {
             (local.set $p (global.get $heap))
             (global.set $heap (i32.add (global.get $heap) (local.get 3)))
             (local.get $p))
-          (func (export "manifest") (result i32) (i32.const 0))
+          (data (i32.const 512) "fixture\00Fixture\001.2.3\00\00\00log")
+          (func (export "manifest") (result i32)
+            (i32.store (i32.const 0) (i32.const 512)) (i32.store (i32.const 4) (i32.const 7))
+            (i32.store (i32.const 8) (i32.const 520)) (i32.store (i32.const 12) (i32.const 7))
+            (i32.store (i32.const 16) (i32.const 528)) (i32.store (i32.const 20) (i32.const 5))
+            (i32.store (i32.const 32) (i32.const 544)) (i32.store (i32.const 36) (i32.const 1))
+            (i32.store (i32.const 40) (i32.const 1))
+            (i32.store (i32.const 48) (i32.const 1))
+            (i32.store (i32.const 544) (i32.const 536)) (i32.store (i32.const 548) (i32.const 3))
+            (i32.const 0))
           (func (export "run") (param i32 i32) (result i32)
             (call $log (i32.const 2) (local.get 0) (local.get 1))
             (i32.store8 (i32.const 1024) (i32.const 0))
@@ -333,6 +355,151 @@ mod tests {
             m.source.as_ref().map(|v| v.to_string()).as_deref(),
             Some("https://example.org/repo")
         );
+    }
+
+    /// The core modules of `component` and, for each core instance, the
+    /// module it instantiates (`None` for one built from exports).
+    fn core_layout(component: &[u8]) -> (Vec<Vec<u8>>, Vec<Option<u32>>) {
+        let (mut modules, mut instances) = (Vec::new(), Vec::new());
+        for payload in wasmparser::Parser::new(0).parse_all(component) {
+            match payload.unwrap() {
+                wasmparser::Payload::ModuleSection {
+                    unchecked_range, ..
+                } => modules.push(component[unchecked_range].to_vec()),
+                wasmparser::Payload::InstanceSection(reader) => {
+                    for instance in reader {
+                        instances.push(match instance.unwrap() {
+                            wasmparser::Instance::Instantiate { module_index, .. } => {
+                                Some(module_index)
+                            }
+                            wasmparser::Instance::FromExports(_) => None,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        (modules, instances)
+    }
+
+    fn memory_imports(module: &[u8]) -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        for payload in wasmparser::Parser::new(0).parse_all(module) {
+            if let wasmparser::Payload::ImportSection(reader) = payload.unwrap() {
+                for import in reader.into_imports() {
+                    let import = import.unwrap();
+                    if matches!(import.ty, wasmparser::TypeRef::Memory(_)) {
+                        found.push((import.module.to_string(), import.name.to_string()));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    fn call_fixture(component: Vec<u8>, text: &str) -> crate::runtime::CallReport {
+        let runtime = crate::runtime::Runtime::new(crate::runtime::RuntimeConfig {
+            cache_dir: None,
+            ..Default::default()
+        })
+        .unwrap();
+        let skill = runtime.load_bytes(component, "fixture").unwrap();
+        skill.call(
+            &serde_json::json!({ "text": text }),
+            &crate::runtime::CallOptions::default(),
+        )
+    }
+
+    #[test]
+    fn a_memory_only_import_is_lowered_without_a_shim() {
+        let module = fixture_module(WORLD, WAT);
+        let out = componentize(&module, &meta(), "fixture.wasm").unwrap();
+        // Two modules, the main one and the memory's; two instantiations
+        // (the third instance passes `log` to the main module).
+        let (modules, instances) = core_layout(&out.bytes);
+        assert_eq!(modules.len(), 2);
+        assert_eq!(instances, [Some(1), None, Some(0)]);
+        assert_eq!(
+            memory_imports(&modules[0]),
+            [(hoist::MEMORY_MODULE.to_string(), "memory".to_string())]
+        );
+        assert!(memory_imports(&modules[1]).is_empty());
+
+        // It behaves as the encoder's own layout does: the same output and
+        // the same log line, and a second call of the same skill works.
+        let plain = ComponentEncoder::default()
+            .module(&module)
+            .unwrap()
+            .validate(true)
+            .encode()
+            .unwrap();
+        assert_eq!(core_layout(&plain).0.len(), 3, "the encoder uses a shim");
+        for text in ["héllo", "a longer line, to grow the heap"] {
+            let ours = call_fixture(out.bytes.clone(), text);
+            let theirs = call_fixture(plain.clone(), text);
+            assert_eq!(
+                ours.result.as_ref().unwrap(),
+                &serde_json::json!({ "text": text })
+            );
+            assert_eq!(
+                ours.result.as_ref().unwrap(),
+                theirs.result.as_ref().unwrap()
+            );
+            assert_eq!(ours.logs.len(), 1);
+            assert_eq!(ours.logs[0].message, text);
+            assert_eq!(ours.logs[0].message, theirs.logs[0].message);
+            assert_eq!(ours.logs[0].level, theirs.logs[0].level);
+            assert_eq!(ours.memory_peak_bytes, theirs.memory_peak_bytes);
+        }
+        // Already hoisted: nothing more to do.
+        assert!(hoist::hoist_memory(&out.bytes).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_import_that_needs_realloc_keeps_the_encoders_layout() {
+        // `read-text` returns a string, which the host writes into the
+        // skill's memory through `cabi_realloc`: only the main module has it.
+        let wat = WAT.replace(
+            "(memory (export \"memory\") 1)",
+            "(import \"skillhost:skill/fs@0.1.0\" \"read-text\" (func $read (param i32 i32 i32)))
+             (memory (export \"memory\") 1)
+             (func (export \"unused\") (call $read (i32.const 0) (i32.const 0) (i32.const 0)))",
+        );
+        let module = fixture_module(WORLD, &wat);
+        let plain = ComponentEncoder::default()
+            .module(&module)
+            .unwrap()
+            .validate(true)
+            .encode()
+            .unwrap();
+        assert!(hoist::hoist_memory(&plain).unwrap().is_none());
+        let out = componentize(&module, &meta(), "fixture.wasm").unwrap();
+        assert_eq!(core_layout(&out.bytes).0.len(), 3);
+        let report = call_fixture(out.bytes, "still works");
+        assert_eq!(
+            report.result.unwrap(),
+            serde_json::json!({ "text": "still works" })
+        );
+    }
+
+    #[test]
+    fn components_without_a_shim_and_core_modules_are_left_alone() {
+        // No import at all that needs the memory: no shim to remove.
+        let quiet = WAT
+            .replace(
+                "(import \"skillhost:skill/log@0.1.0\" \"log\" (func $log (param i32 i32 i32)))",
+                "",
+            )
+            .replace("(call $log (i32.const 2) (local.get 0) (local.get 1))", "");
+        let module = fixture_module(WORLD, &quiet);
+        let plain = ComponentEncoder::default()
+            .module(&module)
+            .unwrap()
+            .encode()
+            .unwrap();
+        assert!(hoist::hoist_memory(&plain).unwrap().is_none());
+        assert!(hoist::hoist_memory(&module).unwrap().is_none());
+        assert!(hoist::hoist_memory(b"not wasm").is_err());
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! invalidate each other's artifacts.
 
 pub mod componentize;
+pub mod hoist;
 pub mod package;
 pub mod toolchain;
 
