@@ -456,6 +456,30 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_skills_that_only_log_have_no_shim() {
+        // A change of the encoder's layout would quietly bring the shim back
+        // (and 2 µs per call with it): the committed components say.
+        for (name, bytes) in [
+            (
+                "echo",
+                &include_bytes!("../../../skills/dist/echo.wasm")[..],
+            ),
+            (
+                "claim-synthesis",
+                &include_bytes!("../../../skills/dist/claim-synthesis.wasm")[..],
+            ),
+        ] {
+            let (modules, _) = core_layout(bytes);
+            assert_eq!(modules.len(), 2, "{name}");
+            assert_eq!(
+                memory_imports(&modules[0]),
+                [(hoist::MEMORY_MODULE.to_string(), "memory".to_string())],
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn an_import_that_needs_realloc_keeps_the_encoders_layout() {
         // `read-text` returns a string, which the host writes into the
         // skill's memory through `cabi_realloc`: only the main module has it.
