@@ -248,26 +248,34 @@ fn start_checkpointer(
     Ok(sender)
 }
 
-/// Tries of one checkpoint request that found a lock taken (about 255 ms in all).
-const BUSY_TRIES: u32 = 8;
+/// Tries of one checkpoint request that copied nothing (about 255 ms in all).
+const CHECKPOINT_TRIES: u32 = 8;
 
 fn checkpoint_on_request(conn: Connection, requests: Receiver<()>, checkpoints: Arc<AtomicU64>) {
     while requests.recv().is_ok() {
-        // PASSIVE copies what no reader still needs and never waits: when
-        // another connection holds a lock it needs it reports busy (its
-        // result's first column) and may have copied nothing, so it is tried
-        // again shortly rather than left to the next request, which a burst
-        // of commits that has just ended would never send.
+        // PASSIVE copies what no reader still needs and never waits. It can
+        // copy nothing and still not report busy (its result's first
+        // column): when a reader of the database file alone holds read lock
+        // 0, or when this connection could not open the WAL yet (the frame
+        // counts are then -1). The counts tell: the WAL's frames, and how
+        // many of them are in the database file now. A try that left the
+        // file as it was is tried again shortly rather than left to the
+        // next request, which a burst of commits that has just ended would
+        // never send.
         let mut wait = Duration::from_millis(1);
-        for _ in 0..BUSY_TRIES {
+        for _ in 0..CHECKPOINT_TRIES {
             match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-                row.get::<_, i64>(0)
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, i64>(2)?,
+                ))
             }) {
-                Ok(0) => {
+                Ok((0, frames, copied)) if frames == 0 || (frames > 0 && copied > 0) => {
                     checkpoints.fetch_add(1, Ordering::Relaxed);
                     break;
                 }
-                Ok(_busy) => {
+                Ok(_nothing_copied) => {
                     std::thread::sleep(wait);
                     wait *= 2;
                 }
