@@ -397,6 +397,16 @@ mod tests {
         found
     }
 
+    /// `module` as the encoder lays it out, before this build's rewrite.
+    fn encoded(module: &[u8]) -> Vec<u8> {
+        ComponentEncoder::default()
+            .module(module)
+            .unwrap()
+            .validate(true)
+            .encode()
+            .unwrap()
+    }
+
     fn call_fixture(component: Vec<u8>, text: &str) -> crate::runtime::CallReport {
         let runtime = crate::runtime::Runtime::new(crate::runtime::RuntimeConfig {
             cache_dir: None,
@@ -427,12 +437,7 @@ mod tests {
 
         // It behaves as the encoder's own layout does: the same output and
         // the same log line, and a second call of the same skill works.
-        let plain = ComponentEncoder::default()
-            .module(&module)
-            .unwrap()
-            .validate(true)
-            .encode()
-            .unwrap();
+        let plain = encoded(&module);
         assert_eq!(core_layout(&plain).0.len(), 3, "the encoder uses a shim");
         for text in ["héllo", "a longer line, to grow the heap"] {
             let ours = call_fixture(out.bytes.clone(), text);
@@ -490,12 +495,7 @@ mod tests {
              (func (export \"unused\") (call $read (i32.const 0) (i32.const 0) (i32.const 0)))",
         );
         let module = fixture_module(WORLD, &wat);
-        let plain = ComponentEncoder::default()
-            .module(&module)
-            .unwrap()
-            .validate(true)
-            .encode()
-            .unwrap();
+        let plain = encoded(&module);
         assert!(hoist::hoist_memory(&plain).unwrap().is_none());
         let out = componentize(&module, &meta(), "fixture.wasm").unwrap();
         assert_eq!(core_layout(&out.bytes).0.len(), 3);
@@ -516,11 +516,7 @@ mod tests {
             )
             .replace("(call $log (i32.const 2) (local.get 0) (local.get 1))", "");
         let module = fixture_module(WORLD, &quiet);
-        let plain = ComponentEncoder::default()
-            .module(&module)
-            .unwrap()
-            .encode()
-            .unwrap();
+        let plain = encoded(&module);
         assert!(hoist::hoist_memory(&plain).unwrap().is_none());
         assert!(hoist::hoist_memory(&module).unwrap().is_none());
         assert!(hoist::hoist_memory(b"not wasm").is_err());

@@ -48,7 +48,7 @@ const MEMORY_NAME: &str = "memory";
 /// the shape this applies to; an error only for bytes that do not parse or a
 /// result that does not validate (a bug here, not in the skill).
 pub fn hoist_memory(component: &[u8]) -> Result<Option<Vec<u8>>, String> {
-    let Some(items) = parse_items(component).map_err(|e| e.to_string())? else {
+    let Some(items) = parse_items(component)? else {
         return Ok(None);
     };
     let Some(plan) = Plan::find(&items)? else {
@@ -84,16 +84,10 @@ enum Def {
     ComponentFunc(u32),
 }
 
-fn parse_items(component: &[u8]) -> wasmparser::Result<Option<Vec<Item<'_>>>> {
-    let mut parser = Parser::new(0);
-    let mut offset = 0;
+fn parse_items(component: &[u8]) -> Result<Option<Vec<Item<'_>>>, String> {
+    let error = |e: wasmparser::BinaryReaderError| e.to_string();
     let mut items = Vec::new();
-    loop {
-        let Chunk::Parsed { consumed, payload } = parser.parse(&component[offset..], true)? else {
-            // With `eof` set the parser never asks for more data.
-            return Ok(None);
-        };
-        offset += consumed;
+    for payload in top_level(component)? {
         match payload {
             Payload::Version { encoding, .. } => {
                 if encoding != Encoding::Component {
@@ -102,33 +96,66 @@ fn parse_items(component: &[u8]) -> wasmparser::Result<Option<Vec<Item<'_>>>> {
             }
             Payload::ModuleSection {
                 unchecked_range, ..
-            } => {
-                items.push(Item::Module(&component[unchecked_range.clone()]));
-                offset = unchecked_range.end;
-            }
+            } => items.push(Item::Module(&component[unchecked_range])),
             Payload::InstanceSection(reader) => {
                 for instance in reader {
-                    items.push(Item::Instance(instance?));
+                    items.push(Item::Instance(instance.map_err(error)?));
                 }
             }
             Payload::ComponentAliasSection(reader) => {
                 for alias in reader {
-                    items.push(Item::Alias(alias?));
+                    items.push(Item::Alias(alias.map_err(error)?));
                 }
             }
             Payload::ComponentCanonicalSection(reader) => {
                 for function in reader {
-                    items.push(Item::Canon(function?));
+                    items.push(Item::Canon(function.map_err(error)?));
                 }
             }
             // A nested component has index spaces of its own; not this shape.
             Payload::ComponentSection { .. } => return Ok(None),
-            Payload::End(_) => return Ok(Some(items)),
             other => match other.as_section() {
                 Some((id, range)) => items.push(Item::Raw(id, &component[range])),
                 None => return Ok(None),
             },
         }
+    }
+    Ok(Some(items))
+}
+
+/// The top-level payloads of a component or core module, up to its end:
+/// a nested module as its `ModuleSection` and the code section as its
+/// `CodeSectionStart`, without what is inside them. A nested component
+/// ends the list (nothing here looks past one).
+fn top_level(wasm: &[u8]) -> Result<Vec<Payload<'_>>, String> {
+    let mut parser = Parser::new(0);
+    let mut offset = 0;
+    let mut payloads = Vec::new();
+    loop {
+        let parsed = parser
+            .parse(&wasm[offset..], true)
+            .map_err(|e| e.to_string())?;
+        let Chunk::Parsed { consumed, payload } = parsed else {
+            return Err(format!("the wasm ends early, at byte {offset}"));
+        };
+        offset += consumed;
+        match payload {
+            Payload::ModuleSection {
+                ref unchecked_range,
+                ..
+            } => offset = unchecked_range.end,
+            Payload::CodeSectionStart { size, .. } => {
+                parser.skip_section();
+                offset += size as usize;
+            }
+            Payload::ComponentSection { .. } => {
+                payloads.push(payload);
+                return Ok(payloads);
+            }
+            Payload::End(_) => return Ok(payloads),
+            _ => {}
+        }
+        payloads.push(payload);
     }
 }
 
@@ -199,6 +226,9 @@ struct Plan {
     /// module's memory alias, the shim table's alias.
     dropped: HashSet<usize>,
     lowerings: Vec<Lowering>,
+    /// Position of the first shim function's alias: the memory's alias and
+    /// the moved aliases go before it.
+    first: usize,
     /// Aliases of lowered component functions defined after the first
     /// shim function: emitted, in order, before it.
     moved: Vec<usize>,
@@ -385,7 +415,9 @@ impl Plan {
         if seen.len() != lowered.len() {
             return Ok(None);
         }
-        let first = lowerings.iter().map(|l| l.shim_alias).min().unwrap_or(0);
+        let Some(first) = lowerings.iter().map(|l| l.shim_alias).min() else {
+            return Ok(None);
+        };
 
         // Nothing but the fixup may use the fixup's instances or module, or
         // the shim instance other than through its functions and table.
@@ -443,7 +475,7 @@ impl Plan {
             }
         }
 
-        let (Some(main_at), Some(shim_at), Some(_)) = (
+        let (Some(main_at), Some(shim_at), Some(fixup_module_at)) = (
             position(Def::Module(main_module)),
             position(Def::Module(shim_module)),
             position(Def::Module(fixup_module)),
@@ -456,7 +488,6 @@ impl Plan {
         let Some((main_bytes, memory_bytes)) = import_memory(main, memory_export)? else {
             return Ok(None);
         };
-        let fixup_module_at = position(Def::Module(fixup_module)).unwrap_or(usize::MAX);
         Ok(Some(Plan {
             main_module: main_at,
             shim_module: shim_at,
@@ -466,6 +497,7 @@ impl Plan {
             shim_instance,
             dropped: [args_at, fixup_at, memory_at, table_at].into(),
             lowerings,
+            first,
             moved,
             main_bytes,
             memory_bytes,
@@ -481,13 +513,12 @@ impl Plan {
                 index
             }
         };
-        let first = self.lowerings.iter().map(|l| l.shim_alias).min();
         let mut out = Emitter::default();
         for (at, item) in items.iter().enumerate() {
             if self.dropped.contains(&at) || at == self.fixup_module || self.moved.contains(&at) {
                 continue;
             }
-            if Some(at) == first {
+            if at == self.first {
                 out.alias(Alias::CoreInstanceExport {
                     instance: self.shim_instance,
                     kind: ExportKind::Memory,
@@ -561,7 +592,7 @@ impl Plan {
 /// export it as `export`.
 type Modules = (Vec<u8>, Vec<u8>);
 fn import_memory(module: &[u8], export: &str) -> Result<Option<Modules>, String> {
-    let sections = module_sections(module).map_err(|e| e.to_string())?;
+    let sections = top_level(module)?;
     let mut memory = None;
     let mut exported = false;
     for section in &sections {
@@ -643,32 +674,6 @@ fn import_memory(module: &[u8], export: &str) -> Result<Option<Modules>, String>
     Ok(Some((main.finish(), memory_module.finish())))
 }
 
-/// The sections of a core module, the code section as one payload.
-fn module_sections(module: &[u8]) -> Result<Vec<Payload<'_>>, String> {
-    let mut parser = Parser::new(0);
-    let mut offset = 0;
-    let mut sections = Vec::new();
-    loop {
-        let parsed = parser
-            .parse(&module[offset..], true)
-            .map_err(|e| e.to_string())?;
-        let Chunk::Parsed { consumed, payload } = parsed else {
-            return Err(format!("the main module ends early, at byte {offset}"));
-        };
-        offset += consumed;
-        match payload {
-            Payload::CodeSectionStart { size, .. } => {
-                parser.skip_section();
-                offset += size as usize;
-                sections.push(payload);
-            }
-            Payload::End(_) => return Ok(sections),
-            Payload::Version { .. } => {}
-            other => sections.push(other),
-        }
-    }
-}
-
 /// Builds a component item by item, starting a new section whenever the
 /// kind of item changes.
 #[derive(Default)]
@@ -708,35 +713,39 @@ impl Emitter {
     }
 
     fn instances(&mut self) -> &mut InstanceSection {
-        if !matches!(self.pending, Pending::Instances(_)) {
-            self.flush();
-            self.pending = Pending::Instances(InstanceSection::new());
-        }
-        match &mut self.pending {
-            Pending::Instances(s) => s,
-            _ => unreachable!("set just above"),
-        }
+        self.section(Pending::Instances, |p| match p {
+            Pending::Instances(s) => Some(s),
+            _ => None,
+        })
     }
 
     fn alias(&mut self, alias: Alias<'_>) {
-        if !matches!(self.pending, Pending::Aliases(_)) {
-            self.flush();
-            self.pending = Pending::Aliases(ComponentAliasSection::new());
-        }
-        if let Pending::Aliases(s) = &mut self.pending {
-            s.alias(alias);
-        }
+        self.section(Pending::Aliases, |p| match p {
+            Pending::Aliases(s) => Some(s),
+            _ => None,
+        })
+        .alias(alias);
     }
 
     fn canon(&mut self) -> &mut CanonicalFunctionSection {
-        if !matches!(self.pending, Pending::Canon(_)) {
+        self.section(Pending::Canon, |p| match p {
+            Pending::Canon(s) => Some(s),
+            _ => None,
+        })
+    }
+
+    /// The pending section of one kind (`open` wraps it, `get` finds it),
+    /// after writing out a pending section of another kind.
+    fn section<S: Default>(
+        &mut self,
+        open: fn(S) -> Pending,
+        get: fn(&mut Pending) -> Option<&mut S>,
+    ) -> &mut S {
+        if get(&mut self.pending).is_none() {
             self.flush();
-            self.pending = Pending::Canon(CanonicalFunctionSection::new());
+            self.pending = open(S::default());
         }
-        match &mut self.pending {
-            Pending::Canon(s) => s,
-            _ => unreachable!("set just above"),
-        }
+        get(&mut self.pending).expect("opened just above")
     }
 
     fn finish(mut self) -> Vec<u8> {
