@@ -64,6 +64,12 @@ pub enum Event {
 
 pub trait EventSink: Send + Sync {
     fn emit(&self, event: &Event);
+
+    /// Whether events are wanted at all: when not, the engine does not build
+    /// them.
+    fn listening(&self) -> bool {
+        true
+    }
 }
 
 /// Drops every event.
@@ -71,6 +77,10 @@ pub struct NoEvents;
 
 impl EventSink for NoEvents {
     fn emit(&self, _event: &Event) {}
+
+    fn listening(&self) -> bool {
+        false
+    }
 }
 
 /// Writes each event as one JSON line.

@@ -83,7 +83,7 @@ pub(crate) async fn run_map_node(
             if index < total {
                 fuel_total += row.fuel_consumed;
                 outputs.insert(index, row.output);
-                cx.events.emit(&Event::MapItemFinished {
+                cx.emit(|| Event::MapItemFinished {
                     run_id: cx.run_id.clone(),
                     node: node.id.clone(),
                     index,
@@ -171,7 +171,7 @@ pub(crate) async fn run_map_node(
                     crate::failpoint::hit(|| format!("map-item:{}:{index}", node.id));
                 }
                 outputs.insert(index, output);
-                cx.events.emit(&Event::MapItemFinished {
+                cx.emit(|| Event::MapItemFinished {
                     run_id: cx.run_id.clone(),
                     node: node.id.clone(),
                     index,

@@ -22,13 +22,13 @@ mod map;
 mod node;
 pub mod state;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
-use crate::scenario::{LoadedScenario, NodeKind, Route, Scenario, Severity, Vars};
+use crate::scenario::{Configs, LoadedScenario, NodeKind, Route, Scenario, Severity, Vars};
 use crate::store::{
     FieldHashes, LoadedCheckpoint, NewArtifact, NewRun, RunStatus, StateChange, StepCommit,
     StepRow, Store, StoreError,
@@ -116,6 +116,15 @@ pub struct Engine {
     events: Arc<dyn EventSink>,
 }
 
+impl RunContext<'_> {
+    /// Sends the event `event` builds, when anyone listens.
+    pub(crate) fn emit(&self, event: impl FnOnce() -> Event) {
+        if self.events.listening() {
+            self.events.emit(&event());
+        }
+    }
+}
+
 /// Everything one run loop needs, borrowed for its duration.
 pub(crate) struct RunContext<'a> {
     pub loaded: &'a LoadedScenario,
@@ -123,10 +132,8 @@ pub(crate) struct RunContext<'a> {
     pub run_id: String,
     /// Shared with every expression's variables, never copied.
     pub input: Arc<Value>,
-    /// The scenario's `[config]`, for rules and the summary.
-    pub config: Arc<Value>,
-    /// Each node's `config` (skill defaults under `[config]`), by node id.
-    pub node_configs: HashMap<String, Arc<Value>>,
+    /// The scenario's `[config]` and each node's.
+    pub configs: &'a Configs,
     pub store: Option<&'a Store>,
     pub events: Arc<dyn EventSink>,
 }
@@ -140,6 +147,12 @@ impl Engine {
 
     pub fn store(&self) -> Option<&Store> {
         self.store.as_ref()
+    }
+
+    fn emit(&self, event: impl FnOnce() -> Event) {
+        if self.events.listening() {
+            self.events.emit(&event());
+        }
     }
 
     /// Validates `input`, creates the run and runs it to its end.
@@ -172,7 +185,7 @@ impl Engine {
                 })
                 .await?;
         }
-        self.events.emit(&Event::RunStarted {
+        self.emit(|| Event::RunStarted {
             run_id: run_id.clone(),
             scenario: scenario.name.clone(),
             resumed: false,
@@ -230,7 +243,7 @@ impl Engine {
                 .ok_or_else(|| EngineError::NoCheckpoint {
                     id: run_id.to_string(),
                 })?;
-        self.events.emit(&Event::RunStarted {
+        self.emit(|| Event::RunStarted {
             run_id: run_id.to_string(),
             scenario: scenario.name.clone(),
             resumed: true,
@@ -245,19 +258,12 @@ impl Engine {
         run_id: String,
         input: Value,
     ) -> RunContext<'a> {
-        let node_configs = loaded
-            .scenario
-            .nodes
-            .iter()
-            .map(|n| (n.id.clone(), Arc::new(Value::Object(n.config.clone()))))
-            .collect();
         RunContext {
             loaded,
             scenario: &loaded.scenario,
             run_id,
             input: Arc::new(input),
-            config: Arc::new(Value::Object(loaded.scenario.config.clone())),
-            node_configs,
+            configs: &loaded.configs,
             store: self.store.as_ref(),
             events: self.events.clone(),
         }
@@ -385,7 +391,7 @@ async fn drive(
             route_or_fail!(failure, None)
         }
 
-        cx.events.emit(&Event::NodeStarted {
+        cx.emit(|| Event::NodeStarted {
             run_id: cx.run_id.clone(),
             node: node.id.clone(),
             kind: kind_name(&node.kind),
@@ -404,7 +410,7 @@ async fn drive(
         let mut success = match result {
             Ok(success) => success,
             Err((failure, step)) => {
-                cx.events.emit(&Event::NodeFailed {
+                cx.emit(|| Event::NodeFailed {
                     run_id: cx.run_id.clone(),
                     node: node.id.clone(),
                     attempt: failure.attempt,
@@ -430,7 +436,7 @@ async fn drive(
             let mut vars = Vars::new();
             vars.set_shared("input", cx.input.clone())
                 .set_shared("state", state.clone())
-                .set_shared("config", cx.config.clone());
+                .set_shared("config", cx.configs.scenario.clone());
             match rule.when.eval_bool(&vars) {
                 Ok(false) => {}
                 Ok(true) => match rule.severity {
@@ -441,7 +447,7 @@ async fn drive(
                         break;
                     }
                     Severity::Warning => {
-                        cx.events.emit(&Event::RuleWarning {
+                        cx.emit(|| Event::RuleWarning {
                             run_id: cx.run_id.clone(),
                             node: node.id.clone(),
                             code: rule.code.clone(),
@@ -505,14 +511,14 @@ async fn drive(
                 )
                 .await?;
             crate::failpoint::hit(|| format!("after-commit:{}", node.id));
-            cx.events.emit(&Event::CheckpointWritten {
+            cx.emit(|| Event::CheckpointWritten {
                 run_id: cx.run_id.clone(),
                 seq,
                 node: node.id.clone(),
                 next: vec![next.clone()],
             });
         }
-        cx.events.emit(&Event::NodeFinished {
+        cx.emit(|| Event::NodeFinished {
             run_id: cx.run_id.clone(),
             node: node.id.clone(),
             duration_us: node_started.elapsed().as_micros() as u64,
@@ -525,7 +531,7 @@ async fn drive(
 }
 
 fn finished(cx: &RunContext<'_>, status: &str, started: Instant) {
-    cx.events.emit(&Event::RunFinished {
+    cx.emit(|| Event::RunFinished {
         run_id: cx.run_id.clone(),
         status: status.to_string(),
         duration_ms: started.elapsed().as_millis() as u64,
@@ -623,7 +629,7 @@ async fn route_failure(
                 journal: Vec::new(),
             })
             .await?;
-        cx.events.emit(&Event::CheckpointWritten {
+        cx.emit(|| Event::CheckpointWritten {
             run_id: cx.run_id.clone(),
             seq: *seq,
             node: node.id.clone(),
@@ -738,7 +744,8 @@ fn failure_report(
 
 /// The `config` a node's expressions see.
 pub(crate) fn node_config(cx: &RunContext<'_>, node: &crate::scenario::Node) -> Arc<Value> {
-    cx.node_configs
+    cx.configs
+        .nodes
         .get(&node.id)
         .cloned()
         .unwrap_or_else(|| Arc::new(Value::Object(node.config.clone())))
@@ -752,7 +759,7 @@ fn summarize(cx: &RunContext<'_>, state: &Arc<Value>) -> Map<String, Value> {
     let mut vars = Vars::new();
     vars.set_shared("input", cx.input.clone())
         .set_shared("state", state.clone())
-        .set_shared("config", cx.config.clone());
+        .set_shared("config", cx.configs.scenario.clone());
     cx.scenario
         .summary
         .iter()

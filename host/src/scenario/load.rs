@@ -23,6 +23,36 @@ pub struct LoadedScenario {
     pub warnings: Vec<Diagnostic>,
     /// The state every run starts from, with its checkpoint JSON and hashes.
     pub initial_state: Arc<InitialState>,
+    /// The scenario's `[config]` and each node's, as expressions see them:
+    /// built once here, shared by every run.
+    pub configs: Arc<Configs>,
+}
+
+/// `config` as the expressions of a run see it.
+#[derive(Debug)]
+pub struct Configs {
+    /// The scenario's `[config]`, for rules and the summary.
+    pub scenario: Arc<serde_json::Value>,
+    /// Each node's `config` (skill defaults under `[config]`), by node id.
+    pub nodes: std::collections::HashMap<String, Arc<serde_json::Value>>,
+}
+
+impl Configs {
+    pub fn of(scenario: &Scenario) -> Configs {
+        Configs {
+            scenario: Arc::new(serde_json::Value::Object(scenario.config.clone())),
+            nodes: scenario
+                .nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.id.clone(),
+                        Arc::new(serde_json::Value::Object(n.config.clone())),
+                    )
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Parses and checks the scenario at `path`, loading every skill it declares
@@ -51,6 +81,7 @@ pub fn load(path: &Path, runtime: &Runtime) -> Result<LoadedScenario, CheckRepor
     }
     Ok(LoadedScenario {
         initial_state: Arc::new(InitialState::new(scenario.initial_state())),
+        configs: Arc::new(Configs::of(&scenario)),
         scenario: Arc::new(scenario),
         skills,
         warnings: report.warnings,

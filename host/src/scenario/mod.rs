@@ -33,7 +33,7 @@ pub use diagnostic::{CheckReport, Diagnostic, codes};
 pub use expr::{Expr, ExprError, Vars};
 pub use graph::{to_dot, to_mermaid};
 pub use input::InputField;
-pub use load::{LoadedScenario, load, parse_file, parse_str, resolve};
+pub use load::{Configs, LoadedScenario, load, parse_file, parse_str, resolve};
 
 /// The name of the state field the engine appends node failures to. Always
 /// present, never declared.
