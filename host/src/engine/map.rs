@@ -16,12 +16,12 @@ use super::node::{
 };
 use super::{Event, NodeFailure, NodeSuccess, RunContext, empty_step, now_ms};
 use crate::scenario::Node;
-use crate::store::{MapItemRow, state_hash};
+use crate::store::{MapItemRow, RunState, state_hash};
 
 pub(crate) async fn run_map_node(
     cx: &RunContext<'_>,
     node: &Node,
-    state: &Arc<Value>,
+    state: &Arc<RunState>,
     visit: u32,
 ) -> NodeResult {
     let fail = |f: NodeFailure| (f, None);

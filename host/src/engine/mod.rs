@@ -30,8 +30,8 @@ use serde_json::{Map, Value, json};
 
 use crate::scenario::{Configs, LoadedScenario, NodeKind, Route, Scenario, Severity, Vars};
 use crate::store::{
-    FieldHashes, LoadedCheckpoint, NewArtifact, NewRun, RunStatus, StateChange, StepCommit,
-    StepRow, Store, StoreError,
+    FieldHashes, NewArtifact, NewRun, RunState, RunStatus, StateChange, StepCommit, StepRow, Store,
+    StoreError,
 };
 pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
 
@@ -67,7 +67,7 @@ pub enum EngineError {
 pub struct RunOutcome {
     pub run_id: String,
     pub status: RunStatus,
-    pub state: Value,
+    pub state: RunState,
     /// The failure report of a failed run: node, errors, partial results, suggestions.
     pub failure: Option<Value>,
     pub warnings: Vec<Value>,
@@ -191,15 +191,15 @@ impl Engine {
             resumed: false,
         });
         let cx = self.context(loaded, run_id, input);
-        let checkpoint = LoadedCheckpoint {
+        let from = Position {
             seq: 0,
             node_id: String::new(),
             next_nodes: vec![scenario.start.clone()],
-            state_hash: String::new(),
-            state: initial.value().clone(),
             visits: BTreeMap::new(),
         };
-        drive(&cx, checkpoint, initial.field_hashes()).await
+        // Shares every field with the scenario's initial state: nothing is
+        // copied until a node writes it.
+        drive(&cx, from, initial.state().clone(), initial.field_hashes()).await
     }
 
     /// Continues an unfinished run from its last checkpoint.
@@ -249,7 +249,14 @@ impl Engine {
             resumed: true,
         });
         let cx = self.context(loaded, run_id.to_string(), run.input.clone());
-        drive(&cx, checkpoint, FieldHashes::default()).await
+        let from = Position {
+            seq: checkpoint.seq,
+            node_id: checkpoint.node_id,
+            next_nodes: checkpoint.next_nodes,
+            visits: checkpoint.visits,
+        };
+        let state = RunState::from_value(checkpoint.state);
+        drive(&cx, from, state, FieldHashes::default()).await
     }
 
     fn context<'a>(
@@ -270,17 +277,26 @@ impl Engine {
     }
 }
 
-/// The run loop, from `checkpoint` until an end or fail node. `hashes` has
-/// the digests of the checkpoint state's fields that are known already; it
-/// hashes each new state, re-hashing only the fields a step changed.
+/// Where a run loop starts: a checkpoint without its state.
+struct Position {
+    seq: u64,
+    node_id: String,
+    next_nodes: Vec<String>,
+    visits: BTreeMap<String, u32>,
+}
+
+/// The run loop, from `checkpoint` with `state` until an end or fail node.
+/// `hashes` has the digests of the state's fields that are known already;
+/// it hashes each new state, re-hashing only the fields a step changed.
 async fn drive(
     cx: &RunContext<'_>,
-    checkpoint: LoadedCheckpoint,
+    checkpoint: Position,
+    state: RunState,
     mut hashes: FieldHashes,
 ) -> Result<RunOutcome, EngineError> {
     let started = Instant::now();
     let scenario = cx.scenario;
-    let mut state = Arc::new(checkpoint.state);
+    let mut state = Arc::new(state);
     let mut seq = checkpoint.seq;
     let mut visits = checkpoint.visits;
     let mut warnings = Vec::new();
@@ -316,7 +332,7 @@ async fn drive(
                 match route_failure(
                     cx,
                     node,
-                    (Arc::make_mut(&mut state), &mut hashes),
+                    (&mut state, &mut hashes),
                     &mut seq,
                     &visits,
                     $failure,
@@ -344,7 +360,7 @@ async fn drive(
                 let summary = summarize(cx, &state);
                 if let Some(store) = cx.store {
                     store
-                        .finish_run(&cx.run_id, RunStatus::Completed, Some(&state), None)
+                        .finish_run(&cx.run_id, RunStatus::Completed, Some(&*state), None)
                         .await?;
                 }
                 finished(cx, "completed", started);
@@ -435,7 +451,7 @@ async fn drive(
         {
             let mut vars = Vars::new();
             vars.set_shared("input", cx.input.clone())
-                .set_shared("state", state.clone())
+                .set_state("state", state.clone())
                 .set_shared("config", cx.configs.scenario.clone());
             match rule.when.eval_bool(&vars) {
                 Ok(false) => {}
@@ -500,7 +516,7 @@ async fn drive(
                         node_id: node.id.clone(),
                         next_nodes: vec![next.clone()],
                         // Before `changes` moves: fields are evaluated in order.
-                        state_hash: hashes.hash(&state, &success.changes),
+                        state_hash: hashes.hash_state(&state, &success.changes),
                         changes: success.changes,
                         full_state: state.clone(),
                         step: success.step,
@@ -542,7 +558,7 @@ fn finished(cx: &RunContext<'_>, status: &str, started: Instant) {
 fn next_node(
     cx: &RunContext<'_>,
     node: &crate::scenario::Node,
-    state: &Arc<Value>,
+    state: &Arc<RunState>,
 ) -> Result<String, NodeFailure> {
     match &node.route {
         Route::Next(to) => Ok(to.clone()),
@@ -552,7 +568,7 @@ fn next_node(
         } => {
             let mut vars = Vars::new();
             vars.set_shared("input", cx.input.clone())
-                .set_shared("state", state.clone())
+                .set_state("state", state.clone())
                 .set_shared("config", node_config(cx, node));
             for (guard, to) in branches {
                 match guard.eval_bool(&vars) {
@@ -581,7 +597,7 @@ async fn route_failure(
     cx: &RunContext<'_>,
     node: &crate::scenario::Node,
     // The state, and the hashes of its fields to hash it with.
-    (state, hashes): (&mut Value, &mut FieldHashes),
+    (state, hashes): (&mut Arc<RunState>, &mut FieldHashes),
     seq: &mut u64,
     visits: &BTreeMap<String, u32>,
     failure: NodeFailure,
@@ -603,7 +619,7 @@ async fn route_failure(
         field: "errors".into(),
         items: vec![entry.clone()],
     }];
-    state::apply_changes(state, &changes);
+    Arc::make_mut(state).apply(&changes);
     let handler = cx
         .scenario
         .on_failure
@@ -621,9 +637,9 @@ async fn route_failure(
                 seq: *seq,
                 node_id: node.id.clone(),
                 next_nodes: handler.iter().cloned().collect(),
-                state_hash: hashes.hash(state, &changes),
+                state_hash: hashes.hash_state(state, &changes),
                 changes,
-                full_state: Arc::new(state.clone()),
+                full_state: state.clone(),
                 step,
                 visits: visits.clone(),
                 journal: Vec::new(),
@@ -645,7 +661,7 @@ async fn route_failure(
 #[allow(clippy::too_many_arguments)]
 async fn failed_run(
     cx: &RunContext<'_>,
-    state: &Value,
+    state: &Arc<RunState>,
     report: Option<Value>,
     seq: u64,
     warnings: Vec<Value>,
@@ -671,14 +687,14 @@ async fn failed_run(
     });
     if let Some(store) = cx.store {
         store
-            .finish_run(&cx.run_id, RunStatus::Failed, Some(state), Some(&report))
+            .finish_run(&cx.run_id, RunStatus::Failed, Some(&**state), Some(&report))
             .await?;
     }
     finished(cx, "failed", started);
     Ok(RunOutcome {
         run_id: cx.run_id.clone(),
         status: RunStatus::Failed,
-        state: state.clone(),
+        state: RunState::clone(state),
         failure: Some(report),
         warnings,
         nodes_run,
@@ -692,14 +708,14 @@ async fn failed_run(
 fn failure_report(
     cx: &RunContext<'_>,
     node: &crate::scenario::Node,
-    state: &Value,
+    state: &Arc<RunState>,
     came_from: &str,
 ) -> Value {
     let errors = state.get("errors").cloned().unwrap_or(json!([]));
     let last = errors.as_array().and_then(|e| e.last()).cloned();
     let mut vars = Vars::new();
     vars.set_shared("input", cx.input.clone())
-        .set("state", state)
+        .set_state("state", state.clone())
         .set_shared("config", node_config(cx, node));
     let message = match &node.message {
         Some(expr) => match expr.eval(&vars) {
@@ -752,13 +768,13 @@ pub(crate) fn node_config(cx: &RunContext<'_>, node: &crate::scenario::Node) -> 
 }
 
 /// The scenario's `[summary]`; an expression that fails shows its error.
-fn summarize(cx: &RunContext<'_>, state: &Arc<Value>) -> Map<String, Value> {
+fn summarize(cx: &RunContext<'_>, state: &Arc<RunState>) -> Map<String, Value> {
     if cx.scenario.summary.is_empty() {
         return Map::new();
     }
     let mut vars = Vars::new();
     vars.set_shared("input", cx.input.clone())
-        .set_shared("state", state.clone())
+        .set_state("state", state.clone())
         .set_shared("config", cx.configs.scenario.clone());
     cx.scenario
         .summary
@@ -773,20 +789,18 @@ fn summarize(cx: &RunContext<'_>, state: &Arc<Value>) -> Map<String, Value> {
 }
 
 /// The state fields that hold something, without `errors`.
-fn partial_results(state: &Value) -> Value {
+fn partial_results(state: &RunState) -> Value {
     let mut out = Map::new();
-    if let Some(fields) = state.as_object() {
-        for (name, value) in fields {
-            let empty = match value {
-                Value::Null => true,
-                Value::Array(a) => a.is_empty(),
-                Value::Object(o) => o.is_empty(),
-                Value::String(s) => s.is_empty(),
-                _ => false,
-            };
-            if name != "errors" && !empty {
-                out.insert(name.clone(), value.clone());
-            }
+    for (name, value) in state.iter() {
+        let empty = match value {
+            Value::Null => true,
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            Value::String(s) => s.is_empty(),
+            _ => false,
+        };
+        if name != "errors" && !empty {
+            out.insert(name.clone(), value.clone());
         }
     }
     Value::Object(out)

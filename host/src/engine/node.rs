@@ -10,15 +10,15 @@ use super::{NodeFailure, NodeSuccess, RunContext, empty_step, now_ms, state};
 use crate::checks::citations::{CitationInputs, check_citations};
 use crate::runtime::{CallError, CallOptions, CallReport, Limits, Skill};
 use crate::scenario::{Node, PostCheck, Vars};
-use crate::store::{NewArtifact, StepRow, state_hash};
+use crate::store::{NewArtifact, RunState, StepRow, state_hash};
 
 pub(crate) type NodeResult = Result<NodeSuccess, (NodeFailure, Option<StepRow>)>;
 
 /// The variables every expression of a node sees.
-pub(crate) fn base_vars(cx: &RunContext<'_>, node: &Node, state: &Arc<Value>) -> Vars {
+pub(crate) fn base_vars(cx: &RunContext<'_>, node: &Node, state: &Arc<RunState>) -> Vars {
     let mut vars = Vars::new();
     vars.set_shared("input", cx.input.clone())
-        .set_shared("state", state.clone())
+        .set_state("state", state.clone())
         .set_shared("config", super::node_config(cx, node));
     vars
 }
@@ -186,7 +186,7 @@ pub(crate) fn writes(
     cx: &RunContext<'_>,
     node: &Node,
     vars: &Vars,
-    state: &Value,
+    state: &RunState,
 ) -> Result<Vec<crate::store::StateChange>, NodeFailure> {
     let mut changes = Vec::with_capacity(node.writes.len());
     for write in &node.writes {
@@ -344,7 +344,7 @@ pub(crate) async fn call_node_skill(
 pub(crate) async fn run_skill_node(
     cx: &RunContext<'_>,
     node: &Node,
-    state: &Arc<Value>,
+    state: &Arc<RunState>,
 ) -> NodeResult {
     let skill = skill_of(cx, node).map_err(|f| (f, None))?;
     let mut vars = base_vars(cx, node, state);
@@ -426,7 +426,7 @@ pub(crate) async fn run_skill_node(
 }
 
 /// A gate: conditions only. Its `pre` must hold; routing is by its edges.
-pub(crate) fn run_gate(cx: &RunContext<'_>, node: &Node, state: &Arc<Value>) -> NodeResult {
+pub(crate) fn run_gate(cx: &RunContext<'_>, node: &Node, state: &Arc<RunState>) -> NodeResult {
     let vars = base_vars(cx, node, state);
     check_pre(node, &vars).map_err(|f| (f, None))?;
     let changes = writes(cx, node, &vars, state).map_err(|f| (f, None))?;

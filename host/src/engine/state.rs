@@ -5,16 +5,18 @@
 //! to the live state, and stored as the checkpoint's delta. The store rebuilds
 //! states with the same [`apply`], so what is replayed is exactly what ran.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::scenario::{FieldType, Reducer, Scenario};
 pub(crate) use crate::store::state::kind;
-use crate::store::{StateChange, apply};
+use crate::store::{RunState, StateChange};
 
 /// Turns one write into a change, checking the declared type of the field.
 pub fn change_for(
     scenario: &Scenario,
-    state: &Value,
+    state: &RunState,
     field: &str,
     reducer: &Reducer,
     value: Value,
@@ -81,15 +83,10 @@ pub fn change_for(
     }
 }
 
-/// Applies changes to the live state (the same function the store replays).
-pub fn apply_changes(state: &mut Value, changes: &[StateChange]) {
-    apply(state, changes);
-}
-
 /// What a field held before a node's changes, to put it back.
 enum Prior {
-    /// The whole old value (`None`: the field was absent).
-    Value(Option<Value>),
+    /// The old value, shared (`None`: the field was absent).
+    Value(Option<Arc<Value>>),
     /// An array that was only appended to: its old length.
     Len(usize),
 }
@@ -102,45 +99,41 @@ pub struct Undo {
 
 /// Applies `changes` in place and returns how to undo them, so the engine
 /// need not copy the whole state to evaluate rules on the state a node would
-/// leave behind.
-pub fn apply_with_undo(state: &mut Value, changes: &[StateChange]) -> Undo {
+/// leave behind. A field that is replaced or merged into is kept by sharing
+/// its old value, not by copying it.
+pub fn apply_with_undo(state: &mut RunState, changes: &[StateChange]) -> Undo {
     let mut fields: Vec<(String, Prior)> = Vec::new();
-    if let Some(object) = state.as_object() {
-        for change in changes {
-            let field = change.field();
-            if fields.iter().any(|(f, _)| f == field) {
-                continue;
-            }
-            let only_appends = changes
-                .iter()
-                .filter(|c| c.field() == field)
-                .all(|c| matches!(c, StateChange::Append { .. }));
-            let prior = match object.get(field) {
-                Some(Value::Array(items)) if only_appends => Prior::Len(items.len()),
-                old => Prior::Value(old.cloned()),
-            };
-            fields.push((field.to_string(), prior));
+    for change in changes {
+        let field = change.field();
+        if fields.iter().any(|(f, _)| f == field) {
+            continue;
         }
+        let only_appends = changes
+            .iter()
+            .filter(|c| c.field() == field)
+            .all(|c| matches!(c, StateChange::Append { .. }));
+        let prior = match state.field(field) {
+            Some(items) if only_appends && items.is_array() => {
+                Prior::Len(items.as_array().map_or(0, Vec::len))
+            }
+            old => Prior::Value(old.cloned()),
+        };
+        fields.push((field.to_string(), prior));
     }
-    apply(state, changes);
+    state.apply(changes);
     Undo { fields }
 }
 
 impl Undo {
-    pub fn revert(self, state: &mut Value) {
-        let Some(object) = state.as_object_mut() else {
-            return;
-        };
+    pub fn revert(self, state: &mut RunState) {
         for (field, prior) in self.fields {
             match prior {
-                Prior::Value(Some(old)) => {
-                    object.insert(field, old);
-                }
+                Prior::Value(Some(old)) => state.restore(&field, old),
                 Prior::Value(None) => {
-                    object.shift_remove(&field);
+                    state.remove(&field);
                 }
                 Prior::Len(len) => {
-                    if let Some(Value::Array(items)) = object.get_mut(&field) {
+                    if let Some(Value::Array(items)) = state.get_mut(&field) {
                         items.truncate(len);
                     }
                 }
@@ -157,5 +150,54 @@ fn check_type(field: &str, ty: &FieldType, value: &Value) -> Result<(), String> 
             "state field `{field}` is declared as {ty:?} but the write produced {}",
             kind(value)
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn undo_puts_back_every_field_a_node_touched() {
+        let before = RunState::from_value(json!({"a": 1, "log": ["x"], "m": {"k": 1}}));
+        let mut state = before.clone();
+        let undo = apply_with_undo(
+            &mut state,
+            &[
+                StateChange::Set {
+                    field: "a".into(),
+                    value: json!(2),
+                },
+                StateChange::Append {
+                    field: "log".into(),
+                    items: vec![json!("y")],
+                },
+                StateChange::Merge {
+                    field: "m".into(),
+                    value: json!({"j": 2}).as_object().unwrap().clone(),
+                },
+                StateChange::Set {
+                    field: "new".into(),
+                    value: json!(true),
+                },
+            ],
+        );
+        assert_eq!(
+            state,
+            json!({"a": 2, "log": ["x", "y"], "m": {"k": 1, "j": 2}, "new": true})
+        );
+        undo.revert(&mut state);
+        assert_eq!(state, before);
+        assert_eq!(
+            serde_json::to_string(&state).unwrap(),
+            serde_json::to_string(&before).unwrap()
+        );
+        // A replaced field comes back as the very value it was, not a copy.
+        assert!(Arc::ptr_eq(
+            state.field("a").unwrap(),
+            before.field("a").unwrap()
+        ));
     }
 }

@@ -29,6 +29,8 @@ use cel::objects::Key;
 use cel::{Context, Env, Program, Value as Cel};
 use serde_json::Value;
 
+use crate::store::RunState;
+
 /// The environment every expression is compiled and run in: the standard
 /// library plus the `strings`, `lists` and `math` extensions. No function
 /// reaches the clock, the network or randomness.
@@ -96,11 +98,38 @@ impl ExprError {
 }
 
 /// The variables an expression is evaluated against: names bound to JSON
-/// values. Values are held behind `Arc`s, so a caller that keeps its state in
-/// an `Arc` binds it without copying ([`Vars::set_shared`]).
+/// values, or to a run's live state. Values are held behind `Arc`s, so a
+/// caller that keeps its values in an `Arc` binds them without copying
+/// ([`Vars::set_shared`], [`Vars::set_state`]).
 #[derive(Debug, Clone, Default)]
 pub struct Vars {
-    entries: Vec<(String, Arc<Value>)>,
+    entries: Vec<(&'static str, Bound)>,
+}
+
+/// What a variable is bound to.
+#[derive(Debug, Clone)]
+enum Bound {
+    Json(Arc<Value>),
+    /// An object held as its fields: only the fields an expression names are
+    /// looked at.
+    State(Arc<RunState>),
+}
+
+/// A variable's value, borrowed.
+#[derive(Clone, Copy)]
+enum Root<'v> {
+    Json(&'v Value),
+    State(&'v RunState),
+}
+
+impl<'v> Root<'v> {
+    /// The top-level field `key` of an object.
+    fn field(self, key: &str) -> Option<&'v Value> {
+        match self {
+            Root::Json(value) => value.as_object()?.get(key),
+            Root::State(state) => state.get(key),
+        }
+    }
 }
 
 impl Vars {
@@ -109,31 +138,39 @@ impl Vars {
     }
 
     /// Binds `name` to a copy of `value`, replacing any earlier binding.
-    pub fn set(&mut self, name: &str, value: &Value) -> &mut Self {
-        self.bind(name, Arc::new(value.clone()))
+    pub fn set(&mut self, name: &'static str, value: &Value) -> &mut Self {
+        self.bind(name, Bound::Json(Arc::new(value.clone())))
     }
 
     /// Binds `name` to `value`, replacing any earlier binding.
-    pub fn set_owned(&mut self, name: &str, value: Value) -> &mut Self {
-        self.bind(name, Arc::new(value))
+    pub fn set_owned(&mut self, name: &'static str, value: Value) -> &mut Self {
+        self.bind(name, Bound::Json(Arc::new(value)))
     }
 
     /// Binds `name` to a shared value without copying it.
-    pub fn set_shared(&mut self, name: &str, value: Arc<Value>) -> &mut Self {
-        self.bind(name, value)
+    pub fn set_shared(&mut self, name: &'static str, value: Arc<Value>) -> &mut Self {
+        self.bind(name, Bound::Json(value))
     }
 
-    pub fn get(&self, name: &str) -> Option<&Value> {
+    /// Binds `name` to a run's state, shared: the object of its fields.
+    pub fn set_state(&mut self, name: &'static str, state: Arc<RunState>) -> &mut Self {
+        self.bind(name, Bound::State(state))
+    }
+
+    fn root(&self, name: &str) -> Option<Root<'_>> {
         self.entries
             .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_ref())
+            .find(|(n, _)| *n == name)
+            .map(|(_, bound)| match bound {
+                Bound::Json(value) => Root::Json(value),
+                Bound::State(state) => Root::State(state),
+            })
     }
 
-    fn bind(&mut self, name: &str, value: Arc<Value>) -> &mut Self {
-        match self.entries.iter_mut().find(|(n, _)| n == name) {
+    fn bind(&mut self, name: &'static str, value: Bound) -> &mut Self {
+        match self.entries.iter_mut().find(|(n, _)| *n == name) {
             Some(slot) => slot.1 = value,
-            None => self.entries.push((name.to_string(), value)),
+            None => self.entries.push((name, value)),
         }
         self
     }
@@ -142,7 +179,15 @@ impl Vars {
     /// an object lookup that succeeds.
     fn lookup(&self, path: &[String]) -> Option<&Value> {
         let (root, rest) = path.split_first()?;
-        rest.iter().try_fold(self.get(root)?, |value, key| {
+        let root = self.root(root)?;
+        let (start, rest) = match root {
+            Root::Json(value) => (value, rest),
+            Root::State(_) => {
+                let (field, rest) = rest.split_first()?;
+                (root.field(field)?, rest)
+            }
+        };
+        rest.iter().try_fold(start, |value, key| {
             match key.strip_prefix('[').and_then(|k| k.strip_suffix(']')) {
                 // A constant list index (`state.papers[3]`); anything else,
                 // including an index out of range, is left to CEL to report.
@@ -225,13 +270,21 @@ impl Expr {
         }
         let mut context = Context::with_env(ENV.clone());
         for (name, need) in &self.analysis.roots {
-            let Some(value) = vars.get(name) else {
+            let Some(root) = vars.root(name) else {
                 // CEL reports the undeclared reference, if it is reached.
                 continue;
             };
-            let val = match need {
-                Need::Whole => json_to_val(value),
-                Need::Fields(fields) => partial_to_val(value, fields),
+            let val = match (need, root) {
+                (Need::Whole, Root::Json(value)) => json_to_val(value),
+                (Need::Whole, Root::State(state)) => object_to_val(state.iter()),
+                (Need::Fields(fields), Root::Json(value)) if !value.is_object() => {
+                    json_to_val(value)
+                }
+                (Need::Fields(fields), root) => object_to_val(
+                    fields
+                        .iter()
+                        .filter_map(|field| Some((field, root.field(field)?))),
+                ),
             };
             context.add_variable_as_val(name.clone(), val);
         }
@@ -485,26 +538,16 @@ fn json_to_val<'v>(value: &'v Value) -> Box<dyn Val + 'v> {
         Value::Array(items) => Box::new(CelList::from(
             items.iter().map(json_to_val).collect::<Vec<_>>(),
         )),
-        Value::Object(map) => Box::new(CelMap::from(
-            map.iter()
-                .map(|(k, v)| (CelMapKey::from(k.as_str()), json_to_val(v)))
-                .collect::<HashMap<_, _>>(),
-        )),
+        Value::Object(map) => object_to_val(map.iter()),
     }
 }
 
-/// An object with only `fields` converted; anything else converted whole.
-fn partial_to_val<'v>(value: &'v Value, fields: &[String]) -> Box<dyn Val + 'v> {
-    let Value::Object(map) = value else {
-        return json_to_val(value);
-    };
+/// An object's fields (all of them, or only those an expression uses) as a
+/// CEL map.
+fn object_to_val<'v>(fields: impl Iterator<Item = (&'v String, &'v Value)>) -> Box<dyn Val + 'v> {
     Box::new(CelMap::from(
         fields
-            .iter()
-            .filter_map(|field| {
-                let (key, value) = map.get_key_value(field)?;
-                Some((CelMapKey::from(key.as_str()), json_to_val(value)))
-            })
+            .map(|(k, v)| (CelMapKey::from(k.as_str()), json_to_val(v)))
             .collect::<HashMap<_, _>>(),
     ))
 }

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::error::StoreError;
 use super::rows::{JournalEntry, StepRow};
-use super::state::{InitialState, StateChange, apply, hash_like};
+use super::state::{InitialState, RunState, StateChange, apply, hash_like};
 
 /// A full snapshot is stored every this many checkpoints (seq % N == 0).
 pub const SNAPSHOT_EVERY: u64 = 16;
@@ -43,7 +43,7 @@ pub struct StepCommit {
     /// The full state after the changes; stored only on snapshot seqs.
     /// Shared with the engine's live state, so building a commit copies
     /// nothing.
-    pub full_state: Arc<Value>,
+    pub full_state: Arc<RunState>,
     /// The successful attempt.
     pub step: StepRow,
     /// Node visit counts after this step (resume needs them for max_visits).
@@ -97,7 +97,7 @@ impl EncodedCheckpoint {
         seq: u64,
         next_nodes: &[String],
         changes: &[StateChange],
-        full_state: &Value,
+        full_state: &RunState,
         visits: &BTreeMap<String, u32>,
     ) -> EncodedCheckpoint {
         let is_snapshot = is_snapshot_seq(seq);
@@ -235,8 +235,13 @@ mod tests {
         let value = json!({"records": [{"id": "a", "tags": ["x"]}], "last": "", "errors": []});
         let initial = InitialState::new(value.clone());
         let shared = EncodedCheckpoint::initial("start", &initial);
-        let fresh =
-            EncodedCheckpoint::new(0, &["start".to_string()], &[], &value, &BTreeMap::new());
+        let fresh = EncodedCheckpoint::new(
+            0,
+            &["start".to_string()],
+            &[],
+            &RunState::from_value(value.clone()),
+            &BTreeMap::new(),
+        );
         assert_eq!(
             (&shared.next_nodes, shared.is_snapshot, &shared.state),
             (&fresh.next_nodes, fresh.is_snapshot, &fresh.state)

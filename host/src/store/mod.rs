@@ -37,10 +37,29 @@ pub use migrate::SCHEMA_VERSION;
 pub use rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
 pub use run::{NewRun, RunRow, RunStatus, UnknownRunStatus, new_run_id};
 pub use state::{
-    ApplyError, FIELD_HASH_PREFIX, FieldHashes, InitialState, StateChange, apply, canonical_json,
-    hash_like, state_hash, try_apply,
+    ApplyError, FIELD_HASH_PREFIX, FieldHashes, InitialState, RunState, StateChange, apply,
+    canonical_json, hash_like, state_hash, state_hash_like, try_apply,
 };
 pub use url::redact as redact_url;
+
+/// What a run ends with, as the store keeps it: the JSON text of a value, or
+/// of a live [`RunState`] (written from its shared fields, without copying
+/// them into one value first).
+pub trait RunResult: Sync {
+    fn json_text(&self) -> String;
+}
+
+impl RunResult for Value {
+    fn json_text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl RunResult for RunState {
+    fn json_text(&self) -> String {
+        serde_json::to_string(self).expect("a run state serialises")
+    }
+}
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -213,7 +232,7 @@ impl Store {
         // every commit is checked against a hash from scratch.
         debug_assert_eq!(
             commit.state_hash,
-            state::hash_like(&commit.full_state, &commit.state_hash),
+            state::state_hash_like(&commit.full_state, &commit.state_hash),
             "StepCommit.state_hash must be the hash of full_state"
         );
         let fence = self.fence_for(&commit.run_id);
@@ -250,10 +269,12 @@ impl Store {
         &self,
         run_id: &str,
         status: RunStatus,
-        result: Option<&Value>,
+        result: Option<&dyn RunResult>,
         error: Option<&Value>,
     ) -> Result<(), StoreError> {
         let fence = self.fence_for(run_id);
+        let result = result.map(RunResult::json_text);
+        let result = result.as_deref();
         dispatch!(self, s => s.finish_run(run_id, status, result, error, fence).await)
     }
 

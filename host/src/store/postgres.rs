@@ -793,7 +793,7 @@ impl PgStore {
         &self,
         run_id: &str,
         status: RunStatus,
-        result: Option<&Value>,
+        result: Option<&str>,
         error: Option<&Value>,
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
@@ -816,14 +816,14 @@ impl PgStore {
         &self,
         run_id: &str,
         status: RunStatus,
-        result: Option<&Value>,
+        result: Option<&str>,
         error: Option<&Value>,
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
         let prepared = PreparedFinish {
             run_id: run_id.to_owned(),
             status: status.as_str().to_owned(),
-            result: result.map(Value::to_string),
+            result: result.map(str::to_owned),
             error: error.map(Value::to_string),
             fence_generation: fence
                 .map(|lease| self.int(lease.generation, "lease generation"))

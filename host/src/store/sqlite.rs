@@ -568,12 +568,12 @@ impl SqliteStore {
         &self,
         run_id: &str,
         status: RunStatus,
-        result: Option<&Value>,
+        result: Option<&str>,
         error: Option<&Value>,
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
         let action = format!("finishing run `{run_id}` as {status}");
-        let result = result.map(Value::to_string);
+        let result = result.map(str::to_owned);
         let error = error.map(Value::to_string);
         let now = now_ms();
         self.write_fenced(fence, &action, |tx| {

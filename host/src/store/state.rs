@@ -7,8 +7,18 @@
 //! proves that they did not. Key order is preserved (serde_json's
 //! `preserve_order`), so a rebuilt state serialises byte for byte like the live
 //! one; the hash ignores key order.
+//!
+//! The store rebuilds states as plain JSON (`Value`); the engine holds a
+//! run's live state as a [`RunState`], whose fields are shared until they are
+//! written. Both are changed by the same [`apply`] and hashed by the same
+//! code, so they cannot disagree on what a change does or what a state hashes
+//! to.
 
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use smallvec::SmallVec;
@@ -65,13 +75,35 @@ pub fn apply(state: &mut Value, changes: &[StateChange]) {
     let Value::Object(fields) = state else {
         unreachable!("made an object above")
     };
+    apply_to(fields, changes);
+}
+
+/// The fields of a state, as [`apply`] writes them: a JSON object's, or a
+/// [`RunState`]'s.
+trait FieldsMut {
+    /// The field's value, inserted as `null` when missing (at the end).
+    fn slot(&mut self, field: &str) -> &mut Value;
+    /// Sets the field, keeping its position when it exists.
+    fn set(&mut self, field: &str, value: Value);
+}
+
+impl FieldsMut for Map<String, Value> {
+    fn slot(&mut self, field: &str) -> &mut Value {
+        self.entry(field).or_insert(Value::Null)
+    }
+
+    fn set(&mut self, field: &str, value: Value) {
+        self.insert(field.to_owned(), value);
+    }
+}
+
+/// What each change does to the field it names: the one definition.
+fn apply_to(fields: &mut impl FieldsMut, changes: &[StateChange]) {
     for change in changes {
         match change {
-            StateChange::Set { field, value } => {
-                fields.insert(field.clone(), value.clone());
-            }
+            StateChange::Set { field, value } => fields.set(field, value.clone()),
             StateChange::Append { field, items } => {
-                let slot = fields.entry(field.clone()).or_insert(Value::Null);
+                let slot = fields.slot(field);
                 if !slot.is_array() {
                     *slot = Value::Array(Vec::with_capacity(items.len()));
                 }
@@ -80,7 +112,7 @@ pub fn apply(state: &mut Value, changes: &[StateChange]) {
                 }
             }
             StateChange::Merge { field, value } => {
-                let slot = fields.entry(field.clone()).or_insert(Value::Null);
+                let slot = fields.slot(field);
                 if !slot.is_object() {
                     *slot = Value::Object(Map::new());
                 }
@@ -91,6 +123,173 @@ pub fn apply(state: &mut Value, changes: &[StateChange]) {
                 }
             }
         }
+    }
+}
+
+/// A run's live state: a JSON object held as its top-level fields, each
+/// behind an `Arc`.
+///
+/// Every run of a scenario starts from the same initial state, and a node
+/// writes a few fields of it. A field is therefore shared (with the
+/// scenario's initial state, a checkpoint being committed, an expression's
+/// variables) until something writes it, and only then copied: starting a
+/// run copies no field, and a node copies only what it changes. It
+/// serialises exactly as the object it stands for, keys in order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunState {
+    fields: IndexMap<String, Arc<Value>>,
+}
+
+impl RunState {
+    /// The state a JSON value stands for: an object's fields; anything else
+    /// is the empty state, as [`apply`] makes it.
+    pub fn from_value(value: Value) -> RunState {
+        let Value::Object(fields) = value else {
+            return RunState::default();
+        };
+        RunState {
+            fields: fields
+                .into_iter()
+                .map(|(key, value)| (key, Arc::new(value)))
+                .collect(),
+        }
+    }
+
+    /// The state as one JSON object (a copy of every field).
+    pub fn to_value(&self) -> Value {
+        Value::Object(
+            self.fields
+                .iter()
+                .map(|(key, value)| (key.clone(), Value::clone(value)))
+                .collect(),
+        )
+    }
+
+    /// The state as one JSON object, copying only fields still shared.
+    pub fn into_value(self) -> Value {
+        Value::Object(
+            self.fields
+                .into_iter()
+                .map(|(key, value)| (key, Arc::unwrap_or_clone(value)))
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, field: &str) -> Option<&Value> {
+        self.fields.get(field).map(|value| &**value)
+    }
+
+    /// The field, shared.
+    pub fn field(&self, field: &str) -> Option<&Arc<Value>> {
+        self.fields.get(field)
+    }
+
+    pub fn contains_key(&self, field: &str) -> bool {
+        self.fields.contains_key(field)
+    }
+
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// The fields in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.fields.iter().map(|(key, value)| (key, &**value))
+    }
+
+    /// Puts a field back as it was (a shared value), keeping its position
+    /// when it exists.
+    pub fn restore(&mut self, field: &str, value: Arc<Value>) {
+        match self.fields.get_mut(field) {
+            Some(slot) => *slot = value,
+            None => {
+                self.fields.insert(field.to_owned(), value);
+            }
+        }
+    }
+
+    /// Removes a field, keeping the order of the others.
+    pub fn remove(&mut self, field: &str) -> Option<Arc<Value>> {
+        self.fields.shift_remove(field)
+    }
+
+    /// The field's value to change in place, copied first if it is shared.
+    pub fn get_mut(&mut self, field: &str) -> Option<&mut Value> {
+        self.fields.get_mut(field).map(Arc::make_mut)
+    }
+
+    /// Applies `changes` in order, exactly as [`apply`] does to the object.
+    pub fn apply(&mut self, changes: &[StateChange]) {
+        apply_to(self, changes);
+    }
+}
+
+impl FieldsMut for RunState {
+    fn slot(&mut self, field: &str) -> &mut Value {
+        if !self.fields.contains_key(field) {
+            self.fields.insert(field.to_owned(), Arc::new(Value::Null));
+        }
+        Arc::make_mut(
+            self.fields
+                .get_mut(field)
+                .expect("the field was inserted above"),
+        )
+    }
+
+    fn set(&mut self, field: &str, value: Value) {
+        self.restore(field, Arc::new(value));
+    }
+}
+
+impl Serialize for RunState {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.fields.len()))?;
+        for (key, value) in &self.fields {
+            map.serialize_entry(key, &**value)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for RunState {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = Map::<String, Value>::deserialize(deserializer)?;
+        Ok(RunState::from_value(Value::Object(fields)))
+    }
+}
+
+impl From<Value> for RunState {
+    fn from(value: Value) -> RunState {
+        RunState::from_value(value)
+    }
+}
+
+impl PartialEq<Value> for RunState {
+    fn eq(&self, other: &Value) -> bool {
+        match other {
+            Value::Object(fields) => {
+                fields.len() == self.fields.len()
+                    && fields
+                        .iter()
+                        .all(|(key, value)| self.get(key) == Some(value))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// `state["field"]`: the field, or `null` when there is none, as indexing a
+/// JSON object gives.
+impl std::ops::Index<&str> for RunState {
+    type Output = Value;
+
+    fn index(&self, field: &str) -> &Value {
+        static NULL: Value = Value::Null;
+        self.get(field).unwrap_or(&NULL)
     }
 }
 
@@ -224,18 +423,7 @@ impl<S: Sink> std::io::Write for Writer<'_, S> {
 
 fn write_canonical(value: &Value, out: &mut impl Sink) {
     match value {
-        Value::Object(fields) => {
-            out.push(b"{");
-            for (i, (key, item)) in sorted_fields(fields).into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b",");
-                }
-                write_str(key, out);
-                out.push(b":");
-                write_canonical(item, out);
-            }
-            out.push(b"}");
-        }
+        Value::Object(fields) => write_object(fields, out),
         Value::Array(items) => {
             out.push(b"[");
             for (i, item) in items.iter().enumerate() {
@@ -254,11 +442,26 @@ fn write_canonical(value: &Value, out: &mut impl Sink) {
     }
 }
 
+fn write_object(fields: &impl Fields, out: &mut impl Sink) {
+    out.push(b"{");
+    for (i, (key, item)) in fields.sorted().into_iter().enumerate() {
+        if i > 0 {
+            out.push(b",");
+        }
+        write_str(key, out);
+        out.push(b":");
+        write_canonical(item, out);
+    }
+    out.push(b"}");
+}
+
 /// An object's fields in canonical order (keys sorted by UTF-8 bytes).
 /// Objects in a state are mostly small records: their keys are sorted on
 /// the stack.
-fn sorted_fields(fields: &Map<String, Value>) -> SmallVec<[(&String, &Value); 16]> {
-    let mut keys: SmallVec<[(&String, &Value); 16]> = fields.iter().collect();
+fn sorted_fields<'a>(
+    fields: impl Iterator<Item = (&'a String, &'a Value)>,
+) -> SmallVec<[(&'a String, &'a Value); 16]> {
+    let mut keys: SmallVec<[(&String, &Value); 16]> = fields.collect();
     keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
     keys
 }
@@ -328,14 +531,23 @@ impl FieldHashes {
         let Value::Object(fields) = state else {
             return state_hash(state);
         };
+        self.hash_fields(fields, changes)
+    }
+
+    /// [`hash`](Self::hash) of a live state.
+    pub fn hash_state(&mut self, state: &RunState, changes: &[StateChange]) -> String {
+        self.hash_fields(state, changes)
+    }
+
+    fn hash_fields(&mut self, fields: &impl Fields, changes: &[StateChange]) -> String {
         for change in changes {
             self.digests.remove(change.field());
         }
-        if self.digests.len() > fields.len() {
-            self.digests.retain(|key, _| fields.contains_key(key));
+        if self.digests.len() > fields.count() {
+            self.digests.retain(|key, _| fields.has(key));
         }
         let mut hashing = Hashing::new();
-        for (key, value) in sorted_fields(fields) {
+        for (key, value) in fields.sorted() {
             let digest = match self.digests.get(key.as_str()) {
                 Some(digest) => *digest,
                 None => *self.digests.entry(key.clone()).or_insert(digest(value)),
@@ -347,13 +559,50 @@ impl FieldHashes {
     }
 }
 
+/// The top-level fields of a state, as hashing reads them: a JSON object's,
+/// or a [`RunState`]'s.
+trait Fields {
+    fn count(&self) -> usize;
+    fn has(&self, key: &str) -> bool;
+    /// In canonical order (keys sorted by UTF-8 bytes).
+    fn sorted(&self) -> SmallVec<[(&String, &Value); 16]>;
+}
+
+impl Fields for Map<String, Value> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.contains_key(key)
+    }
+
+    fn sorted(&self) -> SmallVec<[(&String, &Value); 16]> {
+        sorted_fields(self.iter())
+    }
+}
+
+impl Fields for RunState {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.contains_key(key)
+    }
+
+    fn sorted(&self) -> SmallVec<[(&String, &Value); 16]> {
+        sorted_fields(self.iter())
+    }
+}
+
 /// A run's initial state with what checkpoint 0 stores of it (its JSON and
 /// its hash) and the digest of each of its fields, worked out once: every
 /// run of a scenario starts from the same state, so a scenario keeps one
-/// and each run it starts shares it.
+/// and each run it starts shares it, fields and all.
 #[derive(Debug)]
 pub struct InitialState {
-    value: Value,
+    state: RunState,
     json: String,
     hash: String,
     fields: FieldHashes,
@@ -367,15 +616,16 @@ impl InitialState {
         let mut fields = FieldHashes::default();
         fields.hash(&value, &[]);
         InitialState {
-            value,
+            state: RunState::from_value(value),
             json,
             hash,
             fields,
         }
     }
 
-    pub fn value(&self) -> &Value {
-        &self.value
+    /// The state, whose fields every run shares until it writes them.
+    pub fn state(&self) -> &RunState {
+        &self.state
     }
 
     /// The state as checkpoint 0 stores it.
@@ -396,7 +646,7 @@ impl InitialState {
 
 impl PartialEq for InitialState {
     fn eq(&self, other: &InitialState) -> bool {
-        self.value == other.value
+        self.state == other.state
     }
 }
 
@@ -407,6 +657,17 @@ pub fn hash_like(state: &Value, stored: &str) -> String {
         FieldHashes::default().hash(state, &[])
     } else {
         state_hash(state)
+    }
+}
+
+/// [`hash_like`] of a live state.
+pub fn state_hash_like(state: &RunState, stored: &str) -> String {
+    if stored.starts_with(FIELD_HASH_PREFIX) {
+        FieldHashes::default().hash_state(state, &[])
+    } else {
+        let mut hashing = Hashing::new();
+        write_object(state, &mut hashing);
+        hashing.finish()
     }
 }
 
@@ -613,5 +874,100 @@ mod tests {
             }],
         );
         assert_eq!(state, json!({"n": [2]}));
+    }
+
+    /// Changes of every kind, to a state with every kind of field.
+    fn sample() -> (Value, Vec<Vec<StateChange>>) {
+        let state = json!({"z": 1, "log": ["x"], "m": {"k": 1}, "s": "text", "n": null});
+        let steps = vec![
+            vec![
+                StateChange::Set {
+                    field: "z".into(),
+                    value: json!(2),
+                },
+                StateChange::Append {
+                    field: "log".into(),
+                    items: vec![json!("y"), json!({"deep": [1]})],
+                },
+            ],
+            vec![
+                StateChange::Merge {
+                    field: "m".into(),
+                    value: json!({"j": 2, "k": 3}).as_object().unwrap().clone(),
+                },
+                StateChange::Append {
+                    field: "new".into(),
+                    items: vec![json!(1)],
+                },
+                // Replaced as if missing, as `apply` does.
+                StateChange::Append {
+                    field: "s".into(),
+                    items: vec![json!(true)],
+                },
+            ],
+            vec![StateChange::Merge {
+                field: "n".into(),
+                value: json!({"a": "b"}).as_object().unwrap().clone(),
+            }],
+        ];
+        (state, steps)
+    }
+
+    #[test]
+    fn a_run_state_changes_serialises_and_hashes_exactly_as_its_object() {
+        let (mut value, steps) = sample();
+        let mut state = RunState::from_value(value.clone());
+        let (mut by_value, mut by_state) = (FieldHashes::default(), FieldHashes::default());
+        for changes in std::iter::once(vec![]).chain(steps) {
+            apply(&mut value, &changes);
+            state.apply(&changes);
+            assert_eq!(
+                serde_json::to_string(&state).unwrap(),
+                serde_json::to_string(&value).unwrap()
+            );
+            assert_eq!(state, value);
+            assert_eq!(state.to_value(), value);
+            assert_eq!(
+                by_state.hash_state(&state, &changes),
+                by_value.hash(&value, &changes)
+            );
+            let v1 = state_hash(&value);
+            assert_eq!(state_hash_like(&state, &v1), v1);
+            let v2 = FieldHashes::default().hash(&value, &[]);
+            assert_eq!(state_hash_like(&state, &v2), v2);
+        }
+        assert_eq!(state["new"], json!([1]));
+        assert_eq!(state["missing"], Value::Null);
+        assert_eq!(state.clone().into_value(), value);
+        let back: RunState = serde_json::from_str(&serde_json::to_string(&value).unwrap()).unwrap();
+        assert_eq!(back, state);
+        // Not an object: the empty state, as `apply` would make it.
+        assert!(RunState::from_value(json!([1])).is_empty());
+    }
+
+    #[test]
+    fn a_run_state_copies_only_the_fields_written() {
+        let initial = InitialState::new(json!({"big": ["a", "b"], "last": ""}));
+        let mut state = initial.state().clone();
+        let shared = |state: &RunState, field| {
+            Arc::ptr_eq(
+                state.field(field).unwrap(),
+                initial.state().field(field).unwrap(),
+            )
+        };
+        assert!(shared(&state, "big") && shared(&state, "last"));
+        state.apply(&[StateChange::Set {
+            field: "last".into(),
+            value: json!("x"),
+        }]);
+        assert!(shared(&state, "big") && !shared(&state, "last"));
+        assert_eq!(initial.state()["last"], json!(""));
+        state.apply(&[StateChange::Append {
+            field: "big".into(),
+            items: vec![json!("c")],
+        }]);
+        assert!(!shared(&state, "big"));
+        assert_eq!(initial.state()["big"], json!(["a", "b"]));
+        assert_eq!(state["big"], json!(["a", "b", "c"]));
     }
 }

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use skillhost::store::{
-    InitialState, JournalEntry, NewRun, StateChange, StepCommit, StepRow, apply, state_hash,
+    InitialState, JournalEntry, NewRun, RunState, StateChange, StepCommit, StepRow, apply,
+    state_hash,
 };
 
 pub fn new_run(id: &str, initial_state: Value) -> NewRun {
@@ -55,7 +56,7 @@ pub fn commit(
         next_nodes: vec![format!("n{}", seq % 4 + 1)],
         changes,
         state_hash: state_hash(state),
-        full_state: std::sync::Arc::new(state.clone()),
+        full_state: std::sync::Arc::new(RunState::from_value(state.clone())),
         step: ok_step(run_id, &node_id),
         visits: visits.clone(),
         journal: vec![JournalEntry {
