@@ -158,6 +158,10 @@ fn retryable_errors_are_retried_then_routed_to_the_failure_handler() {
         })
         .collect();
     assert_eq!(attempts, [(1, "failed"), (2, "failed"), (3, "failed")]);
+    // Every attempt, the last included, records the time it took.
+    for step in shown["steps"].as_array().unwrap() {
+        assert!(step["duration_us"].as_u64().unwrap() > 0, "{step}");
+    }
     assert_eq!(shown["status"], "failed");
 }
 
@@ -191,6 +195,61 @@ fn rules_warn_and_stop() {
     // A fatal rule rejects the writes of the node it fires after, like a
     // failed postcondition; what earlier nodes wrote is kept.
     assert_eq!(out["failure"]["partial_results"]["lengths"], json!([4]));
+}
+
+#[test]
+fn rule_outcomes_are_recorded_in_full() {
+    let host = Host::new();
+    // A warning keeps its suggestions, in the run's output and on its step.
+    let (code, out) = host.run_json("rules", json!({ "message": "ab" }));
+    assert_eq!(code, 0, "{out}");
+    let expected = json!({
+        "node": "one",
+        "code": "SHORT_MESSAGE",
+        "message": "the message is short",
+        "suggestions": ["a longer message says more"],
+    });
+    assert_eq!(out["warnings"], json!([expected]));
+    let shown = host.show(out["run_id"].as_str().unwrap());
+    assert_eq!(
+        shown["steps"][0]["detail"]["warnings"],
+        json!([expected]),
+        "{shown}"
+    );
+
+    // A fatal rule fails its node: the event stream says so, and the failed
+    // step records how long the node took.
+    let out = host.cmd(&[
+        "run",
+        &scenario_path("rules"),
+        "--input",
+        r#"{"message":"abcd"}"#,
+        "--events",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    let of_two: Vec<&str> = events
+        .iter()
+        .filter(|e| e["node"] == "two" && e["event"] != "checkpoint_written")
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(of_two, ["node_started", "node_failed"], "{events:?}");
+    let failed = events.iter().find(|e| e["event"] == "node_failed").unwrap();
+    assert_eq!(failed["error"]["code"], "TOO_LONG");
+    assert_eq!(failed["will_retry"], false);
+    let run_id = events[0]["run_id"].as_str().unwrap();
+    let shown = host.show(run_id);
+    let step = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["node"] == "two")
+        .unwrap();
+    assert_eq!(step["status"], "failed", "{shown}");
+    assert!(step["duration_us"].as_u64().unwrap() > 0, "{step}");
 }
 
 #[test]

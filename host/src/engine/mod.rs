@@ -325,17 +325,26 @@ async fn drive(
             *count
         };
 
-        // The node failed for good: record it in `state.errors` and continue
-        // with the failure handler, or end the run as failed without one.
+        // The node failed for good: say so, record it in `state.errors` and
+        // continue with the failure handler, or end the run as failed
+        // without one.
         macro_rules! route_or_fail {
-            ($failure:expr, $step:expr) => {
+            ($failure:expr, $step:expr) => {{
+                let failure: NodeFailure = $failure;
+                cx.emit(|| Event::NodeFailed {
+                    run_id: cx.run_id.clone(),
+                    node: node.id.clone(),
+                    attempt: failure.attempt,
+                    error: json!({ "code": failure.code, "message": failure.message }),
+                    will_retry: false,
+                });
                 match route_failure(
                     cx,
                     node,
                     (&mut state, &mut hashes),
                     &mut seq,
                     &visits,
-                    $failure,
+                    failure,
                     $step,
                 )
                 .await?
@@ -352,7 +361,7 @@ async fn drive(
                         .await;
                     }
                 }
-            };
+            }};
         }
 
         match node.kind {
@@ -423,19 +432,19 @@ async fn drive(
         };
         nodes_run += 1;
 
+        // A step row records the node's time so far, whether it commits or
+        // fails (the commit measures again, to include its rules and routing).
+        let elapsed_us = node_started.elapsed().as_micros() as u64;
         let mut success = match result {
             Ok(success) => success,
-            Err((failure, step)) => {
-                cx.emit(|| Event::NodeFailed {
-                    run_id: cx.run_id.clone(),
-                    node: node.id.clone(),
-                    attempt: failure.attempt,
-                    error: json!({ "code": failure.code, "message": failure.message }),
-                    will_retry: false,
-                });
+            Err((failure, mut step)) => {
+                if let Some(step) = &mut step {
+                    step.duration_us = elapsed_us;
+                }
                 route_or_fail!(failure, step)
             }
         };
+        success.step.duration_us = elapsed_us;
 
         // The node's own variables are gone, so the state is not shared and
         // the changes apply in place; `undo` restores it if they are refused.
@@ -469,8 +478,11 @@ async fn drive(
                             code: rule.code.clone(),
                             message: rule.message.clone(),
                         });
-                        let warning =
+                        let mut warning =
                             json!({ "node": node.id, "code": rule.code, "message": rule.message });
+                        if !rule.suggestions.is_empty() {
+                            warning["suggestions"] = json!(rule.suggestions);
+                        }
                         step_warnings.push(warning.clone());
                         warnings.push(warning);
                     }
