@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 mod common;
 
-use common::cli::{host, stderr};
+use common::cli::{host, host_command, stderr};
 
 struct Host {
     dir: tempfile::TempDir,
@@ -229,10 +229,10 @@ fn input_that_does_not_fit_is_refused_and_nothing_is_written() {
 #[test]
 fn bad_resumes_are_refused() {
     let host = Host::new();
+    let (_, done) = host.run_json("loop", json!({}));
     let out = host.cmd(&["resume", "no-such-run"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no-such-run"), "{}", stderr(&out));
-    let (_, done) = host.run_json("loop", json!({}));
     let out = host.cmd(&["resume", done["run_id"].as_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("completed"), "{}", stderr(&out));
@@ -251,6 +251,74 @@ fn a_database_that_is_not_ours_is_refused_untouched() {
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
+/// `runs list`, `runs show`, `checkpoints` and `resume` read a database that
+/// exists: one that does not is an error naming its path (exit 3, the
+/// environment), and neither it nor its directories are created.
+#[test]
+fn reading_a_database_that_does_not_exist_creates_nothing() {
+    let host = Host::new();
+    let missing = host.dir.path().join("newdir/sub/x.db");
+    let url = format!("sqlite://{}", missing.display());
+    for args in [
+        vec!["runs", "list"],
+        vec!["runs", "list", "--json"],
+        vec!["runs", "show", "some-run"],
+        vec!["checkpoints", "some-run"],
+        vec!["resume", "some-run"],
+    ] {
+        let out = host.cmd(&[&args[..], &["--database", &url]].concat());
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("no database at {}", missing.display())),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("--database"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(
+            !host.dir.path().join("newdir").exists(),
+            "{args:?} created the database's directories"
+        );
+    }
+    // The same for the database $SKILLHOST_DATABASE_URL names.
+    let out = host.cmd(&["resume", "some-run"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("some-run"), "{}", stderr(&out));
+    assert!(!host.dir.path().join("runs.db").exists());
+
+    // With neither, `runs list` in a directory where nothing has run says so;
+    // `runs show` is refused. Nothing is created either way.
+    let cwd = tempfile::tempdir().unwrap();
+    let in_cwd = |args: &[&str]| {
+        host_command(host.dir.path(), args, None)
+            .env_remove("SKILLHOST_DATABASE_URL")
+            .current_dir(cwd.path())
+            .output()
+            .unwrap()
+    };
+    let out = in_cwd(&["runs", "list"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("no runs yet"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = in_cwd(&["runs", "list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!([])
+    );
+    let out = in_cwd(&["runs", "show", "some-run"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no database at .skillhost/skillhost.db"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!cwd.path().join(".skillhost").exists());
+}
+
 #[test]
 fn without_durability_nothing_is_stored() {
     let host = Host::new();
@@ -262,11 +330,7 @@ fn without_durability_nothing_is_stored() {
         "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = host.cmd(&["runs", "list", "--json"]);
-    assert_eq!(
-        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
-        json!([])
-    );
+    assert!(!host.dir.path().join("runs.db").exists());
 }
 
 #[test]

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{CliResult, Failure, Globals, print_json, read_json_arg};
 use crate::engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
 use crate::scenario::{self, LoadedScenario};
-use crate::store::{RunStatus, Store, StoreOptions, SyncMode};
+use crate::store::{RunStatus, Store, StoreError, StoreOptions, SyncMode};
 
 /// Where runs are stored when `--database` is not given.
 pub const DEFAULT_DATABASE: &str = "sqlite://.skillhost/skillhost.db";
@@ -51,17 +51,51 @@ impl DatabaseArgs {
             .unwrap_or_else(|| DEFAULT_DATABASE.to_string())
     }
 
+    /// True when neither `--database` nor `$SKILLHOST_DATABASE_URL` chose
+    /// the database.
+    pub fn is_default(&self) -> bool {
+        self.database.is_none()
+    }
+
+    /// Opens the database, creating it if missing (commands that write runs).
     pub async fn open(&self) -> Result<Store, Failure> {
         self.open_with(Durability::Normal).await
     }
 
     pub async fn open_with(&self, durability: Durability) -> Result<Store, Failure> {
-        let options = StoreOptions {
-            sync: durability.sync_mode(),
-        };
-        Store::open_with(&self.url(), options)
+        Store::open_with(&self.url(), store_options(durability))
             .await
-            .map_err(|e| Failure::environment(e.to_string()))
+            .map_err(open_failure)
+    }
+
+    /// Opens a database that must exist already (reading history, resuming):
+    /// a SQLite file that does not exist is an error, and nothing is created.
+    pub async fn open_existing(&self) -> Result<Store, Failure> {
+        self.try_open_existing().await.map_err(open_failure)
+    }
+
+    /// [`open_existing`](Self::open_existing) with the store's own error, for
+    /// callers that treat a missing database as empty.
+    pub async fn try_open_existing(&self) -> Result<Store, StoreError> {
+        Store::open_existing(&self.url(), store_options(Durability::Normal)).await
+    }
+}
+
+fn store_options(durability: Durability) -> StoreOptions {
+    StoreOptions {
+        sync: durability.sync_mode(),
+    }
+}
+
+/// A database that cannot be opened is the environment (exit 3).
+pub(crate) fn open_failure(e: StoreError) -> Failure {
+    match e {
+        StoreError::Missing { .. } => Failure::environment(format!(
+            "{e}. Runs are stored in {DEFAULT_DATABASE} under the current directory unless \
+             --database or SKILLHOST_DATABASE_URL names another; run from the directory the \
+             runs were made in, or give their database with --database"
+        )),
+        _ => Failure::environment(e),
     }
 }
 
@@ -282,18 +316,8 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
 pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
     let rt = tokio_runtime()?;
     rt.block_on(async {
-        let store = args.db.open().await?;
-        let run = store
-            .run(&args.run_id)
-            .await
-            .map_err(|e| Failure::environment(e.to_string()))?
-            .ok_or_else(|| {
-                Failure::bad_input(format!(
-                    "run `{}` does not exist in {}; list runs with `host runs list`",
-                    args.run_id,
-                    store.url_for_display()
-                ))
-            })?;
+        let store = super::runs::open_for_run(&args.db, &args.run_id).await?;
+        let run = super::runs::fetch_run(&store, &args.run_id).await?;
         if matches!(
             run.status,
             RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
