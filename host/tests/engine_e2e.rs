@@ -319,6 +319,28 @@ fn reading_a_database_that_does_not_exist_creates_nothing() {
     assert!(!cwd.path().join(".skillhost").exists());
 }
 
+/// A database URL this build cannot use is a bad invocation (exit 2) whose
+/// message names the scheme and the accepted ones, and never a password.
+#[test]
+fn an_unsupported_database_url_is_a_bad_invocation() {
+    let host = Host::new();
+    let url = "mysql://app:secret@localhost/runs";
+    let run = scenario_path("loop");
+    for args in [
+        vec!["run", &run, "--database", url],
+        vec!["runs", "list", "--database", url],
+        vec!["resume", "some-run", "--database", url],
+    ] {
+        let out = host.cmd(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for expected in ["`mysql://`", "sqlite://", "postgres://"] {
+            assert!(err.contains(expected), "{args:?}: {err}");
+        }
+        assert!(!err.contains("secret"), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn without_durability_nothing_is_stored() {
     let host = Host::new();

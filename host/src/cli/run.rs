@@ -87,9 +87,11 @@ fn store_options(durability: Durability) -> StoreOptions {
     }
 }
 
-/// A database that cannot be opened is the environment (exit 3).
+/// A database that cannot be opened is the environment (exit 3), except a URL
+/// this build cannot use, which is a bad invocation (exit 2).
 pub(crate) fn open_failure(e: StoreError) -> Failure {
     match e {
+        StoreError::UnsupportedUrl { .. } => Failure::bad_input(e),
         StoreError::Missing { .. } => Failure::environment(format!(
             "{e}. Runs are stored in {DEFAULT_DATABASE} under the current directory unless \
              --database or SKILLHOST_DATABASE_URL names another; run from the directory the \
