@@ -386,6 +386,56 @@ fn events_stream_as_ndjson() {
     );
 }
 
+/// With `--events` stdout is NDJSON and nothing else: the summary and the
+/// files written go to stderr. Without it they are the command's output.
+#[test]
+fn events_keep_stdout_pure_ndjson() {
+    let host = Host::new();
+    let file = host.dir.path().join("echo.txt");
+    let file_arg = file.display().to_string();
+    let scenario = scenario_path("summary");
+    let run = |extra: &[&str]| {
+        let args = [
+            &["run", &scenario, "--input", r#"{"message":"ab"}"#][..],
+            &["--out", &file_arg],
+            extra,
+        ]
+        .concat();
+        host.cmd(&args)
+    };
+    let out = run(&["--events"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{stdout}"))
+        })
+        .collect();
+    assert!(events.iter().all(|e| e["event"].is_string()), "{stdout}");
+    assert_eq!(events.last().unwrap()["event"], "run_finished", "{stdout}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("echoed text:") && err.contains("abab"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("written: {file_arg}")), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "abab\n");
+
+    let out = run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("length:") && stdout.contains('4'),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("written: {file_arg}")), "{stdout}");
+
+    // One stream or one object: not both on one stdout.
+    let out = run(&["--events", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
 #[test]
 fn check_and_graph() {
     let host = Host::new();

@@ -115,9 +115,9 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Durability::Normal)]
     pub durability: Durability,
     /// Print the outcome as one JSON object.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "events")]
     pub json: bool,
-    /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written).
+    /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written); the summary goes to stderr.
     #[arg(long)]
     pub events: bool,
     /// Where to write the run's artifact (e.g. the research report).
@@ -131,7 +131,7 @@ pub struct ResumeArgs {
     pub run_id: String,
     #[command(flatten)]
     pub db: DatabaseArgs,
-    #[arg(long)]
+    #[arg(long, conflicts_with = "events")]
     pub json: bool,
     #[arg(long)]
     pub events: bool,
@@ -311,7 +311,8 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
             .start(&loaded, input, None)
             .await
             .map_err(engine_failure)?;
-        finish(&engine, &loaded, outcome, args.json, args.out.as_deref()).await
+        let report = Report::new(args.json, args.events);
+        finish(&engine, &loaded, outcome, report, args.out.as_deref()).await
     })
 }
 
@@ -340,7 +341,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             &engine,
             &loaded,
             outcome.map_err(engine_failure)?,
-            args.json,
+            Report::new(args.json, args.events),
             args.out.as_deref(),
         )
         .await
@@ -355,17 +356,46 @@ fn engine_failure(e: crate::engine::EngineError) -> Failure {
     }
 }
 
+/// How `host run` and `host resume` report the outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Report {
+    /// Lines for people: the summary and the files written on stdout.
+    Human,
+    /// One JSON object on stdout (`--json`).
+    Json,
+    /// Stdout is the NDJSON event stream (`--events`) and nothing else: the
+    /// lines for people go to stderr.
+    Events,
+}
+
+impl Report {
+    fn new(json: bool, events: bool) -> Report {
+        match (json, events) {
+            (true, _) => Report::Json,
+            (false, true) => Report::Events,
+            (false, false) => Report::Human,
+        }
+    }
+}
+
 /// Prints the outcome, writes the run's artifacts; a failed run is exit 1.
 async fn finish(
     engine: &Engine,
     loaded: &LoadedScenario,
     outcome: RunOutcome,
-    json_out: bool,
+    report: Report,
     out: Option<&Path>,
 ) -> CliResult {
     let failed = outcome.status == RunStatus::Failed;
     let written = write_artifacts(engine, &outcome, out).await?;
-    if json_out {
+    let line = |text: String| {
+        if report == Report::Events {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    };
+    if report == Report::Json {
         print_json(&json!({
             "run_id": outcome.run_id,
             "scenario": loaded.scenario.name,
@@ -392,10 +422,13 @@ async fn finish(
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            println!("{:<22} {value}", format!("{}:", label.replace('_', " ")));
+            line(format!(
+                "{:<22} {value}",
+                format!("{}:", label.replace('_', " "))
+            ));
         }
         for path in &written {
-            println!("written: {}", path.display());
+            line(format!("written: {}", path.display()));
         }
     }
     if failed {
