@@ -214,16 +214,40 @@ fn input_that_does_not_fit_is_refused_and_nothing_is_written() {
         "--input",
         r#"{"message": 3}"#,
     ]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("message"), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("message"), "{err}");
+    assert!(err.contains("see the [input] section of"), "{err}");
     let out = host.cmd(&["run", &scenario_path("pipeline"), "--input", "{not json"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
-    let out = host.cmd(&["runs", "list", "--json"]);
-    assert_eq!(
-        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
-        json!([])
-    );
+    // The input is checked before the database is opened: none was created.
+    assert!(!host.dir.path().join("runs.db").exists());
+
+    // Nor the default one, in a directory where nothing has run.
+    let cwd = tempfile::tempdir().unwrap();
+    let out = host_command(
+        host.dir.path(),
+        &["run", &scenario_path("pipeline"), "--input", "{}"],
+        None,
+    )
+    .env_remove("SKILLHOST_DATABASE_URL")
+    .current_dir(cwd.path())
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("message"), "{}", stderr(&out));
+    assert!(!cwd.path().join(".skillhost").exists());
+
+    // `host submit` refuses it the same way, before queueing anything.
+    let out = host.cmd(&[
+        "submit",
+        &scenario_path("pipeline"),
+        "--input",
+        r#"{"message": 3}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!host.dir.path().join("runs.db").exists());
 }
 
 #[test]

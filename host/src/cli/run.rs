@@ -297,9 +297,27 @@ impl EventSink for Progress {
     }
 }
 
+/// Fills in `[input]`'s defaults and checks the run input against it, as
+/// the engine will, so that input which does not fit is refused (exit 2)
+/// before a database is opened or created.
+pub(crate) fn checked_input(loaded: &LoadedScenario, mut input: Value) -> Result<Value, Failure> {
+    let scenario = &*loaded.scenario;
+    scenario.apply_input_defaults(&mut input);
+    scenario.validate_input(&input).map_err(|message| {
+        Failure::bad_input(format!(
+            "scenario `{}`: the run input does not fit [input]: {message}; see the [input] \
+             section of {} for the fields, their types and which are required",
+            scenario.name,
+            scenario.path.display()
+        ))
+    })?;
+    Ok(input)
+}
+
 pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
     let input = read_json_arg(&args.input)?;
     let loaded = load_scenario(&args.scenario, globals)?;
+    let input = checked_input(&loaded, input)?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let store = match args.durability {
