@@ -460,6 +460,35 @@ fn events_keep_stdout_pure_ndjson() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
+/// Every argument and option of the commands about scenarios and runs says
+/// what it does in `--help`.
+#[test]
+fn every_option_has_help() {
+    let host = Host::new();
+    for command in [
+        &["resume"][..],
+        &["check"],
+        &["graph"],
+        &["runs", "list"],
+        &["runs", "show"],
+        &["runs", "prune"],
+        &["runs", "retention"],
+        &["checkpoints"],
+    ] {
+        let out = host.cmd(&[command, &["--help"]].concat());
+        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
+        let help = String::from_utf8(out.stdout).unwrap();
+        for line in help.lines() {
+            let line = line.trim();
+            if !(line.starts_with('-') || line.starts_with('<')) {
+                continue;
+            }
+            // `--flag <VALUE>  What it does`: the text follows two spaces.
+            assert!(line.contains("  "), "{command:?}: `{line}` has no help");
+        }
+    }
+}
+
 #[test]
 fn check_and_graph() {
     let host = Host::new();

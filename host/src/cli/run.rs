@@ -120,7 +120,7 @@ pub struct RunArgs {
     /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written); the summary goes to stderr.
     #[arg(long)]
     pub events: bool,
-    /// Where to write the run's artifact (e.g. the research report).
+    /// Where to write the run's artifact, e.g. the research report (a directory when it has several); default .skillhost/runs/RUN_ID/.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
 }
@@ -131,10 +131,13 @@ pub struct ResumeArgs {
     pub run_id: String,
     #[command(flatten)]
     pub db: DatabaseArgs,
+    /// Print the outcome as one JSON object.
     #[arg(long, conflicts_with = "events")]
     pub json: bool,
+    /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written); the summary goes to stderr.
     #[arg(long)]
     pub events: bool,
+    /// Where to write the run's artifact (a directory when it has several); default .skillhost/runs/RUN_ID/.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
 }
@@ -143,6 +146,7 @@ pub struct ResumeArgs {
 pub struct CheckArgs {
     /// The scenario file (or name).
     pub scenario: String,
+    /// Print the result (ok, errors, warnings) as one JSON object.
     #[arg(long)]
     pub json: bool,
 }
@@ -155,7 +159,9 @@ pub enum GraphFormat {
 
 #[derive(Debug, Args)]
 pub struct GraphArgs {
+    /// The scenario file (or name).
     pub scenario: String,
+    /// Mermaid (for Markdown) or DOT (for Graphviz).
     #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
     pub format: GraphFormat,
 }

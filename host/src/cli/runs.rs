@@ -26,26 +26,32 @@ pub struct ListArgs {
     /// Only runs with this status (queued, running, waiting, completed, failed, cancelled).
     #[arg(long)]
     status: Option<String>,
+    /// At most this many runs.
     #[arg(long, default_value_t = 50)]
     limit: u32,
+    /// Print the runs as a JSON array.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
+    /// The run id (see `host runs list`).
     run_id: String,
     #[command(flatten)]
     db: DatabaseArgs,
+    /// Print the run, its steps, artifacts and state as one JSON object.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct CheckpointsArgs {
+    /// The run id (see `host runs list`).
     run_id: String,
     #[command(flatten)]
     db: DatabaseArgs,
+    /// Print the checkpoints as a JSON array.
     #[arg(long)]
     json: bool,
 }

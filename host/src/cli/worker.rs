@@ -73,6 +73,7 @@ pub struct PruneArgs {
     /// scenarios with a setting are pruned.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub older_than: Option<Duration>,
+    /// Print what was pruned as one JSON object.
     #[arg(long)]
     pub json: bool,
 }
@@ -85,6 +86,7 @@ pub struct RetentionArgs {
     pub keep: Option<String>,
     #[command(flatten)]
     pub db: DatabaseArgs,
+    /// Print the settings as JSON.
     #[arg(long)]
     pub json: bool,
 }
