@@ -257,9 +257,20 @@ fn bad_resumes_are_refused() {
     let out = host.cmd(&["resume", "no-such-run"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no-such-run"), "{}", stderr(&out));
-    let out = host.cmd(&["resume", done["run_id"].as_str().unwrap()]);
+    let id = done["run_id"].as_str().unwrap();
+    let out = host.cmd(&["resume", id]);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("completed"), "{}", stderr(&out));
+    assert!(err.contains("completed"), "{err}");
+    // It says what to do instead.
+    assert!(
+        err.contains(&format!("`host run {}", scenario_path("loop"))),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("`host runs show {id} --database sqlite://")),
+        "{err}"
+    );
 }
 
 #[test]

@@ -349,10 +349,18 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             run.status,
             RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
         ) {
+            let database = if args.db.is_default() {
+                String::new()
+            } else {
+                format!(" --database {}", store.url_for_display())
+            };
             return Err(Failure::bad_input(format!(
-                "run `{}` is {}; only unfinished runs can be resumed",
-                args.run_id,
-                run.status.as_str()
+                "run `{id}` is {status}; only unfinished runs can be resumed. Start a new run \
+                 with `host run {scenario}{database}`, or see this run's steps with \
+                 `host runs show {id}{database}`",
+                id = args.run_id,
+                status = run.status.as_str(),
+                scenario = run.scenario_path,
             )));
         }
         let loaded = load_scenario(&run.scenario_path, globals)?;
