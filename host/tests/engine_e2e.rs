@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 mod common;
 
-use common::cli::{host, stderr};
+use common::cli::{host, host_command, stderr};
 
 struct Host {
     dir: tempfile::TempDir,
@@ -273,28 +273,63 @@ fn input_that_does_not_fit_is_refused_and_nothing_is_written() {
         "--input",
         r#"{"message": 3}"#,
     ]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("message"), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("message"), "{err}");
+    assert!(err.contains("see the [input] section of"), "{err}");
     let out = host.cmd(&["run", &scenario_path("pipeline"), "--input", "{not json"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
-    let out = host.cmd(&["runs", "list", "--json"]);
-    assert_eq!(
-        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
-        json!([])
-    );
+    // The input is checked before the database is opened: none was created.
+    assert!(!host.dir.path().join("runs.db").exists());
+
+    // Nor the default one, in a directory where nothing has run.
+    let cwd = tempfile::tempdir().unwrap();
+    let out = host_command(
+        host.dir.path(),
+        &["run", &scenario_path("pipeline"), "--input", "{}"],
+        None,
+    )
+    .env_remove("SKILLHOST_DATABASE_URL")
+    .current_dir(cwd.path())
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("message"), "{}", stderr(&out));
+    assert!(!cwd.path().join(".skillhost").exists());
+
+    // `host submit` refuses it the same way, before queueing anything.
+    let out = host.cmd(&[
+        "submit",
+        &scenario_path("pipeline"),
+        "--input",
+        r#"{"message": 3}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!host.dir.path().join("runs.db").exists());
 }
 
 #[test]
 fn bad_resumes_are_refused() {
     let host = Host::new();
+    let (_, done) = host.run_json("loop", json!({}));
     let out = host.cmd(&["resume", "no-such-run"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no-such-run"), "{}", stderr(&out));
-    let (_, done) = host.run_json("loop", json!({}));
-    let out = host.cmd(&["resume", done["run_id"].as_str().unwrap()]);
+    let id = done["run_id"].as_str().unwrap();
+    let out = host.cmd(&["resume", id]);
+    let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("completed"), "{}", stderr(&out));
+    assert!(err.contains("completed"), "{err}");
+    // It says what to do instead.
+    assert!(
+        err.contains(&format!("`host run {}", scenario_path("loop"))),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("`host runs show {id} --database sqlite://")),
+        "{err}"
+    );
 }
 
 #[test]
@@ -310,6 +345,96 @@ fn a_database_that_is_not_ours_is_refused_untouched() {
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
+/// `runs list`, `runs show`, `checkpoints` and `resume` read a database that
+/// exists: one that does not is an error naming its path (exit 3, the
+/// environment), and neither it nor its directories are created.
+#[test]
+fn reading_a_database_that_does_not_exist_creates_nothing() {
+    let host = Host::new();
+    let missing = host.dir.path().join("newdir/sub/x.db");
+    let url = format!("sqlite://{}", missing.display());
+    for args in [
+        vec!["runs", "list"],
+        vec!["runs", "list", "--json"],
+        vec!["runs", "show", "some-run"],
+        vec!["checkpoints", "some-run"],
+        vec!["resume", "some-run"],
+    ] {
+        let out = host.cmd(&[&args[..], &["--database", &url]].concat());
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("no database at {}", missing.display())),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("--database"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(
+            !host.dir.path().join("newdir").exists(),
+            "{args:?} created the database's directories"
+        );
+    }
+    // The same for the database $SKILLHOST_DATABASE_URL names.
+    let out = host.cmd(&["resume", "some-run"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("some-run"), "{}", stderr(&out));
+    assert!(!host.dir.path().join("runs.db").exists());
+
+    // With neither, `runs list` in a directory where nothing has run says so;
+    // `runs show` is refused. Nothing is created either way.
+    let cwd = tempfile::tempdir().unwrap();
+    let in_cwd = |args: &[&str]| {
+        host_command(host.dir.path(), args, None)
+            .env_remove("SKILLHOST_DATABASE_URL")
+            .current_dir(cwd.path())
+            .output()
+            .unwrap()
+    };
+    let out = in_cwd(&["runs", "list"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("no runs yet"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = in_cwd(&["runs", "list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!([])
+    );
+    let out = in_cwd(&["runs", "show", "some-run"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no database at .skillhost/skillhost.db"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!cwd.path().join(".skillhost").exists());
+}
+
+/// A database URL this build cannot use is a bad invocation (exit 2) whose
+/// message names the scheme and the accepted ones, and never a password.
+#[test]
+fn an_unsupported_database_url_is_a_bad_invocation() {
+    let host = Host::new();
+    let url = "mysql://app:secret@localhost/runs";
+    let run = scenario_path("loop");
+    for args in [
+        vec!["run", &run, "--database", url],
+        vec!["runs", "list", "--database", url],
+        vec!["resume", "some-run", "--database", url],
+    ] {
+        let out = host.cmd(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for expected in ["`mysql://`", "sqlite://", "postgres://"] {
+            assert!(err.contains(expected), "{args:?}: {err}");
+        }
+        assert!(!err.contains("secret"), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn without_durability_nothing_is_stored() {
     let host = Host::new();
@@ -321,11 +446,7 @@ fn without_durability_nothing_is_stored() {
         "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = host.cmd(&["runs", "list", "--json"]);
-    assert_eq!(
-        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
-        json!([])
-    );
+    assert!(!host.dir.path().join("runs.db").exists());
 }
 
 #[test]
@@ -357,6 +478,85 @@ fn events_stream_as_ndjson() {
         kinds.iter().filter(|k| **k == "checkpoint_written").count(),
         3
     );
+}
+
+/// With `--events` stdout is NDJSON and nothing else: the summary and the
+/// files written go to stderr. Without it they are the command's output.
+#[test]
+fn events_keep_stdout_pure_ndjson() {
+    let host = Host::new();
+    let file = host.dir.path().join("echo.txt");
+    let file_arg = file.display().to_string();
+    let scenario = scenario_path("summary");
+    let run = |extra: &[&str]| {
+        let args = [
+            &["run", &scenario, "--input", r#"{"message":"ab"}"#][..],
+            &["--out", &file_arg],
+            extra,
+        ]
+        .concat();
+        host.cmd(&args)
+    };
+    let out = run(&["--events"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{stdout}"))
+        })
+        .collect();
+    assert!(events.iter().all(|e| e["event"].is_string()), "{stdout}");
+    assert_eq!(events.last().unwrap()["event"], "run_finished", "{stdout}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("echoed text:") && err.contains("abab"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("written: {file_arg}")), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "abab\n");
+
+    let out = run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("length:") && stdout.contains('4'),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("written: {file_arg}")), "{stdout}");
+
+    // One stream or one object: not both on one stdout.
+    let out = run(&["--events", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+/// Every argument and option of the commands about scenarios and runs says
+/// what it does in `--help`.
+#[test]
+fn every_option_has_help() {
+    let host = Host::new();
+    for command in [
+        &["resume"][..],
+        &["check"],
+        &["graph"],
+        &["runs", "list"],
+        &["runs", "show"],
+        &["runs", "prune"],
+        &["runs", "retention"],
+        &["checkpoints"],
+    ] {
+        let out = host.cmd(&[command, &["--help"]].concat());
+        assert!(out.status.success(), "{command:?}: {}", stderr(&out));
+        let help = String::from_utf8(out.stdout).unwrap();
+        for line in help.lines() {
+            let line = line.trim();
+            if !(line.starts_with('-') || line.starts_with('<')) {
+                continue;
+            }
+            // `--flag <VALUE>  What it does`: the text follows two spaces.
+            assert!(line.contains("  "), "{command:?}: `{line}` has no help");
+        }
+    }
 }
 
 #[test]

@@ -6,8 +6,8 @@
 //! | ---- | ------- |
 //! | 0 | success |
 //! | 1 | the skill or run failed (a skill error, a trap, a limit) |
-//! | 2 | bad invocation or input: usage, a missing or invalid file, JSON that does not fit |
-//! | 3 | the environment: a missing toolchain, a cache or runtime that cannot start |
+//! | 2 | bad invocation or input: usage, a missing or invalid file, JSON that does not fit, a database URL of a scheme this build does not have |
+//! | 3 | the environment: a missing toolchain, a cache or runtime that cannot start, a database that cannot be opened or does not exist |
 
 mod bench;
 pub mod build;

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{CliResult, Failure, Globals, print_json, read_json_arg};
 use crate::engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
 use crate::scenario::{self, LoadedScenario};
-use crate::store::{RunStatus, Store, StoreOptions, SyncMode};
+use crate::store::{RunStatus, Store, StoreError, StoreOptions, SyncMode};
 
 /// Where runs are stored when `--database` is not given.
 pub const DEFAULT_DATABASE: &str = "sqlite://.skillhost/skillhost.db";
@@ -51,17 +51,53 @@ impl DatabaseArgs {
             .unwrap_or_else(|| DEFAULT_DATABASE.to_string())
     }
 
+    /// True when neither `--database` nor `$SKILLHOST_DATABASE_URL` chose
+    /// the database.
+    pub fn is_default(&self) -> bool {
+        self.database.is_none()
+    }
+
+    /// Opens the database, creating it if missing (commands that write runs).
     pub async fn open(&self) -> Result<Store, Failure> {
         self.open_with(Durability::Normal).await
     }
 
     pub async fn open_with(&self, durability: Durability) -> Result<Store, Failure> {
-        let options = StoreOptions {
-            sync: durability.sync_mode(),
-        };
-        Store::open_with(&self.url(), options)
+        Store::open_with(&self.url(), store_options(durability))
             .await
-            .map_err(|e| Failure::environment(e.to_string()))
+            .map_err(open_failure)
+    }
+
+    /// Opens a database that must exist already (reading history, resuming):
+    /// a SQLite file that does not exist is an error, and nothing is created.
+    pub async fn open_existing(&self) -> Result<Store, Failure> {
+        self.try_open_existing().await.map_err(open_failure)
+    }
+
+    /// [`open_existing`](Self::open_existing) with the store's own error, for
+    /// callers that treat a missing database as empty.
+    pub async fn try_open_existing(&self) -> Result<Store, StoreError> {
+        Store::open_existing(&self.url(), store_options(Durability::Normal)).await
+    }
+}
+
+fn store_options(durability: Durability) -> StoreOptions {
+    StoreOptions {
+        sync: durability.sync_mode(),
+    }
+}
+
+/// A database that cannot be opened is the environment (exit 3), except a URL
+/// this build cannot use, which is a bad invocation (exit 2).
+pub(crate) fn open_failure(e: StoreError) -> Failure {
+    match e {
+        StoreError::UnsupportedUrl { .. } => Failure::bad_input(e),
+        StoreError::Missing { .. } => Failure::environment(format!(
+            "{e}. Runs are stored in {DEFAULT_DATABASE} under the current directory unless \
+             --database or SKILLHOST_DATABASE_URL names another; run from the directory the \
+             runs were made in, or give their database with --database"
+        )),
+        _ => Failure::environment(e),
     }
 }
 
@@ -79,12 +115,12 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Durability::Normal)]
     pub durability: Durability,
     /// Print the outcome as one JSON object.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "events")]
     pub json: bool,
-    /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written).
+    /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written); the summary goes to stderr.
     #[arg(long)]
     pub events: bool,
-    /// Where to write the run's artifact (e.g. the research report).
+    /// Where to write the run's artifact, e.g. the research report (a directory when it has several); default .skillhost/runs/RUN_ID/.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
 }
@@ -95,10 +131,13 @@ pub struct ResumeArgs {
     pub run_id: String,
     #[command(flatten)]
     pub db: DatabaseArgs,
-    #[arg(long)]
+    /// Print the outcome as one JSON object.
+    #[arg(long, conflicts_with = "events")]
     pub json: bool,
+    /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written); the summary goes to stderr.
     #[arg(long)]
     pub events: bool,
+    /// Where to write the run's artifact (a directory when it has several); default .skillhost/runs/RUN_ID/.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
 }
@@ -107,6 +146,7 @@ pub struct ResumeArgs {
 pub struct CheckArgs {
     /// The scenario file (or name).
     pub scenario: String,
+    /// Print the result (ok, errors, warnings) as one JSON object.
     #[arg(long)]
     pub json: bool,
 }
@@ -119,7 +159,9 @@ pub enum GraphFormat {
 
 #[derive(Debug, Args)]
 pub struct GraphArgs {
+    /// The scenario file (or name).
     pub scenario: String,
+    /// Mermaid (for Markdown) or DOT (for Graphviz).
     #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
     pub format: GraphFormat,
 }
@@ -261,9 +303,27 @@ impl EventSink for Progress {
     }
 }
 
+/// Fills in `[input]`'s defaults and checks the run input against it, as
+/// the engine will, so that input which does not fit is refused (exit 2)
+/// before a database is opened or created.
+pub(crate) fn checked_input(loaded: &LoadedScenario, mut input: Value) -> Result<Value, Failure> {
+    let scenario = &*loaded.scenario;
+    scenario.apply_input_defaults(&mut input);
+    scenario.validate_input(&input).map_err(|message| {
+        Failure::bad_input(format!(
+            "scenario `{}`: the run input does not fit [input]: {message}; see the [input] \
+             section of {} for the fields, their types and which are required",
+            scenario.name,
+            scenario.path.display()
+        ))
+    })?;
+    Ok(input)
+}
+
 pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
     let input = read_json_arg(&args.input)?;
     let loaded = load_scenario(&args.scenario, globals)?;
+    let input = checked_input(&loaded, input)?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let store = match args.durability {
@@ -275,33 +335,32 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
             .start(&loaded, input, None)
             .await
             .map_err(engine_failure)?;
-        finish(&engine, &loaded, outcome, args.json, args.out.as_deref()).await
+        let report = Report::new(args.json, args.events);
+        finish(&engine, &loaded, outcome, report, args.out.as_deref()).await
     })
 }
 
 pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
     let rt = tokio_runtime()?;
     rt.block_on(async {
-        let store = args.db.open().await?;
-        let run = store
-            .run(&args.run_id)
-            .await
-            .map_err(|e| Failure::environment(e.to_string()))?
-            .ok_or_else(|| {
-                Failure::bad_input(format!(
-                    "run `{}` does not exist in {}; list runs with `host runs list`",
-                    args.run_id,
-                    store.url_for_display()
-                ))
-            })?;
+        let store = super::runs::open_for_run(&args.db, &args.run_id).await?;
+        let run = super::runs::fetch_run(&store, &args.run_id).await?;
         if matches!(
             run.status,
             RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
         ) {
+            let database = if args.db.is_default() {
+                String::new()
+            } else {
+                format!(" --database {}", store.url_for_display())
+            };
             return Err(Failure::bad_input(format!(
-                "run `{}` is {}; only unfinished runs can be resumed",
-                args.run_id,
-                run.status.as_str()
+                "run `{id}` is {status}; only unfinished runs can be resumed. Start a new run \
+                 with `host run {scenario}{database}`, or see this run's steps with \
+                 `host runs show {id}{database}`",
+                id = args.run_id,
+                status = run.status.as_str(),
+                scenario = run.scenario_path,
             )));
         }
         let loaded = load_scenario(&run.scenario_path, globals)?;
@@ -314,7 +373,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             &engine,
             &loaded,
             outcome.map_err(engine_failure)?,
-            args.json,
+            Report::new(args.json, args.events),
             args.out.as_deref(),
         )
         .await
@@ -329,17 +388,46 @@ fn engine_failure(e: crate::engine::EngineError) -> Failure {
     }
 }
 
+/// How `host run` and `host resume` report the outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Report {
+    /// Lines for people: the summary and the files written on stdout.
+    Human,
+    /// One JSON object on stdout (`--json`).
+    Json,
+    /// Stdout is the NDJSON event stream (`--events`) and nothing else: the
+    /// lines for people go to stderr.
+    Events,
+}
+
+impl Report {
+    fn new(json: bool, events: bool) -> Report {
+        match (json, events) {
+            (true, _) => Report::Json,
+            (false, true) => Report::Events,
+            (false, false) => Report::Human,
+        }
+    }
+}
+
 /// Prints the outcome, writes the run's artifacts; a failed run is exit 1.
 async fn finish(
     engine: &Engine,
     loaded: &LoadedScenario,
     outcome: RunOutcome,
-    json_out: bool,
+    report: Report,
     out: Option<&Path>,
 ) -> CliResult {
     let failed = outcome.status == RunStatus::Failed;
     let written = write_artifacts(engine, &outcome, out).await?;
-    if json_out {
+    let line = |text: String| {
+        if report == Report::Events {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    };
+    if report == Report::Json {
         print_json(&json!({
             "run_id": outcome.run_id,
             "scenario": loaded.scenario.name,
@@ -366,10 +454,13 @@ async fn finish(
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            println!("{:<22} {value}", format!("{}:", label.replace('_', " ")));
+            line(format!(
+                "{:<22} {value}",
+                format!("{}:", label.replace('_', " "))
+            ));
         }
         for path in &written {
-            println!("written: {}", path.display());
+            line(format!("written: {}", path.display()));
         }
     }
     if failed {

@@ -3,9 +3,9 @@
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::run::{DatabaseArgs, tokio_runtime};
+use super::run::{DatabaseArgs, open_failure, tokio_runtime};
 use super::{CliResult, Failure, print_json};
-use crate::store::{FIELD_HASH_PREFIX, RunStatus, Store};
+use crate::store::{FIELD_HASH_PREFIX, RunStatus, Store, StoreError};
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
@@ -26,26 +26,32 @@ pub struct ListArgs {
     /// Only runs with this status (queued, running, waiting, completed, failed, cancelled).
     #[arg(long)]
     status: Option<String>,
+    /// At most this many runs.
     #[arg(long, default_value_t = 50)]
     limit: u32,
+    /// Print the runs as a JSON array.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
+    /// The run id (see `host runs list`).
     run_id: String,
     #[command(flatten)]
     db: DatabaseArgs,
+    /// Print the run, its steps, artifacts and state as one JSON object.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct CheckpointsArgs {
+    /// The run id (see `host runs list`).
     run_id: String,
     #[command(flatten)]
     db: DatabaseArgs,
+    /// Print the checkpoints as a JSON array.
     #[arg(long)]
     json: bool,
 }
@@ -79,7 +85,17 @@ async fn list(args: ListArgs) -> CliResult {
         })?),
         None => None,
     };
-    let store = args.db.open().await?;
+    let store = match args.db.try_open_existing().await {
+        // Nothing has been run here yet: no runs, and nothing is created.
+        Err(StoreError::Missing { path, .. }) if args.db.is_default() => {
+            if args.json {
+                return print_json(&json!([]));
+            }
+            println!("no runs yet: there is no database at {path} (`host run` creates it)");
+            return Ok(());
+        }
+        opened => opened.map_err(open_failure)?,
+    };
     let runs = store
         .list_runs(status, args.limit)
         .await
@@ -118,7 +134,7 @@ async fn list(args: ListArgs) -> CliResult {
     Ok(())
 }
 
-async fn fetch_run(store: &Store, id: &str) -> Result<crate::store::RunRow, Failure> {
+pub(crate) async fn fetch_run(store: &Store, id: &str) -> Result<crate::store::RunRow, Failure> {
     store.run(id).await.map_err(store_error)?.ok_or_else(|| {
         Failure::bad_input(format!(
             "run `{id}` does not exist in {}; list runs with `host runs list`",
@@ -127,8 +143,16 @@ async fn fetch_run(store: &Store, id: &str) -> Result<crate::store::RunRow, Fail
     })
 }
 
+/// Opens the database a command about one run reads: it must exist.
+pub(crate) async fn open_for_run(db: &DatabaseArgs, id: &str) -> Result<Store, Failure> {
+    db.open_existing().await.map_err(|mut f| {
+        f.message = format!("cannot look up run `{id}`: {}", f.message);
+        f
+    })
+}
+
 async fn show(args: ShowArgs) -> CliResult {
-    let store = args.db.open().await?;
+    let store = open_for_run(&args.db, &args.run_id).await?;
     let run = fetch_run(&store, &args.run_id).await?;
     let steps = store.steps(&args.run_id).await.map_err(store_error)?;
     let artifacts = store.artifacts(&args.run_id).await.map_err(store_error)?;
@@ -211,7 +235,7 @@ async fn show(args: ShowArgs) -> CliResult {
 pub fn checkpoints(args: CheckpointsArgs) -> CliResult {
     let rt = tokio_runtime()?;
     rt.block_on(async {
-        let store = args.db.open().await?;
+        let store = open_for_run(&args.db, &args.run_id).await?;
         fetch_run(&store, &args.run_id).await?;
         let rows = store.checkpoints(&args.run_id).await.map_err(store_error)?;
         if args.json {

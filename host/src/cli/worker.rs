@@ -73,6 +73,7 @@ pub struct PruneArgs {
     /// scenarios with a setting are pruned.
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub older_than: Option<Duration>,
+    /// Print what was pruned as one JSON object.
     #[arg(long)]
     pub json: bool,
 }
@@ -85,6 +86,7 @@ pub struct RetentionArgs {
     pub keep: Option<String>,
     #[command(flatten)]
     pub db: DatabaseArgs,
+    /// Print the settings as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -180,16 +182,10 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
 }
 
 pub fn submit(args: SubmitArgs, globals: &Globals) -> CliResult {
-    let mut input = read_json_arg(&args.input)?;
+    let input = read_json_arg(&args.input)?;
     let loaded = load_scenario(&args.scenario, globals)?;
+    let input = super::run::checked_input(&loaded, input)?;
     let scenario = &*loaded.scenario;
-    scenario.apply_input_defaults(&mut input);
-    crate::checks::schema::validate(&scenario.input_schema, &input).map_err(|message| {
-        Failure::bad_input(format!(
-            "scenario `{}`: the run input does not fit [input]: {message}",
-            scenario.name
-        ))
-    })?;
     // Workers may run in another directory: store the absolute path.
     let path = std::fs::canonicalize(&scenario.path).unwrap_or_else(|_| scenario.path.clone());
     let run = NewRun {

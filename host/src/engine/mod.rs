@@ -43,7 +43,9 @@ pub enum EngineError {
     InvalidInput { scenario: String, message: String },
     #[error("run `{0}` does not exist in this database; list runs with `host runs list`")]
     UnknownRun(String),
-    #[error("run `{id}` is {status}; only unfinished runs can be resumed")]
+    #[error(
+        "run `{id}` is {status}; only unfinished runs can be resumed. Start a new run with `host run <scenario>`, or see this run's steps with `host runs show {id}`"
+    )]
     RunFinished { id: String, status: String },
     #[error(
         "run `{id}` was started from scenario `{scenario}` with digest {expected}, but the file now has digest {found}; resume it with the scenario it started with"

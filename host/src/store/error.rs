@@ -8,6 +8,11 @@ pub enum StoreError {
     #[error("unsupported database URL `{url}`: {hint}")]
     UnsupportedUrl { url: String, hint: String },
 
+    /// [`Store::open_existing`](super::Store::open_existing) found no SQLite
+    /// file at the path; nothing was created.
+    #[error("no database at {path}: nothing has been run with it yet (nothing was created)")]
+    Missing { db: String, path: String },
+
     /// The database could not be opened or created at all.
     #[error("cannot open database {db}: {message}")]
     Open { db: String, message: String },

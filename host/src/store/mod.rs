@@ -131,10 +131,27 @@ impl Store {
 
     /// [`open`](Self::open) with options (e.g. [`SyncMode::Normal`]).
     pub async fn open_with(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        Store::open_mode(url, options, true).await
+    }
+
+    /// Like [`open_with`](Self::open_with), for a database that must already
+    /// exist (reading history, resuming): a `sqlite://PATH` whose file does
+    /// not exist is refused with [`StoreError::Missing`], and neither the
+    /// file nor its directories are created. A Postgres database is never
+    /// created by the host, so this is [`open_with`](Self::open_with) there.
+    pub async fn open_existing(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        Store::open_mode(url, options, false).await
+    }
+
+    async fn open_mode(
+        url: &str,
+        options: StoreOptions,
+        create: bool,
+    ) -> Result<Store, StoreError> {
         let display = url::redact(url);
         let backend = match DatabaseUrl::parse(url)? {
             DatabaseUrl::Sqlite { path } => {
-                Backend::Sqlite(SqliteStore::open(&path, &display, options).await?)
+                Backend::Sqlite(SqliteStore::open(&path, &display, options, create).await?)
             }
             DatabaseUrl::Postgres { url } => {
                 Backend::Postgres(PgStore::open(&url, &display, options).await?)

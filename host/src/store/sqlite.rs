@@ -63,10 +63,13 @@ pub(crate) struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// Opens the file at `path`; unless `create`, a file that does not exist
+    /// is [`StoreError::Missing`] and nothing is created.
     pub async fn open(
         path: &Path,
         db: &str,
         store_options: StoreOptions,
+        create: bool,
     ) -> Result<SqliteStore, StoreError> {
         // Handles and processes may open the same file at once. SQLite answers
         // some of those races (the switch to WAL, WAL recovery) with
@@ -75,7 +78,7 @@ impl SqliteStore {
         let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
         let mut wait = Duration::from_millis(5);
         loop {
-            match Self::open_once(path, db, store_options).await {
+            match Self::open_once(path, db, store_options, create).await {
                 Ok(store) => return Ok(store),
                 Err((_, true)) if std::time::Instant::now() < deadline => {
                     tokio::time::sleep(wait).await;
@@ -91,6 +94,7 @@ impl SqliteStore {
         path: &Path,
         db: &str,
         store_options: StoreOptions,
+        create: bool,
     ) -> Result<SqliteStore, (StoreError, bool)> {
         let open_error = |message: String| {
             (
@@ -130,6 +134,14 @@ impl SqliteStore {
                 .map_err(classify)?
                 .current_version(db)
                 .map_err(|e| (e, false))?;
+        } else if !create {
+            return Err((
+                StoreError::Missing {
+                    db: db.to_owned(),
+                    path: path.display().to_string(),
+                },
+                false,
+            ));
         } else if let Some(parent) = path.parent()
             && !parent.as_os_str().is_empty()
         {
@@ -140,7 +152,7 @@ impl SqliteStore {
 
         let options = SqliteConnectOptions::new()
             .filename(path)
-            .create_if_missing(true)
+            .create_if_missing(create)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(match store_options.sync {
                 SyncMode::Full => SqliteSynchronous::Full,

@@ -46,10 +46,14 @@ impl DatabaseUrl {
                 url: url.to_owned(),
             });
         }
-        Err(unsupported(
-            "use sqlite://PATH (e.g. sqlite://.skillhost/skillhost.db) or \
-             postgres://USER:PASSWORD@HOST:PORT/DATABASE",
-        ))
+        let accepted = "use sqlite://PATH (e.g. sqlite://.skillhost/skillhost.db) or \
+                        postgres://USER:PASSWORD@HOST:PORT/DATABASE";
+        Err(match url.split_once("://") {
+            Some((scheme, _)) => unsupported(&format!(
+                "the scheme `{scheme}://` is not supported; {accepted}"
+            )),
+            None => unsupported(&format!("it names no scheme; {accepted}")),
+        })
     }
 }
 
@@ -103,7 +107,14 @@ mod tests {
             }
         );
         assert!(DatabaseUrl::parse("sqlite://").is_err());
-        assert!(DatabaseUrl::parse("mysql://localhost/x").is_err());
+        let error = DatabaseUrl::parse("mysql://localhost/x")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("`mysql://`"), "{error}");
+        assert!(
+            error.contains("sqlite://") && error.contains("postgres://"),
+            "{error}"
+        );
     }
 
     #[test]
