@@ -216,6 +216,14 @@ fn rule_outcomes_are_recorded_in_full() {
         json!([expected]),
         "{shown}"
     );
+    let human = host.cmd(&["runs", "show", out["run_id"].as_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&human.stdout).contains(
+            "warning: SHORT_MESSAGE: the message is short (try: a longer message says more)"
+        ),
+        "{}",
+        String::from_utf8_lossy(&human.stdout)
+    );
 
     // A fatal rule fails its node: the event stream says so, and the failed
     // step records how long the node took.

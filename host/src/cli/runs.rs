@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::run::{DatabaseArgs, open_failure, tokio_runtime};
 use super::{CliResult, Failure, print_json};
-use crate::store::{FIELD_HASH_PREFIX, RunStatus, Store, StoreError};
+use crate::store::{FIELD_HASH_PREFIX, RunStatus, StepRow, Store, StoreError};
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
@@ -207,6 +207,9 @@ async fn show(args: ShowArgs) -> CliResult {
             s.fuel_consumed.map(|f| f.to_string()).unwrap_or_default(),
             error
         );
+        for warning in step_warnings(s) {
+            println!("{:>6}warning: {warning}", "");
+        }
     }
     if !artifacts.is_empty() {
         println!("\nartifacts");
@@ -230,6 +233,28 @@ async fn show(args: ShowArgs) -> CliResult {
         );
     }
     Ok(())
+}
+
+/// The rule warnings a step recorded, one line each: code, message and
+/// suggestions.
+fn step_warnings(step: &StepRow) -> Vec<String> {
+    let Some(Value::Array(warnings)) = step.detail.as_ref().and_then(|d| d.get("warnings")) else {
+        return Vec::new();
+    };
+    warnings
+        .iter()
+        .map(|w| {
+            let text = |key: &str| w.get(key).and_then(Value::as_str).unwrap_or("");
+            let mut line = format!("{}: {}", text("code"), text("message"));
+            if let Some(Value::Array(suggestions)) = w.get("suggestions") {
+                let suggestions: Vec<&str> = suggestions.iter().filter_map(Value::as_str).collect();
+                if !suggestions.is_empty() {
+                    line.push_str(&format!(" (try: {})", suggestions.join("; ")));
+                }
+            }
+            line
+        })
+        .collect()
 }
 
 pub fn checkpoints(args: CheckpointsArgs) -> CliResult {
