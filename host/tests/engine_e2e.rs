@@ -367,6 +367,8 @@ fn reading_a_database_that_does_not_exist_creates_nothing() {
         vec!["runs", "show", "some-run"],
         vec!["checkpoints", "some-run"],
         vec!["resume", "some-run"],
+        vec!["runs", "prune", "--older-than", "1d"],
+        vec!["runs", "retention"],
     ] {
         let out = host.cmd(&[&args[..], &["--database", &url]].concat());
         let err = stderr(&out);

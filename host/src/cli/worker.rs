@@ -217,7 +217,8 @@ pub fn submit(args: SubmitArgs, globals: &Globals) -> CliResult {
 pub fn prune(args: PruneArgs) -> CliResult {
     let rt = tokio_runtime()?;
     rt.block_on(async {
-        let store = args.db.open().await?;
+        // Pruning a database that does not exist would create one to prune.
+        let store = args.db.open_existing().await?;
         let report = store
             .prune_runs(args.older_than)
             .await
@@ -238,7 +239,12 @@ pub fn prune(args: PruneArgs) -> CliResult {
 pub fn retention(args: RetentionArgs) -> CliResult {
     let rt = tokio_runtime()?;
     rt.block_on(async {
-        let store = args.db.open().await?;
+        // Setting a retention may create the database it is kept in; listing
+        // the settings reads one that must exist.
+        let store = match (&args.scenario, &args.keep) {
+            (Some(_), Some(_)) => args.db.open().await?,
+            _ => args.db.open_existing().await?,
+        };
         match (&args.scenario, &args.keep) {
             (Some(scenario), Some(keep)) => {
                 let keep = match keep.as_str() {
