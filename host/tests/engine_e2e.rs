@@ -40,6 +40,26 @@ impl Host {
         (code, value)
     }
 
+    /// Runs `scenario` with `--events`: the exit code and every event, each
+    /// stdout line parsed as JSON (a line that is not is a test failure).
+    fn run_events(&self, scenario: &str, input: Value) -> (Option<i32>, Vec<Value>) {
+        let out = self.cmd(&[
+            "run",
+            &scenario_path(scenario),
+            "--input",
+            &input.to_string(),
+            "--events",
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let events = stdout
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{stdout}"))
+            })
+            .collect();
+        (out.status.code(), events)
+    }
+
     fn show(&self, run_id: &str) -> Value {
         let out = self.cmd(&["runs", "show", run_id, "--json"]);
         assert!(
@@ -227,18 +247,8 @@ fn rule_outcomes_are_recorded_in_full() {
 
     // A fatal rule fails its node: the event stream says so, and the failed
     // step records how long the node took.
-    let out = host.cmd(&[
-        "run",
-        &scenario_path("rules"),
-        "--input",
-        r#"{"message":"abcd"}"#,
-        "--events",
-    ]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect();
+    let (code, events) = host.run_events("rules", json!({ "message": "abcd" }));
+    assert_eq!(code, Some(1), "{events:?}");
     let of_two: Vec<&str> = events
         .iter()
         .filter(|e| e["node"] == "two" && e["event"] != "checkpoint_written")
@@ -462,18 +472,8 @@ fn without_durability_nothing_is_stored() {
 #[test]
 fn events_stream_as_ndjson() {
     let host = Host::new();
-    let out = host.cmd(&[
-        "run",
-        &scenario_path("pipeline"),
-        "--input",
-        r#"{"message":"e"}"#,
-        "--events",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect();
+    let (code, events) = host.run_events("pipeline", json!({ "message": "e" }));
+    assert_eq!(code, Some(0), "{events:?}");
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e["event"].as_str().unwrap())
