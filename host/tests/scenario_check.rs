@@ -482,6 +482,107 @@ kind = "gate"
     );
 }
 
+// ---- the command line ------------------------------------------------------------
+
+/// `host check --json`, and `host run --json` when the checker refuses the
+/// scenario, print each diagnostic as an object.
+#[test]
+fn check_json_gives_each_diagnostic_as_an_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = workspace().join("invalid/two_errors.toml");
+    let file = path.display().to_string();
+    let expected = json!({
+        "ok": false,
+        "errors": [
+            {
+                "code": "unknown-node",
+                "severity": "error",
+                "message": "`on_failure` names node `nowhere`, which is not declared",
+                "file": file,
+                "line": 3,
+                "node": null,
+            },
+            {
+                "code": "undeclared-state",
+                "severity": "error",
+                "message": "input.message: `state.nope` is not declared; declare it under \
+                            [state] (declared: `unused`)",
+                "file": file,
+                "line": 14,
+                "node": "say",
+            },
+        ],
+        "warnings": [
+            {
+                "code": "unwritten-state",
+                "severity": "warning",
+                "message": "state `unused` is declared but no node writes it; it keeps its \
+                            initial value",
+                "file": file,
+                "line": 6,
+                "node": null,
+            },
+        ],
+    });
+
+    let out = common::cli::host(dir.path(), &["check", "--json", &file], None);
+    assert_eq!(out.status.code(), Some(2), "{}", common::cli::stderr(&out));
+    assert_eq!(common::cli::json(&out), expected);
+
+    let out = common::cli::host(dir.path(), &["run", "--json", &file], None);
+    assert_eq!(out.status.code(), Some(2), "{}", common::cli::stderr(&out));
+    assert_eq!(common::cli::json(&out), expected);
+    assert!(
+        common::cli::stderr(&out).contains("does not pass the checker"),
+        "{}",
+        common::cli::stderr(&out)
+    );
+
+    // A scenario that passes has the same keys.
+    let valid = workspace().join("valid/warnings.toml");
+    let out = common::cli::host(
+        dir.path(),
+        &["check", "--json", valid.to_str().unwrap()],
+        None,
+    );
+    assert!(out.status.success(), "{}", common::cli::stderr(&out));
+    let shown = common::cli::json(&out);
+    assert_eq!((&shown["ok"], &shown["errors"]), (&json!(true), &json!([])));
+    let warnings: Vec<_> = shown["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["code"].as_str(),
+                w["severity"].as_str(),
+                w["line"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            (Some("unwritten-state"), Some("warning"), Some(6)),
+            (Some("unused-skill"), Some("warning"), Some(12)),
+        ]
+    );
+
+    // For people: unchanged, one line per diagnostic on stderr.
+    let out = common::cli::host(dir.path(), &["check", &file], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = common::cli::stderr(&out);
+    assert!(
+        err.contains(&format!("{file}:3: `on_failure` names node `nowhere`"))
+            && err.contains(&format!(
+                "{file}:14: node `say`: input.message: `state.nope`"
+            ))
+            && err.contains(&format!("{file}:6: warning: state `unused`")),
+        "{err}"
+    );
+}
+
 // ---- warnings ------------------------------------------------------------------
 
 #[test]
