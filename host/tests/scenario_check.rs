@@ -122,6 +122,50 @@ fn only_one(report: &CheckReport) {
 fn toml_syntax_errors_have_a_line() {
     let report = expect_error("toml_syntax", codes::TOML, 13, None);
     only_one(&report);
+    // The broken line is the node's `id`: the table is named by its header.
+    assert!(
+        report.errors[0]
+            .message
+            .starts_with("the [[node]] table starting at line 12: "),
+        "{report}"
+    );
+}
+
+#[test]
+fn toml_syntax_errors_in_a_node_name_it() {
+    // The node's `id` comes after the broken line.
+    let report = expect_error("toml_in_node", codes::TOML, 10, Some("say"));
+    only_one(&report);
+}
+
+#[test]
+fn toml_errors_in_edges_rules_and_skills_name_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.toml");
+    let head = "[scenario]\nname = \"s\"\n\n[[node]]\nid = \"a\"\nkind = \"end\"\n\n";
+    for (table, expected) in [
+        (
+            "[[edge]]\nfrom = \"a\"\nto = \"b\" junk\n",
+            (10, "[[edge]] from `a`: "),
+        ),
+        (
+            "[[rule]]\nwhen = \"true\"\ncode = \"c\"\nseverity = \"bogus\"\nmessage = \"m\"\n",
+            (11, "[[rule]] `c`: "),
+        ),
+        (
+            "[skills.echo]\ncomponent = \"echo.wasm\"\ncomponent = \"again.wasm\"\n",
+            (10, "[skills.echo]: "),
+        ),
+    ] {
+        let report = scenario::parse_str(&format!("{head}{table}"), &path).unwrap_err();
+        only_one(&report);
+        let d = &report.errors[0];
+        assert_eq!(
+            (d.code, d.line, d.node.as_deref()),
+            (codes::TOML, expected.0, None)
+        );
+        assert!(d.message.starts_with(expected.1), "{report}");
+    }
 }
 
 #[test]

@@ -18,6 +18,7 @@ pub mod file;
 pub mod graph;
 pub mod input;
 pub mod load;
+mod locate;
 pub mod parse;
 
 use std::collections::BTreeMap;

@@ -14,8 +14,9 @@ use serde_json::{Map, Value};
 use toml::Spanned;
 
 use super::diagnostic::{Lines, Reporter, codes};
-use super::file::{self, EdgeDecl, NodeDecl, Outline, PostDecl, ScenarioFile};
+use super::file::{self, EdgeDecl, NodeDecl, PostDecl, ScenarioFile};
 use super::input::{self, InputField};
+use super::locate;
 use super::{
     ArtifactSpec, CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, ERRORS_FIELD, Expr, MapSpec,
     Node, NodeKind, PostCheck, RetrySpec, Route, Rule, Scenario, SkillRef, StateField, Write,
@@ -30,12 +31,16 @@ pub(crate) fn parse(text: &str, path: &Path, reporter: &mut Reporter) -> Option<
     let file: ScenarioFile = match toml::from_str(text) {
         Ok(file) => file,
         Err(e) => {
-            let offset = e.span().map(|s| s.start);
-            let node = offset.and_then(|o| node_at(text, o));
+            let line = e.span().map_or(0, |s| lines.line(s.start));
+            let table = locate::table_at(text, line);
             let message = e.message().trim().replace('\n', "; ");
+            let message = match table.as_ref().and_then(locate::Table::prefix) {
+                Some(prefix) => format!("{prefix}{message}"),
+                None => message,
+            };
             reporter.error(
-                offset.map_or(0, |o| lines.line(o)),
-                node.as_deref(),
+                line,
+                table.as_ref().and_then(locate::Table::node),
                 codes::TOML,
                 message,
             );
@@ -1139,36 +1144,4 @@ fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
-}
-
-/// The id of the `[[node]]` whose table contains byte `offset`, if any.
-fn node_at(text: &str, offset: usize) -> Option<String> {
-    let before = text.get(..offset)?;
-    let mut count = 0usize;
-    let mut in_node = false;
-    for line in before.lines() {
-        let t = line.trim();
-        let t = t.split('#').next().unwrap_or("").trim_end();
-        if !(t.starts_with('[') && t.ends_with(']')) {
-            continue;
-        }
-        let inner = t.trim_start_matches('[').trim_end_matches(']').trim();
-        if !inner
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.\"' ".contains(c))
-        {
-            continue;
-        }
-        if t.starts_with("[[") && inner == "node" {
-            count += 1;
-            in_node = true;
-        } else {
-            in_node = t.starts_with('[') && !t.starts_with("[[") && inner.starts_with("node.");
-        }
-    }
-    if !in_node || count == 0 {
-        return None;
-    }
-    let outline: Outline = toml::from_str(text).ok()?;
-    outline.node.into_iter().nth(count - 1)?.id
 }
