@@ -526,6 +526,34 @@ kind = "gate"
     );
 }
 
+/// An expression that does not compile hides nothing: the other guards of
+/// its edge, and the field of its write, are still checked.
+#[test]
+fn cel_syntax_errors_hide_no_other_error() {
+    let report = load("invalid/cel_syntax_hides_nothing.toml").unwrap_err();
+    let found: Vec<_> = report
+        .errors
+        .iter()
+        .map(|d| (d.code, d.line, d.node.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (codes::CEL_SYNTAX, 16, Some("say")),
+            (codes::UNDECLARED_STATE, 16, Some("say")),
+            (codes::CEL_SYNTAX, 30, Some("say")),
+            (codes::UNDECLARED_STATE, 31, Some("say")),
+        ],
+        "{report}"
+    );
+    assert!(report.errors[1].message.contains("`lenght`"), "{report}");
+    assert!(
+        report.errors[3].message.contains("`state.cuont`"),
+        "{report}"
+    );
+    assert!(report.warnings.is_empty(), "{report}");
+}
+
 // ---- the command line ------------------------------------------------------------
 
 /// `host check --json`, and `host run --json` when the checker refuses the

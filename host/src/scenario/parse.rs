@@ -482,16 +482,20 @@ impl Parser<'_> {
             .map(|w| w.into_inner())
             .unwrap_or_default()
             .into_iter()
-            .filter_map(|w| {
+            .map(|w| {
                 let w = w.into_inner();
                 let what = format!("write into `{}`", w.field.get_ref());
-                let from = self.expr(node, &what, &w.from)?;
-                Some(Write {
+                // A write whose expression does not compile is kept, so that
+                // its field is still checked; the scenario is rejected anyway.
+                let from = self
+                    .expr(node, &what, &w.from)
+                    .unwrap_or_else(|| placeholder(self.line(&w.from)));
+                Write {
                     line: self.line(&w.field),
                     field: w.field.into_inner(),
                     from,
                     reducer: w.reducer,
-                })
+                }
             })
             .collect();
 
@@ -860,13 +864,18 @@ impl Parser<'_> {
                         1
                     }
                 };
-                let claims = self.expr(node, &format!("post[{index}].claims"), p.claims.as_ref()?);
-                let sources =
-                    self.expr(node, &format!("post[{index}].sources"), p.sources.as_ref()?);
+                // Either expression may not compile (reported); the other is
+                // still checked, and the scenario is rejected either way.
+                let mut compiled = |what: &str, source: &Spanned<String>| {
+                    self.expr(node, &format!("post[{index}].{what}"), source)
+                        .unwrap_or_else(|| placeholder(self.line(source)))
+                };
+                let claims = compiled("claims", p.claims.as_ref()?);
+                let sources = compiled("sources", p.sources.as_ref()?);
                 Some(PostCheck::Citations(CitationSpec {
-                    claims: claims?,
+                    claims,
                     cites: p.cites.unwrap_or_default(),
-                    sources: sources?,
+                    sources,
                     source_id: p.source_id.unwrap_or_else(|| "id".to_string()),
                     quote: p.quote.unwrap_or_default(),
                     source_text: p.source_text.unwrap_or_default(),
@@ -1006,10 +1015,13 @@ impl Parser<'_> {
                                 ok = false;
                             }
                             ok &= target_ok(self, to);
-                            match self.expr(node, &format!("branch {i} `when`"), when) {
-                                Some(expr) => guarded.push((expr, to.get_ref().clone())),
-                                None => ok = false,
-                            }
+                            // A guard that does not compile (reported) stands
+                            // in as `null`: the route, and the other guards,
+                            // are still checked.
+                            let expr = self
+                                .expr(node, &format!("branch {i} `when`"), when)
+                                .unwrap_or_else(|| placeholder(self.line(when)));
+                            guarded.push((expr, to.get_ref().clone()));
                         }
                         (None, None, Some(to)) => {
                             if otherwise.is_some() {
