@@ -554,6 +554,29 @@ fn cel_syntax_errors_hide_no_other_error() {
     assert!(report.warnings.is_empty(), "{report}");
 }
 
+/// An edge to an unknown node hides nothing: the cycle its valid targets
+/// make, and its guards, are still checked.
+#[test]
+fn unknown_edge_targets_hide_no_other_error() {
+    let report = load("invalid/unknown_node_hides_nothing.toml").unwrap_err();
+    let found: Vec<_> = report
+        .errors
+        .iter()
+        .map(|d| (d.code, d.line, d.node.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (codes::UNBOUNDED_CYCLE, 10, Some("step")),
+            (codes::UNKNOWN_NODE, 30, Some("again")),
+            (codes::UNDECLARED_STATE, 30, Some("again")),
+        ],
+        "{report}"
+    );
+    assert!(report.errors[1].message.contains("`finish`"), "{report}");
+    assert!(report.errors[2].message.contains("`state.m`"), "{report}");
+}
+
 // ---- the command line ------------------------------------------------------------
 
 /// `host check --json`, and `host run --json` when the checker refuses the

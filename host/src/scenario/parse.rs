@@ -23,10 +23,21 @@ use super::{
 };
 use crate::runtime::{Capability, Grants};
 
+/// A parsed scenario, and what the checks that follow need to know about the
+/// problems already reported.
+pub(crate) struct Parsed {
+    pub scenario: Scenario,
+    /// The nodes whose `[[edge]]` was reported as broken (an unknown target,
+    /// a malformed branch, no `else`). Their route keeps what could be read,
+    /// so the other checks still see its guards and its cycles, but where
+    /// such a node may lead is not known.
+    pub broken_edges: BTreeSet<String>,
+}
+
 /// Parses `text`, the content of the scenario file at `path` (absolute), into
 /// a scenario, reporting problems to `reporter`. `None` when the file is not
 /// even a scenario (bad TOML, a missing `[scenario]`).
-pub(crate) fn parse(text: &str, path: &Path, reporter: &mut Reporter) -> Option<Scenario> {
+pub(crate) fn parse(text: &str, path: &Path, reporter: &mut Reporter) -> Option<Parsed> {
     let lines = Lines::new(text);
     let file: ScenarioFile = match toml::from_str(text) {
         Ok(file) => file,
@@ -53,14 +64,20 @@ pub(crate) fn parse(text: &str, path: &Path, reporter: &mut Reporter) -> Option<
         lines,
         reporter,
         dir,
+        broken_edges: BTreeSet::new(),
     };
-    Some(p.scenario(file, path.to_path_buf(), digest))
+    let scenario = p.scenario(file, path.to_path_buf(), digest);
+    Some(Parsed {
+        scenario,
+        broken_edges: p.broken_edges,
+    })
 }
 
 struct Parser<'r> {
     lines: Lines,
     reporter: &'r mut Reporter,
     dir: PathBuf,
+    broken_edges: BTreeSet<String>,
 }
 
 impl Parser<'_> {
@@ -991,12 +1008,18 @@ impl Parser<'_> {
             );
             false
         };
+        // A broken edge (reported) keeps what could be read of its route:
+        // its guards are still checked, and its valid targets still make
+        // cycles. `broken_edges` says that where it leads is not known.
+        let mut ok = true;
         let route = match (&edge.to, &edge.branches) {
-            (Some(to), None) => target_ok(self, to).then(|| Route::Next(to.get_ref().clone())),
+            (Some(to), None) => {
+                ok = target_ok(self, to);
+                Some(Route::Next(to.get_ref().clone()))
+            }
             (None, Some(branches)) => {
                 let mut guarded = Vec::new();
                 let mut otherwise = None;
-                let mut ok = true;
                 for (i, branch) in branches.iter().enumerate() {
                     let b_line = self.line(branch);
                     let b = branch.get_ref();
@@ -1059,9 +1082,16 @@ impl Parser<'_> {
                             "branches need a last `{ else = \"<node>\" }` so that every case \
                              goes somewhere",
                         );
-                        None
+                        ok = false;
+                        // The route the guards make; the last one's target
+                        // stands in for the missing `else`.
+                        let last = guarded.last().map(|(_, to)| to.clone());
+                        last.map(|otherwise| Route::Branches {
+                            branches: guarded,
+                            otherwise,
+                        })
                     }
-                    Some(otherwise) => ok.then_some(Route::Branches {
+                    Some(otherwise) => Some(Route::Branches {
                         branches: guarded,
                         otherwise,
                     }),
@@ -1075,9 +1105,13 @@ impl Parser<'_> {
                     "an [[edge]] has either `to = \"<node>\"` or `branches = [...]`, not both or \
                      neither",
                 );
+                ok = false;
                 None
             }
         };
+        if !ok {
+            self.broken_edges.insert(from.clone());
+        }
         if let Some(route) = route {
             nodes[index].route = route;
             nodes[index].edge_line = Some(line);
