@@ -122,6 +122,50 @@ fn only_one(report: &CheckReport) {
 fn toml_syntax_errors_have_a_line() {
     let report = expect_error("toml_syntax", codes::TOML, 13, None);
     only_one(&report);
+    // The broken line is the node's `id`: the table is named by its header.
+    assert!(
+        report.errors[0]
+            .message
+            .starts_with("the [[node]] table starting at line 12: "),
+        "{report}"
+    );
+}
+
+#[test]
+fn toml_syntax_errors_in_a_node_name_it() {
+    // The node's `id` comes after the broken line.
+    let report = expect_error("toml_in_node", codes::TOML, 10, Some("say"));
+    only_one(&report);
+}
+
+#[test]
+fn toml_errors_in_edges_rules_and_skills_name_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.toml");
+    let head = "[scenario]\nname = \"s\"\n\n[[node]]\nid = \"a\"\nkind = \"end\"\n\n";
+    for (table, expected) in [
+        (
+            "[[edge]]\nfrom = \"a\"\nto = \"b\" junk\n",
+            (10, "[[edge]] from `a`: "),
+        ),
+        (
+            "[[rule]]\nwhen = \"true\"\ncode = \"c\"\nseverity = \"bogus\"\nmessage = \"m\"\n",
+            (11, "[[rule]] `c`: "),
+        ),
+        (
+            "[skills.echo]\ncomponent = \"echo.wasm\"\ncomponent = \"again.wasm\"\n",
+            (10, "[skills.echo]: "),
+        ),
+    ] {
+        let report = scenario::parse_str(&format!("{head}{table}"), &path).unwrap_err();
+        only_one(&report);
+        let d = &report.errors[0];
+        assert_eq!(
+            (d.code, d.line, d.node.as_deref()),
+            (codes::TOML, expected.0, None)
+        );
+        assert!(d.message.starts_with(expected.1), "{report}");
+    }
 }
 
 #[test]
@@ -479,6 +523,158 @@ kind = "gate"
             codes::MISSING_EDGE,
         ],
         "{report}"
+    );
+}
+
+/// An expression that does not compile hides nothing: the other guards of
+/// its edge, and the field of its write, are still checked.
+#[test]
+fn cel_syntax_errors_hide_no_other_error() {
+    let report = load("invalid/cel_syntax_hides_nothing.toml").unwrap_err();
+    let found: Vec<_> = report
+        .errors
+        .iter()
+        .map(|d| (d.code, d.line, d.node.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (codes::CEL_SYNTAX, 16, Some("say")),
+            (codes::UNDECLARED_STATE, 16, Some("say")),
+            (codes::CEL_SYNTAX, 30, Some("say")),
+            (codes::UNDECLARED_STATE, 31, Some("say")),
+        ],
+        "{report}"
+    );
+    assert!(report.errors[1].message.contains("`lenght`"), "{report}");
+    assert!(
+        report.errors[3].message.contains("`state.cuont`"),
+        "{report}"
+    );
+    assert!(report.warnings.is_empty(), "{report}");
+}
+
+/// An edge to an unknown node hides nothing: the cycle its valid targets
+/// make, and its guards, are still checked.
+#[test]
+fn unknown_edge_targets_hide_no_other_error() {
+    let report = load("invalid/unknown_node_hides_nothing.toml").unwrap_err();
+    let found: Vec<_> = report
+        .errors
+        .iter()
+        .map(|d| (d.code, d.line, d.node.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (codes::UNBOUNDED_CYCLE, 10, Some("step")),
+            (codes::UNKNOWN_NODE, 30, Some("again")),
+            (codes::UNDECLARED_STATE, 30, Some("again")),
+        ],
+        "{report}"
+    );
+    assert!(report.errors[1].message.contains("`finish`"), "{report}");
+    assert!(report.errors[2].message.contains("`state.m`"), "{report}");
+}
+
+// ---- the command line ------------------------------------------------------------
+
+/// `host check --json`, and `host run --json` when the checker refuses the
+/// scenario, print each diagnostic as an object.
+#[test]
+fn check_json_gives_each_diagnostic_as_an_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = workspace().join("invalid/two_errors.toml");
+    let file = path.display().to_string();
+    let expected = json!({
+        "ok": false,
+        "errors": [
+            {
+                "code": "unknown-node",
+                "severity": "error",
+                "message": "`on_failure` names node `nowhere`, which is not declared",
+                "file": file,
+                "line": 3,
+                "node": null,
+            },
+            {
+                "code": "undeclared-state",
+                "severity": "error",
+                "message": "input.message: `state.nope` is not declared; declare it under \
+                            [state] (declared: `unused`)",
+                "file": file,
+                "line": 14,
+                "node": "say",
+            },
+        ],
+        "warnings": [
+            {
+                "code": "unwritten-state",
+                "severity": "warning",
+                "message": "state `unused` is declared but no node writes it; it keeps its \
+                            initial value",
+                "file": file,
+                "line": 6,
+                "node": null,
+            },
+        ],
+    });
+
+    let out = common::cli::host(dir.path(), &["check", "--json", &file], None);
+    assert_eq!(out.status.code(), Some(2), "{}", common::cli::stderr(&out));
+    assert_eq!(common::cli::json(&out), expected);
+
+    let out = common::cli::host(dir.path(), &["run", "--json", &file], None);
+    assert_eq!(out.status.code(), Some(2), "{}", common::cli::stderr(&out));
+    assert_eq!(common::cli::json(&out), expected);
+    assert!(
+        common::cli::stderr(&out).contains("does not pass the checker"),
+        "{}",
+        common::cli::stderr(&out)
+    );
+
+    // A scenario that passes has the same keys.
+    let valid = workspace().join("valid/warnings.toml");
+    let out = common::cli::host(
+        dir.path(),
+        &["check", "--json", valid.to_str().unwrap()],
+        None,
+    );
+    assert!(out.status.success(), "{}", common::cli::stderr(&out));
+    let shown = common::cli::json(&out);
+    assert_eq!((&shown["ok"], &shown["errors"]), (&json!(true), &json!([])));
+    let warnings: Vec<_> = shown["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["code"].as_str(),
+                w["severity"].as_str(),
+                w["line"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            (Some("unwritten-state"), Some("warning"), Some(6)),
+            (Some("unused-skill"), Some("warning"), Some(12)),
+        ]
+    );
+
+    // For people: unchanged, one line per diagnostic on stderr.
+    let out = common::cli::host(dir.path(), &["check", &file], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = common::cli::stderr(&out);
+    assert!(
+        err.contains(&format!("{file}:3: `on_failure` names node `nowhere`"))
+            && err.contains(&format!(
+                "{file}:14: node `say`: input.message: `state.nope`"
+            ))
+            && err.contains(&format!("{file}:6: warning: state `unused`")),
+        "{err}"
     );
 }
 

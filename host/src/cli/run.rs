@@ -174,15 +174,32 @@ pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 /// Finds, parses, checks and loads a scenario; a check failure is exit 2.
-pub(crate) fn load_scenario(name: &str, globals: &Globals) -> Result<LoadedScenario, Failure> {
+/// With `json`, a check failure also prints the diagnostics on stdout as
+/// `host check --json` does.
+pub(crate) fn load_scenario(
+    name: &str,
+    globals: &Globals,
+    json: bool,
+) -> Result<LoadedScenario, Failure> {
     let path = scenario::resolve(name).map_err(Failure::bad_input)?;
     let runtime = globals.runtime()?;
-    let loaded = scenario::load(&path, &runtime).map_err(|report| {
-        Failure::bad_input(format!(
-            "scenario `{}` does not pass the checker:\n{report}",
-            path.display()
-        ))
-    })?;
+    let loaded = match scenario::load(&path, &runtime) {
+        Ok(loaded) => loaded,
+        Err(report) if json => {
+            print_json(&report.to_json())?;
+            return Err(Failure::bad_input(format!(
+                "scenario `{}` does not pass the checker ({} error(s), on stdout)",
+                path.display(),
+                report.errors.len()
+            )));
+        }
+        Err(report) => {
+            return Err(Failure::bad_input(format!(
+                "scenario `{}` does not pass the checker:\n{report}",
+                path.display()
+            )));
+        }
+    };
     for warning in &loaded.warnings {
         eprintln!("warning: {warning}");
     }
@@ -199,7 +216,12 @@ pub fn check(args: CheckArgs, globals: &Globals) -> CliResult {
                     "ok": true,
                     "scenario": loaded.scenario.name,
                     "nodes": loaded.scenario.nodes.len(),
-                    "warnings": loaded.warnings.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+                    "errors": [],
+                    "warnings": loaded
+                        .warnings
+                        .iter()
+                        .map(|w| w.to_json(scenario::Level::Warning))
+                        .collect::<Vec<_>>(),
                 }))?;
             } else {
                 for warning in &loaded.warnings {
@@ -216,11 +238,7 @@ pub fn check(args: CheckArgs, globals: &Globals) -> CliResult {
         }
         Err(report) => {
             if args.json {
-                print_json(&json!({
-                    "ok": false,
-                    "errors": report.errors.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
-                    "warnings": report.warnings.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
-                }))?;
+                print_json(&report.to_json())?;
                 return Err(Failure::bad_input(""));
             }
             Err(Failure::bad_input(format!("{report}")))
@@ -229,7 +247,7 @@ pub fn check(args: CheckArgs, globals: &Globals) -> CliResult {
 }
 
 pub fn graph(args: GraphArgs, globals: &Globals) -> CliResult {
-    let loaded = load_scenario(&args.scenario, globals)?;
+    let loaded = load_scenario(&args.scenario, globals, false)?;
     let text = match args.format {
         GraphFormat::Mermaid => scenario::to_mermaid(&loaded.scenario),
         GraphFormat::Dot => scenario::to_dot(&loaded.scenario),
@@ -322,7 +340,7 @@ pub(crate) fn checked_input(loaded: &LoadedScenario, mut input: Value) -> Result
 
 pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
     let input = read_json_arg(&args.input)?;
-    let loaded = load_scenario(&args.scenario, globals)?;
+    let loaded = load_scenario(&args.scenario, globals, args.json)?;
     let input = checked_input(&loaded, input)?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
@@ -363,7 +381,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
                 scenario = run.scenario_path,
             )));
         }
-        let loaded = load_scenario(&run.scenario_path, globals)?;
+        let loaded = load_scenario(&run.scenario_path, globals, args.json)?;
         // One runner per run: refused while a worker (or another resume) holds it.
         let lease = super::worker::CliLease::acquire(&store, &args.run_id).await?;
         let engine = Engine::new(Some(lease.store().clone()), sink(args.events));

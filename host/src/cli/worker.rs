@@ -183,7 +183,7 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
 
 pub fn submit(args: SubmitArgs, globals: &Globals) -> CliResult {
     let input = read_json_arg(&args.input)?;
-    let loaded = load_scenario(&args.scenario, globals)?;
+    let loaded = load_scenario(&args.scenario, globals, args.json)?;
     let input = super::run::checked_input(&loaded, input)?;
     let scenario = &*loaded.scenario;
     // Workers may run in another directory: store the absolute path.

@@ -17,9 +17,9 @@ use super::{ERRORS_FIELD, Expr, FieldType, Node, NodeKind, Reducer, Route, Scena
 use crate::runtime::Skill;
 
 /// Checks the scenario as a graph and its expressions against what they may
-/// use.
-pub(crate) fn check_scenario(s: &Scenario, r: &mut Reporter) {
-    graph(s, r);
+/// use. `broken_edges`: the nodes whose `[[edge]]` was reported as broken.
+pub(crate) fn check_scenario(s: &Scenario, broken_edges: &BTreeSet<String>, r: &mut Reporter) {
+    graph(s, broken_edges, r);
     references(s, r);
     writes(s, r);
     unused(s, r);
@@ -27,7 +27,7 @@ pub(crate) fn check_scenario(s: &Scenario, r: &mut Reporter) {
 
 // ---- the graph -----------------------------------------------------------
 
-fn graph(s: &Scenario, r: &mut Reporter) {
+fn graph(s: &Scenario, broken_edges: &BTreeSet<String>, r: &mut Reporter) {
     if s.nodes.is_empty() {
         return;
     }
@@ -52,11 +52,11 @@ fn graph(s: &Scenario, r: &mut Reporter) {
         .collect();
 
     // A node whose edge is missing or broken (already reported) could lead
-    // anywhere: what is reachable, and what can finish, is unknown.
-    if s.nodes
-        .iter()
-        .any(|n| !n.kind.is_terminal() && matches!(n.route, Route::End))
-    {
+    // anywhere: what is reachable, and what can finish, is unknown. The
+    // cycles its valid targets make are still cycles.
+    if s.nodes.iter().any(|n| {
+        !n.kind.is_terminal() && (matches!(n.route, Route::End) || broken_edges.contains(&n.id))
+    }) {
         cycles(s, &succ, r);
         return;
     }

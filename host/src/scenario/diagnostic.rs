@@ -8,6 +8,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use serde_json::{Value, json};
+
 /// The stable codes of every diagnostic, one per class of problem.
 pub mod codes {
     /// The file cannot be read.
@@ -95,7 +97,39 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+/// Whether a diagnostic stops the scenario from loading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// The scenario does not load.
+    Error,
+    /// Reported; the scenario loads and runs.
+    Warning,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warning => "warning",
+        }
+    }
+}
+
 impl Diagnostic {
+    /// The diagnostic as one JSON object, for `--json`: `code`, `severity`
+    /// (`error` or `warning`), `message`, `file`, `line` (`null` when the
+    /// problem is the whole file) and `node` (`null` when there is none).
+    pub fn to_json(&self, level: Level) -> Value {
+        json!({
+            "code": self.code,
+            "severity": level.name(),
+            "message": self.message,
+            "file": self.file.display().to_string(),
+            "line": (self.line > 0).then_some(self.line),
+            "node": self.node,
+        })
+    }
+
     fn write(&self, f: &mut fmt::Formatter<'_>, label: &str) -> fmt::Result {
         write!(f, "{}", self.file.display())?;
         if self.line > 0 {
@@ -127,6 +161,20 @@ pub struct CheckReport {
 impl CheckReport {
     pub fn is_ok(&self) -> bool {
         self.errors.is_empty()
+    }
+
+    /// `{"ok": …, "errors": [...], "warnings": [...]}`, each diagnostic as
+    /// [`Diagnostic::to_json`] makes it.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "ok": self.is_ok(),
+            "errors": self.errors.iter().map(|d| d.to_json(Level::Error)).collect::<Vec<_>>(),
+            "warnings": self
+                .warnings
+                .iter()
+                .map(|d| d.to_json(Level::Warning))
+                .collect::<Vec<_>>(),
+        })
     }
 
     /// The first diagnostic with `code`, errors first.
@@ -280,6 +328,48 @@ mod tests {
             report.to_string(),
             "s.toml:3: node `a`: edge to `b`: no such node\n\
              s.toml: warning: edge to `b`: no such node"
+        );
+    }
+
+    #[test]
+    fn json() {
+        let d = Diagnostic {
+            file: "s.toml".into(),
+            line: 3,
+            node: Some("a".into()),
+            code: codes::UNKNOWN_NODE,
+            message: "edge to `b`: no such node".into(),
+        };
+        let report = CheckReport {
+            errors: vec![d.clone()],
+            warnings: vec![Diagnostic {
+                node: None,
+                line: 0,
+                code: codes::UNUSED_SKILL,
+                ..d
+            }],
+        };
+        assert_eq!(
+            report.to_json(),
+            json!({
+                "ok": false,
+                "errors": [{
+                    "code": "unknown-node",
+                    "severity": "error",
+                    "message": "edge to `b`: no such node",
+                    "file": "s.toml",
+                    "line": 3,
+                    "node": "a",
+                }],
+                "warnings": [{
+                    "code": "unused-skill",
+                    "severity": "warning",
+                    "message": "edge to `b`: no such node",
+                    "file": "s.toml",
+                    "line": null,
+                    "node": null,
+                }],
+            })
         );
     }
 }

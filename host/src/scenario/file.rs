@@ -250,16 +250,3 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Entries<V> {
         deserializer.deserialize_map(EntriesVisitor(PhantomData))
     }
 }
-
-/// Just enough of a file to name the node an error is in, when the full
-/// file does not deserialize.
-#[derive(Debug, Deserialize)]
-pub struct Outline {
-    #[serde(default)]
-    pub node: Vec<NodeOutline>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct NodeOutline {
-    pub id: Option<String>,
-}

@@ -135,11 +135,11 @@ fn parse_checked(path: &Path) -> Result<(Scenario, Reporter), CheckReport> {
 fn parse_text(text: &str, path: &Path) -> Result<(Scenario, Reporter), CheckReport> {
     let mut reporter = Reporter::new(path.to_path_buf());
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let Some(scenario) = parse::parse(text, &absolute, &mut reporter) else {
+    let Some(parsed) = parse::parse(text, &absolute, &mut reporter) else {
         return Err(reporter.finish());
     };
-    check::check_scenario(&scenario, &mut reporter);
-    Ok((scenario, reporter))
+    check::check_scenario(&parsed.scenario, &parsed.broken_edges, &mut reporter);
+    Ok((parsed.scenario, reporter))
 }
 
 /// Finds the scenario `host run NAME` means: an existing file, else

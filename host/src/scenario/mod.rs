@@ -18,6 +18,7 @@ pub mod file;
 pub mod graph;
 pub mod input;
 pub mod load;
+mod locate;
 pub mod parse;
 
 use std::collections::BTreeMap;
@@ -29,7 +30,7 @@ use serde_json::{Map, Value};
 
 use crate::checks::schema::CompiledSchema;
 
-pub use diagnostic::{CheckReport, Diagnostic, codes};
+pub use diagnostic::{CheckReport, Diagnostic, Level, codes};
 pub use expr::{Expr, ExprError, Vars};
 pub use graph::{to_dot, to_mermaid};
 pub use input::InputField;

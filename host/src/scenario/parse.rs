@@ -14,28 +14,44 @@ use serde_json::{Map, Value};
 use toml::Spanned;
 
 use super::diagnostic::{Lines, Reporter, codes};
-use super::file::{self, EdgeDecl, NodeDecl, Outline, PostDecl, ScenarioFile};
+use super::file::{self, EdgeDecl, NodeDecl, PostDecl, ScenarioFile};
 use super::input::{self, InputField};
+use super::locate;
 use super::{
     ArtifactSpec, CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, ERRORS_FIELD, Expr, MapSpec,
     Node, NodeKind, PostCheck, RetrySpec, Route, Rule, Scenario, SkillRef, StateField, Write,
 };
 use crate::runtime::{Capability, Grants};
 
+/// A parsed scenario, and what the checks that follow need to know about the
+/// problems already reported.
+pub(crate) struct Parsed {
+    pub scenario: Scenario,
+    /// The nodes whose `[[edge]]` was reported as broken (an unknown target,
+    /// a malformed branch, no `else`). Their route keeps what could be read,
+    /// so the other checks still see its guards and its cycles, but where
+    /// such a node may lead is not known.
+    pub broken_edges: BTreeSet<String>,
+}
+
 /// Parses `text`, the content of the scenario file at `path` (absolute), into
 /// a scenario, reporting problems to `reporter`. `None` when the file is not
 /// even a scenario (bad TOML, a missing `[scenario]`).
-pub(crate) fn parse(text: &str, path: &Path, reporter: &mut Reporter) -> Option<Scenario> {
+pub(crate) fn parse(text: &str, path: &Path, reporter: &mut Reporter) -> Option<Parsed> {
     let lines = Lines::new(text);
     let file: ScenarioFile = match toml::from_str(text) {
         Ok(file) => file,
         Err(e) => {
-            let offset = e.span().map(|s| s.start);
-            let node = offset.and_then(|o| node_at(text, o));
+            let line = e.span().map_or(0, |s| lines.line(s.start));
+            let table = locate::table_at(text, line);
             let message = e.message().trim().replace('\n', "; ");
+            let message = match table.as_ref().and_then(locate::Table::prefix) {
+                Some(prefix) => format!("{prefix}{message}"),
+                None => message,
+            };
             reporter.error(
-                offset.map_or(0, |o| lines.line(o)),
-                node.as_deref(),
+                line,
+                table.as_ref().and_then(locate::Table::node),
                 codes::TOML,
                 message,
             );
@@ -48,14 +64,20 @@ pub(crate) fn parse(text: &str, path: &Path, reporter: &mut Reporter) -> Option<
         lines,
         reporter,
         dir,
+        broken_edges: BTreeSet::new(),
     };
-    Some(p.scenario(file, path.to_path_buf(), digest))
+    let scenario = p.scenario(file, path.to_path_buf(), digest);
+    Some(Parsed {
+        scenario,
+        broken_edges: p.broken_edges,
+    })
 }
 
 struct Parser<'r> {
     lines: Lines,
     reporter: &'r mut Reporter,
     dir: PathBuf,
+    broken_edges: BTreeSet<String>,
 }
 
 impl Parser<'_> {
@@ -477,16 +499,20 @@ impl Parser<'_> {
             .map(|w| w.into_inner())
             .unwrap_or_default()
             .into_iter()
-            .filter_map(|w| {
+            .map(|w| {
                 let w = w.into_inner();
                 let what = format!("write into `{}`", w.field.get_ref());
-                let from = self.expr(node, &what, &w.from)?;
-                Some(Write {
+                // A write whose expression does not compile is kept, so that
+                // its field is still checked; the scenario is rejected anyway.
+                let from = self
+                    .expr(node, &what, &w.from)
+                    .unwrap_or_else(|| placeholder(self.line(&w.from)));
+                Write {
                     line: self.line(&w.field),
                     field: w.field.into_inner(),
                     from,
                     reducer: w.reducer,
-                })
+                }
             })
             .collect();
 
@@ -855,13 +881,18 @@ impl Parser<'_> {
                         1
                     }
                 };
-                let claims = self.expr(node, &format!("post[{index}].claims"), p.claims.as_ref()?);
-                let sources =
-                    self.expr(node, &format!("post[{index}].sources"), p.sources.as_ref()?);
+                // Either expression may not compile (reported); the other is
+                // still checked, and the scenario is rejected either way.
+                let mut compiled = |what: &str, source: &Spanned<String>| {
+                    self.expr(node, &format!("post[{index}].{what}"), source)
+                        .unwrap_or_else(|| placeholder(self.line(source)))
+                };
+                let claims = compiled("claims", p.claims.as_ref()?);
+                let sources = compiled("sources", p.sources.as_ref()?);
                 Some(PostCheck::Citations(CitationSpec {
-                    claims: claims?,
+                    claims,
                     cites: p.cites.unwrap_or_default(),
-                    sources: sources?,
+                    sources,
                     source_id: p.source_id.unwrap_or_else(|| "id".to_string()),
                     quote: p.quote.unwrap_or_default(),
                     source_text: p.source_text.unwrap_or_default(),
@@ -977,12 +1008,18 @@ impl Parser<'_> {
             );
             false
         };
+        // A broken edge (reported) keeps what could be read of its route:
+        // its guards are still checked, and its valid targets still make
+        // cycles. `broken_edges` says that where it leads is not known.
+        let mut ok = true;
         let route = match (&edge.to, &edge.branches) {
-            (Some(to), None) => target_ok(self, to).then(|| Route::Next(to.get_ref().clone())),
+            (Some(to), None) => {
+                ok = target_ok(self, to);
+                Some(Route::Next(to.get_ref().clone()))
+            }
             (None, Some(branches)) => {
                 let mut guarded = Vec::new();
                 let mut otherwise = None;
-                let mut ok = true;
                 for (i, branch) in branches.iter().enumerate() {
                     let b_line = self.line(branch);
                     let b = branch.get_ref();
@@ -1001,10 +1038,13 @@ impl Parser<'_> {
                                 ok = false;
                             }
                             ok &= target_ok(self, to);
-                            match self.expr(node, &format!("branch {i} `when`"), when) {
-                                Some(expr) => guarded.push((expr, to.get_ref().clone())),
-                                None => ok = false,
-                            }
+                            // A guard that does not compile (reported) stands
+                            // in as `null`: the route, and the other guards,
+                            // are still checked.
+                            let expr = self
+                                .expr(node, &format!("branch {i} `when`"), when)
+                                .unwrap_or_else(|| placeholder(self.line(when)));
+                            guarded.push((expr, to.get_ref().clone()));
                         }
                         (None, None, Some(to)) => {
                             if otherwise.is_some() {
@@ -1042,9 +1082,16 @@ impl Parser<'_> {
                             "branches need a last `{ else = \"<node>\" }` so that every case \
                              goes somewhere",
                         );
-                        None
+                        ok = false;
+                        // The route the guards make; the last one's target
+                        // stands in for the missing `else`.
+                        let last = guarded.last().map(|(_, to)| to.clone());
+                        last.map(|otherwise| Route::Branches {
+                            branches: guarded,
+                            otherwise,
+                        })
                     }
-                    Some(otherwise) => ok.then_some(Route::Branches {
+                    Some(otherwise) => Some(Route::Branches {
                         branches: guarded,
                         otherwise,
                     }),
@@ -1058,9 +1105,13 @@ impl Parser<'_> {
                     "an [[edge]] has either `to = \"<node>\"` or `branches = [...]`, not both or \
                      neither",
                 );
+                ok = false;
                 None
             }
         };
+        if !ok {
+            self.broken_edges.insert(from.clone());
+        }
         if let Some(route) = route {
             nodes[index].route = route;
             nodes[index].edge_line = Some(line);
@@ -1139,36 +1190,4 @@ fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
-}
-
-/// The id of the `[[node]]` whose table contains byte `offset`, if any.
-fn node_at(text: &str, offset: usize) -> Option<String> {
-    let before = text.get(..offset)?;
-    let mut count = 0usize;
-    let mut in_node = false;
-    for line in before.lines() {
-        let t = line.trim();
-        let t = t.split('#').next().unwrap_or("").trim_end();
-        if !(t.starts_with('[') && t.ends_with(']')) {
-            continue;
-        }
-        let inner = t.trim_start_matches('[').trim_end_matches(']').trim();
-        if !inner
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.\"' ".contains(c))
-        {
-            continue;
-        }
-        if t.starts_with("[[") && inner == "node" {
-            count += 1;
-            in_node = true;
-        } else {
-            in_node = t.starts_with('[') && !t.starts_with("[[") && inner.starts_with("node.");
-        }
-    }
-    if !in_node || count == 0 {
-        return None;
-    }
-    let outline: Outline = toml::from_str(text).ok()?;
-    outline.node.into_iter().nth(count - 1)?.id
 }
