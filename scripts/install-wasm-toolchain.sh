@@ -33,6 +33,25 @@ if command -v rustup >/dev/null 2>&1; then
   fi
 fi
 
+# The skills' crates (and the workspace's rust-version) need this rustc. A
+# fresh machine's package index may still offer an older rustc-web (bookworm's
+# own is 1.85; the newer one comes from bookworm-security), so the index is
+# refreshed whenever what it would install, or what is installed, is older.
+min_rustc="1.95"
+version_at_least() { # version_at_least HAVE WANT: both "major.minor[.patch…]"
+  local have_major have_minor want_major want_minor
+  IFS=. read -r have_major have_minor _ <<<"$1"
+  IFS=. read -r want_major want_minor _ <<<"$2"
+  (( have_major > want_major || (have_major == want_major && have_minor >= want_minor) ))
+}
+rustc_web_version() { # the upstream version of the installed rustc-web, or nothing
+  dpkg-query -W -f='${Status} ${Version}' rustc-web 2>/dev/null |
+    sed -n 's/^install ok installed \([0-9][0-9.]*\).*/\1/p'
+}
+candidate_version() { # what `apt-get install rustc-web` would install now
+  apt-cache policy rustc-web 2>/dev/null | sed -n 's/^ *Candidate: \([0-9][0-9.]*\).*/\1/p'
+}
+
 packages=(rustc-web cargo-web rust-web-src lld wasi-libc)
 missing=()
 for p in "${packages[@]}"; do
@@ -40,6 +59,11 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+installed_version="$(rustc_web_version)"
+if [ -n "$installed_version" ] && ! version_at_least "$installed_version" "$min_rustc"; then
+  echo "rustc-web $installed_version is installed; skills need $min_rustc or newer"
+  missing=("${packages[@]}")
+fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
@@ -54,11 +78,24 @@ if [ "${#missing[@]}" -gt 0 ]; then
       exit 3
     fi
   fi
+  candidate="$(candidate_version)"
+  if [ -z "$candidate" ] || ! version_at_least "$candidate" "$min_rustc"; then
+    echo "refreshing the package index (it offers rustc-web ${candidate:-not at all})"
+    # Two apt-get at once collide on the dpkg lock; wait for it instead.
+    "${sudo[@]}" apt-get update -o DPkg::Lock::Timeout=600
+  fi
   echo "installing ${missing[*]}"
-  # Two apt-get at once collide on the dpkg lock; wait for it instead.
   "${sudo[@]}" apt-get install -y -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}" ||
   { "${sudo[@]}" apt-get update -o DPkg::Lock::Timeout=600 &&
     "${sudo[@]}" apt-get install -y -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"; }
+fi
+
+installed_version="$(rustc_web_version)"
+if [ -z "$installed_version" ] || ! version_at_least "$installed_version" "$min_rustc"; then
+  echo "error: rustc-web ${installed_version:-is not installed}; skills need $min_rustc or newer." >&2
+  echo "       Debian 12 has it in bookworm-security: check that /etc/apt/sources.list.d names it," >&2
+  echo "       or install rustup's Wasm target: rustup target add wasm32-unknown-unknown wasm32-wasip1" >&2
+  exit 3
 fi
 
 # Check what `host skill build` will check, so a broken install shows here.
