@@ -147,6 +147,92 @@ impl StoreError {
     pub fn is_corrupt(&self) -> bool {
         matches!(self, StoreError::Corrupt { .. })
     }
+
+    /// True when the write this error ended may have committed all the
+    /// same: the connection broke while its statement was in flight. A
+    /// retry that then finds its own write already there may take it as
+    /// done; after any other error (one the server reported, a pool that
+    /// gave no connection) the write certainly did not commit, and finding
+    /// it there means somebody else wrote it.
+    pub fn may_have_committed(&self) -> bool {
+        match self {
+            StoreError::Database { source, .. } => may_have_committed(source),
+            _ => false,
+        }
+    }
+}
+
+/// See [`StoreError::may_have_committed`]: I/O and protocol failures, and
+/// the server ending the connection (SQLSTATE classes 08 and 57P), leave a
+/// statement's outcome unknown.
+pub(crate) fn may_have_committed(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(e) => e
+            .code()
+            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+        _ => false,
+    }
+}
+
+/// A copy of a transient error, for each of the writes that shared the
+/// statement it ended (group commit): it keeps what [`is_transient`] and
+/// [`may_have_committed`] read, the SQLSTATE code and the kind of failure.
+pub(crate) fn relay(error: &sqlx::Error) -> sqlx::Error {
+    match error {
+        sqlx::Error::Database(e) => sqlx::Error::Database(Box::new(Relayed {
+            message: e.message().to_owned(),
+            code: e.code().map(|code| code.into_owned()),
+        })),
+        sqlx::Error::PoolTimedOut => sqlx::Error::PoolTimedOut,
+        sqlx::Error::WorkerCrashed => sqlx::Error::WorkerCrashed,
+        sqlx::Error::Protocol(message) => sqlx::Error::Protocol(message.clone()),
+        other => sqlx::Error::Io(std::io::Error::other(other.to_string())),
+    }
+}
+
+/// An error the server reported, as [`relay`] passes it on.
+#[derive(Debug)]
+struct Relayed {
+    message: String,
+    code: Option<String>,
+}
+
+impl std::fmt::Display for Relayed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Relayed {}
+
+impl sqlx::error::DatabaseError for Relayed {
+    fn message(&self) -> &str {
+        &self.message
+    }
+
+    fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.code.as_deref().map(std::borrow::Cow::Borrowed)
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self
+    }
+
+    fn kind(&self) -> sqlx::error::ErrorKind {
+        sqlx::error::ErrorKind::Other
+    }
 }
 
 /// Errors that say "the connection, not the request": I/O, pool timeouts,
@@ -177,4 +263,64 @@ pub(crate) fn is_sqlite_busy(error: &rusqlite::Error) -> bool {
         error.sqlite_error_code(),
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(code: &str) -> sqlx::Error {
+        sqlx::Error::Database(Box::new(Relayed {
+            message: format!("the server said {code}"),
+            code: Some(code.to_owned()),
+        }))
+    }
+
+    #[test]
+    fn only_a_broken_connection_leaves_a_write_maybe_committed() {
+        let broken = sqlx::Error::Io(std::io::Error::other("connection reset"));
+        assert!(is_transient(&broken) && may_have_committed(&broken));
+        // Nothing was sent, or the server rolled the statement back.
+        for certain in [
+            sqlx::Error::PoolTimedOut,
+            server_error("40P01"),
+            server_error("40001"),
+            server_error("53300"),
+        ] {
+            assert!(is_transient(&certain), "{certain}");
+            assert!(!may_have_committed(&certain), "{certain}");
+        }
+        // The server ended the connection: the statement may have landed.
+        for ended in [server_error("57P01"), server_error("08006")] {
+            assert!(
+                is_transient(&ended) && may_have_committed(&ended),
+                "{ended}"
+            );
+        }
+        assert!(!may_have_committed(&server_error("23505")));
+    }
+
+    #[test]
+    fn a_relayed_error_keeps_its_verdicts() {
+        for error in [
+            sqlx::Error::Io(std::io::Error::other("connection reset")),
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::Protocol("unexpected message".into()),
+            server_error("40P01"),
+            server_error("57P01"),
+        ] {
+            let relayed = relay(&error);
+            assert_eq!(is_transient(&relayed), is_transient(&error), "{error}");
+            assert_eq!(
+                may_have_committed(&relayed),
+                may_have_committed(&error),
+                "{error}"
+            );
+        }
+        // What the server said is passed on word for word.
+        assert_eq!(
+            relay(&server_error("40P01")).to_string(),
+            server_error("40P01").to_string()
+        );
+    }
 }

@@ -344,24 +344,26 @@ impl PgStore {
         text.map(|text| self.json(&text, what)).transpose()
     }
 
-    /// Runs `attempt` (given the attempt number, from 0) until it succeeds,
-    /// fails for a reason other than the connection, or [`RETRY_FOR`] has
-    /// passed. Only for operations that are safe to repeat.
+    /// Runs `attempt` until it succeeds, fails for a reason other than the
+    /// connection, or [`RETRY_FOR`] has passed. Only for operations that are
+    /// safe to repeat. `attempt` is told whether an earlier attempt may have
+    /// committed all the same ([`StoreError::may_have_committed`]): only then
+    /// may a write that finds itself already done take that as its own.
     async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<T, StoreError>
     where
-        F: FnMut(u32) -> Fut,
+        F: FnMut(bool) -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
         let deadline = Instant::now() + RETRY_FOR;
         let mut delay = Duration::from_millis(50);
-        let mut n = 0;
+        let mut maybe_done = false;
         loop {
-            match attempt(n).await {
+            match attempt(maybe_done).await {
                 Err(e) if e.is_transient() && Instant::now() + delay < deadline => {
                     tracing::warn!("{e}; retrying in {delay:?}");
+                    maybe_done |= e.may_have_committed();
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(1));
-                    n += 1;
                 }
                 other => return other,
             }
@@ -376,10 +378,11 @@ impl PgStore {
         status: RunStatus,
         task_id: Option<&str>,
     ) -> Result<(), StoreError> {
-        self.retrying(|n| async move {
+        self.retrying(|maybe_done| async move {
             match self.create_run_once(run, status, task_id).await {
-                // An earlier attempt may have committed before the connection broke.
-                Err(e) if n > 0 && e.is_conflict() && self.is_same_run(run).await => Ok(()),
+                // An earlier attempt may have committed before the connection
+                // broke. (Otherwise the run is another caller's: a conflict.)
+                Err(e) if maybe_done && e.is_conflict() && self.is_same_run(run).await => Ok(()),
                 other => other,
             }
         })
@@ -485,9 +488,9 @@ impl PgStore {
         artifacts: &[NewArtifact],
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
-        self.retrying(|n| async move {
+        self.retrying(|maybe_done| async move {
             match self.commit_step_once(commit, artifacts, fence).await {
-                Err(e) if n > 0 && e.is_conflict() && self.already_committed(commit).await => {
+                Err(e) if maybe_done && e.is_conflict() && self.already_committed(commit).await => {
                     Ok(())
                 }
                 other => other,
@@ -797,12 +800,12 @@ impl PgStore {
         error: Option<&Value>,
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
-        self.retrying(|n| async move {
+        self.retrying(|maybe_done| async move {
             match self
                 .finish_run_once(run_id, status, result, error, fence)
                 .await
             {
-                Err(e) if n > 0 && e.is_conflict() => match self.run(run_id).await {
+                Err(e) if maybe_done && e.is_conflict() => match self.run(run_id).await {
                     Ok(Some(run)) if run.status == status => Ok(()),
                     _ => Err(e),
                 },

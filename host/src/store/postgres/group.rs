@@ -24,7 +24,7 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::{ACTIVE, PgStore, Prepared, PreparedFinish, PreparedRun, START_NODE, now_ms};
-use crate::store::error::{StoreError, is_transient};
+use crate::store::error::{StoreError, is_transient, relay};
 
 /// Most writes of one kind in one statement.
 pub(super) const MAX_BATCH: usize = 64;
@@ -214,12 +214,10 @@ impl PgStore {
             }
             Err(e) if is_transient(&e) => {
                 // Every write of the failed transaction hears why, with the
-                // same transient verdict, so each retries on its own.
+                // same transient verdict (and whether it may have committed
+                // all the same), so each retries on its own.
                 for queued in batch {
-                    let error = self.error(
-                        sqlx::Error::Io(std::io::Error::other(e.to_string())),
-                        queued.item.describe(),
-                    );
+                    let error = self.error(relay(&e), queued.item.describe());
                     let _ = queued.reply.send(Err(error));
                 }
             }
@@ -353,7 +351,9 @@ impl PgStore {
 
 /// `insert_run` for many runs: a run whose id exists already is left out
 /// (`ON CONFLICT DO NOTHING`) and then created alone, which reports it.
-/// The task rows get the batch's last run for each task.
+/// The task rows get the batch's last run for each task. Runs are inserted
+/// in id order, so two batches creating some of the same ids (a duplicate
+/// submission) wait for each other instead of deadlocking.
 const CREATE_STATEMENT: &str = "\
     WITH u AS ( \
         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
@@ -366,7 +366,7 @@ const CREATE_STATEMENT: &str = "\
         INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
             current_node, last_seq, created_at, updated_at, task_id) \
         SELECT id, scenario_name, scenario_path, scenario_digest, status, input, \
-            start_node, 0, $16, $16, task_id FROM u ORDER BY ord \
+            start_node, 0, $16, $16, task_id FROM u ORDER BY id \
         ON CONFLICT (id) DO NOTHING \
         RETURNING id, task_id), \
     c AS ( \
