@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use skillhost::checks::schema::CompiledSchema;
 use skillhost::runtime::{Capability, Runtime};
 use skillhost::scenario::{
-    self, CheckReport, FieldType, LoadedScenario, NodeKind, PostCheck, Reducer, Route, codes,
+    self, CheckReport, Diagnostic, FieldType, LoadedScenario, NodeKind, PostCheck, Reducer, Route,
+    codes,
 };
 
 fn fixtures() -> PathBuf {
@@ -109,6 +110,14 @@ fn expect_error(name: &str, code: &str, line: usize, node: Option<&str>) -> Chec
         assert!(shown.contains(&format!("node `{node}`: ")), "{shown}");
     }
     report
+}
+
+/// Each diagnostic as (code, line, node), to compare whole lists.
+fn found(diagnostics: &[Diagnostic]) -> Vec<(&'static str, usize, Option<&str>)> {
+    diagnostics
+        .iter()
+        .map(|d| (d.code, d.line, d.node.as_deref()))
+        .collect()
 }
 
 /// Asserts the report has exactly one error.
@@ -531,13 +540,8 @@ kind = "gate"
 #[test]
 fn cel_syntax_errors_hide_no_other_error() {
     let report = load("invalid/cel_syntax_hides_nothing.toml").unwrap_err();
-    let found: Vec<_> = report
-        .errors
-        .iter()
-        .map(|d| (d.code, d.line, d.node.as_deref()))
-        .collect();
     assert_eq!(
-        found,
+        found(&report.errors),
         [
             (codes::CEL_SYNTAX, 16, Some("say")),
             (codes::UNDECLARED_STATE, 16, Some("say")),
@@ -559,13 +563,8 @@ fn cel_syntax_errors_hide_no_other_error() {
 #[test]
 fn unknown_edge_targets_hide_no_other_error() {
     let report = load("invalid/unknown_node_hides_nothing.toml").unwrap_err();
-    let found: Vec<_> = report
-        .errors
-        .iter()
-        .map(|d| (d.code, d.line, d.node.as_deref()))
-        .collect();
     assert_eq!(
-        found,
+        found(&report.errors),
         [
             (codes::UNBOUNDED_CYCLE, 10, Some("step")),
             (codes::UNKNOWN_NODE, 30, Some("again")),
@@ -683,13 +682,8 @@ fn check_json_gives_each_diagnostic_as_an_object() {
 #[test]
 fn unwritten_state_and_unused_skills_are_warnings() {
     let loaded = load_ok("valid/warnings.toml");
-    let found: Vec<_> = loaded
-        .warnings
-        .iter()
-        .map(|d| (d.code, d.line, d.node.as_deref()))
-        .collect();
     assert_eq!(
-        found,
+        found(&loaded.warnings),
         [
             (codes::UNWRITTEN_STATE, 6, None),
             (codes::UNUSED_SKILL, 12, None)
