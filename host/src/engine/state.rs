@@ -112,11 +112,9 @@ pub fn apply_with_undo(state: &mut RunState, changes: &[StateChange]) -> Undo {
             .iter()
             .filter(|c| c.field() == field)
             .all(|c| matches!(c, StateChange::Append { .. }));
-        let prior = match state.field(field) {
-            Some(items) if only_appends && items.is_array() => {
-                Prior::Len(items.as_array().map_or(0, Vec::len))
-            }
-            old => Prior::Value(old.cloned()),
+        let prior = match state.get(field) {
+            Some(Value::Array(items)) if only_appends => Prior::Len(items.len()),
+            _ => Prior::Value(state.field(field).cloned()),
         };
         fields.push((field.to_string(), prior));
     }

@@ -78,16 +78,39 @@ pub fn apply(state: &mut Value, changes: &[StateChange]) {
     apply_to(fields, changes);
 }
 
-/// The fields of a state, as [`apply`] writes them: a JSON object's, or a
-/// [`RunState`]'s.
-trait FieldsMut {
+/// The top-level fields of a state, as [`apply`] writes them and the hashes
+/// read them: a JSON object's, or a [`RunState`]'s.
+trait Fields {
+    fn count(&self) -> usize;
+    fn has(&self, key: &str) -> bool;
+    fn entries(&self) -> impl Iterator<Item = (&String, &Value)>;
     /// The field's value, inserted as `null` when missing (at the end).
     fn slot(&mut self, field: &str) -> &mut Value;
     /// Sets the field, keeping its position when it exists.
     fn set(&mut self, field: &str, value: Value);
+
+    /// In canonical order (keys sorted by UTF-8 bytes). Objects in a state
+    /// are mostly small records: their keys are sorted on the stack.
+    fn sorted(&self) -> SmallVec<[(&String, &Value); 16]> {
+        let mut keys: SmallVec<[(&String, &Value); 16]> = self.entries().collect();
+        keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        keys
+    }
 }
 
-impl FieldsMut for Map<String, Value> {
+impl Fields for Map<String, Value> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.contains_key(key)
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.iter()
+    }
+
     fn slot(&mut self, field: &str) -> &mut Value {
         self.entry(field).or_insert(Value::Null)
     }
@@ -98,7 +121,7 @@ impl FieldsMut for Map<String, Value> {
 }
 
 /// What each change does to the field it names: the one definition.
-fn apply_to(fields: &mut impl FieldsMut, changes: &[StateChange]) {
+fn apply_to(fields: &mut impl Fields, changes: &[StateChange]) {
     for change in changes {
         match change {
             StateChange::Set { field, value } => fields.set(field, value.clone()),
@@ -228,7 +251,19 @@ impl RunState {
     }
 }
 
-impl FieldsMut for RunState {
+impl Fields for RunState {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.contains_key(key)
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.iter()
+    }
+
     fn slot(&mut self, field: &str) -> &mut Value {
         if !self.fields.contains_key(field) {
             self.fields.insert(field.to_owned(), Arc::new(Value::Null));
@@ -259,12 +294,6 @@ impl<'de> Deserialize<'de> for RunState {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = Map::<String, Value>::deserialize(deserializer)?;
         Ok(RunState::from_value(Value::Object(fields)))
-    }
-}
-
-impl From<Value> for RunState {
-    fn from(value: Value) -> RunState {
-        RunState::from_value(value)
     }
 }
 
@@ -455,17 +484,6 @@ fn write_object(fields: &impl Fields, out: &mut impl Sink) {
     out.push(b"}");
 }
 
-/// An object's fields in canonical order (keys sorted by UTF-8 bytes).
-/// Objects in a state are mostly small records: their keys are sorted on
-/// the stack.
-fn sorted_fields<'a>(
-    fields: impl Iterator<Item = (&'a String, &'a Value)>,
-) -> SmallVec<[(&'a String, &'a Value); 16]> {
-    let mut keys: SmallVec<[(&String, &Value); 16]> = fields.collect();
-    keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    keys
-}
-
 /// A string as serde_json writes it. Most need no escaping at all (no
 /// quote, backslash or control character), and are copied as they are.
 #[inline]
@@ -556,43 +574,6 @@ impl FieldHashes {
             hashing.push(&digest);
         }
         format!("{FIELD_HASH_PREFIX}{}", hashing.finish())
-    }
-}
-
-/// The top-level fields of a state, as hashing reads them: a JSON object's,
-/// or a [`RunState`]'s.
-trait Fields {
-    fn count(&self) -> usize;
-    fn has(&self, key: &str) -> bool;
-    /// In canonical order (keys sorted by UTF-8 bytes).
-    fn sorted(&self) -> SmallVec<[(&String, &Value); 16]>;
-}
-
-impl Fields for Map<String, Value> {
-    fn count(&self) -> usize {
-        self.len()
-    }
-
-    fn has(&self, key: &str) -> bool {
-        self.contains_key(key)
-    }
-
-    fn sorted(&self) -> SmallVec<[(&String, &Value); 16]> {
-        sorted_fields(self.iter())
-    }
-}
-
-impl Fields for RunState {
-    fn count(&self) -> usize {
-        self.len()
-    }
-
-    fn has(&self, key: &str) -> bool {
-        self.contains_key(key)
-    }
-
-    fn sorted(&self) -> SmallVec<[(&String, &Value); 16]> {
-        sorted_fields(self.iter())
     }
 }
 
