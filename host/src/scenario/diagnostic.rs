@@ -303,15 +303,19 @@ mod tests {
         assert_eq!(lines.line(6), 4);
     }
 
-    #[test]
-    fn display() {
-        let d = Diagnostic {
+    fn unknown_node() -> Diagnostic {
+        Diagnostic {
             file: "s.toml".into(),
             line: 3,
             node: Some("a".into()),
             code: codes::UNKNOWN_NODE,
             message: "edge to `b`: no such node".into(),
-        };
+        }
+    }
+
+    #[test]
+    fn display() {
+        let d = unknown_node();
         assert_eq!(
             d.to_string(),
             "s.toml:3: node `a`: edge to `b`: no such node"
@@ -333,13 +337,7 @@ mod tests {
 
     #[test]
     fn json() {
-        let d = Diagnostic {
-            file: "s.toml".into(),
-            line: 3,
-            node: Some("a".into()),
-            code: codes::UNKNOWN_NODE,
-            message: "edge to `b`: no such node".into(),
-        };
+        let d = unknown_node();
         let report = CheckReport {
             errors: vec![d.clone()],
             warnings: vec![Diagnostic {
