@@ -45,7 +45,9 @@ version_at_least() { # version_at_least HAVE WANT: both "major.minor[.patch…]"
   (( have_major > want_major || (have_major == want_major && have_minor >= want_minor) ))
 }
 rustc_web_version() { # the upstream version of the installed rustc-web, or nothing
-  dpkg-query -W -f='${Status} ${Version}' rustc-web 2>/dev/null |
+  # dpkg-query fails for a package it has never seen (a fresh machine): under
+  # pipefail that would end the script here, so its status is not the pipe's.
+  { dpkg-query -W -f='${Status} ${Version}' rustc-web 2>/dev/null || true; } |
     sed -n 's/^install ok installed \([0-9][0-9.]*\).*/\1/p'
 }
 candidate_version() { # what `apt-get install rustc-web` would install now
