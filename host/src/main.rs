@@ -1,5 +1,7 @@
 //! The `host` binary: argument parsing and printing only; the work is in the
-//! `skillhost` library.
+//! library crates under `host/` (runtime, scenario, store, engine, build).
+
+mod cli;
 
 /// mimalloc instead of glibc's malloc: a skill call allocates and frees many
 /// small objects (the store, its instance records, JSON values), and glibc's
@@ -16,5 +18,5 @@ fn main() -> std::process::ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    skillhost::cli::main()
+    cli::main()
 }

@@ -1,6 +1,6 @@
 //! Native stand-ins for the host imports, so a skill's logic runs under
 //! `cargo test` without a Wasm runtime. They follow the host's rules and
-//! error codes (see `host/src/runtime/capabilities/`); state is per thread,
+//! error codes (see `host/runtime/src/capabilities/`); state is per thread,
 //! so each `#[test]` starts from nothing.
 
 use std::cell::RefCell;

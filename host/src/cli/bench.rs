@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{CliResult, Failure, Globals, print_json};
-use crate::runtime::{CallOptions, PoolConfig, Runtime, RuntimeConfig};
+use skillhost_runtime::{CallOptions, PoolConfig, Runtime, RuntimeConfig};
 
 /// The component the runtime benchmark calls: the shipped `echo` skill.
 pub const ECHO_COMPONENT: &[u8] = include_bytes!("../../../skills/dist/echo.wasm");
@@ -212,7 +212,7 @@ pub(super) fn engine_scenario(echo: &std::path::Path) -> String {
 }
 
 fn engine_bench(args: EngineBenchArgs) -> CliResult {
-    use crate::engine::{Engine, NoEvents};
+    use skillhost_engine::{Engine, NoEvents};
     if args.memory_runs == 0 || args.sqlite_runs == 0 {
         return Err(Failure::bad_input(
             "--memory-runs and --sqlite-runs must be at least 1",
@@ -230,7 +230,7 @@ fn engine_bench(args: EngineBenchArgs) -> CliResult {
         pool: PoolConfig::default(),
     })
     .map_err(|e| Failure::environment(format!("{e:#}")))?;
-    let loaded = crate::scenario::load(&scenario_path, &runtime)
+    let loaded = skillhost_scenario::load(&scenario_path, &runtime)
         .map_err(|report| Failure::environment(format!("benchmark scenario: {report}")))?;
     let rt = super::run::tokio_runtime()?;
     let db_url = format!("sqlite://{}", dir.path().join("bench.db").display());
@@ -272,10 +272,10 @@ fn engine_bench(args: EngineBenchArgs) -> CliResult {
         }
         let call = median(samples);
 
-        let options = crate::store::StoreOptions {
-            sync: crate::store::SyncMode::Normal,
+        let options = skillhost_store::StoreOptions {
+            sync: skillhost_store::SyncMode::Normal,
         };
-        let store = crate::store::Store::open_with(&db_url, options)
+        let store = skillhost_store::Store::open_with(&db_url, options)
             .await
             .map_err(|e| Failure::environment(e.to_string()))?;
         let durable = Engine::new(Some(store), Arc::new(NoEvents));

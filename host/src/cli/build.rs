@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::build::{BuildOptions, ToolchainChoice, build_skill};
+use skillhost_build::{BuildOptions, ToolchainChoice, build_skill};
 
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {

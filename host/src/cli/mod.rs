@@ -22,7 +22,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::runtime::{Runtime, RuntimeConfig};
+use skillhost_runtime::{Runtime, RuntimeConfig};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -8,9 +8,9 @@ use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
 use super::{CliResult, Failure, Globals, print_json, read_json_arg};
-use crate::engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
-use crate::scenario::{self, LoadedScenario};
-use crate::store::{RunStatus, Store, StoreError, StoreOptions, SyncMode};
+use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
+use skillhost_scenario::{self as scenario, LoadedScenario};
+use skillhost_store::{RunStatus, Store, StoreError, StoreOptions, SyncMode};
 
 /// Where runs are stored when `--database` is not given.
 pub const DEFAULT_DATABASE: &str = "sqlite://.skillhost/skillhost.db";
@@ -398,8 +398,8 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
     })
 }
 
-fn engine_failure(e: crate::engine::EngineError) -> Failure {
-    use crate::engine::EngineError::*;
+fn engine_failure(e: skillhost_engine::EngineError) -> Failure {
+    use skillhost_engine::EngineError::*;
     match e {
         Store(_) | Internal { .. } => Failure::environment(e.to_string()),
         _ => Failure::bad_input(e.to_string()),

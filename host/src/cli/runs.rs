@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::run::{DatabaseArgs, open_failure, tokio_runtime};
 use super::{CliResult, Failure, print_json};
-use crate::store::{FIELD_HASH_PREFIX, RunStatus, StepRow, Store, StoreError};
+use skillhost_store::{FIELD_HASH_PREFIX, RunStatus, StepRow, Store, StoreError};
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
@@ -72,7 +72,7 @@ pub fn runs(command: RunsCommand) -> CliResult {
     })
 }
 
-fn store_error(e: crate::store::StoreError) -> Failure {
+fn store_error(e: skillhost_store::StoreError) -> Failure {
     Failure::environment(e.to_string())
 }
 
@@ -134,7 +134,7 @@ async fn list(args: ListArgs) -> CliResult {
     Ok(())
 }
 
-pub(crate) async fn fetch_run(store: &Store, id: &str) -> Result<crate::store::RunRow, Failure> {
+pub(crate) async fn fetch_run(store: &Store, id: &str) -> Result<skillhost_store::RunRow, Failure> {
     store.run(id).await.map_err(store_error)?.ok_or_else(|| {
         Failure::bad_input(format!(
             "run `{id}` does not exist in {}; list runs with `host runs list`",

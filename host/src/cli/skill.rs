@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{CliResult, Failure, Globals, build, print_json, read_json_arg};
-use crate::runtime::{CallError, CallOptions, Grants, Limits, Skill};
+use skillhost_runtime::{CallError, CallOptions, Grants, Limits, Skill};
 
 #[derive(Debug, Subcommand)]
 pub enum SkillCommand {
@@ -61,7 +61,7 @@ pub fn run(command: SkillCommand, globals: &Globals) -> CliResult {
         SkillCommand::Build(args) => build::run(args).map_err(|e| {
             // A missing toolchain is the machine's problem, not the input's.
             let environment = e
-                .downcast_ref::<crate::build::BuildError>()
+                .downcast_ref::<skillhost_build::BuildError>()
                 .is_some_and(|e| e.is_environment());
             if environment {
                 Failure::environment(format!("{e:#}"))

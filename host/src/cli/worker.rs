@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::run::{DatabaseArgs, load_scenario, tokio_runtime};
 use super::{CliResult, Failure, Globals, print_json, read_json_arg};
-use crate::store::{NewRun, Store, new_owner_id, new_run_id, parse_duration};
-use crate::worker::{self, WorkerConfig, WorkerEvent};
+use skillhost_engine::worker::{self, WorkerConfig, WorkerEvent};
+use skillhost_store::{NewRun, Store, new_owner_id, new_run_id, parse_duration};
 
 fn duration(text: &str) -> Result<Duration, String> {
     parse_duration(text)
@@ -91,7 +91,7 @@ pub struct RetentionArgs {
     pub json: bool,
 }
 
-fn store_error(e: crate::store::StoreError) -> Failure {
+fn store_error(e: skillhost_store::StoreError) -> Failure {
     Failure::environment(e.to_string())
 }
 
@@ -311,7 +311,7 @@ impl CliLease {
             .acquire_lease(run_id, &new_owner_id("resume"), CLI_LEASE_TTL)
             .await
             .map_err(|e| match e {
-                crate::store::StoreError::Leased { .. } => Failure::bad_input(e.to_string()),
+                skillhost_store::StoreError::Leased { .. } => Failure::bad_input(e.to_string()),
                 e => store_error(e),
             })?;
         let fenced = store.fenced(lease.clone());
@@ -380,7 +380,7 @@ pub struct PostgresBenchArgs {
 /// left in the database (scenario `bench`).
 pub fn postgres_bench(args: PostgresBenchArgs) -> CliResult {
     use super::bench::{ECHO_COMPONENT, ENGINE_NODES, engine_scenario, median, round};
-    use crate::engine::{Engine, NoEvents};
+    use skillhost_engine::{Engine, NoEvents};
     use std::time::Instant;
 
     let url = args.db.url();
@@ -406,13 +406,13 @@ pub fn postgres_bench(args: PostgresBenchArgs) -> CliResult {
     std::fs::write(&echo, ECHO_COMPONENT)
         .and_then(|()| std::fs::write(&scenario_path, engine_scenario(&echo)))
         .map_err(|e| Failure::environment(format!("cannot write the benchmark scenario: {e}")))?;
-    let runtime = crate::runtime::Runtime::new(crate::runtime::RuntimeConfig {
+    let runtime = skillhost_runtime::Runtime::new(skillhost_runtime::RuntimeConfig {
         cache_dir: Some(dir.path().join("cache")),
-        pool: crate::runtime::PoolConfig::default(),
+        pool: skillhost_runtime::PoolConfig::default(),
     })
     .map_err(|e| Failure::environment(format!("{e:#}")))?;
     let loaded = Arc::new(
-        crate::scenario::load(&scenario_path, &runtime)
+        skillhost_scenario::load(&scenario_path, &runtime)
             .map_err(|report| Failure::environment(format!("benchmark scenario: {report}")))?,
     );
     let rt = tokio_runtime()?;
@@ -451,7 +451,7 @@ pub fn postgres_bench(args: PostgresBenchArgs) -> CliResult {
                     {
                         engine.start(&loaded, input.clone(), None).await?;
                     }
-                    Ok::<_, crate::engine::EngineError>(())
+                    Ok::<_, skillhost_engine::EngineError>(())
                 });
             }
             async move {

@@ -1,0 +1,165 @@
+//! Calling a node's skill: its limits and grants, retries with exponential
+//! backoff (each failed attempt a step row of its own), and where the call
+//! runs (inline when it cannot sleep, else on a blocking thread).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::run::now_ms;
+use crate::{Event, EventSink, RunContext};
+use skillhost_runtime::{CallError, CallOptions, CallReport, Limits, Skill};
+use skillhost_scenario::SkillCall;
+use skillhost_store::StepRow;
+
+/// How a node's skill is called: the limits and grants of each attempt, and
+/// how often to try. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct CallPlan {
+    pub options: CallOptions,
+    /// Total attempts, the first included.
+    pub max_attempts: u32,
+    /// Wait before the second attempt; doubled after each further failure.
+    pub backoff_ms: u64,
+}
+
+impl CallPlan {
+    /// The node's limits and grants; its `retry`, else the skill manifest's.
+    pub(crate) fn new(call: &SkillCall, skill: &Skill) -> Self {
+        let mut limits = Limits::default();
+        if let Some(ms) = call.timeout_ms {
+            limits.timeout = Duration::from_millis(ms);
+        }
+        if let Some(mb) = call.memory_mb {
+            limits.memory_bytes = mb << 20;
+        }
+        limits.fuel = call.fuel;
+        let (max_attempts, backoff_ms) = match &call.retry {
+            Some(retry) => (retry.max_attempts.max(1), retry.backoff_ms),
+            None => (
+                skill.manifest.retry.max_attempts.max(1),
+                u64::from(skill.manifest.retry.initial_backoff_ms),
+            ),
+        };
+        CallPlan {
+            options: CallOptions {
+                limits,
+                grants: call.grants.clone(),
+            },
+            max_attempts,
+            backoff_ms,
+        }
+    }
+}
+
+/// The outcome of a call and its retries.
+pub(crate) struct Attempts {
+    pub report: CallReport,
+    /// The attempt `report` came from, 1-based.
+    pub attempt: u32,
+    /// One step row per failed attempt that was retried.
+    pub failed: Vec<StepRow>,
+}
+
+/// Calls the skill, retrying retryable errors with exponential backoff. Blocks
+/// (the call and the backoff sleep); run it on a blocking thread whenever a
+/// retry may sleep.
+pub(crate) fn call_with_retries(
+    run_id: &str,
+    node_id: &str,
+    skill: &Skill,
+    plan: &CallPlan,
+    input: &Value,
+    events: &dyn EventSink,
+) -> Attempts {
+    let mut failed = Vec::new();
+    let mut attempt = 1;
+    loop {
+        let started_at_ms = now_ms();
+        let report = skill.call(input, &plan.options);
+        let error = match &report.result {
+            Err(e) if e.retryable() && attempt < plan.max_attempts => e.to_json(),
+            _ => {
+                return Attempts {
+                    report,
+                    attempt,
+                    failed,
+                };
+            }
+        };
+        events.emit(&Event::NodeFailed {
+            run_id: run_id.to_string(),
+            node: node_id.to_string(),
+            attempt,
+            error: error.clone(),
+            will_retry: true,
+        });
+        failed.push(StepRow {
+            run_id: run_id.to_string(),
+            seq: None,
+            node_id: node_id.to_string(),
+            attempt,
+            status: "failed".into(),
+            started_at_ms,
+            duration_us: report.duration.as_micros() as u64,
+            input_hash: None,
+            output_hash: None,
+            error: Some(error),
+            fuel_consumed: Some(report.fuel_consumed),
+            memory_peak_bytes: Some(report.memory_peak_bytes),
+            detail: None,
+        });
+        let wait = plan.backoff_ms.saturating_mul(1 << (attempt - 1).min(16));
+        if wait > 0 {
+            std::thread::sleep(Duration::from_millis(wait));
+        }
+        attempt += 1;
+    }
+}
+
+/// [`call_with_retries`] off the async runtime when a retry could sleep, inline
+/// otherwise (a single short call costs less than a thread hand-off).
+pub(crate) async fn call_node_skill(
+    cx: &RunContext<'_>,
+    node_id: &str,
+    skill: &Arc<Skill>,
+    plan: &CallPlan,
+    input: &Value,
+) -> Attempts {
+    if plan.max_attempts <= 1 {
+        return call_with_retries(&cx.run_id, node_id, skill, plan, input, &*cx.events);
+    }
+    let (run_id, node_id, skill, plan, input, events) = (
+        cx.run_id.clone(),
+        node_id.to_string(),
+        skill.clone(),
+        plan.clone(),
+        input.clone(),
+        cx.events.clone(),
+    );
+    let skill_name = skill.name.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        call_with_retries(&run_id, &node_id, &skill, &plan, &input, &*events)
+    });
+    match task.await {
+        Ok(attempts) => attempts,
+        Err(e) => Attempts {
+            report: CallReport {
+                result: Err(CallError::Host {
+                    skill: skill_name,
+                    message: format!("the call's thread failed: {e}"),
+                    retryable: false,
+                }),
+                logs: Vec::new(),
+                logs_dropped: 0,
+                fuel_consumed: 0,
+                memory_peak_bytes: 0,
+                denied: Vec::new(),
+                duration: Duration::ZERO,
+            },
+            attempt: 1,
+            failed: Vec::new(),
+        },
+    }
+}

@@ -1,0 +1,104 @@
+//! One module per kind of node, each saying what running its node did
+//! ([`Outcome`]); the core ([`crate::run`]) applies it. This is the only
+//! place that matches on a node's body.
+//!
+//! A kind never commits, routes or runs the rules: it maps its input, calls
+//! what it calls, checks what it checks, and returns the state changes it
+//! wants (or why it failed, or how the run ends).
+
+mod end;
+mod fail;
+mod gate;
+pub(crate) mod map;
+pub(crate) mod skill;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::RunContext;
+use skillhost_scenario::{Node, NodeBody};
+use skillhost_store::{JournalEntry, NewArtifact, RunState, StateChange, StepRow};
+
+/// What running a node did.
+pub(crate) enum Outcome {
+    /// The node succeeded: apply its changes, run the rules, route, commit.
+    Advance(NodeSuccess),
+    /// The node failed for good (retries are the kind's business): record
+    /// it, with its step row when it got that far, and route to the failure
+    /// handler.
+    Fail(NodeFailure, Option<StepRow>),
+    /// The run ends here.
+    Finish(Finish),
+}
+
+/// How a run ends.
+pub(crate) enum Finish {
+    Completed,
+    /// Failed, with this report (a fail node's).
+    Failed(Value),
+}
+
+/// What a successful node produced.
+pub(crate) struct NodeSuccess {
+    pub changes: Vec<StateChange>,
+    pub step: StepRow,
+    pub fuel_consumed: u64,
+    pub artifacts: Vec<NewArtifact>,
+    /// The host calls the node's skill made, recorded for replay; committed
+    /// with the node's checkpoint.
+    pub journal: Vec<JournalEntry>,
+}
+
+/// A failure of one node, before routing decides what it means for the run.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeFailure {
+    pub code: String,
+    pub message: String,
+    pub attempt: u32,
+    pub suggestions: Vec<String>,
+    pub detail: Value,
+    /// The host calls made before the node failed, recorded like a
+    /// success's.
+    pub journal: Vec<JournalEntry>,
+}
+
+impl NodeFailure {
+    pub(crate) fn new(code: &str, message: impl Into<String>) -> Self {
+        NodeFailure {
+            code: code.to_string(),
+            message: message.into(),
+            attempt: 1,
+            suggestions: Vec::new(),
+            detail: Value::Null,
+            journal: Vec::new(),
+        }
+    }
+}
+
+/// Runs `node` over `state`: its `visit`-th visit, reached from `came_from`.
+pub(crate) async fn run(
+    cx: &RunContext<'_>,
+    node: &Node,
+    state: &Arc<RunState>,
+    visit: u32,
+    came_from: &str,
+) -> Outcome {
+    match &node.body {
+        NodeBody::Skill(call) => skill::run(cx, node, call, state).await,
+        NodeBody::Map(map) => map::run(cx, node, map, state, visit).await,
+        NodeBody::Gate(gate) => gate::run(cx, node, gate, state),
+        NodeBody::Fail(fail) => fail::run(cx, node, fail, state, came_from),
+        NodeBody::End => end::run(),
+    }
+}
+
+/// A kind's result, success or failure, as an [`Outcome`].
+impl From<Result<NodeSuccess, (NodeFailure, Option<StepRow>)>> for Outcome {
+    fn from(result: Result<NodeSuccess, (NodeFailure, Option<StepRow>)>) -> Self {
+        match result {
+            Ok(success) => Outcome::Advance(success),
+            Err((failure, step)) => Outcome::Fail(failure, step),
+        }
+    }
+}

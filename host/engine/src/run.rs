@@ -1,0 +1,507 @@
+//! The core of the executor: one run loop that asks each node's kind what
+//! happened ([`kinds::run`]) and applies it: a node that advances has its
+//! changes applied, the rules run over the new state, its edge followed and
+//! the step committed; a node that failed is recorded in `state.errors` and
+//! routed to the failure handler; a node that finishes the run ends it.
+//!
+//! Nothing here knows what a kind does: adding one is a module in
+//! [`kinds`] returning an [`Outcome`]. What a run does with each outcome is
+//! here, once.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+
+use crate::kinds::{self, Finish, NodeFailure, NodeSuccess, Outcome};
+use crate::node::node_config;
+use crate::{EngineError, Event, Position, RunContext, RunOutcome, state};
+use skillhost_scenario::{Node, Route, Severity, Vars};
+use skillhost_store::{
+    FieldHashes, NewArtifact, RunState, RunStatus, StateChange, StepCommit, StepRow,
+};
+
+/// The run loop, from `checkpoint` with `state` until an end or fail node.
+/// `hashes` has the digests of the state's fields that are known already;
+/// it hashes each new state, re-hashing only the fields a step changed.
+pub(crate) async fn drive(
+    cx: &RunContext<'_>,
+    checkpoint: Position,
+    state: RunState,
+    hashes: FieldHashes,
+) -> Result<RunOutcome, EngineError> {
+    let mut run = Run {
+        cx,
+        state: Arc::new(state),
+        hashes,
+        seq: checkpoint.seq,
+        visits: checkpoint.visits,
+        warnings: Vec::new(),
+        artifacts: Vec::new(),
+        nodes_run: 0,
+        came_from: checkpoint.node_id,
+        started: Instant::now(),
+    };
+    // A checkpoint with nowhere to go records a failure with no handler: the
+    // process died before it could mark the run failed.
+    let Some(mut current) = checkpoint.next_nodes.first().cloned() else {
+        return run.failed(None).await;
+    };
+
+    loop {
+        let node = cx
+            .scenario
+            .node(&current)
+            .ok_or_else(|| EngineError::Internal {
+                run: cx.run_id.clone(),
+                message: format!("node `{current}` is not in the scenario"),
+            })?;
+        let visit = run.visit(node);
+        let node_started = Instant::now();
+        let outcome = match node.max_visits() {
+            Some(max) if visit > max => Outcome::Fail(
+                NodeFailure::new(
+                    "max-visits-exceeded",
+                    format!(
+                        "node `{}` was reached {visit} times, more than its max_visits of {max}",
+                        node.id
+                    ),
+                ),
+                None,
+            ),
+            _ => {
+                // A node that finishes the run is not a step of its own.
+                if !node.is_terminal() {
+                    cx.emit(|| Event::NodeStarted {
+                        run_id: cx.run_id.clone(),
+                        node: node.id.clone(),
+                        kind: node.kind().name(),
+                        visit,
+                        attempt: 1,
+                    });
+                    run.nodes_run += 1;
+                }
+                kinds::run(cx, node, &run.state, visit, &run.came_from).await
+            }
+        };
+
+        // A step row records the node's time so far, whether it commits or
+        // fails (the commit measures again, to include its rules and routing).
+        let elapsed_us = node_started.elapsed().as_micros() as u64;
+        let next = match outcome {
+            Outcome::Finish(Finish::Completed) => return run.completed().await,
+            Outcome::Finish(Finish::Failed(report)) => return run.failed(Some(report)).await,
+            Outcome::Fail(failure, mut step) => {
+                if let Some(step) = &mut step {
+                    step.duration_us = elapsed_us;
+                }
+                run.node_failed(node, failure, step).await?
+            }
+            Outcome::Advance(mut success) => {
+                success.step.duration_us = elapsed_us;
+                run.advance(node, success, node_started).await?
+            }
+        };
+        match next {
+            Some(next) => {
+                run.came_from = node.id.clone();
+                current = next;
+            }
+            None => return run.failed(None).await,
+        }
+    }
+}
+
+/// A run in progress: its live state and everything its checkpoints carry.
+struct Run<'c, 'a> {
+    cx: &'c RunContext<'a>,
+    state: Arc<RunState>,
+    /// The digests of the state's fields, to hash each new state with.
+    hashes: FieldHashes,
+    seq: u64,
+    visits: BTreeMap<String, u32>,
+    warnings: Vec<Value>,
+    artifacts: Vec<NewArtifact>,
+    /// Nodes executed by this process.
+    nodes_run: usize,
+    /// The node the run came from, for a fail node's report.
+    came_from: String,
+    started: Instant,
+}
+
+impl Run<'_, '_> {
+    /// Counts a visit of `node`; returns the count, this one included.
+    fn visit(&mut self, node: &Node) -> u32 {
+        let count = self.visits.entry(node.id.clone()).or_insert(0);
+        *count += 1;
+        *count
+    }
+
+    /// Applies a successful node: its changes, the rules over the new state,
+    /// its edge, one commit. Returns the next node, or, when a rule or the
+    /// routing fails the node after all, what [`Self::node_failed`] returns.
+    async fn advance(
+        &mut self,
+        node: &Node,
+        mut success: NodeSuccess,
+        node_started: Instant,
+    ) -> Result<Option<String>, EngineError> {
+        let cx = self.cx;
+        // The node's own variables are gone, so the state is not shared and
+        // the changes apply in place; `undo` restores it if they are refused.
+        let undo = state::apply_with_undo(Arc::make_mut(&mut self.state), &success.changes);
+
+        let step_warnings = match self.rules(node) {
+            Ok(warnings) => warnings,
+            Err(failure) => {
+                undo.revert(Arc::make_mut(&mut self.state));
+                return self.node_failed(node, failure, Some(success.step)).await;
+            }
+        };
+        if !step_warnings.is_empty() {
+            let detail = success.step.detail.get_or_insert_with(|| json!({}));
+            if let Some(obj) = detail.as_object_mut() {
+                obj.insert("warnings".into(), Value::Array(step_warnings));
+            }
+        }
+
+        let next = match next_node(cx, node, &self.state) {
+            Ok(next) => next,
+            Err(failure) => {
+                undo.revert(Arc::make_mut(&mut self.state));
+                return self.node_failed(node, failure, Some(success.step)).await;
+            }
+        };
+
+        self.seq += 1;
+        let seq = self.seq;
+        success.step.seq = Some(seq);
+        success.step.duration_us = node_started.elapsed().as_micros() as u64;
+        skillhost_store::failpoint::hit(|| format!("before-commit:{}", node.id));
+        if let Some(store) = cx.store {
+            store
+                .commit_step_with_artifacts(
+                    &StepCommit {
+                        run_id: cx.run_id.clone(),
+                        seq,
+                        node_id: node.id.clone(),
+                        next_nodes: vec![next.clone()],
+                        // Before `changes` moves: fields are evaluated in order.
+                        state_hash: self.hashes.hash_state(&self.state, &success.changes),
+                        changes: success.changes,
+                        full_state: self.state.clone(),
+                        step: success.step,
+                        visits: self.visits.clone(),
+                        journal: success.journal,
+                    },
+                    &success.artifacts,
+                )
+                .await?;
+            skillhost_store::failpoint::hit(|| format!("after-commit:{}", node.id));
+            cx.emit(|| Event::CheckpointWritten {
+                run_id: cx.run_id.clone(),
+                seq,
+                node: node.id.clone(),
+                next: vec![next.clone()],
+            });
+        }
+        cx.emit(|| Event::NodeFinished {
+            run_id: cx.run_id.clone(),
+            node: node.id.clone(),
+            duration_us: node_started.elapsed().as_micros() as u64,
+            fuel_consumed: success.fuel_consumed,
+        });
+        self.artifacts.append(&mut success.artifacts);
+        Ok(Some(next))
+    }
+
+    /// The validation rules after `node`, over the state as it leaves it: the
+    /// warnings they raised, or the failure of the first fatal one.
+    fn rules(&mut self, node: &Node) -> Result<Vec<Value>, NodeFailure> {
+        let cx = self.cx;
+        let mut step_warnings = Vec::new();
+        for rule in cx.scenario.rules_after(&node.id) {
+            let mut vars = Vars::new();
+            vars.set_shared("input", cx.input.clone())
+                .set_state("state", self.state.clone())
+                .set_shared("config", cx.configs.scenario.clone());
+            match rule.when.eval_bool(&vars) {
+                Ok(false) => {}
+                Ok(true) => match rule.severity {
+                    Severity::Fatal => {
+                        let mut failure = NodeFailure::new(&rule.code, rule.message.clone());
+                        failure.suggestions = rule.suggestions.clone();
+                        return Err(failure);
+                    }
+                    Severity::Warning => {
+                        cx.emit(|| Event::RuleWarning {
+                            run_id: cx.run_id.clone(),
+                            node: node.id.clone(),
+                            code: rule.code.clone(),
+                            message: rule.message.clone(),
+                        });
+                        let mut warning =
+                            json!({ "node": node.id, "code": rule.code, "message": rule.message });
+                        if !rule.suggestions.is_empty() {
+                            warning["suggestions"] = json!(rule.suggestions);
+                        }
+                        step_warnings.push(warning.clone());
+                        self.warnings.push(warning);
+                    }
+                },
+                Err(e) => {
+                    return Err(NodeFailure::new(
+                        "rule-error",
+                        format!("rule `{}`: {e}", rule.code),
+                    ));
+                }
+            }
+        }
+        Ok(step_warnings)
+    }
+
+    /// The node failed for good: says so, records it in `state.errors`,
+    /// commits that, and returns the failure handler to continue with, or
+    /// `None` when the run fails here.
+    async fn node_failed(
+        &mut self,
+        node: &Node,
+        failure: NodeFailure,
+        step: Option<StepRow>,
+    ) -> Result<Option<String>, EngineError> {
+        let cx = self.cx;
+        cx.emit(|| Event::NodeFailed {
+            run_id: cx.run_id.clone(),
+            node: node.id.clone(),
+            attempt: failure.attempt,
+            error: json!({ "code": failure.code, "message": failure.message }),
+            will_retry: false,
+        });
+        let mut entry = json!({
+            "code": failure.code,
+            "message": failure.message,
+            "node": node.id,
+            "attempt": failure.attempt,
+        });
+        if !failure.suggestions.is_empty() {
+            entry["suggestions"] = json!(failure.suggestions);
+        }
+        if !failure.detail.is_null() {
+            entry["detail"] = failure.detail.clone();
+        }
+        let changes = vec![StateChange::Append {
+            field: "errors".into(),
+            items: vec![entry.clone()],
+        }];
+        Arc::make_mut(&mut self.state).apply(&changes);
+        let handler = cx
+            .scenario
+            .on_failure
+            .clone()
+            .filter(|handler| *handler != node.id);
+        self.seq += 1;
+        let seq = self.seq;
+        if let Some(store) = cx.store {
+            let mut step = step.unwrap_or_else(|| empty_step(cx, node, failure.attempt));
+            step.seq = Some(seq);
+            step.status = "failed".into();
+            step.error = Some(entry);
+            store
+                .commit_step(&StepCommit {
+                    run_id: cx.run_id.clone(),
+                    seq,
+                    node_id: node.id.clone(),
+                    next_nodes: handler.iter().cloned().collect(),
+                    state_hash: self.hashes.hash_state(&self.state, &changes),
+                    changes,
+                    full_state: self.state.clone(),
+                    step,
+                    visits: self.visits.clone(),
+                    journal: failure.journal,
+                })
+                .await?;
+            cx.emit(|| Event::CheckpointWritten {
+                run_id: cx.run_id.clone(),
+                seq,
+                node: node.id.clone(),
+                next: handler.iter().cloned().collect(),
+            });
+        }
+        Ok(handler)
+    }
+
+    /// Ends the run as completed.
+    async fn completed(self) -> Result<RunOutcome, EngineError> {
+        let cx = self.cx;
+        let summary = summarize(cx, &self.state);
+        if let Some(store) = cx.store {
+            store
+                .finish_run(&cx.run_id, RunStatus::Completed, Some(&*self.state), None)
+                .await?;
+        }
+        self.finished("completed");
+        Ok(RunOutcome {
+            run_id: cx.run_id.clone(),
+            status: RunStatus::Completed,
+            // Nothing else holds the state now: move it out.
+            state: Arc::unwrap_or_clone(self.state),
+            failure: None,
+            warnings: self.warnings,
+            nodes_run: self.nodes_run,
+            last_seq: self.seq,
+            artifacts: self.artifacts,
+            summary,
+        })
+    }
+
+    /// Ends the run as failed with `report`, or, without one (no failure
+    /// handler took the run), with a report built from the last error.
+    async fn failed(self, report: Option<Value>) -> Result<RunOutcome, EngineError> {
+        let cx = self.cx;
+        let state = &self.state;
+        let report = report.unwrap_or_else(|| {
+            let last = state
+                .get("errors")
+                .and_then(Value::as_array)
+                .and_then(|errors| errors.last())
+                .cloned()
+                .unwrap_or(Value::Null);
+            json!({
+                "node": last.get("node").cloned().unwrap_or(Value::Null),
+                "code": last.get("code").cloned().unwrap_or(Value::Null),
+                "message": last.get("message").cloned().unwrap_or(Value::Null),
+                "errors": state.get("errors").cloned().unwrap_or(json!([])),
+                "partial_results": partial_results(state),
+                "suggestions": last.get("suggestions").cloned().unwrap_or(json!([])),
+            })
+        });
+        if let Some(store) = cx.store {
+            store
+                .finish_run(&cx.run_id, RunStatus::Failed, Some(&**state), Some(&report))
+                .await?;
+        }
+        self.finished("failed");
+        Ok(RunOutcome {
+            run_id: cx.run_id.clone(),
+            status: RunStatus::Failed,
+            state: RunState::clone(&self.state),
+            failure: Some(report),
+            warnings: self.warnings,
+            nodes_run: self.nodes_run,
+            last_seq: self.seq,
+            artifacts: self.artifacts,
+            summary: Map::new(),
+        })
+    }
+
+    fn finished(&self, status: &str) {
+        self.cx.emit(|| Event::RunFinished {
+            run_id: self.cx.run_id.clone(),
+            status: status.to_string(),
+            duration_ms: self.started.elapsed().as_millis() as u64,
+        });
+    }
+}
+
+/// The node a successful node leads to.
+fn next_node(
+    cx: &RunContext<'_>,
+    node: &Node,
+    state: &Arc<RunState>,
+) -> Result<String, NodeFailure> {
+    match &node.route {
+        Route::Next(to) => Ok(to.clone()),
+        Route::Branches {
+            branches,
+            otherwise,
+        } => {
+            let mut vars = Vars::new();
+            vars.set_shared("input", cx.input.clone())
+                .set_state("state", state.clone())
+                .set_shared("config", node_config(cx, node));
+            for (guard, to) in branches {
+                match guard.eval_bool(&vars) {
+                    Ok(true) => return Ok(to.clone()),
+                    Ok(false) => {}
+                    Err(e) => {
+                        return Err(NodeFailure::new(
+                            "branch-error",
+                            format!("node `{}`: branch guard failed: {e}", node.id),
+                        ));
+                    }
+                }
+            }
+            Ok(otherwise.clone())
+        }
+        Route::End => Err(NodeFailure::new(
+            "no-route",
+            format!("node `{}` has no outgoing edge", node.id),
+        )),
+    }
+}
+
+/// The scenario's `[summary]`; an expression that fails shows its error.
+fn summarize(cx: &RunContext<'_>, state: &Arc<RunState>) -> Map<String, Value> {
+    if cx.scenario.summary.is_empty() {
+        return Map::new();
+    }
+    let mut vars = Vars::new();
+    vars.set_shared("input", cx.input.clone())
+        .set_state("state", state.clone())
+        .set_shared("config", cx.configs.scenario.clone());
+    cx.scenario
+        .summary
+        .iter()
+        .map(|(label, expr)| {
+            let value = expr
+                .eval(&vars)
+                .unwrap_or_else(|e| json!(format!("(error: {e})")));
+            (label.clone(), value)
+        })
+        .collect()
+}
+
+/// The state fields that hold something, without `errors`.
+pub(crate) fn partial_results(state: &RunState) -> Value {
+    let mut out = Map::new();
+    for (name, value) in state.iter() {
+        let empty = match value {
+            Value::Null => true,
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            Value::String(s) => s.is_empty(),
+            _ => false,
+        };
+        if name != "errors" && !empty {
+            out.insert(name.clone(), value.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// A step row for `node` with nothing measured yet.
+pub(crate) fn empty_step(cx: &RunContext<'_>, node: &Node, attempt: u32) -> StepRow {
+    StepRow {
+        run_id: cx.run_id.clone(),
+        seq: None,
+        node_id: node.id.clone(),
+        attempt,
+        status: "ok".into(),
+        started_at_ms: now_ms(),
+        duration_us: 0,
+        input_hash: None,
+        output_hash: None,
+        error: None,
+        fuel_consumed: None,
+        memory_peak_bytes: None,
+        detail: None,
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,439 @@
+//! `host worker`: claims queued runs from a shared database and runs them,
+//! many processes (and machines) side by side. The database is the
+//! coordination engine; there is no cluster of our own.
+//!
+//! A worker loop: claim a run (a dead runner's run whose lease expired
+//! first, else the oldest queued one; `FOR UPDATE SKIP LOCKED` on Postgres),
+//! run it from its last checkpoint through the engine with a store handle
+//! fenced by the lease, renew the lease every third of its time to live, and
+//! stop running a run whose lease was lost. Up to `concurrency` runs at a
+//! time. On shutdown it claims nothing more, lets in-flight runs finish for a
+//! grace period, then stops them (a node in flight is either committed or
+//! discarded whole) and releases their leases so another worker resumes
+//! them at once instead of after expiry.
+//!
+//! Owns: the claim/heartbeat/release cycle. Must not: print (the CLI turns
+//! [`WorkerEvent`]s into lines), or write to a run without its lease.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use crate::{Engine, EngineError, EventSink, NoEvents};
+use skillhost_runtime::Runtime;
+use skillhost_scenario::LoadedScenario;
+use skillhost_store::{Lease, RunRow, RunStatus, Store, StoreError};
+
+/// How a worker behaves.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// The lease owner id (unique per process; see `store::new_owner_id`).
+    pub owner: String,
+    /// Runs executed at the same time.
+    pub concurrency: usize,
+    /// How long a lease lives without a heartbeat; a dead worker's runs are
+    /// taken over this long after its last heartbeat.
+    pub lease_ttl: Duration,
+    /// How often to look for work when the queue is empty.
+    pub poll_interval: Duration,
+    /// On shutdown, how long in-flight runs may take to finish before they
+    /// are stopped and released.
+    pub grace: Duration,
+    /// Exit once nothing is claimable and nothing is in flight.
+    pub exit_when_idle: bool,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            owner: skillhost_store::new_owner_id("worker"),
+            concurrency: 4,
+            lease_ttl: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(250),
+            grace: Duration::from_secs(10),
+            exit_when_idle: false,
+        }
+    }
+}
+
+/// What a worker did, for logs and `--json`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum WorkerEvent {
+    Claimed {
+        run_id: String,
+        scenario: String,
+        generation: u64,
+        /// The checkpoint it resumes from (0 = a fresh run).
+        from_seq: u64,
+    },
+    Finished {
+        run_id: String,
+        status: String,
+        nodes_run: usize,
+    },
+    /// Another runner took the run over; this worker stopped running it.
+    LeaseLost {
+        run_id: String,
+        message: String,
+    },
+    /// Given back to the queue (shutdown, or a database failure).
+    Released {
+        run_id: String,
+        reason: String,
+    },
+    /// Something went wrong that the worker survives (it retries).
+    Error {
+        message: String,
+    },
+    Stopping {
+        in_flight: usize,
+    },
+}
+
+/// Counts of what a worker did, returned when it stops.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct WorkerReport {
+    pub completed: usize,
+    pub failed: usize,
+    pub released: usize,
+    pub lease_lost: usize,
+    pub errors: usize,
+}
+
+/// Receives worker events (the CLI prints them).
+pub type WorkerEvents = Arc<dyn Fn(&WorkerEvent) + Send + Sync>;
+
+/// Loaded scenarios by path, reloaded when the file changes.
+#[derive(Default)]
+struct Scenarios {
+    by_path: Mutex<HashMap<PathBuf, Arc<LoadedScenario>>>,
+}
+
+impl Scenarios {
+    /// The scenario a run was started from, as loaded by this worker. The
+    /// engine then checks that its digest is the run's.
+    async fn get(&self, runtime: &Runtime, run: &RunRow) -> Result<Arc<LoadedScenario>, String> {
+        let path = PathBuf::from(&run.scenario_path);
+        if let Some(loaded) = self.by_path.lock().unwrap().get(&path)
+            && loaded.scenario.digest == run.scenario_digest
+        {
+            return Ok(loaded.clone());
+        }
+        let runtime = runtime.clone();
+        let load_path = path.clone();
+        let loaded =
+            tokio::task::spawn_blocking(move || skillhost_scenario::load(&load_path, &runtime))
+                .await
+                .map_err(|e| format!("loading scenario `{}` panicked: {e}", path.display()))?
+                .map_err(|report| {
+                    format!(
+                        "scenario `{}` of run `{}` cannot be loaded on this worker:\n{report}",
+                        path.display(),
+                        run.id
+                    )
+                })?;
+        let loaded = Arc::new(loaded);
+        self.by_path.lock().unwrap().insert(path, loaded.clone());
+        Ok(loaded)
+    }
+}
+
+/// Runs the worker loop until `shutdown` turns true (or, with
+/// `exit_when_idle`, until there is nothing left to do).
+pub async fn run(
+    store: Store,
+    runtime: Runtime,
+    config: WorkerConfig,
+    mut shutdown: watch::Receiver<bool>,
+    events: WorkerEvents,
+) -> WorkerReport {
+    let config = Arc::new(config);
+    let scenarios = Arc::new(Scenarios::default());
+    let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
+    // Tells in-flight runs to stop (after the grace period).
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks: JoinSet<Outcome> = JoinSet::new();
+    let mut report = WorkerReport::default();
+    let mut backoff = config.poll_interval;
+
+    loop {
+        while let Some(done) = tasks.try_join_next() {
+            tally(&mut report, done);
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => permit.expect("never closed"),
+            _ = shutdown.changed() => continue,
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                tally(&mut report, done);
+                continue;
+            }
+        };
+        match store.claim_run(&config.owner, config.lease_ttl).await {
+            Ok(Some((run, lease))) => {
+                backoff = config.poll_interval;
+                events(&WorkerEvent::Claimed {
+                    run_id: run.id.clone(),
+                    scenario: run.scenario_name.clone(),
+                    generation: lease.generation,
+                    from_seq: run.last_seq,
+                });
+                let job = Job {
+                    store: store.clone(),
+                    runtime: runtime.clone(),
+                    scenarios: scenarios.clone(),
+                    config: config.clone(),
+                    events: events.clone(),
+                    stop: stop_rx.clone(),
+                };
+                tasks.spawn(async move {
+                    let outcome = job.run(run, lease).await;
+                    drop(permit);
+                    outcome
+                });
+            }
+            Ok(None) => {
+                drop(permit);
+                if config.exit_when_idle && tasks.is_empty() {
+                    break;
+                }
+                idle(&mut shutdown, &mut tasks, &mut report, config.poll_interval).await;
+            }
+            Err(e) => {
+                drop(permit);
+                report.errors += 1;
+                events(&WorkerEvent::Error {
+                    message: format!("cannot claim a run: {e}"),
+                });
+                idle(&mut shutdown, &mut tasks, &mut report, backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+
+    // Shutdown: nothing new; in-flight runs get the grace period, then stop.
+    if !tasks.is_empty() {
+        events(&WorkerEvent::Stopping {
+            in_flight: tasks.len(),
+        });
+        let deadline = tokio::time::Instant::now() + config.grace;
+        loop {
+            tokio::select! {
+                done = tasks.join_next() => match done {
+                    Some(done) => tally(&mut report, done),
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    let _ = stop_tx.send(true);
+                    while let Some(done) = tasks.join_next().await {
+                        tally(&mut report, done);
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    report
+}
+
+/// Waits for `delay`, a shutdown, or a finished run, whichever comes first.
+async fn idle(
+    shutdown: &mut watch::Receiver<bool>,
+    tasks: &mut JoinSet<Outcome>,
+    report: &mut WorkerReport,
+    delay: Duration,
+) {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => {}
+        _ = shutdown.changed() => {}
+        Some(done) = tasks.join_next(), if !tasks.is_empty() => tally(report, done),
+    }
+}
+
+fn tally(report: &mut WorkerReport, done: Result<Outcome, tokio::task::JoinError>) {
+    match done {
+        Ok(Outcome::Completed) => report.completed += 1,
+        Ok(Outcome::Failed) => report.failed += 1,
+        Ok(Outcome::Released) => report.released += 1,
+        Ok(Outcome::LeaseLost) => report.lease_lost += 1,
+        Ok(Outcome::Error) | Err(_) => report.errors += 1,
+    }
+}
+
+enum Outcome {
+    Completed,
+    Failed,
+    Released,
+    LeaseLost,
+    Error,
+}
+
+/// One claimed run.
+struct Job {
+    store: Store,
+    runtime: Runtime,
+    scenarios: Arc<Scenarios>,
+    config: Arc<WorkerConfig>,
+    events: WorkerEvents,
+    stop: watch::Receiver<bool>,
+}
+
+impl Job {
+    async fn run(self, run: RunRow, lease: Lease) -> Outcome {
+        let run_id = run.id.clone();
+        let (lost_tx, mut lost_rx) = watch::channel(None::<String>);
+        let heartbeat = tokio::spawn(heartbeat(
+            self.store.clone(),
+            lease.clone(),
+            self.config.lease_ttl,
+            lost_tx,
+        ));
+        let fenced = self.store.fenced(lease.clone());
+
+        let loaded = match self.scenarios.get(&self.runtime, &run).await {
+            Ok(loaded) => loaded,
+            Err(message) => {
+                heartbeat.abort();
+                // The run cannot make progress anywhere this file is missing
+                // or broken: fail it with the reason rather than bounce it
+                // between workers forever.
+                let error = json!({"code": "scenario-unavailable", "message": message});
+                return match fenced
+                    .finish_run(&run_id, RunStatus::Failed, None, Some(&error))
+                    .await
+                {
+                    Ok(()) => {
+                        (self.events)(&WorkerEvent::Finished {
+                            run_id,
+                            status: "failed".into(),
+                            nodes_run: 0,
+                        });
+                        Outcome::Failed
+                    }
+                    Err(e) => self.store_failure(&lease, e).await,
+                };
+            }
+        };
+
+        let events: Arc<dyn EventSink> = Arc::new(NoEvents);
+        let engine = Engine::new(Some(fenced.clone()), events);
+        let mut stop = self.stop.clone();
+        let result = tokio::select! {
+            result = engine.resume(&loaded, &run_id) => Some(Some(result)),
+            _ = lost_rx.wait_for(Option::is_some) => Some(None),
+            _ = stop.wait_for(|stop| *stop) => None,
+        };
+        heartbeat.abort();
+        let Some(result) = result else {
+            return self.release(&lease, "the worker is shutting down").await;
+        };
+        match result {
+            None => {
+                let message = lost_rx.borrow().clone().unwrap_or_default();
+                (self.events)(&WorkerEvent::LeaseLost { run_id, message });
+                Outcome::LeaseLost
+            }
+            Some(Ok(outcome)) => {
+                (self.events)(&WorkerEvent::Finished {
+                    run_id,
+                    status: outcome.status.as_str().into(),
+                    nodes_run: outcome.nodes_run,
+                });
+                if outcome.status == RunStatus::Completed {
+                    Outcome::Completed
+                } else {
+                    Outcome::Failed
+                }
+            }
+            Some(Err(EngineError::Store(e))) => self.store_failure(&lease, e).await,
+            Some(Err(e @ EngineError::ScenarioChanged { .. })) => {
+                let error = json!({"code": "scenario-changed", "message": e.to_string()});
+                match fenced
+                    .finish_run(&run_id, RunStatus::Failed, None, Some(&error))
+                    .await
+                {
+                    Ok(()) => Outcome::Failed,
+                    Err(e) => self.store_failure(&lease, e).await,
+                }
+            }
+            Some(Err(EngineError::RunFinished { .. })) => Outcome::Completed,
+            Some(Err(e)) => {
+                (self.events)(&WorkerEvent::Error {
+                    message: format!("run `{run_id}`: {e}"),
+                });
+                self.release(&lease, &e.to_string()).await;
+                Outcome::Error
+            }
+        }
+    }
+
+    /// A store error while running: a lost lease means another worker has
+    /// the run; anything else gives the run back so it is retried.
+    async fn store_failure(&self, lease: &Lease, error: StoreError) -> Outcome {
+        if error.is_lease_lost() {
+            (self.events)(&WorkerEvent::LeaseLost {
+                run_id: lease.run_id.clone(),
+                message: error.to_string(),
+            });
+            return Outcome::LeaseLost;
+        }
+        (self.events)(&WorkerEvent::Error {
+            message: error.to_string(),
+        });
+        self.release(lease, &error.to_string()).await;
+        Outcome::Error
+    }
+
+    async fn release(&self, lease: &Lease, reason: &str) -> Outcome {
+        match self.store.release_lease(lease).await {
+            Ok(true) => {
+                (self.events)(&WorkerEvent::Released {
+                    run_id: lease.run_id.clone(),
+                    reason: reason.to_owned(),
+                });
+                Outcome::Released
+            }
+            // Already gone (finished, or taken over): nothing to give back.
+            Ok(false) => Outcome::LeaseLost,
+            // The lease will expire and the run be taken over then.
+            Err(e) => {
+                (self.events)(&WorkerEvent::Error {
+                    message: format!("cannot release run `{}`: {e}", lease.run_id),
+                });
+                Outcome::Error
+            }
+        }
+    }
+}
+
+/// Renews `lease` every third of its time to live until aborted; reports a
+/// lost lease (taken over, or the run finished elsewhere) on `lost`.
+/// Transient failures are retried until the lease would have expired anyway.
+async fn heartbeat(
+    store: Store,
+    mut lease: Lease,
+    ttl: Duration,
+    lost: watch::Sender<Option<String>>,
+) {
+    let every = (ttl / 3).max(Duration::from_millis(50));
+    loop {
+        tokio::time::sleep(every).await;
+        match store.renew_lease(&lease, ttl).await {
+            Ok(renewed) => lease = renewed,
+            Err(e) if e.is_lease_lost() || e.is_conflict() => {
+                let _ = lost.send(Some(e.to_string()));
+                return;
+            }
+            Err(e) => tracing::warn!("heartbeat of run `{}`: {e}", lease.run_id),
+        }
+    }
+}

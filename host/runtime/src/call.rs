@@ -1,0 +1,386 @@
+//! One call of a skill: a fresh `Store` and instance, the limits, the bridge
+//! from JSON and back, and the translation of every way a call can end into a
+//! [`CallError`] that names the skill and the cause.
+//!
+//! Nothing survives a call but its [`CallReport`]: a failed lift poisons an
+//! instance, so no instance is ever reused.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use wasmtime::component::Val;
+use wasmtime::{Store, Trap};
+
+use crate::bridge;
+use crate::capabilities::wasi::WasiState;
+use crate::capabilities::{Capability, Grants, KvBackendRef};
+use crate::engine::ticks_for;
+use crate::error::CallError;
+use crate::limits::{CallLimiter, LimitHit, Limits};
+use crate::skill::Skill;
+
+/// What a call may use and how much of it.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    pub limits: Limits,
+    pub grants: Arc<Grants>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogLine {
+    pub level: LogLevel,
+    pub message: String,
+}
+
+/// Everything one call produced, successful or not.
+#[derive(Debug, Clone)]
+pub struct CallReport {
+    pub result: Result<serde_json::Value, CallError>,
+    pub logs: Vec<LogLine>,
+    /// Log lines dropped because the call's log budget was spent.
+    pub logs_dropped: u64,
+    /// Fuel consumed by the call (instantiation included).
+    pub fuel_consumed: u64,
+    /// Peak linear memory of the instance, in bytes.
+    pub memory_peak_bytes: u64,
+    /// Capabilities the skill tried to use without a grant.
+    pub denied: Vec<Capability>,
+    pub duration: Duration,
+}
+
+impl CallReport {
+    pub fn into_result(self) -> Result<serde_json::Value, CallError> {
+        self.result
+    }
+}
+
+/// The data of one call's `Store`.
+pub struct CallState {
+    skill: Arc<str>,
+    grants: Arc<Grants>,
+    kv: KvBackendRef,
+    pub(crate) limiter: CallLimiter,
+    memory_limit: u64,
+    logs: Vec<LogLine>,
+    log_bytes: u64,
+    max_log_bytes: u64,
+    logs_dropped: u64,
+    denied: Vec<Capability>,
+    pub(crate) wasi: Option<Box<WasiState>>,
+}
+
+impl CallState {
+    pub(crate) fn new(skill: Arc<str>, options: &CallOptions, kv: KvBackendRef) -> Self {
+        CallState {
+            skill,
+            grants: options.grants.clone(),
+            kv,
+            limiter: CallLimiter::new(&options.limits),
+            memory_limit: options.limits.memory_bytes,
+            logs: Vec::new(),
+            log_bytes: 0,
+            max_log_bytes: options.limits.max_log_bytes,
+            logs_dropped: 0,
+            denied: Vec::new(),
+            wasi: None,
+        }
+    }
+
+    pub(crate) fn skill_name(&self) -> &str {
+        &self.skill
+    }
+
+    pub(crate) fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
+    pub(crate) fn kv_backend(&self) -> &KvBackendRef {
+        &self.kv
+    }
+
+    pub(crate) fn memory_limit(&self) -> u64 {
+        self.memory_limit
+    }
+
+    pub(crate) fn max_log_bytes(&self) -> usize {
+        self.max_log_bytes as usize
+    }
+
+    pub(crate) fn record_denial(&mut self, capability: Capability) {
+        if !self.denied.contains(&capability) {
+            self.denied.push(capability);
+        }
+    }
+
+    pub(crate) fn push_log(&mut self, level: LogLevel, message: String) {
+        let size = message.len() as u64;
+        if self.log_bytes + size > self.max_log_bytes {
+            self.logs_dropped += 1;
+            return;
+        }
+        self.log_bytes += size;
+        tracing::debug!(skill = %self.skill, ?level, "{message}");
+        self.logs.push(LogLine { level, message });
+    }
+
+    fn drain_wasi_output(&mut self) {
+        if let Some(wasi) = self.wasi.take() {
+            wasi.drain_output(&mut |level, line| self.push_log(level, line));
+        }
+    }
+}
+
+impl Skill {
+    /// Calls the skill's `run` with `input` in a fresh instance.
+    pub fn call(&self, input: &serde_json::Value, options: &CallOptions) -> CallReport {
+        let start = Instant::now();
+        let arg = match bridge::json_to_val(&self.input_type, input) {
+            Ok(arg) => arg,
+            Err(error) => {
+                return CallReport {
+                    result: Err(CallError::InvalidInput {
+                        skill: self.name.clone(),
+                        error,
+                    }),
+                    logs: Vec::new(),
+                    logs_dropped: 0,
+                    fuel_consumed: 0,
+                    memory_peak_bytes: 0,
+                    denied: Vec::new(),
+                    duration: start.elapsed(),
+                };
+            }
+        };
+
+        let limits = &options.limits;
+        let state = CallState::new(self.name_arc.clone(), options, self.kv.clone());
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|state| &mut state.limiter);
+        let fuel = limits.fuel.unwrap_or(u64::MAX);
+        let result = store
+            .set_fuel(fuel)
+            .map_err(|e| self.host_error(e, false))
+            .and_then(|()| {
+                store.set_epoch_deadline(ticks_for(limits.timeout));
+                self.instantiate_and_run(&mut store, arg, limits)
+            });
+        let fuel_consumed = fuel - store.get_fuel().unwrap_or(fuel);
+
+        let mut state = store.into_data();
+        state.drain_wasi_output();
+        let result = result.map_err(|error| match error {
+            // A guest that met a denied import usually turns the denial into
+            // its own error; report the denial, which is what must be fixed.
+            CallError::Skill { .. } | CallError::Trap { .. } if !state.denied.is_empty() => {
+                CallError::CapabilityDenied {
+                    skill: self.name.clone(),
+                    capability: state.denied[0].to_string(),
+                    message: error.to_string(),
+                }
+            }
+            other => other,
+        });
+        CallReport {
+            result,
+            logs: state.logs,
+            logs_dropped: state.logs_dropped,
+            fuel_consumed,
+            memory_peak_bytes: state.limiter.memory_peak,
+            denied: state.denied,
+            duration: start.elapsed(),
+        }
+    }
+
+    fn instantiate_and_run(
+        &self,
+        store: &mut Store<CallState>,
+        arg: Val,
+        limits: &Limits,
+    ) -> Result<serde_json::Value, CallError> {
+        let instance = self
+            .pre
+            .instantiate(&mut *store)
+            .map_err(|e| self.classify(e, store, limits))?;
+        let func = instance
+            .get_func(&mut *store, self.run_index)
+            .ok_or_else(|| CallError::Host {
+                skill: self.name.clone(),
+                message: "the instance has no `run` export".into(),
+                retryable: false,
+            })?;
+        let mut results = [Val::Bool(false)];
+        func.call(&mut *store, std::slice::from_ref(&arg), &mut results)
+            .map_err(|e| self.classify(e, store, limits))?;
+        let [result] = results;
+        self.interpret(result, limits)
+    }
+
+    /// Turns `run`'s `result<T, skill-error>` into JSON or a [`CallError`].
+    fn interpret(&self, result: Val, limits: &Limits) -> Result<serde_json::Value, CallError> {
+        match result {
+            Val::Result(Ok(Some(value))) => {
+                let json = bridge::val_to_json(&self.output_type, &value).map_err(|e| {
+                    CallError::InvalidOutput {
+                        skill: self.name.clone(),
+                        message: e.to_string(),
+                    }
+                })?;
+                let size = json_size(&json);
+                if size > limits.max_output_bytes {
+                    return Err(CallError::OutputTooLarge {
+                        skill: self.name.clone(),
+                        limit_bytes: limits.max_output_bytes,
+                        actual_bytes: size,
+                    });
+                }
+                Ok(json)
+            }
+            Val::Result(Err(Some(error))) => Err(self.skill_error(*error)),
+            other => Err(CallError::InvalidOutput {
+                skill: self.name.clone(),
+                message: format!("`run` returned {other:?} instead of result<T, skill-error>"),
+            }),
+        }
+    }
+
+    fn skill_error(&self, error: Val) -> CallError {
+        let mut code = String::new();
+        let mut message = String::new();
+        let mut retryable = false;
+        if let Val::Record(fields) = error {
+            for (name, value) in fields {
+                match (name.as_str(), value) {
+                    ("code", Val::String(s)) => code = s,
+                    ("message", Val::String(s)) => message = s,
+                    ("retryable", Val::Bool(b)) => retryable = b,
+                    _ => {}
+                }
+            }
+        }
+        CallError::Skill {
+            skill: self.name.clone(),
+            code,
+            message,
+            retryable,
+        }
+    }
+
+    /// Names the cause of a failed instantiation or call.
+    fn classify(
+        &self,
+        error: wasmtime::Error,
+        store: &Store<CallState>,
+        limits: &Limits,
+    ) -> CallError {
+        let skill = self.name.clone();
+        match store.data().limiter.hit {
+            Some(LimitHit::Memory { requested }) => {
+                return CallError::MemoryLimit {
+                    skill,
+                    limit_mib: limits.memory_bytes >> 20,
+                    requested_bytes: requested,
+                };
+            }
+            Some(LimitHit::TableElements { .. }) => {
+                return CallError::ResourceLimit {
+                    skill,
+                    limit_name: "table elements",
+                    limit: u64::from(limits.max_table_elements),
+                };
+            }
+            None => {}
+        }
+        if let Some(trap) = error.downcast_ref::<Trap>() {
+            return match trap {
+                Trap::Interrupt => CallError::Timeout {
+                    skill,
+                    limit_ms: limits.timeout.as_millis() as u64,
+                },
+                Trap::OutOfFuel => CallError::FuelExhausted {
+                    skill,
+                    limit: limits.fuel.unwrap_or(u64::MAX),
+                },
+                trap => CallError::Trap {
+                    skill,
+                    message: trap_message(trap, &error),
+                },
+            };
+        }
+        let text = format!("{error:#}");
+        if text.contains("instance count too high") {
+            return CallError::ResourceLimit {
+                skill,
+                limit_name: "instances",
+                limit: u64::from(limits.max_instances),
+            };
+        }
+        if text.contains("table count too high") {
+            return CallError::ResourceLimit {
+                skill,
+                limit_name: "tables",
+                limit: u64::from(limits.max_tables),
+            };
+        }
+        if text.contains("concurrent") && text.contains("limit") {
+            // The pooling allocator is full: other calls hold every slot.
+            return self.host_error(error, true);
+        }
+        CallError::InvalidOutput {
+            skill,
+            message: text,
+        }
+    }
+
+    fn host_error(&self, error: wasmtime::Error, retryable: bool) -> CallError {
+        CallError::Host {
+            skill: self.name.clone(),
+            message: format!("{error:#}"),
+            retryable,
+        }
+    }
+}
+
+/// The trap's description plus the innermost named wasm frame.
+fn trap_message(trap: &Trap, error: &wasmtime::Error) -> String {
+    let frame = error
+        .downcast_ref::<wasmtime::WasmBacktrace>()
+        .and_then(|bt| {
+            bt.frames()
+                .iter()
+                .find_map(|f| f.func_name().map(str::to_string))
+        });
+    match frame {
+        Some(func) => format!("{trap} (in `{func}`)"),
+        None => trap.to_string(),
+    }
+}
+
+/// Size of `value` as compact JSON, without building the string.
+fn json_size(value: &serde_json::Value) -> u64 {
+    struct Count(u64);
+    impl Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to an infallible writer cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}

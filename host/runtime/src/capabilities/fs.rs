@@ -1,0 +1,157 @@
+//! The `fs` capability: read-only access to one directory.
+//!
+//! Guest paths are relative, `/`-separated, and resolved inside the granted
+//! root; absolute paths and `..` are refused, and a path that leaves the root
+//! through a symlink is refused after resolution. Nothing is ever written.
+
+use std::io::ErrorKind;
+use std::path::{Component, Path, PathBuf};
+
+use super::bindings::skillhost::skill::fs::{DirEntry, EntryKind, Host};
+use super::{Capability, GrantError, GuestError, denied, guest_error};
+use crate::call::CallState;
+
+/// The directory a skill may read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsGrant {
+    /// Canonical path of the granted directory.
+    pub root: PathBuf,
+}
+
+impl FsGrant {
+    pub fn parse(value: &str) -> Result<Self, GrantError> {
+        if value.is_empty() {
+            return Err(GrantError::new(
+                "fs",
+                "needs a directory, e.g. `fs=./corpus`",
+            ));
+        }
+        let root = Path::new(value)
+            .canonicalize()
+            .map_err(|e| GrantError::new("fs", format!("cannot use directory `{value}`: {e}")))?;
+        if !root.is_dir() {
+            return Err(GrantError::new(
+                "fs",
+                format!("`{value}` is not a directory; grant the directory that holds the files"),
+            ));
+        }
+        Ok(FsGrant { root })
+    }
+
+    /// Resolves a guest path inside the root.
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, GuestError> {
+        let relative = Path::new(path);
+        let mut full = self.root.clone();
+        for component in relative.components() {
+            match component {
+                Component::Normal(part) => full.push(part),
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    return Err(guest_error(
+                        "invalid-path",
+                        format!(
+                            "`{path}`: `..` is not allowed; paths are relative to the granted directory"
+                        ),
+                    ));
+                }
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(guest_error(
+                        "invalid-path",
+                        format!(
+                            "`{path}`: absolute paths are not allowed; paths are relative to the granted directory"
+                        ),
+                    ));
+                }
+            }
+        }
+        let resolved = full.canonicalize().map_err(|e| io_error(path, e))?;
+        if !resolved.starts_with(&self.root) {
+            return Err(guest_error(
+                "invalid-path",
+                format!("`{path}` leads outside the granted directory"),
+            ));
+        }
+        Ok(resolved)
+    }
+}
+
+fn io_error(path: &str, e: std::io::Error) -> GuestError {
+    let code = match e.kind() {
+        ErrorKind::NotFound => "not-found",
+        ErrorKind::PermissionDenied => "permission-denied",
+        _ => "io-error",
+    };
+    guest_error(code, format!("`{path}`: {e}"))
+}
+
+impl CallState {
+    fn fs_read(&mut self, path: &str) -> Result<Vec<u8>, GuestError> {
+        let Some(grant) = self.grants().fs.clone() else {
+            return Err(denied(self, Capability::Fs));
+        };
+        let full = grant.resolve(path)?;
+        let meta = std::fs::metadata(&full).map_err(|e| io_error(path, e))?;
+        if meta.is_dir() {
+            return Err(guest_error(
+                "is-a-directory",
+                format!("`{path}` is a directory; use list-dir"),
+            ));
+        }
+        // The bytes end up in the guest's memory, so a file larger than the
+        // call may hold can only fail later, less clearly.
+        let limit = self.memory_limit();
+        if meta.len() > limit {
+            return Err(guest_error(
+                "too-large",
+                format!(
+                    "`{path}` is {} bytes, more than the call's memory limit of {limit} bytes",
+                    meta.len()
+                ),
+            ));
+        }
+        std::fs::read(&full).map_err(|e| io_error(path, e))
+    }
+}
+
+impl Host for CallState {
+    fn read_file(&mut self, path: String) -> Result<Vec<u8>, GuestError> {
+        self.fs_read(&path)
+    }
+
+    fn read_text(&mut self, path: String) -> Result<String, GuestError> {
+        let bytes = self.fs_read(&path)?;
+        String::from_utf8(bytes).map_err(|e| {
+            guest_error(
+                "invalid-utf8",
+                format!(
+                    "`{path}` is not UTF-8 text (at byte {}); use read-file",
+                    e.utf8_error().valid_up_to()
+                ),
+            )
+        })
+    }
+
+    fn list_dir(&mut self, path: String) -> Result<Vec<DirEntry>, GuestError> {
+        let Some(grant) = self.grants().fs.clone() else {
+            return Err(denied(self, Capability::Fs));
+        };
+        let full = grant.resolve(&path)?;
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(&full).map_err(|e| io_error(&path, e))? {
+            let entry = entry.map_err(|e| io_error(&path, e))?;
+            let meta = entry.metadata().map_err(|e| io_error(&path, e))?;
+            let kind = if meta.is_dir() {
+                EntryKind::Directory
+            } else {
+                EntryKind::File
+            };
+            entries.push(DirEntry {
+                name: entry.file_name().to_string_lossy().into_owned(),
+                kind,
+                size: meta.len(),
+            });
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
+    }
+}

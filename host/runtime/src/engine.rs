@@ -1,0 +1,125 @@
+//! The one wasmtime `Engine` a runtime shares between all skills: configuration,
+//! the pooling allocator, and the epoch ticker that turns wall-clock timeouts
+//! into traps.
+//!
+//! The engine is built once and never reconfigured; everything per call lives in
+//! the `Store`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::limits::MAX_MEMORY_BYTES;
+
+/// How often the epoch advances. A call's timeout is rounded up to whole ticks.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// Sizes of the pooling allocator: how many calls may run at once.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// Component instances alive at once (one per running call).
+    pub component_instances: u32,
+    /// Core instances alive at once, over all calls.
+    pub core_instances: u32,
+    pub memories: u32,
+    pub tables: u32,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            component_instances: 256,
+            core_instances: 2048,
+            memories: 512,
+            tables: 1024,
+        }
+    }
+}
+
+pub(crate) fn build_engine(pool: &PoolConfig) -> wasmtime::Result<Engine> {
+    let mut pooling = PoolingAllocationConfig::new();
+    pooling
+        .total_component_instances(pool.component_instances)
+        .total_core_instances(pool.core_instances)
+        .total_memories(pool.memories)
+        .total_tables(pool.tables)
+        .total_stacks(pool.component_instances)
+        .max_memory_size(MAX_MEMORY_BYTES as usize)
+        .max_memories_per_component(16)
+        .max_tables_per_component(64)
+        .max_core_instances_per_component(64)
+        .table_elements(1_000_000)
+        // A fresh instance per call makes the reset of the previous one part of
+        // every call. With PAGEMAP_SCAN (Linux 6.7+) wasmtime finds the pages
+        // the call dirtied and copies or zeroes just those, up to the resident
+        // budget, instead of a blind memset of the low addresses plus an
+        // madvise (and its TLB shootdown) for the rest. Skills built here have
+        // a 128 KiB stack (see `build::toolchain`), so a small skill dirties a
+        // handful of pages.
+        .pagemap_scan(Enabled::Auto)
+        .linear_memory_keep_resident(1 << 20)
+        .table_keep_resident(64 << 10);
+
+    let mut config = Config::new();
+    config
+        // Explicit bounds checks instead of guard pages: a slot's accessible
+        // size then never has to shrink between instances, so neither the
+        // reset nor the guest's first memory.grow costs an mprotect and the
+        // cross-CPU TLB shootdown that comes with it. That was a quarter of a
+        // fresh call; the checks cost far less on skill-sized work.
+        .signals_based_traps(false)
+        .memory_guard_size(0)
+        .wasm_component_model(true)
+        .epoch_interruption(true)
+        .consume_fuel(true)
+        .parallel_compilation(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    Engine::new(&config)
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+pub(crate) struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    pub(crate) fn start(engine: &Engine) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let engine = engine.weak();
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("skillhost-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match engine.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })?;
+        Ok(EpochTicker {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Epoch ticks that cover `timeout`, rounded up, at least one.
+pub(crate) fn ticks_for(timeout: Duration) -> u64 {
+    let tick = EPOCH_TICK.as_nanos();
+    (timeout.as_nanos().div_ceil(tick) as u64).max(1) + 1
+}

@@ -1,0 +1,177 @@
+//! The runtime's errors. Every variant names the skill (or the file) and says
+//! what to do; `kind()` is the stable identifier printed by the CLI and stored
+//! with a failed step.
+
+use std::path::PathBuf;
+
+use crate::bridge::BridgeError;
+
+/// Why a component could not be loaded as a skill.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(
+        "cannot read skill component `{path}`: {source}; check the path, or build the skill with `host skill build <dir>`"
+    )]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "`{origin}` is not a WebAssembly file (it does not start with the `\\0asm` magic); pass a component built with `host skill build`"
+    )]
+    NotWasm { origin: String },
+    #[error(
+        "`{origin}` is a core WebAssembly module, not a component; componentize it (`host skill build` does this, or `wasm-tools component new`)"
+    )]
+    CoreModule { origin: String },
+    #[error("`{origin}` is not a valid component: {message}")]
+    Compile { origin: String, message: String },
+    #[error(
+        "skill `{skill}` does not export `{export}`; a skill's world must include `skillhost:skill/base` and `export run: func(input: T) -> result<U, skill-error>`"
+    )]
+    MissingExport { skill: String, export: &'static str },
+    #[error(
+        "skill `{skill}`: `run` has the wrong signature ({found}); it must be `run: func(input: T) -> result<U, skill-error>` with one parameter"
+    )]
+    BadRunSignature { skill: String, found: String },
+    #[error(
+        "skill `{skill}` imports `{import}`, which Skillhost does not provide; skills may import skillhost:skill/{{log,fs,kv,http,llm}}@0.1 and WASI 0.2 interfaces"
+    )]
+    UnknownImport { skill: String, import: String },
+    #[error("skill `{skill}`: its {side} type cannot cross the skill boundary: {error}")]
+    Unbridgeable {
+        skill: String,
+        side: &'static str,
+        error: BridgeError,
+    },
+    #[error("skill `{skill}` cannot be instantiated: {message}")]
+    Link { skill: String, message: String },
+    #[error("skill `{skill}`: calling `manifest` failed: {message}")]
+    Manifest { skill: String, message: String },
+    #[error("component cache at `{path}`: {message}")]
+    Cache { path: PathBuf, message: String },
+}
+
+/// Why one call of a skill failed.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum CallError {
+    #[error("skill `{skill}` returned error `{code}`: {message}")]
+    Skill {
+        skill: String,
+        code: String,
+        message: String,
+        retryable: bool,
+    },
+    #[error("skill `{skill}`: input does not fit its WIT type: {error}")]
+    InvalidInput { skill: String, error: BridgeError },
+    #[error("skill `{skill}` exceeded its timeout of {limit_ms} ms")]
+    Timeout { skill: String, limit_ms: u64 },
+    #[error(
+        "skill `{skill}` exceeded its memory limit of {limit_mib} MiB (it asked for {requested_bytes} bytes); raise `memory_mb` if the skill really needs it"
+    )]
+    MemoryLimit {
+        skill: String,
+        limit_mib: u64,
+        requested_bytes: u64,
+    },
+    #[error(
+        "skill `{skill}` ran out of fuel (limit {limit} units); raise `fuel` or look for a runaway loop"
+    )]
+    FuelExhausted { skill: String, limit: u64 },
+    #[error("skill `{skill}` exceeded the {limit_name} limit of {limit}")]
+    ResourceLimit {
+        skill: String,
+        limit_name: &'static str,
+        limit: u64,
+    },
+    #[error(
+        "skill `{skill}` produced {actual_bytes} bytes of output, over the limit of {limit_bytes} bytes"
+    )]
+    OutputTooLarge {
+        skill: String,
+        limit_bytes: u64,
+        actual_bytes: u64,
+    },
+    #[error("skill `{skill}` returned a value that does not fit its WIT type: {message}")]
+    InvalidOutput { skill: String, message: String },
+    #[error("skill `{skill}` trapped: {message}")]
+    Trap { skill: String, message: String },
+    #[error(
+        "skill `{skill}` called `{capability}`, which was not granted: {message}; grant it to the node (`capabilities`) or with `--grant {capability}=VALUE`"
+    )]
+    CapabilityDenied {
+        skill: String,
+        capability: String,
+        message: String,
+    },
+    #[error("skill `{skill}`: the host could not run it: {message}")]
+    Host {
+        skill: String,
+        message: String,
+        retryable: bool,
+    },
+}
+
+impl CallError {
+    /// A stable, kebab-case name for the kind of failure.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::Skill { .. } => "skill-error",
+            CallError::InvalidInput { .. } => "invalid-input",
+            CallError::Timeout { .. } => "timeout",
+            CallError::MemoryLimit { .. } => "memory-limit",
+            CallError::FuelExhausted { .. } => "fuel-exhausted",
+            CallError::ResourceLimit { .. } => "resource-limit",
+            CallError::OutputTooLarge { .. } => "output-too-large",
+            CallError::InvalidOutput { .. } => "invalid-output",
+            CallError::Trap { .. } => "trap",
+            CallError::CapabilityDenied { .. } => "capability-denied",
+            CallError::Host { .. } => "host",
+        }
+    }
+
+    /// The skill the error is about.
+    pub fn skill(&self) -> &str {
+        match self {
+            CallError::Skill { skill, .. }
+            | CallError::InvalidInput { skill, .. }
+            | CallError::Timeout { skill, .. }
+            | CallError::MemoryLimit { skill, .. }
+            | CallError::FuelExhausted { skill, .. }
+            | CallError::ResourceLimit { skill, .. }
+            | CallError::OutputTooLarge { skill, .. }
+            | CallError::InvalidOutput { skill, .. }
+            | CallError::Trap { skill, .. }
+            | CallError::CapabilityDenied { skill, .. }
+            | CallError::Host { skill, .. } => skill,
+        }
+    }
+
+    /// Whether trying the same call again may succeed. Only errors the skill
+    /// itself marks retryable, and transient host conditions, are.
+    pub fn retryable(&self) -> bool {
+        match self {
+            CallError::Skill { retryable, .. } | CallError::Host { retryable, .. } => *retryable,
+            _ => false,
+        }
+    }
+
+    /// The error as a JSON object: kind, skill, code, message, retryable.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": self.kind(),
+            "skill": self.skill(),
+            "code": self.code(),
+            "message": self.to_string(),
+            "retryable": self.retryable(),
+        })
+    }
+
+    /// The skill's own error code, or the kind for host-detected failures.
+    pub fn code(&self) -> &str {
+        match self {
+            CallError::Skill { code, .. } => code,
+            other => other.kind(),
+        }
+    }
+}

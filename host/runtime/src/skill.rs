@@ -1,0 +1,353 @@
+//! A loaded skill: the compiled component, its `InstancePre`, the types of its
+//! `run` export, its manifest, and what it imports.
+//!
+//! Loading checks everything that can be checked without running the skill:
+//! that it is a component, that it imports nothing the host does not provide,
+//! that `run` has the contract's shape and plain-data types, and that its
+//! manifest is readable and sane. A skill that loads can be called.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, OnceLock};
+
+use serde::Serialize;
+use wasmtime::Store;
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Type};
+
+use crate::bridge;
+use crate::cache::{LoadStats, sha256_hex};
+use crate::call::{CallOptions, CallState};
+use crate::capabilities::bindings::skillhost::skill::types as wit_types;
+use crate::capabilities::{CONTRACT_PACKAGE, Capability, KvBackendRef};
+use crate::error::LoadError;
+use crate::schema::{self, SkillInterface};
+
+/// What a skill says about itself (its exported `manifest`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Manifest {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    pub capabilities: Vec<String>,
+    pub retry: RetryPolicy,
+    pub estimated_duration_ms: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub initial_backoff_ms: u32,
+}
+
+pub struct Skill {
+    /// The manifest's id: how errors and logs name the skill.
+    pub name: String,
+    pub(crate) name_arc: Arc<str>,
+    /// SHA-256 of the component bytes.
+    pub digest: String,
+    /// Where the component came from (a path, or a label for embedded bytes).
+    pub origin: String,
+    pub manifest: Manifest,
+    /// Every import, by name.
+    pub imports: Vec<String>,
+    /// Every export, by name.
+    pub exports: Vec<String>,
+    /// The host capabilities the component imports.
+    pub capabilities: BTreeSet<Capability>,
+    pub input_type: Type,
+    pub output_type: Type,
+    pub load_stats: LoadStats,
+    pub(crate) pre: InstancePre<CallState>,
+    pub(crate) run_index: ComponentExportIndex,
+    pub(crate) kv: KvBackendRef,
+    bytes: Arc<[u8]>,
+    interface: OnceLock<Result<SkillInterface, String>>,
+    // Keeps the engine's epoch ticking while the skill is alive.
+    _runtime: Arc<dyn Send + Sync>,
+}
+
+impl std::fmt::Debug for Skill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Skill")
+            .field("name", &self.name)
+            .field("digest", &self.digest)
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Skill {
+    /// The component's WIT and the JSON Schemas of its input and output,
+    /// decoded on first use.
+    pub fn interface(&self) -> Result<&SkillInterface, String> {
+        self.interface
+            .get_or_init(|| schema::describe(&self.bytes).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The component's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+pub(crate) struct LoadContext<'a> {
+    pub linker: &'a Linker<CallState>,
+    pub kv: KvBackendRef,
+    pub runtime: Arc<dyn Send + Sync>,
+}
+
+/// Checks that `bytes` look like a component before compiling them.
+pub(crate) fn check_header(bytes: &[u8], origin: &str) -> Result<(), LoadError> {
+    if !bytes.starts_with(b"\0asm") {
+        return Err(LoadError::NotWasm {
+            origin: origin.to_string(),
+        });
+    }
+    if wasmparser::Parser::is_core_wasm(bytes) {
+        return Err(LoadError::CoreModule {
+            origin: origin.to_string(),
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn load(
+    cx: LoadContext<'_>,
+    bytes: Arc<[u8]>,
+    digest: String,
+    origin: &str,
+    component: Component,
+    load_stats: LoadStats,
+) -> Result<Skill, LoadError> {
+    let engine = component.engine().clone();
+    // Until the manifest is read, the file name is the best name we have.
+    let provisional = provisional_name(origin);
+    let ty = component.component_type();
+
+    // The exports first: a `run` that cannot be called is the more specific
+    // error, whatever the component imports.
+    let mut exports = Vec::new();
+    let mut run = None;
+    let mut has_manifest = false;
+    for (name, item) in ty.exports(&engine) {
+        exports.push(name.to_string());
+        match (name, item.ty) {
+            ("run", ComponentItem::ComponentFunc(func)) => run = Some(func),
+            ("manifest", ComponentItem::ComponentFunc(_)) => has_manifest = true,
+            _ => {}
+        }
+    }
+    let Some(run) = run else {
+        return Err(LoadError::MissingExport {
+            skill: provisional,
+            export: "run",
+        });
+    };
+    if !has_manifest {
+        return Err(LoadError::MissingExport {
+            skill: provisional,
+            export: "manifest",
+        });
+    }
+    let (input_type, output_type) =
+        run_types(&run).map_err(|found| LoadError::BadRunSignature {
+            skill: provisional.clone(),
+            found,
+        })?;
+    for (side, ty) in [("input", &input_type), ("output", &output_type)] {
+        bridge::check_bridgeable(ty).map_err(|error| LoadError::Unbridgeable {
+            skill: provisional.clone(),
+            side,
+            error,
+        })?;
+    }
+
+    let mut imports = Vec::new();
+    let mut capabilities = BTreeSet::new();
+    let mut type_only = Vec::new();
+    for (name, item) in ty.imports(&engine) {
+        let item = item.ty;
+        imports.push(name.to_string());
+        if let Some(capability) = Capability::from_import(name) {
+            capabilities.insert(capability);
+        } else if is_contract_types(name) || name.starts_with("wasi:") {
+            // The types interface needs no implementation; WASI is linked,
+            // and the linker names any WASI interface it lacks.
+        } else if is_type_only(&engine, &item) {
+            type_only.push(name.to_string());
+        } else {
+            return Err(LoadError::UnknownImport {
+                skill: provisional,
+                import: name.to_string(),
+            });
+        }
+    }
+
+    let pre = if type_only.is_empty() {
+        cx.linker.instantiate_pre(&component)
+    } else {
+        let mut linker = cx.linker.clone();
+        for name in &type_only {
+            linker.instance(name).map_err(|e| LoadError::Link {
+                skill: provisional.clone(),
+                message: format!("{e:#}"),
+            })?;
+        }
+        linker.instantiate_pre(&component)
+    }
+    .map_err(|e| LoadError::Link {
+        skill: provisional.clone(),
+        message: format!("{e:#}"),
+    })?;
+    let run_index =
+        component
+            .get_export_index(None, "run")
+            .ok_or_else(|| LoadError::MissingExport {
+                skill: provisional.clone(),
+                export: "run",
+            })?;
+
+    let manifest = read_manifest(&pre, &cx.kv, &provisional)?;
+    let name = manifest.id.clone();
+    Ok(Skill {
+        name_arc: Arc::from(name.as_str()),
+        name,
+        digest,
+        origin: origin.to_string(),
+        manifest,
+        imports,
+        exports,
+        capabilities,
+        input_type,
+        output_type,
+        load_stats,
+        pre,
+        run_index,
+        kv: cx.kv,
+        bytes,
+        interface: OnceLock::new(),
+        _runtime: cx.runtime,
+    })
+}
+
+/// The digest used to key caches and memoized skills.
+pub(crate) fn digest_of(bytes: &[u8]) -> String {
+    sha256_hex(bytes)
+}
+
+fn provisional_name(origin: &str) -> String {
+    std::path::Path::new(origin)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| origin.to_string())
+}
+
+fn is_contract_types(name: &str) -> bool {
+    name.strip_prefix(CONTRACT_PACKAGE)
+        .and_then(|rest| rest.strip_prefix("/types@0.1."))
+        .is_some()
+}
+
+/// An instance import that carries only types needs no implementation.
+fn is_type_only(engine: &wasmtime::Engine, item: &ComponentItem) -> bool {
+    match item {
+        ComponentItem::ComponentInstance(instance) => instance
+            .exports(engine)
+            .all(|(_, export)| matches!(export.ty, ComponentItem::Type(_))),
+        ComponentItem::Type(_) => true,
+        _ => false,
+    }
+}
+
+/// The input type and the `ok` type of `run: func(input: T) -> result<U, skill-error>`.
+fn run_types(run: &wasmtime::component::types::ComponentFunc) -> Result<(Type, Type), String> {
+    let params: Vec<_> = run.params().collect();
+    let results: Vec<_> = run.results().collect();
+    let describe = || format!("{} parameter(s), {} result(s)", params.len(), results.len());
+    let [(_, input)] = params.as_slice() else {
+        return Err(describe());
+    };
+    let [Type::Result(result)] = results.as_slice() else {
+        return Err(describe());
+    };
+    let Some(ok) = result.ok() else {
+        return Err("result has no ok type".into());
+    };
+    match result.err() {
+        Some(Type::Record(record))
+            if record.fields().map(|f| f.name).collect::<Vec<_>>()
+                == ["code", "message", "retryable"] => {}
+        _ => return Err("the error type is not skill-error".into()),
+    }
+    Ok((input.clone(), ok))
+}
+
+fn read_manifest(
+    pre: &InstancePre<CallState>,
+    kv: &KvBackendRef,
+    provisional: &str,
+) -> Result<Manifest, LoadError> {
+    let fail = |message: String| LoadError::Manifest {
+        skill: provisional.to_string(),
+        message,
+    };
+    let options = CallOptions::default();
+    let state = CallState::new(Arc::from(provisional), &options, kv.clone());
+    let mut store = Store::new(pre.engine(), state);
+    store.limiter(|state| &mut state.limiter);
+    store
+        .set_fuel(u64::MAX)
+        .map_err(|e| fail(format!("{e:#}")))?;
+    store.set_epoch_deadline(crate::engine::ticks_for(options.limits.timeout));
+    let instance = pre
+        .instantiate(&mut store)
+        .map_err(|e| fail(format!("{e:#}")))?;
+    let func = instance
+        .get_typed_func::<(), (wit_types::Manifest,)>(&mut store, "manifest")
+        .map_err(|e| fail(format!("{e:#}")))?;
+    let (m,) = func
+        .call(&mut store, ())
+        .map_err(|e| fail(format!("{e:#}")))?;
+    let manifest = Manifest {
+        id: m.id,
+        name: m.name,
+        version: m.version,
+        description: m.description,
+        capabilities: m.capabilities,
+        retry: RetryPolicy {
+            max_attempts: m.retry.max_attempts,
+            initial_backoff_ms: m.retry.initial_backoff_ms,
+        },
+        estimated_duration_ms: m.estimated_duration_ms,
+    };
+    validate_manifest(&manifest).map_err(fail)?;
+    Ok(manifest)
+}
+
+fn validate_manifest(m: &Manifest) -> Result<(), String> {
+    let id_ok = !m.id.is_empty()
+        && m.id.len() <= 64
+        && m.id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !id_ok {
+        return Err(format!(
+            "id `{}` must be 1-64 characters of lowercase letters, digits, `-` or `_`",
+            m.id
+        ));
+    }
+    for capability in &m.capabilities {
+        if Capability::from_name(capability).is_none() {
+            return Err(format!(
+                "declares unknown capability `{capability}`; known: log, fs, kv, http, llm"
+            ));
+        }
+    }
+    if m.retry.max_attempts == 0 {
+        return Err("retry.max-attempts must be at least 1 (1 means never retry)".into());
+    }
+    Ok(())
+}

@@ -1,0 +1,220 @@
+//! The runtime against misbehaving components: every limit is a typed error
+//! that names the skill and the limit, and the host keeps serving afterwards.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use skillhost_runtime::{CallError, CallOptions, Grants, Limits, Skill};
+
+fn adversary() -> (tempfile::TempDir, Arc<Skill>) {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = skillhost_tests::runtime(cache.path());
+    let skill = runtime
+        .load_bytes(
+            skillhost_tests::fixture_component("adversary"),
+            "adversary.wasm",
+        )
+        .expect("load adversary");
+    (cache, skill)
+}
+
+fn call(skill: &Skill, text: &str, options: &CallOptions) -> Result<serde_json::Value, CallError> {
+    skill.call(&json!({ "text": text }), options).into_result()
+}
+
+fn limits(f: impl FnOnce(&mut Limits)) -> CallOptions {
+    let mut options = CallOptions::default();
+    f(&mut options.limits);
+    options
+}
+
+/// After any failure the same skill must still answer.
+fn still_serves(skill: &Skill) {
+    let out = call(skill, "echo", &CallOptions::default()).expect("the next call works");
+    assert_eq!(out, json!({ "text": "echo" }));
+}
+
+#[test]
+fn manifest_and_echo() {
+    let (_cache, skill) = adversary();
+    assert_eq!(skill.name, "adversary");
+    assert_eq!(skill.manifest.capabilities, vec!["fs".to_string()]);
+    still_serves(&skill);
+}
+
+#[test]
+fn infinite_loop_is_a_timeout() {
+    let (_cache, skill) = adversary();
+    let options = limits(|l| l.timeout = Duration::from_millis(50));
+    let err = call(&skill, "loop", &options).unwrap_err();
+    assert_eq!(
+        err,
+        CallError::Timeout {
+            skill: "adversary".into(),
+            limit_ms: 50
+        }
+    );
+    assert_eq!(err.kind(), "timeout");
+    assert!(err.to_string().contains("50 ms"), "{err}");
+    still_serves(&skill);
+}
+
+#[test]
+fn infinite_loop_with_fuel_runs_out_of_fuel() {
+    let (_cache, skill) = adversary();
+    let options = limits(|l| l.fuel = Some(1_000_000));
+    let err = call(&skill, "loop", &options).unwrap_err();
+    assert_eq!(
+        err,
+        CallError::FuelExhausted {
+            skill: "adversary".into(),
+            limit: 1_000_000
+        }
+    );
+    still_serves(&skill);
+}
+
+#[test]
+fn memory_grow_bomb_hits_the_memory_limit() {
+    let (_cache, skill) = adversary();
+    let options = limits(|l| l.memory_bytes = 8 << 20);
+    let err = call(&skill, "grow", &options).unwrap_err();
+    match &err {
+        CallError::MemoryLimit {
+            skill,
+            limit_mib,
+            requested_bytes,
+        } => {
+            assert_eq!(skill, "adversary");
+            assert_eq!(*limit_mib, 8);
+            assert!(*requested_bytes > 8 << 20);
+        }
+        other => panic!("expected a memory limit error, got {other:?}"),
+    }
+    assert!(err.to_string().contains("memory limit of 8 MiB"), "{err}");
+    still_serves(&skill);
+}
+
+#[test]
+fn invalid_utf8_output_is_invalid_output_and_the_next_call_works() {
+    let (_cache, skill) = adversary();
+    let err = call(&skill, "utf8", &CallOptions::default()).unwrap_err();
+    assert_eq!(err.kind(), "invalid-output", "{err:?}");
+    assert!(err.to_string().contains("adversary"), "{err}");
+    assert!(err.to_string().to_lowercase().contains("utf-8"), "{err}");
+    still_serves(&skill);
+}
+
+#[test]
+fn trap_is_a_trap() {
+    let (_cache, skill) = adversary();
+    let err = call(&skill, "trap", &CallOptions::default()).unwrap_err();
+    assert_eq!(err.kind(), "trap", "{err:?}");
+    assert!(err.to_string().contains("unreachable"), "{err}");
+    still_serves(&skill);
+}
+
+#[test]
+fn oversized_output_is_refused() {
+    let (_cache, skill) = adversary();
+    let options = limits(|l| l.max_output_bytes = 1 << 20);
+    let err = call(&skill, "oversized", &options).unwrap_err();
+    match err {
+        CallError::OutputTooLarge {
+            limit_bytes,
+            actual_bytes,
+            ..
+        } => {
+            assert_eq!(limit_bytes, 1 << 20);
+            assert!(actual_bytes > 2 << 20, "{actual_bytes}");
+        }
+        other => panic!("expected output-too-large, got {other:?}"),
+    }
+    still_serves(&skill);
+}
+
+#[test]
+fn ungranted_import_is_denied() {
+    let (_cache, skill) = adversary();
+    let report = skill.call(&json!({ "text": "fs" }), &CallOptions::default());
+    assert_eq!(report.denied, vec![skillhost_runtime::Capability::Fs]);
+    let err = report.into_result().unwrap_err();
+    match &err {
+        CallError::CapabilityDenied {
+            skill, capability, ..
+        } => {
+            assert_eq!(skill, "adversary");
+            assert_eq!(capability, "fs");
+        }
+        other => panic!("expected capability-denied, got {other:?}"),
+    }
+    assert!(err.to_string().contains("--grant fs="), "{err}");
+    still_serves(&skill);
+}
+
+#[test]
+fn granted_import_reads_inside_the_root_only() {
+    let (_cache, skill) = adversary();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data.txt"), "hello from the corpus").unwrap();
+    let mut grants = Grants::default();
+    grants
+        .add("fs", dir.path().to_str().unwrap())
+        .expect("grant fs");
+    let options = CallOptions {
+        grants: Arc::new(grants),
+        ..CallOptions::default()
+    };
+    let out = call(&skill, "fs", &options).expect("granted read");
+    assert_eq!(out, json!({ "text": "hello from the corpus" }));
+
+    // Without the file, the import's own error comes back as the skill's.
+    std::fs::remove_file(dir.path().join("data.txt")).unwrap();
+    let err = call(&skill, "fs", &options).unwrap_err();
+    match err {
+        CallError::Skill { code, .. } => assert_eq!(code, "not-found"),
+        other => panic!("expected not-found, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_grants_are_refused_before_any_call() {
+    let mut grants = Grants::default();
+    let err = grants.add("fs", "/definitely/not/here").unwrap_err();
+    assert!(err.to_string().contains("/definitely/not/here"), "{err}");
+    let err = grants.add("net", "x").unwrap_err();
+    assert!(err.to_string().contains("unknown capability"), "{err}");
+    let err = grants.add("http", "example.org").unwrap_err();
+    assert!(err.to_string().contains("not implemented"), "{err}");
+    let err = grants.add("kv", "bad namespace!").unwrap_err();
+    assert!(err.to_string().contains("namespace"), "{err}");
+}
+
+#[test]
+fn input_that_does_not_fit_names_the_path() {
+    let (_cache, skill) = adversary();
+    let err = skill
+        .call(&json!({ "text": 3 }), &CallOptions::default())
+        .into_result()
+        .unwrap_err();
+    assert_eq!(err.kind(), "invalid-input");
+    assert!(err.to_string().contains("$.text"), "{err}");
+}
+
+#[test]
+fn many_threads_share_one_skill() {
+    let (_cache, skill) = adversary();
+    std::thread::scope(|scope| {
+        for i in 0..8 {
+            let skill = &skill;
+            scope.spawn(move || {
+                for j in 0..50 {
+                    let text = format!("echo {i}-{j}");
+                    let out = call(skill, &text, &CallOptions::default()).unwrap();
+                    assert_eq!(out, json!({ "text": text }));
+                }
+            });
+        }
+    });
+}

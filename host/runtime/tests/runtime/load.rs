@@ -1,0 +1,196 @@
+//! Loading bad components: each is refused with one error that names the file
+//! or skill and says what to do, and nothing panics. Plus a real call through
+//! the `kitchen-sink` skill that round-trips every WIT type kind.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use skillhost_runtime::{CallOptions, LoadError};
+
+fn load_err(bytes: Vec<u8>, origin: &str) -> LoadError {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = skillhost_tests::runtime(cache.path());
+    runtime.load_bytes(bytes, origin).unwrap_err()
+}
+
+#[test]
+fn a_missing_file_is_named() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = skillhost_tests::runtime(cache.path());
+    let err = runtime
+        .load_file(std::path::Path::new("/no/such/skill.wasm"))
+        .unwrap_err();
+    assert!(matches!(err, LoadError::Read { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("/no/such/skill.wasm") && text.contains("host skill build"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_wasm_is_refused() {
+    let err = load_err(b"#!/bin/sh\necho hi\n".to_vec(), "script.wasm");
+    assert!(matches!(err, LoadError::NotWasm { .. }), "{err:?}");
+    assert!(err.to_string().contains("script.wasm"));
+}
+
+#[test]
+fn a_core_module_is_refused_with_the_fix() {
+    let core = wat::parse_str("(module (func (export \"run\")))").unwrap();
+    let err = load_err(core, "core.wasm");
+    assert!(matches!(err, LoadError::CoreModule { .. }), "{err:?}");
+    assert!(err.to_string().contains("componentize"), "{err}");
+}
+
+#[test]
+fn a_component_without_run_is_refused() {
+    let bytes = skillhost_tests::dummy_component(
+        "package test:norun@0.1.0;
+         world norun { include skillhost:skill/base@0.1.0; }",
+    );
+    let err = load_err(bytes, "norun.wasm");
+    match &err {
+        LoadError::MissingExport { skill, export } => {
+            assert_eq!(skill, "norun");
+            assert_eq!(*export, "run");
+        }
+        other => panic!("expected a missing export, got {other:?}"),
+    }
+    assert!(err.to_string().contains("export run: func"), "{err}");
+}
+
+#[test]
+fn a_run_with_the_wrong_shape_is_refused() {
+    let bytes = skillhost_tests::dummy_component(
+        "package test:shape@0.1.0;
+         world shape {
+             include skillhost:skill/base@0.1.0;
+             export run: func(a: string, b: string) -> string;
+         }",
+    );
+    let err = load_err(bytes, "shape.wasm");
+    assert!(matches!(err, LoadError::BadRunSignature { .. }), "{err:?}");
+}
+
+#[test]
+fn resources_cannot_cross_the_skill_boundary() {
+    let bytes = skillhost_tests::dummy_component(
+        "package test:res@0.1.0;
+         interface handles { resource handle; }
+         world res {
+             include skillhost:skill/base@0.1.0;
+             use skillhost:skill/types@0.1.0.{skill-error};
+             use handles.{handle};
+             record input { h: own<handle> }
+             record output { ok: bool }
+             export run: func(input: input) -> result<output, skill-error>;
+         }",
+    );
+    let err = load_err(bytes, "res.wasm");
+    match &err {
+        LoadError::Unbridgeable { skill, side, error } => {
+            assert_eq!(skill, "res");
+            assert_eq!(*side, "input");
+            assert_eq!(error.path, "$.h");
+        }
+        other => panic!("expected the resource to be refused, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_unknown_import_is_named_at_load() {
+    let bytes = skillhost_tests::dummy_component(
+        "package test:net@0.1.0;
+         interface sockets { connect: func(host: string) -> bool; }
+         world net {
+             include skillhost:skill/base@0.1.0;
+             use skillhost:skill/types@0.1.0.{skill-error};
+             import sockets;
+             record input { host: string }
+             record output { ok: bool }
+             export run: func(input: input) -> result<output, skill-error>;
+         }",
+    );
+    let err = load_err(bytes, "net.wasm");
+    match &err {
+        LoadError::UnknownImport { skill, import } => {
+            assert_eq!(skill, "net");
+            assert_eq!(import, "test:net/sockets@0.1.0");
+        }
+        other => panic!("expected an unknown import, got {other:?}"),
+    }
+    assert!(err.to_string().contains("does not provide"), "{err}");
+}
+
+#[test]
+fn every_type_kind_round_trips_through_a_real_call() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = skillhost_tests::runtime(cache.path());
+    let skill = runtime
+        .load_file(&skillhost_tests::dist("kitchen-sink"))
+        .expect("load kitchen-sink");
+    let input = json!({
+        "a_bool": true,
+        "a_u8": 255, "a_u16": 65535, "a_u32": 4294967295u64, "a_u64": 18446744073709551615u64,
+        "a_s8": -128, "a_s16": -32768, "a_s32": -2147483648i64, "a_s64": -9223372036854775808i64,
+        "a_f32": 1.5, "a_f64": -0.25,
+        "a_char": "ß",
+        "a_string": "héllo\nworld",
+        "bytes": "AAEC/w==",
+        "points": [{ "x": 1, "y": -2 }, { "x": 3, "y": 4 }],
+        "maybe": null,
+        "maybe_maybe": [null],
+        "outcome": { "err": 7 },
+        "unit_ok": { "ok": null },
+        "shape": { "polygon": [{ "x": 0, "y": 0 }, { "x": 1, "y": 1 }] },
+        "other_shape": { "empty": null },
+        "color": "blue",
+        "permissions": ["read", "execute"],
+        "pair": ["k", 42, false],
+        "nested": { "label": "l", "at": { "x": 5, "y": 6 }, "tags": ["a", "b"] },
+        "score": 0.75
+    });
+    let output = skill
+        .call(&input, &CallOptions::default())
+        .into_result()
+        .expect("kitchen-sink echoes its input");
+    assert_eq!(output, input);
+
+    // The same call with an out-of-range field names the path.
+    let mut bad = input.clone();
+    bad["points"][1]["y"] = json!(3_000_000_000u64);
+    let err = skill
+        .call(&bad, &CallOptions::default())
+        .into_result()
+        .unwrap_err();
+    assert_eq!(err.kind(), "invalid-input");
+    assert!(err.to_string().contains("$.points[1].y"), "{err}");
+
+    let arc: Arc<[u8]> = std::fs::read(skillhost_tests::dist("kitchen-sink"))
+        .unwrap()
+        .into();
+    let again = runtime.load_bytes(arc, "again.wasm").unwrap();
+    assert!(Arc::ptr_eq(&skill, &again), "the same bytes load once");
+}
+
+#[test]
+fn a_second_load_comes_from_the_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(skillhost_tests::dist("echo")).unwrap();
+    let first = skillhost_tests::runtime(cache.path())
+        .load_bytes(bytes.clone(), "echo.wasm")
+        .unwrap();
+    assert_eq!(
+        first.load_stats.source,
+        skillhost_runtime::LoadSource::Compiled
+    );
+    // A new runtime (a new process, in effect) finds the compiled component.
+    let second = skillhost_tests::runtime(cache.path())
+        .load_bytes(bytes, "echo.wasm")
+        .unwrap();
+    assert_eq!(
+        second.load_stats.source,
+        skillhost_runtime::LoadSource::Cache
+    );
+}

@@ -1,0 +1,187 @@
+//! Entry points: find a scenario by name, parse it, load its skills, and run
+//! every check, so that `host check` and `host run` see the same verdict.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::Scenario;
+use super::check;
+use super::diagnostic::{Reporter, codes};
+use super::parse;
+use skillhost_model::InitialState;
+use skillhost_runtime::{Runtime, Skill};
+
+pub use super::diagnostic::{CheckReport, Diagnostic};
+
+/// A scenario that passed every check, with its skills loaded.
+#[derive(Debug, Clone)]
+pub struct LoadedScenario {
+    pub scenario: Arc<Scenario>,
+    /// By alias.
+    pub skills: BTreeMap<String, Arc<Skill>>,
+    pub warnings: Vec<Diagnostic>,
+    /// The state every run starts from, with its checkpoint JSON and hashes.
+    pub initial_state: Arc<InitialState>,
+    /// The scenario's `[config]` and each node's, as expressions see them:
+    /// built once here, shared by every run.
+    pub configs: Arc<Configs>,
+}
+
+/// `config` as the expressions of a run see it.
+#[derive(Debug)]
+pub struct Configs {
+    /// The scenario's `[config]`, for rules and the summary.
+    pub scenario: Arc<serde_json::Value>,
+    /// Each node's `config` (skill defaults under `[config]`), by node id.
+    pub nodes: std::collections::HashMap<String, Arc<serde_json::Value>>,
+}
+
+impl Configs {
+    pub fn of(scenario: &Scenario) -> Configs {
+        Configs {
+            scenario: Arc::new(serde_json::Value::Object(scenario.config.clone())),
+            nodes: scenario
+                .nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.id.clone(),
+                        Arc::new(serde_json::Value::Object(n.config.clone())),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Parses and checks the scenario at `path`, loading every skill it declares
+/// through `runtime`. Every problem found is in the error report, not only
+/// the first.
+pub fn load(path: &Path, runtime: &Runtime) -> Result<LoadedScenario, CheckReport> {
+    let (scenario, mut reporter) = parse_checked(path)?;
+    let mut skills = BTreeMap::new();
+    for (alias, skill) in &scenario.skills {
+        match runtime.load_file(&skill.component) {
+            Ok(loaded) => {
+                skills.insert(alias.clone(), loaded);
+            }
+            Err(e) => reporter.error(
+                skill.line,
+                None,
+                codes::SKILL_LOAD,
+                format!("skill `{alias}`: {e}"),
+            ),
+        }
+    }
+    check::check_skills(&scenario, &skills, &mut reporter);
+    let report = reporter.finish();
+    if !report.is_ok() {
+        return Err(report);
+    }
+    Ok(LoadedScenario {
+        initial_state: Arc::new(InitialState::new(scenario.initial_state())),
+        configs: Arc::new(Configs::of(&scenario)),
+        scenario: Arc::new(scenario),
+        skills,
+        warnings: report.warnings,
+    })
+}
+
+/// Parses and checks the scenario at `path` without loading its skills: every
+/// check except those that need the components (input fit, capabilities, the
+/// components themselves). Enough to draw the graph or validate the format.
+/// Returns the scenario and its warnings.
+pub fn parse_file(path: &Path) -> Result<(Scenario, Vec<Diagnostic>), CheckReport> {
+    let (scenario, reporter) = parse_checked(path)?;
+    let report = reporter.finish();
+    if report.is_ok() {
+        Ok((scenario, report.warnings))
+    } else {
+        Err(report)
+    }
+}
+
+/// [`parse_file`] on text already read; `path` names it in diagnostics and
+/// anchors its relative paths.
+pub fn parse_str(text: &str, path: &Path) -> Result<(Scenario, Vec<Diagnostic>), CheckReport> {
+    let (scenario, reporter) = parse_text(text, path)?;
+    let report = reporter.finish();
+    if report.is_ok() {
+        Ok((scenario, report.warnings))
+    } else {
+        Err(report)
+    }
+}
+
+/// Reads, parses and checks; errors found so far stay in the reporter.
+fn parse_checked(path: &Path) -> Result<(Scenario, Reporter), CheckReport> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            let mut reporter = Reporter::new(path.to_path_buf());
+            reporter.error(
+                0,
+                None,
+                codes::IO,
+                format!("cannot read the scenario file: {e}"),
+            );
+            return Err(reporter.finish());
+        }
+    };
+    parse_text(&text, path)
+}
+
+fn parse_text(text: &str, path: &Path) -> Result<(Scenario, Reporter), CheckReport> {
+    let mut reporter = Reporter::new(path.to_path_buf());
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let Some(parsed) = parse::parse(text, &absolute, &mut reporter) else {
+        return Err(reporter.finish());
+    };
+    check::check_scenario(&parsed.scenario, &parsed.broken_edges, &mut reporter);
+    Ok((parsed.scenario, reporter))
+}
+
+/// Finds the scenario `host run NAME` means: an existing file, else
+/// `examples/NAME/scenario.toml` (under the current directory, then under the
+/// repository this binary was built from), else `./NAME.toml`.
+pub fn resolve(name_or_path: &str) -> Result<PathBuf, String> {
+    let as_path = Path::new(name_or_path);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut candidates = vec![as_path.to_path_buf()];
+    let is_name = !name_or_path.is_empty()
+        && !name_or_path.contains(['/', '\\'])
+        && !name_or_path.ends_with(".toml");
+    if is_name {
+        candidates.push(
+            Path::new("examples")
+                .join(name_or_path)
+                .join("scenario.toml"),
+        );
+        candidates.push(
+            normalize_repo(&repo)
+                .join("examples")
+                .join(name_or_path)
+                .join("scenario.toml"),
+        );
+        candidates.push(PathBuf::from(format!("{name_or_path}.toml")));
+    }
+    for candidate in &candidates {
+        if candidate.is_file() {
+            return Ok(candidate.clone());
+        }
+    }
+    Err(format!(
+        "no scenario `{name_or_path}`; looked for {}. Pass the path of a scenario file, or the \
+         name of a folder of examples/",
+        candidates
+            .iter()
+            .map(|c| format!("`{}`", c.display()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+fn normalize_repo(repo: &Path) -> PathBuf {
+    repo.canonicalize().unwrap_or_else(|_| repo.to_path_buf())
+}

@@ -1,0 +1,902 @@
+//! The scenario loader and static checker against real components: the
+//! fixtures in `tests/scenarios/`, the shipped `echo` skill, and the
+//! `adversary` test component (which imports `fs`).
+//!
+//! One test per class of checker error, each asserting the diagnostic's
+//! code, line and node; the valid fixtures load, and every valid scenario
+//! (fixtures and examples) fits `schemas/scenario.schema.json`.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+use skillhost_runtime::{Capability, Runtime};
+use skillhost_scenario::checks::schema::CompiledSchema;
+use skillhost_scenario::{
+    CheckReport, Diagnostic, FieldType, LoadedScenario, NodeBody, NodeKind, PostCheck, Reducer,
+    Route, codes,
+};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
+}
+
+/// The fixtures copied next to a `components/` directory holding the skills
+/// they reference, shared by every test of this file.
+fn workspace() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(&fixtures(), dir.path());
+        let components = dir.path().join("components");
+        std::fs::create_dir_all(&components).unwrap();
+        let echo = skillhost_tests::dist("echo");
+        assert!(
+            echo.is_file(),
+            "{} is missing: build the shipped skills first",
+            echo.display()
+        );
+        std::fs::copy(&echo, components.join("echo.wasm")).unwrap();
+        std::fs::write(
+            components.join("reader.wasm"),
+            skillhost_tests::fixture_component("adversary"),
+        )
+        .unwrap();
+        dir
+    })
+    .path()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<(Runtime, tempfile::TempDir)> = OnceLock::new();
+    &RUNTIME
+        .get_or_init(|| {
+            let cache = tempfile::tempdir().unwrap();
+            (skillhost_tests::runtime(cache.path()), cache)
+        })
+        .0
+}
+
+fn load(relative: &str) -> Result<LoadedScenario, CheckReport> {
+    skillhost_scenario::load(&workspace().join(relative), runtime())
+}
+
+fn load_ok(relative: &str) -> LoadedScenario {
+    load(relative).unwrap_or_else(|report| panic!("{relative} does not load:\n{report}"))
+}
+
+/// Loads `invalid/<name>.toml` and asserts its first error.
+fn expect_error(name: &str, code: &str, line: usize, node: Option<&str>) -> CheckReport {
+    let relative = format!("invalid/{name}.toml");
+    let report = match load(&relative) {
+        Ok(_) => panic!("{relative} loaded, but it should fail with `{code}`"),
+        Err(report) => report,
+    };
+    let first = report
+        .errors
+        .first()
+        .unwrap_or_else(|| panic!("{relative}: an error report without errors"));
+    assert_eq!(
+        (first.code, first.line, first.node.as_deref()),
+        (code, line, node),
+        "{relative}: unexpected first error in:\n{report}"
+    );
+    assert!(
+        first.file.ends_with(&relative),
+        "diagnostics name the file: {}",
+        first.file.display()
+    );
+    let shown = first.to_string();
+    assert!(
+        shown.contains(&format!("{relative}:{line}: ")),
+        "`path:line:` in `{shown}`"
+    );
+    if let Some(node) = node {
+        assert!(shown.contains(&format!("node `{node}`: ")), "{shown}");
+    }
+    report
+}
+
+/// Each diagnostic as (code, line, node), to compare whole lists.
+fn found(diagnostics: &[Diagnostic]) -> Vec<(&'static str, usize, Option<&str>)> {
+    diagnostics
+        .iter()
+        .map(|d| (d.code, d.line, d.node.as_deref()))
+        .collect()
+}
+
+/// Asserts the report has exactly one error.
+fn only_one(report: &CheckReport) {
+    assert_eq!(report.errors.len(), 1, "expected one error:\n{report}");
+}
+
+// ---- one test per class of error -------------------------------------------
+
+#[test]
+fn toml_syntax_errors_have_a_line() {
+    let report = expect_error("toml_syntax", codes::TOML, 13, None);
+    only_one(&report);
+    // The broken line is the node's `id`: the table is named by its header.
+    assert!(
+        report.errors[0]
+            .message
+            .starts_with("the [[node]] table starting at line 12: "),
+        "{report}"
+    );
+}
+
+#[test]
+fn toml_syntax_errors_in_a_node_name_it() {
+    // The node's `id` comes after the broken line.
+    let report = expect_error("toml_in_node", codes::TOML, 10, Some("say"));
+    only_one(&report);
+}
+
+#[test]
+fn toml_errors_in_edges_rules_and_skills_name_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.toml");
+    let head = "[scenario]\nname = \"s\"\n\n[[node]]\nid = \"a\"\nkind = \"end\"\n\n";
+    for (table, expected) in [
+        (
+            "[[edge]]\nfrom = \"a\"\nto = \"b\" junk\n",
+            (10, "[[edge]] from `a`: "),
+        ),
+        (
+            "[[rule]]\nwhen = \"true\"\ncode = \"c\"\nseverity = \"bogus\"\nmessage = \"m\"\n",
+            (11, "[[rule]] `c`: "),
+        ),
+        (
+            "[skills.echo]\ncomponent = \"echo.wasm\"\ncomponent = \"again.wasm\"\n",
+            (10, "[skills.echo]: "),
+        ),
+    ] {
+        let report = skillhost_scenario::parse_str(&format!("{head}{table}"), &path).unwrap_err();
+        only_one(&report);
+        let d = &report.errors[0];
+        assert_eq!(
+            (d.code, d.line, d.node.as_deref()),
+            (codes::TOML, expected.0, None)
+        );
+        assert!(d.message.starts_with(expected.1), "{report}");
+    }
+}
+
+#[test]
+fn unknown_keys_are_toml_errors_naming_the_node() {
+    let report = expect_error("toml_unknown_key", codes::TOML, 11, Some("say"));
+    assert!(report.errors[0].message.contains("timout_ms"), "{report}");
+}
+
+#[test]
+fn duplicate_node_ids() {
+    only_one(&expect_error(
+        "duplicate_node",
+        codes::DUPLICATE_NODE,
+        12,
+        Some("say"),
+    ));
+}
+
+#[test]
+fn edges_to_unknown_nodes() {
+    let report = expect_error("unknown_node", codes::UNKNOWN_NODE, 18, Some("say"));
+    assert!(report.errors[0].message.contains("`finish`"), "{report}");
+}
+
+#[test]
+fn unknown_skill_aliases() {
+    let report = expect_error("unknown_skill", codes::UNKNOWN_SKILL, 9, Some("say"));
+    assert!(report.errors[0].message.contains("`echo2`"), "{report}");
+    assert!(
+        report.errors[0].message.contains("`echo`"),
+        "lists the declared ones"
+    );
+}
+
+#[test]
+fn unknown_capabilities() {
+    let report = expect_error(
+        "unknown_capability",
+        codes::UNKNOWN_CAPABILITY,
+        11,
+        Some("say"),
+    );
+    only_one(&report);
+    assert!(report.errors[0].message.contains("`gpu`"), "{report}");
+}
+
+#[test]
+fn grants_that_cannot_be_given() {
+    let report = expect_error("bad_grant", codes::BAD_GRANT, 11, Some("say"));
+    assert!(report.errors[0].message.contains("no-such-dir"), "{report}");
+}
+
+#[test]
+fn missing_skill_components() {
+    let report = expect_error("skill_load", codes::SKILL_LOAD, 5, None);
+    only_one(&report);
+    assert!(
+        report.errors[0].message.contains("missing.wasm"),
+        "{report}"
+    );
+}
+
+#[test]
+fn unreachable_nodes() {
+    only_one(&expect_error(
+        "unreachable",
+        codes::UNREACHABLE,
+        12,
+        Some("orphan"),
+    ));
+}
+
+#[test]
+fn nodes_that_cannot_reach_an_end() {
+    let report = expect_error("no_end", codes::NO_END, 14, Some("spin"));
+    let nodes: Vec<_> = report.errors.iter().map(|d| d.node.as_deref()).collect();
+    assert_eq!(nodes, [Some("spin"), Some("spin_more")], "{report}");
+}
+
+#[test]
+fn cycles_without_a_bound() {
+    let report = expect_error("unbounded_cycle", codes::UNBOUNDED_CYCLE, 10, Some("step"));
+    only_one(&report);
+    assert!(
+        report.errors[0].message.contains("`step`, `again`"),
+        "{report}"
+    );
+}
+
+#[test]
+fn branches_without_else() {
+    only_one(&expect_error(
+        "missing_else",
+        codes::MISSING_ELSE,
+        16,
+        Some("say"),
+    ));
+}
+
+#[test]
+fn malformed_edges() {
+    only_one(&expect_error(
+        "invalid_edge",
+        codes::INVALID_EDGE,
+        16,
+        Some("say"),
+    ));
+}
+
+#[test]
+fn more_than_one_edge_from_a_node() {
+    only_one(&expect_error(
+        "multiple_edges",
+        codes::MULTIPLE_EDGES,
+        20,
+        Some("say"),
+    ));
+}
+
+#[test]
+fn end_nodes_with_outgoing_edges() {
+    only_one(&expect_error(
+        "terminal_has_edge",
+        codes::TERMINAL_HAS_EDGE,
+        20,
+        Some("done"),
+    ));
+}
+
+#[test]
+fn nodes_without_an_outgoing_edge() {
+    only_one(&expect_error(
+        "missing_edge",
+        codes::MISSING_EDGE,
+        7,
+        Some("say"),
+    ));
+}
+
+#[test]
+fn cel_syntax_errors() {
+    let report = expect_error("cel_syntax", codes::CEL_SYNTAX, 10, Some("say"));
+    only_one(&report);
+    assert!(report.errors[0].message.contains("`'hi' +`"), "{report}");
+}
+
+#[test]
+fn variables_not_available_where_used() {
+    let report = expect_error("unknown_variable", codes::UNKNOWN_VARIABLE, 10, Some("say"));
+    only_one(&report);
+    assert!(report.errors[0].message.contains("`output`"), "{report}");
+}
+
+#[test]
+fn undeclared_state_fields() {
+    let report = expect_error("undeclared_state", codes::UNDECLARED_STATE, 13, Some("say"));
+    only_one(&report);
+    assert!(
+        report.errors[0].message.contains("`state.sumary`"),
+        "{report}"
+    );
+}
+
+#[test]
+fn undeclared_input_fields() {
+    let report = expect_error("undeclared_input", codes::UNDECLARED_INPUT, 13, Some("say"));
+    only_one(&report);
+    assert!(
+        report.errors[0].message.contains("`input.qeury`"),
+        "{report}"
+    );
+}
+
+#[test]
+fn undeclared_config_keys() {
+    let report = expect_error(
+        "undeclared_config",
+        codes::UNDECLARED_CONFIG,
+        13,
+        Some("say"),
+    );
+    only_one(&report);
+    assert!(
+        report.errors[0].message.contains("`config.greting`"),
+        "{report}"
+    );
+}
+
+#[test]
+fn writes_into_the_errors_field() {
+    only_one(&expect_error(
+        "reserved_state",
+        codes::RESERVED_STATE,
+        11,
+        Some("say"),
+    ));
+}
+
+#[test]
+fn input_mappings_missing_a_required_field() {
+    let report = expect_error(
+        "input_missing_field",
+        codes::INPUT_MISSING_FIELD,
+        7,
+        Some("say"),
+    );
+    only_one(&report);
+    assert!(report.errors[0].message.contains("`repeat`"), "{report}");
+}
+
+#[test]
+fn input_mappings_with_unknown_fields() {
+    let report = expect_error(
+        "input_unknown_field",
+        codes::INPUT_UNKNOWN_FIELD,
+        10,
+        Some("say"),
+    );
+    only_one(&report);
+    assert!(report.errors[0].message.contains("`times`"), "{report}");
+}
+
+#[test]
+fn imports_the_node_does_not_grant() {
+    let report = expect_error(
+        "capability_not_granted",
+        codes::CAPABILITY_NOT_GRANTED,
+        7,
+        Some("read"),
+    );
+    only_one(&report);
+    assert!(report.errors[0].message.contains("`fs`"), "{report}");
+}
+
+#[test]
+fn skill_nodes_without_a_skill() {
+    only_one(&expect_error(
+        "missing_skill",
+        codes::MISSING_SKILL,
+        7,
+        Some("say"),
+    ));
+}
+
+#[test]
+fn map_nodes_without_over() {
+    only_one(&expect_error(
+        "missing_over",
+        codes::MISSING_OVER,
+        7,
+        Some("each"),
+    ));
+}
+
+#[test]
+fn reducers_that_do_not_fit_the_field() {
+    let report = expect_error("reducer_type", codes::REDUCER_TYPE, 14, Some("say"));
+    only_one(&report);
+    assert!(report.errors[0].message.contains("`append`"), "{report}");
+}
+
+#[test]
+fn defaults_of_the_wrong_type() {
+    only_one(&expect_error(
+        "type_mismatch",
+        codes::TYPE_MISMATCH,
+        5,
+        None,
+    ));
+}
+
+#[test]
+fn fields_that_mean_nothing_on_the_kind() {
+    only_one(&expect_error(
+        "field_not_allowed",
+        codes::FIELD_NOT_ALLOWED,
+        15,
+        Some("done"),
+    ));
+}
+
+#[test]
+fn out_of_range_values() {
+    only_one(&expect_error(
+        "invalid_value",
+        codes::INVALID_VALUE,
+        11,
+        Some("say"),
+    ));
+}
+
+#[test]
+fn invalid_extra_schemas() {
+    let report = expect_error("bad_constraints", codes::INVALID_VALUE, 11, Some("say"));
+    only_one(&report);
+    let shown = report.errors[0].to_string();
+    assert!(
+        shown.contains("input_schema") && shown.contains("minLength"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn artifact_names_that_are_not_plain_file_names() {
+    let report = expect_error("bad_artifact", codes::INVALID_VALUE, 11, Some("say"));
+    only_one(&report);
+    assert!(
+        report.errors[0].to_string().contains("../escape.md"),
+        "{report}"
+    );
+}
+
+#[test]
+fn scenarios_without_nodes() {
+    only_one(&expect_error("no_nodes", codes::NO_NODES, 1, None));
+}
+
+#[test]
+fn unreadable_files() {
+    let report = load("invalid/does_not_exist.toml").err().unwrap();
+    only_one(&report);
+    assert_eq!(report.errors[0].code, codes::IO);
+    assert_eq!(report.errors[0].line, 0);
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.toml");
+    std::fs::write(
+        &path,
+        r#"
+[scenario]
+name = "many"
+
+[[node]]
+id = "a"
+kind = "gate"
+writes = [{ field = "nope", from = "input.x" }]
+
+[[node]]
+id = "b"
+kind = "gate"
+"#,
+    )
+    .unwrap();
+    let report = skillhost_scenario::parse_file(&path).unwrap_err();
+    let codes: Vec<_> = report.errors.iter().map(|d| d.code).collect();
+    assert_eq!(
+        codes,
+        [
+            codes::MISSING_EDGE,
+            codes::UNDECLARED_INPUT,
+            codes::UNDECLARED_STATE,
+            codes::MISSING_EDGE,
+        ],
+        "{report}"
+    );
+}
+
+/// An expression that does not compile hides nothing: the other guards of
+/// its edge, and the field of its write, are still checked.
+#[test]
+fn cel_syntax_errors_hide_no_other_error() {
+    let report = load("invalid/cel_syntax_hides_nothing.toml").unwrap_err();
+    assert_eq!(
+        found(&report.errors),
+        [
+            (codes::CEL_SYNTAX, 16, Some("say")),
+            (codes::UNDECLARED_STATE, 16, Some("say")),
+            (codes::CEL_SYNTAX, 30, Some("say")),
+            (codes::UNDECLARED_STATE, 31, Some("say")),
+        ],
+        "{report}"
+    );
+    assert!(report.errors[1].message.contains("`lenght`"), "{report}");
+    assert!(
+        report.errors[3].message.contains("`state.cuont`"),
+        "{report}"
+    );
+    assert!(report.warnings.is_empty(), "{report}");
+}
+
+/// An edge to an unknown node hides nothing: the cycle its valid targets
+/// make, and its guards, are still checked.
+#[test]
+fn unknown_edge_targets_hide_no_other_error() {
+    let report = load("invalid/unknown_node_hides_nothing.toml").unwrap_err();
+    assert_eq!(
+        found(&report.errors),
+        [
+            (codes::UNBOUNDED_CYCLE, 10, Some("step")),
+            (codes::UNKNOWN_NODE, 30, Some("again")),
+            (codes::UNDECLARED_STATE, 30, Some("again")),
+        ],
+        "{report}"
+    );
+    assert!(report.errors[1].message.contains("`finish`"), "{report}");
+    assert!(report.errors[2].message.contains("`state.m`"), "{report}");
+}
+
+// ---- the command line ------------------------------------------------------------
+
+/// `host check --json`, and `host run --json` when the checker refuses the
+/// scenario, print each diagnostic as an object.
+#[test]
+fn check_json_gives_each_diagnostic_as_an_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = workspace().join("invalid/two_errors.toml");
+    let file = path.display().to_string();
+    let expected = json!({
+        "ok": false,
+        "errors": [
+            {
+                "code": "unknown-node",
+                "severity": "error",
+                "message": "`on_failure` names node `nowhere`, which is not declared",
+                "file": file,
+                "line": 3,
+                "node": null,
+            },
+            {
+                "code": "undeclared-state",
+                "severity": "error",
+                "message": "input.message: `state.nope` is not declared; declare it under \
+                            [state] (declared: `unused`)",
+                "file": file,
+                "line": 14,
+                "node": "say",
+            },
+        ],
+        "warnings": [
+            {
+                "code": "unwritten-state",
+                "severity": "warning",
+                "message": "state `unused` is declared but no node writes it; it keeps its \
+                            initial value",
+                "file": file,
+                "line": 6,
+                "node": null,
+            },
+        ],
+    });
+
+    let out = skillhost_tests::cli::host(dir.path(), &["check", "--json", &file], None);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        skillhost_tests::cli::stderr(&out)
+    );
+    assert_eq!(skillhost_tests::cli::json(&out), expected);
+
+    let out = skillhost_tests::cli::host(dir.path(), &["run", "--json", &file], None);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        skillhost_tests::cli::stderr(&out)
+    );
+    assert_eq!(skillhost_tests::cli::json(&out), expected);
+    assert!(
+        skillhost_tests::cli::stderr(&out).contains("does not pass the checker"),
+        "{}",
+        skillhost_tests::cli::stderr(&out)
+    );
+
+    // A scenario that passes has the same keys.
+    let valid = workspace().join("valid/warnings.toml");
+    let out = skillhost_tests::cli::host(
+        dir.path(),
+        &["check", "--json", valid.to_str().unwrap()],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        skillhost_tests::cli::stderr(&out)
+    );
+    let shown = skillhost_tests::cli::json(&out);
+    assert_eq!((&shown["ok"], &shown["errors"]), (&json!(true), &json!([])));
+    let warnings: Vec<_> = shown["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["code"].as_str(),
+                w["severity"].as_str(),
+                w["line"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            (Some("unwritten-state"), Some("warning"), Some(6)),
+            (Some("unused-skill"), Some("warning"), Some(12)),
+        ]
+    );
+
+    // For people: unchanged, one line per diagnostic on stderr.
+    let out = skillhost_tests::cli::host(dir.path(), &["check", &file], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = skillhost_tests::cli::stderr(&out);
+    assert!(
+        err.contains(&format!("{file}:3: `on_failure` names node `nowhere`"))
+            && err.contains(&format!(
+                "{file}:14: node `say`: input.message: `state.nope`"
+            ))
+            && err.contains(&format!("{file}:6: warning: state `unused`")),
+        "{err}"
+    );
+}
+
+// ---- warnings ------------------------------------------------------------------
+
+#[test]
+fn unwritten_state_and_unused_skills_are_warnings() {
+    let loaded = load_ok("valid/warnings.toml");
+    assert_eq!(
+        found(&loaded.warnings),
+        [
+            (codes::UNWRITTEN_STATE, 6, None),
+            (codes::UNUSED_SKILL, 12, None)
+        ]
+    );
+}
+
+// ---- valid scenarios -------------------------------------------------------------
+
+#[test]
+fn the_echo_scenario_loads() {
+    let loaded = load_ok("valid/echo.toml");
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let s = &*loaded.scenario;
+    assert_eq!(s.name, "echo-twice");
+    assert_eq!(s.start, "say");
+    assert_eq!(s.on_failure.as_deref(), Some("failed"));
+    assert_eq!(s.digest.len(), 64);
+    assert!(s.path.is_absolute() && s.dir.is_absolute());
+    assert_eq!(loaded.skills["echo"].name, "echo");
+    assert_eq!(
+        s.skills["echo"].component,
+        workspace().join("components/echo.wasm")
+    );
+
+    let say = s.node("say").unwrap();
+    assert_eq!(say.kind(), NodeKind::Skill);
+    assert_eq!(say.line, 24);
+    let NodeBody::Skill(call) = &say.body else {
+        panic!("{:?}", say.body)
+    };
+    assert_eq!(
+        call.input
+            .iter()
+            .map(|(f, e)| (f.as_str(), e.source.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("message", "input.message + config.suffix"),
+            ("repeat", "input.repeat")
+        ]
+    );
+    assert_eq!(say.writes()[1].reducer, Reducer::Append);
+    assert_eq!(call.retry.unwrap().max_attempts, 2);
+    assert_eq!(call.timeout_ms, Some(1000));
+    assert_eq!(say.config["suffix"], json!("!"));
+    assert!(matches!(&say.route, Route::Next(next) if next == "check"));
+    match &s.node("check").unwrap().route {
+        Route::Branches {
+            branches,
+            otherwise,
+        } => {
+            assert_eq!(branches[0].0.source, "size(state.echoed) > 0");
+            assert_eq!(branches[0].1, "done");
+            assert_eq!(otherwise, "failed");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.rules[0].code, "too-many-echoes");
+
+    assert_eq!(
+        s.initial_state(),
+        json!({"echoed": "", "lengths": [], "errors": []})
+    );
+    let mut input = json!({"message": "hi"});
+    s.apply_input_defaults(&mut input);
+    assert_eq!(input, json!({"message": "hi", "repeat": 2}));
+    let schema = CompiledSchema::compile(&s.input_schema).unwrap();
+    schema.validate(&input).unwrap();
+    let err = schema
+        .validate(&json!({"message": "", "extra": 1}))
+        .unwrap_err();
+    assert_eq!(err.violations.len(), 2, "{err}");
+}
+
+#[test]
+fn the_map_and_loop_scenario_loads() {
+    let loaded = load_ok("valid/map_loop.toml");
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let s = &*loaded.scenario;
+    assert_eq!(s.start, "prepare");
+    let read_all = s.node("read_all").unwrap();
+    assert_eq!(read_all.kind(), NodeKind::Map);
+    let NodeBody::Map(map) = &read_all.body else {
+        panic!("{:?}", read_all.body)
+    };
+    assert_eq!(
+        (map.over.source.as_str(), map.concurrency),
+        ("state.items", 2)
+    );
+    // fs grants are made absolute against the scenario's directory.
+    let data = workspace().join("data");
+    assert_eq!(map.call.capabilities["fs"], data.to_string_lossy());
+    assert!(map.call.grants.is_granted(Capability::Fs));
+    assert_eq!(
+        map.call.grants.fs.as_ref().unwrap().root,
+        data.canonicalize().unwrap()
+    );
+    // The skill's config defaults are under the scenario's [config].
+    assert_eq!(read_all.config["label"], json!("reader"));
+    assert_eq!(read_all.config["rounds"], json!(2));
+    assert!(matches!(map.call.post[1], PostCheck::Citations(ref c) if c.min_per_claim == 1));
+    assert_eq!(s.node("again").unwrap().max_visits(), Some(3));
+    assert_eq!(s.state_field("last").unwrap().ty, FieldType::Object);
+    assert_eq!(
+        s.input_schema["properties"]["words"]["items"],
+        json!({"type": "string"})
+    );
+}
+
+#[test]
+fn graphs_export_to_mermaid_and_dot() {
+    let loaded = load_ok("valid/map_loop.toml");
+    let mermaid = skillhost_scenario::to_mermaid(&loaded.scenario);
+    assert!(mermaid.starts_with("flowchart TD\n"));
+    assert!(
+        mermaid.contains("    read_all[[\"read_all<br/>map: reader\"]]\n"),
+        "{mermaid}"
+    );
+    assert!(
+        mermaid.contains("    again -->|\"state.rounds #lt; config.rounds\"| read_all\n"),
+        "{mermaid}"
+    );
+    assert!(mermaid.contains("    again -->|else| done\n"), "{mermaid}");
+    let dot = skillhost_scenario::to_dot(&loaded.scenario);
+    assert!(
+        dot.contains("\"read_all\" [label=\"read_all\\nmap: reader\", shape=box3d];"),
+        "{dot}"
+    );
+    assert!(
+        dot.contains("\"again\" -> \"done\" [label=\"else\"];"),
+        "{dot}"
+    );
+}
+
+#[test]
+fn names_resolve_to_files() {
+    let path = workspace().join("valid/echo.toml");
+    assert_eq!(
+        skillhost_scenario::resolve(path.to_str().unwrap()).unwrap(),
+        path
+    );
+    let err = skillhost_scenario::resolve("no-such-scenario").unwrap_err();
+    assert!(
+        err.contains("examples/no-such-scenario/scenario.toml"),
+        "{err}"
+    );
+    assert!(err.contains("no-such-scenario.toml"), "{err}");
+}
+
+// ---- the published schema ---------------------------------------------------------
+
+fn scenario_schema() -> CompiledSchema {
+    let path = skillhost_tests::repo_root().join("schemas/scenario.schema.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    CompiledSchema::compile(&schema).unwrap()
+}
+
+/// Every valid scenario in the repository: the fixtures and the examples.
+fn valid_scenarios() -> Vec<PathBuf> {
+    let mut all: Vec<PathBuf> = std::fs::read_dir(fixtures().join("valid"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    if let Ok(examples) = std::fs::read_dir(skillhost_tests::repo_root().join("examples")) {
+        for example in examples {
+            let path = example.unwrap().path().join("scenario.toml");
+            if path.is_file() {
+                all.push(path);
+            }
+        }
+    }
+    all.sort();
+    all
+}
+
+#[test]
+fn valid_scenarios_parse_and_fit_the_published_schema() {
+    let schema = scenario_schema();
+    let all = valid_scenarios();
+    assert!(all.len() >= 3, "{all:?}");
+    for path in all {
+        if let Err(report) = skillhost_scenario::parse_file(&path) {
+            panic!("{} does not parse:\n{report}", path.display());
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let value: Value = toml::from_str(&text).unwrap();
+        if let Err(violations) = schema.validate(&value) {
+            panic!("{} does not fit the schema: {violations}", path.display());
+        }
+    }
+}
+
+#[test]
+fn the_published_schema_refuses_what_the_loader_refuses() {
+    let schema = scenario_schema();
+    for name in ["toml_unknown_key", "invalid_edge", "no_nodes"] {
+        let text =
+            std::fs::read_to_string(fixtures().join(format!("invalid/{name}.toml"))).unwrap();
+        let value: Value = toml::from_str(&text).unwrap();
+        assert!(!schema.is_valid(&value), "{name} fits the schema");
+    }
+}

@@ -1,0 +1,448 @@
+//! The run store: runs, their checkpoint history, node attempts, map items,
+//! the host-call journal and artifacts, in a database that survives crashes.
+//!
+//! Owns: the schema and its migrations (`host/migrations/<backend>/`), the
+//! checkpoint encoding (deltas plus a snapshot every [`SNAPSHOT_EVERY`]), the
+//! state hash, and the exactly-once rule for commits: a node's checkpoint,
+//! step row, journal and artifacts land in one transaction, and only if its
+//! seq is exactly the last one + 1. Must not: know about scenarios, skills or
+//! edges (the engine decides what a step is; the store makes it durable),
+//! print anything, or write to a database that is not ours.
+//!
+//! Backends: SQLite (`sqlite.rs`, leases and queue in `sqlite/queue.rs`) and
+//! Postgres (`postgres.rs`), variants of the private `Backend` enum behind
+//! the same API, each with its own migrations folder defining the same
+//! tables. Backend-neutral rules live in [`checkpoint`], [`state`],
+//! [`migrate`] and [`lease`].
+
+pub mod checkpoint;
+pub mod error;
+pub mod failpoint;
+pub mod lease;
+pub mod migrate;
+mod postgres;
+pub mod rows;
+pub mod run;
+mod sqlite;
+mod url;
+
+/// The run state and its changes and hashes, from `skillhost-model`.
+pub use skillhost_model::state;
+
+pub use checkpoint::{
+    CheckpointRow, LoadedCheckpoint, SNAPSHOT_EVERY, START_NODE, StepCommit, is_snapshot_seq,
+};
+pub use error::StoreError;
+pub use lease::{
+    CurrentCheckpoint, Lease, PruneReport, Retention, format_ms, new_owner_id, parse_duration,
+};
+pub use migrate::SCHEMA_VERSION;
+pub use rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
+pub use run::{NewRun, RunRow, RunStatus, UnknownRunStatus, new_run_id};
+pub use state::{
+    ApplyError, FIELD_HASH_PREFIX, FieldHashes, InitialState, RunState, StateChange, apply,
+    canonical_json, hash_like, state_hash, state_hash_like, try_apply,
+};
+pub use url::redact as redact_url;
+
+/// What a run ends with, as the store keeps it: the JSON text of a value, or
+/// of a live [`RunState`] (written from its shared fields, without copying
+/// them into one value first).
+pub trait RunResult: Sync {
+    fn json_text(&self) -> String;
+}
+
+impl RunResult for Value {
+    fn json_text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl RunResult for RunState {
+    fn json_text(&self) -> String {
+        serde_json::to_string(self).expect("a run state serialises")
+    }
+}
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use postgres::PgStore;
+use sqlite::SqliteStore;
+use url::DatabaseUrl;
+
+/// When a commit counts as durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// A commit returns once it is on stable storage (SQLite `synchronous =
+    /// FULL`: an fsync per commit). Survives power loss and OS crashes. An
+    /// fsync costs milliseconds on many disks, so this bounds a single run
+    /// to a few hundred nodes per second.
+    #[default]
+    Full,
+    /// A commit returns once the OS has it (SQLite WAL with `synchronous =
+    /// NORMAL`). Survives the host process being killed at any point; a power
+    /// loss or OS crash may lose the last commits, never corrupt the
+    /// database (a resume then redoes those nodes).
+    Normal,
+}
+
+/// How to open a store. `Default` is what [`Store::open`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreOptions {
+    pub sync: SyncMode,
+}
+
+/// A handle on an open store. Cheap to clone (a connection pool inside);
+/// share it between runs.
+#[derive(Debug, Clone)]
+pub struct Store {
+    backend: Backend,
+    display: String,
+    /// Set on handles made by [`Store::fenced`]: commits and finishes of the
+    /// lease's run are refused once the lease changed hands.
+    fence: Option<Arc<Lease>>,
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Sqlite(SqliteStore),
+    Postgres(PgStore),
+}
+
+/// Calls the same method on whichever backend this is.
+macro_rules! dispatch {
+    ($self:expr, $store:ident => $call:expr) => {
+        match &$self.backend {
+            Backend::Sqlite($store) => $call,
+            Backend::Postgres($store) => $call,
+        }
+    };
+}
+
+impl Store {
+    /// Opens (creating if missing) the database at `url` and brings its
+    /// schema up to date. `sqlite://PATH` creates the file and its parent
+    /// directories. Refuses, without writing anything, a database that is
+    /// not a Skillhost store ([`StoreError::NotOurs`]) or whose schema is
+    /// newer than this build ([`StoreError::TooNew`]).
+    pub async fn open(url: &str) -> Result<Store, StoreError> {
+        Store::open_with(url, StoreOptions::default()).await
+    }
+
+    /// [`open`](Self::open) with options (e.g. [`SyncMode::Normal`]).
+    pub async fn open_with(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        Store::open_mode(url, options, true).await
+    }
+
+    /// Like [`open_with`](Self::open_with), for a database that must already
+    /// exist (reading history, resuming): a `sqlite://PATH` whose file does
+    /// not exist is refused with [`StoreError::Missing`], and neither the
+    /// file nor its directories are created. A Postgres database is never
+    /// created by the host, so this is [`open_with`](Self::open_with) there.
+    pub async fn open_existing(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        Store::open_mode(url, options, false).await
+    }
+
+    async fn open_mode(
+        url: &str,
+        options: StoreOptions,
+        create: bool,
+    ) -> Result<Store, StoreError> {
+        let display = url::redact(url);
+        let backend = match DatabaseUrl::parse(url)? {
+            DatabaseUrl::Sqlite { path } => {
+                Backend::Sqlite(SqliteStore::open(&path, &display, options, create).await?)
+            }
+            DatabaseUrl::Postgres { url } => {
+                Backend::Postgres(PgStore::open(&url, &display, options).await?)
+            }
+        };
+        Ok(Store {
+            backend,
+            display,
+            fence: None,
+        })
+    }
+
+    /// Which backend: `"sqlite"` or `"postgres"`.
+    pub fn backend_name(&self) -> &'static str {
+        match &self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// A handle on the same database whose checkpoint commits and
+    /// `finish_run` of `lease.run_id` carry the lease: the database refuses
+    /// them ([`StoreError::LeaseLost`]) once another runner took the run over.
+    /// Its failed-step rows, map items and artifacts are fenced the same
+    /// way.
+    pub fn fenced(&self, lease: Lease) -> Store {
+        Store {
+            fence: Some(Arc::new(lease)),
+            ..self.clone()
+        }
+    }
+
+    /// The lease this handle is fenced by, if any.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.fence.as_deref()
+    }
+
+    fn fence_for(&self, run_id: &str) -> Option<&Lease> {
+        self.fence.as_deref().filter(|lease| lease.run_id == run_id)
+    }
+
+    /// The URL for messages: passwords replaced by `***`.
+    pub fn url_for_display(&self) -> String {
+        self.display.clone()
+    }
+
+    /// Waits for in-flight statements and closes every connection. Dropping
+    /// the store also closes them, but without waiting.
+    pub async fn close(&self) {
+        dispatch!(self, s => s.close().await)
+    }
+
+    /// Creates a running run and its checkpoint 0: the full initial state,
+    /// node [`START_NODE`], next node `run.start_node`.
+    pub async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        dispatch!(self, s => s.create_run(run, RunStatus::Running, None).await)
+    }
+
+    /// Like [`create_run`](Self::create_run), but the run waits in the queue
+    /// (status `queued`) for a worker.
+    pub async fn enqueue_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        dispatch!(self, s => s.create_run(run, RunStatus::Queued, None).await)
+    }
+
+    /// [`enqueue_run`](Self::enqueue_run) for a task: the run's checkpoints
+    /// keep `task_id`'s row in the current-checkpoint table up to date
+    /// ([`current_checkpoint`](Self::current_checkpoint)). Without a task id a
+    /// run is its own task.
+    pub async fn enqueue_run_for_task(
+        &self,
+        run: &NewRun,
+        task_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, s => s.create_run(run, RunStatus::Queued, task_id).await)
+    }
+
+    /// Writes one node's outcome in ONE transaction: the checkpoint (changes,
+    /// plus the full state on snapshot seqs), the step row, the journal
+    /// entries, and the run's status (`running`), current node (the first of
+    /// `next_nodes`) and `last_seq`. Fails with [`StoreError::Conflict`],
+    /// writing nothing, unless `commit.seq` is exactly the last seq + 1 and
+    /// the run is not finished: the exactly-once guard on resume.
+    pub async fn commit_step(&self, commit: &StepCommit) -> Result<(), StoreError> {
+        self.commit_step_with_artifacts(commit, &[]).await
+    }
+
+    /// [`commit_step`](Self::commit_step), with artifacts the node produced
+    /// written in the same transaction.
+    pub async fn commit_step_with_artifacts(
+        &self,
+        commit: &StepCommit,
+        artifacts: &[NewArtifact],
+    ) -> Result<(), StoreError> {
+        // The engine hashes incrementally (`FieldHashes`); in debug builds,
+        // every commit is checked against a hash from scratch.
+        debug_assert_eq!(
+            commit.state_hash,
+            state::state_hash_like(&commit.full_state, &commit.state_hash),
+            "StepCommit.state_hash must be the hash of full_state"
+        );
+        let fence = self.fence_for(&commit.run_id);
+        dispatch!(self, s => s.commit_step(commit, artifacts, fence).await)
+    }
+
+    /// Records a finished item of a map node, durable before the node's own
+    /// commit. Idempotent on (run, node, visit, item index): the first output
+    /// recorded wins.
+    pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
+        let fence = self.fence_for(&item.run_id);
+        dispatch!(self, s => s.record_map_item(item, fence).await)
+    }
+
+    /// The recorded items of one visit of a map node, by item index.
+    pub async fn map_items(
+        &self,
+        run_id: &str,
+        node_id: &str,
+        visit: u32,
+    ) -> Result<Vec<MapItemRow>, StoreError> {
+        dispatch!(self, s => s.map_items(run_id, node_id, visit).await)
+    }
+
+    /// Records a failed attempt (no checkpoint).
+    pub async fn record_failed_step(&self, step: &StepRow) -> Result<(), StoreError> {
+        let fence = self.fence_for(&step.run_id);
+        dispatch!(self, s => s.record_failed_step(step, fence).await)
+    }
+
+    /// Sets the run's final status, result and error, and releases its lease.
+    /// Refused ([`StoreError::Conflict`]) if the run is already finished.
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        result: Option<&dyn RunResult>,
+        error: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let fence = self.fence_for(run_id);
+        let result = result.map(RunResult::json_text);
+        let result = result.as_deref();
+        dispatch!(self, s => s.finish_run(run_id, status, result, error, fence).await)
+    }
+
+    pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        dispatch!(self, s => s.run(run_id).await)
+    }
+
+    /// Runs, newest first, optionally only those with `status`; at most `limit`.
+    pub async fn list_runs(
+        &self,
+        status: Option<RunStatus>,
+        limit: u32,
+    ) -> Result<Vec<RunRow>, StoreError> {
+        dispatch!(self, s => s.list_runs(status, limit).await)
+    }
+
+    /// Every attempt of the run, in the order they were recorded.
+    pub async fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
+        dispatch!(self, s => s.steps(run_id).await)
+    }
+
+    /// The run's recorded host calls, by seq, for replay.
+    pub async fn journal(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        dispatch!(self, s => s.journal(run_id).await)
+    }
+
+    /// The run's checkpoint history (without rebuilding states), by seq.
+    pub async fn checkpoints(&self, run_id: &str) -> Result<Vec<CheckpointRow>, StoreError> {
+        dispatch!(self, s => s.checkpoints(run_id).await)
+    }
+
+    /// The state at the run's last checkpoint, rebuilt and verified against
+    /// its hash ([`StoreError::Corrupt`] on mismatch). None for an unknown run.
+    pub async fn latest_state(&self, run_id: &str) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        dispatch!(self, s => s.latest_state(run_id).await)
+    }
+
+    /// The state at checkpoint `seq`, rebuilt and verified. None if the run
+    /// or that checkpoint does not exist.
+    pub async fn state_at(
+        &self,
+        run_id: &str,
+        seq: u64,
+    ) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        dispatch!(self, s => s.state_at(run_id, seq).await)
+    }
+
+    /// Stores bytes under `name` in the run (replacing an artifact of that
+    /// name) and returns their SHA-256 (lowercase hex). Identical bytes are
+    /// stored once, whichever runs refer to them.
+    pub async fn put_artifact(
+        &self,
+        run_id: &str,
+        name: &str,
+        media_type: &str,
+        bytes: &[u8],
+    ) -> Result<String, StoreError> {
+        let fence = self.fence_for(run_id);
+        dispatch!(self, s => s.put_artifact(run_id, name, media_type, bytes, fence).await)
+    }
+
+    /// The run's artifacts, by name.
+    pub async fn artifacts(&self, run_id: &str) -> Result<Vec<ArtifactRow>, StoreError> {
+        dispatch!(self, s => s.artifacts(run_id).await)
+    }
+
+    /// The bytes with this digest, verified against it.
+    pub async fn artifact_bytes(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        dispatch!(self, s => s.artifact_bytes(digest).await)
+    }
+
+    // ---- leases, queue, tasks, retention (issue 5) ------------------------------
+
+    /// Takes the lease on an unfinished run for `owner` until now + `ttl`.
+    /// Refused with [`StoreError::Leased`] (naming the holder and expiry) while
+    /// another owner holds a live lease; taking over an expired lease (or
+    /// none) bumps the generation. The same owner re-acquiring just renews.
+    /// A queued run becomes running.
+    pub async fn acquire_lease(
+        &self,
+        run_id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Lease, StoreError> {
+        dispatch!(self, s => s.acquire_lease(run_id, owner, ttl).await)
+    }
+
+    /// Extends a held lease to now + `ttl` (the heartbeat). Fails with
+    /// [`StoreError::LeaseLost`] if it changed hands, or a conflict if the
+    /// run finished.
+    pub async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        dispatch!(self, s => s.renew_lease(lease, ttl).await)
+    }
+
+    /// Gives a held lease back: an unfinished run goes back to the queue for
+    /// any worker. Returns false (and changes nothing) if the lease was no
+    /// longer held (lost, or the run finished, which releases it).
+    pub async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.release_lease(lease).await)
+    }
+
+    /// Claims one run for `owner`: first a running run whose lease expired (a
+    /// dead runner's), else the oldest queued run. On Postgres concurrent
+    /// claimers skip each other's rows (`FOR UPDATE SKIP LOCKED`). The run is
+    /// returned as it is after the claim (status running, leased).
+    pub async fn claim_run(
+        &self,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<(RunRow, Lease)>, StoreError> {
+        dispatch!(self, s => s.claim_run(owner, ttl).await)
+    }
+
+    /// Where a task stands: its current-checkpoint row, one indexed lookup.
+    /// A run without a task id is the task with the run's own id; it has no
+    /// row, and its checkpoint at `last_seq` answers (in the same statement).
+    pub async fn current_checkpoint(
+        &self,
+        task_id: &str,
+    ) -> Result<Option<CurrentCheckpoint>, StoreError> {
+        dispatch!(self, s => s.current_checkpoint(task_id).await)
+    }
+
+    /// Sets (Some) or removes (None) how long finished runs of `scenario`
+    /// are kept by [`prune_runs`](Self::prune_runs).
+    pub async fn set_retention(
+        &self,
+        scenario: &str,
+        keep: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, s => s.set_retention(scenario, keep).await)
+    }
+
+    /// The per-scenario retention settings, by scenario name.
+    pub async fn retention(&self) -> Result<Vec<Retention>, StoreError> {
+        dispatch!(self, s => s.retention().await)
+    }
+
+    /// Deletes the whole history (checkpoints, steps, journal, map items,
+    /// artifacts, task rows) of finished runs (completed, failed, cancelled)
+    /// last updated longer ago than their scenario's retention setting, or
+    /// `older_than` for scenarios without one (None: only scenarios with a
+    /// setting are pruned), then blobs nothing refers to any more. Queued,
+    /// running and waiting runs are never touched.
+    pub async fn prune_runs(
+        &self,
+        older_than: Option<Duration>,
+    ) -> Result<PruneReport, StoreError> {
+        dispatch!(self, s => s.prune_runs(older_than).await)
+    }
+}

@@ -1,0 +1,208 @@
+//! Schema migrations: numbered SQL files per backend, embedded in the binary
+//! and applied on open, plus the rules for which databases we may touch.
+//!
+//! `skillhost_meta` (created by migration 1) holds the marker
+//! (`application = skillhost`) and `schema_version`. A database with tables
+//! but no marker is someone else's and is refused before anything is
+//! written; one whose version is newer than [`SCHEMA_VERSION`] was written by
+//! a newer host and is refused too. Backends supply the SQL dialect; the
+//! decisions are made here so every backend makes the same ones.
+
+use super::error::StoreError;
+
+/// One numbered migration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Migration {
+    pub version: u32,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// The SQLite migrations, in order. File `NNNN_name.sql` is version NNNN.
+pub(crate) const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../migrations/sqlite/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "leases_queue",
+        sql: include_str!("../migrations/sqlite/0002_leases_queue.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "run_updates_in_place",
+        sql: include_str!("../migrations/sqlite/0003_run_updates_in_place.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "explicit_task_rows",
+        sql: include_str!("../migrations/sqlite/0004_explicit_task_rows.sql"),
+    },
+];
+
+/// The Postgres migrations: the same versions and names as [`SQLITE`], in
+/// Postgres SQL.
+pub(crate) const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "leases_queue",
+        sql: include_str!("../migrations/postgres/0002_leases_queue.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "run_updates_in_place",
+        sql: include_str!("../migrations/postgres/0003_run_updates_in_place.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "explicit_task_rows",
+        sql: include_str!("../migrations/postgres/0004_explicit_task_rows.sql"),
+    },
+];
+
+/// The schema version this build writes and understands.
+pub const SCHEMA_VERSION: u32 = 4;
+
+/// The table that marks a database as ours.
+pub(crate) const META_TABLE: &str = "skillhost_meta";
+/// `skillhost_meta` key and value of the marker.
+pub(crate) const MARKER_KEY: &str = "application";
+pub(crate) const MARKER_VALUE: &str = "skillhost";
+pub(crate) const VERSION_KEY: &str = "schema_version";
+
+/// What an existing database holds, as read before writing anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// No tables at all: ours to initialise.
+    Empty,
+    /// Tables but no (or a wrong) marker. The string says what was seen.
+    Foreign(String),
+    /// A Skillhost store at this schema version.
+    Ours(u32),
+}
+
+impl Found {
+    /// Reads the verdict from the database's table names and, when there is a
+    /// meta table, its marker and version values.
+    pub fn classify(tables: &[String], marker: Option<&str>, version: Option<&str>) -> Found {
+        if tables.is_empty() {
+            return Found::Empty;
+        }
+        if !tables.iter().any(|t| t == META_TABLE) {
+            return Found::Foreign(format!("it has tables {}", list(tables)));
+        }
+        if marker != Some(MARKER_VALUE) {
+            return Found::Foreign(format!(
+                "it has a {META_TABLE} table but no `{MARKER_KEY} = {MARKER_VALUE}` marker"
+            ));
+        }
+        match version.and_then(|v| v.parse::<u32>().ok()) {
+            Some(version) => Found::Ours(version),
+            None => Found::Foreign(format!(
+                "its {META_TABLE} has no readable {VERSION_KEY} ({version:?})"
+            )),
+        }
+    }
+
+    /// The schema version to migrate from, or the refusal.
+    pub fn current_version(&self, db: &str) -> Result<u32, StoreError> {
+        match self {
+            Found::Empty => Ok(0),
+            Found::Foreign(found) => Err(StoreError::NotOurs {
+                db: db.to_owned(),
+                found: found.clone(),
+            }),
+            Found::Ours(version) if *version > SCHEMA_VERSION => Err(StoreError::TooNew {
+                db: db.to_owned(),
+                found: *version,
+                supported: SCHEMA_VERSION,
+            }),
+            Found::Ours(version) => Ok(*version),
+        }
+    }
+}
+
+fn list(tables: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut shown = tables
+        .iter()
+        .take(SHOWN)
+        .map(|t| format!("`{t}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if tables.len() > SHOWN {
+        shown.push_str(&format!(" and {} more", tables.len() - SHOWN));
+    }
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_in_order_and_end_at_the_schema_version() {
+        for migrations in [SQLITE, POSTGRES] {
+            for (i, migration) in migrations.iter().enumerate() {
+                assert_eq!(migration.version as usize, i + 1, "{}", migration.name);
+            }
+            assert_eq!(migrations.last().unwrap().version, SCHEMA_VERSION);
+        }
+        // Both backends step through the same versions.
+        let names = |m: &[Migration]| m.iter().map(|m| (m.version, m.name)).collect::<Vec<_>>();
+        assert_eq!(names(SQLITE), names(POSTGRES));
+    }
+
+    #[test]
+    fn every_migration_file_is_embedded() {
+        for (folder, migrations) in [("sqlite", SQLITE), ("postgres", POSTGRES)] {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("migrations")
+                .join(folder);
+            let mut files: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|name| name.ends_with(".sql"))
+                .collect();
+            files.sort();
+            let embedded: Vec<String> = migrations
+                .iter()
+                .map(|m| format!("{:04}_{}.sql", m.version, m.name))
+                .collect();
+            assert_eq!(files, embedded, "{folder}");
+        }
+    }
+
+    #[test]
+    fn classifies_what_it_finds() {
+        let tables = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(Found::classify(&[], None, None), Found::Empty);
+        assert!(matches!(
+            Found::classify(&tables(&["notes"]), None, None),
+            Found::Foreign(_)
+        ));
+        assert!(matches!(
+            Found::classify(&tables(&[META_TABLE]), Some("other"), Some("1")),
+            Found::Foreign(_)
+        ));
+        assert_eq!(
+            Found::classify(
+                &tables(&[META_TABLE, "runs"]),
+                Some(MARKER_VALUE),
+                Some("1")
+            ),
+            Found::Ours(1)
+        );
+        let too_new = Found::Ours(SCHEMA_VERSION + 1)
+            .current_version("db")
+            .unwrap_err();
+        assert!(too_new.to_string().contains("upgrade host"), "{too_new}");
+    }
+}

@@ -1,0 +1,372 @@
+//! SQLite: leases, the run queue, task rows and retention. The rules are
+//! those of `store::lease`; SQLite has one writer at a time (`BEGIN
+//! IMMEDIATE`), so a claim needs no row locks. Times are this machine's clock.
+
+use std::time::Duration;
+
+use rusqlite::{OptionalExtension, Transaction, params};
+use sqlx::Row;
+
+use super::{ACTIVE, SqliteStore, now_ms};
+use crate::error::StoreError;
+use crate::lease::{CurrentCheckpoint, Lease, PruneReport, Retention, ttl_ms};
+use crate::run::RunRow;
+
+impl SqliteStore {
+    pub async fn acquire_lease(
+        &self,
+        run_id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Lease, StoreError> {
+        let action = format!("taking the lease on run `{run_id}`");
+        let now = now_ms();
+        let (generation, expires_at_ms) = self
+            .writer
+            .write(&action, |tx| {
+                let row = tx
+                    .prepare_cached(&format!(
+                        "UPDATE runs SET \
+                           lease_generation = CASE WHEN lease_owner = ?2 THEN lease_generation \
+                                                   ELSE lease_generation + 1 END, \
+                           lease_owner = ?2, lease_expires_at = ?3 + ?4, heartbeat_at = ?3, \
+                           status = CASE WHEN status = 'queued' THEN 'running' ELSE status END, \
+                           updated_at = ?3 \
+                         WHERE id = ?1 AND status IN {ACTIVE} \
+                           AND (lease_owner IS NULL OR lease_owner = ?2 OR lease_expires_at < ?3) \
+                         RETURNING lease_generation, lease_expires_at"
+                    ))
+                    .and_then(|mut statement| {
+                        statement
+                            .query_row(params![run_id, owner, now, ttl_ms(ttl)], |row| {
+                                Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+                            })
+                            .optional()
+                    })
+                    .map_err(|e| self.sq(e, &action))?;
+                row.ok_or_else(|| self.why_not_leased(tx, run_id, &action))
+            })
+            .await?;
+        Ok(Lease {
+            run_id: run_id.to_owned(),
+            owner: owner.to_owned(),
+            generation: self.uint(generation, "lease generation")?,
+            expires_at_ms,
+        })
+    }
+
+    /// Why a lease could not be taken or kept: no run, a finished run, or
+    /// another holder.
+    fn why_not_leased(&self, tx: &Transaction<'_>, run_id: &str, action: &str) -> StoreError {
+        let row = tx
+            .query_row(
+                "SELECT status, lease_owner, lease_expires_at FROM runs WHERE id = ?1",
+                params![run_id],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, Option<i64>>(2)?,
+                    ))
+                },
+            )
+            .optional();
+        match row {
+            Err(e) => self.sq(e, action),
+            Ok(None) => StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: run_id.to_owned(),
+            },
+            Ok(Some((status, Some(owner), Some(expires_at_ms))))
+                if !status.parse().is_ok_and(crate::RunStatus::is_finished) =>
+            {
+                StoreError::Leased {
+                    db: self.db.clone(),
+                    run_id: run_id.to_owned(),
+                    owner,
+                    expires_at_ms,
+                }
+            }
+            Ok(Some((status, ..))) => StoreError::Conflict {
+                db: self.db.clone(),
+                run_id: run_id.to_owned(),
+                message: format!("the run is {status}; it cannot be leased"),
+            },
+        }
+    }
+
+    pub async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        let action = format!("renewing the lease on run `{}`", lease.run_id);
+        let now = now_ms();
+        let generation = self.int(lease.generation, "lease generation")?;
+        let expires_at_ms = self
+            .writer
+            .write(&action, |tx| {
+                let expires = tx
+                    .prepare_cached(&format!(
+                        "UPDATE runs SET lease_expires_at = ?4 + ?5, heartbeat_at = ?4 \
+                         WHERE id = ?1 AND lease_owner = ?2 AND lease_generation = ?3 \
+                           AND status IN {ACTIVE} \
+                         RETURNING lease_expires_at"
+                    ))
+                    .and_then(|mut statement| {
+                        statement
+                            .query_row(
+                                params![lease.run_id, lease.owner, generation, now, ttl_ms(ttl)],
+                                |row| row.get::<_, i64>(0),
+                            )
+                            .optional()
+                    })
+                    .map_err(|e| self.sq(e, &action))?;
+                expires.ok_or_else(|| self.why_lost(tx, lease, &action))
+            })
+            .await?;
+        Ok(Lease {
+            expires_at_ms,
+            ..lease.clone()
+        })
+    }
+
+    fn why_lost(&self, tx: &Transaction<'_>, lease: &Lease, action: &str) -> StoreError {
+        let row = tx
+            .query_row(
+                "SELECT status, lease_owner, lease_generation, lease_expires_at \
+                 FROM runs WHERE id = ?1",
+                params![lease.run_id],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, Option<i64>>(3)?,
+                    ))
+                },
+            )
+            .optional();
+        match row {
+            Err(e) => self.sq(e, action),
+            Ok(None) => StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: lease.run_id.clone(),
+            },
+            Ok(Some((status, holder, generation, expires))) => {
+                if status.parse().is_ok_and(crate::RunStatus::is_finished) {
+                    StoreError::Conflict {
+                        db: self.db.clone(),
+                        run_id: lease.run_id.clone(),
+                        message: format!("the run is {status}"),
+                    }
+                } else {
+                    crate::lease::lease_lost(
+                        &self.db,
+                        lease,
+                        holder.as_deref(),
+                        generation,
+                        expires,
+                    )
+                }
+            }
+        }
+    }
+
+    pub async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
+        let action = format!("releasing the lease on run `{}`", lease.run_id);
+        let generation = self.int(lease.generation, "lease generation")?;
+        let now = now_ms();
+        let released = self
+            .writer
+            .write(&action, |tx| {
+                tx.prepare_cached(
+                    "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, \
+                       heartbeat_at = NULL, \
+                       status = CASE WHEN status = 'running' THEN 'queued' ELSE status END, \
+                       updated_at = ?4 \
+                     WHERE id = ?1 AND lease_owner = ?2 AND lease_generation = ?3",
+                )
+                .and_then(|mut statement| {
+                    statement.execute(params![lease.run_id, lease.owner, generation, now])
+                })
+                .map_err(|e| self.sq(e, &action))
+            })
+            .await?;
+        Ok(released == 1)
+    }
+
+    pub async fn claim_run(
+        &self,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<(RunRow, Lease)>, StoreError> {
+        let action = "claiming a run";
+        let now = now_ms();
+        let claimed = self
+            .writer
+            .write(action, |tx| {
+                // A dead runner's run first (its lease expired), then the queue.
+                for pick in [
+                    "SELECT id FROM runs WHERE status = 'running' AND lease_owner IS NOT NULL \
+                     AND lease_expires_at < ?2 ORDER BY lease_expires_at LIMIT 1",
+                    "SELECT id FROM runs WHERE status = 'queued' ORDER BY created_at, id LIMIT 1",
+                ] {
+                    let claimed = tx
+                        .prepare_cached(&format!(
+                            "UPDATE runs SET lease_owner = ?1, \
+                               lease_generation = lease_generation + 1, \
+                               lease_expires_at = ?2 + ?3, heartbeat_at = ?2, status = 'running', \
+                               updated_at = ?2 \
+                             WHERE id = ({pick}) RETURNING id"
+                        ))
+                        .and_then(|mut statement| {
+                            statement
+                                .query_row(params![owner, now, ttl_ms(ttl)], |row| {
+                                    row.get::<_, String>(0)
+                                })
+                                .optional()
+                        })
+                        .map_err(|e| self.sq(e, action))?;
+                    if claimed.is_some() {
+                        return Ok(claimed);
+                    }
+                }
+                Ok(None)
+            })
+            .await?;
+        let Some(run_id) = claimed else {
+            return Ok(None);
+        };
+        // Read back through the pool once committed: the lease now keeps
+        // every other runner off the row.
+        let run = self
+            .run(&run_id)
+            .await?
+            .ok_or_else(|| StoreError::RunNotFound {
+                db: self.db.clone(),
+                run_id: run_id.clone(),
+            })?;
+        let lease = Lease {
+            run_id,
+            owner: owner.to_owned(),
+            generation: run.lease_generation,
+            expires_at_ms: run.lease_expires_at_ms.unwrap_or(now),
+        };
+        Ok(Some((run, lease)))
+    }
+
+    pub async fn current_checkpoint(
+        &self,
+        task_id: &str,
+    ) -> Result<Option<CurrentCheckpoint>, StoreError> {
+        // The task's row; else, for a run without a task id (its own task),
+        // the run's last checkpoint. A task row wins if both exist.
+        let row = sqlx::query(
+            "SELECT run_id, seq, node_id, next_nodes, state_hash, updated_at FROM ( \
+                 SELECT 0 AS rank, run_id, seq, node_id, next_nodes, state_hash, updated_at \
+                 FROM task_checkpoints WHERE task_id = $1 \
+                 UNION ALL \
+                 SELECT 1, r.id, c.seq, c.node_id, c.next_nodes, c.state_hash, c.created_at \
+                 FROM runs AS r JOIN checkpoints AS c ON c.run_id = r.id AND c.seq = r.last_seq \
+                 WHERE r.id = $1 AND r.task_id IS NULL) \
+             ORDER BY rank LIMIT 1",
+        )
+        .bind(task_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.error(e, format_args!("reading task `{task_id}`")))?;
+        let Some(row) = row else { return Ok(None) };
+        let what = format!("current checkpoint of task `{task_id}`");
+        let next_nodes: String = self.get(&row, "next_nodes")?;
+        Ok(Some(CurrentCheckpoint {
+            task_id: task_id.to_owned(),
+            run_id: self.get(&row, "run_id")?,
+            seq: self.uint(self.get(&row, "seq")?, &what)?,
+            node_id: self.get(&row, "node_id")?,
+            next_nodes: serde_json::from_str(&next_nodes)
+                .map_err(|e| self.corrupt(&what, format!("next nodes are not valid: {e}")))?,
+            state_hash: self.get(&row, "state_hash")?,
+            updated_at_ms: self.get(&row, "updated_at")?,
+        }))
+    }
+
+    pub async fn set_retention(
+        &self,
+        scenario: &str,
+        keep: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        let action = format!("setting the retention of scenario `{scenario}`");
+        self.writer
+            .write(&action, |tx| {
+                match keep {
+                    Some(keep) => tx.execute(
+                        "INSERT INTO retention (scenario_name, keep_ms) VALUES (?1, ?2) \
+                         ON CONFLICT (scenario_name) DO UPDATE SET keep_ms = excluded.keep_ms",
+                        params![scenario, ttl_ms(keep)],
+                    ),
+                    None => tx.execute(
+                        "DELETE FROM retention WHERE scenario_name = ?1",
+                        params![scenario],
+                    ),
+                }
+                .map_err(|e| self.sq(e, &action))?;
+                Ok(())
+            })
+            .await
+    }
+
+    pub async fn retention(&self) -> Result<Vec<Retention>, StoreError> {
+        let rows =
+            sqlx::query("SELECT scenario_name, keep_ms FROM retention ORDER BY scenario_name")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| self.error(e, "reading retention settings"))?;
+        rows.iter()
+            .map(|row| {
+                Ok(Retention {
+                    scenario_name: row
+                        .try_get("scenario_name")
+                        .map_err(|e| self.error(e, "reading retention settings"))?,
+                    keep_ms: row
+                        .try_get("keep_ms")
+                        .map_err(|e| self.error(e, "reading retention settings"))?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn prune_runs(
+        &self,
+        older_than: Option<Duration>,
+    ) -> Result<PruneReport, StoreError> {
+        let action = "pruning finished runs";
+        let now = now_ms();
+        let (mut runs, blobs) = self
+            .writer
+            .write(action, |tx| {
+                let runs = tx
+                    .prepare(
+                        "DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') \
+                         AND updated_at < ?1 - COALESCE( \
+                             (SELECT keep_ms FROM retention AS r \
+                              WHERE r.scenario_name = runs.scenario_name), \
+                             ?2) \
+                         RETURNING id",
+                    )
+                    .and_then(|mut statement| {
+                        statement
+                            .query_map(params![now, older_than.map(ttl_ms)], |row| row.get(0))?
+                            .collect::<rusqlite::Result<Vec<String>>>()
+                    })
+                    .map_err(|e| self.sq(e, action))?;
+                let blobs = tx
+                    .execute(
+                        "DELETE FROM blobs WHERE NOT EXISTS \
+                         (SELECT 1 FROM artifacts AS a WHERE a.digest = blobs.digest)",
+                        [],
+                    )
+                    .map_err(|e| self.sq(e, action))?;
+                Ok((runs, blobs as u64))
+            })
+            .await?;
+        runs.sort();
+        Ok(PruneReport { runs, blobs })
+    }
+}

@@ -1,0 +1,429 @@
+//! The one connection a SQLite store handle writes through, driven on the
+//! calling thread.
+//!
+//! SQLite lets one connection write at a time, so writing through a pool
+//! gains nothing and costs a lot: in WAL mode a connection drops its page
+//! cache whenever another connection has committed, so pooled writers that
+//! take turns re-read every page they touch, and each connection prepares
+//! every statement again. Every write of a handle therefore goes through this
+//! connection, in process order (a tokio mutex); other processes are kept out
+//! by SQLite's write lock, taken up front with `BEGIN IMMEDIATE`. Reads use
+//! the handle's sqlx pool and leave this connection's cache alone.
+//!
+//! The writer is a rusqlite connection called directly, not an sqlx one.
+//! sqlx runs each SQLite connection on its own thread and hands every
+//! statement batch over a channel: two thread wake-ups per round trip, about
+//! 27 µs on this class of machine, twice per checkpoint, which was more than
+//! SQLite's own work for a small commit. Here a transaction is one
+//! synchronous call of `work` on the async task's thread: a checkpoint is a
+//! few page writes into the WAL (no fsync with `synchronous = NORMAL`, one
+//! with `FULL`), so it blocks the thread for about as long as a hand-over
+//! would have. What could block for long, waiting for another process's
+//! write lock, is not done on the thread: the connection's busy timeout is
+//! zero and a busy `BEGIN IMMEDIATE` is retried after an async sleep, up to
+//! the store's busy timeout.
+//!
+//! A transaction cannot outlive `work`: rusqlite's `Transaction` rolls back
+//! when dropped, so an error (or a panic) inside `work` leaves nothing
+//! written, and no transaction is ever open across an `.await`.
+//!
+//! Checkpoints (copying the WAL back into the database file, with an fsync of
+//! each) are not done by the commit that happens to fill the WAL, as SQLite
+//! does by default: that commit would pay for a thousand pages of earlier
+//! ones. A checkpointer thread with its own connection runs a PASSIVE
+//! checkpoint (it never blocks the writer) every [`CHECKPOINT_EVERY`]
+//! commits. The writer keeps SQLite's automatic checkpoint only as a backstop,
+//! at [`BACKSTOP_PAGES`], should the thread fall that far behind.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use tokio::sync::Mutex;
+
+use crate::SyncMode;
+use crate::error::{StoreError, is_sqlite_busy};
+
+/// Statements the writer keeps prepared (every write statement of the store
+/// fits, with room to spare).
+const STATEMENT_CACHE: usize = 64;
+
+/// Commits between two checkpoints of the checkpointer thread (a step commit
+/// writes about eight pages).
+const CHECKPOINT_EVERY: u64 = 64;
+
+/// WAL pages at which the writer checkpoints itself (SQLite's default is
+/// 1,000): only if the checkpointer thread cannot keep up.
+const BACKSTOP_PAGES: u32 = 8_000;
+
+/// The writer connection of one store handle (shared by its clones).
+#[derive(Debug, Clone)]
+pub(super) struct Writer {
+    /// None once closed.
+    slot: Arc<Mutex<Option<Slot>>>,
+    /// Checkpoints the checkpointer thread has completed.
+    checkpoints: Arc<AtomicU64>,
+    /// Display URL, for messages.
+    db: Arc<str>,
+    /// How long a write waits for another process's write lock.
+    busy_timeout: Duration,
+}
+
+#[derive(Debug)]
+struct Slot {
+    conn: Connection,
+    /// Commits since the checkpointer was last asked to run.
+    commits: u64,
+    /// Asks the checkpointer thread to run; dropping it stops the thread.
+    checkpointer: Option<SyncSender<()>>,
+}
+
+impl Writer {
+    /// Opens the writer on a database that exists and is migrated.
+    pub fn open(
+        path: &Path,
+        db: &str,
+        sync: SyncMode,
+        busy_timeout: Duration,
+    ) -> Result<Writer, StoreError> {
+        let error = |source, action: &str| sqlite_error(db, source, action);
+        let conn = connect(path).map_err(|e| error(e, "opening the writer connection"))?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        // The journal mode is the file's (the opening connection set WAL);
+        // these are the connection's own.
+        let sync = match sync {
+            SyncMode::Full => "FULL",
+            SyncMode::Normal => "NORMAL",
+        };
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 0; \
+             PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES};"
+        ))
+        .map_err(|e| error(e, "configuring the writer connection"))?;
+        let checkpoints = Arc::new(AtomicU64::new(0));
+        // Without the thread the backstop still checkpoints: a failure here
+        // costs speed, not data, so it is logged rather than fatal.
+        let checkpointer = match start_checkpointer(path.to_owned(), sync, checkpoints.clone()) {
+            Ok(sender) => Some(sender),
+            Err(e) => {
+                tracing::warn!(db, error = %e, "no checkpointer thread; the writer will checkpoint");
+                None
+            }
+        };
+        Ok(Writer {
+            slot: Arc::new(Mutex::new(Some(Slot {
+                conn,
+                commits: 0,
+                checkpointer,
+            }))),
+            checkpoints,
+            db: db.into(),
+            busy_timeout,
+        })
+    }
+
+    /// Checkpoints the checkpointer thread has completed so far (not counting
+    /// ones that found a lock taken).
+    #[cfg(test)]
+    fn checkpoints(&self) -> u64 {
+        self.checkpoints.load(Ordering::Relaxed)
+    }
+
+    /// Runs `work` in a write transaction (`BEGIN IMMEDIATE` … `COMMIT`) and
+    /// commits if it returns Ok; an error rolls everything back. While
+    /// another process holds the write lock, waits (asynchronously) up to
+    /// the busy timeout, then fails with SQLite's "database is locked".
+    /// `work` may run more than once: it is retried whole if SQLite reports
+    /// the database busy inside it.
+    pub async fn write<T>(
+        &self,
+        action: &str,
+        mut work: impl FnMut(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let deadline = Instant::now() + self.busy_timeout;
+        let mut wait = Duration::from_micros(500);
+        loop {
+            let mut slot = self.slot.lock().await;
+            let Some(held) = slot.as_mut() else {
+                return Err(StoreError::Closed {
+                    db: self.db.to_string(),
+                });
+            };
+            let attempt = held
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|source| self.error(source, action))
+                .and_then(|tx| {
+                    let value = work(&tx)?;
+                    tx.commit().map_err(|source| self.error(source, action))?;
+                    Ok(value)
+                });
+            if attempt.is_ok() {
+                held.committed();
+            }
+            drop(slot);
+            match attempt {
+                Err(error) if is_busy(&error) && Instant::now() < deadline => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The error of a statement of this connection.
+    pub fn error(&self, source: rusqlite::Error, action: &str) -> StoreError {
+        sqlite_error(&self.db, source, action)
+    }
+
+    /// Waits for the write in flight, if any, and closes the connection;
+    /// later writes fail with [`StoreError::Closed`].
+    pub async fn close(&self) {
+        let held = self.slot.lock().await.take();
+        if let Some(held) = held {
+            tracing::debug!(
+                db = %self.db,
+                checkpoints = self.checkpoints.load(Ordering::Relaxed),
+                "closing the writer; the checkpointer thread stops"
+            );
+            // Dropping the sender stops the checkpointer thread.
+            let _ = held.conn.close();
+        }
+    }
+}
+
+impl Slot {
+    /// Counts a commit, and every [`CHECKPOINT_EVERY`] asks the checkpointer
+    /// to run (if it is still busy with the last request, this one is moot).
+    fn committed(&mut self) {
+        self.commits += 1;
+        if self.commits < CHECKPOINT_EVERY {
+            return;
+        }
+        self.commits = 0;
+        if let Some(sender) = &self.checkpointer
+            && let Err(TrySendError::Disconnected(())) = sender.try_send(())
+        {
+            tracing::warn!("the checkpointer thread stopped; the writer will checkpoint");
+            self.checkpointer = None;
+        }
+    }
+}
+
+/// A read-write connection to the database at `path`, for this module's
+/// own use on one thread at a time (no SQLite mutex).
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    Connection::open_with_flags(path, flags)
+}
+
+fn sqlite_error(db: &str, source: rusqlite::Error, action: &str) -> StoreError {
+    StoreError::Sqlite {
+        db: db.to_owned(),
+        action: action.to_owned(),
+        source,
+    }
+}
+
+/// Starts the checkpointer thread of a writer; it runs until the returned
+/// sender is dropped.
+fn start_checkpointer(
+    path: PathBuf,
+    sync: &str,
+    checkpoints: Arc<AtomicU64>,
+) -> Result<SyncSender<()>, Box<dyn std::error::Error>> {
+    let conn = connect(&path)?;
+    // A checkpoint syncs (or not) as the writer's commits do.
+    conn.execute_batch(&format!("PRAGMA synchronous = {sync};"))?;
+    let (sender, requests) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("skillhost-checkpoint".into())
+        .spawn(move || checkpoint_on_request(conn, requests, checkpoints))?;
+    Ok(sender)
+}
+
+/// Tries of one checkpoint request that copied nothing (about 255 ms in all).
+const CHECKPOINT_TRIES: u32 = 8;
+
+fn checkpoint_on_request(conn: Connection, requests: Receiver<()>, checkpoints: Arc<AtomicU64>) {
+    while requests.recv().is_ok() {
+        // PASSIVE copies what no reader still needs and never waits. It can
+        // copy nothing and still not report busy (its result's first
+        // column): when a reader of the database file alone holds read lock
+        // 0, or when this connection could not open the WAL yet (the frame
+        // counts are then -1). The counts tell: the WAL's frames, and how
+        // many of them are in the database file now. A try that left the
+        // file as it was is tried again shortly rather than left to the
+        // next request, which a burst of commits that has just ended would
+        // never send.
+        let mut wait = Duration::from_millis(1);
+        for _ in 0..CHECKPOINT_TRIES {
+            match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, i64>(2)?,
+                ))
+            }) {
+                Ok((0, frames, copied)) if frames == 0 || (frames > 0 && copied > 0) => {
+                    checkpoints.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                Ok(_nothing_copied) => {
+                    std::thread::sleep(wait);
+                    wait *= 2;
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "background WAL checkpoint");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// SQLITE_BUSY or SQLITE_LOCKED from the writer: another connection holds
+/// the lock this write needs.
+pub(super) fn is_busy(error: &StoreError) -> bool {
+    matches!(error, StoreError::Sqlite { source, .. } if is_sqlite_busy(source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::OptionalExtension;
+
+    fn writer(dir: &tempfile::TempDir, busy: Duration) -> Writer {
+        let path = dir.path().join("w.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (x INTEGER PRIMARY KEY);")
+            .unwrap();
+        drop(conn);
+        Writer::open(&path, "sqlite://w.db", SyncMode::Normal, busy).unwrap()
+    }
+
+    /// Inserts `x` into `t` in a write of its own.
+    async fn insert(writer: &Writer, x: i64) -> Result<(), StoreError> {
+        writer
+            .write("inserting", |tx| {
+                tx.execute("INSERT INTO t VALUES (?1)", [x])
+                    .map(drop)
+                    .map_err(|e| writer.error(e, "inserting"))
+            })
+            .await
+    }
+
+    async fn rows(writer: &Writer) -> i64 {
+        writer
+            .write("counting", |tx| {
+                tx.query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
+                    .map_err(|e| writer.error(e, "counting"))
+            })
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn work_that_fails_leaves_nothing_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = writer(&dir, Duration::from_secs(1));
+        let failed = writer
+            .write("inserting twice", |tx| {
+                tx.execute("INSERT INTO t VALUES (1)", [])
+                    .and_then(|_| tx.execute("INSERT INTO t VALUES (1)", []))
+                    .map_err(|e| writer.error(e, "inserting twice"))
+            })
+            .await;
+        assert!(
+            matches!(&failed, Err(StoreError::Sqlite { action, .. }) if action == "inserting twice"),
+            "{failed:?}"
+        );
+        assert_eq!(rows(&writer).await, 0);
+        // The connection is usable again: no transaction was left open.
+        insert(&writer, 2).await.unwrap();
+        assert_eq!(rows(&writer).await, 1);
+    }
+
+    #[tokio::test]
+    async fn a_write_waits_for_another_connections_lock_then_proceeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = writer(&dir, Duration::from_secs(10));
+        let other = Connection::open(dir.path().join("w.db")).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            other
+                .execute_batch("INSERT INTO t VALUES (7); COMMIT")
+                .unwrap();
+        });
+        let started = Instant::now();
+        insert(&writer, 8).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(90));
+        release.join().unwrap();
+        assert_eq!(rows(&writer).await, 2);
+    }
+
+    #[tokio::test]
+    async fn a_lock_held_past_the_busy_timeout_is_a_busy_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = writer(&dir, Duration::from_millis(50));
+        let other = Connection::open(dir.path().join("w.db")).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let failed = insert(&writer, 1).await.unwrap_err();
+        assert!(is_busy(&failed), "{failed:?}");
+        assert!(failed.is_transient());
+        assert!(failed.to_string().contains("sqlite://w.db"), "{failed}");
+        other.execute_batch("ROLLBACK").unwrap();
+        let found: Option<i64> = Connection::open(dir.path().join("w.db"))
+            .unwrap()
+            .query_row("SELECT x FROM t", [], |row| row.get(0))
+            .optional()
+            .unwrap();
+        assert_eq!(found, None);
+    }
+
+    #[tokio::test]
+    async fn the_checkpointer_thread_checkpoints_as_commits_go_by() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = writer(&dir, Duration::from_secs(1));
+        for x in 0..CHECKPOINT_EVERY * 3 {
+            insert(&writer, x as i64).await.unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while writer.checkpoints() == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(writer.checkpoints() >= 1);
+        assert_eq!(rows(&writer).await, (CHECKPOINT_EVERY * 3) as i64);
+        // The database file itself (read as immutable, which ignores the
+        // WAL) holds what was checkpointed, while the writer is still open.
+        let plain = Connection::open_with_flags(
+            format!("file:{}?immutable=1", dir.path().join("w.db").display()),
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+        )
+        .unwrap();
+        let in_file: i64 = plain
+            .query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
+            .unwrap();
+        assert!(in_file >= CHECKPOINT_EVERY as i64, "{in_file}");
+        writer.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_closed_writer_refuses_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = writer(&dir, Duration::from_secs(1));
+        writer.close().await;
+        let refused = writer.write("counting", |_| Ok(())).await;
+        assert!(
+            matches!(refused, Err(StoreError::Closed { .. })),
+            "{refused:?}"
+        );
+    }
+}

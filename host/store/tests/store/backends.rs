@@ -1,0 +1,1750 @@
+//! The store's test suite, run against BOTH backends for real: a SQLite file
+//! in a temporary directory, and a fresh database on a real Postgres (a
+//! throwaway cluster, or `SKILLHOST_TEST_DATABASE_URL`; see `support/pg.rs`).
+//! Every test is written once against `Db` and instantiated per backend by
+//! `both!`. History round trips across snapshots, the exactly-once guard,
+//! corruption detection, refusal of foreign and newer databases, artifacts,
+//! map items, listing, delta sizes, racing runners; leases, fencing, the
+//! queue, task rows and retention. SQLite-only behaviour (files, WAL, sync
+//! modes) is in `store_sqlite.rs`; Postgres-only behaviour (URLs, unreachable
+//! servers) is at the end of this file.
+
+use skillhost_tests::store_fixtures::{commit, new_run, ok_step, records_state, varied_change};
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use skillhost_store::{
+    MapItemRow, NewArtifact, RunStatus, SCHEMA_VERSION, SNAPSHOT_EVERY, START_NODE, StateChange,
+    StepRow, Store, StoreError, state_hash,
+};
+use sqlx::{Connection, PgConnection, SqliteConnection};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+/// One test's database: a fresh SQLite file or a fresh Postgres database.
+struct Db {
+    kind: Kind,
+    url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Db {
+    async fn new(kind: Kind) -> Db {
+        match kind {
+            Kind::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let path: PathBuf = dir.path().join("store.db");
+                Db {
+                    kind,
+                    url: format!("sqlite://{}", path.display()),
+                    _dir: Some(dir),
+                }
+            }
+            Kind::Postgres => Db {
+                kind,
+                url: skillhost_tests::pg::fresh_database().await,
+                _dir: None,
+            },
+        }
+    }
+
+    async fn open(&self) -> Store {
+        Store::open(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("open {}: {e}", self.url))
+    }
+
+    /// Runs SQL on a plain connection, beside the store (to tamper with it).
+    async fn exec(&self, sql: &str) {
+        match self.kind {
+            Kind::Sqlite => {
+                let mut conn = SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+                conn.close().await.unwrap();
+            }
+            Kind::Postgres => {
+                let mut conn = PgConnection::connect(&self.url).await.unwrap();
+                sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+                conn.close().await.unwrap();
+            }
+        }
+    }
+
+    /// One integer from a plain connection.
+    async fn count(&self, sql: &str) -> i64 {
+        match self.kind {
+            Kind::Sqlite => {
+                let mut conn = SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+            }
+            Kind::Postgres => {
+                let mut conn = PgConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+            }
+        }
+    }
+
+    /// A SQL literal for these bytes.
+    fn bytes_literal(&self, hex: &str) -> String {
+        match self.kind {
+            Kind::Sqlite => format!("X'{hex}'"),
+            Kind::Postgres => format!("'\\x{hex}'::bytea"),
+        }
+    }
+}
+
+/// Instantiates each `async fn name(kind: Kind)` once per backend.
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Kind::Sqlite).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Kind::Postgres).await
+                }
+            )*
+        }
+    };
+}
+
+both!(
+    history_round_trips_over_forty_steps_across_snapshots,
+    a_checkpoint_out_of_sequence_writes_nothing,
+    tampered_history_is_reported_as_corrupt,
+    a_newer_schema_is_refused,
+    artifacts_round_trip_and_are_stored_once,
+    map_items_are_idempotent_and_ordered,
+    runs_are_listed_newest_first_and_filtered,
+    checkpoints_store_what_changed_not_the_whole_state,
+    racing_runners_commit_each_checkpoint_once,
+    one_runner_per_run_and_fencing_by_generation,
+    workers_claim_queued_and_abandoned_runs_once,
+    each_task_has_one_current_checkpoint,
+    prune_deletes_only_old_finished_runs,
+    reopening_keeps_the_schema,
+    a_version_2_database_is_upgraded_in_place,
+    a_stale_runner_writes_no_failed_steps_map_items_or_artifacts,
+);
+
+async fn history_round_trips_over_forty_steps_across_snapshots(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    assert_eq!(store.url_for_display(), db.url);
+    assert_eq!(
+        store.backend_name(),
+        if kind == Kind::Sqlite {
+            "sqlite"
+        } else {
+            "postgres"
+        }
+    );
+
+    let mut state = records_state();
+    store
+        .create_run(&new_run("r1", state.clone()))
+        .await
+        .unwrap();
+    let mut states = vec![state.clone()];
+    let mut all_visits = vec![BTreeMap::new()];
+    let mut visits = BTreeMap::new();
+    for seq in 1..=40 {
+        let c = commit("r1", seq, &mut state, &mut visits, varied_change(seq));
+        store.commit_step(&c).await.unwrap();
+        states.push(state.clone());
+        all_visits.push(visits.clone());
+    }
+
+    let run = store.run("r1").await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.last_seq, 40);
+    assert_eq!(run.current_node.as_deref(), Some("n1"));
+    assert_eq!(run.input, json!({"topic": "store"}));
+
+    let history = store.checkpoints("r1").await.unwrap();
+    assert_eq!(history.len(), 41);
+    for (seq, row) in history.iter().enumerate() {
+        assert_eq!(row.seq, seq as u64);
+        assert_eq!(
+            row.is_snapshot,
+            (seq as u64).is_multiple_of(SNAPSHOT_EVERY),
+            "seq {seq}"
+        );
+        assert_eq!(row.state_hash, state_hash(&states[seq]));
+    }
+    assert_eq!(history[0].node_id, START_NODE);
+    assert_eq!(history[0].next_nodes, vec!["n1".to_string()]);
+
+    // Reopen: what was committed is what comes back.
+    store.close().await;
+    let store = db.open().await;
+    for (seq, expected) in states.iter().enumerate() {
+        let loaded = store.state_at("r1", seq as u64).await.unwrap().unwrap();
+        assert_eq!(loaded.seq, seq as u64);
+        assert_eq!(&loaded.state, expected, "state at seq {seq}");
+        // Byte for byte, key order included.
+        assert_eq!(
+            serde_json::to_string(&loaded.state).unwrap(),
+            serde_json::to_string(expected).unwrap(),
+            "serialised state at seq {seq}"
+        );
+        assert_eq!(loaded.visits, all_visits[seq], "visits at seq {seq}");
+        assert_eq!(loaded.state_hash, state_hash(expected));
+    }
+    let latest = store.latest_state("r1").await.unwrap().unwrap();
+    assert_eq!(latest.seq, 40);
+    assert_eq!(latest.state, states[40]);
+    assert_eq!(latest.node_id, "n4");
+    assert_eq!(latest.next_nodes, vec!["n1".to_string()]);
+    assert!(store.state_at("r1", 41).await.unwrap().is_none());
+    assert!(store.state_at("nope", 0).await.unwrap().is_none());
+    assert!(store.latest_state("nope").await.unwrap().is_none());
+
+    let steps = store.steps("r1").await.unwrap();
+    assert_eq!(steps.len(), 40);
+    for (i, step) in steps.iter().enumerate() {
+        assert_eq!(step.seq, Some(i as u64 + 1));
+        assert_eq!(step.run_id, "r1");
+    }
+    assert_eq!(
+        steps[0],
+        StepRow {
+            seq: Some(1),
+            ..ok_step("r1", "n1")
+        }
+    );
+    let journal = store.journal("r1").await.unwrap();
+    assert_eq!(journal.len(), 40);
+    assert_eq!(journal[9].response, json!({"now_ms": 10}));
+
+    // Finishing is final: no more checkpoints, no second finish.
+    store
+        .finish_run("r1", RunStatus::Completed, Some(&json!({"ok": true})), None)
+        .await
+        .unwrap();
+    let run = store.run("r1").await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.result, Some(json!({"ok": true})));
+    let late = commit("r1", 41, &mut state, &mut visits, varied_change(41));
+    let error = store.commit_step(&late).await.unwrap_err();
+    assert!(error.is_conflict(), "{error}");
+    assert!(error.to_string().contains("completed"), "{error}");
+    let error = store
+        .finish_run("r1", RunStatus::Failed, None, None)
+        .await
+        .unwrap_err();
+    assert!(error.is_conflict(), "{error}");
+    assert_eq!(store.checkpoints("r1").await.unwrap().len(), 41);
+}
+
+async fn a_checkpoint_out_of_sequence_writes_nothing(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let mut state = json!({"n": 0, "log": []});
+    store
+        .create_run(&new_run("r", state.clone()))
+        .await
+        .unwrap();
+    let mut visits = BTreeMap::new();
+    let first = commit("r", 1, &mut state, &mut visits, varied_change(1));
+    store.commit_step(&first).await.unwrap();
+
+    let counts = |store: Store| async move {
+        (
+            store.checkpoints("r").await.unwrap().len(),
+            store.steps("r").await.unwrap().len(),
+            store.journal("r").await.unwrap().len(),
+            store.artifacts("r").await.unwrap().len(),
+            store.run("r").await.unwrap().unwrap(),
+            store.latest_state("r").await.unwrap().unwrap(),
+            store.current_checkpoint("r").await.unwrap().unwrap(),
+        )
+    };
+    let before = counts(store.clone()).await;
+
+    // The same step again (a resumed runner redoing it), with everything a
+    // commit can carry: refused as a whole.
+    let mut again_state = json!({"n": 0, "log": []});
+    let mut again_visits = BTreeMap::new();
+    let mut again = commit(
+        "r",
+        1,
+        &mut again_state,
+        &mut again_visits,
+        varied_change(3),
+    );
+    again.journal.push(again.journal[0].clone());
+    let artifact = NewArtifact {
+        name: "report.md".into(),
+        media_type: "text/markdown".into(),
+        bytes: b"# never".to_vec(),
+    };
+    let error = store
+        .commit_step_with_artifacts(&again, std::slice::from_ref(&artifact))
+        .await
+        .unwrap_err();
+    assert!(error.is_conflict(), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("`r`") && message.contains(&db.url),
+        "{message}"
+    );
+
+    // Skipping ahead and rewriting checkpoint 0 are refused too.
+    let mut ahead = commit(
+        "r",
+        3,
+        &mut state.clone(),
+        &mut visits.clone(),
+        varied_change(3),
+    );
+    let error = store.commit_step(&ahead).await.unwrap_err();
+    assert!(error.is_conflict(), "{error}");
+    ahead.seq = 0;
+    assert!(store.commit_step(&ahead).await.unwrap_err().is_conflict());
+    ahead.run_id = "missing".into();
+    ahead.seq = 1;
+    assert!(matches!(
+        store.commit_step(&ahead).await.unwrap_err(),
+        StoreError::RunNotFound { .. }
+    ));
+
+    assert_eq!(counts(store.clone()).await, before);
+    assert_eq!(
+        store
+            .artifact_bytes(&skillhost_store::blob_digest(b"# never"))
+            .await
+            .unwrap(),
+        None
+    );
+
+    // The right next seq still goes through, with its artifact.
+    let second = commit("r", 2, &mut state, &mut visits, varied_change(2));
+    store
+        .commit_step_with_artifacts(&second, &[artifact])
+        .await
+        .unwrap();
+    assert_eq!(store.latest_state("r").await.unwrap().unwrap().state, state);
+    assert_eq!(store.artifacts("r").await.unwrap().len(), 1);
+
+    // A duplicate run id is a conflict, not an overwrite.
+    let error = store
+        .create_run(&new_run("r", json!({})))
+        .await
+        .unwrap_err();
+    assert!(error.is_conflict(), "{error}");
+    assert_eq!(store.run("r").await.unwrap().unwrap().last_seq, 2);
+}
+
+async fn tampered_history_is_reported_as_corrupt(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let mut state = json!({"log": []});
+    store
+        .create_run(&new_run("run-t", state.clone()))
+        .await
+        .unwrap();
+    let mut visits = BTreeMap::new();
+    for seq in 1..=5 {
+        let changes = vec![StateChange::Append {
+            field: "log".into(),
+            items: vec![json!(seq)],
+        }];
+        let c = commit("run-t", seq, &mut state, &mut visits, changes);
+        store.commit_step(&c).await.unwrap();
+    }
+    store.close().await;
+
+    db.exec(
+        "UPDATE checkpoints SET changes = '[{\"op\":\"append\",\"field\":\"log\",\"items\":[999]}]' \
+         WHERE run_id = 'run-t' AND seq = 3",
+    )
+    .await;
+
+    let store = db.open().await;
+    assert_eq!(
+        store.state_at("run-t", 2).await.unwrap().unwrap().state,
+        json!({"log": [1, 2]})
+    );
+    for seq in [3, 5] {
+        let error = store.state_at("run-t", seq).await.unwrap_err();
+        assert!(error.is_corrupt(), "{error}");
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!("checkpoint {seq} of run `run-t`")),
+            "{message}"
+        );
+        assert!(message.contains(&db.url), "{message}");
+    }
+    let error = store.latest_state("run-t").await.unwrap_err();
+    assert!(error.is_corrupt(), "{error}");
+
+    // A damaged snapshot and unreadable changes are caught the same way.
+    store.close().await;
+    db.exec("UPDATE checkpoints SET state = '{\"log\":[0]}' WHERE seq = 0")
+        .await;
+    db.exec("UPDATE checkpoints SET changes = 'not json' WHERE seq = 4")
+        .await;
+    let store = db.open().await;
+    assert!(store.state_at("run-t", 0).await.unwrap_err().is_corrupt());
+    let error = store.state_at("run-t", 4).await.unwrap_err();
+    assert!(error.to_string().contains("checkpoint 4"), "{error}");
+}
+
+async fn a_newer_schema_is_refused(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    store.create_run(&new_run("r", json!({}))).await.unwrap();
+    store.close().await;
+    db.exec("UPDATE skillhost_meta SET value = '99' WHERE key = 'schema_version'")
+        .await;
+
+    let error = Store::open(&db.url).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::TooNew {
+                found: 99,
+                supported: SCHEMA_VERSION,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("99")
+            && message.contains(&format!("version {SCHEMA_VERSION}"))
+            && message.contains("upgrade host"),
+        "{message}"
+    );
+    assert!(message.contains(&db.url), "{message}");
+    // Nothing was written: the run is still there, the version still 99.
+    assert_eq!(db.count("SELECT COUNT(*) FROM runs").await, 1);
+    assert_eq!(
+        db.count("SELECT CAST(value AS BIGINT) FROM skillhost_meta WHERE key = 'schema_version'")
+            .await,
+        99
+    );
+}
+
+async fn reopening_keeps_the_schema(kind: Kind) {
+    let db = Db::new(kind).await;
+    // Two handles opening (and migrating) a fresh database at the same time.
+    let (a, b) = tokio::join!(Store::open(&db.url), Store::open(&db.url));
+    a.unwrap().close().await;
+    b.unwrap().close().await;
+    for _ in 0..2 {
+        db.open().await.close().await;
+    }
+    assert_eq!(
+        db.count("SELECT CAST(value AS BIGINT) FROM skillhost_meta WHERE key = 'schema_version'")
+            .await,
+        i64::from(SCHEMA_VERSION)
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM skillhost_meta WHERE key = 'application'")
+            .await,
+        1
+    );
+}
+
+async fn artifacts_round_trip_and_are_stored_once(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    store.create_run(&new_run("a", json!({}))).await.unwrap();
+    store.create_run(&new_run("b", json!({}))).await.unwrap();
+    let deck = vec![7u8; 10_000];
+
+    let d1 = store
+        .put_artifact("a", "deck.pptx", "application/vnd.ms-powerpoint", &deck)
+        .await
+        .unwrap();
+    let d2 = store
+        .put_artifact("b", "copy.pptx", "application/vnd.ms-powerpoint", &deck)
+        .await
+        .unwrap();
+    let d3 = store
+        .put_artifact("a", "notes.txt", "text/plain", b"notes")
+        .await
+        .unwrap();
+    assert_eq!(d1, d2);
+    assert_eq!(d1, skillhost_store::blob_digest(&deck));
+    assert_eq!(d1.len(), 64);
+    assert_ne!(d1, d3);
+
+    let listed = store.artifacts("a").await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|a| (a.name.as_str(), a.size, a.digest.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            ("deck.pptx", 10_000, d1.as_str()),
+            ("notes.txt", 5, d3.as_str())
+        ]
+    );
+    assert_eq!(store.artifact_bytes(&d1).await.unwrap(), Some(deck.clone()));
+    assert_eq!(store.artifact_bytes(&"0".repeat(64)).await.unwrap(), None);
+
+    // Writing a name again points it at the new bytes.
+    let d4 = store
+        .put_artifact("a", "notes.txt", "text/plain", b"notes v2")
+        .await
+        .unwrap();
+    let notes = store.artifacts("a").await.unwrap();
+    assert_eq!((notes[1].digest.as_str(), notes[1].size), (d4.as_str(), 8));
+
+    let error = store
+        .put_artifact("missing", "x", "text/plain", b"x")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::RunNotFound { .. }), "{error}");
+
+    store.close().await;
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM blobs").await,
+        3,
+        "deck stored once, two versions of the notes"
+    );
+    db.exec(&format!(
+        "UPDATE blobs SET bytes = {} WHERE digest = '{d3}'",
+        db.bytes_literal("00")
+    ))
+    .await;
+    let store = db.open().await;
+    assert!(store.artifact_bytes(&d3).await.unwrap_err().is_corrupt());
+}
+
+async fn map_items_are_idempotent_and_ordered(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    store.create_run(&new_run("m", json!({}))).await.unwrap();
+    let item = |visit: u32, index: u32, output: Value| MapItemRow {
+        run_id: "m".into(),
+        node_id: "fan".into(),
+        visit,
+        item_index: index,
+        output_hash: state_hash(&output),
+        output,
+        duration_us: 10,
+        fuel_consumed: 100,
+    };
+    for index in [2, 0, 1] {
+        store
+            .record_map_item(&item(1, index, json!({"i": index})))
+            .await
+            .unwrap();
+    }
+    // Recorded again after a resume, even with another output: the first stays.
+    store
+        .record_map_item(&item(1, 1, json!({"i": "again"})))
+        .await
+        .unwrap();
+    store
+        .record_map_item(&item(2, 0, json!({"visit": 2})))
+        .await
+        .unwrap();
+
+    let items = store.map_items("m", "fan", 1).await.unwrap();
+    assert_eq!(
+        items,
+        vec![
+            item(1, 0, json!({"i": 0})),
+            item(1, 1, json!({"i": 1})),
+            item(1, 2, json!({"i": 2}))
+        ]
+    );
+    assert_eq!(store.map_items("m", "fan", 2).await.unwrap().len(), 1);
+    assert!(store.map_items("m", "other", 1).await.unwrap().is_empty());
+    let error = store
+        .record_map_item(&MapItemRow {
+            run_id: "missing".into(),
+            ..item(1, 0, json!(0))
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::RunNotFound { .. }), "{error}");
+}
+
+async fn runs_are_listed_newest_first_and_filtered(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let ids: Vec<String> = (0..4).map(|_| skillhost_store::new_run_id()).collect();
+    for id in &ids[..3] {
+        store.create_run(&new_run(id, json!({}))).await.unwrap();
+    }
+    // An id that is taken is a conflict, and writes nothing.
+    let taken = store
+        .create_run(&new_run(&ids[0], json!({"again": true})))
+        .await
+        .unwrap_err();
+    assert!(
+        taken.is_conflict() && taken.to_string().contains("already exists"),
+        "{taken}"
+    );
+    store
+        .enqueue_run(&new_run(&ids[3], json!({})))
+        .await
+        .unwrap();
+
+    let failed_step = StepRow {
+        status: "failed".into(),
+        error: Some(json!({"code": "timeout", "message": "took too long"})),
+        output_hash: None,
+        ..ok_step(&ids[1], "n1")
+    };
+    store.record_failed_step(&failed_step).await.unwrap();
+    store
+        .finish_run(&ids[0], RunStatus::Completed, Some(&json!(1)), None)
+        .await
+        .unwrap();
+    store
+        .finish_run(
+            &ids[1],
+            RunStatus::Failed,
+            None,
+            Some(&json!({"node": "n1"})),
+        )
+        .await
+        .unwrap();
+
+    let all = store.list_runs(None, 10).await.unwrap();
+    let listed: Vec<&str> = all.iter().map(|r| r.id.as_str()).collect();
+    let newest_first: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
+    assert_eq!(listed, newest_first);
+    assert_eq!(all[0].status, RunStatus::Queued);
+
+    let only =
+        |runs: Vec<skillhost_store::RunRow>| runs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(
+        only(
+            store
+                .list_runs(Some(RunStatus::Completed), 10)
+                .await
+                .unwrap()
+        ),
+        vec![ids[0].clone()]
+    );
+    let failed = store.list_runs(Some(RunStatus::Failed), 10).await.unwrap();
+    assert_eq!(failed[0].error, Some(json!({"node": "n1"})));
+    assert_eq!(
+        only(store.list_runs(Some(RunStatus::Running), 10).await.unwrap()),
+        vec![ids[2].clone()]
+    );
+    assert_eq!(
+        only(store.list_runs(Some(RunStatus::Queued), 10).await.unwrap()),
+        vec![ids[3].clone()]
+    );
+    assert_eq!(store.list_runs(None, 2).await.unwrap().len(), 2);
+    assert!(
+        store
+            .list_runs(Some(RunStatus::Cancelled), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    assert_eq!(store.steps(&ids[1]).await.unwrap(), vec![failed_step]);
+    let error = store
+        .record_failed_step(&ok_step("missing", "n1"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::RunNotFound { .. }), "{error}");
+    assert!(matches!(
+        store
+            .finish_run("missing", RunStatus::Failed, None, None)
+            .await
+            .unwrap_err(),
+        StoreError::RunNotFound { .. }
+    ));
+}
+
+async fn checkpoints_store_what_changed_not_the_whole_state(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let mut state = records_state();
+    let full = serde_json::to_string(&state).unwrap().len() as u64;
+    assert!(full > 6_000, "the state is {full} bytes");
+    store
+        .create_run(&new_run("b", state.clone()))
+        .await
+        .unwrap();
+    let mut visits = BTreeMap::new();
+    let steps = 40;
+    let started = std::time::Instant::now();
+    for seq in 1..=steps {
+        let changes = vec![StateChange::Set {
+            field: "counter".into(),
+            value: json!(seq),
+        }];
+        let c = commit("b", seq, &mut state, &mut visits, changes);
+        store.commit_step(&c).await.unwrap();
+    }
+    let per_commit = started.elapsed() / steps as u32;
+
+    let history = store.checkpoints("b").await.unwrap();
+    let deltas: Vec<u64> = history
+        .iter()
+        .filter(|c| !c.is_snapshot)
+        .map(|c| c.bytes)
+        .collect();
+    let total: u64 = history.iter().map(|c| c.bytes).sum();
+    let largest_delta = *deltas.iter().max().unwrap();
+    eprintln!(
+        "{kind:?}: state {full} B; delta checkpoints at most {largest_delta} B; {total} B for {} \
+         checkpoints ({} B each on average, vs {} B as full copies); {per_commit:?} per commit",
+        history.len(),
+        total / history.len() as u64,
+        full * history.len() as u64,
+    );
+    assert_eq!(deltas.len(), 38);
+    assert!(
+        largest_delta * 30 < full,
+        "a delta checkpoint takes {largest_delta} B"
+    );
+    assert!(total * 4 < full * history.len() as u64, "{total} B in all");
+    assert_eq!(store.latest_state("b").await.unwrap().unwrap().state, state);
+}
+
+async fn racing_runners_commit_each_checkpoint_once(kind: Kind) {
+    let db = Db::new(kind).await;
+    // Two handles on one database behave like two host processes: separate
+    // pools, and both open (and migrate) a fresh database at the same time.
+    let (a, b) = tokio::join!(Store::open(&db.url), Store::open(&db.url));
+    let stores = [a.unwrap(), b.unwrap()];
+    let mut state = json!({"log": []});
+    stores[0]
+        .create_run(&new_run("race", state.clone()))
+        .await
+        .unwrap();
+
+    let mut visits = BTreeMap::new();
+    for seq in 1..=5 {
+        let c = commit("race", seq, &mut state, &mut visits, varied_change(seq));
+        // Eight attempts at the same checkpoint, split over both handles.
+        let attempts = (0..8).map(|i| {
+            let store = stores[i % 2].clone();
+            let c = c.clone();
+            tokio::spawn(async move { store.commit_step(&c).await })
+        });
+        let mut won = 0;
+        for attempt in attempts {
+            match attempt.await.unwrap() {
+                Ok(()) => won += 1,
+                Err(e) => assert!(e.is_conflict(), "{e}"),
+            }
+        }
+        assert_eq!(won, 1, "checkpoint {seq} was committed {won} times");
+    }
+    assert_eq!(stores[1].steps("race").await.unwrap().len(), 5);
+    assert_eq!(stores[1].journal("race").await.unwrap().len(), 5);
+    let latest = stores[1].latest_state("race").await.unwrap().unwrap();
+    assert_eq!((latest.seq, latest.state), (5, state));
+}
+
+async fn one_runner_per_run_and_fencing_by_generation(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let mut state = json!({"log": []});
+    store
+        .enqueue_run(&new_run("L", state.clone()))
+        .await
+        .unwrap();
+    let long = Duration::from_secs(60);
+
+    // The first runner takes it; the run is now running.
+    let a = store.acquire_lease("L", "worker-a", long).await.unwrap();
+    assert_eq!(a.generation, 1);
+    let run = store.run("L").await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.lease_owner.as_deref(), Some("worker-a"));
+    assert_eq!(run.lease_generation, 1);
+
+    // A second runner is refused, with the holder and the expiry named.
+    let error = store
+        .acquire_lease("L", "worker-b", long)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::Leased { .. }), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("`worker-a`")
+            && message.contains(&skillhost_store::format_ms(a.expires_at_ms))
+            && message.contains("`L`")
+            && message.contains(&db.url),
+        "{message}"
+    );
+    // The holder re-acquiring just renews, same generation.
+    let again = store.acquire_lease("L", "worker-a", long).await.unwrap();
+    assert_eq!(again.generation, 1);
+
+    // Fenced commits go through while the lease is held.
+    let fenced_a = store.fenced(a.clone());
+    let mut visits = BTreeMap::new();
+    let c1 = commit("L", 1, &mut state, &mut visits, varied_change(1));
+    fenced_a.commit_step(&c1).await.unwrap();
+    let a = store
+        .renew_lease(&a, Duration::from_millis(300))
+        .await
+        .unwrap();
+
+    // worker-a stalls past its expiry; worker-b takes the run over.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let b = store.acquire_lease("L", "worker-b", long).await.unwrap();
+    assert_eq!(b.generation, 2);
+
+    // worker-a wakes up: its commit, renewal and finish are all refused,
+    // and nothing of them is written.
+    let before = (
+        store.checkpoints("L").await.unwrap(),
+        store.steps("L").await.unwrap(),
+        store.current_checkpoint("L").await.unwrap(),
+    );
+    let mut a_state = state.clone();
+    let mut a_visits = visits.clone();
+    let c2a = commit("L", 2, &mut a_state, &mut a_visits, varied_change(2));
+    let error = fenced_a.commit_step(&c2a).await.unwrap_err();
+    assert!(error.is_lease_lost(), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("worker-a") && message.contains("`worker-b` holds generation 2"),
+        "{message}"
+    );
+    let error = store
+        .renew_lease(&a, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(error.is_lease_lost(), "{error}");
+    let error = fenced_a
+        .finish_run("L", RunStatus::Completed, Some(&json!({})), None)
+        .await
+        .unwrap_err();
+    assert!(error.is_lease_lost(), "{error}");
+    assert!(!store.release_lease(&a).await.unwrap());
+    let after = (
+        store.checkpoints("L").await.unwrap(),
+        store.steps("L").await.unwrap(),
+        store.current_checkpoint("L").await.unwrap(),
+    );
+    assert_eq!(before, after);
+    assert_eq!(
+        store.run("L").await.unwrap().unwrap().status,
+        RunStatus::Running
+    );
+
+    // worker-b carries on from the last checkpoint and finishes.
+    let fenced_b = store.fenced(b.clone());
+    let c2 = commit("L", 2, &mut state, &mut visits, varied_change(2));
+    fenced_b.commit_step(&c2).await.unwrap();
+    fenced_b
+        .finish_run("L", RunStatus::Completed, Some(&state), None)
+        .await
+        .unwrap();
+    let run = store.run("L").await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.lease_owner, None);
+    let error = store
+        .acquire_lease("L", "worker-c", long)
+        .await
+        .unwrap_err();
+    assert!(error.is_conflict(), "{error}");
+
+    // Releasing puts an unfinished run back in the queue.
+    store.create_run(&new_run("R", json!({}))).await.unwrap();
+    let r = store.acquire_lease("R", "worker-a", long).await.unwrap();
+    assert!(store.release_lease(&r).await.unwrap());
+    let run = store.run("R").await.unwrap().unwrap();
+    assert_eq!((run.status, run.lease_owner), (RunStatus::Queued, None));
+    assert!(matches!(
+        store.acquire_lease("nope", "w", long).await.unwrap_err(),
+        StoreError::RunNotFound { .. }
+    ));
+}
+
+async fn workers_claim_queued_and_abandoned_runs_once(kind: Kind) {
+    let db = Db::new(kind).await;
+    let (a, b) = tokio::join!(Store::open(&db.url), Store::open(&db.url));
+    let stores = [a.unwrap(), b.unwrap()];
+    let ids: Vec<String> = (0..12).map(|_| skillhost_store::new_run_id()).collect();
+    for id in &ids {
+        stores[0]
+            .enqueue_run(&new_run(id, json!({})))
+            .await
+            .unwrap();
+    }
+    // A run started in-process (no lease) is never claimed by workers.
+    stores[0]
+        .create_run(&new_run("direct", json!({})))
+        .await
+        .unwrap();
+
+    // Sixteen claimers racing over two handles: every queued run is claimed
+    // exactly once, oldest first per claimer.
+    let claims = (0..16).map(|i| {
+        let store = stores[i % 2].clone();
+        tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some((run, lease)) = store
+                .claim_run(&format!("w{i}"), Duration::from_secs(60))
+                .await
+                .unwrap()
+            {
+                assert_eq!(run.status, RunStatus::Running);
+                assert_eq!(run.lease_owner.as_deref(), Some(lease.owner.as_str()));
+                got.push(run.id);
+            }
+            got
+        })
+    });
+    let mut claimed = Vec::new();
+    for claim in claims {
+        let got = claim.await.unwrap();
+        let mut sorted = got.clone();
+        sorted.sort();
+        assert_eq!(got, sorted, "a claimer got runs out of queue order");
+        claimed.extend(got);
+    }
+    claimed.sort();
+    assert_eq!(claimed, ids);
+
+    // A claimed run whose lease expires (its worker died) is taken over,
+    // with a new generation; live leases are left alone.
+    let (run, lease) = {
+        stores[0]
+            .enqueue_run(&new_run("late", json!({})))
+            .await
+            .unwrap();
+        stores[0]
+            .claim_run("dying", Duration::from_millis(200))
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    assert_eq!((run.id.as_str(), lease.generation), ("late", 1));
+    assert!(
+        stores[1]
+            .claim_run("heir", Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (run, lease) = stores[1]
+        .claim_run("heir", Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((run.id.as_str(), lease.generation), ("late", 2));
+    assert_eq!(run.lease_owner.as_deref(), Some("heir"));
+    assert!(
+        stores[0]
+            .claim_run("other", Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn each_task_has_one_current_checkpoint(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let mut state = json!({"log": []});
+    store
+        .enqueue_run_for_task(&new_run("t-run-1", state.clone()), Some("task-42"))
+        .await
+        .unwrap();
+    let current = store.current_checkpoint("task-42").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            current.run_id.as_str(),
+            current.seq,
+            current.node_id.as_str()
+        ),
+        ("t-run-1", 0, START_NODE)
+    );
+    let mut visits = BTreeMap::new();
+    for seq in 1..=3 {
+        let c = commit("t-run-1", seq, &mut state, &mut visits, varied_change(seq));
+        store.commit_step(&c).await.unwrap();
+        let current = store.current_checkpoint("task-42").await.unwrap().unwrap();
+        assert_eq!(current.seq, seq);
+        assert_eq!(current.node_id, c.node_id);
+        assert_eq!(current.next_nodes, c.next_nodes);
+        assert_eq!(current.state_hash, state_hash(&state));
+    }
+    // A second run on the same task takes the row over; still one row.
+    store
+        .enqueue_run_for_task(&new_run("t-run-2", json!({})), Some("task-42"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .current_checkpoint("task-42")
+            .await
+            .unwrap()
+            .unwrap()
+            .run_id,
+        "t-run-2"
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM task_checkpoints WHERE task_id = 'task-42'")
+            .await,
+        1
+    );
+    // Without a task id a run is its own task: its current checkpoint is
+    // its latest one, at every step.
+    let mut state = json!({"log": []});
+    let mut visits = BTreeMap::new();
+    store
+        .create_run(&new_run("solo", state.clone()))
+        .await
+        .unwrap();
+    for seq in 0..=3 {
+        if seq > 0 {
+            let mut c = commit("solo", seq, &mut state, &mut visits, varied_change(seq));
+            // Both commit paths: alone with a journal, grouped without.
+            if seq % 2 == 0 {
+                c.journal.clear();
+            }
+            store.commit_step(&c).await.unwrap();
+        }
+        let current = store.current_checkpoint("solo").await.unwrap().unwrap();
+        let latest = store.checkpoints("solo").await.unwrap().pop().unwrap();
+        assert_eq!(current.task_id, "solo");
+        assert_eq!(current.run_id, "solo");
+        assert_eq!(current.seq, seq);
+        assert_eq!(current.node_id, latest.node_id);
+        assert_eq!(current.next_nodes, latest.next_nodes);
+        assert_eq!(current.state_hash, state_hash(&state));
+        assert_eq!(current.updated_at_ms, latest.created_at_ms);
+    }
+    // It needs no row of its own: the run and its checkpoints say it.
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM task_checkpoints WHERE run_id = 'solo'")
+            .await,
+        0
+    );
+    // A run that names a task wins over a run whose id is that task's.
+    store
+        .enqueue_run_for_task(&new_run("solo-2", json!({})), Some("solo"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .current_checkpoint("solo")
+            .await
+            .unwrap()
+            .unwrap()
+            .run_id,
+        "solo-2"
+    );
+    // A run with a task id is not a task of its own id.
+    assert!(store.current_checkpoint("t-run-1").await.unwrap().is_none());
+    assert!(store.current_checkpoint("nope").await.unwrap().is_none());
+}
+
+async fn prune_deletes_only_old_finished_runs(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let mut runs = Vec::new();
+    for (id, scenario) in [
+        ("done-old", "demo"),
+        ("failed-old", "demo"),
+        ("running-old", "demo"),
+        ("queued-old", "demo"),
+        ("done-new", "demo"),
+        ("keep-old", "kept"),
+    ] {
+        let mut run = new_run(id, json!({"log": []}));
+        run.scenario_name = scenario.into();
+        if id.starts_with("queued") {
+            store.enqueue_run(&run).await.unwrap();
+        } else if id == "failed-old" {
+            // With a task row of its own.
+            store
+                .enqueue_run_for_task(&run, Some("task-old"))
+                .await
+                .unwrap();
+        } else {
+            store.create_run(&run).await.unwrap();
+        }
+        let mut state = json!({"log": []});
+        let mut visits = BTreeMap::new();
+        if !id.starts_with("queued") {
+            let c = commit(id, 1, &mut state, &mut visits, varied_change(1));
+            store
+                .commit_step_with_artifacts(
+                    &c,
+                    &[NewArtifact {
+                        name: "out.txt".into(),
+                        media_type: "text/plain".into(),
+                        bytes: id.as_bytes().to_vec(),
+                    }],
+                )
+                .await
+                .unwrap();
+            // A map item and a failed attempt too: history of every kind.
+            store
+                .record_map_item(&MapItemRow {
+                    run_id: id.into(),
+                    node_id: "fan".into(),
+                    visit: 1,
+                    item_index: 0,
+                    output: json!({"item": 0}),
+                    output_hash: "h".repeat(64),
+                    duration_us: 1,
+                    fuel_consumed: 1,
+                })
+                .await
+                .unwrap();
+            store
+                .record_failed_step(&StepRow {
+                    status: "failed".into(),
+                    error: Some(json!({"code": "skill-error"})),
+                    ..ok_step(id, "n2")
+                })
+                .await
+                .unwrap();
+        }
+        runs.push(id);
+    }
+    for id in ["done-old", "done-new", "keep-old"] {
+        store
+            .finish_run(id, RunStatus::Completed, None, None)
+            .await
+            .unwrap();
+    }
+    store
+        .finish_run("failed-old", RunStatus::Failed, None, None)
+        .await
+        .unwrap();
+    // Age everything but done-new by ten days.
+    db.exec("UPDATE runs SET updated_at = updated_at - 864000000 WHERE id <> 'done-new'")
+        .await;
+    store
+        .set_retention("kept", Some(Duration::from_secs(30 * 86_400)))
+        .await
+        .unwrap();
+    assert_eq!(store.retention().await.unwrap().len(), 1);
+
+    // Without --older-than only scenarios with a setting are pruned: none is old enough.
+    assert!(store.prune_runs(None).await.unwrap().runs.is_empty());
+    let report = store
+        .prune_runs(Some(Duration::from_secs(7 * 86_400)))
+        .await
+        .unwrap();
+    assert_eq!(report.runs, vec!["done-old", "failed-old"]);
+    assert_eq!(report.blobs, 2);
+    for id in ["done-old", "failed-old"] {
+        assert!(store.run(id).await.unwrap().is_none());
+        assert!(store.checkpoints(id).await.unwrap().is_empty());
+        assert!(store.steps(id).await.unwrap().is_empty());
+        assert!(store.journal(id).await.unwrap().is_empty());
+        assert!(store.map_items(id, "fan", 1).await.unwrap().is_empty());
+        assert!(store.artifacts(id).await.unwrap().is_empty());
+        assert!(store.current_checkpoint(id).await.unwrap().is_none());
+    }
+    assert!(
+        store
+            .current_checkpoint("task-old")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Nothing is left behind that names a run that is gone, in any table.
+    for table in [
+        "checkpoints",
+        "steps",
+        "journal",
+        "map_items",
+        "artifacts",
+        "task_checkpoints",
+    ] {
+        let orphans = db
+            .count(&format!(
+                "SELECT COUNT(*) FROM {table} WHERE run_id NOT IN (SELECT id FROM runs)"
+            ))
+            .await;
+        assert_eq!(orphans, 0, "{table} keeps rows of pruned runs");
+    }
+    // And what the kept runs wrote is all still there.
+    for id in ["running-old", "done-new", "keep-old"] {
+        assert_eq!(store.checkpoints(id).await.unwrap().len(), 2, "{id}");
+        assert_eq!(store.steps(id).await.unwrap().len(), 2, "{id}");
+        assert_eq!(store.journal(id).await.unwrap().len(), 1, "{id}");
+        assert_eq!(
+            store.map_items(id, "fan", 1).await.unwrap().len(),
+            1,
+            "{id}"
+        );
+        assert_eq!(store.artifacts(id).await.unwrap().len(), 1, "{id}");
+    }
+    for id in ["running-old", "queued-old", "done-new", "keep-old"] {
+        assert!(store.run(id).await.unwrap().is_some(), "{id} was pruned");
+    }
+    assert_eq!(
+        store
+            .latest_state("running-old")
+            .await
+            .unwrap()
+            .unwrap()
+            .seq,
+        1
+    );
+    assert_eq!(db.count("SELECT COUNT(*) FROM blobs").await, 3);
+
+    // A shorter per-scenario setting prunes that scenario without --older-than.
+    store
+        .set_retention("kept", Some(Duration::from_secs(86_400)))
+        .await
+        .unwrap();
+    assert_eq!(store.prune_runs(None).await.unwrap().runs, vec!["keep-old"]);
+    store.set_retention("kept", None).await.unwrap();
+    assert!(store.retention().await.unwrap().is_empty());
+}
+
+// ---- Postgres only ---------------------------------------------------------
+
+#[tokio::test]
+async fn postgres_refuses_a_foreign_database_and_leaves_it_untouched() {
+    let url = skillhost_tests::pg::fresh_database().await;
+    let mut conn = PgConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE TABLE notes (id SERIAL PRIMARY KEY, body TEXT); \
+         INSERT INTO notes (body) VALUES ('keep me');",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    let error = Store::open(&url).await.unwrap_err();
+    assert!(matches!(error, StoreError::NotOurs { .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains(&url), "{message}");
+    assert!(message.contains("`notes`"), "{message}");
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(tables, vec!["notes"]);
+
+    // A table called skillhost_meta that is not ours is foreign too.
+    sqlx::raw_sql("CREATE TABLE skillhost_meta (x INT)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let error = Store::open(&url).await.unwrap_err();
+    assert!(matches!(error, StoreError::NotOurs { .. }), "{error}");
+    conn.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn postgres_connection_errors_name_the_database_without_the_password() {
+    // Nothing listens on this port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://app:s3cret@127.0.0.1:{port}/runs");
+    let error = Store::open(&url).await.unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, StoreError::Open { .. }), "{message}");
+    assert!(!message.contains("s3cret"), "{message}");
+    assert!(
+        message.contains(&format!("postgres://app:***@127.0.0.1:{port}/runs")),
+        "{message}"
+    );
+    assert!(message.contains("is Postgres running"), "{message}");
+
+    // A database that does not exist on a server that does.
+    let existing = skillhost_tests::pg::fresh_database().await;
+    let missing = skillhost_tests::pg::with_database(&existing, "no_such_db");
+    let error = Store::open(&missing).await.unwrap_err();
+    assert!(error.to_string().contains("create it first"), "{error}");
+
+    // A malformed URL.
+    let error = Store::open("postgres://app:s3cret@127.0.0.1:notaport/x")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreError::UnsupportedUrl { .. }),
+        "{error}"
+    );
+    assert!(!error.to_string().contains("s3cret"), "{error}");
+}
+
+#[tokio::test]
+async fn postgres_migrates_a_version_1_database() {
+    // A database as the previous release left it: schema 1 only.
+    let url = skillhost_tests::pg::fresh_database().await;
+    let mut conn = PgConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(include_str!("../../migrations/postgres/0001_init.sql"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO skillhost_meta (key, value) VALUES ('schema_version', '1'); \
+         INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
+             created_at, updated_at) VALUES ('old', 's', 'p', 'd', 'running', '{}', 1, 1);",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let store = Store::open(&url).await.unwrap();
+    let run = store.run("old").await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Running);
+    let lease = store
+        .acquire_lease("old", "w", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(lease.generation, 1);
+}
+
+/// On SQLite, schema 4 keeps task rows only for runs with a task id: a
+/// version 3 database loses its runs' own task rows and keeps answering for
+/// them.
+#[tokio::test]
+async fn sqlite_migrates_a_version_3_database() {
+    let db = Db::new(Kind::Sqlite).await;
+    let store = db.open().await;
+    store.create_run(&new_run("solo", json!({}))).await.unwrap();
+    store
+        .enqueue_run_for_task(&new_run("tasked", json!({})), Some("T"))
+        .await
+        .unwrap();
+    store.close().await;
+    // What version 3 wrote for a run without a task id.
+    db.exec(
+        "INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
+             updated_at) \
+         SELECT run_id, run_id, seq, node_id, next_nodes, state_hash, created_at \
+         FROM checkpoints WHERE run_id = 'solo'; \
+         UPDATE skillhost_meta SET value = '3' WHERE key = 'schema_version'",
+    )
+    .await;
+    assert_eq!(db.count("SELECT COUNT(*) FROM task_checkpoints").await, 2);
+
+    let store = db.open().await;
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM task_checkpoints WHERE task_id = 'T'")
+            .await,
+        1
+    );
+    assert_eq!(db.count("SELECT COUNT(*) FROM task_checkpoints").await, 1);
+    let solo = store.current_checkpoint("solo").await.unwrap().unwrap();
+    assert_eq!((solo.run_id.as_str(), solo.seq), ("solo", 0));
+    let tasked = store.current_checkpoint("T").await.unwrap().unwrap();
+    assert_eq!((tasked.run_id.as_str(), tasked.seq), ("tasked", 0));
+    store.close().await;
+    assert_eq!(
+        db.count("SELECT CAST(value AS BIGINT) FROM skillhost_meta WHERE key = 'schema_version'")
+            .await,
+        i64::from(SCHEMA_VERSION)
+    );
+}
+
+/// Schema 4 moves the sequence guard into the commit statements, drops the
+/// per-row trigger and the history's foreign keys, and keeps task rows only
+/// for runs with a task id: a version 3 database loses its runs' own task
+/// rows and keeps answering for them.
+#[tokio::test]
+async fn postgres_migrates_a_version_3_database() {
+    let url = skillhost_tests::pg::fresh_database().await;
+    let mut conn = PgConnection::connect(&url).await.unwrap();
+    for sql in [
+        include_str!("../../migrations/postgres/0001_init.sql"),
+        include_str!("../../migrations/postgres/0002_leases_queue.sql"),
+        include_str!("../../migrations/postgres/0003_run_updates_in_place.sql"),
+    ] {
+        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+    }
+    let state = json!({"log": []});
+    let hash = state_hash(&state);
+    sqlx::raw_sql(&format!(
+        "INSERT INTO skillhost_meta (key, value) VALUES ('schema_version', '3'); \
+         INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
+             current_node, created_at, updated_at, task_id) VALUES \
+             ('solo', 's', 'p', 'd', 'running', '{{}}', 'n1', 1, 1, NULL), \
+             ('tasked', 's', 'p', 'd', 'running', '{{}}', 'n1', 1, 1, 'T'); \
+         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
+             changes, state_hash, visits, bytes, created_at) VALUES \
+             ('solo', 0, '{START_NODE}', '[\"n1\"]', true, '{state}', '[]', '{hash}', '{{}}', 1, 7), \
+             ('tasked', 0, '{START_NODE}', '[\"n1\"]', true, '{state}', '[]', '{hash}', '{{}}', 1, 7); \
+         INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
+             updated_at) VALUES \
+             ('solo', 'solo', 0, '{START_NODE}', '[\"n1\"]', '{hash}', 7), \
+             ('T', 'tasked', 0, '{START_NODE}', '[\"n1\"]', '{hash}', 7);"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    let store = Store::open(&url).await.unwrap();
+    let rows: Vec<String> = sqlx::query_scalar("SELECT task_id FROM task_checkpoints")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(rows, ["T"]);
+    let solo = store.current_checkpoint("solo").await.unwrap().unwrap();
+    assert_eq!(
+        (solo.run_id.as_str(), solo.seq, solo.updated_at_ms),
+        ("solo", 0, 7)
+    );
+    assert_eq!(solo.next_nodes, ["n1"]);
+    let tasked = store.current_checkpoint("T").await.unwrap().unwrap();
+    assert_eq!((tasked.run_id.as_str(), tasked.seq), ("tasked", 0));
+    let leftovers: i64 = sqlx::query_scalar(
+        "SELECT (SELECT COUNT(*) FROM pg_trigger WHERE NOT tgisinternal \
+                 AND tgrelid = 'checkpoints'::regclass) \
+              + (SELECT COUNT(*) FROM pg_constraint WHERE contype = 'f' AND conrelid IN \
+                 ('checkpoints'::regclass, 'steps'::regclass, 'task_checkpoints'::regclass))",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(leftovers, 0);
+    conn.close().await.unwrap();
+
+    // The guard is the statement's now: the next checkpoint goes through,
+    // the same one again or one ahead writes nothing.
+    let mut state = state;
+    let mut visits = BTreeMap::new();
+    let first = commit("solo", 1, &mut state, &mut visits, varied_change(1));
+    store.commit_step(&first).await.unwrap();
+    let error = store.commit_step(&first).await.unwrap_err();
+    assert!(error.to_string().contains("does not follow"), "{error}");
+    let ahead = commit("solo", 3, &mut state, &mut visits, varied_change(3));
+    let error = store.commit_step(&ahead).await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("does not follow the last one (1)"),
+        "{error}"
+    );
+    assert_eq!(store.checkpoints("solo").await.unwrap().len(), 2);
+    assert_eq!(store.steps("solo").await.unwrap().len(), 1);
+    assert_eq!(
+        store.current_checkpoint("solo").await.unwrap().unwrap().seq,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_group_commit_keeps_each_commit_its_own_verdict() {
+    let url = skillhost_tests::pg::fresh_database().await;
+    let store = Store::open(&url).await.unwrap();
+    let runs: Vec<String> = (0..40).map(|i| format!("g{i:02}")).collect();
+    for (i, id) in runs.iter().enumerate() {
+        let task = (i < 2).then_some("shared");
+        store
+            .enqueue_run_for_task(&new_run(id, json!({"log": []})), task)
+            .await
+            .unwrap();
+    }
+    // g39 is fenced by a lease it does not hold.
+    let lease = store
+        .acquire_lease("g39", "holder", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let stale = store.fenced(skillhost_store::Lease {
+        generation: lease.generation + 7,
+        ..lease
+    });
+
+    let mut states: Vec<Value> = runs.iter().map(|_| json!({"log": []})).collect();
+    let mut visits: Vec<BTreeMap<String, u32>> = runs.iter().map(|_| BTreeMap::new()).collect();
+    for seq in 1..=8 {
+        let mut tasks = Vec::new();
+        for (i, id) in runs.iter().enumerate() {
+            let mut c = commit(id, seq, &mut states[i], &mut visits[i], varied_change(seq));
+            // Commits without journal entries are grouped; one in four keeps
+            // its entry and goes alone, beside the groups.
+            if i % 4 != 0 {
+                c.journal.clear();
+            }
+            // Every commit twice, concurrently: one of each pair wins.
+            for _ in 0..2 {
+                let handle = if i == 39 {
+                    stale.clone()
+                } else {
+                    store.clone()
+                };
+                let c = c.clone();
+                tasks.push((i, tokio::spawn(async move { handle.commit_step(&c).await })));
+            }
+        }
+        let mut wins = vec![0; runs.len()];
+        for (i, task) in tasks {
+            match task.await.unwrap() {
+                Ok(()) => wins[i] += 1,
+                Err(e) if i == 39 => assert!(e.is_lease_lost(), "{e}"),
+                Err(e) => assert!(e.is_conflict(), "{e}"),
+            }
+        }
+        for (i, won) in wins.iter().enumerate() {
+            let expected = if i == 39 { 0 } else { 1 };
+            assert_eq!(*won, expected, "run {} checkpoint {seq}", runs[i]);
+        }
+    }
+    for (i, id) in runs.iter().enumerate().take(39) {
+        let latest = store.latest_state(id).await.unwrap().unwrap();
+        assert_eq!((latest.seq, &latest.state), (8, &states[i]), "{id}");
+        assert_eq!(store.steps(id).await.unwrap().len(), 8);
+    }
+    assert_eq!(store.run("g39").await.unwrap().unwrap().last_seq, 0);
+    let shared = store.current_checkpoint("shared").await.unwrap().unwrap();
+    assert_eq!(shared.seq, 8);
+    assert!(["g00", "g01"].contains(&shared.run_id.as_str()));
+}
+
+/// Creates, checkpoint commits and finishes queued at once are grouped
+/// side by side, and each write still hears its own verdict: of two copies
+/// of each, one is written and the other is refused as a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_group_commit_mixes_creates_commits_and_finishes() {
+    let url = skillhost_tests::pg::fresh_database().await;
+    let store = Store::open(&url).await.unwrap();
+    let committing: Vec<String> = (0..12).map(|i| format!("c{i:02}")).collect();
+    let finishing: Vec<String> = (0..12).map(|i| format!("f{i:02}")).collect();
+    for id in committing.iter().chain(&finishing) {
+        // c00's task also gets a new run in every round: c00's checkpoints
+        // and the new runs write one task row at once.
+        let task = (id == "c00").then_some("mix");
+        store
+            .enqueue_run_for_task(&new_run(id, json!({"log": []})), task)
+            .await
+            .unwrap();
+    }
+    let mut states: Vec<Value> = committing.iter().map(|_| json!({"log": []})).collect();
+    let mut visits: Vec<BTreeMap<String, u32>> =
+        committing.iter().map(|_| BTreeMap::new()).collect();
+    let rounds = 4;
+    for round in 1..=rounds {
+        type Write = tokio::task::JoinHandle<Result<(), skillhost_store::StoreError>>;
+        let mut writes: Vec<(String, Write)> = Vec::new();
+        for (i, id) in committing.iter().enumerate() {
+            let mut c = commit(
+                id,
+                round,
+                &mut states[i],
+                &mut visits[i],
+                varied_change(round),
+            );
+            c.journal.clear();
+            for _ in 0..2 {
+                let (store, c) = (store.clone(), c.clone());
+                writes.push((
+                    id.clone(),
+                    tokio::spawn(async move { store.commit_step(&c).await }),
+                ));
+            }
+        }
+        for i in 0..13 {
+            let id = format!("n{round}-{i:02}");
+            let task = match i {
+                0 | 1 => Some(format!("task-{round}")),
+                12 => Some("mix".to_string()),
+                _ => None,
+            };
+            for _ in 0..2 {
+                let (store, run, task) =
+                    (store.clone(), new_run(&id, json!({"n": i})), task.clone());
+                writes.push((
+                    id.clone(),
+                    tokio::spawn(
+                        async move { store.enqueue_run_for_task(&run, task.as_deref()).await },
+                    ),
+                ));
+            }
+        }
+        for id in finishing.iter().skip(3 * (round as usize - 1)).take(3) {
+            for _ in 0..2 {
+                let (store, id2) = (store.clone(), id.clone());
+                writes.push((
+                    id.clone(),
+                    tokio::spawn(async move {
+                        store
+                            .finish_run(
+                                &id2,
+                                RunStatus::Completed,
+                                Some(&json!({"done": id2})),
+                                None,
+                            )
+                            .await
+                    }),
+                ));
+            }
+        }
+        let mut written: BTreeMap<String, u32> = BTreeMap::new();
+        for (id, write) in writes {
+            match write.await.unwrap() {
+                Ok(()) => *written.entry(id).or_default() += 1,
+                Err(e) => {
+                    assert!(e.is_conflict(), "{id}: {e}");
+                    written.entry(id).or_default();
+                }
+            }
+        }
+        for (id, count) in &written {
+            assert_eq!(*count, 1, "round {round}: {id} written {count} times");
+        }
+        let shared = store
+            .current_checkpoint(&format!("task-{round}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            [format!("n{round}-00"), format!("n{round}-01")].contains(&shared.run_id),
+            "{shared:?}"
+        );
+        let mix = store.current_checkpoint("mix").await.unwrap().unwrap();
+        assert!(
+            [("c00".to_string(), round), (format!("n{round}-12"), 0)]
+                .contains(&(mix.run_id.clone(), mix.seq)),
+            "{mix:?}"
+        );
+    }
+    for (i, id) in committing.iter().enumerate() {
+        let latest = store.latest_state(id).await.unwrap().unwrap();
+        assert_eq!((latest.seq, &latest.state), (rounds, &states[i]), "{id}");
+        assert_eq!(
+            store.steps(id).await.unwrap().len(),
+            rounds as usize,
+            "{id}"
+        );
+    }
+    for round in 1..=rounds {
+        for i in 0..13 {
+            let id = format!("n{round}-{i:02}");
+            let run = store.run(&id).await.unwrap().unwrap();
+            assert_eq!((run.status, run.last_seq), (RunStatus::Queued, 0), "{id}");
+            assert_eq!(
+                store.latest_state(&id).await.unwrap().unwrap().state,
+                json!({"n": i})
+            );
+        }
+    }
+    for id in &finishing {
+        let run = store.run(id).await.unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Completed, "{id}");
+        assert_eq!(run.result, Some(json!({"done": id})), "{id}");
+    }
+}
+
+/// A database written by a build of schema version 2 (the index on
+/// `runs.updated_at` still there) is migrated to the current version when it
+/// is opened, and keeps its runs.
+async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    store.create_run(&new_run("kept", json!({}))).await.unwrap();
+    store.close().await;
+    let undo_3 = match kind {
+        Kind::Sqlite => "",
+        Kind::Postgres => "ALTER TABLE runs RESET (fillfactor);",
+    };
+    db.exec(&format!(
+        "CREATE INDEX runs_by_updated ON runs (updated_at) \
+         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} \
+         UPDATE skillhost_meta SET value = '2' WHERE key = 'schema_version'"
+    ))
+    .await;
+    let index_count = match kind {
+        Kind::Sqlite => {
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_by_updated'"
+        }
+        Kind::Postgres => "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'runs_by_updated'",
+    };
+    assert_eq!(db.count(index_count).await, 1);
+
+    let store = db.open().await;
+    assert!(store.run("kept").await.unwrap().is_some());
+    store.close().await;
+    assert_eq!(db.count(index_count).await, 0);
+    assert_eq!(
+        db.count("SELECT CAST(value AS BIGINT) FROM skillhost_meta WHERE key = 'schema_version'")
+            .await,
+        i64::from(SCHEMA_VERSION)
+    );
+}
+
+/// A runner that lost its lease writes nothing for the run:
+/// not a failed attempt, not a map item, not an artifact. The holder can.
+async fn a_stale_runner_writes_no_failed_steps_map_items_or_artifacts(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    store.enqueue_run(&new_run("f1", json!({}))).await.unwrap();
+    let first = store
+        .acquire_lease("f1", "first", Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second = store
+        .acquire_lease("f1", "second", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let (stale, holder) = (store.fenced(first), store.fenced(second));
+
+    let item = |index: u32| MapItemRow {
+        run_id: "f1".into(),
+        node_id: "fan".into(),
+        visit: 1,
+        item_index: index,
+        output: json!({"item": index}),
+        output_hash: "h".repeat(64),
+        duration_us: 1,
+        fuel_consumed: 1,
+    };
+    let failed = StepRow {
+        status: "failed".into(),
+        error: Some(json!({"code": "skill-error"})),
+        ..ok_step("f1", "n1")
+    };
+    let refused = [
+        stale.record_map_item(&item(0)).await.unwrap_err(),
+        stale.record_failed_step(&failed).await.unwrap_err(),
+        stale
+            .put_artifact("f1", "report.md", "text/markdown", b"stale")
+            .await
+            .unwrap_err(),
+    ];
+    for e in &refused {
+        assert!(e.is_lease_lost(), "{e}");
+        assert!(e.to_string().contains("second"), "{e}");
+    }
+    assert!(store.map_items("f1", "fan", 1).await.unwrap().is_empty());
+    assert!(store.steps("f1").await.unwrap().is_empty());
+    assert!(store.artifacts("f1").await.unwrap().is_empty());
+
+    holder.record_map_item(&item(1)).await.unwrap();
+    holder.record_failed_step(&failed).await.unwrap();
+    holder
+        .put_artifact("f1", "report.md", "text/markdown", b"held")
+        .await
+        .unwrap();
+    let items = store.map_items("f1", "fan", 1).await.unwrap();
+    assert_eq!(items.iter().map(|i| i.item_index).collect::<Vec<_>>(), [1]);
+    assert_eq!(store.steps("f1").await.unwrap().len(), 1);
+    assert_eq!(store.artifacts("f1").await.unwrap().len(), 1);
+    store.close().await;
+}

@@ -1,0 +1,181 @@
+//! What is SQLite-only about the store: files (refusing foreign files and
+//! non-databases without touching a byte, creating parent directories), WAL
+//! mode and sync modes. Everything both backends share is tested against
+//! both in `store.rs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use skillhost_store::{Store, StoreError, StoreOptions, SyncMode};
+use sqlx::{Connection, SqliteConnection};
+
+use skillhost_tests::store_fixtures::{commit, new_run, varied_change};
+
+fn url(path: &Path) -> String {
+    format!("sqlite://{}", path.display())
+}
+
+async fn raw(path: &Path) -> SqliteConnection {
+    SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap()
+}
+
+fn files_in(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn a_foreign_database_is_refused_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.db");
+    let mut conn = SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO notes (body) VALUES ('keep me')")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let before = files_in(dir.path());
+
+    let error = Store::open(&url(&path)).await.unwrap_err();
+    assert!(matches!(error, StoreError::NotOurs { .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains("`notes`"), "{message}");
+    assert!(message.contains("Pick another path"), "{message}");
+    assert_eq!(
+        files_in(dir.path()),
+        before,
+        "the foreign database was touched"
+    );
+
+    // Not a database at all.
+    let text = dir.path().join("readme.txt");
+    std::fs::write(
+        &text,
+        "this is not sqlite, just some text that is long enough ".repeat(20),
+    )
+    .unwrap();
+    let before = files_in(dir.path());
+    let error = Store::open(&url(&text)).await.unwrap_err();
+    assert!(matches!(error, StoreError::NotOurs { .. }), "{error}");
+    assert!(
+        error.to_string().contains("not a SQLite database"),
+        "{error}"
+    );
+    assert_eq!(files_in(dir.path()), before);
+
+    // A directory.
+    let error = Store::open(&url(dir.path())).await.unwrap_err();
+    assert!(error.to_string().contains("directory"), "{error}");
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    let store = Store::open(&url(&path)).await.unwrap();
+    store.create_run(&new_run("r", json!({}))).await.unwrap();
+    store.close().await;
+    let mut conn = raw(&path).await;
+    sqlx::query("UPDATE skillhost_meta SET value = '99' WHERE key = 'schema_version'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let before = std::fs::read(&path).unwrap();
+
+    let error = Store::open(&url(&path)).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::TooNew {
+                found: 99,
+                supported: skillhost_store::SCHEMA_VERSION,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("99")
+            && message.contains(&format!("version {}", skillhost_store::SCHEMA_VERSION))
+            && message.contains("upgrade host"),
+        "{message}"
+    );
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[tokio::test]
+async fn reopening_keeps_the_schema_and_urls_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("re.db");
+    for _ in 0..2 {
+        let store = Store::open(&url(&path)).await.unwrap();
+        store.close().await;
+    }
+    let mut conn = raw(&path).await;
+    let version: String =
+        sqlx::query_scalar("SELECT value FROM skillhost_meta WHERE key = 'schema_version'")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(version, skillhost_store::SCHEMA_VERSION.to_string());
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    conn.close().await.unwrap();
+
+    let error = Store::open("mysql://app:s3cret@localhost/db")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::UnsupportedUrl { .. }));
+    assert!(!error.to_string().contains("s3cret"), "{error}");
+
+    // Parent directories are created.
+    let nested = dir.path().join("nested/deeper/skillhost.db");
+    Store::open(&url(&nested)).await.unwrap().close().await;
+    assert!(nested.is_file());
+}
+
+#[tokio::test]
+async fn normal_sync_mode_keeps_the_same_behaviour() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("normal.db");
+    let options = StoreOptions {
+        sync: SyncMode::Normal,
+    };
+    let store = Store::open_with(&url(&path), options).await.unwrap();
+    let mut state = json!({});
+    store
+        .create_run(&new_run("n", state.clone()))
+        .await
+        .unwrap();
+    let mut visits = BTreeMap::new();
+    let c = commit("n", 1, &mut state, &mut visits, varied_change(1));
+    store.commit_step(&c).await.unwrap();
+    assert!(store.commit_step(&c).await.unwrap_err().is_conflict());
+    store.close().await;
+    let store = Store::open(&url(&path)).await.unwrap();
+    assert_eq!(store.latest_state("n").await.unwrap().unwrap().state, state);
+}

@@ -1,0 +1,208 @@
+//! `host skill call` and `host skill inspect` through the real binary: the
+//! happy path, and one clear error line with the documented exit code for each
+//! kind of bad input.
+
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+fn host(args: &[&str]) -> Output {
+    let cache = std::env::temp_dir().join(format!("skillhost-cli-cache-{}", std::process::id()));
+    Command::new(skillhost_tests::cli::host_bin())
+        .args(args)
+        .env("SKILLHOST_CACHE_DIR", cache)
+        .output()
+        .expect("run host")
+}
+
+fn dist(name: &str) -> String {
+    skillhost_tests::dist(name).display().to_string()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// One error line, naming `what`, with `code`.
+fn fails_with(out: &Output, code: i32, what: &str) {
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(out));
+    let err = stderr(out);
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
+    assert_eq!(errors.len(), 1, "one error line: {err}");
+    assert!(errors[0].contains(what), "`{what}` not in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn call_prints_the_output() {
+    let out = host(&[
+        "skill",
+        "call",
+        &dist("echo"),
+        "--input",
+        r#"{"message": "ab", "repeat": 2}"#,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value, json!({ "message": "abab", "length": 4 }));
+}
+
+#[test]
+fn call_with_json_reports_usage() {
+    let out = host(&[
+        "skill",
+        "call",
+        &dist("echo"),
+        "--input",
+        r#"{"message": "x", "repeat": 1}"#,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["output"]["length"], 1);
+    assert_eq!(value["error"], Value::Null);
+    assert!(value["fuel_consumed"].as_u64().unwrap() > 0);
+    assert_eq!(value["logs"][0]["level"], "info");
+}
+
+#[test]
+fn input_that_does_not_fit_names_the_path() {
+    let out = host(&[
+        "skill",
+        "call",
+        &dist("echo"),
+        "--input",
+        r#"{"message": "x", "repeat": -1}"#,
+    ]);
+    fails_with(&out, 2, "$.repeat");
+    let out = host(&[
+        "skill",
+        "call",
+        &dist("echo"),
+        "--input",
+        r#"{"message": "x"}"#,
+    ]);
+    fails_with(&out, 2, "$.repeat");
+    let out = host(&[
+        "skill",
+        "call",
+        &dist("echo"),
+        "--input",
+        r#"{"message": "x", "repeat": 1, "extra": 1}"#,
+    ]);
+    fails_with(&out, 2, "extra");
+    let out = host(&["skill", "call", &dist("echo"), "--input", "{nope"]);
+    fails_with(&out, 2, "not valid JSON");
+    let out = host(&[
+        "skill",
+        "call",
+        &dist("echo"),
+        "--input",
+        "@/no/such/input.json",
+    ]);
+    fails_with(&out, 2, "/no/such/input.json");
+}
+
+#[test]
+fn bad_files_are_named() {
+    let out = host(&["skill", "call", "/no/such/skill.wasm", "--input", "{}"]);
+    fails_with(&out, 2, "/no/such/skill.wasm");
+    let out = host(&[
+        "skill",
+        "inspect",
+        &skillhost_tests::repo_root()
+            .join("Cargo.toml")
+            .display()
+            .to_string(),
+    ]);
+    fails_with(&out, 2, "not a WebAssembly file");
+}
+
+#[test]
+fn bad_grants_and_limits_are_refused_before_the_call() {
+    let input = r#"{"path": "x.txt"}"#;
+    let out = host(&[
+        "skill",
+        "call",
+        &dist("text-stats"),
+        "--input",
+        input,
+        "--grant",
+        "fs=/no/such/dir",
+    ]);
+    fails_with(&out, 2, "/no/such/dir");
+    let out = host(&[
+        "skill",
+        "call",
+        &dist("text-stats"),
+        "--input",
+        input,
+        "--grant",
+        "net=x",
+    ]);
+    fails_with(&out, 2, "unknown capability");
+    let out = host(&[
+        "skill",
+        "call",
+        &dist("echo"),
+        "--input",
+        r#"{"message": "x", "repeat": 1}"#,
+        "--memory-mb",
+        "100000",
+    ]);
+    fails_with(&out, 2, "memory limit");
+}
+
+#[test]
+fn capabilities_are_denied_unless_granted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "one two two\nthree\n").unwrap();
+    let input = r#"{"path": "notes.txt"}"#;
+    let out = host(&["skill", "call", &dist("text-stats"), "--input", input]);
+    fails_with(&out, 1, "capability-denied");
+    let grant = format!("fs={}", dir.path().display());
+    let out = host(&[
+        "skill",
+        "call",
+        &dist("text-stats"),
+        "--input",
+        input,
+        "--grant",
+        &grant,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["lines"], 2);
+    assert_eq!(value["words"], 4);
+}
+
+#[test]
+fn inspect_json_has_the_contract_keys() {
+    let out = host(&["skill", "inspect", &dist("paper-discovery"), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "name",
+        "version",
+        "imports",
+        "exports",
+        "input_schema",
+        "output_schema",
+        "wit",
+    ] {
+        assert!(value.get(key).is_some(), "missing `{key}`");
+    }
+    assert_eq!(value["name"], "paper-discovery");
+    assert!(
+        value["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("fs"))
+    );
+    assert_eq!(
+        value["input_schema"]["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+    assert!(value["input_schema"]["properties"]["query"].is_object());
+    assert!(value["wit"].as_str().unwrap().contains("export run"));
+}

@@ -1,0 +1,689 @@
+//! `host submit` and `host worker` as real processes on real databases,
+//! including the fault tests: a worker SIGKILLed mid-run, Postgres restarted
+//! mid-run, and a worker paused (SIGSTOP) past its lease expiry that must
+//! not write after another worker took its run over. Every run must end
+//! completed, with every node's writes applied exactly once and the final
+//! state equal to an uninterrupted run's.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use skillhost_store::{RunStatus, Store};
+
+fn fixture(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("e2e")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+/// One compiled-component cache for the whole binary: compile echo once.
+fn cache_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+fn host_command(db: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(skillhost_tests::cli::host_bin());
+    cmd.args(args)
+        .env("SKILLHOST_CACHE_DIR", cache_dir())
+        .env("SKILLHOST_DATABASE_URL", db)
+        .env_remove("SKILLHOST_FAILPOINT")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn host(db: &str, args: &[&str]) -> Output {
+    host_command(db, args).output().expect("run host")
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "host failed ({:?}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn submit(db: &str, scenario: &str, input: &Value) -> String {
+    let out = ok(host(
+        db,
+        &["submit", scenario, "--input", &input.to_string()],
+    ));
+    let id = out.trim().to_string();
+    assert_eq!(id.len(), 36, "submit prints the run id, got {out:?}");
+    id
+}
+
+/// A `host worker` process, its NDJSON events collected as they come.
+struct Worker {
+    child: Child,
+    events: Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Worker {
+    fn start(db: &str, extra: &[&str]) -> Worker {
+        let mut args = vec!["worker", "--json", "--poll", "50ms"];
+        args.extend_from_slice(extra);
+        let mut child = host_command(db, &args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn host worker");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                    let _ = tx.send(event);
+                }
+            }
+        });
+        Worker {
+            child,
+            events: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for an event named `name`; returns it.
+    fn wait_for(&mut self, name: &str, timeout: Duration) -> Value {
+        if let Some(event) = self.seen.iter().find(|e| e["event"] == name) {
+            return event.clone();
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(event) => {
+                    self.seen.push(event.clone());
+                    if event["event"] == name {
+                        return event;
+                    }
+                }
+                Err(_) => panic!("no `{name}` event within {timeout:?}; saw {:?}", self.seen),
+            }
+        }
+    }
+
+    fn signal(&self, signal: i32) {
+        let rc = unsafe { libc::kill(self.child.id() as i32, signal) };
+        assert_eq!(rc, 0, "kill -{signal} {}", self.child.id());
+    }
+
+    /// SIGTERM, then the exit status and every event it printed.
+    fn stop(mut self) -> (std::process::ExitStatus, Vec<Value>) {
+        self.signal(libc::SIGTERM);
+        let status = self.child.wait().unwrap();
+        while let Ok(event) = self.events.recv_timeout(Duration::from_millis(500)) {
+            self.seen.push(event);
+        }
+        (status, std::mem::take(&mut self.seen))
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until every run in `ids` is finished; panics after `timeout`.
+async fn wait_finished(store: &Store, ids: &[String], timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut pending = Vec::new();
+        for id in ids {
+            let run = store.run(id).await.unwrap().unwrap();
+            if !run.status.is_finished() {
+                pending.push(format!("{id}: {} at {}", run.status, run.last_seq));
+            }
+        }
+        if pending.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "runs not finished after {timeout:?}: {pending:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The state of an uninterrupted run of `scenario` with `input`.
+fn reference_state(scenario: &str, input: &Value) -> Value {
+    let out = ok(host(
+        "sqlite:///nonexistent/unused.db",
+        &[
+            "run",
+            scenario,
+            "--durability",
+            "none",
+            "--json",
+            "--input",
+            &input.to_string(),
+        ],
+    ));
+    serde_json::from_str::<Value>(&out).unwrap()["state"].clone()
+}
+
+/// Every run completed, with exactly one successful step and one checkpoint
+/// per node, in order, and the state of an uninterrupted run.
+async fn assert_exactly_once(
+    store: &Store,
+    ids: &[(String, Value)],
+    scenario: &str,
+    nodes: &[&str],
+) {
+    let mut references = std::collections::HashMap::new();
+    for (id, input) in ids {
+        let run = store.run(id).await.unwrap().unwrap();
+        assert_eq!(
+            run.status,
+            RunStatus::Completed,
+            "run {id}: {:?}",
+            run.error
+        );
+        let ok_steps: Vec<String> = store
+            .steps(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|s| s.status == "ok")
+            .map(|s| s.node_id)
+            .collect();
+        assert_eq!(ok_steps, nodes, "steps of run {id}");
+        let checkpoints: Vec<u64> = store
+            .checkpoints(id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.seq)
+            .collect();
+        assert_eq!(
+            checkpoints,
+            (0..=nodes.len() as u64).collect::<Vec<_>>(),
+            "checkpoints of run {id}"
+        );
+        let reference = references
+            .entry(input.to_string())
+            .or_insert_with(|| reference_state(scenario, input))
+            .clone();
+        let state = store.latest_state(id).await.unwrap().unwrap().state;
+        assert_eq!(
+            serde_json::to_string(&state).unwrap(),
+            serde_json::to_string(&reference).unwrap(),
+            "final state of run {id}"
+        );
+        assert_eq!(run.result.as_ref(), Some(&reference), "result of run {id}");
+    }
+}
+
+const CRASH_NODES: &[&str] = &["first", "second", "fan", "third"];
+const SLOW_NODES: &[&str] = &[
+    "n01", "n02", "n03", "n04", "n05", "n06", "n07", "n08", "n09", "n10",
+];
+
+async fn submit_and_drain(db: &str) {
+    let scenario = fixture("engine/crash.toml");
+    let inputs = [json!({}), json!({"items": ["x", "yy"]}), json!({})];
+    let ids: Vec<(String, Value)> = inputs
+        .iter()
+        .map(|input| (submit(db, &scenario, input), input.clone()))
+        .collect();
+    // A task-driven submission.
+    let task_run = ok(host(
+        db,
+        &["submit", &scenario, "--task-id", "task-7", "--json"],
+    ));
+    let task_run: Value = serde_json::from_str(&task_run).unwrap();
+    let task_run_id = task_run["run_id"].as_str().unwrap().to_string();
+
+    let queued: Value = serde_json::from_str(&ok(host(
+        db,
+        &["runs", "list", "--status", "queued", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(queued.as_array().unwrap().len(), 4, "{queued}");
+
+    let out = host(
+        db,
+        &["worker", "--exit-when-idle", "--concurrency", "2", "--json"],
+    );
+    let events = ok(out);
+    assert_eq!(
+        events
+            .lines()
+            .filter(|l| l.contains("\"finished\""))
+            .count(),
+        4,
+        "{events}"
+    );
+
+    let completed: Value = serde_json::from_str(&ok(host(
+        db,
+        &["runs", "list", "--status", "completed", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(completed.as_array().unwrap().len(), 4, "{completed}");
+    let store = Store::open(db).await.unwrap();
+    let mut all = ids.clone();
+    all.push((task_run_id.clone(), json!({})));
+    assert_exactly_once(&store, &all, &scenario, CRASH_NODES).await;
+    let task = store.current_checkpoint("task-7").await.unwrap().unwrap();
+    assert_eq!((task.run_id.as_str(), task.seq), (task_run_id.as_str(), 4));
+    assert!(
+        store
+            .list_runs(Some(RunStatus::Queued), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_and_worker_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    submit_and_drain(&format!("sqlite://{}", dir.path().join("q.db").display())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_and_worker_on_postgres() {
+    submit_and_drain(&skillhost_tests::pg::fresh_database().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_run_is_replaced_by_the_other() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    let scenario = fixture("workers/slow.toml");
+    let ids: Vec<(String, Value)> = (0..6)
+        .map(|i| {
+            let input = json!({"label": format!("r{i}")});
+            (submit(&db, &scenario, &input), input)
+        })
+        .collect();
+    let ttl = ["--lease-ttl", "1s", "--concurrency", "2"];
+    let mut doomed = Worker::start(&db, &ttl);
+    let claimed = doomed.wait_for("claimed", Duration::from_secs(30));
+    let survivor = Worker::start(&db, &ttl);
+    // Mid-node of its first run(s).
+    std::thread::sleep(Duration::from_millis(250));
+    doomed.signal(libc::SIGKILL);
+    let status = doomed.child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+
+    let store = Store::open(&db).await.unwrap();
+    let victim = claimed["run_id"].as_str().unwrap().to_string();
+    let at_kill = store.run(&victim).await.unwrap().unwrap();
+    assert_eq!(at_kill.status, RunStatus::Running);
+
+    let all: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+    wait_finished(&store, &all, Duration::from_secs(120)).await;
+    let (status, events) = survivor.stop();
+    assert!(status.success(), "survivor exit: {status:?}");
+    // The survivor took the victim over (new lease generation) and
+    // resumed it from its last checkpoint.
+    let takeover = events
+        .iter()
+        .find(|e| e["event"] == "claimed" && e["run_id"] == victim.as_str())
+        .unwrap_or_else(|| panic!("no takeover of {victim}: {events:?}"));
+    assert!(takeover["generation"].as_u64().unwrap() >= 2, "{takeover}");
+    assert_exactly_once(&store, &ids, &scenario, SLOW_NODES).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_ride_out_a_postgres_restart() {
+    // Its own cluster: this test restarts it.
+    let cluster = skillhost_tests::pg::Cluster::start();
+    skillhost_tests::pg::create_database(&cluster.url("postgres"), "restart").await;
+    let db = cluster.url("restart");
+    let scenario = fixture("workers/slow.toml");
+    let ids: Vec<(String, Value)> = (0..6)
+        .map(|i| {
+            let input = json!({"label": format!("p{i}")});
+            (submit(&db, &scenario, &input), input)
+        })
+        .collect();
+    let args = ["--lease-ttl", "5s", "--concurrency", "2"];
+    let mut a = Worker::start(&db, &args);
+    let b = Worker::start(&db, &args);
+    a.wait_for("claimed", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(300));
+
+    cluster.stop_fast();
+    std::thread::sleep(Duration::from_secs(2));
+    cluster.start_again();
+
+    let store = Store::open(&db).await.unwrap();
+    let all: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+    wait_finished(&store, &all, Duration::from_secs(120)).await;
+    for worker in [a, b] {
+        let (status, _) = worker.stop();
+        assert!(status.success(), "{status:?}");
+    }
+    assert_exactly_once(&store, &ids, &scenario, SLOW_NODES).await;
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_worker_cannot_write_after_a_takeover() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    let scenario = fixture("workers/slow.toml");
+    let input = json!({"label": "paused"});
+    let id = submit(&db, &scenario, &input);
+    let ttl = ["--lease-ttl", "1s"];
+    let mut paused = Worker::start(&db, &ttl);
+    paused.wait_for("claimed", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(150));
+    paused.signal(libc::SIGSTOP);
+
+    let store = Store::open(&db).await.unwrap();
+    let at_pause = store.run(&id).await.unwrap().unwrap();
+    assert!(!at_pause.status.is_finished(), "the run finished too soon");
+
+    // Another worker takes the run over once the lease expires, and finishes it.
+    let mut heir = Worker::start(&db, &ttl);
+    let takeover = heir.wait_for("claimed", Duration::from_secs(30));
+    assert_eq!(takeover["generation"], 2, "{takeover}");
+    wait_finished(&store, std::slice::from_ref(&id), Duration::from_secs(60)).await;
+    let history = (
+        store.checkpoints(&id).await.unwrap(),
+        store.steps(&id).await.unwrap(),
+    );
+
+    // The paused worker wakes up holding a stale lease: it is told so, and
+    // writes nothing.
+    paused.signal(libc::SIGCONT);
+    let lost = paused.wait_for("lease_lost", Duration::from_secs(30));
+    assert_eq!(lost["run_id"], id.as_str());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        (
+            store.checkpoints(&id).await.unwrap(),
+            store.steps(&id).await.unwrap()
+        ),
+        history
+    );
+    for worker in [paused, heir] {
+        let (status, _) = worker.stop();
+        assert!(status.success(), "{status:?}");
+    }
+    assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_releases_runs_in_flight() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    let scenario = fixture("workers/slow.toml");
+    let input = json!({"label": "term"});
+    let id = submit(&db, &scenario, &input);
+    // No grace: the in-flight run is stopped and handed back at once.
+    let mut worker = Worker::start(&db, &["--grace", "0s"]);
+    worker.wait_for("claimed", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(150));
+    let (status, events) = worker.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "released" && e["run_id"] == id.as_str()),
+        "{events:?}"
+    );
+    let store = Store::open(&db).await.unwrap();
+    let run = store.run(&id).await.unwrap().unwrap();
+    assert_eq!((run.status, run.lease_owner), (RunStatus::Queued, None));
+    let resumed_from = run.last_seq;
+
+    // The next worker resumes it from its last checkpoint.
+    let out = ok(host(&db, &["worker", "--exit-when-idle", "--json"]));
+    let claimed: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(claimed["from_seq"], resumed_from);
+    assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
+}
+
+/// `host bench postgres` on a real server: it keeps `--runs` in flight for
+/// one untimed round and `--rounds` timed ones, and every run it starts
+/// completes with all its nodes checkpointed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgres_benchmark_completes_every_run_it_starts() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    let out = ok(host(
+        &db,
+        &[
+            "bench",
+            "postgres",
+            "--json",
+            "--runs",
+            "3",
+            "--rounds",
+            "2",
+            "--single-runs",
+            "1",
+        ],
+    ));
+    let figures: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (figures["runs"].as_u64(), figures["nodes"].as_u64()),
+        (Some(3), Some(10))
+    );
+    for key in ["per_node_us_single", "node_steps_per_s"] {
+        assert!(
+            figures[key].as_f64().is_some_and(|v| v > 0.0),
+            "{key}: {figures}"
+        );
+    }
+    // 5 warm-up and 1 timed single runs, then 3 warm-up and 3 x 2 timed ones.
+    let store = Store::open(&db).await.unwrap();
+    let runs = store.list_runs(None, 100).await.unwrap();
+    assert_eq!(runs.len(), 6 + 3 + 6, "{runs:?}");
+    for run in &runs {
+        assert_eq!(
+            (run.status, run.last_seq),
+            (RunStatus::Completed, 10),
+            "{}",
+            run.id
+        );
+    }
+}
+
+#[test]
+fn runs_prune_keeps_unfinished_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("p.db").display());
+    let scenario = fixture("engine/crash.toml");
+    let done = submit(&db, &scenario, &json!({}));
+    ok(host(&db, &["worker", "--exit-when-idle"]));
+    let queued = submit(&db, &scenario, &json!({}));
+    // Nothing is old enough yet.
+    let report: Value = serde_json::from_str(&ok(host(
+        &db,
+        &["runs", "prune", "--older-than", "7d", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(report["runs"], json!([]));
+    let report: Value = serde_json::from_str(&ok(host(
+        &db,
+        &["runs", "prune", "--older-than", "0s", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(report["runs"], json!([done]));
+    let listed = ok(host(&db, &["runs", "list", "--json"]));
+    assert!(
+        listed.contains(&queued) && !listed.contains(&done),
+        "{listed}"
+    );
+    ok(host(&db, &["runs", "retention", "crash", "30d"]));
+    let settings = ok(host(&db, &["runs", "retention", "--json"]));
+    assert!(settings.contains("2592000000"), "{settings}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_is_refused_while_a_worker_runs_the_run() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    let scenario = fixture("workers/slow.toml");
+    let input = json!({"label": "busy"});
+    let id = submit(&db, &scenario, &input);
+    let mut worker = Worker::start(&db, &["--owner", "worker-busy"]);
+    worker.wait_for("claimed", Duration::from_secs(30));
+    let out = host(&db, &["resume", &id]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let message = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        message.contains("being run by `worker-busy`") && message.contains("lease until"),
+        "{message}"
+    );
+    worker.wait_for("finished", Duration::from_secs(60));
+    let (status, _) = worker.stop();
+    assert!(status.success(), "{status:?}");
+    let store = Store::open(&db).await.unwrap();
+    assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
+}
+
+/// Workers creating and finishing many runs at once share statements (group
+/// commit), yet each write keeps its own verdict: a duplicate run id is
+/// refused, a fenced finish of a run taken over is told its lease was lost,
+/// a second finish is a conflict, and two runs of one task leave one task row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouped_creates_and_finishes_keep_their_own_verdicts() {
+    use skillhost_tests::store_fixtures::new_run;
+    let db = skillhost_tests::pg::fresh_database().await;
+    let store = Store::open(&db).await.unwrap();
+    let ids: Vec<String> = (0..40).map(|i| format!("r{i:02}")).collect();
+
+    // Every run created twice at once, r00 and r01 for one task.
+    let mut creating = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        for _ in 0..2 {
+            let (store, run) = (store.clone(), new_run(id, json!({"n": i})));
+            let task = (i < 2).then_some("shared");
+            creating.push(tokio::spawn(async move {
+                store.enqueue_run_for_task(&run, task).await
+            }));
+        }
+    }
+    let mut created = 0;
+    for task in creating {
+        match task.await.unwrap() {
+            Ok(()) => created += 1,
+            Err(e) => assert!(e.is_conflict(), "{e}"),
+        }
+    }
+    assert_eq!(created, ids.len());
+    for id in &ids {
+        let run = store.run(id).await.unwrap().unwrap();
+        assert_eq!((run.status, run.last_seq), (RunStatus::Queued, 0), "{id}");
+        assert_eq!(store.latest_state(id).await.unwrap().unwrap().seq, 0);
+    }
+    let shared = store.current_checkpoint("shared").await.unwrap().unwrap();
+    assert!(
+        ["r00", "r01"].contains(&shared.run_id.as_str()),
+        "{shared:?}"
+    );
+
+    // r39's first holder lost its lease to a second one.
+    let first = store
+        .acquire_lease("r39", "first", Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store
+        .acquire_lease("r39", "second", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let stale = store.fenced(first);
+
+    // Every run finished twice at once (r39 once, by its stale holder).
+    let mut finishing = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let copies = if i == 39 { 1 } else { 2 };
+        for _ in 0..copies {
+            let handle = if i == 39 {
+                stale.clone()
+            } else {
+                store.clone()
+            };
+            let (id, result) = (id.clone(), json!({"n": i}));
+            finishing.push((
+                i,
+                tokio::spawn(async move {
+                    handle
+                        .finish_run(&id, RunStatus::Completed, Some(&result), None)
+                        .await
+                }),
+            ));
+        }
+    }
+    let mut finished = vec![0; ids.len()];
+    for (i, task) in finishing {
+        match task.await.unwrap() {
+            Ok(()) => finished[i] += 1,
+            Err(e) if i == 39 => assert!(e.is_lease_lost(), "{e}"),
+            Err(e) => assert!(e.is_conflict(), "{e}"),
+        }
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let run = store.run(id).await.unwrap().unwrap();
+        if i == 39 {
+            assert_eq!(finished[i], 0);
+            assert_eq!(run.status, RunStatus::Running);
+            assert_eq!(run.lease_owner.as_deref(), Some("second"));
+        } else {
+            assert_eq!(finished[i], 1, "{id}");
+            assert_eq!(run.status, RunStatus::Completed);
+            assert_eq!(run.result, Some(json!({"n": i})));
+            assert_eq!(run.lease_owner, None);
+        }
+    }
+    store.close().await;
+}
+
+/// SIGTERM with enough grace: the worker claims nothing more, but the run
+/// in flight finishes on it (nothing is released) before it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_runs_in_flight_finish_within_the_grace() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    let scenario = fixture("workers/slow.toml");
+    let input = json!({"label": "grace"});
+    let id = submit(&db, &scenario, &input);
+    let mut worker = Worker::start(&db, &["--grace", "60s"]);
+    worker.wait_for("claimed", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(150));
+    // Queued after the signal: the stopping worker must leave it alone.
+    worker.signal(libc::SIGTERM);
+    worker.wait_for("stopping", Duration::from_secs(30));
+    let late = submit(&db, &scenario, &json!({"label": "late"}));
+    let (status, events) = worker.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        events.iter().any(|e| e["event"] == "finished"
+            && e["run_id"] == id.as_str()
+            && e["status"] == "completed"),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e["event"] == "released"),
+        "{events:?}"
+    );
+    let store = Store::open(&db).await.unwrap();
+    let queued = store.run(&late).await.unwrap().unwrap();
+    assert_eq!(
+        (queued.status, queued.lease_owner),
+        (RunStatus::Queued, None)
+    );
+    assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
+    store.close().await;
+}

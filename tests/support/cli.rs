@@ -1,0 +1,88 @@
+//! Running the real `host` binary from a test: a private component cache and
+//! SQLite database in the test's directory, an optional failpoint, and the
+//! output read back as JSON.
+//!
+//! The binary belongs to another package (`skillhost`, in `host/`), so cargo
+//! does not build it for these tests by itself: [`host_bin`] builds it once
+//! per test process, with the profile and target directory the tests were
+//! built with (a no-op when it is up to date), so a test never runs a stale
+//! binary. `SKILLHOST_TEST_HOST_BIN` names another binary to test instead.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The `host` binary under test, built on first use.
+pub fn host_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("SKILLHOST_TEST_HOST_BIN") {
+            return PathBuf::from(bin);
+        }
+        // This test runs as <target>/<profile dir>/deps/<test>-<hash>.
+        let exe = std::env::current_exe().expect("the test's own path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("a test binary lives in <target>/<profile>/deps");
+        let target = profile_dir.parent().expect("a target directory");
+        let mut build = Command::new(env!("CARGO"));
+        build
+            .args(["build", "--quiet", "-p", "skillhost", "--bin", "host"])
+            .env("CARGO_TARGET_DIR", target)
+            .current_dir(crate::repo_root());
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => {}
+            Some(profile) => {
+                build.args(["--profile", profile]);
+            }
+        }
+        let status = build.status().expect("run cargo to build the host binary");
+        assert!(status.success(), "building the `host` binary failed");
+        profile_dir.join("host")
+    })
+}
+
+/// A `host` command whose cache and database live in `dir`. The failpoint
+/// variable is always set or removed, so one in the test's own environment
+/// never leaks in.
+pub fn host_command(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Command {
+    let mut cmd = Command::new(host_bin());
+    cmd.args(args)
+        .env("SKILLHOST_CACHE_DIR", dir.join("cache"))
+        .env("SKILLHOST_DATABASE_URL", sqlite_url(dir));
+    match failpoint {
+        Some(point) => cmd.env("SKILLHOST_FAILPOINT", point),
+        None => cmd.env_remove("SKILLHOST_FAILPOINT"),
+    };
+    cmd
+}
+
+/// The database [`host_command`] uses.
+pub fn sqlite_url(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("runs.db").display())
+}
+
+/// Runs [`host_command`] to completion.
+pub fn host(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Output {
+    host_command(dir, args, failpoint)
+        .output()
+        .expect("run host")
+}
+
+/// Standard output as JSON; panics with both streams when it is not.
+pub fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

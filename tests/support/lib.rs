@@ -1,0 +1,91 @@
+//! The helpers every crate's integration tests share: the repository's
+//! paths and shipped skills, test components built from WAT and WIT with no
+//! Wasm compiler (`fixtures/`), the real `host` binary run in a private
+//! directory ([`cli`]), throwaway Postgres clusters ([`pg`]), and, behind
+//! features, a test `Runtime` (`runtime`) and the store's fixtures (`store`).
+//!
+//! Nothing here is a fake: every helper builds or starts the real thing.
+
+pub mod cli;
+pub mod pg;
+#[cfg(feature = "store")]
+pub mod store_fixtures;
+
+use std::path::{Path, PathBuf};
+
+use wit_component::{ComponentEncoder, StringEncoding, embed_component_metadata};
+use wit_parser::Resolve;
+
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is inside the repository")
+        .to_path_buf()
+}
+
+/// Componentizes `fixtures/<name>.wat` against `fixtures/<name>.wit` and the
+/// skill contract in `wit/`.
+pub fn fixture_component(name: &str) -> Vec<u8> {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("support/fixtures");
+    let mut resolve = Resolve::default();
+    resolve
+        .push_dir(repo_root().join("wit"))
+        .expect("parse wit/");
+    let wit = std::fs::read_to_string(fixtures.join(format!("{name}.wit"))).unwrap();
+    let package = resolve
+        .push_str(fixtures.join(format!("{name}.wit")), &wit)
+        .expect("parse fixture WIT");
+    let world = resolve
+        .select_world(&[package], None)
+        .expect("select world");
+    let mut module = wat::parse_file(fixtures.join(format!("{name}.wat"))).expect("parse WAT");
+    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8).unwrap();
+    ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .validate(true)
+        .encode()
+        .expect("componentize fixture")
+}
+
+/// A runtime with its own, empty component cache.
+#[cfg(feature = "runtime")]
+pub fn runtime(cache: &Path) -> skillhost_runtime::Runtime {
+    skillhost_runtime::Runtime::new(skillhost_runtime::RuntimeConfig {
+        cache_dir: Some(cache.to_path_buf()),
+        pool: skillhost_runtime::PoolConfig {
+            component_instances: 32,
+            core_instances: 256,
+            memories: 64,
+            tables: 128,
+        },
+    })
+    .expect("runtime")
+}
+
+pub fn dist(name: &str) -> PathBuf {
+    repo_root().join("skills/dist").join(format!("{name}.wasm"))
+}
+
+/// A component for `world` in `wit` (which may `use` the skill contract) whose
+/// functions all trap: enough for everything that is checked at load time.
+pub fn dummy_component(wit: &str) -> Vec<u8> {
+    let mut resolve = Resolve::default();
+    resolve
+        .push_dir(repo_root().join("wit"))
+        .expect("parse wit/");
+    let package = resolve.push_str("test.wit", wit).expect("parse test WIT");
+    let world = resolve
+        .select_world(&[package], None)
+        .expect("select world");
+    let mut module =
+        wit_component::dummy_module(&resolve, world, wit_parser::ManglingAndAbi::Standard32);
+    embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8).unwrap();
+    ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .validate(true)
+        .encode()
+        .expect("componentize dummy")
+}
