@@ -1,10 +1,10 @@
 //! Finding a Rust toolchain that can build a skill for Wasm, and the exact
 //! `cargo build` command line for it.
 //!
-//! Two recipes (see `/work/shared/TOOLCHAIN.md` and
-//! `scripts/install-wasm-toolchain.sh`): rustup with the Wasm target
-//! installed, or Debian's `rustc-web` building std from `rust-web-src` with
-//! `-Zbuild-std`. Every flag that decides the output bytes is set here, and
+//! Two recipes (`scripts/install-wasm-toolchain.sh` installs the second):
+//! rustup with the Wasm target installed, or Debian's `rustc-web` building
+//! std from `rust-web-src` with `-Zbuild-std` (rustup cannot download
+//! targets where only crates.io and Debian's packages are reachable). Every flag that decides the output bytes is set here, and
 //! nothing from the caller's environment (`RUSTFLAGS`, `CARGO_TARGET_DIR`…)
 //! is allowed to change them.
 
