@@ -45,7 +45,7 @@ use super::checkpoint::{
     CheckpointRow, EncodedCheckpoint, LoadedCheckpoint, START_NODE, StepCommit, StoredCheckpoint,
     rebuild,
 };
-use super::error::StoreError;
+use super::error::{DatabaseFailure, StoreError};
 use super::lease::{CurrentCheckpoint, Lease, PruneReport, Retention, holds, lease_lost, ttl_ms};
 use super::migrate::{self, Found, MARKER_KEY, META_TABLE, SCHEMA_VERSION, VERSION_KEY};
 use super::rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
@@ -289,7 +289,7 @@ impl PgStore {
         StoreError::Database {
             db: self.db.clone(),
             action: action.to_string(),
-            source,
+            source: DatabaseFailure::from_sqlx(source),
         }
     }
 
@@ -1789,7 +1789,7 @@ async fn migrate(conn: &mut PgConnection, db: &str) -> Result<(), StoreError> {
     let error = |source, action: String| StoreError::Database {
         db: db.to_owned(),
         action,
-        source,
+        source: DatabaseFailure::from_sqlx(source),
     };
     let current = inspect(conn)
         .await

@@ -29,7 +29,7 @@ use super::checkpoint::{
     CheckpointRow, EncodedCheckpoint, LoadedCheckpoint, START_NODE, StepCommit, StoredCheckpoint,
     rebuild,
 };
-use super::error::StoreError;
+use super::error::{DatabaseFailure, StoreError};
 use super::lease::{Lease, holds, lease_lost};
 use super::migrate::{self, Found, MARKER_KEY, META_TABLE, SCHEMA_VERSION, VERSION_KEY};
 use super::rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
@@ -203,7 +203,7 @@ impl SqliteStore {
         StoreError::Database {
             db: self.db.clone(),
             action: action.to_string(),
-            source,
+            source: DatabaseFailure::from_sqlx(source),
         }
     }
 
@@ -1218,7 +1218,7 @@ async fn migrate(conn: &mut SqliteConnection, db: &str) -> Result<(), StoreError
     let error = |source, action: String| StoreError::Database {
         db: db.to_owned(),
         action,
-        source,
+        source: DatabaseFailure::from_sqlx(source),
     };
     let current = inspect(conn)
         .await
