@@ -16,11 +16,13 @@
 //! [`migrate`] and [`lease`].
 
 pub mod checkpoint;
+mod codec;
 pub mod error;
 pub mod failpoint;
 pub mod lease;
 pub mod migrate;
 mod postgres;
+mod read;
 pub mod rows;
 pub mod run;
 mod sqlite;
@@ -70,6 +72,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use postgres::PgStore;
+use read::Reads;
 use sqlite::SqliteStore;
 use url::DatabaseUrl;
 

@@ -13,27 +13,25 @@
 //! SQL uses `$N` parameters and `ON CONFLICT`, which Postgres reads the same
 //! way; what is SQLite-only is marked.
 
-use std::fmt::Display;
 use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::Value;
+use sqlx::Connection;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Connection, Decode, Row, Sqlite, Type};
 
-use super::checkpoint::{
-    CheckpointRow, EncodedCheckpoint, LoadedCheckpoint, START_NODE, StepCommit, StoredCheckpoint,
-    rebuild,
-};
+use super::checkpoint::{EncodedCheckpoint, START_NODE, StepCommit};
+use super::codec::{ACTIVE, Codec, StepBinds, now_ms};
 use super::error::{DatabaseFailure, StoreError};
 use super::lease::{Lease, holds, lease_lost};
 use super::migrate::{self, Found, MARKER_KEY, META_TABLE, SCHEMA_VERSION, VERSION_KEY};
-use super::rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
-use super::run::{NewRun, RunRow, RunStatus};
+use super::read::{Param, Reads};
+use super::rows::{MapItemRow, NewArtifact, StepRow, blob_digest};
+use super::run::{NewRun, RunStatus};
 use super::{StoreOptions, SyncMode};
 
 mod queue;
@@ -49,9 +47,6 @@ const MAX_CONNECTIONS: u32 = 4;
 /// SQLITE_NOTADB: the file is not a SQLite database.
 const SQLITE_NOTADB: &str = "26";
 
-/// Statuses a run takes checkpoints in (the complement of `is_finished`).
-const ACTIVE: &str = "('queued', 'running', 'waiting')";
-
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
     /// Reads.
@@ -60,6 +55,30 @@ pub(crate) struct SqliteStore {
     writer: Writer,
     /// Display URL, for messages.
     db: String,
+}
+
+impl Codec for SqliteStore {
+    fn db(&self) -> &str {
+        &self.db
+    }
+}
+
+impl Reads for SqliteStore {
+    type Row = SqliteRow;
+
+    /// Reads go through the pool, beside the writer: WAL readers see the
+    /// last commit and never wait for a write.
+    async fn fetch(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+        action: &str,
+    ) -> Result<Vec<SqliteRow>, StoreError> {
+        Param::bind_all(params, sqlx::query(sql))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.error(e, action))
+    }
 }
 
 impl SqliteStore {
@@ -195,55 +214,6 @@ impl SqliteStore {
     pub async fn close(&self) {
         self.writer.close().await;
         self.pool.close().await;
-    }
-
-    // ---- errors and conversions -------------------------------------------------
-
-    fn error(&self, source: sqlx::Error, action: impl Display) -> StoreError {
-        StoreError::Database {
-            db: self.db.clone(),
-            action: action.to_string(),
-            source: DatabaseFailure::from_sqlx(source),
-        }
-    }
-
-    fn corrupt(&self, what: impl Display, detail: impl Display) -> StoreError {
-        StoreError::Corrupt {
-            db: self.db.clone(),
-            what: what.to_string(),
-            detail: detail.to_string(),
-        }
-    }
-
-    fn int(&self, value: u64, what: &str) -> Result<i64, StoreError> {
-        i64::try_from(value).map_err(|_| StoreError::Invalid {
-            db: self.db.clone(),
-            message: format!("{what} {value} is larger than {}", i64::MAX),
-        })
-    }
-
-    fn uint<T: TryFrom<i64>>(&self, value: i64, what: impl Display) -> Result<T, StoreError> {
-        T::try_from(value).map_err(|_| self.corrupt(what, format!("{value} is out of range")))
-    }
-
-    fn get<'r, T>(&self, row: &'r SqliteRow, column: &str) -> Result<T, StoreError>
-    where
-        T: Decode<'r, Sqlite> + Type<Sqlite>,
-    {
-        row.try_get(column)
-            .map_err(|e| self.error(e, format_args!("reading column `{column}`")))
-    }
-
-    fn json(&self, text: &str, what: impl Display) -> Result<Value, StoreError> {
-        serde_json::from_str(text).map_err(|e| self.corrupt(what, format!("not valid JSON: {e}")))
-    }
-
-    fn opt_json(
-        &self,
-        text: Option<String>,
-        what: impl Display,
-    ) -> Result<Option<Value>, StoreError> {
-        text.map(|text| self.json(&text, what)).transpose()
     }
 
     /// The error of a statement on the writer connection.
@@ -625,120 +595,6 @@ impl SqliteStore {
         .await
     }
 
-    pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"))
-            .bind(run_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| self.error(e, format_args!("reading run `{run_id}`")))?;
-        row.map(|row| self.run_row(&row)).transpose()
-    }
-
-    pub async fn list_runs(
-        &self,
-        status: Option<RunStatus>,
-        limit: u32,
-    ) -> Result<Vec<RunRow>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {RUN_COLUMNS} FROM runs WHERE ($1 IS NULL OR status = $1) \
-             ORDER BY created_at DESC, id DESC LIMIT $2"
-        ))
-        .bind(status.map(RunStatus::as_str))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.error(e, "listing runs"))?;
-        rows.iter().map(|row| self.run_row(row)).collect()
-    }
-
-    fn run_row(&self, row: &SqliteRow) -> Result<RunRow, StoreError> {
-        let id: String = self.get(row, "id")?;
-        let what = |column: &str| format!("{column} of run `{id}`");
-        let status: String = self.get(row, "status")?;
-        let status = status
-            .parse()
-            .map_err(|e| self.corrupt(what("status"), e))?;
-        Ok(RunRow {
-            scenario_name: self.get(row, "scenario_name")?,
-            scenario_path: self.get(row, "scenario_path")?,
-            scenario_digest: self.get(row, "scenario_digest")?,
-            status,
-            input: self.json(&self.get::<String>(row, "input")?, what("input"))?,
-            result: self.opt_json(self.get(row, "result")?, what("result"))?,
-            error: self.opt_json(self.get(row, "error")?, what("error"))?,
-            current_node: self.get(row, "current_node")?,
-            last_seq: self.uint(self.get(row, "last_seq")?, what("last_seq"))?,
-            created_at_ms: self.get(row, "created_at")?,
-            updated_at_ms: self.get(row, "updated_at")?,
-            lease_owner: self.get(row, "lease_owner")?,
-            lease_expires_at_ms: self.get(row, "lease_expires_at")?,
-            lease_generation: self
-                .uint(self.get(row, "lease_generation")?, what("lease_generation"))?,
-            id,
-        })
-    }
-
-    // ---- steps, map items, journal ---------------------------------------------
-
-    fn step_binds(&self, step: &StepRow) -> Result<StepBinds, StoreError> {
-        let opt = |v: Option<u64>, what| v.map(|v| self.int(v, what)).transpose();
-        Ok(StepBinds {
-            run_id: step.run_id.clone(),
-            seq: opt(step.seq, "step seq")?,
-            node_id: step.node_id.clone(),
-            attempt: i64::from(step.attempt),
-            status: step.status.clone(),
-            started_at: step.started_at_ms,
-            duration_us: self.int(step.duration_us, "step duration")?,
-            input_hash: step.input_hash.clone(),
-            output_hash: step.output_hash.clone(),
-            error: step.error.as_ref().map(Value::to_string),
-            fuel_consumed: opt(step.fuel_consumed, "fuel consumed")?,
-            memory_peak_bytes: opt(step.memory_peak_bytes, "peak memory")?,
-            detail: step.detail.as_ref().map(Value::to_string),
-        })
-    }
-
-    pub async fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, seq, node_id, attempt, status, started_at, duration_us, input_hash, \
-             output_hash, error, fuel_consumed, memory_peak_bytes, detail \
-             FROM steps WHERE run_id = $1 ORDER BY id",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.error(e, format_args!("reading steps of run `{run_id}`")))?;
-        rows.iter()
-            .map(|row| {
-                let id: i64 = self.get(row, "id")?;
-                let what = |column: &str| format!("{column} of step {id} of run `{run_id}`");
-                let opt = |v: Option<i64>, column: &str| {
-                    v.map(|v| self.uint::<u64>(v, what(column))).transpose()
-                };
-                Ok(StepRow {
-                    run_id: run_id.to_owned(),
-                    seq: opt(self.get(row, "seq")?, "seq")?,
-                    node_id: self.get(row, "node_id")?,
-                    attempt: self.uint(self.get(row, "attempt")?, what("attempt"))?,
-                    status: self.get(row, "status")?,
-                    started_at_ms: self.get(row, "started_at")?,
-                    duration_us: self.uint(self.get(row, "duration_us")?, what("duration_us"))?,
-                    input_hash: self.get(row, "input_hash")?,
-                    output_hash: self.get(row, "output_hash")?,
-                    error: self.opt_json(self.get(row, "error")?, what("error"))?,
-                    fuel_consumed: opt(self.get(row, "fuel_consumed")?, "fuel_consumed")?,
-                    memory_peak_bytes: opt(
-                        self.get(row, "memory_peak_bytes")?,
-                        "memory_peak_bytes",
-                    )?,
-                    detail: self.opt_json(self.get(row, "detail")?, what("detail"))?,
-                })
-            })
-            .collect()
-    }
-
-    /// With a `fence`, writes nothing unless the lease still holds.
     pub async fn record_map_item(
         &self,
         item: &MapItemRow,
@@ -778,168 +634,6 @@ impl SqliteStore {
         })
         .await
     }
-
-    pub async fn map_items(
-        &self,
-        run_id: &str,
-        node_id: &str,
-        visit: u32,
-    ) -> Result<Vec<MapItemRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT item_index, output, output_hash, duration_us, fuel_consumed FROM map_items \
-             WHERE run_id = $1 AND node_id = $2 AND visit = $3 ORDER BY item_index",
-        )
-        .bind(run_id)
-        .bind(node_id)
-        .bind(i64::from(visit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| {
-            self.error(
-                e,
-                format_args!("reading items of map node `{node_id}` of run `{run_id}`"),
-            )
-        })?;
-        rows.iter()
-            .map(|row| {
-                let index: i64 = self.get(row, "item_index")?;
-                let what = format!("item {index} of map node `{node_id}` of run `{run_id}`");
-                Ok(MapItemRow {
-                    run_id: run_id.to_owned(),
-                    node_id: node_id.to_owned(),
-                    visit,
-                    item_index: self.uint(index, &what)?,
-                    output: self.json(&self.get::<String>(row, "output")?, &what)?,
-                    output_hash: self.get(row, "output_hash")?,
-                    duration_us: self.uint(self.get(row, "duration_us")?, &what)?,
-                    fuel_consumed: self.uint(self.get(row, "fuel_consumed")?, &what)?,
-                })
-            })
-            .collect()
-    }
-
-    pub async fn journal(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT seq, node_id, kind, request, response FROM journal \
-             WHERE run_id = $1 ORDER BY seq, id",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.error(e, format_args!("reading the journal of run `{run_id}`")))?;
-        rows.iter()
-            .map(|row| {
-                let seq: i64 = self.get(row, "seq")?;
-                let what = format!("journal entry at seq {seq} of run `{run_id}`");
-                Ok(JournalEntry {
-                    seq: self.uint(seq, &what)?,
-                    node_id: self.get(row, "node_id")?,
-                    kind: self.get(row, "kind")?,
-                    request: self.json(&self.get::<String>(row, "request")?, &what)?,
-                    response: self.json(&self.get::<String>(row, "response")?, &what)?,
-                })
-            })
-            .collect()
-    }
-
-    // ---- checkpoints -----------------------------------------------------------
-
-    pub async fn checkpoints(&self, run_id: &str) -> Result<Vec<CheckpointRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT seq, node_id, next_nodes, state_hash, is_snapshot, bytes, created_at \
-             FROM checkpoints WHERE run_id = $1 ORDER BY seq",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.error(e, format_args!("reading checkpoints of run `{run_id}`")))?;
-        rows.iter()
-            .map(|row| {
-                let seq: i64 = self.get(row, "seq")?;
-                let what = format!("checkpoint {seq} of run `{run_id}`");
-                let next_nodes = self.get::<String>(row, "next_nodes")?;
-                Ok(CheckpointRow {
-                    seq: self.uint(seq, &what)?,
-                    node_id: self.get(row, "node_id")?,
-                    next_nodes: serde_json::from_str(&next_nodes).map_err(|e| {
-                        self.corrupt(&what, format!("next nodes are not valid: {e}"))
-                    })?,
-                    state_hash: self.get(row, "state_hash")?,
-                    is_snapshot: self.get(row, "is_snapshot")?,
-                    bytes: self.uint(self.get(row, "bytes")?, &what)?,
-                    created_at_ms: self.get(row, "created_at")?,
-                })
-            })
-            .collect()
-    }
-
-    pub async fn latest_state(&self, run_id: &str) -> Result<Option<LoadedCheckpoint>, StoreError> {
-        self.load(run_id, None).await
-    }
-
-    pub async fn state_at(
-        &self,
-        run_id: &str,
-        seq: u64,
-    ) -> Result<Option<LoadedCheckpoint>, StoreError> {
-        let Ok(target) = i64::try_from(seq) else {
-            return Ok(None);
-        };
-        self.load(run_id, Some(target)).await
-    }
-
-    /// Rebuilds the state at `seq` (the last checkpoint if None).
-    async fn load(
-        &self,
-        run_id: &str,
-        seq: Option<i64>,
-    ) -> Result<Option<LoadedCheckpoint>, StoreError> {
-        let what = match seq {
-            Some(seq) => format!("checkpoint {seq}"),
-            None => "the last checkpoint".to_owned(),
-        };
-        // The nearest snapshot at or before the target and every checkpoint
-        // after it up to the target, in one statement (one consistent read).
-        let rows = sqlx::query(
-            "WITH target AS (SELECT COALESCE($2, \
-                 (SELECT MAX(seq) FROM checkpoints WHERE run_id = $1)) AS seq) \
-             SELECT c.seq, c.node_id, c.next_nodes, c.is_snapshot, c.state, c.changes, \
-                 c.state_hash, c.visits \
-             FROM checkpoints AS c, target \
-             WHERE c.run_id = $1 AND c.seq <= target.seq AND c.seq >= COALESCE( \
-                 (SELECT MAX(s.seq) FROM checkpoints AS s \
-                  WHERE s.run_id = $1 AND s.is_snapshot = 1 AND s.seq <= target.seq), 0) \
-             ORDER BY c.seq",
-        )
-        .bind(run_id)
-        .bind(seq)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.error(e, format_args!("reading {what} of run `{run_id}`")))?;
-        let rows = rows
-            .iter()
-            .map(|row| {
-                let at: i64 = self.get(row, "seq")?;
-                Ok(StoredCheckpoint {
-                    seq: self.uint(at, format_args!("checkpoint {at} of run `{run_id}`"))?,
-                    node_id: self.get(row, "node_id")?,
-                    next_nodes: self.get(row, "next_nodes")?,
-                    is_snapshot: self.get(row, "is_snapshot")?,
-                    state: self.get(row, "state")?,
-                    changes: self.get(row, "changes")?,
-                    state_hash: self.get(row, "state_hash")?,
-                    visits: self.get(row, "visits")?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        match (rows.last(), seq) {
-            // No such run, or no checkpoint that far.
-            (None, _) => Ok(None),
-            (Some(last), Some(seq)) if last.seq as i64 != seq => Ok(None),
-            _ => rebuild(&self.db, run_id, rows).map(Some),
-        }
-    }
-
     // ---- artifacts -------------------------------------------------------------
 
     pub async fn put_artifact(
@@ -959,50 +653,6 @@ impl SqliteStore {
         })
         .await?;
         Ok(digest)
-    }
-
-    pub async fn artifacts(&self, run_id: &str) -> Result<Vec<ArtifactRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT name, digest, media_type, size, created_at FROM artifacts \
-             WHERE run_id = $1 ORDER BY name",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.error(e, format_args!("reading artifacts of run `{run_id}`")))?;
-        rows.iter()
-            .map(|row| {
-                let name: String = self.get(row, "name")?;
-                let size = self.uint(
-                    self.get(row, "size")?,
-                    format_args!("size of artifact `{name}` of run `{run_id}`"),
-                )?;
-                Ok(ArtifactRow {
-                    run_id: run_id.to_owned(),
-                    digest: self.get(row, "digest")?,
-                    media_type: self.get(row, "media_type")?,
-                    size,
-                    created_at_ms: self.get(row, "created_at")?,
-                    name,
-                })
-            })
-            .collect()
-    }
-
-    pub async fn artifact_bytes(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let bytes: Option<Vec<u8>> =
-            sqlx::query_scalar("SELECT bytes FROM blobs WHERE digest = $1")
-                .bind(digest)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| self.error(e, format_args!("reading blob {digest}")))?;
-        match bytes {
-            Some(bytes) if blob_digest(&bytes) != digest => Err(self.corrupt(
-                format_args!("blob {digest}"),
-                "its bytes no longer hash to its digest",
-            )),
-            other => Ok(other),
-        }
     }
 }
 
@@ -1074,28 +724,6 @@ fn execute(
 ) -> rusqlite::Result<usize> {
     tx.prepare_cached(sql)?.execute(params)
 }
-
-const RUN_COLUMNS: &str = "id, scenario_name, scenario_path, scenario_digest, status, input, \
-     result, error, current_node, last_seq, lease_owner, lease_expires_at, lease_generation, \
-     created_at, updated_at";
-
-/// A step's columns, converted (and range-checked) before the transaction.
-struct StepBinds {
-    run_id: String,
-    seq: Option<i64>,
-    node_id: String,
-    attempt: i64,
-    status: String,
-    started_at: i64,
-    duration_us: i64,
-    input_hash: Option<String>,
-    output_hash: Option<String>,
-    error: Option<String>,
-    fuel_consumed: Option<i64>,
-    memory_peak_bytes: Option<i64>,
-    detail: Option<String>,
-}
-
 fn insert_step(tx: &Transaction<'_>, step: &StepBinds) -> rusqlite::Result<usize> {
     execute(
         tx,
@@ -1282,10 +910,4 @@ fn classify_open_error(source: sqlx::Error, db: &str) -> StoreError {
         db: db.to_owned(),
         message: source.to_string(),
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
