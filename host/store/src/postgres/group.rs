@@ -23,7 +23,10 @@ use std::sync::Arc;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use super::{ACTIVE, PgStore, Prepared, PreparedFinish, PreparedRun, START_NODE, now_ms};
+use super::PgStore;
+use super::commit::{Prepared, PreparedFinish, PreparedRun};
+use crate::checkpoint::START_NODE;
+use crate::codec::{ACTIVE, now_ms};
 use crate::error::{DatabaseFailure, StoreError};
 
 /// Most writes of one kind in one statement.
@@ -410,7 +413,7 @@ static FINISH_STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(
     )
 });
 
-/// [`CHECKPOINT_STATEMENT`](super::CHECKPOINT_STATEMENT) for many runs (one
+/// `commit::CHECKPOINT_STATEMENT` for many runs (one
 /// commit per run): every column is an array, `u` numbers the commits
 /// (`ord`) and sorts them by run id. The UPDATE moves only the runs that
 /// take their commit (fence, status, `last_seq + 1`, each re-checked on the
