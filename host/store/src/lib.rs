@@ -26,6 +26,7 @@ pub mod lease;
 pub mod migrate;
 mod postgres;
 mod read;
+mod refusal;
 pub mod rows;
 pub mod run;
 mod sqlite;

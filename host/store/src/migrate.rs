@@ -158,6 +158,48 @@ pub(crate) trait MigrationConnection: Send {
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 }
 
+/// Implements [`MigrationConnection`] for a backend's connection type from
+/// its dialect: `tables`, the statement listing the schema's tables, and
+/// `meta`, the one reading key and value of the [`MARKER_KEY`] ($1) and
+/// [`VERSION_KEY`] ($2) rows. Running a script and recording the version
+/// are the same on both backends. (Scripts go through `Executor::execute`,
+/// whose future is boxed: `RawSql::execute`'s own does not prove `Send`
+/// for every lifetime.)
+macro_rules! migration_connection {
+    ($connection:ty, tables: $tables:expr, meta: $meta:expr $(,)?) => {
+        impl $crate::migrate::MigrationConnection for $connection {
+            async fn tables(&mut self) -> Result<Vec<String>, sqlx::Error> {
+                sqlx::query_scalar($tables).fetch_all(self).await
+            }
+
+            async fn meta(&mut self) -> Result<Vec<(String, String)>, sqlx::Error> {
+                let sql: String = $meta;
+                sqlx::query_as(&sql)
+                    .bind($crate::migrate::MARKER_KEY)
+                    .bind($crate::migrate::VERSION_KEY)
+                    .fetch_all(self)
+                    .await
+            }
+
+            async fn run_script(&mut self, sql: &'static str) -> Result<(), sqlx::Error> {
+                sqlx::Executor::execute(self, sqlx::raw_sql(sql))
+                    .await
+                    .map(drop)
+            }
+
+            async fn record_version(&mut self, version: u32) -> Result<(), sqlx::Error> {
+                sqlx::query(&$crate::migrate::RECORD_VERSION)
+                    .bind($crate::migrate::VERSION_KEY)
+                    .bind(version.to_string())
+                    .execute(self)
+                    .await
+                    .map(drop)
+            }
+        }
+    };
+}
+pub(crate) use migration_connection;
+
 /// Sets the schema version ($1 [`VERSION_KEY`], $2 the version), in the
 /// SQL both backends read.
 pub(crate) static RECORD_VERSION: LazyLock<String> = LazyLock::new(|| {

@@ -24,6 +24,7 @@ use crate::codec::{ACTIVE, Codec, StepBinds, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, holds, lease_lost};
 use crate::read::Reads;
+use crate::refusal;
 use crate::rows::{JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
 use crate::run::{NewRun, RunStatus};
 
@@ -264,11 +265,7 @@ impl PgStore {
                 if d.kind() == ErrorKind::UniqueViolation
                     && d.constraint() == Some("runs_pkey") =>
             {
-                Err(StoreError::Conflict {
-                    db: self.db.clone(),
-                    run_id: run.id.clone(),
-                    message: "a run with this id already exists".into(),
-                })
+                Err(refusal::run_exists(&self.db, &run.id))
             }
             Err(e) => Err(self.error(e, format_args!("creating run `{}`", run.id))),
         }
@@ -315,13 +312,7 @@ impl PgStore {
     ) -> Result<(), StoreError> {
         let run_id = commit.run_id.as_str();
         if commit.seq == 0 {
-            return Err(StoreError::Conflict {
-                db: self.db.clone(),
-                run_id: run_id.to_owned(),
-                message:
-                    "checkpoint 0 is the initial state written by create_run; steps start at 1"
-                        .into(),
-            });
+            return Err(refusal::seq_zero(&self.db, run_id));
         }
         let encoded = EncodedCheckpoint::new(
             commit.seq,
@@ -479,30 +470,20 @@ impl PgStore {
         .bind(&p.run_id)
         .fetch_optional(&self.pool)
         .await;
-        let conflict = |message: String| StoreError::Conflict {
-            db: self.db.clone(),
-            run_id: p.run_id.clone(),
-            message,
-        };
-        match row {
-            Err(e) => self.error(e, action),
-            Ok(None) => StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: p.run_id.clone(),
-            },
-            Ok(Some((status, last, holder, generation, expires))) => match &p.fence {
-                Some(fence) if !holds(fence, holder.as_deref(), generation) => {
-                    lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
-                }
-                _ if status.parse().is_ok_and(RunStatus::is_finished) => {
-                    conflict(format!("the run is {status}; it takes no more checkpoints"))
-                }
-                _ => conflict(format!(
-                    "checkpoint {} does not follow the last one ({last}); another runner may \
-                     have taken this run, or this step was already committed",
-                    p.seq
-                )),
-            },
+        match (row, &p.fence) {
+            (Err(e), _) => self.error(e, action),
+            (Ok(Some((_, _, holder, generation, expires))), Some(fence))
+                if !holds(fence, holder.as_deref(), generation) =>
+            {
+                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+            }
+            (Ok(run), _) => refusal::not_next(
+                &self.db,
+                &p.run_id,
+                p.seq,
+                run.as_ref()
+                    .map(|(status, last, ..)| (status.as_str(), *last)),
+            ),
         }
     }
 
@@ -577,10 +558,7 @@ impl PgStore {
             (Ok(Some((holder, generation, expires))), Some(fence)) => {
                 lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
             }
-            (Ok(_), _) => StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: run_id.to_owned(),
-            },
+            (Ok(_), _) => refusal::run_not_found(&self.db, run_id),
         }
     }
 
@@ -663,10 +641,6 @@ impl PgStore {
         .await
         .map_err(|e| self.error(e, &action))?;
         Err(match (current, &p.fence) {
-            (None, _) => StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: p.run_id.clone(),
-            },
             // The lease changed hands (even if the new holder has since
             // finished the run), or it is gone from an unfinished run.
             (Some((current, holder, generation, expires)), Some(fence))
@@ -676,11 +650,11 @@ impl PgStore {
             {
                 lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
             }
-            (Some((current, ..)), _) => StoreError::Conflict {
-                db: self.db.clone(),
-                run_id: p.run_id.clone(),
-                message: format!("the run is already {current}"),
-            },
+            (current, _) => refusal::already_finished(
+                &self.db,
+                &p.run_id,
+                current.as_ref().map(|(status, ..)| status.as_str()),
+            ),
         })
     }
 

@@ -9,8 +9,9 @@ use std::time::Duration;
 use super::PgStore;
 use crate::codec::{ACTIVE, Codec, RUN_COLUMNS, now_ms};
 use crate::error::StoreError;
-use crate::lease::{Lease, PruneReport, lease_lost, ttl_ms};
-use crate::run::{RunRow, RunStatus};
+use crate::lease::{Lease, PruneReport, ttl_ms};
+use crate::refusal;
+use crate::run::RunRow;
 
 /// The database's clock in Unix milliseconds.
 const NOW_MS: &str = "(extract(epoch from statement_timestamp()) * 1000)::bigint";
@@ -67,25 +68,7 @@ impl PgStore {
         .await;
         match row {
             Err(e) => self.error(e, action),
-            Ok(None) => StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: run_id.to_owned(),
-            },
-            Ok(Some((status, Some(owner), Some(expires_at_ms))))
-                if !status.parse().is_ok_and(RunStatus::is_finished) =>
-            {
-                StoreError::Leased {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                    owner,
-                    expires_at_ms,
-                }
-            }
-            Ok(Some((status, ..))) => StoreError::Conflict {
-                db: self.db.clone(),
-                run_id: run_id.to_owned(),
-                message: format!("the run is {status}; it cannot be leased"),
-            },
+            Ok(run) => refusal::not_leased(&self.db, run_id, run),
         }
     }
 
@@ -124,22 +107,7 @@ impl PgStore {
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(|e| self.error(e, action))?;
-                Err(match row {
-                    None => StoreError::RunNotFound {
-                        db: self.db.clone(),
-                        run_id: lease.run_id.clone(),
-                    },
-                    Some((status, ..)) if status.parse().is_ok_and(RunStatus::is_finished) => {
-                        StoreError::Conflict {
-                            db: self.db.clone(),
-                            run_id: lease.run_id.clone(),
-                            message: format!("the run is {status}"),
-                        }
-                    }
-                    Some((_, holder, generation, expires)) => {
-                        lease_lost(&self.db, lease, holder.as_deref(), generation, expires)
-                    }
-                })
+                Err(refusal::not_renewed(&self.db, lease, row))
             }
         }
     }

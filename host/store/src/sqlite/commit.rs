@@ -16,6 +16,7 @@ use crate::checkpoint::{EncodedCheckpoint, START_NODE, StepCommit};
 use crate::codec::{ACTIVE, Codec, StepBinds, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, holds, lease_lost};
+use crate::refusal;
 use crate::rows::{MapItemRow, NewArtifact, StepRow, blob_digest};
 use crate::run::{NewRun, RunStatus};
 
@@ -24,10 +25,7 @@ impl SqliteStore {
     /// missing.
     fn sq_write(&self, source: rusqlite::Error, run_id: &str, action: &str) -> StoreError {
         if extended_code(&source) == Some(rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY) {
-            return StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: run_id.to_owned(),
-            };
+            return refusal::run_not_found(&self.db, run_id);
         }
         self.sq(source, action)
     }
@@ -92,11 +90,7 @@ impl SqliteStore {
                                     | rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
                             )
                         ) {
-                            StoreError::Conflict {
-                                db: self.db.clone(),
-                                run_id: run.id.clone(),
-                                message: "a run with this id already exists".into(),
-                            }
+                            refusal::run_exists(&self.db, &run.id)
                         } else {
                             self.sq(e, &action)
                         },
@@ -128,13 +122,7 @@ impl SqliteStore {
         let run_id = commit.run_id.as_str();
         let action = format!("committing checkpoint {} of run `{run_id}`", commit.seq);
         if commit.seq == 0 {
-            return Err(StoreError::Conflict {
-                db: self.db.clone(),
-                run_id: run_id.to_owned(),
-                message:
-                    "checkpoint 0 is the initial state written by create_run; steps start at 1"
-                        .into(),
-            });
+            return Err(refusal::seq_zero(&self.db, run_id));
         }
         let seq = self.int(commit.seq, "checkpoint seq")?;
         let encoded = EncodedCheckpoint::new(
@@ -296,30 +284,14 @@ impl SqliteStore {
                 |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)),
             )
             .optional();
-        let conflict = |message: String| StoreError::Conflict {
-            db: self.db.clone(),
-            run_id: run_id.to_owned(),
-            message,
-        };
         match row {
             Err(e) => self.sq(e, &format!("checking run `{run_id}`")),
-            Ok(None) => StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: run_id.to_owned(),
-            },
-            Ok(Some((status, last))) => {
-                if status
-                    .parse::<RunStatus>()
-                    .is_ok_and(RunStatus::is_finished)
-                {
-                    conflict(format!("the run is {status}; it takes no more checkpoints"))
-                } else {
-                    conflict(format!(
-                        "checkpoint {seq} does not follow the last one ({last}); \
-                         another runner may have taken this run, or this step was already committed"
-                    ))
-                }
-            }
+            Ok(run) => refusal::not_next(
+                &self.db,
+                run_id,
+                seq,
+                run.as_ref().map(|(status, last)| (status.as_str(), *last)),
+            ),
         }
     }
 
@@ -379,17 +351,11 @@ impl SqliteStore {
                 )
                 .optional()
                 .map_err(|e| self.sq(e, &action))?;
-            Err(match current {
-                None => StoreError::RunNotFound {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                },
-                Some(current) => StoreError::Conflict {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                    message: format!("the run is already {current}"),
-                },
-            })
+            Err(refusal::already_finished(
+                &self.db,
+                run_id,
+                current.as_deref(),
+            ))
         })
         .await
     }

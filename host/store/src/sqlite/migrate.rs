@@ -3,51 +3,19 @@
 //! `BEGIN IMMEDIATE`: it holds the write lock from its first read, so two
 //! processes opening a new file migrate it one after the other.
 
+use sqlx::Connection;
 use sqlx::sqlite::SqliteConnection;
-use sqlx::{Connection, Executor};
 
 use crate::error::StoreError;
-use crate::migrate::{
-    self, MARKER_KEY, META_TABLE, MigrationConnection, RECORD_VERSION, SCHEMA_VERSION, VERSION_KEY,
-    failed,
-};
+use crate::migrate::{self, META_TABLE, SCHEMA_VERSION, failed, migration_connection};
 
-impl MigrationConnection for SqliteConnection {
-    /// Every table and view but SQLite's own (`sqlite_…`).
-    async fn tables(&mut self) -> Result<Vec<String>, sqlx::Error> {
-        sqlx::query_scalar(
-            "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+migration_connection!(
+    SqliteConnection,
+    // Every table and view but SQLite's own (`sqlite_…`).
+    tables: "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
              AND type IN ('table', 'view') ORDER BY name",
-        )
-        .fetch_all(self)
-        .await
-    }
-
-    async fn meta(&mut self) -> Result<Vec<(String, String)>, sqlx::Error> {
-        sqlx::query_as(&format!(
-            "SELECT key, value FROM {META_TABLE} WHERE key IN ($1, $2)"
-        ))
-        .bind(MARKER_KEY)
-        .bind(VERSION_KEY)
-        .fetch_all(self)
-        .await
-    }
-
-    async fn run_script(&mut self, sql: &'static str) -> Result<(), sqlx::Error> {
-        // Through `Executor` (a boxed future): `RawSql::execute`'s own
-        // future does not prove `Send` for every lifetime.
-        self.execute(sqlx::raw_sql(sql)).await.map(drop)
-    }
-
-    async fn record_version(&mut self, version: u32) -> Result<(), sqlx::Error> {
-        sqlx::query(&RECORD_VERSION)
-            .bind(VERSION_KEY)
-            .bind(version.to_string())
-            .execute(self)
-            .await
-            .map(drop)
-    }
-}
+    meta: format!("SELECT key, value FROM {META_TABLE} WHERE key IN ($1, $2)"),
+);
 
 /// Applies pending migrations in one write transaction, re-checking what the
 /// database holds under the write lock (another process may have opened it

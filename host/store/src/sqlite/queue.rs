@@ -11,6 +11,7 @@ use crate::codec::{ACTIVE, Codec, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, PruneReport, ttl_ms};
 use crate::read::Reads;
+use crate::refusal;
 use crate::run::RunRow;
 
 impl SqliteStore {
@@ -74,25 +75,7 @@ impl SqliteStore {
             .optional();
         match row {
             Err(e) => self.sq(e, action),
-            Ok(None) => StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: run_id.to_owned(),
-            },
-            Ok(Some((status, Some(owner), Some(expires_at_ms))))
-                if !status.parse().is_ok_and(crate::RunStatus::is_finished) =>
-            {
-                StoreError::Leased {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                    owner,
-                    expires_at_ms,
-                }
-            }
-            Ok(Some((status, ..))) => StoreError::Conflict {
-                db: self.db.clone(),
-                run_id: run_id.to_owned(),
-                message: format!("the run is {status}; it cannot be leased"),
-            },
+            Ok(run) => refusal::not_leased(&self.db, run_id, run),
         }
     }
 
@@ -146,27 +129,7 @@ impl SqliteStore {
             .optional();
         match row {
             Err(e) => self.sq(e, action),
-            Ok(None) => StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: lease.run_id.clone(),
-            },
-            Ok(Some((status, holder, generation, expires))) => {
-                if status.parse().is_ok_and(crate::RunStatus::is_finished) {
-                    StoreError::Conflict {
-                        db: self.db.clone(),
-                        run_id: lease.run_id.clone(),
-                        message: format!("the run is {status}"),
-                    }
-                } else {
-                    crate::lease::lease_lost(
-                        &self.db,
-                        lease,
-                        holder.as_deref(),
-                        generation,
-                        expires,
-                    )
-                }
-            }
+            Ok(run) => refusal::not_renewed(&self.db, lease, run),
         }
     }
 
@@ -240,10 +203,7 @@ impl SqliteStore {
         let run = self
             .run(&run_id)
             .await?
-            .ok_or_else(|| StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: run_id.clone(),
-            })?;
+            .ok_or_else(|| refusal::run_not_found(&self.db, &run_id))?;
         let lease = Lease {
             run_id,
             owner: owner.to_owned(),
