@@ -6,7 +6,7 @@
 //! corruption detection, refusal of foreign and newer databases, artifacts,
 //! map items, listing, delta sizes, racing runners; leases, fencing, the
 //! queue, task rows and retention. SQLite-only behaviour (files, WAL, sync
-//! modes) is in `store_sqlite.rs`; Postgres-only behaviour (URLs, unreachable
+//! modes) is in `sqlite.rs` beside this file; Postgres-only behaviour (URLs, unreachable
 //! servers) is at the end of this file.
 
 use skillhost_tests::store_fixtures::{commit, new_run, ok_step, records_state, varied_change};
