@@ -1,5 +1,12 @@
 //! Store errors. Every message names the database (its display URL, never a
 //! password) and, where there is one, what to do about it.
+//!
+//! Owns: [`StoreError`] and [`DatabaseFailure`], the driver's failure in our
+//! own terms, with the verdicts the retry rules read
+//! ([`is_transient`](DatabaseFailure::is_transient),
+//! [`may_have_committed`](DatabaseFailure::may_have_committed)). Must not:
+//! let a driver's error type (sqlx, rusqlite) into the store's API; they are
+//! converted where they arise.
 
 /// Something the store refused or could not do.
 #[derive(Debug, thiserror::Error)]
@@ -95,23 +102,15 @@ pub enum StoreError {
     #[error("invalid value for {db}: {message}")]
     Invalid { db: String, message: String },
 
-    /// Any other database failure.
+    /// Any other database failure, on either backend: a statement the
+    /// database refused, a connection that broke, a value that did not
+    /// decode.
     #[error("database error on {db} while {action}: {source}")]
     Database {
         db: String,
         action: String,
         #[source]
-        source: sqlx::Error,
-    },
-
-    /// A failure of a SQLite store's writer connection (see
-    /// `store::sqlite::writer`).
-    #[error("database error on {db} while {action}: {source}")]
-    Sqlite {
-        db: String,
-        action: String,
-        #[source]
-        source: rusqlite::Error,
+        source: DatabaseFailure,
     },
 
     /// The store handle was closed.
@@ -135,9 +134,7 @@ impl StoreError {
     /// worth retrying later, nothing about the run itself is wrong.
     pub fn is_transient(&self) -> bool {
         match self {
-            StoreError::Database { source, .. } => is_transient(source),
-            // Another process kept the write lock past the busy timeout.
-            StoreError::Sqlite { source, .. } => is_sqlite_busy(source),
+            StoreError::Database { source, .. } => source.is_transient(),
             StoreError::Open { .. } => true,
             _ => false,
         }
@@ -156,130 +153,188 @@ impl StoreError {
     /// it there means somebody else wrote it.
     pub fn may_have_committed(&self) -> bool {
         match self {
-            StoreError::Database { source, .. } => may_have_committed(source),
+            StoreError::Database { source, .. } => source.may_have_committed(),
             _ => false,
         }
     }
 }
 
-/// See [`StoreError::may_have_committed`]: I/O and protocol failures, and
-/// the server ending the connection (SQLSTATE classes 08 and 57P), leave a
-/// statement's outcome unknown.
-pub(crate) fn may_have_committed(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Io(_)
-        | sqlx::Error::Protocol(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(e) => e
-            .code()
-            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
-        _ => false,
-    }
-}
-
-/// A copy of a transient error, for each of the writes that shared the
-/// statement it ended (group commit): it keeps what [`is_transient`] and
-/// [`may_have_committed`] read, the SQLSTATE code and the kind of failure.
-pub(crate) fn relay(error: &sqlx::Error) -> sqlx::Error {
-    match error {
-        sqlx::Error::Database(e) => sqlx::Error::Database(Box::new(Relayed {
-            message: e.message().to_owned(),
-            code: e.code().map(|code| code.into_owned()),
-        })),
-        sqlx::Error::PoolTimedOut => sqlx::Error::PoolTimedOut,
-        sqlx::Error::WorkerCrashed => sqlx::Error::WorkerCrashed,
-        sqlx::Error::Protocol(message) => sqlx::Error::Protocol(message.clone()),
-        other => sqlx::Error::Io(std::io::Error::other(other.to_string())),
-    }
-}
-
-/// An error the server reported, as [`relay`] passes it on.
-#[derive(Debug)]
-struct Relayed {
-    message: String,
+/// A failure the database reported, or of the connection to it, in the
+/// store's own terms: the driver's message word for word, the code the
+/// database gave (a SQLSTATE on Postgres, an extended result code on
+/// SQLite), and what kind of failure it was. That is all that messages and
+/// the retry rules read. Being our own (and `Clone`), no driver's error type
+/// is part of the store's API, and one failure can be handed to each of the
+/// writes it ended (group commit) as an exact copy, verdicts included.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DatabaseFailure {
+    kind: FailureKind,
     code: Option<String>,
+    message: String,
 }
 
-impl std::fmt::Display for Relayed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
+/// What kind of failure a [`DatabaseFailure`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The connection broke while a statement was in flight (I/O, TLS, a
+    /// protocol error, the driver's worker gone): whether it committed is
+    /// unknown.
+    ConnectionLost,
+    /// No connection came from the pool in time: nothing was sent.
+    NoConnection,
+    /// The database refused the statement; its code says why.
+    Refused,
+    /// Another connection held the lock a write needed past the busy
+    /// timeout (SQLITE_BUSY or SQLITE_LOCKED on a SQLite store's writer).
+    Busy,
+    /// Anything else: a closed pool, a value that does not decode, …
+    Other,
 }
 
-impl std::error::Error for Relayed {}
-
-impl sqlx::error::DatabaseError for Relayed {
-    fn message(&self) -> &str {
-        &self.message
+impl DatabaseFailure {
+    pub fn kind(&self) -> FailureKind {
+        self.kind
     }
 
-    fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
-        self.code.as_deref().map(std::borrow::Cow::Borrowed)
+    /// The database's code for a refusal: a SQLSTATE (Postgres) or an
+    /// extended result code in decimal (SQLite).
+    pub fn code(&self) -> Option<&str> {
+        self.code.as_deref()
     }
 
-    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-        self
+    /// The connection, not the request: worth retrying later. Lost or
+    /// unavailable connections, a busy SQLite lock, and the SQLSTATEs of
+    /// connection failures (class 08), server shutdown (57P01..57P03),
+    /// serialisation failures and deadlocks (40001, 40P01) and too many
+    /// connections (53300). SQLite's codes are plain numbers, which none of
+    /// these SQLSTATEs is.
+    pub fn is_transient(&self) -> bool {
+        match self.kind {
+            FailureKind::ConnectionLost | FailureKind::NoConnection | FailureKind::Busy => true,
+            FailureKind::Refused => self.code().is_some_and(|code| {
+                code.starts_with("08")
+                    || matches!(
+                        code,
+                        "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
+                    )
+            }),
+            FailureKind::Other => false,
+        }
     }
 
-    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
-        self
+    /// See [`StoreError::may_have_committed`]: a connection lost mid-statement,
+    /// or the server ending the connection (SQLSTATE classes 08 and 57P),
+    /// leaves a statement's outcome unknown.
+    pub fn may_have_committed(&self) -> bool {
+        match self.kind {
+            FailureKind::ConnectionLost => true,
+            FailureKind::Refused => self
+                .code()
+                .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+            _ => false,
+        }
     }
 
-    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
-        self
+    /// An sqlx failure (Postgres, and SQLite's reads and migrations).
+    pub(crate) fn from_sqlx(error: sqlx::Error) -> DatabaseFailure {
+        let (kind, code) = match &error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed => (FailureKind::ConnectionLost, None),
+            sqlx::Error::PoolTimedOut => (FailureKind::NoConnection, None),
+            sqlx::Error::Database(e) => (FailureKind::Refused, e.code().map(|c| c.into_owned())),
+            _ => (FailureKind::Other, None),
+        };
+        DatabaseFailure {
+            kind,
+            code,
+            message: error.to_string(),
+        }
     }
 
-    fn kind(&self) -> sqlx::error::ErrorKind {
-        sqlx::error::ErrorKind::Other
+    /// A failure of a SQLite store's writer connection (rusqlite).
+    pub(crate) fn from_rusqlite(error: rusqlite::Error) -> DatabaseFailure {
+        let kind = match error.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                FailureKind::Busy
+            }
+            Some(_) => FailureKind::Refused,
+            None => FailureKind::Other,
+        };
+        let code = match &error {
+            rusqlite::Error::SqliteFailure(failure, _) => Some(failure.extended_code.to_string()),
+            _ => None,
+        };
+        DatabaseFailure {
+            kind,
+            code,
+            message: error.to_string(),
+        }
     }
-}
-
-/// Errors that say "the connection, not the request": I/O, pool timeouts,
-/// and the SQLSTATE classes for connection failures, server shutdown and
-/// serialisation failures.
-pub(crate) fn is_transient(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Io(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::Protocol(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(e) => e.code().is_some_and(|code| {
-            code.starts_with("08")
-                || matches!(
-                    code.as_ref(),
-                    "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
-                )
-        }),
-        _ => false,
-    }
-}
-
-/// SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock a
-/// statement needs.
-pub(crate) fn is_sqlite_busy(error: &rusqlite::Error) -> bool {
-    matches!(
-        error.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// An error as a server reports it, with a SQLSTATE.
+    #[derive(Debug)]
+    struct ServerSaid {
+        message: String,
+        code: String,
+    }
+
+    impl std::fmt::Display for ServerSaid {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.message)
+        }
+    }
+
+    impl std::error::Error for ServerSaid {}
+
+    impl sqlx::error::DatabaseError for ServerSaid {
+        fn message(&self) -> &str {
+            &self.message
+        }
+
+        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+            Some(std::borrow::Cow::Borrowed(&self.code))
+        }
+
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
     fn server_error(code: &str) -> sqlx::Error {
-        sqlx::Error::Database(Box::new(Relayed {
+        sqlx::Error::Database(Box::new(ServerSaid {
             message: format!("the server said {code}"),
-            code: Some(code.to_owned()),
+            code: code.to_owned(),
         }))
+    }
+
+    fn failure(error: sqlx::Error) -> DatabaseFailure {
+        DatabaseFailure::from_sqlx(error)
     }
 
     #[test]
     fn only_a_broken_connection_leaves_a_write_maybe_committed() {
-        let broken = sqlx::Error::Io(std::io::Error::other("connection reset"));
-        assert!(is_transient(&broken) && may_have_committed(&broken));
+        let broken = failure(sqlx::Error::Io(std::io::Error::other("connection reset")));
+        assert!(broken.is_transient() && broken.may_have_committed());
         // Nothing was sent, or the server rolled the statement back.
         for certain in [
             sqlx::Error::PoolTimedOut,
@@ -287,40 +342,65 @@ mod tests {
             server_error("40001"),
             server_error("53300"),
         ] {
-            assert!(is_transient(&certain), "{certain}");
-            assert!(!may_have_committed(&certain), "{certain}");
+            let certain = failure(certain);
+            assert!(certain.is_transient(), "{certain}");
+            assert!(!certain.may_have_committed(), "{certain}");
         }
         // The server ended the connection: the statement may have landed.
         for ended in [server_error("57P01"), server_error("08006")] {
+            let ended = failure(ended);
             assert!(
-                is_transient(&ended) && may_have_committed(&ended),
+                ended.is_transient() && ended.may_have_committed(),
                 "{ended}"
             );
         }
-        assert!(!may_have_committed(&server_error("23505")));
+        let refused = failure(server_error("23505"));
+        assert!(!refused.is_transient() && !refused.may_have_committed());
+        assert_eq!(refused.code(), Some("23505"));
+        assert!(!failure(sqlx::Error::PoolClosed).is_transient());
     }
 
     #[test]
-    fn a_relayed_error_keeps_its_verdicts() {
+    fn a_failure_keeps_the_drivers_words_and_its_verdicts() {
         for error in [
             sqlx::Error::Io(std::io::Error::other("connection reset")),
             sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
             sqlx::Error::Protocol("unexpected message".into()),
             server_error("40P01"),
             server_error("57P01"),
         ] {
-            let relayed = relay(&error);
-            assert_eq!(is_transient(&relayed), is_transient(&error), "{error}");
+            let words = error.to_string();
+            let kept = failure(error);
+            // What the driver said is passed on word for word, and a copy
+            // (each write of a failed group statement gets one) says the same.
+            assert_eq!(kept.to_string(), words);
+            let copy = kept.clone();
             assert_eq!(
-                may_have_committed(&relayed),
-                may_have_committed(&error),
-                "{error}"
+                (copy.is_transient(), copy.may_have_committed(), copy.code()),
+                (kept.is_transient(), kept.may_have_committed(), kept.code())
             );
         }
-        // What the server said is passed on word for word.
-        assert_eq!(
-            relay(&server_error("40P01")).to_string(),
-            server_error("40P01").to_string()
+    }
+
+    #[test]
+    fn a_busy_sqlite_writer_is_transient_and_certainly_not_committed() {
+        let busy = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+            Some("database is locked".into()),
         );
+        let words = busy.to_string();
+        let busy = DatabaseFailure::from_rusqlite(busy);
+        assert_eq!(busy.kind(), FailureKind::Busy);
+        assert!(busy.is_transient() && !busy.may_have_committed());
+        assert_eq!(busy.to_string(), words);
+
+        let refused = DatabaseFailure::from_rusqlite(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY),
+            None,
+        ));
+        assert_eq!(refused.kind(), FailureKind::Refused);
+        assert_eq!(refused.code(), Some("787"));
+        assert!(!refused.is_transient() && !refused.may_have_committed());
     }
 }

@@ -9,18 +9,24 @@
 //! edges (the engine decides what a step is; the store makes it durable),
 //! print anything, or write to a database that is not ours.
 //!
-//! Backends: SQLite (`sqlite.rs`, leases and queue in `sqlite/queue.rs`) and
-//! Postgres (`postgres.rs`), variants of the private `Backend` enum behind
-//! the same API, each with its own migrations folder defining the same
-//! tables. Backend-neutral rules live in [`checkpoint`], [`state`],
+//! Backends: SQLite (`sqlite/`) and Postgres (`postgres/`), variants of the
+//! private `Backend` enum behind the same API, each with its own migrations
+//! folder defining the same tables, and the same file per concern:
+//! `mod.rs` (open), `commit.rs` (writes of a run's history), `queue.rs`
+//! (leases, queue, retention), `migrate.rs`. Each keeps its own write path;
+//! reads (`read.rs`) and the row codec (`codec.rs`) are written once for
+//! both. Backend-neutral rules live in [`checkpoint`], [`state`],
 //! [`migrate`] and [`lease`].
 
 pub mod checkpoint;
+mod codec;
 pub mod error;
 pub mod failpoint;
 pub mod lease;
 pub mod migrate;
 mod postgres;
+mod read;
+mod refusal;
 pub mod rows;
 pub mod run;
 mod sqlite;
@@ -70,6 +76,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use postgres::PgStore;
+use read::Reads;
 use sqlite::SqliteStore;
 use url::DatabaseUrl;
 

@@ -5,10 +5,15 @@
 //! (`application = skillhost`) and `schema_version`. A database with tables
 //! but no marker is someone else's and is refused before anything is
 //! written; one whose version is newer than [`SCHEMA_VERSION`] was written by
-//! a newer host and is refused too. Backends supply the SQL dialect; the
-//! decisions are made here so every backend makes the same ones.
+//! a newer host and is refused too. Backends supply the SQL dialect (how
+//! to list tables and read the marker, how to take the migration lock); the
+//! decisions, and the order of the steps, are made here so every backend
+//! makes the same ones ([`inspect`], [`current_version`], [`apply_pending`]).
 
-use super::error::StoreError;
+use std::future::Future;
+use std::sync::LazyLock;
+
+use super::error::{DatabaseFailure, StoreError};
 
 /// One numbered migration.
 #[derive(Debug, Clone, Copy)]
@@ -126,6 +131,150 @@ impl Found {
             }),
             Found::Ours(version) => Ok(*version),
         }
+    }
+}
+
+/// A connection (or a transaction on one) of a backend, as migrations use
+/// it: two reads that say what the database holds, and the two writes of a
+/// migration step.
+pub(crate) trait MigrationConnection: Send {
+    /// The tables (and views) of the schema the store works in.
+    fn tables(&mut self) -> impl Future<Output = Result<Vec<String>, sqlx::Error>> + Send;
+
+    /// The [`MARKER_KEY`] and [`VERSION_KEY`] rows of [`META_TABLE`], as
+    /// (key, value); fails if that table does not have our columns.
+    fn meta(&mut self) -> impl Future<Output = Result<Vec<(String, String)>, sqlx::Error>> + Send;
+
+    /// Runs a migration's SQL.
+    fn run_script(
+        &mut self,
+        sql: &'static str,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+
+    /// Records `version` as the schema version.
+    fn record_version(
+        &mut self,
+        version: u32,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+}
+
+/// Implements [`MigrationConnection`] for a backend's connection type from
+/// its dialect: `tables`, the statement listing the schema's tables, and
+/// `meta`, the one reading key and value of the [`MARKER_KEY`] ($1) and
+/// [`VERSION_KEY`] ($2) rows. Running a script and recording the version
+/// are the same on both backends. (Scripts go through `Executor::execute`,
+/// whose future is boxed: `RawSql::execute`'s own does not prove `Send`
+/// for every lifetime.)
+macro_rules! migration_connection {
+    ($connection:ty, tables: $tables:expr, meta: $meta:expr $(,)?) => {
+        impl $crate::migrate::MigrationConnection for $connection {
+            async fn tables(&mut self) -> Result<Vec<String>, sqlx::Error> {
+                sqlx::query_scalar($tables).fetch_all(self).await
+            }
+
+            async fn meta(&mut self) -> Result<Vec<(String, String)>, sqlx::Error> {
+                let sql: String = $meta;
+                sqlx::query_as(&sql)
+                    .bind($crate::migrate::MARKER_KEY)
+                    .bind($crate::migrate::VERSION_KEY)
+                    .fetch_all(self)
+                    .await
+            }
+
+            async fn run_script(&mut self, sql: &'static str) -> Result<(), sqlx::Error> {
+                sqlx::Executor::execute(self, sqlx::raw_sql(sql))
+                    .await
+                    .map(drop)
+            }
+
+            async fn record_version(&mut self, version: u32) -> Result<(), sqlx::Error> {
+                sqlx::query(&$crate::migrate::RECORD_VERSION)
+                    .bind($crate::migrate::VERSION_KEY)
+                    .bind(version.to_string())
+                    .execute(self)
+                    .await
+                    .map(drop)
+            }
+        }
+    };
+}
+pub(crate) use migration_connection;
+
+/// Sets the schema version ($1 [`VERSION_KEY`], $2 the version), in the
+/// SQL both backends read.
+pub(crate) static RECORD_VERSION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO {META_TABLE} (key, value) VALUES ($1, $2) \
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+    )
+});
+
+/// What the database holds, read without writing.
+pub(crate) async fn inspect(conn: &mut impl MigrationConnection) -> Result<Found, sqlx::Error> {
+    let tables = conn.tables().await?;
+    if !tables.iter().any(|t| t == META_TABLE) {
+        return Ok(Found::classify(&tables, None, None));
+    }
+    // A foreign table that happens to have our table's name may lack our
+    // columns; that makes it foreign, not an error.
+    let Ok(meta) = conn.meta().await else {
+        return Ok(Found::Foreign(format!(
+            "it has a {META_TABLE} table that is not Skillhost's"
+        )));
+    };
+    let value = |key: &str| meta.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    Ok(Found::classify(
+        &tables,
+        value(MARKER_KEY),
+        value(VERSION_KEY),
+    ))
+}
+
+/// The schema version to migrate from, read without writing; refuses a
+/// database that is not ours or is newer.
+pub(crate) async fn current_version(
+    conn: &mut impl MigrationConnection,
+    db: &str,
+) -> Result<u32, StoreError> {
+    inspect(conn)
+        .await
+        .map_err(|e| failed(db, e, "reading the schema version".into()))?
+        .current_version(db)
+}
+
+/// Applies the migrations after the current version, in order, on `conn`:
+/// a transaction that holds the backend's migration lock, so the version is
+/// read again here (another process may have migrated since the first
+/// look).
+pub(crate) async fn apply_pending(
+    conn: &mut impl MigrationConnection,
+    migrations: &[Migration],
+    db: &str,
+) -> Result<(), StoreError> {
+    let current = current_version(conn, db).await?;
+    for migration in migrations.iter().filter(|m| m.version > current) {
+        let action = || {
+            format!(
+                "applying migration {:04}_{}",
+                migration.version, migration.name
+            )
+        };
+        conn.run_script(migration.sql)
+            .await
+            .map_err(|e| failed(db, e, action()))?;
+        conn.record_version(migration.version)
+            .await
+            .map_err(|e| failed(db, e, action()))?;
+    }
+    Ok(())
+}
+
+/// A migration statement failed while `action`.
+pub(crate) fn failed(db: &str, source: sqlx::Error, action: String) -> StoreError {
+    StoreError::Database {
+        db: db.to_owned(),
+        action,
+        source: DatabaseFailure::from_sqlx(source),
     }
 }
 

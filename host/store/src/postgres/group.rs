@@ -23,8 +23,11 @@ use std::sync::Arc;
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use super::{ACTIVE, PgStore, Prepared, PreparedFinish, PreparedRun, START_NODE, now_ms};
-use crate::error::{StoreError, is_transient, relay};
+use super::PgStore;
+use super::commit::{Prepared, PreparedFinish, PreparedRun};
+use crate::checkpoint::START_NODE;
+use crate::codec::{ACTIVE, now_ms};
+use crate::error::{DatabaseFailure, StoreError};
 
 /// Most writes of one kind in one statement.
 pub(super) const MAX_BATCH: usize = 64;
@@ -78,7 +81,7 @@ impl Group {
         let closed = || StoreError::Database {
             db: db.to_owned(),
             action: "writing to the database (group commit)".into(),
-            source: sqlx::Error::PoolClosed,
+            source: DatabaseFailure::from_sqlx(sqlx::Error::PoolClosed),
         };
         self.tx
             .send(op(Queued { item, reply }))
@@ -200,7 +203,10 @@ impl PgStore {
         let (batch, again): (Vec<Queued<T>>, Vec<Queued<T>>) = batch
             .into_iter()
             .partition(|q| seen.insert(q.item.run_id().to_owned()));
-        match T::write(self, &batch).await {
+        match T::write(self, &batch)
+            .await
+            .map_err(DatabaseFailure::from_sqlx)
+        {
             Ok(written) => {
                 for (i, queued) in batch.into_iter().enumerate() {
                     if written.contains(&(i as i64 + 1)) {
@@ -212,12 +218,16 @@ impl PgStore {
                     }
                 }
             }
-            Err(e) if is_transient(&e) => {
+            Err(failure) if failure.is_transient() => {
                 // Every write of the failed transaction hears why, with the
                 // same transient verdict (and whether it may have committed
                 // all the same), so each retries on its own.
                 for queued in batch {
-                    let error = self.error(relay(&e), queued.item.describe());
+                    let error = StoreError::Database {
+                        db: self.db.clone(),
+                        action: queued.item.describe(),
+                        source: failure.clone(),
+                    };
                     let _ = queued.reply.send(Err(error));
                 }
             }
@@ -403,7 +413,7 @@ static FINISH_STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(
     )
 });
 
-/// [`CHECKPOINT_STATEMENT`](super::CHECKPOINT_STATEMENT) for many runs (one
+/// `commit::CHECKPOINT_STATEMENT` for many runs (one
 /// commit per run): every column is an array, `u` numbers the commits
 /// (`ord`) and sorts them by run id. The UPDATE moves only the runs that
 /// take their commit (fence, status, `last_seq + 1`, each re-checked on the

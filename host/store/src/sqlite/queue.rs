@@ -5,11 +5,13 @@
 use std::time::Duration;
 
 use rusqlite::{OptionalExtension, Transaction, params};
-use sqlx::Row;
 
-use super::{ACTIVE, SqliteStore, now_ms};
+use super::SqliteStore;
+use crate::codec::{ACTIVE, Codec, now_ms};
 use crate::error::StoreError;
-use crate::lease::{CurrentCheckpoint, Lease, PruneReport, Retention, ttl_ms};
+use crate::lease::{Lease, PruneReport, ttl_ms};
+use crate::read::Reads;
+use crate::refusal;
 use crate::run::RunRow;
 
 impl SqliteStore {
@@ -73,25 +75,7 @@ impl SqliteStore {
             .optional();
         match row {
             Err(e) => self.sq(e, action),
-            Ok(None) => StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: run_id.to_owned(),
-            },
-            Ok(Some((status, Some(owner), Some(expires_at_ms))))
-                if !status.parse().is_ok_and(crate::RunStatus::is_finished) =>
-            {
-                StoreError::Leased {
-                    db: self.db.clone(),
-                    run_id: run_id.to_owned(),
-                    owner,
-                    expires_at_ms,
-                }
-            }
-            Ok(Some((status, ..))) => StoreError::Conflict {
-                db: self.db.clone(),
-                run_id: run_id.to_owned(),
-                message: format!("the run is {status}; it cannot be leased"),
-            },
+            Ok(run) => refusal::not_leased(&self.db, run_id, run),
         }
     }
 
@@ -145,27 +129,7 @@ impl SqliteStore {
             .optional();
         match row {
             Err(e) => self.sq(e, action),
-            Ok(None) => StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: lease.run_id.clone(),
-            },
-            Ok(Some((status, holder, generation, expires))) => {
-                if status.parse().is_ok_and(crate::RunStatus::is_finished) {
-                    StoreError::Conflict {
-                        db: self.db.clone(),
-                        run_id: lease.run_id.clone(),
-                        message: format!("the run is {status}"),
-                    }
-                } else {
-                    crate::lease::lease_lost(
-                        &self.db,
-                        lease,
-                        holder.as_deref(),
-                        generation,
-                        expires,
-                    )
-                }
-            }
+            Ok(run) => refusal::not_renewed(&self.db, lease, run),
         }
     }
 
@@ -239,10 +203,7 @@ impl SqliteStore {
         let run = self
             .run(&run_id)
             .await?
-            .ok_or_else(|| StoreError::RunNotFound {
-                db: self.db.clone(),
-                run_id: run_id.clone(),
-            })?;
+            .ok_or_else(|| refusal::run_not_found(&self.db, &run_id))?;
         let lease = Lease {
             run_id,
             owner: owner.to_owned(),
@@ -250,41 +211,6 @@ impl SqliteStore {
             expires_at_ms: run.lease_expires_at_ms.unwrap_or(now),
         };
         Ok(Some((run, lease)))
-    }
-
-    pub async fn current_checkpoint(
-        &self,
-        task_id: &str,
-    ) -> Result<Option<CurrentCheckpoint>, StoreError> {
-        // The task's row; else, for a run without a task id (its own task),
-        // the run's last checkpoint. A task row wins if both exist.
-        let row = sqlx::query(
-            "SELECT run_id, seq, node_id, next_nodes, state_hash, updated_at FROM ( \
-                 SELECT 0 AS rank, run_id, seq, node_id, next_nodes, state_hash, updated_at \
-                 FROM task_checkpoints WHERE task_id = $1 \
-                 UNION ALL \
-                 SELECT 1, r.id, c.seq, c.node_id, c.next_nodes, c.state_hash, c.created_at \
-                 FROM runs AS r JOIN checkpoints AS c ON c.run_id = r.id AND c.seq = r.last_seq \
-                 WHERE r.id = $1 AND r.task_id IS NULL) \
-             ORDER BY rank LIMIT 1",
-        )
-        .bind(task_id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| self.error(e, format_args!("reading task `{task_id}`")))?;
-        let Some(row) = row else { return Ok(None) };
-        let what = format!("current checkpoint of task `{task_id}`");
-        let next_nodes: String = self.get(&row, "next_nodes")?;
-        Ok(Some(CurrentCheckpoint {
-            task_id: task_id.to_owned(),
-            run_id: self.get(&row, "run_id")?,
-            seq: self.uint(self.get(&row, "seq")?, &what)?,
-            node_id: self.get(&row, "node_id")?,
-            next_nodes: serde_json::from_str(&next_nodes)
-                .map_err(|e| self.corrupt(&what, format!("next nodes are not valid: {e}")))?,
-            state_hash: self.get(&row, "state_hash")?,
-            updated_at_ms: self.get(&row, "updated_at")?,
-        }))
     }
 
     pub async fn set_retention(
@@ -310,26 +236,6 @@ impl SqliteStore {
                 Ok(())
             })
             .await
-    }
-
-    pub async fn retention(&self) -> Result<Vec<Retention>, StoreError> {
-        let rows =
-            sqlx::query("SELECT scenario_name, keep_ms FROM retention ORDER BY scenario_name")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| self.error(e, "reading retention settings"))?;
-        rows.iter()
-            .map(|row| {
-                Ok(Retention {
-                    scenario_name: row
-                        .try_get("scenario_name")
-                        .map_err(|e| self.error(e, "reading retention settings"))?,
-                    keep_ms: row
-                        .try_get("keep_ms")
-                        .map_err(|e| self.error(e, "reading retention settings"))?,
-                })
-            })
-            .collect()
     }
 
     pub async fn prune_runs(

@@ -45,7 +45,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use tokio::sync::Mutex;
 
 use crate::SyncMode;
-use crate::error::{StoreError, is_sqlite_busy};
+use crate::error::{DatabaseFailure, FailureKind, StoreError};
 
 /// Statements the writer keeps prepared (every write statement of the store
 /// fits, with room to spare).
@@ -224,10 +224,10 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
 }
 
 fn sqlite_error(db: &str, source: rusqlite::Error, action: &str) -> StoreError {
-    StoreError::Sqlite {
+    StoreError::Database {
         db: db.to_owned(),
         action: action.to_owned(),
-        source,
+        source: DatabaseFailure::from_rusqlite(source),
     }
 }
 
@@ -291,7 +291,7 @@ fn checkpoint_on_request(conn: Connection, requests: Receiver<()>, checkpoints: 
 /// SQLITE_BUSY or SQLITE_LOCKED from the writer: another connection holds
 /// the lock this write needs.
 pub(super) fn is_busy(error: &StoreError) -> bool {
-    matches!(error, StoreError::Sqlite { source, .. } if is_sqlite_busy(source))
+    matches!(error, StoreError::Database { source, .. } if source.kind() == FailureKind::Busy)
 }
 
 #[cfg(test)]
@@ -341,7 +341,7 @@ mod tests {
             })
             .await;
         assert!(
-            matches!(&failed, Err(StoreError::Sqlite { action, .. }) if action == "inserting twice"),
+            matches!(&failed, Err(StoreError::Database { action, .. }) if action == "inserting twice"),
             "{failed:?}"
         );
         assert_eq!(rows(&writer).await, 0);

@@ -6,7 +6,7 @@
 //! corruption detection, refusal of foreign and newer databases, artifacts,
 //! map items, listing, delta sizes, racing runners; leases, fencing, the
 //! queue, task rows and retention. SQLite-only behaviour (files, WAL, sync
-//! modes) is in `store_sqlite.rs`; Postgres-only behaviour (URLs, unreachable
+//! modes) is in `sqlite.rs` beside this file; Postgres-only behaviour (URLs, unreachable
 //! servers) is at the end of this file.
 
 use skillhost_tests::store_fixtures::{commit, new_run, ok_step, records_state, varied_change};
@@ -139,6 +139,7 @@ both!(
     reopening_keeps_the_schema,
     a_version_2_database_is_upgraded_in_place,
     a_stale_runner_writes_no_failed_steps_map_items_or_artifacts,
+    every_read_reports_a_tampered_value_as_corrupt,
 );
 
 async fn history_round_trips_over_forty_steps_across_snapshots(kind: Kind) {
@@ -1747,4 +1748,121 @@ async fn a_stale_runner_writes_no_failed_steps_map_items_or_artifacts(kind: Kind
     assert_eq!(store.steps("f1").await.unwrap().len(), 1);
     assert_eq!(store.artifacts("f1").await.unwrap().len(), 1);
     store.close().await;
+}
+
+/// Both backends decode rows with one codec: whatever table a read comes
+/// from, a stored value that fails its check (JSON that does not parse, a
+/// count below zero, next nodes that are not a list) is reported as
+/// corrupt, naming the row and the database, with the same words.
+async fn every_read_reports_a_tampered_value_as_corrupt(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let mut state = json!({"log": []});
+    store
+        .enqueue_run_for_task(&new_run("r", state.clone()), Some("t"))
+        .await
+        .unwrap();
+    let mut visits = BTreeMap::new();
+    let changes = vec![StateChange::Append {
+        field: "log".into(),
+        items: vec![json!(1)],
+    }];
+    let step = commit("r", 1, &mut state, &mut visits, changes);
+    let artifact = NewArtifact {
+        name: "a.txt".into(),
+        media_type: "text/plain".into(),
+        bytes: b"kept".to_vec(),
+    };
+    store
+        .commit_step_with_artifacts(&step, std::slice::from_ref(&artifact))
+        .await
+        .unwrap();
+    store
+        .record_map_item(&MapItemRow {
+            run_id: "r".into(),
+            node_id: "m".into(),
+            visit: 1,
+            item_index: 0,
+            output: json!({"i": 0}),
+            output_hash: state_hash(&json!({"i": 0})),
+            duration_us: 10,
+            fuel_consumed: 100,
+        })
+        .await
+        .unwrap();
+    store.close().await;
+
+    for tamper in [
+        "UPDATE runs SET input = 'not json' WHERE id = 'r'",
+        "UPDATE steps SET duration_us = -1 WHERE run_id = 'r'",
+        "UPDATE map_items SET output = 'nope' WHERE run_id = 'r'",
+        "UPDATE journal SET response = '{' WHERE run_id = 'r'",
+        "UPDATE checkpoints SET next_nodes = '\"n2\"' WHERE run_id = 'r' AND seq = 1",
+        "UPDATE artifacts SET size = -7 WHERE run_id = 'r'",
+        "UPDATE task_checkpoints SET next_nodes = 'x' WHERE task_id = 't'",
+    ] {
+        db.exec(tamper).await;
+    }
+    let store = db.open().await;
+    let corrupt = |error: StoreError, what: &str, detail: &str| {
+        assert!(error.is_corrupt(), "{error}");
+        let message = error.to_string();
+        let expected = format!("corrupt {what} in {}: {detail}", db.url);
+        assert!(
+            message.contains(&expected),
+            "{message}\nexpected: {expected}"
+        );
+    };
+    let input = ("input of run `r`", "not valid JSON");
+    corrupt(store.run("r").await.unwrap_err(), input.0, input.1);
+    corrupt(
+        store.list_runs(None, 10).await.unwrap_err(),
+        input.0,
+        input.1,
+    );
+    // A step is named by its row id, which the database chose.
+    let error = store.steps("r").await.unwrap_err();
+    assert!(error.is_corrupt(), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("corrupt duration_us of step "),
+        "{message}"
+    );
+    let tail = format!(" of run `r` in {}: -1 is out of range", db.url);
+    assert!(message.contains(&tail), "{message}");
+    corrupt(
+        store.map_items("r", "m", 1).await.unwrap_err(),
+        "item 0 of map node `m` of run `r`",
+        "not valid JSON",
+    );
+    corrupt(
+        store.journal("r").await.unwrap_err(),
+        "journal entry at seq 1 of run `r`",
+        "not valid JSON",
+    );
+    corrupt(
+        store.checkpoints("r").await.unwrap_err(),
+        "checkpoint 1 of run `r`",
+        "next nodes are not valid",
+    );
+    corrupt(
+        store.artifacts("r").await.unwrap_err(),
+        "size of artifact `a.txt` of run `r`",
+        "-7 is out of range",
+    );
+    corrupt(
+        store.current_checkpoint("t").await.unwrap_err(),
+        "current checkpoint of task `t`",
+        "next nodes are not valid",
+    );
+    // What was not tampered with still reads.
+    assert_eq!(
+        store.state_at("r", 0).await.unwrap().unwrap().state,
+        json!({"log": []})
+    );
+    let digest = skillhost_store::blob_digest(b"kept");
+    assert_eq!(
+        store.artifact_bytes(&digest).await.unwrap().unwrap(),
+        b"kept".to_vec()
+    );
 }

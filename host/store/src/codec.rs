@@ -1,0 +1,366 @@
+//! The row codec both backends share: how the store's values are kept in
+//! columns, and how rows are read back into [`RunRow`], [`StepRow`],
+//! [`CheckpointRow`] and the rest, with the checks every value read back
+//! must pass and the errors, naming the database, when one does not.
+//!
+//! Written once over [`StoredRow`], a row of either backend: sqlx decodes
+//! the same Rust types from a SQLite and a Postgres row, and [`Column`] is
+//! exactly the types both can decode. The conversions are provided methods
+//! of [`Codec`], which a backend implements by naming its database, so that
+//! its write paths convert values (`int`, `step_binds`) with the same checks
+//! and words as the shared reads (`read.rs`).
+//!
+//! Must not: run statements (`read.rs` and the backends do), or depend on
+//! which backend a row came from.
+
+use std::fmt::Display;
+
+use serde_json::Value;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Decode, Postgres, Row, Sqlite, Type};
+
+use crate::checkpoint::{CheckpointRow, StoredCheckpoint};
+use crate::error::{DatabaseFailure, StoreError};
+use crate::lease::{CurrentCheckpoint, Retention};
+use crate::rows::{ArtifactRow, JournalEntry, MapItemRow, StepRow, blob_digest};
+use crate::run::RunRow;
+
+/// Statuses a run takes checkpoints in (the complement of
+/// [`RunStatus::is_finished`](crate::RunStatus::is_finished)), as SQL.
+pub(crate) const ACTIVE: &str = "('queued', 'running', 'waiting')";
+
+/// The columns of a run that [`Codec::run_row`] reads; a macro, so that
+/// statements can be built with `concat!`.
+macro_rules! run_columns {
+    () => {
+        "id, scenario_name, scenario_path, scenario_digest, status, input, result, error, \
+         current_node, last_seq, lease_owner, lease_expires_at, lease_generation, created_at, \
+         updated_at"
+    };
+}
+pub(crate) use run_columns;
+
+/// [`run_columns!`] as a constant.
+pub(crate) const RUN_COLUMNS: &str = run_columns!();
+
+/// Now, as the store keeps times: Unix milliseconds.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A Rust type that both backends decode from a column: `String`, `i64`,
+/// `bool`, `Vec<u8>` and their `Option`s.
+pub(crate) trait Column:
+    for<'r> Decode<'r, Sqlite> + Type<Sqlite> + for<'r> Decode<'r, Postgres> + Type<Postgres>
+{
+}
+
+impl<T> Column for T where
+    T: for<'r> Decode<'r, Sqlite> + Type<Sqlite> + for<'r> Decode<'r, Postgres> + Type<Postgres>
+{
+}
+
+/// A row of either backend, read by column name.
+pub(crate) trait StoredRow {
+    fn column<T: Column>(&self, name: &str) -> Result<T, sqlx::Error>;
+}
+
+impl StoredRow for SqliteRow {
+    fn column<T: Column>(&self, name: &str) -> Result<T, sqlx::Error> {
+        self.try_get(name)
+    }
+}
+
+impl StoredRow for PgRow {
+    fn column<T: Column>(&self, name: &str) -> Result<T, sqlx::Error> {
+        self.try_get(name)
+    }
+}
+
+/// A step's columns, converted (and range-checked) before its statement.
+#[derive(Debug)]
+pub(crate) struct StepBinds {
+    pub run_id: String,
+    pub seq: Option<i64>,
+    pub node_id: String,
+    pub attempt: i64,
+    pub status: String,
+    pub started_at: i64,
+    pub duration_us: i64,
+    pub input_hash: Option<String>,
+    pub output_hash: Option<String>,
+    pub error: Option<String>,
+    pub fuel_consumed: Option<i64>,
+    pub memory_peak_bytes: Option<i64>,
+    pub detail: Option<String>,
+}
+
+/// Conversions between the store's values and columns, for one database
+/// (named in every error).
+pub(crate) trait Codec {
+    /// The database's display URL (no password), for messages.
+    fn db(&self) -> &str;
+
+    /// A statement (or reading its result) failed.
+    fn error(&self, source: sqlx::Error, action: impl Display) -> StoreError {
+        StoreError::Database {
+            db: self.db().to_owned(),
+            action: action.to_string(),
+            source: DatabaseFailure::from_sqlx(source),
+        }
+    }
+
+    /// A stored value fails its check.
+    fn corrupt(&self, what: impl Display, detail: impl Display) -> StoreError {
+        StoreError::Corrupt {
+            db: self.db().to_owned(),
+            what: what.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+
+    /// A count to store: columns are signed 64-bit.
+    fn int(&self, value: u64, what: &str) -> Result<i64, StoreError> {
+        i64::try_from(value).map_err(|_| StoreError::Invalid {
+            db: self.db().to_owned(),
+            message: format!("{what} {value} is larger than {}", i64::MAX),
+        })
+    }
+
+    /// A stored count, which must fit `T` (never negative).
+    fn uint<T: TryFrom<i64>>(&self, value: i64, what: impl Display) -> Result<T, StoreError> {
+        T::try_from(value).map_err(|_| self.corrupt(what, format!("{value} is out of range")))
+    }
+
+    fn get<T: Column>(&self, row: &impl StoredRow, column: &str) -> Result<T, StoreError> {
+        row.column(column)
+            .map_err(|e| self.error(e, format_args!("reading column `{column}`")))
+    }
+
+    /// A stored JSON value.
+    fn json(&self, text: &str, what: impl Display) -> Result<Value, StoreError> {
+        serde_json::from_str(text).map_err(|e| self.corrupt(what, format!("not valid JSON: {e}")))
+    }
+
+    fn opt_json(
+        &self,
+        text: Option<String>,
+        what: impl Display,
+    ) -> Result<Option<Value>, StoreError> {
+        text.map(|text| self.json(&text, what)).transpose()
+    }
+
+    /// A stored list of node ids (a checkpoint's next nodes).
+    fn next_nodes(&self, text: &str, what: impl Display) -> Result<Vec<String>, StoreError> {
+        serde_json::from_str(text)
+            .map_err(|e| self.corrupt(what, format!("next nodes are not valid: {e}")))
+    }
+
+    /// A step's columns, converted and range-checked.
+    fn step_binds(&self, step: &StepRow) -> Result<StepBinds, StoreError> {
+        let opt = |v: Option<u64>, what| v.map(|v| self.int(v, what)).transpose();
+        Ok(StepBinds {
+            run_id: step.run_id.clone(),
+            seq: opt(step.seq, "step seq")?,
+            node_id: step.node_id.clone(),
+            attempt: i64::from(step.attempt),
+            status: step.status.clone(),
+            started_at: step.started_at_ms,
+            duration_us: self.int(step.duration_us, "step duration")?,
+            input_hash: step.input_hash.clone(),
+            output_hash: step.output_hash.clone(),
+            error: step.error.as_ref().map(Value::to_string),
+            fuel_consumed: opt(step.fuel_consumed, "fuel consumed")?,
+            memory_peak_bytes: opt(step.memory_peak_bytes, "peak memory")?,
+            detail: step.detail.as_ref().map(Value::to_string),
+        })
+    }
+
+    /// A row of [`RUN_COLUMNS`].
+    fn run_row(&self, row: &impl StoredRow) -> Result<RunRow, StoreError> {
+        let id: String = self.get(row, "id")?;
+        let what = |column: &str| format!("{column} of run `{id}`");
+        let status: String = self.get(row, "status")?;
+        let status = status
+            .parse()
+            .map_err(|e| self.corrupt(what("status"), e))?;
+        Ok(RunRow {
+            scenario_name: self.get(row, "scenario_name")?,
+            scenario_path: self.get(row, "scenario_path")?,
+            scenario_digest: self.get(row, "scenario_digest")?,
+            status,
+            input: self.json(&self.get::<String>(row, "input")?, what("input"))?,
+            result: self.opt_json(self.get(row, "result")?, what("result"))?,
+            error: self.opt_json(self.get(row, "error")?, what("error"))?,
+            current_node: self.get(row, "current_node")?,
+            last_seq: self.uint(self.get(row, "last_seq")?, what("last_seq"))?,
+            created_at_ms: self.get(row, "created_at")?,
+            updated_at_ms: self.get(row, "updated_at")?,
+            lease_owner: self.get(row, "lease_owner")?,
+            lease_expires_at_ms: self.get(row, "lease_expires_at")?,
+            lease_generation: self
+                .uint(self.get(row, "lease_generation")?, what("lease_generation"))?,
+            id,
+        })
+    }
+
+    /// A row of `steps` (with its `id`) of run `run_id`.
+    fn step_row(&self, run_id: &str, row: &impl StoredRow) -> Result<StepRow, StoreError> {
+        let id: i64 = self.get(row, "id")?;
+        let what = |column: &str| format!("{column} of step {id} of run `{run_id}`");
+        let opt =
+            |v: Option<i64>, column: &str| v.map(|v| self.uint::<u64>(v, what(column))).transpose();
+        Ok(StepRow {
+            run_id: run_id.to_owned(),
+            seq: opt(self.get(row, "seq")?, "seq")?,
+            node_id: self.get(row, "node_id")?,
+            attempt: self.uint(self.get(row, "attempt")?, what("attempt"))?,
+            status: self.get(row, "status")?,
+            started_at_ms: self.get(row, "started_at")?,
+            duration_us: self.uint(self.get(row, "duration_us")?, what("duration_us"))?,
+            input_hash: self.get(row, "input_hash")?,
+            output_hash: self.get(row, "output_hash")?,
+            error: self.opt_json(self.get(row, "error")?, what("error"))?,
+            fuel_consumed: opt(self.get(row, "fuel_consumed")?, "fuel_consumed")?,
+            memory_peak_bytes: opt(self.get(row, "memory_peak_bytes")?, "memory_peak_bytes")?,
+            detail: self.opt_json(self.get(row, "detail")?, what("detail"))?,
+        })
+    }
+
+    /// A row of `map_items` of one visit of a map node.
+    fn map_item_row(
+        &self,
+        run_id: &str,
+        node_id: &str,
+        visit: u32,
+        row: &impl StoredRow,
+    ) -> Result<MapItemRow, StoreError> {
+        let index: i64 = self.get(row, "item_index")?;
+        let what = format!("item {index} of map node `{node_id}` of run `{run_id}`");
+        Ok(MapItemRow {
+            run_id: run_id.to_owned(),
+            node_id: node_id.to_owned(),
+            visit,
+            item_index: self.uint(index, &what)?,
+            output: self.json(&self.get::<String>(row, "output")?, &what)?,
+            output_hash: self.get(row, "output_hash")?,
+            duration_us: self.uint(self.get(row, "duration_us")?, &what)?,
+            fuel_consumed: self.uint(self.get(row, "fuel_consumed")?, &what)?,
+        })
+    }
+
+    /// A row of `journal`.
+    fn journal_entry(
+        &self,
+        run_id: &str,
+        row: &impl StoredRow,
+    ) -> Result<JournalEntry, StoreError> {
+        let seq: i64 = self.get(row, "seq")?;
+        let what = format!("journal entry at seq {seq} of run `{run_id}`");
+        Ok(JournalEntry {
+            seq: self.uint(seq, &what)?,
+            node_id: self.get(row, "node_id")?,
+            kind: self.get(row, "kind")?,
+            request: self.json(&self.get::<String>(row, "request")?, &what)?,
+            response: self.json(&self.get::<String>(row, "response")?, &what)?,
+        })
+    }
+
+    /// A row of `checkpoints`, without its state.
+    fn checkpoint_row(
+        &self,
+        run_id: &str,
+        row: &impl StoredRow,
+    ) -> Result<CheckpointRow, StoreError> {
+        let seq: i64 = self.get(row, "seq")?;
+        let what = format!("checkpoint {seq} of run `{run_id}`");
+        Ok(CheckpointRow {
+            seq: self.uint(seq, &what)?,
+            node_id: self.get(row, "node_id")?,
+            next_nodes: self.next_nodes(&self.get::<String>(row, "next_nodes")?, &what)?,
+            state_hash: self.get(row, "state_hash")?,
+            is_snapshot: self.get(row, "is_snapshot")?,
+            bytes: self.uint(self.get(row, "bytes")?, &what)?,
+            created_at_ms: self.get(row, "created_at")?,
+        })
+    }
+
+    /// A row of `checkpoints` as stored, for rebuilding a state (its JSON
+    /// is checked by `checkpoint::rebuild`).
+    fn stored_checkpoint(
+        &self,
+        run_id: &str,
+        row: &impl StoredRow,
+    ) -> Result<StoredCheckpoint, StoreError> {
+        let at: i64 = self.get(row, "seq")?;
+        Ok(StoredCheckpoint {
+            seq: self.uint(at, format_args!("checkpoint {at} of run `{run_id}`"))?,
+            node_id: self.get(row, "node_id")?,
+            next_nodes: self.get(row, "next_nodes")?,
+            is_snapshot: self.get(row, "is_snapshot")?,
+            state: self.get(row, "state")?,
+            changes: self.get(row, "changes")?,
+            state_hash: self.get(row, "state_hash")?,
+            visits: self.get(row, "visits")?,
+        })
+    }
+
+    /// A row of `artifacts`.
+    fn artifact_row(&self, run_id: &str, row: &impl StoredRow) -> Result<ArtifactRow, StoreError> {
+        let name: String = self.get(row, "name")?;
+        let size = self.uint(
+            self.get(row, "size")?,
+            format_args!("size of artifact `{name}` of run `{run_id}`"),
+        )?;
+        Ok(ArtifactRow {
+            run_id: run_id.to_owned(),
+            digest: self.get(row, "digest")?,
+            media_type: self.get(row, "media_type")?,
+            size,
+            created_at_ms: self.get(row, "created_at")?,
+            name,
+        })
+    }
+
+    /// Stored blob bytes, which must still hash to their digest.
+    fn blob(&self, digest: &str, bytes: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+        if blob_digest(&bytes) != digest {
+            return Err(self.corrupt(
+                format_args!("blob {digest}"),
+                "its bytes no longer hash to its digest",
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// Where task `task_id` stands: a task row, or a run's checkpoint in
+    /// its shape.
+    fn current_checkpoint_row(
+        &self,
+        task_id: &str,
+        row: &impl StoredRow,
+    ) -> Result<CurrentCheckpoint, StoreError> {
+        let what = format!("current checkpoint of task `{task_id}`");
+        Ok(CurrentCheckpoint {
+            task_id: task_id.to_owned(),
+            run_id: self.get(row, "run_id")?,
+            seq: self.uint(self.get(row, "seq")?, &what)?,
+            node_id: self.get(row, "node_id")?,
+            next_nodes: self.next_nodes(&self.get::<String>(row, "next_nodes")?, &what)?,
+            state_hash: self.get(row, "state_hash")?,
+            updated_at_ms: self.get(row, "updated_at")?,
+        })
+    }
+
+    /// A row of `retention`.
+    fn retention_row(&self, row: &impl StoredRow) -> Result<Retention, StoreError> {
+        let error = |e| self.error(e, "reading retention settings");
+        Ok(Retention {
+            scenario_name: row.column("scenario_name").map_err(error)?,
+            keep_ms: row.column("keep_ms").map_err(error)?,
+        })
+    }
+}

@@ -1,0 +1,803 @@
+//! Postgres: everything that writes a run's history. A checkpoint commit,
+//! a new run and a finish are one statement each (one round trip, COMMIT
+//! included) and are batched with concurrent ones (`group.rs`); failed
+//! steps, map items and artifacts are guarded by the run's lease in the
+//! same statement or transaction. Retried writes ([`PgStore::retrying`])
+//! take "already there" as their own earlier success only after a broken
+//! connection ([`StoreError::may_have_committed`]).
+//!
+//! Must not: read outside a write's own checks (`read.rs` does), or take
+//! a lock beyond the run's row.
+
+use std::fmt::Display;
+use std::sync::LazyLock;
+
+use serde_json::Value;
+use sqlx::Postgres;
+use sqlx::error::ErrorKind;
+use sqlx::postgres::{PgArguments, PgConnection};
+use sqlx::query::QueryScalar;
+
+use super::PgStore;
+use crate::checkpoint::{EncodedCheckpoint, START_NODE, StepCommit};
+use crate::codec::{ACTIVE, Codec, StepBinds, now_ms};
+use crate::error::StoreError;
+use crate::lease::{Lease, holds, lease_lost};
+use crate::read::Reads;
+use crate::refusal;
+use crate::rows::{JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
+use crate::run::{NewRun, RunStatus};
+
+/// The run ($1) while the lease fence ($2 owner, $3 generation; NULL: no
+/// fence) holds, locked against a takeover (`FOR SHARE`) until COMMIT: the
+/// guard of writes that belong to a run but are not checkpoints (failed
+/// steps, map items, artifacts).
+const FENCED_RUN: &str = "SELECT id FROM runs WHERE id = $1 \
+     AND ($2::text IS NULL OR (lease_owner = $2 AND lease_generation = $3)) FOR SHARE";
+
+/// A failed step, written only while [`FENCED_RUN`] holds; counts the run
+/// rows found (0: missing or fenced out). Built once, not per call.
+static FAILED_STEP_STATEMENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH f AS ({FENCED_RUN}), \
+         s AS (INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
+             duration_us, input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, \
+             detail) SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
+             FROM f), \
+         u AS (UPDATE runs SET updated_at = $16 FROM f WHERE runs.id = f.id) \
+         SELECT COUNT(*) FROM f"
+    )
+});
+
+/// A map item, written only while [`FENCED_RUN`] holds (the first durable
+/// output wins); counts the run rows found.
+static MAP_ITEM_STATEMENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH f AS ({FENCED_RUN}), \
+         i AS (INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
+             output_hash, duration_us, fuel_consumed, created_at) \
+             SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM f \
+             ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING) \
+         SELECT COUNT(*) FROM f"
+    )
+});
+
+/// One checkpoint commit as one statement. It moves the run's row
+/// (`last_seq`, `current_node`) only if the run takes the checkpoint: the
+/// lease fence holds ($5 owner, $6 generation; NULL: no fence), the run is
+/// active and `seq` is its `last_seq + 1` (the exactly-once guard). The
+/// UPDATE locks the row; a writer that waited for the lock re-checks the
+/// conditions on the row as the holder left it (Postgres evaluates them
+/// again on the newest version), so of two writers of the same seq the
+/// second updates nothing. Everything else hangs off the moved row: the
+/// checkpoint and the step row are inserted and, for a run with a task id,
+/// the task row is upserted. A commit the run does not take writes nothing
+/// at all and the statement returns no row; [`PgStore::why_not_written`]
+/// then says why. (Updating first, rather than locking the row with
+/// `SELECT … FOR UPDATE` and then updating it, saves a lock record per
+/// commit.)
+const CHECKPOINT_STATEMENT: &str = "\
+    WITH r AS ( \
+        UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
+            status = 'running' \
+        WHERE id = $1 AND last_seq = $2 - 1 \
+            AND status IN ('queued', 'running', 'waiting') \
+            AND ($5::text IS NULL OR (lease_owner = $5 AND lease_generation = $6)) \
+        RETURNING id, task_id), \
+    c AS ( \
+        INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
+            changes, state_hash, visits, bytes, created_at) \
+        SELECT r.id, $2, $18, $19, $21, $22, $23, $20, $24, $25, $4 FROM r), \
+    s AS ( \
+        INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
+            duration_us, input_hash, output_hash, error, fuel_consumed, \
+            memory_peak_bytes, detail) \
+        SELECT r.id, $2, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM r), \
+    t AS ( \
+        INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, \
+            state_hash, updated_at) \
+        SELECT r.task_id, r.id, $2, $18, $19, $20, $4 FROM r WHERE r.task_id IS NOT NULL \
+        ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, \
+            seq = excluded.seq, node_id = excluded.node_id, \
+            next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
+            updated_at = excluded.updated_at) \
+    SELECT 1 FROM r";
+
+/// One checkpoint commit, converted and range-checked, ready to bind.
+#[derive(Debug)]
+pub(super) struct Prepared {
+    pub(super) run_id: String,
+    pub(super) seq: i64,
+    pub(super) node_id: String,
+    pub(super) current_node: Option<String>,
+    pub(super) next_nodes: String,
+    pub(super) is_snapshot: bool,
+    pub(super) state: Option<String>,
+    pub(super) changes: String,
+    pub(super) state_hash: String,
+    pub(super) visits: String,
+    pub(super) bytes: i64,
+    pub(super) step: StepBinds,
+    pub(super) fence: Option<Lease>,
+}
+
+/// A new run, converted and encoded, ready to bind.
+#[derive(Debug)]
+pub(super) struct PreparedRun {
+    pub(super) id: String,
+    pub(super) scenario_name: String,
+    pub(super) scenario_path: String,
+    pub(super) scenario_digest: String,
+    pub(super) status: String,
+    pub(super) input: String,
+    pub(super) start_node: String,
+    pub(super) task_id: Option<String>,
+    pub(super) next_nodes: String,
+    pub(super) is_snapshot: bool,
+    pub(super) state: Option<String>,
+    pub(super) changes: String,
+    pub(super) state_hash: String,
+    pub(super) visits: String,
+    pub(super) bytes: i64,
+}
+
+/// A run's final status, ready to bind.
+#[derive(Debug)]
+pub(super) struct PreparedFinish {
+    pub(super) run_id: String,
+    pub(super) status: String,
+    pub(super) result: Option<String>,
+    pub(super) error: Option<String>,
+    pub(super) fence_generation: Option<i64>,
+    pub(super) fence: Option<Lease>,
+}
+
+impl PgStore {
+    fn write_error(&self, source: sqlx::Error, run_id: &str, action: impl Display) -> StoreError {
+        match &source {
+            sqlx::Error::Database(e) if e.kind() == ErrorKind::ForeignKeyViolation => {
+                StoreError::RunNotFound {
+                    db: self.db.clone(),
+                    run_id: run_id.to_owned(),
+                }
+            }
+            _ => self.error(source, action),
+        }
+    }
+
+    pub async fn create_run(
+        &self,
+        run: &NewRun,
+        status: RunStatus,
+        task_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.retrying(|maybe_done| async move {
+            match self.create_run_once(run, status, task_id).await {
+                // An earlier attempt may have committed before the connection
+                // broke. (Otherwise the run is another caller's: a conflict.)
+                Err(e) if maybe_done && e.is_conflict() && self.is_same_run(run).await => Ok(()),
+                other => other,
+            }
+        })
+        .await
+    }
+
+    async fn is_same_run(&self, run: &NewRun) -> bool {
+        matches!(self.run(&run.id).await, Ok(Some(row))
+            if row.scenario_digest == run.scenario_digest && row.input == run.input)
+    }
+
+    async fn create_run_once(
+        &self,
+        run: &NewRun,
+        status: RunStatus,
+        task_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let encoded = EncodedCheckpoint::initial(&run.start_node, &run.initial_state);
+        let prepared = PreparedRun {
+            id: run.id.clone(),
+            scenario_name: run.scenario_name.clone(),
+            scenario_path: run.scenario_path.clone(),
+            scenario_digest: run.scenario_digest.clone(),
+            status: status.as_str().to_owned(),
+            input: run.input.to_string(),
+            start_node: run.start_node.clone(),
+            task_id: task_id.map(str::to_owned),
+            next_nodes: encoded.next_nodes,
+            is_snapshot: encoded.is_snapshot,
+            state: encoded.state,
+            changes: encoded.changes,
+            state_hash: run.initial_state.hash().to_owned(),
+            visits: encoded.visits,
+            bytes: encoded.bytes as i64,
+        };
+        match &self.group {
+            Some(group) => group.create(prepared, &self.db).await,
+            None => self.insert_run(&prepared).await,
+        }
+    }
+
+    /// Creates one run as one statement, so one round trip with its
+    /// COMMIT: the run, its checkpoint 0 and, with a task id, its task row.
+    /// Checkpoint 0 needs no sequence guard: it is written with its run,
+    /// and a second run with the same id is refused (`runs_pkey`).
+    pub(super) async fn insert_run(&self, run: &PreparedRun) -> Result<(), StoreError> {
+        let now = now_ms();
+        let inserted = sqlx::query(
+            "WITH r AS ( \
+                 INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, \
+                     input, current_node, last_seq, created_at, updated_at, task_id) \
+                 VALUES ($1, $12, $13, $14, $15, $16, $17, 0, $10, $10, $11) \
+                 RETURNING id, task_id), \
+             c AS ( \
+                 INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, \
+                     state, changes, state_hash, visits, bytes, created_at) \
+                 SELECT r.id, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM r) \
+             INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
+                 updated_at) SELECT r.task_id, r.id, 0, $2, $3, $7, $10 FROM r \
+                 WHERE r.task_id IS NOT NULL \
+             ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
+                 node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
+                 state_hash = excluded.state_hash, updated_at = excluded.updated_at",
+        )
+        .bind(&run.id)
+        .bind(START_NODE)
+        .bind(&run.next_nodes)
+        .bind(run.is_snapshot)
+        .bind(&run.state)
+        .bind(&run.changes)
+        .bind(&run.state_hash)
+        .bind(&run.visits)
+        .bind(run.bytes)
+        .bind(now)
+        .bind(&run.task_id)
+        .bind(&run.scenario_name)
+        .bind(&run.scenario_path)
+        .bind(&run.scenario_digest)
+        .bind(&run.status)
+        .bind(&run.input)
+        .bind(&run.start_node)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(d))
+                if d.kind() == ErrorKind::UniqueViolation
+                    && d.constraint() == Some("runs_pkey") =>
+            {
+                Err(refusal::run_exists(&self.db, &run.id))
+            }
+            Err(e) => Err(self.error(e, format_args!("creating run `{}`", run.id))),
+        }
+    }
+
+    pub async fn commit_step(
+        &self,
+        commit: &StepCommit,
+        artifacts: &[NewArtifact],
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        self.retrying(|maybe_done| async move {
+            match self.commit_step_once(commit, artifacts, fence).await {
+                Err(e) if maybe_done && e.is_conflict() && self.already_committed(commit).await => {
+                    Ok(())
+                }
+                other => other,
+            }
+        })
+        .await
+    }
+
+    /// Whether `commit` is already in the history (an earlier attempt whose
+    /// COMMIT landed although its connection broke).
+    async fn already_committed(&self, commit: &StepCommit) -> bool {
+        let Ok(seq) = i64::try_from(commit.seq) else {
+            return false;
+        };
+        let row = sqlx::query_as::<_, (String, String)>(
+            "SELECT node_id, state_hash FROM checkpoints WHERE run_id = $1 AND seq = $2",
+        )
+        .bind(&commit.run_id)
+        .bind(seq)
+        .fetch_optional(&self.pool)
+        .await;
+        matches!(row, Ok(Some((node, hash))) if node == commit.node_id && hash == commit.state_hash)
+    }
+
+    async fn commit_step_once(
+        &self,
+        commit: &StepCommit,
+        artifacts: &[NewArtifact],
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let run_id = commit.run_id.as_str();
+        if commit.seq == 0 {
+            return Err(refusal::seq_zero(&self.db, run_id));
+        }
+        let encoded = EncodedCheckpoint::new(
+            commit.seq,
+            &commit.next_nodes,
+            &commit.changes,
+            &commit.full_state,
+            &commit.visits,
+        );
+        let step = StepRow {
+            run_id: commit.run_id.clone(),
+            seq: Some(commit.seq),
+            ..commit.step.clone()
+        };
+        let prepared = Prepared {
+            run_id: run_id.to_owned(),
+            seq: self.int(commit.seq, "checkpoint seq")?,
+            node_id: commit.node_id.clone(),
+            current_node: commit.next_nodes.first().cloned(),
+            next_nodes: encoded.next_nodes,
+            is_snapshot: encoded.is_snapshot,
+            state: encoded.state,
+            changes: encoded.changes,
+            state_hash: commit.state_hash.clone(),
+            visits: encoded.visits,
+            bytes: encoded.bytes as i64,
+            step: self.step_binds(&step)?,
+            fence: fence.cloned(),
+        };
+        match &self.group {
+            // Journal entries and artifacts are rare: those commits go alone.
+            Some(group) if commit.journal.is_empty() && artifacts.is_empty() => {
+                group.commit(prepared, &self.db).await
+            }
+            _ => {
+                self.commit_direct(&prepared, &commit.journal, artifacts)
+                    .await
+            }
+        }
+    }
+
+    /// A commit in a transaction of its own.
+    pub(super) async fn commit_prepared(&self, prepared: &Prepared) -> Result<(), StoreError> {
+        self.commit_direct(prepared, &[], &[]).await
+    }
+
+    /// One commit in a transaction of its own. Without journal entries or
+    /// artifacts that is one statement ([`CHECKPOINT_STATEMENT`]) in an
+    /// implicit transaction: one round trip, COMMIT included.
+    async fn commit_direct(
+        &self,
+        p: &Prepared,
+        journal: &[JournalEntry],
+        artifacts: &[NewArtifact],
+    ) -> Result<(), StoreError> {
+        let run_id = p.run_id.as_str();
+        let seq = p.seq;
+        let step = &p.step;
+        let fence = p.fence.as_ref();
+        let action = format!("committing checkpoint {seq} of run `{run_id}`");
+        let (fence_owner, fence_generation) = self.fence_binds(fence)?;
+        let now = now_ms();
+        let statement = sqlx::query_scalar::<_, i32>(CHECKPOINT_STATEMENT)
+            .bind(run_id)
+            .bind(seq)
+            .bind(&p.current_node)
+            .bind(now)
+            .bind(fence_owner)
+            .bind(fence_generation);
+        let statement = bind_step(statement, step)
+            .bind(&p.node_id)
+            .bind(&p.next_nodes)
+            .bind(&p.state_hash)
+            .bind(p.is_snapshot)
+            .bind(&p.state)
+            .bind(&p.changes)
+            .bind(&p.visits)
+            .bind(p.bytes);
+
+        if journal.is_empty() && artifacts.is_empty() {
+            // Nothing is written before COMMIT that is not in this one
+            // statement, so "inside the commit" is just before it.
+            crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
+            let moved = statement.fetch_optional(&self.pool).await;
+            return match moved {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err(self.why_not_written(p, &action).await),
+                Err(e) => Err(self.why_refused(p, e, &action).await),
+            };
+        }
+
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        match statement.fetch_optional(&mut *tx).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                drop(tx);
+                return Err(self.why_not_written(p, &action).await);
+            }
+            Err(e) => {
+                drop(tx);
+                return Err(self.why_refused(p, e, &action).await);
+            }
+        }
+        if !journal.is_empty() {
+            let mut seqs = Vec::with_capacity(journal.len());
+            for entry in journal {
+                seqs.push(self.int(entry.seq, "journal seq")?);
+            }
+            let column =
+                |f: fn(&JournalEntry) -> String| -> Vec<String> { journal.iter().map(f).collect() };
+            sqlx::query(
+                "INSERT INTO journal (run_id, seq, node_id, kind, request, response, created_at) \
+                 SELECT $1, * , $6 FROM UNNEST($2::bigint[], $3::text[], $4::text[], \
+                     $5::text[], $7::text[])",
+            )
+            .bind(run_id)
+            .bind(seqs)
+            .bind(column(|e| e.node_id.clone()))
+            .bind(column(|e| e.kind.clone()))
+            .bind(column(|e| e.request.to_string()))
+            .bind(now)
+            .bind(column(|e| e.response.to_string()))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        }
+        for artifact in artifacts {
+            insert_artifact(
+                &mut tx,
+                run_id,
+                &artifact.name,
+                &artifact.media_type,
+                &blob_digest(&artifact.bytes),
+                &artifact.bytes,
+                now,
+            )
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        }
+        crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
+        tx.commit().await.map_err(|e| self.error(e, &action))
+    }
+
+    /// Why [`CHECKPOINT_STATEMENT`] wrote nothing, read after the fact: the
+    /// run is missing; a lost lease (before whatever else moved on since);
+    /// the run is finished; or the checkpoint is not the next in sequence.
+    async fn why_not_written(&self, p: &Prepared, action: &str) -> StoreError {
+        let row = sqlx::query_as::<_, (String, i64, Option<String>, i64, Option<i64>)>(
+            "SELECT status, last_seq, lease_owner, lease_generation, lease_expires_at \
+             FROM runs WHERE id = $1",
+        )
+        .bind(&p.run_id)
+        .fetch_optional(&self.pool)
+        .await;
+        match (row, &p.fence) {
+            (Err(e), _) => self.error(e, action),
+            (Ok(Some((_, _, holder, generation, expires))), Some(fence))
+                if !holds(fence, holder.as_deref(), generation) =>
+            {
+                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+            }
+            (Ok(run), _) => refusal::not_next(
+                &self.db,
+                &p.run_id,
+                p.seq,
+                run.as_ref()
+                    .map(|(status, last, ..)| (status.as_str(), *last)),
+            ),
+        }
+    }
+
+    /// A [`CHECKPOINT_STATEMENT`] that failed: a checkpoint already at its
+    /// seq (only a history written around the store leaves one where the
+    /// run's `last_seq` does not say so) is refused like one out of
+    /// sequence; anything else is a database error.
+    async fn why_refused(&self, p: &Prepared, e: sqlx::Error, action: &str) -> StoreError {
+        if is_unique_violation(&e) {
+            self.why_not_written(p, action).await
+        } else {
+            self.error(e, action)
+        }
+    }
+
+    pub async fn record_failed_step(
+        &self,
+        step: &StepRow,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let action = format!("recording a failed step of run `{}`", step.run_id);
+        let b = self.step_binds(step)?;
+        let (owner, generation) = self.fence_binds(fence)?;
+        // Not retried: a second copy of a failed attempt would be a lie in the
+        // history, and losing one is only a missing diagnostic.
+        let statement = sqlx::query_scalar(FAILED_STEP_STATEMENT.as_str())
+            .bind(&b.run_id)
+            .bind(owner)
+            .bind(generation)
+            .bind(b.seq);
+        let written: i64 = bind_step(statement, &b)
+            .bind(now_ms())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.write_error(e, &step.run_id, &action))?;
+        if written == 0 {
+            return Err(self.why_not_fenced(&step.run_id, fence, &action).await);
+        }
+        Ok(())
+    }
+
+    /// The fence's owner and generation as binds (both NULL: no fence).
+    fn fence_binds<'a>(
+        &self,
+        fence: Option<&'a Lease>,
+    ) -> Result<(Option<&'a str>, Option<i64>), StoreError> {
+        Ok(match fence {
+            Some(lease) => (
+                Some(lease.owner.as_str()),
+                Some(self.int(lease.generation, "lease generation")?),
+            ),
+            None => (None, None),
+        })
+    }
+
+    /// Why a write guarded by [`FENCED_RUN`] found no run: it is missing,
+    /// or the fence no longer holds.
+    async fn why_not_fenced(
+        &self,
+        run_id: &str,
+        fence: Option<&Lease>,
+        action: &str,
+    ) -> StoreError {
+        let row = sqlx::query_as::<_, (Option<String>, i64, Option<i64>)>(
+            "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await;
+        match (row, fence) {
+            (Err(e), _) => self.error(e, action),
+            (Ok(Some((holder, generation, expires))), Some(fence)) => {
+                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+            }
+            (Ok(_), _) => refusal::run_not_found(&self.db, run_id),
+        }
+    }
+
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        result: Option<&str>,
+        error: Option<&Value>,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        self.retrying(|maybe_done| async move {
+            match self
+                .finish_run_once(run_id, status, result, error, fence)
+                .await
+            {
+                Err(e) if maybe_done && e.is_conflict() => match self.run(run_id).await {
+                    Ok(Some(run)) if run.status == status => Ok(()),
+                    _ => Err(e),
+                },
+                other => other,
+            }
+        })
+        .await
+    }
+
+    async fn finish_run_once(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        result: Option<&str>,
+        error: Option<&Value>,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let prepared = PreparedFinish {
+            run_id: run_id.to_owned(),
+            status: status.as_str().to_owned(),
+            result: result.map(str::to_owned),
+            error: error.map(Value::to_string),
+            fence_generation: fence
+                .map(|lease| self.int(lease.generation, "lease generation"))
+                .transpose()?,
+            fence: fence.cloned(),
+        };
+        match &self.group {
+            Some(group) => group.finish(prepared, &self.db).await,
+            None => self.update_finished(&prepared).await,
+        }
+    }
+
+    /// Finishes one run as one statement (only an active run, and only
+    /// while the fence holds), then says why if it did not.
+    pub(super) async fn update_finished(&self, p: &PreparedFinish) -> Result<(), StoreError> {
+        let action = format!("finishing run `{}` as {}", p.run_id, p.status);
+        let updated = sqlx::query(&format!(
+            "UPDATE runs SET status = $2, result = $3, error = $4, lease_owner = NULL, \
+             lease_expires_at = NULL, heartbeat_at = NULL, updated_at = $5 \
+             WHERE id = $1 AND status IN {ACTIVE} \
+               AND ($6::text IS NULL OR (lease_owner = $6 AND lease_generation = $7))"
+        ))
+        .bind(&p.run_id)
+        .bind(&p.status)
+        .bind(&p.result)
+        .bind(&p.error)
+        .bind(now_ms())
+        .bind(p.fence.as_ref().map(|lease| lease.owner.as_str()))
+        .bind(p.fence_generation)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.error(e, &action))?;
+        if updated.rows_affected() == 1 {
+            return Ok(());
+        }
+        let current = sqlx::query_as::<_, (String, Option<String>, i64, Option<i64>)>(
+            "SELECT status, lease_owner, lease_generation, lease_expires_at \
+             FROM runs WHERE id = $1",
+        )
+        .bind(&p.run_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.error(e, &action))?;
+        Err(match (current, &p.fence) {
+            // The lease changed hands (even if the new holder has since
+            // finished the run), or it is gone from an unfinished run.
+            (Some((current, holder, generation, expires)), Some(fence))
+                if u64::try_from(generation) != Ok(fence.generation)
+                    || (!current.parse().is_ok_and(RunStatus::is_finished)
+                        && !holds(fence, holder.as_deref(), generation)) =>
+            {
+                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+            }
+            (current, _) => refusal::already_finished(
+                &self.db,
+                &p.run_id,
+                current.as_ref().map(|(status, ..)| status.as_str()),
+            ),
+        })
+    }
+
+    pub async fn record_map_item(
+        &self,
+        item: &MapItemRow,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let action = format!(
+            "recording item {} of map node `{}` (visit {}) of run `{}`",
+            item.item_index, item.node_id, item.visit, item.run_id
+        );
+        let duration = self.int(item.duration_us, "item duration")?;
+        let fuel = self.int(item.fuel_consumed, "item fuel")?;
+        let output = item.output.to_string();
+        let (owner, generation) = self.fence_binds(fence)?;
+        let (action, output, owner) = (&action, &output, &owner);
+        let sql = MAP_ITEM_STATEMENT.as_str();
+        // Idempotent (the first durable output wins), so safe to retry.
+        let found: i64 = self
+            .retrying(|_| async move {
+                sqlx::query_scalar(sql)
+                    .bind(&item.run_id)
+                    .bind(owner)
+                    .bind(generation)
+                    .bind(&item.node_id)
+                    .bind(i64::from(item.visit))
+                    .bind(i64::from(item.item_index))
+                    .bind(output)
+                    .bind(&item.output_hash)
+                    .bind(duration)
+                    .bind(fuel)
+                    .bind(now_ms())
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(|e| self.write_error(e, &item.run_id, action))
+            })
+            .await?;
+        if found == 0 {
+            return Err(self.why_not_fenced(&item.run_id, fence, action).await);
+        }
+        Ok(())
+    }
+
+    // ---- artifacts -------------------------------------------------------------
+
+    pub async fn put_artifact(
+        &self,
+        run_id: &str,
+        name: &str,
+        media_type: &str,
+        bytes: &[u8],
+        fence: Option<&Lease>,
+    ) -> Result<String, StoreError> {
+        let action = format!("storing artifact `{name}` of run `{run_id}`");
+        let digest = blob_digest(bytes);
+        let (owner, generation) = self.fence_binds(fence)?;
+        let (action, digest_ref, owner) = (&action, &digest, &owner);
+        // Idempotent (content-addressed blob, upserted name).
+        self.retrying(|_| async move {
+            let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
+            if fence.is_some() {
+                let held: Option<String> = sqlx::query_scalar(FENCED_RUN)
+                    .bind(run_id)
+                    .bind(owner)
+                    .bind(generation)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                if held.is_none() {
+                    drop(tx);
+                    return Err(self.why_not_fenced(run_id, fence, action).await);
+                }
+            }
+            insert_artifact(
+                &mut tx,
+                run_id,
+                name,
+                media_type,
+                digest_ref,
+                bytes,
+                now_ms(),
+            )
+            .await
+            .map_err(|e| self.write_error(e, run_id, action))?;
+            tx.commit().await.map_err(|e| self.error(e, action))
+        })
+        .await?;
+        Ok(digest)
+    }
+}
+
+/// Binds a step's columns from its node to its detail (11 parameters), in
+/// the order both [`CHECKPOINT_STATEMENT`] and [`FAILED_STEP_STATEMENT`]
+/// take them.
+fn bind_step<'q, O>(
+    query: QueryScalar<'q, Postgres, O, PgArguments>,
+    step: &'q StepBinds,
+) -> QueryScalar<'q, Postgres, O, PgArguments> {
+    query
+        .bind(&step.node_id)
+        .bind(step.attempt)
+        .bind(&step.status)
+        .bind(step.started_at)
+        .bind(step.duration_us)
+        .bind(&step.input_hash)
+        .bind(&step.output_hash)
+        .bind(&step.error)
+        .bind(step.fuel_consumed)
+        .bind(step.memory_peak_bytes)
+        .bind(&step.detail)
+}
+
+fn is_unique_violation(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(e) if e.kind() == ErrorKind::UniqueViolation)
+}
+
+async fn insert_artifact(
+    conn: &mut PgConnection,
+    run_id: &str,
+    name: &str,
+    media_type: &str,
+    digest: &str,
+    bytes: &[u8],
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    let size = bytes.len() as i64;
+    sqlx::query(
+        "WITH b AS (INSERT INTO blobs (digest, size, bytes, created_at) VALUES ($3, $5, $6, $7) \
+             ON CONFLICT (digest) DO NOTHING) \
+         INSERT INTO artifacts (run_id, name, digest, media_type, size, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $7) \
+         ON CONFLICT (run_id, name) DO UPDATE SET digest = excluded.digest, \
+         media_type = excluded.media_type, size = excluded.size, created_at = excluded.created_at",
+    )
+    .bind(run_id)
+    .bind(name)
+    .bind(digest)
+    .bind(media_type)
+    .bind(size)
+    .bind(bytes)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,284 @@
+//! The read half of the store, written once for both backends: runs,
+//! steps, map items, the journal, checkpoints and rebuilt states, artifacts,
+//! where tasks stand, and retention settings.
+//!
+//! Every read is one statement that both backends accept as written: `$N`
+//! parameters (sqlx binds SQLite's `$N` by number, as Postgres does: see
+//! `sqlx-sqlite`'s `arguments.rs`), `CAST(… AS …)` rather than Postgres's
+//! `::`, and `= TRUE` for a flag (SQLite keeps flags as 0 and 1, and reads
+//! `TRUE` as 1). A backend implements [`Reads`] by running one statement
+//! ([`Reads::fetch`]): SQLite on its read pool (its writes have their own
+//! connection), Postgres on its pool under its retry rule, so that a read
+//! outlives a server restart. Rows are decoded by the shared codec
+//! ([`Codec`]).
+//!
+//! Why a trait with one required method, rather than code generic over
+//! sqlx's `Database`: sqlx's executor bounds (higher-ranked, per connection
+//! type) would have to be restated on every read. Here the only generic
+//! parts are the row ([`StoredRow`]) and the parameters ([`Param`]), and
+//! each backend runs statements in its own concrete types.
+//!
+//! Must not: write, or read what a write path must read inside its own
+//! transaction (the fence and sequence checks stay with each backend's
+//! writes).
+
+use std::future::Future;
+
+use sqlx::query::Query;
+use sqlx::{Database, Encode, Type};
+
+use crate::checkpoint::{CheckpointRow, LoadedCheckpoint, rebuild};
+use crate::codec::{Codec, StoredRow, run_columns};
+use crate::error::StoreError;
+use crate::lease::{CurrentCheckpoint, Retention};
+use crate::rows::{ArtifactRow, JournalEntry, MapItemRow, StepRow};
+use crate::run::{RunRow, RunStatus};
+
+/// A value bound to a read's `$N` parameter.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Param<'a> {
+    Text(&'a str),
+    MaybeText(Option<&'a str>),
+    Int(i64),
+    MaybeInt(Option<i64>),
+}
+
+impl<'q> Param<'q> {
+    /// Binds `params` to `query`, the first as `$1`.
+    pub fn bind_all<DB: Database>(
+        params: &[Param<'q>],
+        mut query: Query<'q, DB, DB::Arguments<'q>>,
+    ) -> Query<'q, DB, DB::Arguments<'q>>
+    where
+        &'q str: Encode<'q, DB> + Type<DB>,
+        Option<&'q str>: Encode<'q, DB> + Type<DB>,
+        i64: Encode<'q, DB> + Type<DB>,
+        Option<i64>: Encode<'q, DB> + Type<DB>,
+    {
+        for param in params {
+            query = match *param {
+                Param::Text(value) => query.bind(value),
+                Param::MaybeText(value) => query.bind(value),
+                Param::Int(value) => query.bind(value),
+                Param::MaybeInt(value) => query.bind(value),
+            };
+        }
+        query
+    }
+}
+
+const RUN: &str = concat!("SELECT ", run_columns!(), " FROM runs WHERE id = $1");
+
+const RUNS: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs WHERE (CAST($1 AS TEXT) IS NULL OR status = $1) \
+     ORDER BY created_at DESC, id DESC LIMIT $2"
+);
+
+const STEPS: &str = "SELECT id, seq, node_id, attempt, status, started_at, duration_us, \
+     input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail \
+     FROM steps WHERE run_id = $1 ORDER BY id";
+
+const MAP_ITEMS: &str = "SELECT item_index, output, output_hash, duration_us, fuel_consumed \
+     FROM map_items WHERE run_id = $1 AND node_id = $2 AND visit = $3 ORDER BY item_index";
+
+const JOURNAL: &str = "SELECT seq, node_id, kind, request, response FROM journal \
+     WHERE run_id = $1 ORDER BY seq, id";
+
+const CHECKPOINTS: &str = "SELECT seq, node_id, next_nodes, state_hash, is_snapshot, bytes, \
+     created_at FROM checkpoints WHERE run_id = $1 ORDER BY seq";
+
+/// What rebuilding the state at checkpoint $2 of run $1 (its last if $2
+/// is NULL) needs, in one statement (one consistent read): the nearest
+/// snapshot at or before it and every checkpoint after that up to it.
+const HISTORY: &str = "\
+    WITH target AS (SELECT COALESCE(CAST($2 AS BIGINT), \
+        (SELECT MAX(seq) FROM checkpoints WHERE run_id = $1)) AS seq) \
+    SELECT c.seq, c.node_id, c.next_nodes, c.is_snapshot, c.state, c.changes, \
+        c.state_hash, c.visits \
+    FROM checkpoints AS c, target \
+    WHERE c.run_id = $1 AND c.seq <= target.seq AND c.seq >= COALESCE( \
+        (SELECT MAX(s.seq) FROM checkpoints AS s \
+         WHERE s.run_id = $1 AND s.is_snapshot = TRUE AND s.seq <= target.seq), 0) \
+    ORDER BY c.seq";
+
+const ARTIFACTS: &str = "SELECT name, digest, media_type, size, created_at FROM artifacts \
+     WHERE run_id = $1 ORDER BY name";
+
+const BLOB: &str = "SELECT bytes FROM blobs WHERE digest = $1";
+
+/// Where task $1 stands, as one statement: its task row if it has one
+/// (runs with an explicit task id write them), else the run whose id is $1
+/// and that has no task id (a run without one is its own task), with its
+/// checkpoint at `last_seq`: the same columns the task row would have held
+/// (`updated_at` is that checkpoint's `created_at`, which its commit
+/// wrote as both). A task row wins over the fallback.
+const CURRENT_CHECKPOINT: &str = "\
+    SELECT run_id, seq, node_id, next_nodes, state_hash, updated_at FROM ( \
+        SELECT 0 AS pick, run_id, seq, node_id, next_nodes, state_hash, updated_at \
+        FROM task_checkpoints WHERE task_id = $1 \
+        UNION ALL \
+        SELECT 1, c.run_id, c.seq, c.node_id, c.next_nodes, c.state_hash, c.created_at \
+        FROM runs AS r JOIN checkpoints AS c ON c.run_id = r.id AND c.seq = r.last_seq \
+        WHERE r.id = $1 AND r.task_id IS NULL) AS found \
+    ORDER BY pick LIMIT 1";
+
+const RETENTION: &str = "SELECT scenario_name, keep_ms FROM retention ORDER BY scenario_name";
+
+/// Reading a store, on either backend.
+pub(crate) trait Reads: Codec + Sync {
+    type Row: StoredRow + Send;
+
+    /// Runs one read statement with `params` and returns its rows; a
+    /// failure is a [`StoreError::Database`] while `action`.
+    fn fetch(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+        action: &str,
+    ) -> impl Future<Output = Result<Vec<Self::Row>, StoreError>> + Send;
+
+    async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let action = format!("reading run `{run_id}`");
+        let rows = self.fetch(RUN, &[Param::Text(run_id)], &action).await?;
+        rows.first().map(|row| self.run_row(row)).transpose()
+    }
+
+    async fn list_runs(
+        &self,
+        status: Option<RunStatus>,
+        limit: u32,
+    ) -> Result<Vec<RunRow>, StoreError> {
+        let params = [
+            Param::MaybeText(status.map(RunStatus::as_str)),
+            Param::Int(i64::from(limit)),
+        ];
+        let rows = self.fetch(RUNS, &params, "listing runs").await?;
+        rows.iter().map(|row| self.run_row(row)).collect()
+    }
+
+    async fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
+        let action = format!("reading steps of run `{run_id}`");
+        let rows = self.fetch(STEPS, &[Param::Text(run_id)], &action).await?;
+        rows.iter().map(|row| self.step_row(run_id, row)).collect()
+    }
+
+    async fn map_items(
+        &self,
+        run_id: &str,
+        node_id: &str,
+        visit: u32,
+    ) -> Result<Vec<MapItemRow>, StoreError> {
+        let action = format!("reading items of map node `{node_id}` of run `{run_id}`");
+        let params = [
+            Param::Text(run_id),
+            Param::Text(node_id),
+            Param::Int(i64::from(visit)),
+        ];
+        let rows = self.fetch(MAP_ITEMS, &params, &action).await?;
+        rows.iter()
+            .map(|row| self.map_item_row(run_id, node_id, visit, row))
+            .collect()
+    }
+
+    async fn journal(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        let action = format!("reading the journal of run `{run_id}`");
+        let rows = self.fetch(JOURNAL, &[Param::Text(run_id)], &action).await?;
+        rows.iter()
+            .map(|row| self.journal_entry(run_id, row))
+            .collect()
+    }
+
+    async fn checkpoints(&self, run_id: &str) -> Result<Vec<CheckpointRow>, StoreError> {
+        let action = format!("reading checkpoints of run `{run_id}`");
+        let rows = self
+            .fetch(CHECKPOINTS, &[Param::Text(run_id)], &action)
+            .await?;
+        rows.iter()
+            .map(|row| self.checkpoint_row(run_id, row))
+            .collect()
+    }
+
+    async fn latest_state(&self, run_id: &str) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        self.load(run_id, None).await
+    }
+
+    async fn state_at(
+        &self,
+        run_id: &str,
+        seq: u64,
+    ) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        let Ok(target) = i64::try_from(seq) else {
+            return Ok(None);
+        };
+        self.load(run_id, Some(target)).await
+    }
+
+    /// Rebuilds the state at `seq` (the last checkpoint if None), verified
+    /// against its hash.
+    async fn load(
+        &self,
+        run_id: &str,
+        seq: Option<i64>,
+    ) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        let what = match seq {
+            Some(seq) => format!("checkpoint {seq}"),
+            None => "the last checkpoint".to_owned(),
+        };
+        let action = format!("reading {what} of run `{run_id}`");
+        let params = [Param::Text(run_id), Param::MaybeInt(seq)];
+        let rows = self.fetch(HISTORY, &params, &action).await?;
+        let rows = rows
+            .iter()
+            .map(|row| self.stored_checkpoint(run_id, row))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        match (rows.last(), seq) {
+            // No such run, or no checkpoint that far.
+            (None, _) => Ok(None),
+            (Some(last), Some(seq)) if last.seq as i64 != seq => Ok(None),
+            _ => rebuild(self.db(), run_id, rows).map(Some),
+        }
+    }
+
+    async fn artifacts(&self, run_id: &str) -> Result<Vec<ArtifactRow>, StoreError> {
+        let action = format!("reading artifacts of run `{run_id}`");
+        let rows = self
+            .fetch(ARTIFACTS, &[Param::Text(run_id)], &action)
+            .await?;
+        rows.iter()
+            .map(|row| self.artifact_row(run_id, row))
+            .collect()
+    }
+
+    /// The bytes with this digest, verified against it.
+    async fn artifact_bytes(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let action = format!("reading blob {digest}");
+        let rows = self.fetch(BLOB, &[Param::Text(digest)], &action).await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let bytes = row.column("bytes").map_err(|e| self.error(e, &action))?;
+        self.blob(digest, bytes).map(Some)
+    }
+
+    async fn current_checkpoint(
+        &self,
+        task_id: &str,
+    ) -> Result<Option<CurrentCheckpoint>, StoreError> {
+        let action = format!("reading task `{task_id}`");
+        let rows = self
+            .fetch(CURRENT_CHECKPOINT, &[Param::Text(task_id)], &action)
+            .await?;
+        rows.first()
+            .map(|row| self.current_checkpoint_row(task_id, row))
+            .transpose()
+    }
+
+    async fn retention(&self) -> Result<Vec<Retention>, StoreError> {
+        let rows = self
+            .fetch(RETENTION, &[], "reading retention settings")
+            .await?;
+        rows.iter().map(|row| self.retention_row(row)).collect()
+    }
+}

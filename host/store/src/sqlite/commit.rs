@@ -1,0 +1,572 @@
+//! SQLite: everything that writes a run's history, each write one
+//! transaction on the handle's writer connection (`writer.rs`): new runs,
+//! checkpoint commits with their step row, journal entries and artifacts,
+//! failed steps, map items, finishes and artifacts on their own. The
+//! exactly-once guard is the `checkpoints_in_sequence` trigger (migration
+//! 0001); a fenced write checks the lease first, under the write lock.
+//!
+//! Must not: hold a transaction across an `.await` (the writer runs `work`
+//! synchronously), or read outside a write's own checks (`read.rs` does).
+
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde_json::Value;
+
+use super::SqliteStore;
+use crate::checkpoint::{EncodedCheckpoint, START_NODE, StepCommit};
+use crate::codec::{ACTIVE, Codec, StepBinds, now_ms};
+use crate::error::StoreError;
+use crate::lease::{Lease, holds, lease_lost};
+use crate::refusal;
+use crate::rows::{MapItemRow, NewArtifact, StepRow, blob_digest};
+use crate::run::{NewRun, RunStatus};
+
+impl SqliteStore {
+    /// Like [`sq`](Self::sq), but a foreign-key violation means the run is
+    /// missing.
+    fn sq_write(&self, source: rusqlite::Error, run_id: &str, action: &str) -> StoreError {
+        if extended_code(&source) == Some(rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY) {
+            return refusal::run_not_found(&self.db, run_id);
+        }
+        self.sq(source, action)
+    }
+
+    /// A write transaction (see `writer`) that, with a `fence`, first checks
+    /// the lease under the write lock: `work` writes only while it holds.
+    async fn write_fenced<T>(
+        &self,
+        fence: Option<&Lease>,
+        action: &str,
+        mut work: impl FnMut(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.writer
+            .write(action, |tx| {
+                if let Some(fence) = fence {
+                    // Under the write lock, so the lease cannot change before COMMIT.
+                    self.check_fence(tx, fence, action)?;
+                }
+                work(tx)
+            })
+            .await
+    }
+
+    // ---- runs ------------------------------------------------------------------
+
+    pub async fn create_run(
+        &self,
+        run: &NewRun,
+        status: RunStatus,
+        task_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let action = format_args!("creating run `{}`", run.id).to_string();
+        let now = now_ms();
+        let encoded = EncodedCheckpoint::initial(&run.start_node, &run.initial_state);
+        let hash = run.initial_state.hash();
+        let input = run.input.to_string();
+        self.writer
+            .write(&action, |tx| {
+                // The run's row goes first, so a duplicate id fails before
+                // anything else is written.
+                let inserted = execute(
+                    tx,
+                    INSERT_RUN_SQL,
+                    params![
+                        run.id,
+                        run.scenario_name,
+                        run.scenario_path,
+                        run.scenario_digest,
+                        status.as_str(),
+                        input,
+                        run.start_node,
+                        now,
+                        task_id,
+                    ],
+                );
+                if let Err(e) = inserted {
+                    return Err(
+                        if matches!(
+                            extended_code(&e),
+                            Some(
+                                rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                                    | rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                            )
+                        ) {
+                            refusal::run_exists(&self.db, &run.id)
+                        } else {
+                            self.sq(e, &action)
+                        },
+                    );
+                }
+                insert_checkpoint(tx, &run.id, 0, START_NODE, &encoded, hash, now)
+                    .and_then(|written| match task_id {
+                        // A run without a task id is its own task: its row in
+                        // `runs` already says where it stands.
+                        None => Ok(written),
+                        Some(task_id) => execute(
+                            tx,
+                            INSERT_FIRST_TASK_ROW_SQL,
+                            params![task_id, run.id, START_NODE, encoded.next_nodes, hash, now],
+                        ),
+                    })
+                    .map_err(|e| self.sq(e, &action))?;
+                Ok(())
+            })
+            .await
+    }
+
+    pub async fn commit_step(
+        &self,
+        commit: &StepCommit,
+        artifacts: &[NewArtifact],
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let run_id = commit.run_id.as_str();
+        let action = format!("committing checkpoint {} of run `{run_id}`", commit.seq);
+        if commit.seq == 0 {
+            return Err(refusal::seq_zero(&self.db, run_id));
+        }
+        let seq = self.int(commit.seq, "checkpoint seq")?;
+        let encoded = EncodedCheckpoint::new(
+            commit.seq,
+            &commit.next_nodes,
+            &commit.changes,
+            &commit.full_state,
+            &commit.visits,
+        );
+        let step = StepRow {
+            run_id: commit.run_id.clone(),
+            seq: Some(commit.seq),
+            ..commit.step.clone()
+        };
+        let step = self.step_binds(&step)?;
+        let journal = commit
+            .journal
+            .iter()
+            .map(|entry| {
+                Ok((
+                    self.int(entry.seq, "journal seq")?,
+                    entry.request.to_string(),
+                    entry.response.to_string(),
+                    entry,
+                ))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let blobs: Vec<(String, &NewArtifact)> = artifacts
+            .iter()
+            .map(|a| (blob_digest(&a.bytes), a))
+            .collect();
+        let now = now_ms();
+
+        self.write_fenced(fence, &action, |tx| {
+            // The checkpoint goes first: the `checkpoints_in_sequence`
+            // trigger aborts it unless seq is exactly last_seq + 1 of an
+            // active run, which is the exactly-once guard; nothing after
+            // it runs then.
+            let inserted = insert_checkpoint(
+                tx,
+                run_id,
+                seq,
+                &commit.node_id,
+                &encoded,
+                &commit.state_hash,
+                now,
+            );
+            if let Err(e) = inserted {
+                if is_sequence_guard(&e) {
+                    // Returning the error rolls the transaction back.
+                    return Err(self.why_not_next(tx, run_id, commit.seq));
+                }
+                return Err(self.sq(e, &action));
+            }
+            // The status update is separate so that an unchanged status
+            // leaves its index alone.
+            execute(
+                tx,
+                ADVANCE_RUN_SQL,
+                params![run_id, seq, commit.next_nodes.first(), now],
+            )
+            .and_then(|_| execute(tx, MARK_RUNNING_SQL, params![run_id]))
+            .and_then(|_| insert_step(tx, &step))
+            .and_then(|_| {
+                execute(
+                    tx,
+                    UPSERT_TASK_ROW_SQL,
+                    params![
+                        run_id,
+                        seq,
+                        commit.node_id,
+                        encoded.next_nodes,
+                        commit.state_hash,
+                        now,
+                    ],
+                )
+            })
+            .map_err(|e| self.sq(e, &action))?;
+            for (entry_seq, request, response, entry) in &journal {
+                execute(
+                    tx,
+                    "INSERT INTO journal (run_id, seq, node_id, kind, request, response, \
+                         created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![
+                        run_id,
+                        entry_seq,
+                        entry.node_id,
+                        entry.kind,
+                        request,
+                        response,
+                        now
+                    ],
+                )
+                .map_err(|e| self.sq(e, &action))?;
+            }
+            for (digest, artifact) in &blobs {
+                insert_artifact(
+                    tx,
+                    run_id,
+                    &artifact.name,
+                    &artifact.media_type,
+                    digest,
+                    &artifact.bytes,
+                    now,
+                )
+                .map_err(|e| self.sq(e, &action))?;
+            }
+            crate::failpoint::hit(|| format!("in-commit:{}", commit.node_id));
+            Ok(())
+        })
+        .await
+    }
+
+    /// Refuses (LeaseLost) unless the run's lease is still `fence`; call
+    /// inside a write transaction. A missing run passes: the write that
+    /// follows reports it.
+    fn check_fence(
+        &self,
+        tx: &Transaction<'_>,
+        fence: &Lease,
+        action: &str,
+    ) -> Result<(), StoreError> {
+        let row = tx
+            .prepare_cached(
+                "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = ?1",
+            )
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![fence.run_id], |row| {
+                        Ok((
+                            row.get::<_, Option<String>>(0)?,
+                            row.get::<_, i64>(1)?,
+                            row.get::<_, Option<i64>>(2)?,
+                        ))
+                    })
+                    .optional()
+            })
+            .map_err(|e| self.sq(e, action))?;
+        match row {
+            Some((holder, generation, expires)) if !holds(fence, holder.as_deref(), generation) => {
+                Err(lease_lost(
+                    &self.db,
+                    fence,
+                    holder.as_deref(),
+                    generation,
+                    expires,
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Why the sequence guard refused a checkpoint.
+    fn why_not_next(&self, tx: &Transaction<'_>, run_id: &str, seq: u64) -> StoreError {
+        let row = tx
+            .query_row(
+                "SELECT status, last_seq FROM runs WHERE id = ?1",
+                params![run_id],
+                |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)),
+            )
+            .optional();
+        match row {
+            Err(e) => self.sq(e, &format!("checking run `{run_id}`")),
+            Ok(run) => refusal::not_next(
+                &self.db,
+                run_id,
+                seq,
+                run.as_ref().map(|(status, last)| (status.as_str(), *last)),
+            ),
+        }
+    }
+
+    /// With a `fence`, writes nothing unless the lease still holds.
+    pub async fn record_failed_step(
+        &self,
+        step: &StepRow,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let action = format!("recording a failed step of run `{}`", step.run_id);
+        let binds = self.step_binds(step)?;
+        let now = now_ms();
+        self.write_fenced(fence, &action, |tx| {
+            insert_step(tx, &binds).map_err(|e| self.sq_write(e, &step.run_id, &action))?;
+            execute(
+                tx,
+                "UPDATE runs SET updated_at = ?2 WHERE id = ?1",
+                params![step.run_id, now],
+            )
+            .map_err(|e| self.sq(e, &action))?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        result: Option<&str>,
+        error: Option<&Value>,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let action = format!("finishing run `{run_id}` as {status}");
+        let result = result.map(str::to_owned);
+        let error = error.map(Value::to_string);
+        let now = now_ms();
+        self.write_fenced(fence, &action, |tx| {
+            let updated = execute(
+                tx,
+                &format!(
+                    "UPDATE runs SET status = ?2, result = ?3, error = ?4, \
+                         lease_owner = NULL, lease_expires_at = NULL, updated_at = ?5 \
+                         WHERE id = ?1 AND status IN {ACTIVE}"
+                ),
+                params![run_id, status.as_str(), result, error, now],
+            )
+            .map_err(|e| self.sq(e, &action))?;
+            if updated == 1 {
+                return Ok(());
+            }
+            let current = tx
+                .query_row(
+                    "SELECT status FROM runs WHERE id = ?1",
+                    params![run_id],
+                    |row| row.get::<_, String>(0),
+                )
+                .optional()
+                .map_err(|e| self.sq(e, &action))?;
+            Err(refusal::already_finished(
+                &self.db,
+                run_id,
+                current.as_deref(),
+            ))
+        })
+        .await
+    }
+
+    pub async fn record_map_item(
+        &self,
+        item: &MapItemRow,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let action = format!(
+            "recording item {} of map node `{}` (visit {}) of run `{}`",
+            item.item_index, item.node_id, item.visit, item.run_id
+        );
+        let duration_us = self.int(item.duration_us, "item duration")?;
+        let fuel_consumed = self.int(item.fuel_consumed, "item fuel")?;
+        let output = item.output.to_string();
+        let now = now_ms();
+        self.write_fenced(fence, &action, |tx| {
+            // Idempotent: a resumed map re-records items it already had;
+            // the first durable output wins.
+            execute(
+                tx,
+                "INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
+                     output_hash, duration_us, fuel_consumed, created_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                     ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING",
+                params![
+                    item.run_id,
+                    item.node_id,
+                    item.visit,
+                    item.item_index,
+                    output,
+                    item.output_hash,
+                    duration_us,
+                    fuel_consumed,
+                    now,
+                ],
+            )
+            .map_err(|e| self.sq_write(e, &item.run_id, &action))?;
+            Ok(())
+        })
+        .await
+    }
+    // ---- artifacts -------------------------------------------------------------
+
+    pub async fn put_artifact(
+        &self,
+        run_id: &str,
+        name: &str,
+        media_type: &str,
+        bytes: &[u8],
+        fence: Option<&Lease>,
+    ) -> Result<String, StoreError> {
+        let action = format!("storing artifact `{name}` of run `{run_id}`");
+        let digest = blob_digest(bytes);
+        let now = now_ms();
+        self.write_fenced(fence, &action, |tx| {
+            insert_artifact(tx, run_id, name, media_type, &digest, bytes, now)
+                .map_err(|e| self.sq_write(e, run_id, &action))
+        })
+        .await?;
+        Ok(digest)
+    }
+}
+
+// The write statements, each prepared once on the writer connection. They use
+// SQLite's `?N` parameters (the reads, through sqlx, use `$N`).
+
+/// A new run ($1..$9: id, scenario name, path, digest, status, input,
+/// current node, now, task id).
+const INSERT_RUN_SQL: &str = "\
+INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
+    current_node, last_seq, created_at, updated_at, task_id) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8, ?9)";
+
+/// A checkpoint ($1 run id, $2 seq, $3 node, $4 next nodes, $5 is_snapshot,
+/// $6 state, $7 changes, $8 state hash, $9 visits, $10 bytes, $11 now). The
+/// `checkpoints_in_sequence` trigger (migration 0001) aborts it unless seq is
+/// 0 or exactly last_seq + 1 of an active run.
+const INSERT_CHECKPOINT_SQL: &str = "\
+INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, changes, \
+    state_hash, visits, bytes, created_at) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+
+/// A run's position after a checkpoint ($1 run id, $2 seq, $3 current node, $4 now).
+const ADVANCE_RUN_SQL: &str =
+    "UPDATE runs SET last_seq = ?2, current_node = ?3, updated_at = ?4 WHERE id = ?1";
+
+/// Only when the status changes, so that its index is otherwise left alone.
+const MARK_RUNNING_SQL: &str =
+    "UPDATE runs SET status = 'running' WHERE id = ?1 AND status <> 'running'";
+
+/// A new run's task row, at checkpoint 0 ($1 task id, $2 run id, $3 node,
+/// $4 next nodes, $5 state hash, $6 now).
+const INSERT_FIRST_TASK_ROW_SQL: &str = "\
+INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, updated_at) \
+    VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6) \
+    ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
+    node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
+    state_hash = excluded.state_hash, updated_at = excluded.updated_at";
+
+/// The run's task row after a checkpoint, if the run has a task id ($1 run
+/// id, $2 seq, $3 node, $4 next nodes, $5 state hash, $6 now).
+const UPSERT_TASK_ROW_SQL: &str = "\
+INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, updated_at) \
+    SELECT task_id, id, ?2, ?3, ?4, ?5, ?6 FROM runs WHERE id = ?1 AND task_id IS NOT NULL \
+    ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
+    node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
+    state_hash = excluded.state_hash, updated_at = excluded.updated_at";
+
+/// The message of the `checkpoints_in_sequence` trigger (migration 0001).
+const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";
+
+fn is_sequence_guard(error: &rusqlite::Error) -> bool {
+    error.to_string().contains(SEQUENCE_GUARD)
+}
+
+/// SQLite's extended result code of a failed statement.
+fn extended_code(error: &rusqlite::Error) -> Option<i32> {
+    match error {
+        rusqlite::Error::SqliteFailure(failure, _) => Some(failure.extended_code),
+        _ => None,
+    }
+}
+
+/// Runs one write statement, prepared once per writer connection.
+fn execute(
+    tx: &Transaction<'_>,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<usize> {
+    tx.prepare_cached(sql)?.execute(params)
+}
+fn insert_step(tx: &Transaction<'_>, step: &StepBinds) -> rusqlite::Result<usize> {
+    execute(
+        tx,
+        "INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, duration_us, \
+         input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        params![
+            step.run_id,
+            step.seq,
+            step.node_id,
+            step.attempt,
+            step.status,
+            step.started_at,
+            step.duration_us,
+            step.input_hash,
+            step.output_hash,
+            step.error,
+            step.fuel_consumed,
+            step.memory_peak_bytes,
+            step.detail,
+        ],
+    )
+}
+
+/// A checkpoint row (see [`INSERT_CHECKPOINT_SQL`]).
+fn insert_checkpoint(
+    tx: &Transaction<'_>,
+    run_id: &str,
+    seq: i64,
+    node_id: &str,
+    encoded: &EncodedCheckpoint,
+    hash: &str,
+    now: i64,
+) -> rusqlite::Result<usize> {
+    execute(
+        tx,
+        INSERT_CHECKPOINT_SQL,
+        params![
+            run_id,
+            seq,
+            node_id,
+            encoded.next_nodes,
+            encoded.is_snapshot,
+            encoded.state,
+            encoded.changes,
+            hash,
+            encoded.visits,
+            encoded.bytes as i64,
+            now,
+        ],
+    )
+}
+
+fn insert_artifact(
+    tx: &Transaction<'_>,
+    run_id: &str,
+    name: &str,
+    media_type: &str,
+    digest: &str,
+    bytes: &[u8],
+    now: i64,
+) -> rusqlite::Result<()> {
+    let size = bytes.len() as i64;
+    // Content-addressed: the bytes are stored once whatever refers to them.
+    execute(
+        tx,
+        "INSERT INTO blobs (digest, size, bytes, created_at) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (digest) DO NOTHING",
+        params![digest, size, bytes, now],
+    )?;
+    // A name is one artifact per run; writing it again points it at the new bytes.
+    execute(
+        tx,
+        "INSERT INTO artifacts (run_id, name, digest, media_type, size, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+         ON CONFLICT (run_id, name) DO UPDATE SET digest = excluded.digest, \
+         media_type = excluded.media_type, size = excluded.size, created_at = excluded.created_at",
+        params![run_id, name, digest, media_type, size, now],
+    )?;
+    Ok(())
+}
