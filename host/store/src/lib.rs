@@ -373,7 +373,7 @@ impl Store {
         dispatch!(self, s => s.artifact_bytes(digest).await)
     }
 
-    // ---- leases, queue, tasks, retention (issue 5) ------------------------------
+    // ---- leases, queue, tasks, retention ---------------------------------------
 
     /// Takes the lease on an unfinished run for `owner` until now + `ttl`.
     /// Refused with [`StoreError::Leased`] (naming the holder and expiry) while

@@ -118,7 +118,7 @@ pub struct RunRow {
     pub lease_owner: Option<String>,
     pub lease_expires_at_ms: Option<i64>,
     /// Bumped every time the lease changes hands; fences a runner that lost
-    /// its lease (issue 5).
+    /// its lease: its writes are refused once this moved on.
     pub lease_generation: u64,
 }
 
