@@ -1,8 +1,8 @@
 //! Finding a Rust toolchain that can build a skill for Wasm, and the exact
 //! `cargo build` command line for it.
 //!
-//! Two recipes (see `/work/shared/TOOLCHAIN.md` and
-//! `scripts/install-wasm-toolchain.sh`): rustup with the Wasm target
+//! Two kinds of toolchain, either installed by
+//! `scripts/install-wasm-toolchain.sh`: rustup with the Wasm target
 //! installed, or Debian's `rustc-web` building std from `rust-web-src` with
 //! `-Zbuild-std`. Every flag that decides the output bytes is set here, and
 //! nothing from the caller's environment (`RUSTFLAGS`, `CARGO_TARGET_DIR`…)
