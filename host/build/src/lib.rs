@@ -14,8 +14,10 @@
 
 pub mod componentize;
 pub mod hoist;
-pub mod package;
-pub mod toolchain;
+pub mod recipe;
+
+// The Rust recipe's modules, where they were before there were recipes.
+pub use recipe::rust::{package, toolchain};
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde::Deserialize;
 
-use super::BuildError;
+use crate::BuildError;
 
 /// A skill crate as cargo sees it.
 #[derive(Debug, Clone)]
@@ -76,7 +76,7 @@ pub fn read(mut cargo: Command, manifest: &Path) -> Result<Package, BuildError> 
     if !output.status.success() {
         return Err(BuildError::CargoMetadata {
             manifest: manifest.to_path_buf(),
-            stderr_tail: super::tail(&String::from_utf8_lossy(&output.stderr), 10),
+            stderr_tail: crate::tail(&String::from_utf8_lossy(&output.stderr), 10),
         });
     }
     let metadata: Metadata =

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::BuildError;
+use crate::BuildError;
 
 /// The script that installs a toolchain, named in errors.
 pub const INSTALL_SCRIPT: &str = "scripts/install-wasm-toolchain.sh";

@@ -1,0 +1,3 @@
+//! Guest languages, one recipe each; Rust is the one there is.
+
+pub mod rust;
