@@ -21,15 +21,23 @@
 //!   [`claims`](Recipe::claims) a directory by the file that marks it
 //!   (cheaply: look at files, run nothing), [`read`](Recipe::read) its
 //!   identity and whatever the build needs, find a
-//!   [`toolchain`](Recipe::toolchain) or fail with
-//!   [`BuildError::NoToolchain`]-style errors naming what is missing and how
-//!   to install it, and [`build`](Recipe::build) an [`Artifact`] saying
-//!   whether it is a core module (encoded here) or a component (only
-//!   checked and given metadata here);
+//!   [`toolchain`](Recipe::toolchain) or fail with an environment error
+//!   naming what is missing and how to install it, and
+//!   [`build`](Recipe::build) an [`Artifact`] saying whether it is a core
+//!   module (encoded by the tail) or a component (only hoisted where its
+//!   shape allows, checked and given metadata by the tail);
 //! - a variant of [`Language`], placed in [`Language::ALL`] by precedence
 //!   (the first recipe that claims a directory builds it), and its arms in
 //!   [`Language::claims`], [`Language::marker`], [`Language::kind`] and in
 //!   `build_skill`'s dispatch.
+//!
+//! Some shared pieces still speak Rust, because Rust is all they have
+//! served; the second recipe generalises what it needs: the
+//! [`BuildError::NoToolchain`] message says "Rust toolchain",
+//! [`BuildError::NotASkill`] for a module without a `component-type`
+//! section points at `skillhost_sdk::generate!`,
+//! [`BuildError::InvalidMetadata`] names `Cargo.toml`, and
+//! [`BuildOptions`]' `wasi` and `toolchain` are the Rust recipe's.
 
 pub mod rust;
 
