@@ -1,10 +1,13 @@
-//! From the core module cargo built to the skill component: encode it with
-//! `wit-component` (adding the WASI preview1 adapter when the module imports
-//! preview1), check that it is a skill (exports `run` and `manifest`), and
-//! add the standard wasm metadata from the skill's `Cargo.toml`.
+//! From what a guest toolchain built to the skill component, the tail every
+//! recipe shares: encode a core module with `wit-component` (adding the WASI
+//! preview1 adapter when the module imports preview1), move a memory-only
+//! import's memory into its own module where the shape allows it
+//! ([`hoist`]), check that it is a skill (exports `run` and
+//! `manifest`), and add the standard wasm metadata from the skill's identity.
 //!
 //! Pure functions of their input bytes, so the same module always gives the
-//! same component.
+//! same component. Nothing here knows which language the guest was written
+//! in; that is the recipes' business ([`recipe`](super::recipe)).
 
 use wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER;
 use wasm_metadata::{
@@ -15,7 +18,7 @@ use wit_parser::WorldItem;
 
 use super::BuildError;
 use super::hoist;
-use super::package::Package;
+use super::recipe::ArtifactKind;
 
 const PREVIEW1: &str = "wasi_snapshot_preview1";
 
@@ -28,7 +31,8 @@ pub struct Componentized {
     pub exports: Vec<String>,
 }
 
-/// What the component says about itself, from the package.
+/// What the component says about itself: the skill's identity, as its
+/// recipe read it (for Rust, from the crate's `Cargo.toml`).
 #[derive(Debug, Clone, Default)]
 pub struct ComponentMetadata {
     pub name: String,
@@ -40,20 +44,6 @@ pub struct ComponentMetadata {
     pub homepage: Option<String>,
 }
 
-impl From<&Package> for ComponentMetadata {
-    fn from(p: &Package) -> Self {
-        ComponentMetadata {
-            name: p.name.clone(),
-            version: p.version.clone(),
-            description: p.description.clone(),
-            authors: p.authors.clone(),
-            license: p.license.clone(),
-            repository: p.repository.clone(),
-            homepage: p.homepage.clone(),
-        }
-    }
-}
-
 /// Turns `wasm` (a core module with wit-bindgen's `component-type` section,
 /// or a component already, as rustup's `wasm32-wasip2` produces) into a
 /// skill component with metadata. `origin` names the input in errors.
@@ -62,42 +52,81 @@ pub fn componentize(
     meta: &ComponentMetadata,
     origin: &str,
 ) -> Result<Componentized, BuildError> {
-    let skill = &meta.name;
     let component = if wasmparser::Parser::is_component(wasm) {
         wasm.to_vec()
     } else {
-        let scan = scan_core(wasm).map_err(|e| BuildError::Componentize {
-            package: skill.clone(),
-            message: format!("{origin} is not a valid core module: {e}"),
-        })?;
-        if !scan.has_component_type {
-            return Err(BuildError::NotASkill {
-                package: skill.clone(),
-                reason: format!(
-                    "{origin} has no wit-bindgen `component-type` section; call `skillhost_sdk::generate!(\"<world>\")` and `export!(…)` in src/lib.rs"
-                ),
-            });
-        }
-        let mut encoder = ComponentEncoder::default()
-            .module(wasm)
-            .and_then(|e| {
-                let e = e.validate(true);
-                if scan.imports_preview1 {
-                    e.adapter(PREVIEW1, WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER)
-                } else {
-                    Ok(e)
-                }
-            })
-            .map_err(|e| BuildError::Componentize {
-                package: skill.clone(),
-                message: format!("{e:#}"),
-            })?;
-        encoder.encode().map_err(|e| BuildError::Componentize {
-            package: skill.clone(),
-            message: format!("{e:#}"),
-        })?
+        encode_core_module(wasm, &meta.name, origin)?
     };
+    finish(component, meta)
+}
 
+/// The skill component from what a recipe built: `wasm`, which the recipe
+/// says is `kind`. A core module is encoded first; a component goes straight
+/// to [`finish`]. `origin` names the input in errors.
+pub fn from_artifact(
+    kind: ArtifactKind,
+    wasm: &[u8],
+    meta: &ComponentMetadata,
+    origin: &str,
+) -> Result<Componentized, BuildError> {
+    let found = ArtifactKind::of(wasm);
+    if found != kind {
+        // A recipe that misjudges its toolchain's output would otherwise get
+        // the encoder's (or the decoder's) confusing complaint.
+        return Err(BuildError::Componentize {
+            package: meta.name.clone(),
+            message: format!("{origin} is {found}, but its recipe built {kind}"),
+        });
+    }
+    let component = match kind {
+        ArtifactKind::CoreModule => encode_core_module(wasm, &meta.name, origin)?,
+        ArtifactKind::Component => wasm.to_vec(),
+    };
+    finish(component, meta)
+}
+
+/// Encodes a core module with wit-bindgen's `component-type` section into a
+/// component, with the preview1 reactor adapter if it imports preview1.
+/// `skill` and `origin` name the skill and the input in errors.
+pub fn encode_core_module(wasm: &[u8], skill: &str, origin: &str) -> Result<Vec<u8>, BuildError> {
+    let scan = scan_core(wasm).map_err(|e| BuildError::Componentize {
+        package: skill.to_string(),
+        message: format!("{origin} is not a valid core module: {e}"),
+    })?;
+    if !scan.has_component_type {
+        return Err(BuildError::NotASkill {
+            package: skill.to_string(),
+            reason: format!(
+                "{origin} has no wit-bindgen `component-type` section; call `skillhost_sdk::generate!(\"<world>\")` and `export!(…)` in src/lib.rs"
+            ),
+        });
+    }
+    let mut encoder = ComponentEncoder::default()
+        .module(wasm)
+        .and_then(|e| {
+            let e = e.validate(true);
+            if scan.imports_preview1 {
+                e.adapter(PREVIEW1, WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER)
+            } else {
+                Ok(e)
+            }
+        })
+        .map_err(|e| BuildError::Componentize {
+            package: skill.to_string(),
+            message: format!("{e:#}"),
+        })?;
+    encoder.encode().map_err(|e| BuildError::Componentize {
+        package: skill.to_string(),
+        message: format!("{e:#}"),
+    })
+}
+
+/// Makes a component, encoded here or finished by a guest toolchain, the
+/// skill component: its memory hoisted where the shape allows it (any other
+/// shape is left as it is), its world checked to be a skill's, and `meta`
+/// set as its wasm metadata.
+pub fn finish(component: Vec<u8>, meta: &ComponentMetadata) -> Result<Componentized, BuildError> {
+    let skill = &meta.name;
     // One core instance fewer per call where the shape allows it.
     let component = match hoist::hoist_memory(&component) {
         Ok(Some(hoisted)) => hoisted,
@@ -528,6 +557,46 @@ mod tests {
         let a = componentize(&module, &meta(), "a").unwrap().bytes;
         let b = componentize(&module, &meta(), "b").unwrap().bytes;
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_recipes_component_gets_the_same_tail_as_an_encoded_module() {
+        let module = fixture_module(WORLD, WAT);
+        let via_module = from_artifact(ArtifactKind::CoreModule, &module, &meta(), "m").unwrap();
+        assert_eq!(
+            via_module.bytes,
+            componentize(&module, &meta(), "m").unwrap().bytes
+        );
+        // A toolchain that makes the component itself (here: the encoder,
+        // outside this crate's tail) gets the hoist, check and metadata only.
+        let via_component =
+            from_artifact(ArtifactKind::Component, &encoded(&module), &meta(), "c").unwrap();
+        assert_eq!(via_component.bytes, via_module.bytes);
+        assert_eq!(via_component.exports, ["run", "manifest"]);
+        let report = call_fixture(via_component.bytes, "hello");
+        assert_eq!(
+            report.result.unwrap(),
+            serde_json::json!({ "text": "hello" })
+        );
+    }
+
+    #[test]
+    fn an_artifact_of_the_wrong_kind_is_named() {
+        let module = fixture_module(WORLD, WAT);
+        let err = from_artifact(ArtifactKind::Component, &module, &meta(), "out.wasm").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("out.wasm is a core module, but its recipe built a component"),
+            "{err}"
+        );
+        let component = encoded(&module);
+        let err =
+            from_artifact(ArtifactKind::CoreModule, &component, &meta(), "out.wasm").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("out.wasm is a component, but its recipe built a core module"),
+            "{err}"
+        );
     }
 
     #[test]

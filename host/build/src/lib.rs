@@ -1,57 +1,56 @@
 //! Building skills into components: `host skill build`.
 //!
-//! Owns the whole path from a skill crate's directory to a component file:
-//! finding a toolchain that can build for Wasm ([`toolchain`]), reading the
-//! crate's identity ([`package`]), running `cargo build` with flags that make
-//! the bytes reproducible (same source, same bytes, wherever the checkout
-//! is), and encoding the core module into a component with the standard wasm
-//! metadata ([`componentize`]).
+//! Owns the whole path from a skill's directory to a component file. The
+//! guest language decides the first half: each language is a recipe
+//! ([`recipe`]) that recognises its skills, reads their identity, finds a
+//! toolchain and builds a core module or a component; Rust
+//! ([`recipe::rust`]) is the one there is. The second half is written once
+//! here for every recipe: encode a core module into a component, hoist its
+//! memory, check that it is a skill and add the standard wasm metadata
+//! ([`componentize`](mod@componentize), [`hoist`]), write the file
+//! atomically, and report.
 //!
-//! It must not load or run components (that is `runtime`'s job), and it never
-//! shares a target directory with the host's own build: skills build into
-//! `<target>/skill-build`, so the two never wait on each other's lock or
-//! invalidate each other's artifacts.
+//! It must not load or run components (that is `runtime`'s job).
 
 pub mod componentize;
 pub mod hoist;
-pub mod package;
-pub mod toolchain;
+pub mod recipe;
 
-use std::collections::VecDeque;
-use std::io::{BufRead, BufReader};
+// The Rust recipe's modules, where they were before there were recipes.
+pub use recipe::rust::{package, toolchain};
+
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
 pub use componentize::{ComponentMetadata, Componentized, componentize};
 pub use package::Package;
+pub use recipe::{Artifact, ArtifactKind, Language, Recipe};
 pub use toolchain::{INSTALL_SCRIPT, Toolchain, ToolchainChoice, ToolchainKind};
-
-/// How many lines of cargo's stderr an error keeps.
-const STDERR_TAIL_LINES: usize = 30;
 
 /// What to build and how.
 #[derive(Debug, Clone, Default)]
 pub struct BuildOptions {
-    /// The skill's directory (the one holding its `Cargo.toml`).
+    /// The skill's directory (for Rust, the one holding its `Cargo.toml`).
     pub skill_dir: PathBuf,
-    /// Where to write the component; default
-    /// `<cargo target dir>/skill-build/<name>.wasm`.
+    /// Where to write the component; default `<build dir>/<name>.wasm`
+    /// (see `target_dir`).
     pub out: Option<PathBuf>,
-    /// Build for WASI (`wasm32-wasip1` + the preview1 reactor adapter), for
-    /// skills whose std use needs stderr, clocks, random or env. Pure skills
-    /// (`wasm32-unknown-unknown`) are smaller and import only what they use
-    /// of the skill contract. Also on when the skill's Cargo.toml says
-    /// `[package.metadata.skillhost] wasi = true`.
+    /// Rust: build for WASI (`wasm32-wasip1` + the preview1 reactor
+    /// adapter), for skills whose std use needs stderr, clocks, random or
+    /// env. Pure skills (`wasm32-unknown-unknown`) are smaller and import
+    /// only what they use of the skill contract. Also on when the skill's
+    /// Cargo.toml says `[package.metadata.skillhost] wasi = true`.
     pub wasi: bool,
+    /// Rust: which toolchain builds the crate.
     pub toolchain: ToolchainChoice,
-    /// Cargo's target directory for skill builds; default
-    /// `<cargo target dir>/skill-build`.
+    /// The directory for the build's intermediate files (for Rust, cargo's
+    /// target directory); default the recipe's (for Rust,
+    /// `<cargo target dir>/skill-build`).
     pub target_dir: Option<PathBuf>,
-    /// Do not pass cargo's progress through to stderr (it is still captured
-    /// for the error if the build fails).
+    /// Do not pass the toolchain's progress through to stderr (it is still
+    /// captured for the error if the build fails).
     pub quiet: bool,
 }
 
@@ -69,6 +68,8 @@ impl BuildOptions {
 pub struct BuildReport {
     pub package: String,
     pub version: String,
+    /// The guest language, whose recipe built the skill.
+    pub language: Language,
     /// The component file written.
     pub output: PathBuf,
     /// Size of the component, in bytes.
@@ -77,12 +78,15 @@ pub struct BuildReport {
     pub sha256: String,
     pub target: String,
     pub toolchain: String,
-    /// The core module cargo produced, and its size.
+    /// What the guest toolchain produced (for Rust, the core module cargo
+    /// built; a component for recipes that make one), and its size.
     pub core_module: PathBuf,
     pub core_size: u64,
     pub imports: Vec<String>,
     pub exports: Vec<String>,
-    /// Time spent in `cargo build`, and in the whole build.
+    /// Time spent in the guest toolchain's build (`cargo build` for Rust;
+    /// the name is kept for the JSON report's readers), and in the whole
+    /// build.
     #[serde(serialize_with = "millis")]
     pub cargo_time: Duration,
     #[serde(serialize_with = "millis")]
@@ -98,18 +102,20 @@ fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error(
-        "skill directory `{}` does not exist; pass the folder that holds the skill's Cargo.toml, e.g. skills/echo",
-        dir.display()
+        "skill directory `{}` does not exist; pass the folder that holds the skill's {}, e.g. skills/echo",
+        dir.display(), recipe::markers()
     )]
     SkillDirMissing { dir: PathBuf },
     #[error(
-        "`{}` is a file, not a skill directory; pass the folder that holds the skill's Cargo.toml",
-        dir.display()
+        "`{}` is a file, not a skill directory; pass the folder that holds the skill's {}",
+        dir.display(), recipe::markers()
     )]
     NotADirectory { dir: PathBuf },
+    /// No recipe claims the directory: it holds none of the files the
+    /// recipes look for, all of which the message lists.
     #[error(
-        "no Cargo.toml in `{}`: a skill is a Rust crate; see sdk/README.md to create one",
-        dir.display()
+        "no {} in `{}`: a skill is {}; see sdk/README.md to create one",
+        recipe::markers(), dir.display(), recipe::kinds()
     )]
     NoManifest { dir: PathBuf },
     #[error(
@@ -182,7 +188,8 @@ impl BuildError {
     }
 }
 
-/// Builds the skill in `opts.skill_dir` into a component file.
+/// Builds the skill in `opts.skill_dir` into a component file, with the
+/// recipe of the first language that claims the directory.
 pub fn build_skill(opts: &BuildOptions) -> Result<BuildReport, BuildError> {
     let started = Instant::now();
     let dir = &opts.skill_dir;
@@ -192,178 +199,66 @@ pub fn build_skill(opts: &BuildOptions) -> Result<BuildReport, BuildError> {
     if !dir.is_dir() {
         return Err(BuildError::NotADirectory { dir: dir.clone() });
     }
-    let manifest = dir.join("Cargo.toml");
-    if !manifest.is_file() {
-        return Err(BuildError::NoManifest { dir: dir.clone() });
+    match Language::detect(dir) {
+        Some(Language::Rust) => build_with(&recipe::rust::Rust, opts, started),
+        None => Err(BuildError::NoManifest { dir: dir.clone() }),
     }
+}
 
-    let package = package::read(package::metadata_cargo(), &manifest)?;
-    let toolchain = toolchain::detect(opts.toolchain, opts.wasi || package.wasi, dir)?;
-    let target_dir = match &opts.target_dir {
+/// The steps every recipe goes through, and the tail they share: from what
+/// the recipe built to the component file and the report.
+fn build_with<R: Recipe>(
+    recipe: &R,
+    opts: &BuildOptions,
+    started: Instant,
+) -> Result<BuildReport, BuildError> {
+    let skill = recipe.read(&opts.skill_dir, opts)?;
+    let identity = recipe.identity(&skill);
+    let toolchain = recipe.toolchain(&skill, opts)?;
+    let build_dir = match &opts.target_dir {
         Some(dir) => absolute(dir)?,
-        None => package.target_directory.join("skill-build"),
+        None => recipe.default_build_dir(&skill),
     };
     let out = match &opts.out {
         Some(out) => out.clone(),
-        None => target_dir.join(format!("{}.wasm", package.name)),
+        None => build_dir.join(format!("{}.wasm", identity.name)),
     };
-    tracing::debug!(skill = %package.name, toolchain = %toolchain.describe(), "building skill");
+    tracing::debug!(
+        skill = %identity.name,
+        language = %recipe.language(),
+        toolchain = %recipe.describe(&toolchain),
+        "building skill"
+    );
 
-    let cargo_started = Instant::now();
-    let core_module = cargo_build(&toolchain, &package, &target_dir, opts.quiet)?;
-    let cargo_time = cargo_started.elapsed();
+    let compile_started = Instant::now();
+    let artifact = recipe.build(&skill, &toolchain, &build_dir, opts.quiet)?;
+    let compile_time = compile_started.elapsed();
 
-    let core = read(&core_module)?;
-    let component = componentize(
-        &core,
-        &ComponentMetadata::from(&package),
-        &core_module.display().to_string(),
+    let built = read(&artifact.path)?;
+    let component = componentize::from_artifact(
+        artifact.kind,
+        &built,
+        &identity,
+        &artifact.path.display().to_string(),
     )?;
     write_atomically(&out, &component.bytes)?;
 
     Ok(BuildReport {
-        package: package.name.clone(),
-        version: package.version.clone(),
+        package: identity.name,
+        version: identity.version,
+        language: recipe.language(),
         output: out,
         size: component.bytes.len() as u64,
         sha256: hex::encode(Sha256::digest(&component.bytes)),
-        target: toolchain.target.to_string(),
-        toolchain: toolchain.describe(),
-        core_module,
-        core_size: core.len() as u64,
+        target: recipe.target(&toolchain),
+        toolchain: recipe.describe(&toolchain),
+        core_module: artifact.path,
+        core_size: built.len() as u64,
         imports: component.imports,
         exports: component.exports,
-        cargo_time,
+        cargo_time: compile_time,
         total_time: started.elapsed(),
     })
-}
-
-/// The path prefixes rewritten in the compiled code: the workspace (and the
-/// package, if it lives elsewhere) and `CARGO_HOME`, where registry sources
-/// are. Each as given and canonical, since cargo passes whichever it was
-/// given to rustc.
-fn remaps(package: &Package) -> Vec<(PathBuf, String)> {
-    let mut remaps = Vec::new();
-    let mut add = |path: &Path, to: &str| {
-        for form in [path.to_path_buf(), path.canonicalize().unwrap_or_default()] {
-            if !form.as_os_str().is_empty() && !remaps.iter().any(|(p, _)| p == &form) {
-                remaps.push((form, to.to_string()));
-            }
-        }
-    };
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
-    if let Some(cargo_home) = cargo_home {
-        add(&cargo_home, "/cargo");
-    }
-    add(&package.workspace_root, ".");
-    if let Some(package_dir) = package.manifest_path.parent()
-        && !package_dir.starts_with(&package.workspace_root)
-    {
-        add(package_dir, &format!("./{}", package.name));
-    }
-    // rustc applies the last matching `--remap-path-prefix`: put the most
-    // specific (longest) prefixes last.
-    remaps.sort_by_key(|(path, _)| path.as_os_str().len());
-    remaps
-}
-
-/// Runs cargo and returns the path of the core module it reported.
-fn cargo_build(
-    toolchain: &Toolchain,
-    package: &Package,
-    target_dir: &Path,
-    quiet: bool,
-) -> Result<PathBuf, BuildError> {
-    let mut cmd = toolchain.build_command(&package.manifest_path, target_dir, &remaps(package));
-    cmd.current_dir(&package.workspace_root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    tracing::debug!(command = ?cmd, "cargo build");
-    let mut child = cmd.spawn().map_err(|source| BuildError::Spawn {
-        program: format!("{:?}", cmd.get_program()),
-        source,
-    })?;
-
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let stderr_thread = std::thread::spawn(move || {
-        let mut tail = VecDeque::with_capacity(STDERR_TAIL_LINES);
-        let mut reader = BufReader::new(stderr);
-        let mut line = Vec::new();
-        while reader.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
-            let text = String::from_utf8_lossy(&line).trim_end().to_string();
-            if !quiet {
-                eprintln!("{text}");
-            }
-            // Progress lines would push the diagnostics out of the tail.
-            let progress = [
-                "Compiling ",
-                "Blocking ",
-                "Downloaded ",
-                "Downloading ",
-                "Locking ",
-            ]
-            .iter()
-            .any(|p| text.trim_start().starts_with(p));
-            if progress {
-                line.clear();
-                continue;
-            }
-            if tail.len() == STDERR_TAIL_LINES {
-                tail.pop_front();
-            }
-            tail.push_back(text);
-            line.clear();
-        }
-        tail
-    });
-
-    let mut artifact = None;
-    let stdout = child.stdout.take().expect("stdout is piped");
-    for line in BufReader::new(stdout).lines() {
-        let Ok(line) = line else { break };
-        if let Some(path) = wasm_artifact(&line, &package.manifest_path) {
-            artifact = Some(path);
-        }
-    }
-    let status = child.wait().map_err(|source| BuildError::Spawn {
-        program: format!("{:?}", cmd.get_program()),
-        source,
-    })?;
-    let tail = stderr_thread.join().unwrap_or_default();
-    if !status.success() {
-        return Err(BuildError::CargoFailed {
-            package: package.name.clone(),
-            status: status.to_string(),
-            stderr_tail: Vec::from(tail).join("\n"),
-        });
-    }
-    artifact.ok_or_else(|| BuildError::NoArtifact {
-        package: package.name.clone(),
-    })
-}
-
-/// The `.wasm` file of a `compiler-artifact` message for the package at
-/// `manifest`, if `line` is one.
-fn wasm_artifact(line: &str, manifest: &Path) -> Option<PathBuf> {
-    #[derive(serde::Deserialize)]
-    struct Message {
-        reason: String,
-        #[serde(default)]
-        manifest_path: Option<PathBuf>,
-        #[serde(default)]
-        filenames: Vec<PathBuf>,
-    }
-    let message: Message = serde_json::from_str(line).ok()?;
-    if message.reason != "compiler-artifact" || message.manifest_path.as_deref() != Some(manifest) {
-        return None;
-    }
-    message
-        .filenames
-        .into_iter()
-        .find(|f| f.extension().is_some_and(|e| e == "wasm"))
 }
 
 /// The last `lines` lines of `text`.
@@ -447,14 +342,46 @@ mod tests {
     }
 
     #[test]
-    fn artifact_messages_are_matched_by_manifest() {
-        let line = r#"{"reason":"compiler-artifact","manifest_path":"/w/skills/echo/Cargo.toml","filenames":["/t/echo.wasm","/t/libecho.rlib"]}"#;
-        assert_eq!(
-            wasm_artifact(line, Path::new("/w/skills/echo/Cargo.toml")),
-            Some(PathBuf::from("/t/echo.wasm"))
+    fn a_directory_no_recipe_claims_lists_what_each_looks_for() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Files of languages there is no recipe for yet, and a `Cargo.toml`
+        // that is a directory: nothing here is a skill.
+        std::fs::write(tmp.path().join("package.json"), "{}").unwrap();
+        std::fs::write(tmp.path().join("pyproject.toml"), "").unwrap();
+        std::fs::write(tmp.path().join("skill.c"), "").unwrap();
+        std::fs::create_dir(tmp.path().join("Cargo.toml")).unwrap();
+        let err = build_skill(&BuildOptions::new(tmp.path())).unwrap_err();
+        assert!(matches!(err, BuildError::NoManifest { .. }), "{err}");
+        assert!(!err.is_environment());
+        let message = err.to_string();
+        assert!(
+            message.contains(&tmp.path().display().to_string()),
+            "{message}"
         );
-        assert_eq!(wasm_artifact(line, Path::new("/w/sdk/Cargo.toml")), None);
-        assert_eq!(wasm_artifact("not json", Path::new("/x")), None);
+        for language in Language::ALL {
+            assert!(message.contains(language.marker()), "{language}: {message}");
+            assert!(message.contains(language.kind()), "{language}: {message}");
+        }
+        // With Rust the only recipe, the message is the one from before
+        // there were recipes.
+        assert_eq!(
+            message,
+            format!(
+                "no Cargo.toml in `{}`: a skill is a Rust crate; see sdk/README.md to create one",
+                tmp.path().display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_crate_is_built_as_rust_whatever_else_its_directory_holds() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("package.json"), "{}").unwrap();
+        std::fs::write(tmp.path().join("Cargo.toml"), "[package\n").unwrap();
+        let err = build_skill(&BuildOptions::new(tmp.path())).unwrap_err();
+        // Cargo's own complaint about the manifest: the Rust recipe read it.
+        assert!(matches!(err, BuildError::CargoMetadata { .. }), "{err}");
+        assert!(err.to_string().contains("Cargo.toml"), "{err}");
     }
 
     #[test]
@@ -475,6 +402,7 @@ mod tests {
         opts.quiet = true;
         let report = build_skill(&opts).unwrap();
         assert_eq!(report.package, "echo");
+        assert_eq!(report.language, Language::Rust);
         assert_eq!(report.exports, ["run", "manifest"]);
         assert!(
             report

@@ -8,7 +8,8 @@ use std::process::Command;
 
 use serde::Deserialize;
 
-use super::BuildError;
+use crate::BuildError;
+use crate::componentize::ComponentMetadata;
 
 /// A skill crate as cargo sees it.
 #[derive(Debug, Clone)]
@@ -26,6 +27,21 @@ pub struct Package {
     /// `[package.metadata.skillhost] wasi = true`: the skill needs WASI
     /// (std's stderr, clocks, random, env) and is built for `wasm32-wasip1`.
     pub wasi: bool,
+}
+
+/// A crate's identity is what its component says about itself.
+impl From<&Package> for ComponentMetadata {
+    fn from(p: &Package) -> Self {
+        ComponentMetadata {
+            name: p.name.clone(),
+            version: p.version.clone(),
+            description: p.description.clone(),
+            authors: p.authors.clone(),
+            license: p.license.clone(),
+            repository: p.repository.clone(),
+            homepage: p.homepage.clone(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -76,7 +92,7 @@ pub fn read(mut cargo: Command, manifest: &Path) -> Result<Package, BuildError> 
     if !output.status.success() {
         return Err(BuildError::CargoMetadata {
             manifest: manifest.to_path_buf(),
-            stderr_tail: super::tail(&String::from_utf8_lossy(&output.stderr), 10),
+            stderr_tail: crate::tail(&String::from_utf8_lossy(&output.stderr), 10),
         });
     }
     let metadata: Metadata =

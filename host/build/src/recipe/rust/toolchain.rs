@@ -1,17 +1,17 @@
 //! Finding a Rust toolchain that can build a skill for Wasm, and the exact
 //! `cargo build` command line for it.
 //!
-//! Two recipes (`scripts/install-wasm-toolchain.sh` installs the second):
-//! rustup with the Wasm target installed, or Debian's `rustc-web` building
-//! std from `rust-web-src` with `-Zbuild-std` (rustup cannot download
-//! targets where only crates.io and Debian's packages are reachable). Every flag that decides the output bytes is set here, and
+//! Two kinds of toolchain: rustup with the Wasm target installed, or
+//! Debian's `rustc-web` building std from `rust-web-src` with `-Zbuild-std`,
+//! which `scripts/install-wasm-toolchain.sh` installs where rustup cannot
+//! download targets. Every flag that decides the output bytes is set here, and
 //! nothing from the caller's environment (`RUSTFLAGS`, `CARGO_TARGET_DIR`…)
 //! is allowed to change them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::BuildError;
+use crate::BuildError;
 
 /// The script that installs a toolchain, named in errors.
 pub const INSTALL_SCRIPT: &str = "scripts/install-wasm-toolchain.sh";
