@@ -2,7 +2,7 @@
 //! step row of its own), the retry policy of the node or of the skill's
 //! manifest, traps, and the limits and grants a node gives its call.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use skillhost_engine::Event;
 
 use crate::{completed, e2e_scenario, failed, load, run_both, scenario};
@@ -196,5 +196,5 @@ async fn a_call_past_its_timeout_or_a_trap_fails_the_node() {
     let (ran, _db) = adversary.run("trap").await;
     failed(&ran);
     assert_eq!(ran.last_error()["code"], "trap");
-    assert_eq!(ran.state()["text"], Value::from(""));
+    assert_eq!(ran.state()["text"], "");
 }

@@ -108,11 +108,11 @@ async fn the_run_input_gets_its_defaults_and_is_stored_with_them() {
 #[tokio::test]
 async fn a_gate_checks_its_preconditions_before_it_writes() {
     let loaded = load(&scenario("branches"));
-    let (ran, db) = run_both(&loaded, json!({ "repeat": 2 })).await;
+    let (ran, _db) = run_both(&loaded, json!({ "repeat": 2 })).await;
     completed(&ran);
     assert_eq!(ran.state()["label"], "measured 2: small");
 
-    let (ran, db2) = run_both(&loaded, json!({ "repeat": 120 })).await;
+    let (ran, db) = run_both(&loaded, json!({ "repeat": 120 })).await;
     failed(&ran);
     let error = ran.last_error();
     assert_eq!(
@@ -131,13 +131,12 @@ async fn a_gate_checks_its_preconditions_before_it_writes() {
     assert_eq!(failure["code"], "precondition-failed");
     assert_eq!(failure["partial_results"], json!({ "length": 120 }));
     assert_eq!(
-        db2.attempts(&ran.outcome.run_id).await,
+        db.attempts(&ran.outcome.run_id).await,
         [
             ("measure".to_string(), 1, "ok".to_string()),
             ("classify".to_string(), 1, "failed".to_string()),
         ]
     );
-    drop(db);
 }
 
 #[tokio::test]

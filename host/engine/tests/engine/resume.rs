@@ -12,7 +12,7 @@ use skillhost_engine::{Engine, EngineError, Event, NoEvents};
 use skillhost_scenario::LoadedScenario;
 use skillhost_store::RunStatus;
 
-use crate::{Db, Ran, completed, crash, e2e_scenario, failed, load, resume, run};
+use crate::{Db, Ran, completed, crash, e2e_scenario, failed, load, resume, run, scenario};
 
 /// An uninterrupted run's end, to compare a resumed run with.
 struct Reference {
@@ -37,9 +37,10 @@ async fn reference(db: &Db, loaded: &LoadedScenario, input: &Value) -> Reference
     }
 }
 
-/// Runs `scenario` on `db` until it crashes at `at`, resumes it with a new
-/// store handle, and asserts it ends as an uninterrupted run does. Returns
-/// the events of the crashed run's resume.
+/// Runs `loaded` on `db` until it crashes at `at`, resumes it with a new
+/// store handle, and asserts it ends as an uninterrupted run does: status,
+/// state, last state hash, failure report. Returns the run's id and what
+/// the resume did.
 async fn crash_and_resume(
     db: &Db,
     loaded: &Arc<LoadedScenario>,
@@ -177,6 +178,64 @@ async fn a_map_node_stopped_after_its_last_item_runs_no_item_again() {
         })
         .collect();
     assert_eq!(reused, [true; 6]);
+}
+
+#[tokio::test]
+async fn a_map_node_in_a_cycle_reuses_only_the_items_of_its_current_visit() {
+    let db = Db::sqlite().await;
+    let loaded = load(&scenario("map_cycle"));
+    // Stopped at the second item of the second visit.
+    let seen = AtomicUsize::new(0);
+    let (run_id, ran) = crash_and_resume(&db, &loaded, json!({}), move |e| {
+        matches!(e, Event::MapItemFinished { .. }) && seen.fetch_add(1, Ordering::SeqCst) == 4
+    })
+    .await;
+    completed(&ran);
+    assert_eq!(
+        ran.state()["rounds"],
+        json!(["a0,b0,c0", "a1,b1,c1", "a2,b2,c2"])
+    );
+    let reused: Vec<(usize, bool)> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::MapItemFinished { index, reused, .. } => Some((*index, *reused)),
+            _ => None,
+        })
+        .collect();
+    // The second visit keeps its first two items and runs its third; the
+    // third visit runs all of its own.
+    assert_eq!(
+        reused,
+        [
+            (0, true),
+            (1, true),
+            (2, false),
+            (0, false),
+            (1, false),
+            (2, false)
+        ]
+    );
+    for visit in 1..=3u32 {
+        let messages: Vec<Value> = db
+            .store
+            .map_items(&run_id, "fan", visit)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|row| row.output["message"].clone())
+            .collect();
+        let round = visit - 1;
+        assert_eq!(
+            messages,
+            [
+                json!(format!("a{round}")),
+                json!(format!("b{round}")),
+                json!(format!("c{round}"))
+            ],
+            "visit {visit}"
+        );
+    }
 }
 
 #[tokio::test]
