@@ -1,6 +1,10 @@
-//! The engine through the real `host` binary: linear, map, gate and branch
-//! nodes, retries, failure handlers, rules, bounded cycles, bad input, and the
-//! history commands.
+//! Running scenarios with the real `host` binary: `host run` and `host
+//! resume` (exit codes, `--json`, `--events`, `--out`, `--durability`),
+//! refused input and resumes, the databases the commands accept, the
+//! history commands (`runs show`, `runs list`, `checkpoints`), `graph`, the
+//! benchmarks, and `--help`. What the engine does with a run (every kind of
+//! node, routing, retries, rules, constraints, resume) is tested on the
+//! library, in `host/engine/tests/engine/`.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -184,38 +188,6 @@ fn retryable_errors_are_retried_then_routed_to_the_failure_handler() {
 }
 
 #[test]
-fn non_retryable_errors_fail_at_once_and_traps_are_reported() {
-    let host = Host::new();
-    let (code, out) = host.run_json("failing", json!({ "mode": "error" }));
-    assert_eq!(code, 1);
-    assert_eq!(out["state"]["errors"][0]["attempt"], 1);
-    let (code, out) = host.run_json("failing", json!({ "mode": "panic" }));
-    assert_eq!(code, 1);
-    assert_eq!(out["state"]["errors"][0]["code"], "trap");
-    let (code, out) = host.run_json("failing", json!({ "mode": "ok" }));
-    assert_eq!(code, 0, "{out}");
-}
-
-#[test]
-fn rules_warn_and_stop() {
-    let host = Host::new();
-    let (code, out) = host.run_json("rules", json!({ "message": "ab" }));
-    assert_eq!(code, 0, "{out}");
-    assert_eq!(out["warnings"][0]["code"], "SHORT_MESSAGE");
-    let (code, out) = host.run_json("rules", json!({ "message": "abcd" }));
-    assert_eq!(code, 1, "{out}");
-    assert_eq!(out["failure"]["code"], "TOO_LONG");
-    assert_eq!(out["failure"]["node"], "two");
-    assert_eq!(
-        out["failure"]["suggestions"],
-        json!(["use a shorter message"])
-    );
-    // A fatal rule rejects the writes of the node it fires after, like a
-    // failed postcondition; what earlier nodes wrote is kept.
-    assert_eq!(out["failure"]["partial_results"]["lengths"], json!([4]));
-}
-
-#[test]
 fn rule_outcomes_are_recorded_in_full() {
     let host = Host::new();
     // A warning keeps its suggestions, in the run's output and on its step.
@@ -266,18 +238,6 @@ fn rule_outcomes_are_recorded_in_full() {
         .unwrap();
     assert_eq!(step["status"], "failed", "{shown}");
     assert!(step["duration_us"].as_u64().unwrap() > 0, "{step}");
-}
-
-#[test]
-fn cycles_run_until_their_bound() {
-    let host = Host::new();
-    let (code, out) = host.run_json("loop", json!({ "limit": 3 }));
-    assert_eq!(code, 0, "{out}");
-    assert_eq!(out["state"]["lengths"], json!([1, 2, 3]));
-    let (code, out) = host.run_json("loop", json!({ "limit": 10 }));
-    assert_eq!(code, 1);
-    assert_eq!(out["failure"]["code"], "max-visits-exceeded");
-    assert_eq!(out["state"]["lengths"], json!([1, 2, 3, 4]));
 }
 
 #[test]
@@ -576,34 +536,6 @@ fn check_and_graph() {
     let dot = String::from_utf8_lossy(&out.stdout);
     assert!(dot.contains("digraph"), "{dot}");
     assert!(dot.contains("broken"), "{dot}");
-}
-
-#[test]
-fn extra_input_and_output_constraints_are_enforced() {
-    let host = Host::new();
-    let (code, out) = host.run_json("constraints", json!({ "message": "abcd", "repeat": 2 }));
-    assert_eq!(code, 0, "{out}");
-    assert_eq!(out["state"]["echoed"], "abcdabcd");
-
-    let (code, out) = host.run_json("constraints", json!({ "message": "ab" }));
-    assert_eq!(code, 1, "{out}");
-    let error = &out["state"]["errors"][0];
-    assert_eq!(error["code"], "input-constraint-failed");
-    assert!(
-        error["message"].as_str().unwrap().contains("$.message"),
-        "{error}"
-    );
-
-    let (code, out) = host.run_json("constraints", json!({ "message": "abcdef", "repeat": 2 }));
-    assert_eq!(code, 1, "{out}");
-    let error = &out["state"]["errors"][0];
-    assert_eq!(error["code"], "output-constraint-failed");
-    assert!(
-        error["message"].as_str().unwrap().contains("$.length"),
-        "{error}"
-    );
-    // The refused output was not written.
-    assert_eq!(out["state"]["echoed"], "");
 }
 
 /// Benchmark options that cannot work are refused before anything runs,

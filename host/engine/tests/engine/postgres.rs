@@ -1,0 +1,90 @@
+//! The engine on Postgres: the same run leaves the same history as on
+//! SQLite (checkpoints, state hashes, steps), and a run stopped on
+//! Postgres resumes to the state of an uninterrupted run.
+
+use serde_json::json;
+use skillhost_engine::Event;
+use skillhost_store::CheckpointRow;
+
+use crate::{Db, completed, crash, e2e_scenario, load, resume, run};
+
+/// What must not depend on the backend: seq, node, route, state hash.
+fn route(checkpoints: &[CheckpointRow]) -> Vec<(u64, String, Vec<String>, String)> {
+    checkpoints
+        .iter()
+        .map(|c| {
+            (
+                c.seq,
+                c.node_id.clone(),
+                c.next_nodes.clone(),
+                c.state_hash.clone(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_run_on_postgres_leaves_the_history_it_leaves_on_sqlite() {
+    let loaded = load(&e2e_scenario("pipeline"));
+    let input = json!({ "message": "pg", "items": ["a", "b", "c", "d", "e"] });
+    let sqlite = Db::sqlite().await;
+    let postgres = Db::postgres().await;
+    let on_sqlite = run(Some(sqlite.store.clone()), &loaded, input.clone()).await;
+    let on_postgres = run(Some(postgres.store.clone()), &loaded, input).await;
+    completed(&on_postgres);
+    assert_eq!(on_postgres.state(), on_sqlite.state());
+
+    let (a, b) = (&on_sqlite.outcome.run_id, &on_postgres.outcome.run_id);
+    assert_eq!(
+        route(&postgres.store.checkpoints(b).await.unwrap()),
+        route(&sqlite.store.checkpoints(a).await.unwrap())
+    );
+    assert_eq!(
+        postgres.store.latest_state(b).await.unwrap().unwrap().state,
+        on_sqlite.state()
+    );
+    let steps = |rows: Vec<skillhost_store::StepRow>| {
+        rows.into_iter()
+            .map(|s| (s.node_id, s.seq, s.status, s.input_hash, s.output_hash))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(steps(postgres.steps(b).await), steps(sqlite.steps(a).await));
+    let items = postgres.store.map_items(b, "fan", 1).await.unwrap();
+    assert_eq!(items.len(), 5);
+}
+
+#[tokio::test]
+async fn a_run_stopped_on_postgres_resumes_to_the_uninterrupted_state() {
+    let loaded = load(&e2e_scenario("crash"));
+    let reference = Db::sqlite().await;
+    let expected = run(Some(reference.store.clone()), &loaded, json!({})).await;
+    completed(&expected);
+
+    let db = Db::postgres().await;
+    let run_id = crash(&db.url, &loaded, json!({}), |e| {
+        matches!(e, Event::MapItemFinished { index: 3, .. })
+    })
+    .await;
+    let ran = resume(db.reopen().await, &loaded, &run_id).await.unwrap();
+    completed(&ran);
+    let row = db.store.run(&run_id).await.unwrap().unwrap();
+    assert_eq!(
+        serde_json::to_string(&row.result.unwrap()).unwrap(),
+        serde_json::to_string(&expected.state()).unwrap()
+    );
+    let ok: Vec<String> = db
+        .attempts(&run_id)
+        .await
+        .into_iter()
+        .filter(|(_, _, status)| status == "ok")
+        .map(|(node, _, _)| node)
+        .collect();
+    assert_eq!(ok, ["first", "second", "fan", "third"]);
+    assert!(
+        ran.events
+            .iter()
+            .any(|e| matches!(e, Event::MapItemFinished { reused: true, .. })),
+        "{:?}",
+        ran.events
+    );
+}

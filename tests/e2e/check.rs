@@ -1,0 +1,140 @@
+//! `host check` and the checker's report from `host run`: the diagnostics
+//! of the scenario checker as the command line prints them, one JSON object
+//! per diagnostic with `--json`, one line each for people. The checker
+//! itself is tested on the library, in `host/scenario/tests/`.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+use skillhost_tests::cli::{host, json, stderr};
+
+/// The checker's fixtures this module uses, from
+/// `host/scenario/tests/scenarios/`, copied with the layout they expect: a
+/// `components/` directory next to `invalid/` and `valid/` holding the
+/// skills they reference.
+struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new() -> Workspace {
+        let fixtures = skillhost_tests::repo_root().join("host/scenario/tests/scenarios");
+        let dir = tempfile::tempdir().unwrap();
+        for file in ["invalid/two_errors.toml", "valid/warnings.toml"] {
+            let target = dir.path().join(file);
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::copy(fixtures.join(file), target).unwrap();
+        }
+        std::fs::create_dir(dir.path().join("components")).unwrap();
+        std::fs::copy(
+            skillhost_tests::dist("echo"),
+            dir.path().join("components/echo.wasm"),
+        )
+        .unwrap();
+        Workspace { dir }
+    }
+
+    fn join(&self, relative: &str) -> PathBuf {
+        self.dir.path().join(relative)
+    }
+}
+
+/// `host check --json`, and `host run --json` when the checker refuses the
+/// scenario, print each diagnostic as an object.
+#[test]
+fn check_json_gives_each_diagnostic_as_an_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = Workspace::new();
+    let path = workspace.join("invalid/two_errors.toml");
+    let file = path.display().to_string();
+    let expected = json!({
+        "ok": false,
+        "errors": [
+            {
+                "code": "unknown-node",
+                "severity": "error",
+                "message": "`on_failure` names node `nowhere`, which is not declared",
+                "file": file,
+                "line": 3,
+                "node": null,
+            },
+            {
+                "code": "undeclared-state",
+                "severity": "error",
+                "message": "input.message: `state.nope` is not declared; declare it under \
+                            [state] (declared: `unused`)",
+                "file": file,
+                "line": 14,
+                "node": "say",
+            },
+        ],
+        "warnings": [
+            {
+                "code": "unwritten-state",
+                "severity": "warning",
+                "message": "state `unused` is declared but no node writes it; it keeps its \
+                            initial value",
+                "file": file,
+                "line": 6,
+                "node": null,
+            },
+        ],
+    });
+
+    let out = host(dir.path(), &["check", "--json", &file], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(json(&out), expected);
+
+    let out = host(dir.path(), &["run", "--json", &file], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(json(&out), expected);
+    assert!(
+        stderr(&out).contains("does not pass the checker"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A scenario that passes has the same keys.
+    let valid = workspace.join("valid/warnings.toml");
+    let out = host(
+        dir.path(),
+        &["check", "--json", valid.to_str().unwrap()],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = json(&out);
+    assert_eq!((&shown["ok"], &shown["errors"]), (&json!(true), &json!([])));
+    let warnings: Vec<_> = shown["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["code"].as_str(),
+                w["severity"].as_str(),
+                w["line"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            (Some("unwritten-state"), Some("warning"), Some(6)),
+            (Some("unused-skill"), Some("warning"), Some(12)),
+        ]
+    );
+
+    // For people: unchanged, one line per diagnostic on stderr.
+    let out = host(dir.path(), &["check", &file], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{file}:3: `on_failure` names node `nowhere`"))
+            && err.contains(&format!(
+                "{file}:14: node `say`: input.message: `state.nope`"
+            ))
+            && err.contains(&format!("{file}:6: warning: state `unused`")),
+        "{err}"
+    );
+}
