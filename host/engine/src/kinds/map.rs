@@ -209,6 +209,9 @@ async fn run_items(
     step.started_at_ms = started_at_ms;
     step.fuel_consumed = Some(fuel_total);
     if let Some(failure) = first_failure {
+        // The step row is the failing item's last attempt, as its error
+        // says; the attempts before it are rows of their own already.
+        step.attempt = failure.attempt;
         return Err((failure, Some(step)));
     }
 
