@@ -28,7 +28,7 @@ use crate::call::CallState;
 
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "wit",
         world: "skillhost:skill/base",
     });
 }
