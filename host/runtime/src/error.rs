@@ -35,7 +35,8 @@ pub enum LoadError {
     )]
     BadRunSignature { skill: String, found: String },
     #[error(
-        "skill `{skill}` imports `{import}`, which Skillhost does not provide; skills may import skillhost:skill/{{log,fs,kv,http,llm}}@0.1 and WASI 0.2 interfaces"
+        "skill `{skill}` imports `{import}`, which Skillhost does not provide; skills may import skillhost:skill/{{{capabilities}}}@0.1 and WASI 0.2 interfaces",
+        capabilities = crate::Capability::ALL.map(crate::Capability::name).join(",")
     )]
     UnknownImport { skill: String, import: String },
     #[error("skill `{skill}`: its {side} type cannot cross the skill boundary: {error}")]

@@ -1,13 +1,20 @@
 //! The `kv` capability: a key-value store scoped to the namespace the scenario
-//! grants. The backend is shared by all calls of a runtime; the in-memory one
-//! lives as long as the runtime.
+//! grants, in the runtime's kv backend ([`Backends::kv`]), which every call of
+//! the runtime shares; the default one ([`MemoryKv`]) lives as long as the
+//! runtime.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use super::bindings::skillhost::skill::kv::Host;
-use super::{Capability, GrantError, GuestError, denied, guest_error};
+use wasmtime::component::Linker;
+
+use super::bindings::skillhost::skill::kv as wit;
+use super::{
+    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
+    HostCapability, guest_error,
+};
 use crate::call::CallState;
+use crate::limits::Limits;
 
 const MAX_KEY_BYTES: usize = 1024;
 const MAX_VALUE_BYTES: usize = 1 << 20;
@@ -88,18 +95,44 @@ impl KvBackend for MemoryKv {
     }
 }
 
-impl CallState {
-    fn kv_namespace(&mut self, key: &str) -> Result<String, GuestError> {
-        let Some(grant) = self.grants().kv.clone() else {
-            return Err(denied(self, Capability::Kv));
-        };
-        if key.len() > MAX_KEY_BYTES {
-            return Err(guest_error(
-                "invalid-key",
-                format!("keys are at most {MAX_KEY_BYTES} bytes"),
-            ));
+pub(crate) struct Kv;
+
+/// One call's `kv`: the granted namespace and the backend, or nothing when
+/// the call has no `kv` grant.
+pub(crate) struct KvCall {
+    access: Option<KvAccess>,
+}
+
+struct KvAccess {
+    grant: Arc<KvGrant>,
+    backend: Arc<dyn KvBackend>,
+}
+
+impl HostCapability for Kv {
+    type Call = KvCall;
+
+    fn new_call(grants: &Grants, backends: &Backends, _limits: &Limits) -> KvCall {
+        KvCall {
+            access: grants.kv.as_ref().map(|grant| KvAccess {
+                grant: grant.clone(),
+                backend: backends.kv.clone(),
+            }),
         }
-        Ok(grant.namespace)
+    }
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        wit::add_to_linker::<CallState, HasHostCall<KvCall>>(linker, |state| HostCall {
+            cap: &mut state.capabilities.kv,
+            scope: &mut state.scope,
+        })
+    }
+}
+
+impl Grantable for Kv {
+    type Grant = KvGrant;
+
+    fn parse_grant(value: &str) -> Result<KvGrant, GrantError> {
+        KvGrant::parse(value)
     }
 }
 
@@ -111,34 +144,53 @@ fn backend_error(e: String) -> GuestError {
     }
 }
 
-impl Host for CallState {
+impl HostCall<'_, KvCall> {
+    /// The backend and namespace for an operation on `key`, or the error the
+    /// guest gets.
+    fn access(&mut self, key: &str) -> Result<(Arc<dyn KvBackend>, Arc<KvGrant>), GuestError> {
+        let Some(access) = &self.cap.access else {
+            return Err(self.deny(Capability::Kv));
+        };
+        if key.len() > MAX_KEY_BYTES {
+            return Err(guest_error(
+                "invalid-key",
+                format!("keys are at most {MAX_KEY_BYTES} bytes"),
+            ));
+        }
+        Ok((access.backend.clone(), access.grant.clone()))
+    }
+}
+
+impl wit::Host for HostCall<'_, KvCall> {
     fn get(&mut self, key: String) -> Result<Option<Vec<u8>>, GuestError> {
-        let ns = self.kv_namespace(&key)?;
-        self.kv_backend().get(&ns, &key).map_err(backend_error)
+        let (backend, grant) = self.access(&key)?;
+        backend.get(&grant.namespace, &key).map_err(backend_error)
     }
 
     fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), GuestError> {
-        let ns = self.kv_namespace(&key)?;
+        let (backend, grant) = self.access(&key)?;
         if value.len() > MAX_VALUE_BYTES {
             return Err(guest_error(
                 "too-large",
                 format!("values are at most {MAX_VALUE_BYTES} bytes"),
             ));
         }
-        self.kv_backend()
-            .set(&ns, &key, value)
+        backend
+            .set(&grant.namespace, &key, value)
             .map_err(backend_error)
     }
 
     fn delete(&mut self, key: String) -> Result<(), GuestError> {
-        let ns = self.kv_namespace(&key)?;
-        self.kv_backend().delete(&ns, &key).map_err(backend_error)
+        let (backend, grant) = self.access(&key)?;
+        backend
+            .delete(&grant.namespace, &key)
+            .map_err(backend_error)
     }
 
     fn list_keys(&mut self, prefix: String) -> Result<Vec<String>, GuestError> {
-        let ns = self.kv_namespace(&prefix)?;
-        self.kv_backend()
-            .list_keys(&ns, &prefix)
+        let (backend, grant) = self.access(&prefix)?;
+        backend
+            .list_keys(&grant.namespace, &prefix)
             .map_err(backend_error)
     }
 }
