@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::run::now_ms;
 use crate::{Event, EventSink, RunContext};
-use skillhost_runtime::{CallError, CallOptions, CallReport, Limits, Skill};
+use skillhost_runtime::{CallError, CallOptions, CallReport, JournalMode, Limits, Skill};
 use skillhost_scenario::SkillCall;
 use skillhost_store::StepRow;
 
@@ -46,6 +46,7 @@ impl CallPlan {
             options: CallOptions {
                 limits,
                 grants: call.grants.clone(),
+                journal: JournalMode::Record,
             },
             max_attempts,
             backoff_ms,
@@ -156,6 +157,7 @@ pub(crate) async fn call_node_skill(
                 fuel_consumed: 0,
                 memory_peak_bytes: 0,
                 denied: Vec::new(),
+                journal: Vec::new(),
                 duration: Duration::ZERO,
             },
             attempt: 1,

@@ -18,6 +18,7 @@ use crate::capabilities::wasi::WasiState;
 use crate::capabilities::{Backends, Capability, CapabilityCalls, Grants};
 use crate::engine::ticks_for;
 use crate::error::CallError;
+use crate::journal::{Journal, JournalMode, JournalRecord};
 use crate::limits::{CallLimiter, LimitHit, Limits};
 use crate::skill::Skill;
 
@@ -26,6 +27,9 @@ use crate::skill::Skill;
 pub struct CallOptions {
     pub limits: Limits,
     pub grants: Arc<Grants>,
+    /// Record the journaled host calls (the default), or answer them from a
+    /// recorded journal.
+    pub journal: JournalMode,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -57,6 +61,10 @@ pub struct CallReport {
     pub memory_peak_bytes: u64,
     /// Capabilities the skill tried to use without a grant.
     pub denied: Vec<Capability>,
+    /// The journaled host calls, in the order the skill made them: recorded,
+    /// or, in a replay, the entries the call was answered from. Empty (and
+    /// unallocated) for a call that made none.
+    pub journal: Vec<JournalRecord>,
     pub duration: Duration,
 }
 
@@ -66,11 +74,12 @@ impl CallReport {
     }
 }
 
-/// What every capability of one call shares: the skill's name and the
-/// capabilities it was denied.
+/// What every capability of one call shares: the skill's name, the
+/// capabilities it was denied, and the call's journal.
 pub(crate) struct CallScope {
     skill: Arc<str>,
     denied: Vec<Capability>,
+    pub(crate) journal: Journal,
 }
 
 impl CallScope {
@@ -99,6 +108,7 @@ impl CallState {
             scope: CallScope {
                 skill,
                 denied: Vec::new(),
+                journal: Journal::new(&options.journal),
             },
             capabilities: CapabilityCalls::new(&options.grants, backends, &options.limits),
             limiter: CallLimiter::new(&options.limits),
@@ -132,6 +142,7 @@ impl Skill {
                     fuel_consumed: 0,
                     memory_peak_bytes: 0,
                     denied: Vec::new(),
+                    journal: Vec::new(),
                     duration: start.elapsed(),
                 };
             }
@@ -159,19 +170,31 @@ impl Skill {
             limiter,
             ..
         } = state;
+        let (journal, mismatch) = scope.journal.finish();
         let denied = scope.denied;
-        let result = result.map_err(|error| match error {
-            // A guest that met a denied import usually turns the denial into
-            // its own error; report the denial, which is what must be fixed.
-            CallError::Skill { .. } | CallError::Trap { .. } if !denied.is_empty() => {
-                CallError::CapabilityDenied {
-                    skill: self.name.clone(),
-                    capability: denied[0].to_string(),
-                    message: error.to_string(),
+        let result = match mismatch {
+            // Whatever the guest made of it, a replay that diverged did not
+            // reproduce the recorded call.
+            Some(mismatch) => Err(CallError::JournalMismatch {
+                skill: self.name.clone(),
+                capability: mismatch.capability.to_string(),
+                entry: mismatch.entry,
+                difference: mismatch.difference,
+            }),
+            None => result.map_err(|error| match error {
+                // A guest that met a denied import usually turns the denial
+                // into its own error; report the denial, which is what must
+                // be fixed.
+                CallError::Skill { .. } | CallError::Trap { .. } if !denied.is_empty() => {
+                    CallError::CapabilityDenied {
+                        skill: self.name.clone(),
+                        capability: denied[0].to_string(),
+                        message: error.to_string(),
+                    }
                 }
-            }
-            other => other,
-        });
+                other => other,
+            }),
+        };
         let log = capabilities.log;
         CallReport {
             result,
@@ -180,6 +203,7 @@ impl Skill {
             fuel_consumed,
             memory_peak_bytes: limiter.memory_peak,
             denied,
+            journal,
             duration: start.elapsed(),
         }
     }

@@ -111,6 +111,19 @@ pub enum CallError {
         message: String,
         retryable: bool,
     },
+    #[error(
+        "skill `{skill}` diverged from its journal at entry {entry} (`{capability}`): {difference}; a replay must make the host calls the recorded call made, in the same order"
+    )]
+    JournalMismatch {
+        skill: String,
+        /// The capability of the host call (or of the recorded entry) that
+        /// did not match.
+        capability: String,
+        /// The 0-based index of the journal entry.
+        entry: usize,
+        /// What differed, with the recorded request.
+        difference: String,
+    },
 }
 
 impl CallError {
@@ -128,6 +141,7 @@ impl CallError {
             CallError::Trap { .. } => "trap",
             CallError::CapabilityDenied { .. } => "capability-denied",
             CallError::Host { .. } => "host",
+            CallError::JournalMismatch { .. } => "journal-mismatch",
         }
     }
 
@@ -144,7 +158,8 @@ impl CallError {
             | CallError::InvalidOutput { skill, .. }
             | CallError::Trap { skill, .. }
             | CallError::CapabilityDenied { skill, .. }
-            | CallError::Host { skill, .. } => skill,
+            | CallError::Host { skill, .. }
+            | CallError::JournalMismatch { skill, .. } => skill,
         }
     }
 

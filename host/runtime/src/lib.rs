@@ -12,6 +12,7 @@ pub mod call;
 pub mod capabilities;
 pub mod engine;
 pub mod error;
+pub mod journal;
 pub mod limits;
 pub mod schema;
 pub mod skill;
@@ -28,6 +29,7 @@ pub use call::{CallOptions, CallReport, LogLevel, LogLine};
 pub use capabilities::{Backends, Capability, GrantError, Grants, KvBackend, MemoryKv};
 pub use engine::PoolConfig;
 pub use error::{CallError, LoadError};
+pub use journal::{JournalMode, JournalRecord};
 pub use limits::Limits;
 pub use skill::{Manifest, RetryPolicy, Skill};
 

@@ -4,7 +4,9 @@
 //! yet: a grant is refused with that reason (so no scenario believes it has
 //! network access), and every call is denied. The module has the shape of a
 //! capability with a backend: once [`Backends`] has an HTTP client, a call
-//! with a grant gets it in [`HttpCall`].
+//! with a grant gets it in [`HttpCall`], and `fetch` journals each request and
+//! response through the call's journal like `kv` does, so a replay sees the
+//! same bytes.
 
 use wasmtime::component::Linker;
 
@@ -65,7 +67,7 @@ impl Grantable for Http {
 }
 
 impl wit::Host for HostCall<'_, HttpCall> {
-    fn fetch(&mut self, _request: Request) -> Result<Response, GuestError> {
-        Err(self.deny(Capability::Http))
+    fn fetch(&mut self, _request: Request) -> wasmtime::Result<Result<Response, GuestError>> {
+        Ok(Err(self.deny(Capability::Http)))
     }
 }

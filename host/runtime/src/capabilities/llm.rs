@@ -3,7 +3,9 @@
 //! The contract is designed and linked, but no provider is wired into this host
 //! yet: a grant is refused with that reason, and every call is denied. The
 //! module has the shape of a capability with a backend: once [`Backends`] has
-//! a provider, a call with a grant gets it in [`LlmCall`].
+//! a provider, a call with a grant gets it in [`LlmCall`], and `complete`
+//! journals each request and completion through the call's journal like `kv`
+//! does, so a replay never calls the model again.
 
 use wasmtime::component::Linker;
 
@@ -63,7 +65,10 @@ impl Grantable for Llm {
 }
 
 impl wit::Host for HostCall<'_, LlmCall> {
-    fn complete(&mut self, _request: CompletionRequest) -> Result<Completion, GuestError> {
-        Err(self.deny(Capability::Llm))
+    fn complete(
+        &mut self,
+        _request: CompletionRequest,
+    ) -> wasmtime::Result<Result<Completion, GuestError>> {
+        Ok(Err(self.deny(Capability::Llm)))
     }
 }

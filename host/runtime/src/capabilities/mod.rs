@@ -10,7 +10,7 @@
 //! - **per call**: the module builds its per-call instance from the call's
 //!   grant and the backend, and implements its generated `Host` trait on that
 //!   instance (seen through a [`HostCall`], which adds what every capability
-//!   of the call shares: the skill's name and the denials);
+//!   of the call shares: the skill's name, the denials, the journal);
 //! - **link**: the module adds its interface to the shared linker once;
 //! - **deny**: an instance built without a grant answers every function with
 //!   a `capability-not-granted` error and records the denial, so an ungranted
@@ -43,6 +43,14 @@ pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "wit",
         world: "skillhost:skill/base",
+        // The capabilities whose answers come from outside the run may trap:
+        // a replay that asks something the journal did not record stops the
+        // guest there, instead of handing it an answer it never got.
+        imports: {
+            "skillhost:skill/kv": trappable,
+            "skillhost:skill/http": trappable,
+            "skillhost:skill/llm": trappable,
+        },
     });
 }
 

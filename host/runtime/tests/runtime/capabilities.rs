@@ -1,13 +1,15 @@
 //! Capabilities against a real component that uses `kv` (the `kv-probe`
 //! fixture): the kv backend injected through `RuntimeConfig` is the one its
-//! calls reach, and only with a grant.
+//! calls reach, record mode journals them, and a replay answers them from the
+//! journal without touching any backend, or fails naming what differed.
 
 use std::sync::{Arc, Mutex};
 
-use serde_json::json;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use skillhost_runtime::{
-    Backends, CallError, CallOptions, CallReport, Capability, Grants, KvBackend, MemoryKv, Runtime,
-    RuntimeConfig, Skill,
+    Backends, CallError, CallOptions, CallReport, Capability, Grants, JournalMode, JournalRecord,
+    KvBackend, MemoryKv, Runtime, RuntimeConfig, Skill,
 };
 
 /// A kv backend that keeps its data in a [`MemoryKv`] and writes down every
@@ -50,6 +52,24 @@ impl KvBackend for WatchedKv {
     }
 }
 
+/// A kv backend whose store is down: every operation fails.
+struct DownKv;
+
+impl KvBackend for DownKv {
+    fn get(&self, _: &str, _: &str) -> Result<Option<Vec<u8>>, String> {
+        Err("the store is down".into())
+    }
+    fn set(&self, _: &str, _: &str, _: Vec<u8>) -> Result<(), String> {
+        Err("the store is down".into())
+    }
+    fn delete(&self, _: &str, _: &str) -> Result<(), String> {
+        Err("the store is down".into())
+    }
+    fn list_keys(&self, _: &str, _: &str) -> Result<Vec<String>, String> {
+        Err("the store is down".into())
+    }
+}
+
 struct Probe {
     _cache: tempfile::TempDir,
     _runtime: Runtime,
@@ -78,11 +98,12 @@ fn probe(kv: Arc<dyn KvBackend>) -> Probe {
     }
 }
 
-fn granted(namespace: &str) -> CallOptions {
+fn granted(namespace: &str, journal: JournalMode) -> CallOptions {
     let mut grants = Grants::default();
     grants.add("kv", namespace).expect("grant kv");
     CallOptions {
         grants: Arc::new(grants),
+        journal,
         ..CallOptions::default()
     }
 }
@@ -98,11 +119,36 @@ fn greeting_kv() -> Arc<WatchedKv> {
     Arc::new(kv)
 }
 
+/// What `kv-probe` journals when it reads `key` and finds `value`.
+fn expected_journal(key: &str, value: Option<&str>) -> Vec<JournalRecord> {
+    use base64::Engine as _;
+    let found = value.map_or(Value::Null, |v| {
+        json!(base64::engine::general_purpose::STANDARD.encode(v))
+    });
+    vec![
+        JournalRecord {
+            capability: Capability::Kv,
+            request: json!({ "op": "get", "key": key }),
+            response: json!({ "ok": found }),
+        },
+        JournalRecord {
+            capability: Capability::Kv,
+            request: json!({
+                "op": "set",
+                "key": "seen",
+                "value_bytes": key.len(),
+                "value_sha256": hex::encode(Sha256::digest(key.as_bytes())),
+            }),
+            response: json!({ "ok": null }),
+        },
+    ]
+}
+
 #[test]
 fn the_injected_kv_backend_is_the_one_a_skill_reaches() {
     let kv = greeting_kv();
     let probe = probe(kv.clone());
-    let options = granted("probe");
+    let options = granted("probe", JournalMode::Record);
     let out = read(&probe.skill, "greeting", &options)
         .into_result()
         .unwrap();
@@ -115,18 +161,184 @@ fn the_injected_kv_backend_is_the_one_a_skill_reaches() {
     );
 
     // Another namespace sees none of it.
-    let out = read(&probe.skill, "greeting", &granted("other"))
-        .into_result()
-        .unwrap();
+    let out = read(
+        &probe.skill,
+        "greeting",
+        &granted("other", JournalMode::Record),
+    )
+    .into_result()
+    .unwrap();
     assert_eq!(out, json!({ "text": "(none)" }));
 }
 
 #[test]
-fn an_ungranted_kv_is_denied_and_reaches_nothing() {
+fn record_mode_journals_every_kv_call_in_order() {
+    let probe = probe(greeting_kv());
+    let report = read(
+        &probe.skill,
+        "greeting",
+        &granted("probe", JournalMode::Record),
+    );
+    assert_eq!(report.result, Ok(json!({ "text": "hello" })));
+    assert_eq!(report.journal, expected_journal("greeting", Some("hello")));
+    assert!(report.denied.is_empty());
+
+    let report = read(
+        &probe.skill,
+        "absent",
+        &granted("probe", JournalMode::Record),
+    );
+    assert_eq!(report.result, Ok(json!({ "text": "(none)" })));
+    assert_eq!(report.journal, expected_journal("absent", None));
+}
+
+#[test]
+fn a_replay_against_an_empty_backend_gives_the_same_output_and_touches_nothing() {
+    let recorded = {
+        let probe = probe(greeting_kv());
+        read(
+            &probe.skill,
+            "greeting",
+            &granted("probe", JournalMode::Record),
+        )
+    };
+    let recorded_output = serde_json::to_vec(recorded.result.as_ref().unwrap()).unwrap();
+
+    let empty = Arc::new(WatchedKv::default());
+    let probe = probe(empty.clone());
+    let replay = JournalMode::Replay(recorded.journal.clone().into());
+    let replayed = read(&probe.skill, "greeting", &granted("probe", replay));
+    let replayed_output = serde_json::to_vec(replayed.result.as_ref().unwrap()).unwrap();
+    assert_eq!(replayed_output, recorded_output, "byte-identical output");
+    assert_eq!(replayed.journal, recorded.journal);
+    assert!(
+        empty.seen().is_empty(),
+        "the replay reached the backend: {:?}",
+        empty.seen()
+    );
+    assert_eq!(empty.data.get("probe", "seen").unwrap(), None);
+
+    // The same call recorded against the empty backend answers differently:
+    // the output above came from the journal.
+    let live = read(
+        &probe.skill,
+        "greeting",
+        &granted("probe", JournalMode::Record),
+    );
+    assert_eq!(live.result, Ok(json!({ "text": "(none)" })));
+}
+
+#[test]
+fn a_replay_that_asks_something_else_fails_naming_what_differed() {
+    let recorded = {
+        let probe = probe(greeting_kv());
+        read(
+            &probe.skill,
+            "greeting",
+            &granted("probe", JournalMode::Record),
+        )
+        .journal
+    };
+    let empty = Arc::new(WatchedKv::default());
+    let probe = probe(empty.clone());
+    let replay = JournalMode::Replay(recorded.clone().into());
+    let report = read(&probe.skill, "farewell", &granted("probe", replay));
+    let err = report.result.unwrap_err();
+    match &err {
+        CallError::JournalMismatch {
+            skill,
+            capability,
+            entry,
+            difference,
+        } => {
+            assert_eq!(
+                (skill.as_str(), capability.as_str(), *entry),
+                ("kv-probe", "kv", 0)
+            );
+            assert!(difference.contains(r#"{"key":"farewell"}"#), "{difference}");
+            assert!(difference.contains(r#""key":"greeting""#), "{difference}");
+        }
+        other => panic!("expected a journal mismatch, got {other:?}"),
+    }
+    assert_eq!(err.kind(), "journal-mismatch");
+    assert!(!err.retryable());
+    assert!(
+        err.to_string()
+            .contains("skill `kv-probe` diverged from its journal at entry 0 (`kv`)"),
+        "{err}"
+    );
+    assert!(report.journal.is_empty(), "nothing was answered");
+    assert!(empty.seen().is_empty());
+
+    // A journal that ends early: the skill's write has no entry.
+    let short = JournalMode::Replay(recorded[..1].to_vec().into());
+    let err = read(&probe.skill, "greeting", &granted("probe", short))
+        .result
+        .unwrap_err();
+    assert!(
+        matches!(&err, CallError::JournalMismatch { entry: 1, difference, .. }
+            if difference.contains("past the end of the journal (1 entries)")),
+        "{err:?}"
+    );
+
+    // A journal with an entry the replay never asks for.
+    let mut long = recorded.clone();
+    long.push(recorded[0].clone());
+    let err = read(
+        &probe.skill,
+        "greeting",
+        &granted("probe", JournalMode::Replay(long.into())),
+    )
+    .result
+    .unwrap_err();
+    assert!(
+        matches!(&err, CallError::JournalMismatch { entry: 2, difference, .. }
+            if difference.contains("ended after 2 of the journal's 3 entries")),
+        "{err:?}"
+    );
+    assert!(empty.seen().is_empty());
+}
+
+#[test]
+fn a_backend_failure_is_journaled_and_replayed() {
+    let probe_down = probe(Arc::new(DownKv));
+    let recorded = read(
+        &probe_down.skill,
+        "greeting",
+        &granted("probe", JournalMode::Record),
+    );
+    let err = recorded.result.clone().unwrap_err();
+    assert_eq!(
+        (err.code(), err.retryable()),
+        ("kv-unavailable", true),
+        "{err:?}"
+    );
+    assert_eq!(
+        recorded.journal,
+        [JournalRecord {
+            capability: Capability::Kv,
+            request: json!({ "op": "get", "key": "greeting" }),
+            response: json!({ "error": {
+                "code": "kv-unavailable",
+                "message": "the store is down",
+                "retryable": true,
+            }}),
+        }]
+    );
+
+    let healthy = probe(greeting_kv());
+    let replay = JournalMode::Replay(recorded.journal.clone().into());
+    let replayed = read(&healthy.skill, "greeting", &granted("probe", replay));
+    assert_eq!(replayed.result, recorded.result);
+}
+
+#[test]
+fn an_ungranted_kv_is_denied_reaches_nothing_and_journals_nothing() {
     let kv = greeting_kv();
     let probe = probe(kv.clone());
     let report = read(&probe.skill, "greeting", &CallOptions::default());
     assert_eq!(report.denied, vec![Capability::Kv]);
+    assert!(report.journal.is_empty());
     let err = report.into_result().unwrap_err();
     match &err {
         CallError::CapabilityDenied {
@@ -143,4 +355,20 @@ fn an_ungranted_kv_is_denied_and_reaches_nothing() {
         kv.seen().is_empty(),
         "an ungranted call reached the backend"
     );
+}
+
+#[test]
+fn a_call_without_journaled_host_calls_has_an_empty_unallocated_journal() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = skillhost_tests::runtime(cache.path());
+    let echo = runtime
+        .load_file(&skillhost_tests::dist("echo"))
+        .expect("load echo");
+    let report = echo.call(
+        &json!({ "message": "hi", "repeat": 2 }),
+        &CallOptions::default(),
+    );
+    assert!(report.result.is_ok(), "{:?}", report.result);
+    assert!(report.journal.is_empty());
+    assert_eq!(report.journal.capacity(), 0);
 }

@@ -1,6 +1,6 @@
 //! The runtime's integration tests: loading components (the cache, bad
 //! components, the contract), holding every limit against hostile ones, and
-//! the capabilities' backends through a real component.
+//! the capabilities' backends and journal through a real component.
 
 mod capabilities;
 mod limits;
