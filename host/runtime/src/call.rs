@@ -172,9 +172,17 @@ impl Skill {
         } = state;
         let (journal, mismatch) = scope.journal.finish();
         let denied = scope.denied;
+        // Whatever the guest made of it, a replay that diverged did not
+        // reproduce the recorded call; one that merely stopped early did not
+        // either, unless a limit stopped it, which its own error says.
+        let mismatch = mismatch.filter(|m| {
+            !m.left_unused
+                || matches!(
+                    result,
+                    Ok(_) | Err(CallError::Skill { .. } | CallError::Trap { .. })
+                )
+        });
         let result = match mismatch {
-            // Whatever the guest made of it, a replay that diverged did not
-            // reproduce the recorded call.
             Some(mismatch) => Err(CallError::JournalMismatch {
                 skill: self.name.clone(),
                 capability: mismatch.capability.to_string(),

@@ -8,7 +8,9 @@
 //! must ask exactly what was recorded, in the same order: a different
 //! capability or request, a call past the last entry, or entries left over
 //! when the call ends all fail the call with `CallError::JournalMismatch`,
-//! which names the entry and what differed. A diverging host call traps the
+//! which names the entry and what differed (entries left over by a call that
+//! a limit cut short leave the limit's error as it is: the limit is the
+//! cause). A diverging host call traps the
 //! guest, so it never sees an answer that was not recorded for it.
 //!
 //! Which host calls are journaled is each capability's decision, stated in its
@@ -57,6 +59,9 @@ pub(crate) struct Mismatch {
     /// The 0-based index of the entry the replay disagreed with.
     pub entry: usize,
     pub difference: String,
+    /// The call ended with this entry unused, rather than asking something
+    /// else; a call cut short by a limit says so itself.
+    pub left_unused: bool,
 }
 
 /// A value a journaled host call returns, as it is written in a record.
@@ -211,6 +216,7 @@ impl Journal {
                     entries.get(next).map(|unused| Mismatch {
                         capability: unused.capability,
                         entry: next,
+                        left_unused: true,
                         difference: format!(
                             "the call ended after {next} of the journal's {} entries; entry {next} \
                              recorded `{}` {}",
@@ -238,6 +244,7 @@ fn answer<T: JournalValue>(
         capability,
         entry: index,
         difference,
+        left_unused: false,
     };
     let Some(recorded) = entries.get(index) else {
         return Err(mismatch(format!(
@@ -380,6 +387,7 @@ mod tests {
         };
 
         let other_key = diverge(Capability::Kv, get("b"));
+        assert!(!other_key.left_unused);
         assert_eq!((other_key.capability, other_key.entry), (Capability::Kv, 0));
         assert_eq!(
             other_key.difference,
@@ -426,6 +434,7 @@ mod tests {
                 .contains("ended after 0 of the journal's 1"),
             "{mismatch:?}"
         );
+        assert!(mismatch.left_unused);
 
         // A response that does not answer the request.
         let mut bad = entries.clone();

@@ -297,6 +297,12 @@ fn a_replay_that_asks_something_else_fails_naming_what_differed() {
         "{err:?}"
     );
     assert!(empty.seen().is_empty());
+
+    // A replay a limit cut short reports the limit, not the unused entries.
+    let mut limited = granted("probe", JournalMode::Replay(recorded.clone().into()));
+    limited.limits.fuel = Some(1);
+    let err = read(&probe.skill, "greeting", &limited).result.unwrap_err();
+    assert_eq!(err.kind(), "fuel-exhausted", "{err:?}");
 }
 
 #[test]
