@@ -4,7 +4,7 @@
 //! yet: a grant is refused with that reason (so no scenario believes it has
 //! network access), and every call is denied. The module has the shape of a
 //! capability with a backend: once [`Backends`] has an HTTP client, a call
-//! with a grant gets it in [`HttpCall`], and `fetch` journals each request and
+//! with a grant gets it in `HttpCall`, and `fetch` journals each request and
 //! response through the call's journal like `kv` does, so a replay sees the
 //! same bytes.
 

@@ -3,7 +3,7 @@
 //! The contract is designed and linked, but no provider is wired into this host
 //! yet: a grant is refused with that reason, and every call is denied. The
 //! module has the shape of a capability with a backend: once [`Backends`] has
-//! a provider, a call with a grant gets it in [`LlmCall`], and `complete`
+//! a provider, a call with a grant gets it in `LlmCall`, and `complete`
 //! journals each request and completion through the call's journal like `kv`
 //! does, so a replay never calls the model again.
 

@@ -1,22 +1,22 @@
 //! Host imports, one module per capability, each with the same shape
-//! ([`HostCapability`]):
+//! (`HostCapability`):
 //!
 //! - **grant**: a capability a scenario grants with a value declares its grant
 //!   type and parses the scenario's (or `--grant`'s) string into it
-//!   ([`Grantable`]), rejecting bad values before any skill runs;
+//!   (`Grantable`), rejecting bad values before any skill runs;
 //! - **backend**: what the capability reaches outside the call comes from the
 //!   runtime's [`Backends`], injected through `RuntimeConfig`, never built by
 //!   the module itself;
 //! - **per call**: the module builds its per-call instance from the call's
 //!   grant and the backend, and implements its generated `Host` trait on that
-//!   instance (seen through a [`HostCall`], which adds what every capability
+//!   instance (seen through a `HostCall`, which adds what every capability
 //!   of the call shares: the skill's name, the denials, the journal);
 //! - **link**: the module adds its interface to the shared linker once;
 //! - **deny**: an instance built without a grant answers every function with
 //!   a `capability-not-granted` error and records the denial, so an ungranted
 //!   capability is unreachable even by accident: it has no backend to reach.
 //!
-//! The list of capabilities is stated once, in the [`capabilities!`]
+//! The list of capabilities is stated once, in the `capabilities!`
 //! invocation below: the [`Capability`] enum, [`Grants`], the per-call
 //! instances and the linking all come from it.
 //!
@@ -143,7 +143,7 @@ impl fmt::Debug for Backends {
 
 /// States the list of capabilities once and derives from it everything that
 /// enumerates them. `always` capabilities need no grant; each `granted` one
-/// is a [`Grantable`] module whose grant (the type in parentheses, its
+/// is a `Grantable` module whose grant (the type in parentheses, its
 /// `Grantable::Grant`) is a field of [`Grants`] named like the module.
 macro_rules! capabilities {
     (
