@@ -60,6 +60,7 @@ pub fn runtime(cache: &Path) -> skillhost_runtime::Runtime {
             memories: 64,
             tables: 128,
         },
+        ..skillhost_runtime::RuntimeConfig::default()
     })
     .expect("runtime")
 }

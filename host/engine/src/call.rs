@@ -9,9 +9,11 @@ use serde_json::Value;
 
 use crate::run::now_ms;
 use crate::{Event, EventSink, RunContext};
-use skillhost_runtime::{CallError, CallOptions, CallReport, Limits, Skill};
+use skillhost_runtime::{
+    CallError, CallOptions, CallReport, JournalMode, JournalRecord, Limits, Skill,
+};
 use skillhost_scenario::SkillCall;
-use skillhost_store::StepRow;
+use skillhost_store::{JournalEntry, StepRow};
 
 /// How a node's skill is called: the limits and grants of each attempt, and
 /// how often to try. Cheap to clone.
@@ -46,11 +48,28 @@ impl CallPlan {
             options: CallOptions {
                 limits,
                 grants: call.grants.clone(),
+                journal: JournalMode::Record,
             },
             max_attempts,
             backoff_ms,
         }
     }
+}
+
+/// A call's journal as the store's rows for node `node_id`. Their `seq` is
+/// the step's, which only the core knows when it commits: it sets it there
+/// (`run.rs`). No allocation for a call that journaled nothing.
+pub(crate) fn journal_entries(node_id: &str, records: Vec<JournalRecord>) -> Vec<JournalEntry> {
+    records
+        .into_iter()
+        .map(|record| JournalEntry {
+            seq: 0,
+            node_id: node_id.to_string(),
+            kind: record.capability.name().to_string(),
+            request: record.request,
+            response: record.response,
+        })
+        .collect()
 }
 
 /// The outcome of a call and its retries.
@@ -64,7 +83,8 @@ pub(crate) struct Attempts {
 
 /// Calls the skill, retrying retryable errors with exponential backoff. Blocks
 /// (the call and the backoff sleep); run it on a blocking thread whenever a
-/// retry may sleep.
+/// retry may sleep. Only the last attempt's journal is kept (in its report):
+/// a retried attempt is stored as a failed step row, which has no journal.
 pub(crate) fn call_with_retries(
     run_id: &str,
     node_id: &str,
@@ -156,6 +176,7 @@ pub(crate) async fn call_node_skill(
                 fuel_consumed: 0,
                 memory_peak_bytes: 0,
                 denied: Vec::new(),
+                journal: Vec::new(),
                 duration: Duration::ZERO,
             },
             attempt: 1,

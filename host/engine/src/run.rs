@@ -154,8 +154,11 @@ impl Run<'_, '_> {
 
         let step_warnings = match self.rules(node) {
             Ok(warnings) => warnings,
-            Err(failure) => {
+            Err(mut failure) => {
                 undo.revert(Arc::make_mut(&mut self.state));
+                // The node's host calls were made: they are committed with
+                // the failure.
+                failure.journal = success.journal;
                 return self.node_failed(node, failure, Some(success.step)).await;
             }
         };
@@ -168,8 +171,9 @@ impl Run<'_, '_> {
 
         let next = match next_node(cx, node, &self.state) {
             Ok(next) => next,
-            Err(failure) => {
+            Err(mut failure) => {
                 undo.revert(Arc::make_mut(&mut self.state));
+                failure.journal = success.journal;
                 return self.node_failed(node, failure, Some(success.step)).await;
             }
         };
@@ -177,6 +181,9 @@ impl Run<'_, '_> {
         self.seq += 1;
         let seq = self.seq;
         success.step.seq = Some(seq);
+        for entry in &mut success.journal {
+            entry.seq = seq;
+        }
         success.step.duration_us = node_started.elapsed().as_micros() as u64;
         skillhost_store::failpoint::hit(|| format!("before-commit:{}", node.id));
         if let Some(store) = cx.store {
@@ -267,7 +274,7 @@ impl Run<'_, '_> {
     async fn node_failed(
         &mut self,
         node: &Node,
-        failure: NodeFailure,
+        mut failure: NodeFailure,
         step: Option<StepRow>,
     ) -> Result<Option<String>, EngineError> {
         let cx = self.cx;
@@ -305,6 +312,9 @@ impl Run<'_, '_> {
         if let Some(store) = cx.store {
             let mut step = step.unwrap_or_else(|| empty_step(cx, node, failure.attempt));
             step.seq = Some(seq);
+            for entry in &mut failure.journal {
+                entry.seq = seq;
+            }
             step.status = "failed".into();
             step.error = Some(entry);
             store

@@ -16,6 +16,7 @@ fn fresh_call(c: &mut Criterion) {
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: Some(cache.path().to_path_buf()),
         pool: PoolConfig::default(),
+        ..RuntimeConfig::default()
     })
     .expect("runtime");
     let skill = runtime

@@ -15,9 +15,10 @@ use wasmtime::{Store, Trap};
 
 use crate::bridge;
 use crate::capabilities::wasi::WasiState;
-use crate::capabilities::{Capability, Grants, KvBackendRef};
+use crate::capabilities::{Backends, Capability, CapabilityCalls, Grants};
 use crate::engine::ticks_for;
 use crate::error::CallError;
+use crate::journal::{Journal, JournalMode, JournalRecord};
 use crate::limits::{CallLimiter, LimitHit, Limits};
 use crate::skill::Skill;
 
@@ -26,6 +27,9 @@ use crate::skill::Skill;
 pub struct CallOptions {
     pub limits: Limits,
     pub grants: Arc<Grants>,
+    /// Record the journaled host calls (the default), or answer them from a
+    /// recorded journal.
+    pub journal: JournalMode,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -57,6 +61,10 @@ pub struct CallReport {
     pub memory_peak_bytes: u64,
     /// Capabilities the skill tried to use without a grant.
     pub denied: Vec<Capability>,
+    /// The journaled host calls, in the order the skill made them: recorded,
+    /// or, in a replay, the entries the call was answered from. Empty (and
+    /// unallocated) for a call that made none.
+    pub journal: Vec<JournalRecord>,
     pub duration: Duration,
 }
 
@@ -66,56 +74,17 @@ impl CallReport {
     }
 }
 
-/// The data of one call's `Store`.
-pub struct CallState {
+/// What every capability of one call shares: the skill's name, the
+/// capabilities it was denied, and the call's journal.
+pub(crate) struct CallScope {
     skill: Arc<str>,
-    grants: Arc<Grants>,
-    kv: KvBackendRef,
-    pub(crate) limiter: CallLimiter,
-    memory_limit: u64,
-    logs: Vec<LogLine>,
-    log_bytes: u64,
-    max_log_bytes: u64,
-    logs_dropped: u64,
     denied: Vec<Capability>,
-    pub(crate) wasi: Option<Box<WasiState>>,
+    pub(crate) journal: Journal,
 }
 
-impl CallState {
-    pub(crate) fn new(skill: Arc<str>, options: &CallOptions, kv: KvBackendRef) -> Self {
-        CallState {
-            skill,
-            grants: options.grants.clone(),
-            kv,
-            limiter: CallLimiter::new(&options.limits),
-            memory_limit: options.limits.memory_bytes,
-            logs: Vec::new(),
-            log_bytes: 0,
-            max_log_bytes: options.limits.max_log_bytes,
-            logs_dropped: 0,
-            denied: Vec::new(),
-            wasi: None,
-        }
-    }
-
+impl CallScope {
     pub(crate) fn skill_name(&self) -> &str {
         &self.skill
-    }
-
-    pub(crate) fn grants(&self) -> &Grants {
-        &self.grants
-    }
-
-    pub(crate) fn kv_backend(&self) -> &KvBackendRef {
-        &self.kv
-    }
-
-    pub(crate) fn memory_limit(&self) -> u64 {
-        self.memory_limit
-    }
-
-    pub(crate) fn max_log_bytes(&self) -> usize {
-        self.max_log_bytes as usize
     }
 
     pub(crate) fn record_denial(&mut self, capability: Capability) {
@@ -123,21 +92,35 @@ impl CallState {
             self.denied.push(capability);
         }
     }
+}
 
-    pub(crate) fn push_log(&mut self, level: LogLevel, message: String) {
-        let size = message.len() as u64;
-        if self.log_bytes + size > self.max_log_bytes {
-            self.logs_dropped += 1;
-            return;
+/// The data of one call's `Store`.
+pub struct CallState {
+    pub(crate) scope: CallScope,
+    pub(crate) capabilities: CapabilityCalls,
+    pub(crate) limiter: CallLimiter,
+    pub(crate) wasi: Option<Box<WasiState>>,
+}
+
+impl CallState {
+    pub(crate) fn new(skill: Arc<str>, options: &CallOptions, backends: &Backends) -> Self {
+        CallState {
+            scope: CallScope {
+                skill,
+                denied: Vec::new(),
+                journal: Journal::new(&options.journal),
+            },
+            capabilities: CapabilityCalls::new(&options.grants, backends, &options.limits),
+            limiter: CallLimiter::new(&options.limits),
+            wasi: None,
         }
-        self.log_bytes += size;
-        tracing::debug!(skill = %self.skill, ?level, "{message}");
-        self.logs.push(LogLine { level, message });
     }
 
     fn drain_wasi_output(&mut self) {
         if let Some(wasi) = self.wasi.take() {
-            wasi.drain_output(&mut |level, line| self.push_log(level, line));
+            let log = &mut self.capabilities.log;
+            let skill = &self.scope.skill;
+            wasi.drain_output(&mut |level, line| log.push(skill, level, line));
         }
     }
 }
@@ -159,13 +142,14 @@ impl Skill {
                     fuel_consumed: 0,
                     memory_peak_bytes: 0,
                     denied: Vec::new(),
+                    journal: Vec::new(),
                     duration: start.elapsed(),
                 };
             }
         };
 
         let limits = &options.limits;
-        let state = CallState::new(self.name_arc.clone(), options, self.kv.clone());
+        let state = CallState::new(self.name_arc.clone(), options, self.backends());
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|state| &mut state.limiter);
         let fuel = limits.fuel.unwrap_or(u64::MAX);
@@ -180,25 +164,54 @@ impl Skill {
 
         let mut state = store.into_data();
         state.drain_wasi_output();
-        let result = result.map_err(|error| match error {
-            // A guest that met a denied import usually turns the denial into
-            // its own error; report the denial, which is what must be fixed.
-            CallError::Skill { .. } | CallError::Trap { .. } if !state.denied.is_empty() => {
-                CallError::CapabilityDenied {
-                    skill: self.name.clone(),
-                    capability: state.denied[0].to_string(),
-                    message: error.to_string(),
-                }
-            }
-            other => other,
+        let CallState {
+            scope,
+            capabilities,
+            limiter,
+            ..
+        } = state;
+        let (journal, mismatch) = scope.journal.finish();
+        let denied = scope.denied;
+        // Whatever the guest made of it, a replay that diverged did not
+        // reproduce the recorded call; one that merely stopped early did not
+        // either, unless a limit stopped it, which its own error says.
+        let mismatch = mismatch.filter(|m| {
+            !m.left_unused
+                || matches!(
+                    result,
+                    Ok(_) | Err(CallError::Skill { .. } | CallError::Trap { .. })
+                )
         });
+        let result = match mismatch {
+            Some(mismatch) => Err(CallError::JournalMismatch {
+                skill: self.name.clone(),
+                capability: mismatch.capability.to_string(),
+                entry: mismatch.entry,
+                difference: mismatch.difference,
+            }),
+            None => result.map_err(|error| match error {
+                // A guest that met a denied import usually turns the denial
+                // into its own error; report the denial, which is what must
+                // be fixed.
+                CallError::Skill { .. } | CallError::Trap { .. } if !denied.is_empty() => {
+                    CallError::CapabilityDenied {
+                        skill: self.name.clone(),
+                        capability: denied[0].to_string(),
+                        message: error.to_string(),
+                    }
+                }
+                other => other,
+            }),
+        };
+        let log = capabilities.log;
         CallReport {
             result,
-            logs: state.logs,
-            logs_dropped: state.logs_dropped,
+            logs: log.lines,
+            logs_dropped: log.dropped,
             fuel_consumed,
-            memory_peak_bytes: state.limiter.memory_peak,
-            denied: state.denied,
+            memory_peak_bytes: limiter.memory_peak,
+            denied,
+            journal,
             duration: start.elapsed(),
         }
     }

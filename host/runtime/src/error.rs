@@ -35,7 +35,8 @@ pub enum LoadError {
     )]
     BadRunSignature { skill: String, found: String },
     #[error(
-        "skill `{skill}` imports `{import}`, which Skillhost does not provide; skills may import skillhost:skill/{{log,fs,kv,http,llm}}@0.1 and WASI 0.2 interfaces"
+        "skill `{skill}` imports `{import}`, which Skillhost does not provide; skills may import skillhost:skill/{{{capabilities}}}@0.1 and WASI 0.2 interfaces",
+        capabilities = crate::Capability::ALL.map(crate::Capability::name).join(",")
     )]
     UnknownImport { skill: String, import: String },
     #[error("skill `{skill}`: its {side} type cannot cross the skill boundary: {error}")]
@@ -110,6 +111,19 @@ pub enum CallError {
         message: String,
         retryable: bool,
     },
+    #[error(
+        "skill `{skill}` diverged from its journal at entry {entry} (`{capability}`): {difference}; a replay must make the host calls the recorded call made, in the same order"
+    )]
+    JournalMismatch {
+        skill: String,
+        /// The capability of the host call (or of the recorded entry) that
+        /// did not match.
+        capability: String,
+        /// The 0-based index of the journal entry.
+        entry: usize,
+        /// What differed, with the recorded request.
+        difference: String,
+    },
 }
 
 impl CallError {
@@ -127,6 +141,7 @@ impl CallError {
             CallError::Trap { .. } => "trap",
             CallError::CapabilityDenied { .. } => "capability-denied",
             CallError::Host { .. } => "host",
+            CallError::JournalMismatch { .. } => "journal-mismatch",
         }
     }
 
@@ -143,7 +158,8 @@ impl CallError {
             | CallError::InvalidOutput { skill, .. }
             | CallError::Trap { skill, .. }
             | CallError::CapabilityDenied { skill, .. }
-            | CallError::Host { skill, .. } => skill,
+            | CallError::Host { skill, .. }
+            | CallError::JournalMismatch { skill, .. } => skill,
         }
     }
 

@@ -12,6 +12,7 @@ pub mod call;
 pub mod capabilities;
 pub mod engine;
 pub mod error;
+pub mod journal;
 pub mod limits;
 pub mod schema;
 pub mod skill;
@@ -25,9 +26,10 @@ use wasmtime::component::Linker;
 
 pub use cache::{LoadSource, LoadStats, default_cache_dir};
 pub use call::{CallOptions, CallReport, LogLevel, LogLine};
-pub use capabilities::{Capability, GrantError, Grants};
+pub use capabilities::{Backends, Capability, GrantError, Grants, KvBackend, MemoryKv};
 pub use engine::PoolConfig;
 pub use error::{CallError, LoadError};
+pub use journal::{JournalMode, JournalRecord};
 pub use limits::Limits;
 pub use skill::{Manifest, RetryPolicy, Skill};
 
@@ -41,6 +43,9 @@ pub struct RuntimeConfig {
     /// Where compiled components are cached; `None` compiles every load.
     pub cache_dir: Option<PathBuf>,
     pub pool: PoolConfig,
+    /// What the capabilities reach outside a call (the `kv` store); every
+    /// skill the runtime loads shares them.
+    pub backends: Backends,
 }
 
 impl Default for RuntimeConfig {
@@ -48,6 +53,7 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             cache_dir: default_cache_dir(),
             pool: PoolConfig::default(),
+            backends: Backends::default(),
         }
     }
 }
@@ -60,11 +66,16 @@ pub struct Runtime {
 
 struct Inner {
     engine: Engine,
-    linker: Linker<CallState>,
     cache: ComponentCache,
-    kv: capabilities::KvBackendRef,
+    shared: Arc<Shared>,
     /// Skills already loaded, by digest: loading the same bytes twice is free.
     loaded: Mutex<HashMap<String, Arc<Skill>>>,
+}
+
+/// What a runtime shares with the skills it loads, and what they keep alive.
+pub(crate) struct Shared {
+    pub(crate) linker: Linker<CallState>,
+    pub(crate) backends: Backends,
     _ticker: EpochTicker,
 }
 
@@ -81,11 +92,13 @@ impl Runtime {
         Ok(Runtime {
             inner: Arc::new(Inner {
                 engine,
-                linker,
                 cache,
-                kv: Arc::new(capabilities::kv::MemoryKv::default()),
+                shared: Arc::new(Shared {
+                    linker,
+                    backends: config.backends,
+                    _ticker: ticker,
+                }),
                 loaded: Mutex::new(HashMap::new()),
-                _ticker: ticker,
             }),
         })
     }
@@ -124,13 +137,8 @@ impl Runtime {
             self.inner
                 .cache
                 .load(&self.inner.engine, &bytes, &digest, origin)?;
-        let cx = skill::LoadContext {
-            linker: &self.inner.linker,
-            kv: self.inner.kv.clone(),
-            runtime: self.inner.clone(),
-        };
         let skill = Arc::new(skill::load(
-            cx,
+            self.inner.shared.clone(),
             bytes,
             digest.clone(),
             origin,

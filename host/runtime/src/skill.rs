@@ -12,13 +12,13 @@ use std::sync::{Arc, OnceLock};
 use serde::Serialize;
 use wasmtime::Store;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Type};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Type};
 
 use crate::bridge;
 use crate::cache::{LoadStats, sha256_hex};
 use crate::call::{CallOptions, CallState};
 use crate::capabilities::bindings::skillhost::skill::types as wit_types;
-use crate::capabilities::{CONTRACT_PACKAGE, Capability, KvBackendRef};
+use crate::capabilities::{Backends, CONTRACT_PACKAGE, Capability};
 use crate::error::LoadError;
 use crate::schema::{self, SkillInterface};
 
@@ -60,11 +60,12 @@ pub struct Skill {
     pub load_stats: LoadStats,
     pub(crate) pre: InstancePre<CallState>,
     pub(crate) run_index: ComponentExportIndex,
-    pub(crate) kv: KvBackendRef,
     bytes: Arc<[u8]>,
     interface: OnceLock<Result<SkillInterface, String>>,
-    // Keeps the engine's epoch ticking while the skill is alive.
-    _runtime: Arc<dyn Send + Sync>,
+    /// What the runtime shares with its skills: the capabilities' backends.
+    /// Holding it also keeps the engine's epoch ticking while the skill is
+    /// alive.
+    runtime: Arc<crate::Shared>,
 }
 
 impl std::fmt::Debug for Skill {
@@ -91,12 +92,11 @@ impl Skill {
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
-}
 
-pub(crate) struct LoadContext<'a> {
-    pub linker: &'a Linker<CallState>,
-    pub kv: KvBackendRef,
-    pub runtime: Arc<dyn Send + Sync>,
+    /// The backends of the runtime that loaded the skill.
+    pub(crate) fn backends(&self) -> &Backends {
+        &self.runtime.backends
+    }
 }
 
 /// Checks that `bytes` look like a component before compiling them.
@@ -115,7 +115,7 @@ pub(crate) fn check_header(bytes: &[u8], origin: &str) -> Result<(), LoadError> 
 }
 
 pub(crate) fn load(
-    cx: LoadContext<'_>,
+    runtime: Arc<crate::Shared>,
     bytes: Arc<[u8]>,
     digest: String,
     origin: &str,
@@ -187,9 +187,9 @@ pub(crate) fn load(
     }
 
     let pre = if type_only.is_empty() {
-        cx.linker.instantiate_pre(&component)
+        runtime.linker.instantiate_pre(&component)
     } else {
-        let mut linker = cx.linker.clone();
+        let mut linker = runtime.linker.clone();
         for name in &type_only {
             linker.instance(name).map_err(|e| LoadError::Link {
                 skill: provisional.clone(),
@@ -210,7 +210,7 @@ pub(crate) fn load(
                 export: "run",
             })?;
 
-    let manifest = read_manifest(&pre, &cx.kv, &provisional)?;
+    let manifest = read_manifest(&pre, &runtime.backends, &provisional)?;
     let name = manifest.id.clone();
     Ok(Skill {
         name_arc: Arc::from(name.as_str()),
@@ -226,10 +226,9 @@ pub(crate) fn load(
         load_stats,
         pre,
         run_index,
-        kv: cx.kv,
         bytes,
         interface: OnceLock::new(),
-        _runtime: cx.runtime,
+        runtime,
     })
 }
 
@@ -287,7 +286,7 @@ fn run_types(run: &wasmtime::component::types::ComponentFunc) -> Result<(Type, T
 
 fn read_manifest(
     pre: &InstancePre<CallState>,
-    kv: &KvBackendRef,
+    backends: &Backends,
     provisional: &str,
 ) -> Result<Manifest, LoadError> {
     let fail = |message: String| LoadError::Manifest {
@@ -295,7 +294,7 @@ fn read_manifest(
         message,
     };
     let options = CallOptions::default();
-    let state = CallState::new(Arc::from(provisional), &options, kv.clone());
+    let state = CallState::new(Arc::from(provisional), &options, backends);
     let mut store = Store::new(pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
     store
@@ -342,7 +341,8 @@ fn validate_manifest(m: &Manifest) -> Result<(), String> {
     for capability in &m.capabilities {
         if Capability::from_name(capability).is_none() {
             return Err(format!(
-                "declares unknown capability `{capability}`; known: log, fs, kv, http, llm"
+                "declares unknown capability `{capability}`; known: {}",
+                Capability::known()
             ));
         }
     }

@@ -81,6 +81,7 @@ fn runtime_bench(args: RuntimeBenchArgs) -> CliResult {
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: Some(cache.path().to_path_buf()),
         pool: PoolConfig::default(),
+        ..RuntimeConfig::default()
     })
     .map_err(|e| Failure::environment(format!("{e:#}")))?;
 
@@ -228,6 +229,7 @@ fn engine_bench(args: EngineBenchArgs) -> CliResult {
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: Some(dir.path().join("cache")),
         pool: PoolConfig::default(),
+        ..RuntimeConfig::default()
     })
     .map_err(|e| Failure::environment(format!("{e:#}")))?;
     let loaded = skillhost_scenario::load(&scenario_path, &runtime)

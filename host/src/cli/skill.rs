@@ -208,6 +208,7 @@ fn call(args: CallArgs, globals: &Globals) -> CliResult {
     let options = CallOptions {
         limits,
         grants: Arc::new(grants),
+        ..CallOptions::default()
     };
     let report = skill.call(&input, &options);
     if args.json {

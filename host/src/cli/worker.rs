@@ -409,6 +409,7 @@ pub fn postgres_bench(args: PostgresBenchArgs) -> CliResult {
     let runtime = skillhost_runtime::Runtime::new(skillhost_runtime::RuntimeConfig {
         cache_dir: Some(dir.path().join("cache")),
         pool: skillhost_runtime::PoolConfig::default(),
+        ..skillhost_runtime::RuntimeConfig::default()
     })
     .map_err(|e| Failure::environment(format!("{e:#}")))?;
     let loaded = Arc::new(

@@ -3,6 +3,10 @@
 //!
 //! Every finished item is made durable on its own before the node commits, so a
 //! crash inside a map re-runs only the items that had not finished.
+//!
+//! The node's journal is every item's, in item order, whatever order the
+//! items finished in. An item finished before a crash and reused on resume
+//! brings no journal: its map item row keeps its output, not its host calls.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,14 +15,15 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::{NodeFailure, NodeSuccess, Outcome};
-use crate::call::{Attempts, CallPlan, call_with_retries};
+use crate::call::{Attempts, CallPlan, call_with_retries, journal_entries};
 use crate::node::{
     artifacts, base_vars, check_constraints, check_post, check_pre, map_input, skill_of, writes,
 };
 use crate::run::{empty_step, now_ms};
 use crate::{Event, RunContext};
+use skillhost_runtime::JournalRecord;
 use skillhost_scenario::{MapNode, Node};
-use skillhost_store::{MapItemRow, RunState, StepRow, state_hash};
+use skillhost_store::{JournalEntry, MapItemRow, RunState, StepRow, state_hash};
 
 pub(crate) async fn run(
     cx: &RunContext<'_>,
@@ -110,6 +115,8 @@ async fn run_items(
         .into_iter();
     let mut first_failure: Option<NodeFailure> = None;
     let mut failed_steps = Vec::new();
+    // By item index, so the node's journal is in item order.
+    let mut journals: BTreeMap<usize, Vec<JournalRecord>> = BTreeMap::new();
     let mut running = JoinSet::new();
     loop {
         while running.len() < map.concurrency.max(1) && first_failure.is_none() {
@@ -142,12 +149,15 @@ async fn run_items(
             }
         };
         let Attempts {
-            report,
+            mut report,
             attempt,
             failed,
         } = attempts;
         failed_steps.extend(failed);
         fuel_total += report.fuel_consumed;
+        if !report.journal.is_empty() {
+            journals.insert(index, std::mem::take(&mut report.journal));
+        }
         let mut result = report.result.map_err(Some);
         if let Ok(output) = &result
             && let Err(mut f) =
@@ -205,14 +215,19 @@ async fn run_items(
                 .map_err(|e| fail(NodeFailure::new("store-error", e.to_string())))?;
         }
     }
+    let journal = node_journal(&node.id, journals);
     let mut step = empty_step(cx, node, 1);
     step.started_at_ms = started_at_ms;
     step.fuel_consumed = Some(fuel_total);
+    let failed_after_calls = |mut f: NodeFailure, step: &StepRow| {
+        f.journal = journal.clone();
+        (f, Some(step.clone()))
+    };
     if let Some(failure) = first_failure {
         // The step row is the failing item's last attempt, as its error
         // says; the attempts before it are rows of their own already.
         step.attempt = failure.attempt;
-        return Err((failure, Some(step)));
+        return Err(failed_after_calls(failure, &step));
     }
 
     let output = Value::Array(outputs.into_values().collect());
@@ -220,11 +235,12 @@ async fn run_items(
         step.output_hash = Some(state_hash(&output));
     }
     vars.set("output", &output);
-    let verified = check_post(node, &call.post, &vars).map_err(|f| (f, Some(step.clone())))?;
+    let verified = check_post(node, &call.post, &vars).map_err(|f| failed_after_calls(f, &step))?;
     vars.set_owned("verified", Value::Array(verified.clone()));
     let changes =
-        writes(cx, node, &call.writes, &vars, state).map_err(|f| (f, Some(step.clone())))?;
-    let files = artifacts(node, &call.artifacts, &vars).map_err(|f| (f, Some(step.clone())))?;
+        writes(cx, node, &call.writes, &vars, state).map_err(|f| failed_after_calls(f, &step))?;
+    let files =
+        artifacts(node, &call.artifacts, &vars).map_err(|f| failed_after_calls(f, &step))?;
     let mut detail = json!({ "items": total });
     if !verified.is_empty() {
         detail["verified_quotes"] = Value::Array(verified);
@@ -235,6 +251,14 @@ async fn run_items(
         step,
         fuel_consumed: fuel_total,
         artifacts: files,
-        journal: Vec::new(),
+        journal,
     })
+}
+
+/// The items' journals, one after the other in item order.
+fn node_journal(node_id: &str, journals: BTreeMap<usize, Vec<JournalRecord>>) -> Vec<JournalEntry> {
+    journals
+        .into_values()
+        .flat_map(|records| journal_entries(node_id, records))
+        .collect()
 }

@@ -3,13 +3,61 @@
 //! Guest paths are relative, `/`-separated, and resolved inside the granted
 //! root; absolute paths and `..` are refused, and a path that leaves the root
 //! through a symlink is refused after resolution. Nothing is ever written.
+//!
+//! Reads are not journaled: the granted directory ships with the scenario
+//! (its path is resolved against the scenario file), so it is an input of the
+//! run like the scenario itself, and journaling would copy whole files into
+//! every step's record. The `fs` capability has no backend either: the
+//! directory is the grant.
 
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
-use super::bindings::skillhost::skill::fs::{DirEntry, EntryKind, Host};
-use super::{Capability, GrantError, GuestError, denied, guest_error};
+use wasmtime::component::Linker;
+
+use super::bindings::skillhost::skill::fs::{self as wit, DirEntry, EntryKind};
+use super::{
+    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
+    HostCapability, guest_error,
+};
 use crate::call::CallState;
+use crate::limits::Limits;
+
+pub(crate) struct Fs;
+
+/// One call's `fs`: the granted directory, if any, and how large a file the
+/// call's memory can take.
+pub(crate) struct FsCall {
+    grant: Option<Arc<FsGrant>>,
+    memory_limit: u64,
+}
+
+impl HostCapability for Fs {
+    type Call = FsCall;
+
+    fn new_call(grants: &Grants, _backends: &Backends, limits: &Limits) -> FsCall {
+        FsCall {
+            grant: grants.fs.clone(),
+            memory_limit: limits.memory_bytes,
+        }
+    }
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        wit::add_to_linker::<CallState, HasHostCall<FsCall>>(linker, |state| HostCall {
+            cap: &mut state.capabilities.fs,
+            scope: &mut state.scope,
+        })
+    }
+}
+
+impl Grantable for Fs {
+    type Grant = FsGrant;
+
+    fn parse_grant(value: &str) -> Result<FsGrant, GrantError> {
+        FsGrant::parse(value)
+    }
+}
 
 /// The directory a skill may read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,11 +132,16 @@ fn io_error(path: &str, e: std::io::Error) -> GuestError {
     guest_error(code, format!("`{path}`: {e}"))
 }
 
-impl CallState {
+impl HostCall<'_, FsCall> {
+    fn granted(&mut self) -> Result<Arc<FsGrant>, GuestError> {
+        match &self.cap.grant {
+            Some(grant) => Ok(grant.clone()),
+            None => Err(self.deny(Capability::Fs)),
+        }
+    }
+
     fn fs_read(&mut self, path: &str) -> Result<Vec<u8>, GuestError> {
-        let Some(grant) = self.grants().fs.clone() else {
-            return Err(denied(self, Capability::Fs));
-        };
+        let grant = self.granted()?;
         let full = grant.resolve(path)?;
         let meta = std::fs::metadata(&full).map_err(|e| io_error(path, e))?;
         if meta.is_dir() {
@@ -99,7 +152,7 @@ impl CallState {
         }
         // The bytes end up in the guest's memory, so a file larger than the
         // call may hold can only fail later, less clearly.
-        let limit = self.memory_limit();
+        let limit = self.cap.memory_limit;
         if meta.len() > limit {
             return Err(guest_error(
                 "too-large",
@@ -113,7 +166,7 @@ impl CallState {
     }
 }
 
-impl Host for CallState {
+impl wit::Host for HostCall<'_, FsCall> {
     fn read_file(&mut self, path: String) -> Result<Vec<u8>, GuestError> {
         self.fs_read(&path)
     }
@@ -132,9 +185,7 @@ impl Host for CallState {
     }
 
     fn list_dir(&mut self, path: String) -> Result<Vec<DirEntry>, GuestError> {
-        let Some(grant) = self.grants().fs.clone() else {
-            return Err(denied(self, Capability::Fs));
-        };
+        let grant = self.granted()?;
         let full = grant.resolve(&path)?;
         let mut entries = Vec::new();
         for entry in std::fs::read_dir(&full).map_err(|e| io_error(&path, e))? {

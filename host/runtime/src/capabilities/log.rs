@@ -1,10 +1,64 @@
 //! The `log` capability: structured log lines, bounded per call and kept with
-//! the call's report. Always granted.
+//! the call's report. Always granted: it reaches nothing outside the host, so
+//! it has no grant, no backend and no journal.
 
-use super::bindings::skillhost::skill::log::{Host, Level};
-use crate::call::{CallState, LogLevel};
+use wasmtime::component::Linker;
 
-impl Host for CallState {
+use super::bindings::skillhost::skill::log::{self as wit, Level};
+use super::{Backends, Grants, HasHostCall, HostCall, HostCapability};
+use crate::call::{CallState, LogLevel, LogLine};
+use crate::limits::Limits;
+
+pub(crate) struct Log;
+
+/// One call's log: the lines kept and what the budget dropped. WASI's
+/// captured stdout and stderr end up here too.
+pub(crate) struct LogCall {
+    pub lines: Vec<LogLine>,
+    pub dropped: u64,
+    bytes: u64,
+    max_bytes: u64,
+}
+
+impl LogCall {
+    /// The call's log budget in bytes.
+    pub(crate) fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    pub(crate) fn push(&mut self, skill: &str, level: LogLevel, message: String) {
+        let size = message.len() as u64;
+        if self.bytes + size > self.max_bytes {
+            self.dropped += 1;
+            return;
+        }
+        self.bytes += size;
+        tracing::debug!(skill = %skill, ?level, "{message}");
+        self.lines.push(LogLine { level, message });
+    }
+}
+
+impl HostCapability for Log {
+    type Call = LogCall;
+
+    fn new_call(_grants: &Grants, _backends: &Backends, limits: &Limits) -> LogCall {
+        LogCall {
+            lines: Vec::new(),
+            dropped: 0,
+            bytes: 0,
+            max_bytes: limits.max_log_bytes,
+        }
+    }
+
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        wit::add_to_linker::<CallState, HasHostCall<LogCall>>(linker, |state| HostCall {
+            cap: &mut state.capabilities.log,
+            scope: &mut state.scope,
+        })
+    }
+}
+
+impl wit::Host for HostCall<'_, LogCall> {
     fn log(&mut self, level: Level, message: String) {
         let level = match level {
             Level::Trace => LogLevel::Trace,
@@ -13,6 +67,6 @@ impl Host for CallState {
             Level::Warn => LogLevel::Warn,
             Level::Error => LogLevel::Error,
         };
-        self.push_log(level, message);
+        self.cap.push(self.scope.skill_name(), level, message);
     }
 }

@@ -1,16 +1,27 @@
-//! Host imports, one module per capability, each with the same shape:
+//! Host imports, one module per capability, each with the same shape
+//! (`HostCapability`):
 //!
-//! - **grant**: `parse_grant` turns the scenario's (or `--grant`'s) value into a
-//!   typed grant, rejecting bad values before any skill runs;
-//! - **link**: the module implements its generated `Host` trait for
-//!   [`CallState`], and [`link`] adds every interface to the shared linker once;
-//! - **deny**: every function first asks the call's [`Grants`] for its grant and,
-//!   when there is none, returns a `capability-not-granted` error to the guest
-//!   and records the denial, so an ungranted capability is unreachable even by
-//!   accident.
+//! - **grant**: a capability a scenario grants with a value declares its grant
+//!   type and parses the scenario's (or `--grant`'s) string into it
+//!   (`Grantable`), rejecting bad values before any skill runs;
+//! - **backend**: what the capability reaches outside the call comes from the
+//!   runtime's [`Backends`], injected through `RuntimeConfig`, never built by
+//!   the module itself;
+//! - **per call**: the module builds its per-call instance from the call's
+//!   grant and the backend, and implements its generated `Host` trait on that
+//!   instance (seen through a `HostCall`, which adds what every capability
+//!   of the call shares: the skill's name, the denials, the journal);
+//! - **link**: the module adds its interface to the shared linker once;
+//! - **deny**: an instance built without a grant answers every function with
+//!   a `capability-not-granted` error and records the denial, so an ungranted
+//!   capability is unreachable even by accident: it has no backend to reach.
 //!
-//! Linking every interface once and checking grants per call keeps one
-//! `InstancePre` per skill whatever each node grants.
+//! The list of capabilities is stated once, in the `capabilities!`
+//! invocation below: the [`Capability`] enum, [`Grants`], the per-call
+//! instances and the linking all come from it.
+//!
+//! Linking every interface once and building the per-call instances from each
+//! call's grants keeps one `InstancePre` per skill whatever each node grants.
 
 pub mod fs;
 pub mod http;
@@ -20,54 +31,229 @@ pub mod log;
 pub mod wasi;
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{HasData, Linker};
 
-use crate::call::CallState;
+use crate::call::{CallScope, CallState};
+use crate::limits::Limits;
 
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "wit",
         world: "skillhost:skill/base",
+        // The capabilities whose answers come from outside the run may trap:
+        // a replay that asks something the journal did not record stops the
+        // guest there, instead of handing it an answer it never got.
+        imports: {
+            "skillhost:skill/kv": trappable,
+            "skillhost:skill/http": trappable,
+            "skillhost:skill/llm": trappable,
+        },
     });
 }
 
 pub use bindings::skillhost::skill::types::SkillError as GuestError;
+pub use kv::{KvBackend, MemoryKv};
 
 /// The version of the skill contract this host implements.
 pub const CONTRACT_PACKAGE: &str = "skillhost:skill";
 pub const CONTRACT_VERSION: &str = "0.1.0";
 
-/// A capability a scenario can grant to a skill.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Capability {
-    Log,
-    Fs,
-    Kv,
-    Http,
-    Llm,
+/// The shape of every capability module.
+pub(crate) trait HostCapability {
+    /// What one call holds of the capability. The module's generated `Host`
+    /// trait is implemented for [`HostCall`]`<'_, Self::Call>`.
+    type Call: Send + 'static;
+
+    /// The per-call instance for a call with `grants`, reaching `backends`.
+    /// Runs once per call: a capability the call is not granted must cost
+    /// nothing here.
+    fn new_call(grants: &Grants, backends: &Backends, limits: &Limits) -> Self::Call;
+
+    /// Adds the capability's interface to `linker`.
+    fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()>;
+}
+
+/// A capability a scenario grants with a value (`fs = "DIR"`, `kv = "NS"`).
+pub(crate) trait Grantable: HostCapability {
+    type Grant: fmt::Debug + Clone + PartialEq + Send + Sync;
+
+    /// The grant `value` stands for, or why it cannot be granted.
+    fn parse_grant(value: &str) -> Result<Self::Grant, GrantError>;
+}
+
+/// What a host function of capability `C` sees: the call's instance of `C`
+/// and what all capabilities of the call share.
+pub(crate) struct HostCall<'a, C> {
+    pub cap: &'a mut C,
+    pub scope: &'a mut CallScope,
+}
+
+impl<C> HostCall<'_, C> {
+    /// The error a denied import returns to the guest; records the denial.
+    pub(crate) fn deny(&mut self, capability: Capability) -> GuestError {
+        self.scope.record_denial(capability);
+        GuestError {
+            code: "capability-not-granted".into(),
+            message: format!(
+                "capability `{capability}` is not granted to skill `{}`",
+                self.scope.skill_name()
+            ),
+            retryable: false,
+        }
+    }
+}
+
+/// The [`HasData`] that projects a call's store data onto a [`HostCall`] of
+/// capability instance `C`, for the generated `add_to_linker`.
+pub(crate) struct HasHostCall<C>(PhantomData<fn() -> C>);
+
+impl<C: 'static> HasData for HasHostCall<C> {
+    type Data<'a> = HostCall<'a, C>;
+}
+
+/// Where the capabilities that keep data outside a call keep it. One value
+/// per runtime, shared by every call of every skill it loads; set it in
+/// `RuntimeConfig::backends`.
+///
+/// Only `kv` has a backend so far; `http` and `llm` will get theirs here, and
+/// their modules already build their per-call instances from this value.
+#[derive(Clone)]
+pub struct Backends {
+    /// The `kv` store. Defaults to one held in memory for the life of the
+    /// runtime ([`MemoryKv`]).
+    pub kv: Arc<dyn KvBackend>,
+}
+
+impl Default for Backends {
+    fn default() -> Self {
+        Backends {
+            kv: Arc::new(MemoryKv::default()),
+        }
+    }
+}
+
+impl fmt::Debug for Backends {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Backends").finish_non_exhaustive()
+    }
+}
+
+/// States the list of capabilities once and derives from it everything that
+/// enumerates them. `always` capabilities need no grant; each `granted` one
+/// is a `Grantable` module whose grant (the type in parentheses, its
+/// `Grantable::Grant`) is a field of [`Grants`] named like the module.
+macro_rules! capabilities {
+    (
+        always: { $( $(#[$always_doc:meta])* $always:ident = $always_name:literal => $always_mod:ident::$always_host:ident, )* }
+        granted: { $( $(#[$granted_doc:meta])* $granted:ident = $granted_name:literal => $granted_mod:ident::$granted_host:ident($grant:ident), )* }
+    ) => {
+        /// A capability a scenario can grant to a skill.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Capability {
+            $( $(#[$always_doc])* $always, )*
+            $( $(#[$granted_doc])* $granted, )*
+        }
+
+        impl Capability {
+            pub const ALL: [Capability; Capability::COUNT] =
+                [$( Capability::$always, )* $( Capability::$granted, )*];
+            const COUNT: usize = [$( $always_name, )* $( $granted_name, )*].len();
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $( Capability::$always => $always_name, )*
+                    $( Capability::$granted => $granted_name, )*
+                }
+            }
+
+            /// Granted to every skill, whatever the scenario says: bounded
+            /// per call and unable to reach anything outside the host.
+            pub fn always_granted(self) -> bool {
+                matches!(self, $( Capability::$always )|*)
+            }
+        }
+
+        /// What one call may use. Cheap to clone; shared by every call of a
+        /// node.
+        #[derive(Debug, Clone, Default)]
+        pub struct Grants {
+            $( pub $granted_mod: Option<Arc<$granted_mod::$grant>>, )*
+        }
+
+        impl Grants {
+            /// Adds the grant of capability `name` with `value`.
+            pub fn add(&mut self, name: &str, value: &str) -> Result<(), GrantError> {
+                let Some(capability) = Capability::from_name(name) else {
+                    return Err(GrantError::new(
+                        name,
+                        format!("unknown capability; known capabilities are {}", Capability::known()),
+                    ));
+                };
+                match capability {
+                    $( Capability::$always => Ok(()), )*
+                    $( Capability::$granted => set_once(
+                        &mut self.$granted_mod,
+                        <$granted_mod::$granted_host as Grantable>::parse_grant(value)?,
+                        name,
+                    ), )*
+                }
+            }
+
+            pub fn is_granted(&self, capability: Capability) -> bool {
+                match capability {
+                    $( Capability::$always => true, )*
+                    $( Capability::$granted => self.$granted_mod.is_some(), )*
+                }
+            }
+        }
+
+        /// Each capability's instance for one call, in fields named like
+        /// their modules.
+        pub(crate) struct CapabilityCalls {
+            $( pub $always_mod: <$always_mod::$always_host as HostCapability>::Call, )*
+            $( pub $granted_mod: <$granted_mod::$granted_host as HostCapability>::Call, )*
+        }
+
+        impl CapabilityCalls {
+            pub(crate) fn new(grants: &Grants, backends: &Backends, limits: &Limits) -> Self {
+                CapabilityCalls {
+                    $( $always_mod: $always_mod::$always_host::new_call(grants, backends, limits), )*
+                    $( $granted_mod: $granted_mod::$granted_host::new_call(grants, backends, limits), )*
+                }
+            }
+        }
+
+        /// Links every host import into `linker`.
+        pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+            link_contract_types(linker)?;
+            $( $always_mod::$always_host::link(linker)?; )*
+            $( $granted_mod::$granted_host::link(linker)?; )*
+            wasi::link(linker)
+        }
+    };
+}
+
+capabilities! {
+    always: {
+        /// Structured log lines, bounded per call.
+        Log = "log" => log::Log,
+    }
+    granted: {
+        /// Read-only access to one directory.
+        Fs = "fs" => fs::Fs(FsGrant),
+        /// A key-value store scoped to a namespace.
+        Kv = "kv" => kv::Kv(KvGrant),
+        /// Outbound HTTP to listed hosts (not implemented by this host yet).
+        Http = "http" => http::Http(HttpGrant),
+        /// Completions from a model provider (not implemented by this host yet).
+        Llm = "llm" => llm::Llm(LlmGrant),
+    }
 }
 
 impl Capability {
-    pub const ALL: [Capability; 5] = [
-        Capability::Log,
-        Capability::Fs,
-        Capability::Kv,
-        Capability::Http,
-        Capability::Llm,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Capability::Log => "log",
-            Capability::Fs => "fs",
-            Capability::Kv => "kv",
-            Capability::Http => "http",
-            Capability::Llm => "llm",
-        }
-    }
-
     pub fn from_name(name: &str) -> Option<Capability> {
         Capability::ALL.into_iter().find(|c| c.name() == name)
     }
@@ -82,10 +268,9 @@ impl Capability {
         Capability::from_name(interface)
     }
 
-    /// `log` is granted to every skill: it is bounded per call and cannot reach
-    /// anything outside the host.
-    pub fn always_granted(self) -> bool {
-        self == Capability::Log
+    /// Every capability's name, comma-separated, for error messages.
+    pub fn known() -> String {
+        Capability::ALL.map(Capability::name).join(", ")
     }
 }
 
@@ -112,15 +297,6 @@ impl GrantError {
     }
 }
 
-/// What one call may use. Cheap to clone; shared by every call of a node.
-#[derive(Debug, Clone, Default)]
-pub struct Grants {
-    pub fs: Option<fs::FsGrant>,
-    pub kv: Option<kv::KvGrant>,
-    pub http: Option<http::HttpGrant>,
-    pub llm: Option<llm::LlmGrant>,
-}
-
 impl Grants {
     /// Adds one grant given as `CAP=VALUE` (or `CAP` for capabilities without a
     /// value).
@@ -131,59 +307,17 @@ impl Grants {
         };
         self.add(name, value)
     }
-
-    /// Adds the grant of capability `name` with `value`.
-    pub fn add(&mut self, name: &str, value: &str) -> Result<(), GrantError> {
-        let known = Capability::ALL.map(Capability::name).join(", ");
-        let Some(capability) = Capability::from_name(name) else {
-            return Err(GrantError::new(
-                name,
-                format!("unknown capability; known capabilities are {known}"),
-            ));
-        };
-        match capability {
-            Capability::Log => {}
-            Capability::Fs => set_once(&mut self.fs, fs::FsGrant::parse(value)?, name)?,
-            Capability::Kv => set_once(&mut self.kv, kv::KvGrant::parse(value)?, name)?,
-            Capability::Http => set_once(&mut self.http, http::HttpGrant::parse(value)?, name)?,
-            Capability::Llm => set_once(&mut self.llm, llm::LlmGrant::parse(value)?, name)?,
-        }
-        Ok(())
-    }
-
-    pub fn is_granted(&self, capability: Capability) -> bool {
-        match capability {
-            Capability::Log => true,
-            Capability::Fs => self.fs.is_some(),
-            Capability::Kv => self.kv.is_some(),
-            Capability::Http => self.http.is_some(),
-            Capability::Llm => self.llm.is_some(),
-        }
-    }
 }
 
-fn set_once<T>(slot: &mut Option<T>, grant: T, name: &str) -> Result<(), GrantError> {
+fn set_once<T>(slot: &mut Option<Arc<T>>, grant: T, name: &str) -> Result<(), GrantError> {
     if slot.is_some() {
         return Err(GrantError::new(
             name,
             "granted twice; grant it once per skill",
         ));
     }
-    *slot = Some(grant);
+    *slot = Some(Arc::new(grant));
     Ok(())
-}
-
-/// The error a denied import returns to the guest.
-pub(crate) fn denied(state: &mut CallState, capability: Capability) -> GuestError {
-    state.record_denial(capability);
-    GuestError {
-        code: "capability-not-granted".into(),
-        message: format!(
-            "capability `{capability}` is not granted to skill `{}`",
-            state.skill_name()
-        ),
-        retryable: false,
-    }
 }
 
 pub(crate) fn guest_error(code: &str, message: impl Into<String>) -> GuestError {
@@ -194,13 +328,18 @@ pub(crate) fn guest_error(code: &str, message: impl Into<String>) -> GuestError 
     }
 }
 
-/// Links every host import into `linker`.
-pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    bindings::Base::add_to_linker::<CallState, HasSelf<CallState>>(linker, |state| state)?;
-    wasi::link(linker)
+/// The contract's `types` interface declares records only; components that
+/// import it get an instance with nothing to call.
+struct ContractTypes;
+
+impl bindings::skillhost::skill::types::Host for ContractTypes {}
+
+impl HasData for ContractTypes {
+    type Data<'a> = ContractTypes;
 }
 
-impl bindings::skillhost::skill::types::Host for CallState {}
-
-/// Shared handle to the key-value backend the `kv` capability uses.
-pub type KvBackendRef = Arc<dyn kv::KvBackend>;
+fn link_contract_types(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    bindings::skillhost::skill::types::add_to_linker::<CallState, ContractTypes>(linker, |_| {
+        ContractTypes
+    })
+}

@@ -12,6 +12,10 @@
 //!   journaled host import, so replays reproduce it.
 //!
 //! The context is created lazily: a pure skill never pays for it.
+//!
+//! WASI is not a capability a scenario grants, and it is linked the way
+//! wasmtime-wasi requires: through `WasiView` on the call's store data, which
+//! hands wasmtime-wasi this call's context.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -111,7 +115,7 @@ impl HostMonotonicClock for SteppingClock {
 
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        let capacity = self.max_log_bytes();
+        let capacity = self.capabilities.log.max_bytes() as usize;
         let wasi = self
             .wasi
             .get_or_insert_with(|| Box::new(WasiState::new(capacity)));

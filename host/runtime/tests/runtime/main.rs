@@ -1,5 +1,7 @@
 //! The runtime's integration tests: loading components (the cache, bad
-//! components, the contract) and holding every limit against hostile ones.
+//! components, the contract), holding every limit against hostile ones, and
+//! the capabilities' backends and journal through a real component.
 
+mod capabilities;
 mod limits;
 mod load;

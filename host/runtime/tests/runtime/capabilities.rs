@@ -1,0 +1,380 @@
+//! Capabilities against a real component that uses `kv` (the `kv-probe`
+//! fixture): the kv backend injected through `RuntimeConfig` is the one its
+//! calls reach, record mode journals them, and a replay answers them from the
+//! journal without touching any backend, or fails naming what differed.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use skillhost_runtime::{
+    Backends, CallError, CallOptions, CallReport, Capability, Grants, JournalMode, JournalRecord,
+    KvBackend, MemoryKv, Runtime, RuntimeConfig, Skill,
+};
+
+/// A kv backend that keeps its data in a [`MemoryKv`] and writes down every
+/// operation that reaches it, so a test can see what a skill's calls touched.
+#[derive(Default)]
+struct WatchedKv {
+    data: MemoryKv,
+    seen: Mutex<Vec<String>>,
+}
+
+impl WatchedKv {
+    fn note(&self, what: String) {
+        self.seen.lock().unwrap().push(what);
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl KvBackend for WatchedKv {
+    fn get(&self, namespace: &str, key: &str) -> Result<Option<Vec<u8>>, String> {
+        self.note(format!("get {namespace}/{key}"));
+        self.data.get(namespace, key)
+    }
+
+    fn set(&self, namespace: &str, key: &str, value: Vec<u8>) -> Result<(), String> {
+        self.note(format!("set {namespace}/{key}"));
+        self.data.set(namespace, key, value)
+    }
+
+    fn delete(&self, namespace: &str, key: &str) -> Result<(), String> {
+        self.note(format!("delete {namespace}/{key}"));
+        self.data.delete(namespace, key)
+    }
+
+    fn list_keys(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, String> {
+        self.note(format!("list-keys {namespace}/{prefix}"));
+        self.data.list_keys(namespace, prefix)
+    }
+}
+
+/// A kv backend whose store is down: every operation fails.
+struct DownKv;
+
+impl KvBackend for DownKv {
+    fn get(&self, _: &str, _: &str) -> Result<Option<Vec<u8>>, String> {
+        Err("the store is down".into())
+    }
+    fn set(&self, _: &str, _: &str, _: Vec<u8>) -> Result<(), String> {
+        Err("the store is down".into())
+    }
+    fn delete(&self, _: &str, _: &str) -> Result<(), String> {
+        Err("the store is down".into())
+    }
+    fn list_keys(&self, _: &str, _: &str) -> Result<Vec<String>, String> {
+        Err("the store is down".into())
+    }
+}
+
+struct Probe {
+    _cache: tempfile::TempDir,
+    _runtime: Runtime,
+    skill: Arc<Skill>,
+}
+
+/// The `kv-probe` skill in a runtime whose kv backend is `kv`.
+fn probe(kv: Arc<dyn KvBackend>) -> Probe {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        backends: Backends { kv },
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime");
+    let skill = runtime
+        .load_bytes(
+            skillhost_tests::fixture_component("kv-probe"),
+            "kv-probe.wasm",
+        )
+        .expect("load kv-probe");
+    Probe {
+        _cache: cache,
+        _runtime: runtime,
+        skill,
+    }
+}
+
+fn granted(namespace: &str, journal: JournalMode) -> CallOptions {
+    let mut grants = Grants::default();
+    grants.add("kv", namespace).expect("grant kv");
+    CallOptions {
+        grants: Arc::new(grants),
+        journal,
+        ..CallOptions::default()
+    }
+}
+
+fn read(skill: &Skill, key: &str, options: &CallOptions) -> CallReport {
+    skill.call(&json!({ "key": key }), options)
+}
+
+/// A backend holding `greeting = hello` in namespace `probe`.
+fn greeting_kv() -> Arc<WatchedKv> {
+    let kv = WatchedKv::default();
+    kv.data.set("probe", "greeting", b"hello".to_vec()).unwrap();
+    Arc::new(kv)
+}
+
+/// What `kv-probe` journals when it reads `key` and finds `value`.
+fn expected_journal(key: &str, value: Option<&str>) -> Vec<JournalRecord> {
+    use base64::Engine as _;
+    let found = value.map_or(Value::Null, |v| {
+        json!(base64::engine::general_purpose::STANDARD.encode(v))
+    });
+    vec![
+        JournalRecord {
+            capability: Capability::Kv,
+            request: json!({ "op": "get", "key": key }),
+            response: json!({ "ok": found }),
+        },
+        JournalRecord {
+            capability: Capability::Kv,
+            request: json!({
+                "op": "set",
+                "key": "seen",
+                "value_bytes": key.len(),
+                "value_sha256": hex::encode(Sha256::digest(key.as_bytes())),
+            }),
+            response: json!({ "ok": null }),
+        },
+    ]
+}
+
+#[test]
+fn the_injected_kv_backend_is_the_one_a_skill_reaches() {
+    let kv = greeting_kv();
+    let probe = probe(kv.clone());
+    let options = granted("probe", JournalMode::Record);
+    let out = read(&probe.skill, "greeting", &options)
+        .into_result()
+        .unwrap();
+    assert_eq!(out, json!({ "text": "hello" }));
+    assert_eq!(kv.seen(), ["get probe/greeting", "set probe/seen"]);
+    assert_eq!(
+        kv.data.get("probe", "seen").unwrap().as_deref(),
+        Some(&b"greeting"[..]),
+        "the skill's write is in the injected backend"
+    );
+
+    // Another namespace sees none of it.
+    let out = read(
+        &probe.skill,
+        "greeting",
+        &granted("other", JournalMode::Record),
+    )
+    .into_result()
+    .unwrap();
+    assert_eq!(out, json!({ "text": "(none)" }));
+}
+
+#[test]
+fn record_mode_journals_every_kv_call_in_order() {
+    let probe = probe(greeting_kv());
+    let report = read(
+        &probe.skill,
+        "greeting",
+        &granted("probe", JournalMode::Record),
+    );
+    assert_eq!(report.result, Ok(json!({ "text": "hello" })));
+    assert_eq!(report.journal, expected_journal("greeting", Some("hello")));
+    assert!(report.denied.is_empty());
+
+    let report = read(
+        &probe.skill,
+        "absent",
+        &granted("probe", JournalMode::Record),
+    );
+    assert_eq!(report.result, Ok(json!({ "text": "(none)" })));
+    assert_eq!(report.journal, expected_journal("absent", None));
+}
+
+#[test]
+fn a_replay_against_an_empty_backend_gives_the_same_output_and_touches_nothing() {
+    let recorded = {
+        let probe = probe(greeting_kv());
+        read(
+            &probe.skill,
+            "greeting",
+            &granted("probe", JournalMode::Record),
+        )
+    };
+    let recorded_output = serde_json::to_vec(recorded.result.as_ref().unwrap()).unwrap();
+
+    let empty = Arc::new(WatchedKv::default());
+    let probe = probe(empty.clone());
+    let replay = JournalMode::Replay(recorded.journal.clone().into());
+    let replayed = read(&probe.skill, "greeting", &granted("probe", replay));
+    let replayed_output = serde_json::to_vec(replayed.result.as_ref().unwrap()).unwrap();
+    assert_eq!(replayed_output, recorded_output, "byte-identical output");
+    assert_eq!(replayed.journal, recorded.journal);
+    assert!(
+        empty.seen().is_empty(),
+        "the replay reached the backend: {:?}",
+        empty.seen()
+    );
+    assert_eq!(empty.data.get("probe", "seen").unwrap(), None);
+
+    // The same call recorded against the empty backend answers differently:
+    // the output above came from the journal.
+    let live = read(
+        &probe.skill,
+        "greeting",
+        &granted("probe", JournalMode::Record),
+    );
+    assert_eq!(live.result, Ok(json!({ "text": "(none)" })));
+}
+
+#[test]
+fn a_replay_that_asks_something_else_fails_naming_what_differed() {
+    let recorded = {
+        let probe = probe(greeting_kv());
+        read(
+            &probe.skill,
+            "greeting",
+            &granted("probe", JournalMode::Record),
+        )
+        .journal
+    };
+    let empty = Arc::new(WatchedKv::default());
+    let probe = probe(empty.clone());
+    let replay = JournalMode::Replay(recorded.clone().into());
+    let report = read(&probe.skill, "farewell", &granted("probe", replay));
+    let err = report.result.unwrap_err();
+    match &err {
+        CallError::JournalMismatch {
+            skill,
+            capability,
+            entry,
+            difference,
+        } => {
+            assert_eq!(
+                (skill.as_str(), capability.as_str(), *entry),
+                ("kv-probe", "kv", 0)
+            );
+            assert!(difference.contains(r#"{"key":"farewell"}"#), "{difference}");
+            assert!(difference.contains(r#""key":"greeting""#), "{difference}");
+        }
+        other => panic!("expected a journal mismatch, got {other:?}"),
+    }
+    assert_eq!(err.kind(), "journal-mismatch");
+    assert!(!err.retryable());
+    assert!(
+        err.to_string()
+            .contains("skill `kv-probe` diverged from its journal at entry 0 (`kv`)"),
+        "{err}"
+    );
+    assert!(report.journal.is_empty(), "nothing was answered");
+    assert!(empty.seen().is_empty());
+
+    // A journal that ends early: the skill's write has no entry.
+    let short = JournalMode::Replay(recorded[..1].to_vec().into());
+    let err = read(&probe.skill, "greeting", &granted("probe", short))
+        .result
+        .unwrap_err();
+    assert!(
+        matches!(&err, CallError::JournalMismatch { entry: 1, difference, .. }
+            if difference.contains("past the end of the journal (1 entries)")),
+        "{err:?}"
+    );
+
+    // A journal with an entry the replay never asks for.
+    let mut long = recorded.clone();
+    long.push(recorded[0].clone());
+    let err = read(
+        &probe.skill,
+        "greeting",
+        &granted("probe", JournalMode::Replay(long.into())),
+    )
+    .result
+    .unwrap_err();
+    assert!(
+        matches!(&err, CallError::JournalMismatch { entry: 2, difference, .. }
+            if difference.contains("ended after 2 of the journal's 3 entries")),
+        "{err:?}"
+    );
+    assert!(empty.seen().is_empty());
+
+    // A replay a limit cut short reports the limit, not the unused entries.
+    let mut limited = granted("probe", JournalMode::Replay(recorded.clone().into()));
+    limited.limits.fuel = Some(1);
+    let err = read(&probe.skill, "greeting", &limited).result.unwrap_err();
+    assert_eq!(err.kind(), "fuel-exhausted", "{err:?}");
+}
+
+#[test]
+fn a_backend_failure_is_journaled_and_replayed() {
+    let probe_down = probe(Arc::new(DownKv));
+    let recorded = read(
+        &probe_down.skill,
+        "greeting",
+        &granted("probe", JournalMode::Record),
+    );
+    let err = recorded.result.clone().unwrap_err();
+    assert_eq!(
+        (err.code(), err.retryable()),
+        ("kv-unavailable", true),
+        "{err:?}"
+    );
+    assert_eq!(
+        recorded.journal,
+        [JournalRecord {
+            capability: Capability::Kv,
+            request: json!({ "op": "get", "key": "greeting" }),
+            response: json!({ "error": {
+                "code": "kv-unavailable",
+                "message": "the store is down",
+                "retryable": true,
+            }}),
+        }]
+    );
+
+    let healthy = probe(greeting_kv());
+    let replay = JournalMode::Replay(recorded.journal.clone().into());
+    let replayed = read(&healthy.skill, "greeting", &granted("probe", replay));
+    assert_eq!(replayed.result, recorded.result);
+}
+
+#[test]
+fn an_ungranted_kv_is_denied_reaches_nothing_and_journals_nothing() {
+    let kv = greeting_kv();
+    let probe = probe(kv.clone());
+    let report = read(&probe.skill, "greeting", &CallOptions::default());
+    assert_eq!(report.denied, vec![Capability::Kv]);
+    assert!(report.journal.is_empty());
+    let err = report.into_result().unwrap_err();
+    match &err {
+        CallError::CapabilityDenied {
+            skill,
+            capability,
+            message,
+        } => {
+            assert_eq!((skill.as_str(), capability.as_str()), ("kv-probe", "kv"));
+            assert!(message.contains("capability-not-granted"), "{message}");
+        }
+        other => panic!("expected capability-denied, got {other:?}"),
+    }
+    assert!(
+        kv.seen().is_empty(),
+        "an ungranted call reached the backend"
+    );
+}
+
+#[test]
+fn a_call_without_journaled_host_calls_has_an_empty_unallocated_journal() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = skillhost_tests::runtime(cache.path());
+    let echo = runtime
+        .load_file(&skillhost_tests::dist("echo"))
+        .expect("load echo");
+    let report = echo.call(
+        &json!({ "message": "hi", "repeat": 2 }),
+        &CallOptions::default(),
+    );
+    assert!(report.result.is_ok(), "{:?}", report.result);
+    assert!(report.journal.is_empty());
+    assert_eq!(report.journal.capacity(), 0);
+}
