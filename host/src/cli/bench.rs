@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::{CliResult, Failure, Globals, print_json};
+use super::common::{CliResult, Failure, Globals, print_json, read_json_arg, tokio_runtime};
 use skillhost_runtime::{CallOptions, PoolConfig, Runtime, RuntimeConfig};
 
 /// The component the runtime benchmark calls: the shipped `echo` skill.
@@ -89,7 +89,7 @@ fn runtime_bench(args: RuntimeBenchArgs) -> CliResult {
             std::fs::read(path).map_err(|e| {
                 Failure::bad_input(format!("cannot read component `{}`: {e}", path.display()))
             })?,
-            super::read_json_arg(input)?,
+            read_json_arg(input)?,
         ),
         _ => (ECHO_COMPONENT.to_vec(), echo_input()),
     };
@@ -232,7 +232,7 @@ fn engine_bench(args: EngineBenchArgs) -> CliResult {
     .map_err(|e| Failure::environment(format!("{e:#}")))?;
     let loaded = skillhost_scenario::load(&scenario_path, &runtime)
         .map_err(|report| Failure::environment(format!("benchmark scenario: {report}")))?;
-    let rt = super::run::tokio_runtime()?;
+    let rt = tokio_runtime()?;
     let db_url = format!("sqlite://{}", dir.path().join("bench.db").display());
 
     let result = rt.block_on(async {

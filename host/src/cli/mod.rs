@@ -1,6 +1,6 @@
 //! The `host` command line: one module per subcommand. Parses arguments, calls
 //! the library, prints for people (or JSON with `--json`), and maps failures to
-//! the documented exit codes:
+//! the documented exit codes ([`common::Failure`]):
 //!
 //! | code | meaning |
 //! | ---- | ------- |
@@ -10,19 +10,19 @@
 //! | 3 | the environment: a missing toolchain, a cache or runtime that cannot start, a database that cannot be opened or does not exist |
 
 mod bench;
-pub mod build;
+mod build;
+mod common;
 mod run;
 mod runs;
 mod skill;
 mod worker;
 
-use std::fmt::Display;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use skillhost_runtime::{Runtime, RuntimeConfig};
+use common::Globals;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -71,59 +71,6 @@ enum Command {
     Bench(bench::BenchCommand),
 }
 
-/// A failure with its exit code.
-#[derive(Debug)]
-pub struct Failure {
-    pub code: u8,
-    pub message: String,
-}
-
-impl Failure {
-    /// The skill or run failed (exit 1).
-    pub fn failed(message: impl Display) -> Self {
-        Failure {
-            code: 1,
-            message: message.to_string(),
-        }
-    }
-
-    /// Bad invocation or input (exit 2).
-    pub fn bad_input(message: impl Display) -> Self {
-        Failure {
-            code: 2,
-            message: message.to_string(),
-        }
-    }
-
-    /// The environment is not fit (exit 3).
-    pub fn environment(message: impl Display) -> Self {
-        Failure {
-            code: 3,
-            message: message.to_string(),
-        }
-    }
-}
-
-pub type CliResult = Result<(), Failure>;
-
-/// Global options every subcommand may need.
-pub struct Globals {
-    cache_dir: Option<PathBuf>,
-    no_cache: bool,
-}
-
-impl Globals {
-    pub fn runtime(&self) -> Result<Runtime, Failure> {
-        let mut config = RuntimeConfig::default();
-        if self.no_cache {
-            config.cache_dir = None;
-        } else if let Some(dir) = &self.cache_dir {
-            config.cache_dir = Some(dir.clone());
-        }
-        Runtime::new(config).map_err(|e| Failure::environment(format!("{e:#}")))
-    }
-}
-
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
@@ -165,29 +112,4 @@ fn init_tracing(verbose: bool) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
-}
-
-/// Reads `--input`: inline JSON, or `@path` for a file.
-pub fn read_json_arg(arg: &str) -> Result<serde_json::Value, Failure> {
-    let (text, origin) = match arg.strip_prefix('@') {
-        Some(path) => (
-            std::fs::read_to_string(path)
-                .map_err(|e| Failure::bad_input(format!("cannot read input file `{path}`: {e}")))?,
-            format!("input file `{path}`"),
-        ),
-        None => (arg.to_string(), "--input".to_string()),
-    };
-    serde_json::from_str(&text).map_err(|e| {
-        Failure::bad_input(format!(
-            "{origin} is not valid JSON ({e}); pass an object like '{{\"query\": \"...\"}}' or @file.json"
-        ))
-    })
-}
-
-/// Prints `value` as pretty JSON on stdout.
-pub fn print_json(value: &impl serde::Serialize) -> CliResult {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| Failure::environment(format!("cannot encode JSON: {e}")))?;
-    println!("{text}");
-    Ok(())
 }

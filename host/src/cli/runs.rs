@@ -3,9 +3,11 @@
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::run::{DatabaseArgs, open_failure, tokio_runtime};
-use super::{CliResult, Failure, print_json};
-use skillhost_store::{FIELD_HASH_PREFIX, RunStatus, StepRow, Store, StoreError};
+use super::common::{
+    CliResult, DatabaseArgs, Failure, fetch_run, open_failure, print_json, store_error,
+    tokio_runtime,
+};
+use skillhost_store::{FIELD_HASH_PREFIX, RunStatus, StepRow, StoreError};
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
@@ -72,10 +74,6 @@ pub fn runs(command: RunsCommand) -> CliResult {
     })
 }
 
-fn store_error(e: skillhost_store::StoreError) -> Failure {
-    Failure::environment(e.to_string())
-}
-
 async fn list(args: ListArgs) -> CliResult {
     let status = match &args.status {
         Some(s) => Some(s.parse::<RunStatus>().map_err(|_| {
@@ -134,25 +132,8 @@ async fn list(args: ListArgs) -> CliResult {
     Ok(())
 }
 
-pub(crate) async fn fetch_run(store: &Store, id: &str) -> Result<skillhost_store::RunRow, Failure> {
-    store.run(id).await.map_err(store_error)?.ok_or_else(|| {
-        Failure::bad_input(format!(
-            "run `{id}` does not exist in {}; list runs with `host runs list`",
-            store.url_for_display()
-        ))
-    })
-}
-
-/// Opens the database a command about one run reads: it must exist.
-pub(crate) async fn open_for_run(db: &DatabaseArgs, id: &str) -> Result<Store, Failure> {
-    db.open_existing().await.map_err(|mut f| {
-        f.message = format!("cannot look up run `{id}`: {}", f.message);
-        f
-    })
-}
-
 async fn show(args: ShowArgs) -> CliResult {
-    let store = open_for_run(&args.db, &args.run_id).await?;
+    let store = args.db.open_for_run(&args.run_id).await?;
     let run = fetch_run(&store, &args.run_id).await?;
     let steps = store.steps(&args.run_id).await.map_err(store_error)?;
     let artifacts = store.artifacts(&args.run_id).await.map_err(store_error)?;
@@ -260,7 +241,7 @@ fn step_warnings(step: &StepRow) -> Vec<String> {
 pub fn checkpoints(args: CheckpointsArgs) -> CliResult {
     let rt = tokio_runtime()?;
     rt.block_on(async {
-        let store = open_for_run(&args.db, &args.run_id).await?;
+        let store = args.db.open_for_run(&args.run_id).await?;
         fetch_run(&store, &args.run_id).await?;
         let rows = store.checkpoints(&args.run_id).await.map_err(store_error)?;
         if args.json {

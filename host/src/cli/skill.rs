@@ -7,7 +7,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::{CliResult, Failure, Globals, build, print_json, read_json_arg};
+use super::build;
+use super::common::{CliResult, Failure, Globals, print_json, read_json_arg};
 use skillhost_runtime::{CallError, CallOptions, Grants, Limits, Skill};
 
 #[derive(Debug, Subcommand)]

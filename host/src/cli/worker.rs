@@ -8,14 +8,12 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 
-use super::run::{DatabaseArgs, load_scenario, tokio_runtime};
-use super::{CliResult, Failure, Globals, print_json, read_json_arg};
+use super::common::{
+    CliResult, DatabaseArgs, Durability, Failure, Globals, checked_input, duration_arg,
+    load_scenario, print_json, read_json_arg, store_error, tokio_runtime,
+};
 use skillhost_engine::worker::{self, WorkerConfig, WorkerEvent};
 use skillhost_store::{NewRun, Store, new_owner_id, new_run_id, parse_duration};
-
-fn duration(text: &str) -> Result<Duration, String> {
-    parse_duration(text)
-}
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
@@ -26,14 +24,14 @@ pub struct WorkerArgs {
     pub concurrency: usize,
     /// How long a lease lives without a heartbeat (heartbeats every third of
     /// it); a dead worker's runs are taken over after this long.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration_arg)]
     pub lease_ttl: Duration,
     /// How often to look for work when the queue is empty.
-    #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = duration_arg)]
     pub poll: Duration,
     /// On SIGTERM or Ctrl-C: how long in-flight runs may take to finish
     /// before they are stopped and given back to the queue.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_arg)]
     pub grace: Duration,
     /// Exit once the queue is empty and nothing is in flight.
     #[arg(long)]
@@ -71,7 +69,7 @@ pub struct PruneArgs {
     /// Delete finished runs last updated longer ago than this (e.g. 7d, 12h),
     /// except scenarios with their own retention setting. Without it, only
     /// scenarios with a setting are pruned.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
     pub older_than: Option<Duration>,
     /// Print what was pruned as one JSON object.
     #[arg(long)]
@@ -91,10 +89,6 @@ pub struct RetentionArgs {
     pub json: bool,
 }
 
-fn store_error(e: skillhost_store::StoreError) -> Failure {
-    Failure::environment(e.to_string())
-}
-
 pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
     if args.concurrency == 0 {
         return Err(Failure::bad_input("--concurrency must be at least 1"));
@@ -102,7 +96,7 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
     let runtime = globals.runtime()?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
-        let store = args.db.open_with(super::run::Durability::Full).await?;
+        let store = args.db.open_with(Durability::Full).await?;
         let owner = args.owner.clone().unwrap_or_else(|| new_owner_id("worker"));
         let config = WorkerConfig {
             owner: owner.clone(),
@@ -184,7 +178,7 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
 pub fn submit(args: SubmitArgs, globals: &Globals) -> CliResult {
     let input = read_json_arg(&args.input)?;
     let loaded = load_scenario(&args.scenario, globals, args.json)?;
-    let input = super::run::checked_input(&loaded, input)?;
+    let input = checked_input(&loaded, input)?;
     let scenario = &*loaded.scenario;
     // Workers may run in another directory: store the absolute path.
     let path = std::fs::canonicalize(&scenario.path).unwrap_or_else(|_| scenario.path.clone());
@@ -199,7 +193,7 @@ pub fn submit(args: SubmitArgs, globals: &Globals) -> CliResult {
     };
     let rt = tokio_runtime()?;
     rt.block_on(async {
-        let store = args.db.open_with(super::run::Durability::Full).await?;
+        let store = args.db.open_with(Durability::Full).await?;
         store
             .enqueue_run_for_task(&run, args.task_id.as_deref())
             .await
@@ -367,8 +361,8 @@ pub struct PostgresBenchArgs {
     /// `full`: every checkpoint is on the server's disk before the next node
     /// (synchronous_commit = on); `normal`: the server has it
     /// (synchronous_commit = off: survives any crash of the host process).
-    #[arg(long, value_enum, default_value_t = super::run::Durability::Full)]
-    pub durability: super::run::Durability,
+    #[arg(long, value_enum, default_value_t = Durability::Full)]
+    pub durability: Durability,
     /// Print JSON only.
     #[arg(long)]
     pub json: bool,
@@ -389,7 +383,7 @@ pub fn postgres_bench(args: PostgresBenchArgs) -> CliResult {
             "give a Postgres database with --database postgres://USER:PASSWORD@HOST:PORT/DATABASE",
         ));
     }
-    if args.durability == super::run::Durability::None {
+    if args.durability == Durability::None {
         return Err(Failure::bad_input(
             "--durability none keeps no database; use full or normal",
         ));
@@ -473,7 +467,7 @@ pub fn postgres_bench(args: PostgresBenchArgs) -> CliResult {
             "per_node_us_single": round(per_node_single.as_secs_f64() * 1e6, 1),
             "node_steps_per_s": round(steps / elapsed.as_secs_f64(), 0),
             "rounds": args.rounds,
-            "synchronous_commit": if args.durability == super::run::Durability::Full { "on" } else { "off" },
+            "synchronous_commit": if args.durability == Durability::Full { "on" } else { "off" },
             "single_runs": args.single_runs,
             "database": store.url_for_display(),
         }))
