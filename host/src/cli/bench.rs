@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::common::{CliResult, Failure, Globals, print_json, read_json_arg, tokio_runtime};
+use super::common::{
+    CliResult, DatabaseArgs, Durability, Failure, Globals, print_json, read_json_arg, tokio_runtime,
+};
 use skillhost_runtime::{CallOptions, PoolConfig, Runtime, RuntimeConfig};
 
 /// The component the runtime benchmark calls: the shipped `echo` skill.
@@ -21,7 +23,7 @@ pub enum BenchCommand {
     Engine(EngineBenchArgs),
     /// Durable runs on Postgres: one run's per-node latency, and node steps
     /// per second over concurrent runs.
-    Postgres(super::worker::PostgresBenchArgs),
+    Postgres(PostgresBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -60,7 +62,7 @@ pub fn run(command: BenchCommand, _globals: &Globals) -> CliResult {
     match command {
         BenchCommand::Runtime(args) => runtime_bench(args),
         BenchCommand::Engine(args) => engine_bench(args),
-        BenchCommand::Postgres(args) => super::worker::postgres_bench(args),
+        BenchCommand::Postgres(args) => postgres_bench(args),
     }
 }
 
@@ -345,6 +347,148 @@ fn engine_bench(args: EngineBenchArgs) -> CliResult {
         result["checkpoint_bytes_per_node"],
         result["full_state_bytes"],
         result["full_state_over_checkpoint"]
+    );
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct PostgresBenchArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Concurrent runs for the throughput figure.
+    #[arg(long, default_value_t = 32)]
+    pub runs: usize,
+    /// Runs to time for the throughput figure, in multiples of `--runs`
+    /// (after one untimed warm-up round). `--runs` stay in flight
+    /// throughout: when one ends, the next starts.
+    #[arg(long, default_value_t = 20)]
+    pub rounds: usize,
+    /// Single runs to time for the per-node latency (after 5 warm-up runs).
+    #[arg(long, default_value_t = 40)]
+    pub single_runs: usize,
+    /// `full`: every checkpoint is on the server's disk before the next node
+    /// (synchronous_commit = on); `normal`: the server has it
+    /// (synchronous_commit = off: survives any crash of the host process).
+    #[arg(long, value_enum, default_value_t = Durability::Full)]
+    pub durability: Durability,
+    /// Print JSON only.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `host bench postgres`: the engine benchmark's 10-node scenario of trivial
+/// `echo` nodes, durable on Postgres (`synchronous_commit = on`: each node's
+/// checkpoint is on the server's disk before the next node starts). Runs are
+/// left in the database (scenario `bench`).
+pub fn postgres_bench(args: PostgresBenchArgs) -> CliResult {
+    use skillhost_engine::{Engine, NoEvents};
+    use std::time::Instant;
+
+    let url = args.db.url();
+    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+        return Err(Failure::bad_input(
+            "give a Postgres database with --database postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+        ));
+    }
+    if args.durability == Durability::None {
+        return Err(Failure::bad_input(
+            "--durability none keeps no database; use full or normal",
+        ));
+    }
+    if args.runs == 0 || args.rounds == 0 || args.single_runs == 0 {
+        return Err(Failure::bad_input(
+            "--runs, --rounds and --single-runs must be at least 1",
+        ));
+    }
+    let dir = tempfile::tempdir()
+        .map_err(|e| Failure::environment(format!("cannot create a temporary directory: {e}")))?;
+    let echo = dir.path().join("echo.wasm");
+    let scenario_path = dir.path().join("bench.toml");
+    std::fs::write(&echo, ECHO_COMPONENT)
+        .and_then(|()| std::fs::write(&scenario_path, engine_scenario(&echo)))
+        .map_err(|e| Failure::environment(format!("cannot write the benchmark scenario: {e}")))?;
+    let runtime = skillhost_runtime::Runtime::new(skillhost_runtime::RuntimeConfig {
+        cache_dir: Some(dir.path().join("cache")),
+        pool: skillhost_runtime::PoolConfig::default(),
+    })
+    .map_err(|e| Failure::environment(format!("{e:#}")))?;
+    let loaded = Arc::new(
+        skillhost_scenario::load(&scenario_path, &runtime)
+            .map_err(|report| Failure::environment(format!("benchmark scenario: {report}")))?,
+    );
+    let rt = tokio_runtime()?;
+    let result = rt.block_on(async {
+        let store = args.db.open_with(args.durability).await?;
+        let engine = Arc::new(Engine::new(Some(store.clone()), Arc::new(NoEvents)));
+        let input = json!({});
+
+        let mut samples = Vec::with_capacity(args.single_runs);
+        for i in 0..args.single_runs + 5 {
+            let start = Instant::now();
+            engine
+                .start(&loaded, input.clone(), None)
+                .await
+                .map_err(Failure::failed)?;
+            if i >= 5 {
+                samples.push(start.elapsed());
+            }
+        }
+        let per_node_single = median(samples) / ENGINE_NODES as u32;
+
+        // One untimed round opens the pool's connections and prepares the
+        // statements on each; then `runs` stay in flight until the timed
+        // total is done, with no barrier between rounds.
+        let concurrent = |total: usize| {
+            let remaining = Arc::new(std::sync::atomic::AtomicUsize::new(total));
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..args.runs {
+                let (engine, loaded, input) = (engine.clone(), loaded.clone(), input.clone());
+                let remaining = remaining.clone();
+                tasks.spawn(async move {
+                    use std::sync::atomic::Ordering;
+                    while remaining
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                        .is_ok()
+                    {
+                        engine.start(&loaded, input.clone(), None).await?;
+                    }
+                    Ok::<_, skillhost_engine::EngineError>(())
+                });
+            }
+            async move {
+                while let Some(done) = tasks.join_next().await {
+                    done.map_err(Failure::failed)?.map_err(Failure::failed)?;
+                }
+                Ok::<_, Failure>(())
+            }
+        };
+        concurrent(args.runs).await?;
+        let started = Instant::now();
+        concurrent(args.runs * args.rounds).await?;
+        let elapsed = started.elapsed();
+        let steps = (args.runs * args.rounds * ENGINE_NODES) as f64;
+        store.close().await;
+        Ok::<_, Failure>(json!({
+            "runs": args.runs,
+            "nodes": ENGINE_NODES,
+            "per_node_us_single": round(per_node_single.as_secs_f64() * 1e6, 1),
+            "node_steps_per_s": round(steps / elapsed.as_secs_f64(), 0),
+            "rounds": args.rounds,
+            "synchronous_commit": if args.durability == Durability::Full { "on" } else { "off" },
+            "single_runs": args.single_runs,
+            "database": store.url_for_display(),
+        }))
+    })?;
+    if args.json {
+        return print_json(&result);
+    }
+    println!(
+        "per node, one durable run:  {} µs (median over {} runs of {ENGINE_NODES} nodes)",
+        result["per_node_us_single"], args.single_runs
+    );
+    println!(
+        "throughput, {} concurrent:  {} durable node steps per second",
+        args.runs, result["node_steps_per_s"]
     );
     Ok(())
 }

@@ -1,6 +1,8 @@
-//! The `host` command line: one module per subcommand. Parses arguments, calls
-//! the library, prints for people (or JSON with `--json`), and maps failures to
-//! the documented exit codes ([`common::Failure`]):
+//! The `host` command line: one module per subcommand (a subcommand's own
+//! subcommands in it or under its folder, e.g. `skill/build.rs`), and
+//! `common.rs` for what they share. Parses arguments, calls the library,
+//! prints for people (or JSON with `--json`), and maps failures to the
+//! documented exit codes ([`common::Failure`]):
 //!
 //! | code | meaning |
 //! | ---- | ------- |
@@ -8,13 +10,20 @@
 //! | 1 | the skill or run failed (a skill error, a trap, a limit) |
 //! | 2 | bad invocation or input: usage, a missing or invalid file, JSON that does not fit, a database URL of a scheme this build does not have |
 //! | 3 | the environment: a missing toolchain, a cache or runtime that cannot start, a database that cannot be opened or does not exist |
+//!
+//! A subcommand's module imports `common` and the library crates, never
+//! another subcommand's module (`src/cli_layering.rs` checks it): the work is
+//! in the library, so what two commands share is an argument or a helper.
 
 mod bench;
-mod build;
+mod check;
+mod checkpoints;
 mod common;
+mod graph;
 mod run;
 mod runs;
 mod skill;
+mod submit;
 mod worker;
 
 use std::path::PathBuf;
@@ -54,16 +63,16 @@ enum Command {
     /// Continue an unfinished run from its last checkpoint (after a crash or kill).
     Resume(run::ResumeArgs),
     /// Check a scenario file without running it.
-    Check(run::CheckArgs),
+    Check(check::CheckArgs),
     /// Print a scenario's graph as Mermaid or DOT.
-    Graph(run::GraphArgs),
+    Graph(graph::GraphArgs),
     /// List and inspect runs.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
     /// The checkpoint history of a run.
-    Checkpoints(runs::CheckpointsArgs),
+    Checkpoints(checkpoints::CheckpointsArgs),
     /// Queue a run for `host worker`s; prints its id.
-    Submit(worker::SubmitArgs),
+    Submit(submit::SubmitArgs),
     /// Claim queued runs from the database and run them (scale-out: run many).
     Worker(worker::WorkerArgs),
     /// Measure the runtime and the engine.
@@ -82,12 +91,12 @@ pub fn main() -> ExitCode {
         Command::Skill(command) => skill::run(command, &globals),
         Command::Run(args) => run::run(args, &globals),
         Command::Resume(args) => run::resume(args, &globals),
-        Command::Check(args) => run::check(args, &globals),
-        Command::Graph(args) => run::graph(args, &globals),
+        Command::Check(args) => check::check(args, &globals),
+        Command::Graph(args) => graph::graph(args, &globals),
         Command::Runs(command) => runs::runs(command),
-        Command::Submit(args) => worker::submit(args, &globals),
+        Command::Submit(args) => submit::submit(args, &globals),
         Command::Worker(args) => worker::worker(args, &globals),
-        Command::Checkpoints(args) => runs::checkpoints(args),
+        Command::Checkpoints(args) => checkpoints::checkpoints(args),
         Command::Bench(command) => bench::run(command, &globals),
     };
     match result {

@@ -1,19 +1,22 @@
-//! `host run`, `host resume`, `host check` and `host graph`: scenarios.
+//! `host run` and `host resume`: running a scenario, from its start or from
+//! an unfinished run's last checkpoint, and reporting the outcome (both print
+//! it the same way).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use serde_json::{Value, json};
 
 use super::common::{
     CliResult, DatabaseArgs, Durability, Failure, Globals, checked_input, fetch_run, load_scenario,
-    print_json, read_json_arg, tokio_runtime,
+    print_json, read_json_arg, store_error, tokio_runtime,
 };
 use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
-use skillhost_scenario::{self as scenario, LoadedScenario};
-use skillhost_store::RunStatus;
+use skillhost_scenario::LoadedScenario;
+use skillhost_store::{RunStatus, Store, new_owner_id};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -54,80 +57,6 @@ pub struct ResumeArgs {
     /// Where to write the run's artifact (a directory when it has several); default .skillhost/runs/RUN_ID/.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// The scenario file (or name).
-    pub scenario: String,
-    /// Print the result (ok, errors, warnings) as one JSON object.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum GraphFormat {
-    Mermaid,
-    Dot,
-}
-
-#[derive(Debug, Args)]
-pub struct GraphArgs {
-    /// The scenario file (or name).
-    pub scenario: String,
-    /// Mermaid (for Markdown) or DOT (for Graphviz).
-    #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
-    pub format: GraphFormat,
-}
-
-pub fn check(args: CheckArgs, globals: &Globals) -> CliResult {
-    let path = scenario::resolve(&args.scenario).map_err(Failure::bad_input)?;
-    let runtime = globals.runtime()?;
-    match scenario::load(&path, &runtime) {
-        Ok(loaded) => {
-            if args.json {
-                print_json(&json!({
-                    "ok": true,
-                    "scenario": loaded.scenario.name,
-                    "nodes": loaded.scenario.nodes.len(),
-                    "errors": [],
-                    "warnings": loaded
-                        .warnings
-                        .iter()
-                        .map(|w| w.to_json(scenario::Level::Warning))
-                        .collect::<Vec<_>>(),
-                }))?;
-            } else {
-                for warning in &loaded.warnings {
-                    eprintln!("warning: {warning}");
-                }
-                println!(
-                    "{}: ok ({} nodes, {} skills)",
-                    path.display(),
-                    loaded.scenario.nodes.len(),
-                    loaded.skills.len()
-                );
-            }
-            Ok(())
-        }
-        Err(report) => {
-            if args.json {
-                print_json(&report.to_json())?;
-                return Err(Failure::bad_input(""));
-            }
-            Err(Failure::bad_input(format!("{report}")))
-        }
-    }
-}
-
-pub fn graph(args: GraphArgs, globals: &Globals) -> CliResult {
-    let loaded = load_scenario(&args.scenario, globals, false)?;
-    let text = match args.format {
-        GraphFormat::Mermaid => scenario::to_mermaid(&loaded.scenario),
-        GraphFormat::Dot => scenario::to_dot(&loaded.scenario),
-    };
-    println!("{}", text.trim_end());
-    Ok(())
 }
 
 /// The event sink a command prints through: NDJSON on stdout with `--events`,
@@ -240,7 +169,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
         }
         let loaded = load_scenario(&run.scenario_path, globals, args.json)?;
         // One runner per run: refused while a worker (or another resume) holds it.
-        let lease = super::worker::CliLease::acquire(&store, &args.run_id).await?;
+        let lease = CliLease::acquire(&store, &args.run_id).await?;
         let engine = Engine::new(Some(lease.store().clone()), sink(args.events));
         let outcome = engine.resume(&loaded, &args.run_id).await;
         lease.release().await;
@@ -429,6 +358,61 @@ fn print_failure(report: &Value) {
         eprintln!("suggestions:");
         for s in suggestions {
             eprintln!("  - {}", s.as_str().unwrap_or(""));
+        }
+    }
+}
+
+/// The lease `host resume` holds while it runs a run: acquired up front
+/// (refused, naming the holder and expiry, while another runner has it),
+/// renewed in the background, released at the end.
+struct CliLease {
+    store: Store,
+    heartbeat: tokio::task::JoinHandle<()>,
+}
+
+/// How long a `host resume` lease lives without a heartbeat.
+const CLI_LEASE_TTL: Duration = Duration::from_secs(30);
+
+impl CliLease {
+    pub async fn acquire(store: &Store, run_id: &str) -> Result<CliLease, Failure> {
+        let lease = store
+            .acquire_lease(run_id, &new_owner_id("resume"), CLI_LEASE_TTL)
+            .await
+            .map_err(|e| match e {
+                skillhost_store::StoreError::Leased { .. } => Failure::bad_input(e.to_string()),
+                e => store_error(e),
+            })?;
+        let fenced = store.fenced(lease.clone());
+        let renewing = store.clone();
+        let heartbeat = tokio::spawn(async move {
+            let mut lease = lease;
+            loop {
+                tokio::time::sleep(CLI_LEASE_TTL / 3).await;
+                match renewing.renew_lease(&lease, CLI_LEASE_TTL).await {
+                    Ok(renewed) => lease = renewed,
+                    Err(e) if e.is_transient() => continue,
+                    // Lost or finished: the fenced commits say so.
+                    Err(_) => return,
+                }
+            }
+        });
+        Ok(CliLease {
+            store: fenced,
+            heartbeat,
+        })
+    }
+
+    /// The store handle fenced by this lease.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Stops renewing and gives the lease back if the run is unfinished
+    /// (a finished run released it already).
+    pub async fn release(self) {
+        self.heartbeat.abort();
+        if let Some(lease) = self.store.lease() {
+            let _ = self.store.release_lease(lease).await;
         }
     }
 }
