@@ -20,6 +20,7 @@
 // cost every success a branch for nothing.
 #![allow(clippy::result_large_err)]
 
+pub mod bench;
 mod call;
 pub mod events;
 mod kinds;
