@@ -8,6 +8,8 @@
 //! Run it with `cargo bench -p skillhost-engine` (after
 //! `scripts/build-skills.sh` has built `skills/dist/echo.wasm`).
 
+use std::path::Path;
+
 use skillhost_engine::bench::{self, BenchScenario};
 use skillhost_store::{Store, StoreOptions, SyncMode};
 
@@ -15,7 +17,8 @@ use skillhost_store::{Store, StoreOptions, SyncMode};
 const DATABASE_VARIABLE: &str = "SKILLHOST_BENCH_DATABASE_URL";
 
 fn main() {
-    let path = skillhost_tests::dist("echo");
+    // Read when the benchmark runs, so the crate builds on its own.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../skills/dist/echo.wasm");
     let echo = std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "cannot read `{}` ({e}); build the shipped skills with scripts/build-skills.sh",
