@@ -24,6 +24,7 @@ pub mod bench;
 mod call;
 pub mod events;
 mod kinds;
+pub mod lease;
 mod node;
 mod run;
 pub mod state;

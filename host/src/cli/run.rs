@@ -5,7 +5,6 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::Args;
 use serde_json::{Value, json};
@@ -14,9 +13,10 @@ use super::common::{
     CliResult, DatabaseArgs, Durability, Failure, Globals, checked_input, fetch_run, load_scenario,
     print_json, read_json_arg, store_error, tokio_runtime,
 };
+use skillhost_engine::lease::{self, RunLease};
 use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
 use skillhost_scenario::LoadedScenario;
-use skillhost_store::{RunStatus, Store, new_owner_id};
+use skillhost_store::{RunStatus, StoreError, new_owner_id};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -168,11 +168,26 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             )));
         }
         let loaded = load_scenario(&run.scenario_path, globals, args.json)?;
-        // One runner per run: refused while a worker (or another resume) holds it.
-        let lease = CliLease::acquire(&store, &args.run_id).await?;
+        // One runner per run: refused, naming the holder and the expiry,
+        // while a worker (or another resume) holds it. A lease lost while
+        // resuming shows as the refusal of the next write it fences.
+        let lease = RunLease::acquire(
+            &store,
+            &args.run_id,
+            &new_owner_id("resume"),
+            lease::DEFAULT_TTL,
+        )
+        .await
+        .map_err(|e| match e {
+            StoreError::Leased { .. } => Failure::bad_input(e),
+            e => store_error(e),
+        })?;
         let engine = Engine::new(Some(lease.store().clone()), sink(args.events));
         let outcome = engine.resume(&loaded, &args.run_id).await;
-        lease.release().await;
+        // A finished run released its lease already; an unfinished one goes
+        // back to the queue. Failing to give it back only delays that until
+        // the lease expires, so the outcome is reported either way.
+        let _ = lease.release().await;
         finish(
             &engine,
             &loaded,
@@ -358,61 +373,6 @@ fn print_failure(report: &Value) {
         eprintln!("suggestions:");
         for s in suggestions {
             eprintln!("  - {}", s.as_str().unwrap_or(""));
-        }
-    }
-}
-
-/// The lease `host resume` holds while it runs a run: acquired up front
-/// (refused, naming the holder and expiry, while another runner has it),
-/// renewed in the background, released at the end.
-struct CliLease {
-    store: Store,
-    heartbeat: tokio::task::JoinHandle<()>,
-}
-
-/// How long a `host resume` lease lives without a heartbeat.
-const CLI_LEASE_TTL: Duration = Duration::from_secs(30);
-
-impl CliLease {
-    pub async fn acquire(store: &Store, run_id: &str) -> Result<CliLease, Failure> {
-        let lease = store
-            .acquire_lease(run_id, &new_owner_id("resume"), CLI_LEASE_TTL)
-            .await
-            .map_err(|e| match e {
-                skillhost_store::StoreError::Leased { .. } => Failure::bad_input(e.to_string()),
-                e => store_error(e),
-            })?;
-        let fenced = store.fenced(lease.clone());
-        let renewing = store.clone();
-        let heartbeat = tokio::spawn(async move {
-            let mut lease = lease;
-            loop {
-                tokio::time::sleep(CLI_LEASE_TTL / 3).await;
-                match renewing.renew_lease(&lease, CLI_LEASE_TTL).await {
-                    Ok(renewed) => lease = renewed,
-                    Err(e) if e.is_transient() => continue,
-                    // Lost or finished: the fenced commits say so.
-                    Err(_) => return,
-                }
-            }
-        });
-        Ok(CliLease {
-            store: fenced,
-            heartbeat,
-        })
-    }
-
-    /// The store handle fenced by this lease.
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
-    /// Stops renewing and gives the lease back if the run is unfinished
-    /// (a finished run released it already).
-    pub async fn release(self) {
-        self.heartbeat.abort();
-        if let Some(lease) = self.store.lease() {
-            let _ = self.store.release_lease(lease).await;
         }
     }
 }
