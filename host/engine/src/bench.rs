@@ -501,7 +501,9 @@ mod tests {
     /// the state.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_engine_benchmark_measures_every_figure() {
-        let echo = std::fs::read(skillhost_tests::dist("echo")).expect("skills/dist/echo.wasm");
+        // Read at run time from the repository (the crate builds on its own).
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../skills/dist/echo.wasm");
+        let echo = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let scenario = BenchScenario::new(&echo).expect("the benchmark scenario loads");
         assert_eq!(scenario.loaded().scenario.name, "bench");
         let settings = EngineBenchSettings {
