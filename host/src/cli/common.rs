@@ -5,10 +5,11 @@
 //! right exit code, the async runtime, and loading a scenario with the
 //! checker's report.
 //!
-//! Owns: how arguments become library values and library errors become
-//! [`Failure`]s. Must not: know about any one subcommand (a helper only one
-//! command uses stays in that command's module), or print anything but the
-//! checker's report and warnings of a scenario it loads.
+//! Owns: how shared arguments become library values and library errors
+//! become [`Failure`]s. Must not: know about any one subcommand (a helper
+//! only one command uses stays in that command's module, so this module
+//! imports none of them), or print beyond JSON it is handed and the checker's
+//! report and warnings of a scenario it loads.
 
 use std::fmt::Display;
 use std::path::PathBuf;

@@ -1,10 +1,10 @@
 //! `host runs list|show|prune|retention`: reading the execution history,
 //! and deleting the history of old finished runs.
 
+use std::time::Duration;
+
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-
-use std::time::Duration;
 
 use super::common::{
     CliResult, DatabaseArgs, Failure, duration_arg, fetch_run, open_failure, print_json,
