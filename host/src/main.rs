@@ -2,6 +2,8 @@
 //! library crates under `host/` (runtime, scenario, store, engine, build).
 
 mod cli;
+#[cfg(test)]
+mod cli_layering;
 
 /// mimalloc instead of glibc's malloc: a skill call allocates and frees many
 /// small objects (the store, its instance records, JSON values), and glibc's

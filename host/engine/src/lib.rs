@@ -20,9 +20,11 @@
 // cost every success a branch for nothing.
 #![allow(clippy::result_large_err)]
 
+pub mod bench;
 mod call;
 pub mod events;
 mod kinds;
+pub mod lease;
 mod node;
 mod run;
 pub mod state;

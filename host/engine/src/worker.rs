@@ -4,16 +4,18 @@
 //!
 //! A worker loop: claim a run (a dead runner's run whose lease expired
 //! first, else the oldest queued one; `FOR UPDATE SKIP LOCKED` on Postgres),
-//! run it from its last checkpoint through the engine with a store handle
-//! fenced by the lease, renew the lease every third of its time to live, and
-//! stop running a run whose lease was lost. Up to `concurrency` runs at a
+//! hold its lease through the lease service ([`crate::lease`]: a store
+//! handle fenced by the lease, renewed every third of its time to live), run
+//! it from its last checkpoint through the engine on that handle, and stop
+//! running a run whose lease was lost. Up to `concurrency` runs at a
 //! time. On shutdown it claims nothing more, lets in-flight runs finish for a
 //! grace period, then stops them (a node in flight is either committed or
 //! discarded whole) and releases their leases so another worker resumes
 //! them at once instead of after expiry.
 //!
-//! Owns: the claim/heartbeat/release cycle. Must not: print (the CLI turns
-//! [`WorkerEvent`]s into lines), or write to a run without its lease.
+//! Owns: the claim/run/release cycle. Must not: print (the CLI turns
+//! [`WorkerEvent`]s into lines), renew leases itself (the lease service
+//! does), or write to a run without its lease.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,6 +27,7 @@ use serde_json::json;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
+use crate::lease::RunLease;
 use crate::{Engine, EngineError, EventSink, NoEvents};
 use skillhost_runtime::Runtime;
 use skillhost_scenario::LoadedScenario;
@@ -54,7 +57,7 @@ impl Default for WorkerConfig {
         WorkerConfig {
             owner: skillhost_store::new_owner_id("worker"),
             concurrency: 4,
-            lease_ttl: Duration::from_secs(30),
+            lease_ttl: crate::lease::DEFAULT_TTL,
             poll_interval: Duration::from_millis(250),
             grace: Duration::from_secs(10),
             exit_when_idle: false,
@@ -290,19 +293,12 @@ struct Job {
 impl Job {
     async fn run(self, run: RunRow, lease: Lease) -> Outcome {
         let run_id = run.id.clone();
-        let (lost_tx, mut lost_rx) = watch::channel(None::<String>);
-        let heartbeat = tokio::spawn(heartbeat(
-            self.store.clone(),
-            lease.clone(),
-            self.config.lease_ttl,
-            lost_tx,
-        ));
-        let fenced = self.store.fenced(lease.clone());
+        let lease = RunLease::hold(&self.store, lease, self.config.lease_ttl);
+        let fenced = lease.store().clone();
 
         let loaded = match self.scenarios.get(&self.runtime, &run).await {
             Ok(loaded) => loaded,
             Err(message) => {
-                heartbeat.abort();
                 // The run cannot make progress anywhere this file is missing
                 // or broken: fail it with the reason rather than bounce it
                 // between workers forever.
@@ -319,7 +315,7 @@ impl Job {
                         });
                         Outcome::Failed
                     }
-                    Err(e) => self.store_failure(&lease, e).await,
+                    Err(e) => self.store_failure(lease, e).await,
                 };
             }
         };
@@ -328,21 +324,17 @@ impl Job {
         let engine = Engine::new(Some(fenced.clone()), events);
         let mut stop = self.stop.clone();
         let result = tokio::select! {
-            result = engine.resume(&loaded, &run_id) => Some(Some(result)),
-            _ = lost_rx.wait_for(Option::is_some) => Some(None),
-            _ = stop.wait_for(|stop| *stop) => None,
-        };
-        heartbeat.abort();
-        let Some(result) = result else {
-            return self.release(&lease, "the worker is shutting down").await;
+            result = engine.resume(&loaded, &run_id) => Ran::Ended(result),
+            message = lease.lost() => Ran::LeaseLost(message),
+            _ = stop.wait_for(|stop| *stop) => Ran::Stopped,
         };
         match result {
-            None => {
-                let message = lost_rx.borrow().clone().unwrap_or_default();
+            Ran::Stopped => self.release(lease, "the worker is shutting down").await,
+            Ran::LeaseLost(message) => {
                 (self.events)(&WorkerEvent::LeaseLost { run_id, message });
                 Outcome::LeaseLost
             }
-            Some(Ok(outcome)) => {
+            Ran::Ended(Ok(outcome)) => {
                 (self.events)(&WorkerEvent::Finished {
                     run_id,
                     status: outcome.status.as_str().into(),
@@ -354,23 +346,23 @@ impl Job {
                     Outcome::Failed
                 }
             }
-            Some(Err(EngineError::Store(e))) => self.store_failure(&lease, e).await,
-            Some(Err(e @ EngineError::ScenarioChanged { .. })) => {
+            Ran::Ended(Err(EngineError::Store(e))) => self.store_failure(lease, e).await,
+            Ran::Ended(Err(e @ EngineError::ScenarioChanged { .. })) => {
                 let error = json!({"code": "scenario-changed", "message": e.to_string()});
                 match fenced
                     .finish_run(&run_id, RunStatus::Failed, None, Some(&error))
                     .await
                 {
                     Ok(()) => Outcome::Failed,
-                    Err(e) => self.store_failure(&lease, e).await,
+                    Err(e) => self.store_failure(lease, e).await,
                 }
             }
-            Some(Err(EngineError::RunFinished { .. })) => Outcome::Completed,
-            Some(Err(e)) => {
+            Ran::Ended(Err(EngineError::RunFinished { .. })) => Outcome::Completed,
+            Ran::Ended(Err(e)) => {
                 (self.events)(&WorkerEvent::Error {
                     message: format!("run `{run_id}`: {e}"),
                 });
-                self.release(&lease, &e.to_string()).await;
+                self.release(lease, &e.to_string()).await;
                 Outcome::Error
             }
         }
@@ -378,10 +370,10 @@ impl Job {
 
     /// A store error while running: a lost lease means another worker has
     /// the run; anything else gives the run back so it is retried.
-    async fn store_failure(&self, lease: &Lease, error: StoreError) -> Outcome {
+    async fn store_failure(&self, lease: RunLease, error: StoreError) -> Outcome {
         if error.is_lease_lost() {
             (self.events)(&WorkerEvent::LeaseLost {
-                run_id: lease.run_id.clone(),
+                run_id: lease.lease().run_id.clone(),
                 message: error.to_string(),
             });
             return Outcome::LeaseLost;
@@ -393,11 +385,12 @@ impl Job {
         Outcome::Error
     }
 
-    async fn release(&self, lease: &Lease, reason: &str) -> Outcome {
-        match self.store.release_lease(lease).await {
+    async fn release(&self, lease: RunLease, reason: &str) -> Outcome {
+        let run_id = lease.lease().run_id.clone();
+        match lease.release().await {
             Ok(true) => {
                 (self.events)(&WorkerEvent::Released {
-                    run_id: lease.run_id.clone(),
+                    run_id,
                     reason: reason.to_owned(),
                 });
                 Outcome::Released
@@ -407,7 +400,7 @@ impl Job {
             // The lease will expire and the run be taken over then.
             Err(e) => {
                 (self.events)(&WorkerEvent::Error {
-                    message: format!("cannot release run `{}`: {e}", lease.run_id),
+                    message: format!("cannot release run `{run_id}`: {e}"),
                 });
                 Outcome::Error
             }
@@ -415,25 +408,14 @@ impl Job {
     }
 }
 
-/// Renews `lease` every third of its time to live until aborted; reports a
-/// lost lease (taken over, or the run finished elsewhere) on `lost`.
-/// Transient failures are retried until the lease would have expired anyway.
-async fn heartbeat(
-    store: Store,
-    mut lease: Lease,
-    ttl: Duration,
-    lost: watch::Sender<Option<String>>,
-) {
-    let every = (ttl / 3).max(Duration::from_millis(50));
-    loop {
-        tokio::time::sleep(every).await;
-        match store.renew_lease(&lease, ttl).await {
-            Ok(renewed) => lease = renewed,
-            Err(e) if e.is_lease_lost() || e.is_conflict() => {
-                let _ = lost.send(Some(e.to_string()));
-                return;
-            }
-            Err(e) => tracing::warn!("heartbeat of run `{}`: {e}", lease.run_id),
-        }
-    }
+/// How running a claimed run ended.
+// One per run, matched at once: boxing the outcome would buy nothing.
+#[allow(clippy::large_enum_variant)]
+enum Ran {
+    /// The engine returned.
+    Ended(Result<crate::RunOutcome, EngineError>),
+    /// A renewal found the lease gone; the run was dropped mid-way.
+    LeaseLost(String),
+    /// The worker is shutting down and the grace period is over.
+    Stopped,
 }

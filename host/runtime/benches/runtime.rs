@@ -1,47 +1,69 @@
-//! Criterion benchmark of the runtime's hot path: a fresh instance of the
-//! shipped `echo` skill plus one call with a ~100-byte record, and, as the
-//! baseline measured in the same run, the JSON -> component value bridge alone.
-//! `host bench runtime` measures the same path and prints medians as JSON.
+//! Criterion benchmark of the runtime, through the same library code as
+//! `host bench runtime` (`skillhost_runtime::bench`): a fresh instance of the
+//! shipped `echo` skill plus one call with a ~100-byte record and, as the
+//! baseline measured in the same run, the JSON -> component value bridge
+//! alone; then compiling the component against loading it from the cache.
+//!
+//! Run it with `cargo bench -p skillhost-runtime` (after
+//! `scripts/build-skills.sh` has built `skills/dist/echo.wasm`). `host bench
+//! runtime` prints the medians `docs/` quote; this adds criterion's
+//! statistics and its comparison with the previous run.
 
-use std::sync::Arc;
+use std::path::Path;
+use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde_json::json;
-use skillhost_runtime::{CallOptions, PoolConfig, Runtime, RuntimeConfig, bridge};
+use skillhost_runtime::bench::RuntimeBench;
 
-const ECHO: &[u8] = include_bytes!("../../../skills/dist/echo.wasm");
+/// The shipped `echo` skill, read when the benchmark runs (so the crate
+/// builds on its own): `skills/dist/echo.wasm` of the repository.
+fn echo() -> RuntimeBench {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../skills/dist/echo.wasm");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read `{}` ({e}); build the shipped skills with scripts/build-skills.sh",
+            path.display()
+        )
+    });
+    RuntimeBench::echo(bytes).expect("a runtime for the benchmark")
+}
 
 fn fresh_call(c: &mut Criterion) {
-    let cache = tempfile::tempdir().expect("temp dir");
-    let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: Some(cache.path().to_path_buf()),
-        pool: PoolConfig::default(),
-        ..RuntimeConfig::default()
-    })
-    .expect("runtime");
-    let skill = runtime
-        .load_bytes(Arc::<[u8]>::from(ECHO), "echo.wasm")
-        .expect("load echo");
-    let input = json!({
-        "message": "The quick brown fox jumps over the lazy dog, then checks its citations twice.",
-        "repeat": 1
-    });
-    let options = CallOptions::default();
+    let bench = echo();
+    let skill = bench.skill().expect("load echo");
 
     let mut group = c.benchmark_group("runtime");
     group.bench_function("fresh_instance_and_call", |b| {
         b.iter(|| {
-            skill
-                .call(&input, &options)
+            bench
+                .fresh_call(&skill)
                 .into_result()
                 .expect("echo succeeds")
         })
     });
     group.bench_function("bridge_json_to_val_baseline", |b| {
-        b.iter(|| bridge::json_to_val(&skill.input_type, &input).expect("fits"))
+        b.iter(|| bench.bridge_json_to_val(&skill).expect("fits"))
     });
     group.finish();
 }
 
-criterion_group!(benches, fresh_call);
+fn loads(c: &mut Criterion) {
+    let bench = echo();
+    // The first load compiles and writes the cache entry; the rest read it.
+    bench.load_from_cache().expect("load echo");
+
+    let mut group = c.benchmark_group("load");
+    // A compilation takes tens of milliseconds: ten samples are plenty.
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function("compile", |b| {
+        b.iter(|| bench.compile().expect("echo compiles"))
+    });
+    group.bench_function("from_cache", |b| {
+        b.iter(|| bench.load_from_cache().expect("echo loads"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, fresh_call, loads);
 criterion_main!(benches);

@@ -6,6 +6,7 @@
 //! `InstancePre` per [`Skill`]), instantiate per call ([`call`]). Nothing in this
 //! module knows about scenarios or the store.
 
+pub mod bench;
 pub mod bridge;
 pub mod cache;
 pub mod call;

@@ -1,17 +1,20 @@
-//! `host bench …`: measurements printed as JSON, medians over many samples,
-//! with the baseline measured in the same run where a ratio matters.
+//! `host bench runtime|engine|postgres`: the library's benchmarks
+//! (`skillhost_runtime::bench`, `skillhost_engine::bench`, which `cargo bench`
+//! runs too), printed as JSON with `--json` or as lines. This module parses
+//! the flags, finds the `echo` component, opens the Postgres database, and
+//! prints; what is measured, and how, is the library's.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use serde_json::json;
 
-use super::{CliResult, Failure, Globals, print_json};
-use skillhost_runtime::{CallOptions, PoolConfig, Runtime, RuntimeConfig};
-
-/// The component the runtime benchmark calls: the shipped `echo` skill.
-pub const ECHO_COMPONENT: &[u8] = include_bytes!("../../../skills/dist/echo.wasm");
+use super::common::{
+    CliResult, DatabaseArgs, Durability, Failure, Globals, print_json, read_json_arg, tokio_runtime,
+};
+use skillhost_engine::bench::{
+    self as engine_bench, BenchScenario, EngineBenchSettings, PostgresBenchSettings,
+};
+use skillhost_runtime::bench::{BenchError, RuntimeBench, RuntimeBenchSettings};
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -21,17 +24,19 @@ pub enum BenchCommand {
     Engine(EngineBenchArgs),
     /// Durable runs on Postgres: one run's per-node latency, and node steps
     /// per second over concurrent runs.
-    Postgres(super::worker::PostgresBenchArgs),
+    Postgres(PostgresBenchArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct EngineBenchArgs {
     /// Runs without a store to time (after warm-up).
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = EngineBenchSettings::default().memory_runs)]
     memory_runs: usize,
     /// Durable runs on SQLite to time.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = EngineBenchSettings::default().sqlite_runs)]
     sqlite_runs: usize,
+    #[command(flatten)]
+    echo: EchoArgs,
     /// Print JSON only.
     #[arg(long)]
     json: bool,
@@ -40,313 +45,194 @@ pub struct EngineBenchArgs {
 #[derive(Debug, Args)]
 pub struct RuntimeBenchArgs {
     /// Calls to time (after 10% as many warm-up calls).
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = RuntimeBenchSettings::default().calls)]
     calls: usize,
     /// Compilations and cached loads to time.
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, default_value_t = RuntimeBenchSettings::default().loads)]
     loads: usize,
-    /// Benchmark this component instead of the embedded `echo` skill.
-    #[arg(long, value_name = "WASM", requires = "input")]
-    component: Option<std::path::PathBuf>,
+    /// Benchmark this component instead of the shipped `echo` skill.
+    #[arg(long, value_name = "WASM", requires = "input", conflicts_with = "echo")]
+    component: Option<PathBuf>,
     /// The input for `--component`: inline JSON or @FILE.
     #[arg(long, value_name = "JSON|@FILE")]
     input: Option<String>,
+    #[command(flatten)]
+    echo: EchoArgs,
     /// Print JSON only.
     #[arg(long)]
     json: bool,
 }
 
-pub fn run(command: BenchCommand, _globals: &Globals) -> CliResult {
-    match command {
-        BenchCommand::Runtime(args) => runtime_bench(args),
-        BenchCommand::Engine(args) => engine_bench(args),
-        BenchCommand::Postgres(args) => super::worker::postgres_bench(args),
+#[derive(Debug, Args)]
+pub struct PostgresBenchArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Concurrent runs for the throughput figure.
+    #[arg(long, default_value_t = PostgresBenchSettings::default().runs)]
+    pub runs: usize,
+    /// Runs to time for the throughput figure, in multiples of `--runs`
+    /// (after one untimed warm-up round). `--runs` stay in flight
+    /// throughout: when one ends, the next starts.
+    #[arg(long, default_value_t = PostgresBenchSettings::default().rounds)]
+    pub rounds: usize,
+    /// Single runs to time for the per-node latency (after 5 warm-up runs).
+    #[arg(long, default_value_t = PostgresBenchSettings::default().single_runs)]
+    pub single_runs: usize,
+    /// `full`: every checkpoint is on the server's disk before the next node
+    /// (synchronous_commit = on); `normal`: the server has it
+    /// (synchronous_commit = off: survives any crash of the host process).
+    #[arg(long, value_enum, default_value_t = Durability::Full)]
+    pub durability: Durability,
+    #[command(flatten)]
+    echo: EchoArgs,
+    /// Print JSON only.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which `echo` component the benchmarks call.
+#[derive(Debug, Args)]
+pub struct EchoArgs {
+    /// The `echo` skill's component [default: skills/dist/echo.wasm, here or
+    /// in the repository the host was built from].
+    #[arg(long, value_name = "WASM")]
+    echo: Option<PathBuf>,
+}
+
+impl EchoArgs {
+    /// The component's bytes. The figures in the docs were measured on the
+    /// shipped build of `echo`, so the default is that file, found the way
+    /// `host run NAME` finds `examples/NAME`.
+    fn read(&self) -> Result<Vec<u8>, Failure> {
+        let path = match &self.echo {
+            Some(path) => path.clone(),
+            None => {
+                let relative = Path::new("skills/dist/echo.wasm");
+                let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+                let repo = repo.canonicalize().unwrap_or(repo);
+                let in_repo = repo.join(relative);
+                [relative.to_path_buf(), in_repo.clone()]
+                    .into_iter()
+                    .find(|candidate| candidate.is_file())
+                    .ok_or_else(|| {
+                        Failure::bad_input(format!(
+                            "the benchmarks call the shipped `echo` skill, and there is no \
+                             `{}` here or `{}`; run from the repository (scripts/build-skills.sh \
+                             builds it), or give its component with --echo FILE",
+                            relative.display(),
+                            in_repo.display()
+                        ))
+                    })?
+            }
+        };
+        read_component(&path)
     }
 }
 
-/// The ~100-byte record the benchmark passes.
-pub fn echo_input() -> serde_json::Value {
-    json!({
-        "message": "The quick brown fox jumps over the lazy dog, then checks its citations twice.",
-        "repeat": 1
-    })
+fn read_component(path: &Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path)
+        .map_err(|e| Failure::bad_input(format!("cannot read component `{}`: {e}", path.display())))
+}
+
+/// A benchmark that could not measure, by the exit code of whose doing.
+fn bench_failure(e: BenchError) -> Failure {
+    match e {
+        BenchError::Environment(message) => Failure::environment(message),
+        BenchError::Input(message) => Failure::bad_input(message),
+        BenchError::Failed(message) => Failure::failed(message),
+    }
+}
+
+pub fn run(command: BenchCommand, _globals: &Globals) -> CliResult {
+    match command {
+        BenchCommand::Runtime(args) => runtime_bench(args),
+        BenchCommand::Engine(args) => engine(args),
+        BenchCommand::Postgres(args) => postgres(args),
+    }
 }
 
 fn runtime_bench(args: RuntimeBenchArgs) -> CliResult {
     if args.calls == 0 || args.loads == 0 {
         return Err(Failure::bad_input("--calls and --loads must be at least 1"));
     }
-    let cache = tempfile::tempdir()
-        .map_err(|e| Failure::environment(format!("cannot create a temporary cache: {e}")))?;
-    let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: Some(cache.path().to_path_buf()),
-        pool: PoolConfig::default(),
-        ..RuntimeConfig::default()
-    })
-    .map_err(|e| Failure::environment(format!("{e:#}")))?;
-
-    let (component, input): (Vec<u8>, serde_json::Value) = match (&args.component, &args.input) {
-        (Some(path), Some(input)) => (
-            std::fs::read(path).map_err(|e| {
-                Failure::bad_input(format!("cannot read component `{}`: {e}", path.display()))
-            })?,
-            super::read_json_arg(input)?,
-        ),
-        _ => (ECHO_COMPONENT.to_vec(), echo_input()),
-    };
-    let compile = median(
-        (0..args.loads)
-            .map(|_| runtime.compile_uncached(&component))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(Failure::environment)?,
-    );
-    // The first load compiles and writes the cache entry; the rest read it.
-    runtime
-        .load_from_cache(&component)
-        .map_err(Failure::environment)?;
-    let cached = median(
-        (0..args.loads)
-            .map(|_| runtime.load_from_cache(&component).map(|s| s.elapsed))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(Failure::environment)?,
-    );
-
-    let component_bytes = component.len();
-    let skill = runtime
-        .load_bytes(component, "benchmark.wasm")
-        .map_err(Failure::bad_input)?;
-    let options = CallOptions::default();
-    let input_bytes = serde_json::to_vec(&input).map(|v| v.len()).unwrap_or(0);
-    for _ in 0..args.calls / 10 + 1 {
-        skill
-            .call(&input, &options)
-            .into_result()
-            .map_err(Failure::failed)?;
+    let bench = match (&args.component, &args.input) {
+        (Some(path), Some(input)) => {
+            let component = read_component(path)?;
+            RuntimeBench::new(component, read_json_arg(input)?)
+        }
+        _ => RuntimeBench::echo(args.echo.read()?),
     }
-    let mut samples = Vec::with_capacity(args.calls);
-    for _ in 0..args.calls {
-        let start = Instant::now();
-        let report = skill.call(&input, &options);
-        samples.push(start.elapsed());
-        report.into_result().map_err(Failure::failed)?;
-    }
-    let fresh = median(samples);
-
-    let compile_ms = compile.as_secs_f64() * 1e3;
-    let cached_ms = cached.as_secs_f64() * 1e3;
-    let result = json!({
-        "fresh_call_us": round(fresh.as_secs_f64() * 1e6, 2),
-        "compile_ms": round(compile_ms, 3),
-        "cached_load_ms": round(cached_ms, 3),
-        "cache_speedup": round(compile_ms / cached_ms.max(1e-9), 1),
-        "calls": args.calls,
-        "input_bytes": input_bytes,
-        "component_bytes": component_bytes,
-        "skill": skill.name,
-    });
+    .map_err(bench_failure)?;
+    let figures = bench
+        .measure(RuntimeBenchSettings {
+            calls: args.calls,
+            loads: args.loads,
+        })
+        .map_err(bench_failure)?;
     if args.json {
-        return print_json(&result);
+        return print_json(&figures.to_json());
     }
-    println!(
-        "fresh instance + call: {:.2} µs median over {} calls ({} byte input)",
-        fresh.as_secs_f64() * 1e6,
-        args.calls,
-        input_bytes
-    );
-    println!("compile:              {compile_ms:.3} ms median");
-    println!(
-        "load from cache:      {cached_ms:.3} ms median ({:.1}x faster than compiling)",
-        compile_ms / cached_ms.max(1e-9)
-    );
+    println!("{figures}");
     Ok(())
 }
 
-pub(super) fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort_unstable();
-    samples[samples.len() / 2]
-}
-
-pub(super) fn round(value: f64, digits: i32) -> f64 {
-    let scale = 10f64.powi(digits);
-    (value * scale).round() / scale
-}
-
-/// Nodes in the engine benchmark's linear scenario.
-pub(super) const ENGINE_NODES: usize = 10;
-
-/// A 10-node linear scenario of `echo` calls whose state holds 20 records of
-/// about 300 bytes; each node changes one small field.
-pub(super) fn engine_scenario(echo: &std::path::Path) -> String {
-    let mut toml = String::from(
-        "[scenario]\nname = \"bench\"\nversion = \"1\"\ndescription = \"engine benchmark\"\n\n\
-         [state]\nlast = { type = \"string\" }\nrecords = { type = \"array\", default = [\n",
-    );
-    for i in 0..20 {
-        toml.push_str(&format!(
-            "  {{ id = \"rec-{i:02}\", title = \"Record {i} of the benchmark state\", \
-             body = \"{}\", tags = [\"bench\", \"state\", \"record\"] }},\n",
-            "lorem ipsum dolor sit amet ".repeat(8).trim_end()
-        ));
-    }
-    toml.push_str("] }\n\n");
-    toml.push_str(&format!(
-        "[skills.echo]\ncomponent = {:?}\n\n",
-        echo.display().to_string()
-    ));
-    for i in 0..ENGINE_NODES {
-        toml.push_str(&format!(
-            "[[node]]\nid = \"n{i}\"\nskill = \"echo\"\n\
-             input = {{ message = \"state.records[{i}].title\", repeat = \"1\" }}\n\
-             writes = [{{ field = \"last\", from = \"output.message\" }}]\n\n"
-        ));
-    }
-    toml.push_str("[[node]]\nid = \"done\"\nkind = \"end\"\n\n");
-    for i in 0..ENGINE_NODES {
-        let to = if i + 1 == ENGINE_NODES {
-            "done".to_string()
-        } else {
-            format!("n{}", i + 1)
-        };
-        toml.push_str(&format!("[[edge]]\nfrom = \"n{i}\"\nto = \"{to}\"\n\n"));
-    }
-    toml
-}
-
-fn engine_bench(args: EngineBenchArgs) -> CliResult {
-    use skillhost_engine::{Engine, NoEvents};
+fn engine(args: EngineBenchArgs) -> CliResult {
     if args.memory_runs == 0 || args.sqlite_runs == 0 {
         return Err(Failure::bad_input(
             "--memory-runs and --sqlite-runs must be at least 1",
         ));
     }
-    let dir = tempfile::tempdir()
-        .map_err(|e| Failure::environment(format!("cannot create a temporary directory: {e}")))?;
-    let echo = dir.path().join("echo.wasm");
-    let scenario_path = dir.path().join("bench.toml");
-    std::fs::write(&echo, ECHO_COMPONENT)
-        .and_then(|()| std::fs::write(&scenario_path, engine_scenario(&echo)))
-        .map_err(|e| Failure::environment(format!("cannot write the benchmark scenario: {e}")))?;
-    let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: Some(dir.path().join("cache")),
-        pool: PoolConfig::default(),
-        ..RuntimeConfig::default()
-    })
-    .map_err(|e| Failure::environment(format!("{e:#}")))?;
-    let loaded = skillhost_scenario::load(&scenario_path, &runtime)
-        .map_err(|report| Failure::environment(format!("benchmark scenario: {report}")))?;
-    let rt = super::run::tokio_runtime()?;
-    let db_url = format!("sqlite://{}", dir.path().join("bench.db").display());
+    let scenario = BenchScenario::new(&args.echo.read()?).map_err(bench_failure)?;
+    let settings = EngineBenchSettings {
+        memory_runs: args.memory_runs,
+        sqlite_runs: args.sqlite_runs,
+    };
+    let figures = tokio_runtime()?
+        .block_on(engine_bench::engine(&scenario, settings))
+        .map_err(bench_failure)?;
+    if args.json {
+        return print_json(&figures.to_json());
+    }
+    println!("{figures}");
+    Ok(())
+}
 
-    let result = rt.block_on(async {
-        let input = json!({});
-        let memory = Engine::new(None, Arc::new(NoEvents));
-        for _ in 0..args.memory_runs / 10 + 1 {
-            memory
-                .start(&loaded, input.clone(), None)
-                .await
-                .map_err(Failure::failed)?;
-        }
-        let mut samples = Vec::with_capacity(args.memory_runs);
-        for _ in 0..args.memory_runs {
-            let start = Instant::now();
-            memory
-                .start(&loaded, input.clone(), None)
-                .await
-                .map_err(Failure::failed)?;
-            samples.push(start.elapsed());
-        }
-        let per_node_memory = median(samples) / ENGINE_NODES as u32;
-
-        // The same call the nodes make, alone: what the engine adds per node
-        // is the difference.
-        let echo = loaded
-            .skills
-            .get("echo")
-            .ok_or_else(|| Failure::environment("the benchmark scenario has no `echo` skill"))?;
-        let node_input = json!({ "message": "Record 3 of the benchmark state", "repeat": 1 });
-        let options = CallOptions::default();
-        let mut samples = Vec::with_capacity(args.memory_runs * ENGINE_NODES);
-        for _ in 0..args.memory_runs * ENGINE_NODES {
-            let start = Instant::now();
-            let report = echo.call(&node_input, &options);
-            samples.push(start.elapsed());
-            report.into_result().map_err(Failure::failed)?;
-        }
-        let call = median(samples);
-
-        let options = skillhost_store::StoreOptions {
-            sync: skillhost_store::SyncMode::Normal,
-        };
-        let store = skillhost_store::Store::open_with(&db_url, options)
+/// `host bench postgres`: the engine benchmark's scenario, durable on
+/// Postgres (with `--durability full`, `synchronous_commit = on`: each
+/// node's checkpoint is on the server's disk before the next node starts).
+/// Runs are left in the database (scenario `bench`).
+fn postgres(args: PostgresBenchArgs) -> CliResult {
+    let url = args.db.url();
+    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+        return Err(Failure::bad_input(
+            "give a Postgres database with --database postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+        ));
+    }
+    if args.durability == Durability::None {
+        return Err(Failure::bad_input(
+            "--durability none keeps no database; use full or normal",
+        ));
+    }
+    if args.runs == 0 || args.rounds == 0 || args.single_runs == 0 {
+        return Err(Failure::bad_input(
+            "--runs, --rounds and --single-runs must be at least 1",
+        ));
+    }
+    let scenario = BenchScenario::new(&args.echo.read()?).map_err(bench_failure)?;
+    let settings = PostgresBenchSettings {
+        runs: args.runs,
+        rounds: args.rounds,
+        single_runs: args.single_runs,
+    };
+    let figures = tokio_runtime()?.block_on(async {
+        let store = args.db.open_with(args.durability).await?;
+        engine_bench::postgres(&scenario, store, args.durability.sync_mode(), settings)
             .await
-            .map_err(|e| Failure::environment(e.to_string()))?;
-        let durable = Engine::new(Some(store), Arc::new(NoEvents));
-        let mut samples = Vec::with_capacity(args.sqlite_runs);
-        let mut last_run = String::new();
-        for i in 0..args.sqlite_runs + 5 {
-            let start = Instant::now();
-            let outcome = durable
-                .start(&loaded, input.clone(), None)
-                .await
-                .map_err(Failure::failed)?;
-            if i >= 5 {
-                samples.push(start.elapsed());
-            }
-            last_run = outcome.run_id;
-        }
-        let per_node_sqlite = median(samples) / ENGINE_NODES as u32;
-        let Some(store) = durable.store() else {
-            return Err(Failure::environment("the durable engine has no store"));
-        };
-        let checkpoints = store
-            .checkpoints(&last_run)
-            .await
-            .map_err(|e| Failure::environment(e.to_string()))?;
-        let node_checkpoints: Vec<_> = checkpoints.iter().filter(|c| c.seq > 0).collect();
-        let delta_bytes = node_checkpoints.iter().map(|c| c.bytes).sum::<u64>() as f64
-            / node_checkpoints.len().max(1) as f64;
-        let full_state = store
-            .latest_state(&last_run)
-            .await
-            .map_err(|e| Failure::environment(e.to_string()))?
-            .map(|c| serde_json::to_vec(&c.state).map(|v| v.len()).unwrap_or(0))
-            .unwrap_or(0) as f64;
-        Ok::<_, Failure>(json!({
-            "nodes": ENGINE_NODES,
-            "per_node_us_memory": round(per_node_memory.as_secs_f64() * 1e6, 2),
-            "per_node_us_sqlite": round(per_node_sqlite.as_secs_f64() * 1e6, 2),
-            "call_us": round(call.as_secs_f64() * 1e6, 2),
-            "engine_us_memory": round(
-                (per_node_memory.as_secs_f64() - call.as_secs_f64()) * 1e6,
-                2
-            ),
-            "checkpoint_bytes_per_node": round(delta_bytes, 1),
-            "full_state_bytes": full_state,
-            "full_state_over_checkpoint": round(full_state / delta_bytes.max(1.0), 1),
-            "memory_runs": args.memory_runs,
-            "sqlite_runs": args.sqlite_runs,
-        }))
+            .map_err(bench_failure)
     })?;
     if args.json {
-        return print_json(&result);
+        return print_json(&figures.to_json());
     }
-    println!(
-        "per node, no store:      {} µs median over {} runs of {ENGINE_NODES} nodes",
-        result["per_node_us_memory"], args.memory_runs
-    );
-    println!(
-        "  of which the call:     {} µs median (the engine adds {} µs)",
-        result["call_us"], result["engine_us_memory"]
-    );
-    println!(
-        "per node, SQLite:        {} µs median over {} runs",
-        result["per_node_us_sqlite"], args.sqlite_runs
-    );
-    println!(
-        "checkpoint per node:     {} bytes (full state {} bytes: {}x smaller)",
-        result["checkpoint_bytes_per_node"],
-        result["full_state_bytes"],
-        result["full_state_over_checkpoint"]
-    );
+    println!("{figures}");
     Ok(())
 }

@@ -1,6 +1,8 @@
-//! The `host` command line: one module per subcommand. Parses arguments, calls
-//! the library, prints for people (or JSON with `--json`), and maps failures to
-//! the documented exit codes:
+//! The `host` command line: one module per subcommand (a subcommand's own
+//! subcommands in it or under its folder, e.g. `skill/build.rs`), and
+//! `common.rs` for what they share. Parses arguments, calls the library,
+//! prints for people (or JSON with `--json`), and maps failures to the
+//! documented exit codes ([`common::Failure`]):
 //!
 //! | code | meaning |
 //! | ---- | ------- |
@@ -8,21 +10,28 @@
 //! | 1 | the skill or run failed (a skill error, a trap, a limit) |
 //! | 2 | bad invocation or input: usage, a missing or invalid file, JSON that does not fit, a database URL of a scheme this build does not have |
 //! | 3 | the environment: a missing toolchain, a cache or runtime that cannot start, a database that cannot be opened or does not exist |
+//!
+//! A subcommand's module imports `common` and the library crates, never
+//! another subcommand's module (`src/cli_layering.rs` checks it): the work is
+//! in the library, so what two commands share is an argument or a helper.
 
 mod bench;
-pub mod build;
+mod check;
+mod checkpoints;
+mod common;
+mod graph;
 mod run;
 mod runs;
 mod skill;
+mod submit;
 mod worker;
 
-use std::fmt::Display;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use skillhost_runtime::{Runtime, RuntimeConfig};
+use common::Globals;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -54,74 +63,21 @@ enum Command {
     /// Continue an unfinished run from its last checkpoint (after a crash or kill).
     Resume(run::ResumeArgs),
     /// Check a scenario file without running it.
-    Check(run::CheckArgs),
+    Check(check::CheckArgs),
     /// Print a scenario's graph as Mermaid or DOT.
-    Graph(run::GraphArgs),
+    Graph(graph::GraphArgs),
     /// List and inspect runs.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
     /// The checkpoint history of a run.
-    Checkpoints(runs::CheckpointsArgs),
+    Checkpoints(checkpoints::CheckpointsArgs),
     /// Queue a run for `host worker`s; prints its id.
-    Submit(worker::SubmitArgs),
+    Submit(submit::SubmitArgs),
     /// Claim queued runs from the database and run them (scale-out: run many).
     Worker(worker::WorkerArgs),
     /// Measure the runtime and the engine.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
-}
-
-/// A failure with its exit code.
-#[derive(Debug)]
-pub struct Failure {
-    pub code: u8,
-    pub message: String,
-}
-
-impl Failure {
-    /// The skill or run failed (exit 1).
-    pub fn failed(message: impl Display) -> Self {
-        Failure {
-            code: 1,
-            message: message.to_string(),
-        }
-    }
-
-    /// Bad invocation or input (exit 2).
-    pub fn bad_input(message: impl Display) -> Self {
-        Failure {
-            code: 2,
-            message: message.to_string(),
-        }
-    }
-
-    /// The environment is not fit (exit 3).
-    pub fn environment(message: impl Display) -> Self {
-        Failure {
-            code: 3,
-            message: message.to_string(),
-        }
-    }
-}
-
-pub type CliResult = Result<(), Failure>;
-
-/// Global options every subcommand may need.
-pub struct Globals {
-    cache_dir: Option<PathBuf>,
-    no_cache: bool,
-}
-
-impl Globals {
-    pub fn runtime(&self) -> Result<Runtime, Failure> {
-        let mut config = RuntimeConfig::default();
-        if self.no_cache {
-            config.cache_dir = None;
-        } else if let Some(dir) = &self.cache_dir {
-            config.cache_dir = Some(dir.clone());
-        }
-        Runtime::new(config).map_err(|e| Failure::environment(format!("{e:#}")))
-    }
 }
 
 pub fn main() -> ExitCode {
@@ -135,12 +91,12 @@ pub fn main() -> ExitCode {
         Command::Skill(command) => skill::run(command, &globals),
         Command::Run(args) => run::run(args, &globals),
         Command::Resume(args) => run::resume(args, &globals),
-        Command::Check(args) => run::check(args, &globals),
-        Command::Graph(args) => run::graph(args, &globals),
+        Command::Check(args) => check::check(args, &globals),
+        Command::Graph(args) => graph::graph(args, &globals),
         Command::Runs(command) => runs::runs(command),
-        Command::Submit(args) => worker::submit(args, &globals),
+        Command::Submit(args) => submit::submit(args, &globals),
         Command::Worker(args) => worker::worker(args, &globals),
-        Command::Checkpoints(args) => runs::checkpoints(args),
+        Command::Checkpoints(args) => checkpoints::checkpoints(args),
         Command::Bench(command) => bench::run(command, &globals),
     };
     match result {
@@ -165,29 +121,4 @@ fn init_tracing(verbose: bool) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
-}
-
-/// Reads `--input`: inline JSON, or `@path` for a file.
-pub fn read_json_arg(arg: &str) -> Result<serde_json::Value, Failure> {
-    let (text, origin) = match arg.strip_prefix('@') {
-        Some(path) => (
-            std::fs::read_to_string(path)
-                .map_err(|e| Failure::bad_input(format!("cannot read input file `{path}`: {e}")))?,
-            format!("input file `{path}`"),
-        ),
-        None => (arg.to_string(), "--input".to_string()),
-    };
-    serde_json::from_str(&text).map_err(|e| {
-        Failure::bad_input(format!(
-            "{origin} is not valid JSON ({e}); pass an object like '{{\"query\": \"...\"}}' or @file.json"
-        ))
-    })
-}
-
-/// Prints `value` as pretty JSON on stdout.
-pub fn print_json(value: &impl serde::Serialize) -> CliResult {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| Failure::environment(format!("cannot encode JSON: {e}")))?;
-    println!("{text}");
-    Ok(())
 }

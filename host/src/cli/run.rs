@@ -1,105 +1,22 @@
-//! `host run`, `host resume`, `host check` and `host graph`: scenarios.
+//! `host run` and `host resume`: running a scenario, from its start or from
+//! an unfinished run's last checkpoint, and reporting the outcome (both print
+//! it the same way).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use serde_json::{Value, json};
 
-use super::{CliResult, Failure, Globals, print_json, read_json_arg};
+use super::common::{
+    CliResult, DatabaseArgs, Durability, Failure, Globals, checked_input, fetch_run, load_scenario,
+    print_json, read_json_arg, store_error, tokio_runtime,
+};
+use skillhost_engine::lease::{self, RunLease};
 use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
-use skillhost_scenario::{self as scenario, LoadedScenario};
-use skillhost_store::{RunStatus, Store, StoreError, StoreOptions, SyncMode};
-
-/// Where runs are stored when `--database` is not given.
-pub const DEFAULT_DATABASE: &str = "sqlite://.skillhost/skillhost.db";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Durability {
-    /// A checkpoint after every node that survives any crash or kill of the
-    /// host process (SQLite WAL, `synchronous = NORMAL`); a power loss may lose
-    /// the last few checkpoints but never corrupts the database.
-    Normal,
-    /// Like `normal`, and every checkpoint is fsynced before the run goes on,
-    /// so it also survives power loss (milliseconds per node on most disks).
-    Full,
-    /// No database at all: nothing is stored, nothing can be resumed.
-    None,
-}
-
-impl Durability {
-    fn sync_mode(self) -> SyncMode {
-        match self {
-            Durability::Full => SyncMode::Full,
-            Durability::Normal | Durability::None => SyncMode::Normal,
-        }
-    }
-}
-
-#[derive(Debug, Args)]
-pub struct DatabaseArgs {
-    /// Database URL: sqlite://PATH (default sqlite://.skillhost/skillhost.db) or postgres://USER:PASSWORD@HOST/DB, or $SKILLHOST_DATABASE_URL.
-    #[arg(long, value_name = "URL", env = "SKILLHOST_DATABASE_URL")]
-    pub database: Option<String>,
-}
-
-impl DatabaseArgs {
-    pub fn url(&self) -> String {
-        self.database
-            .clone()
-            .unwrap_or_else(|| DEFAULT_DATABASE.to_string())
-    }
-
-    /// True when neither `--database` nor `$SKILLHOST_DATABASE_URL` chose
-    /// the database.
-    pub fn is_default(&self) -> bool {
-        self.database.is_none()
-    }
-
-    /// Opens the database, creating it if missing (commands that write runs).
-    pub async fn open(&self) -> Result<Store, Failure> {
-        self.open_with(Durability::Normal).await
-    }
-
-    pub async fn open_with(&self, durability: Durability) -> Result<Store, Failure> {
-        Store::open_with(&self.url(), store_options(durability))
-            .await
-            .map_err(open_failure)
-    }
-
-    /// Opens a database that must exist already (reading history, resuming):
-    /// a SQLite file that does not exist is an error, and nothing is created.
-    pub async fn open_existing(&self) -> Result<Store, Failure> {
-        self.try_open_existing().await.map_err(open_failure)
-    }
-
-    /// [`open_existing`](Self::open_existing) with the store's own error, for
-    /// callers that treat a missing database as empty.
-    pub async fn try_open_existing(&self) -> Result<Store, StoreError> {
-        Store::open_existing(&self.url(), store_options(Durability::Normal)).await
-    }
-}
-
-fn store_options(durability: Durability) -> StoreOptions {
-    StoreOptions {
-        sync: durability.sync_mode(),
-    }
-}
-
-/// A database that cannot be opened is the environment (exit 3), except a URL
-/// this build cannot use, which is a bad invocation (exit 2).
-pub(crate) fn open_failure(e: StoreError) -> Failure {
-    match e {
-        StoreError::UnsupportedUrl { .. } => Failure::bad_input(e),
-        StoreError::Missing { .. } => Failure::environment(format!(
-            "{e}. Runs are stored in {DEFAULT_DATABASE} under the current directory unless \
-             --database or SKILLHOST_DATABASE_URL names another; run from the directory the \
-             runs were made in, or give their database with --database"
-        )),
-        _ => Failure::environment(e),
-    }
-}
+use skillhost_scenario::LoadedScenario;
+use skillhost_store::{RunStatus, StoreError, new_owner_id};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -140,120 +57,6 @@ pub struct ResumeArgs {
     /// Where to write the run's artifact (a directory when it has several); default .skillhost/runs/RUN_ID/.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// The scenario file (or name).
-    pub scenario: String,
-    /// Print the result (ok, errors, warnings) as one JSON object.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum GraphFormat {
-    Mermaid,
-    Dot,
-}
-
-#[derive(Debug, Args)]
-pub struct GraphArgs {
-    /// The scenario file (or name).
-    pub scenario: String,
-    /// Mermaid (for Markdown) or DOT (for Graphviz).
-    #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
-    pub format: GraphFormat,
-}
-
-pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::environment(format!("cannot start the async runtime: {e}")))
-}
-
-/// Finds, parses, checks and loads a scenario; a check failure is exit 2.
-/// With `json`, a check failure also prints the diagnostics on stdout as
-/// `host check --json` does.
-pub(crate) fn load_scenario(
-    name: &str,
-    globals: &Globals,
-    json: bool,
-) -> Result<LoadedScenario, Failure> {
-    let path = scenario::resolve(name).map_err(Failure::bad_input)?;
-    let runtime = globals.runtime()?;
-    let loaded = match scenario::load(&path, &runtime) {
-        Ok(loaded) => loaded,
-        Err(report) if json => {
-            print_json(&report.to_json())?;
-            return Err(Failure::bad_input(format!(
-                "scenario `{}` does not pass the checker ({} error(s), on stdout)",
-                path.display(),
-                report.errors.len()
-            )));
-        }
-        Err(report) => {
-            return Err(Failure::bad_input(format!(
-                "scenario `{}` does not pass the checker:\n{report}",
-                path.display()
-            )));
-        }
-    };
-    for warning in &loaded.warnings {
-        eprintln!("warning: {warning}");
-    }
-    Ok(loaded)
-}
-
-pub fn check(args: CheckArgs, globals: &Globals) -> CliResult {
-    let path = scenario::resolve(&args.scenario).map_err(Failure::bad_input)?;
-    let runtime = globals.runtime()?;
-    match scenario::load(&path, &runtime) {
-        Ok(loaded) => {
-            if args.json {
-                print_json(&json!({
-                    "ok": true,
-                    "scenario": loaded.scenario.name,
-                    "nodes": loaded.scenario.nodes.len(),
-                    "errors": [],
-                    "warnings": loaded
-                        .warnings
-                        .iter()
-                        .map(|w| w.to_json(scenario::Level::Warning))
-                        .collect::<Vec<_>>(),
-                }))?;
-            } else {
-                for warning in &loaded.warnings {
-                    eprintln!("warning: {warning}");
-                }
-                println!(
-                    "{}: ok ({} nodes, {} skills)",
-                    path.display(),
-                    loaded.scenario.nodes.len(),
-                    loaded.skills.len()
-                );
-            }
-            Ok(())
-        }
-        Err(report) => {
-            if args.json {
-                print_json(&report.to_json())?;
-                return Err(Failure::bad_input(""));
-            }
-            Err(Failure::bad_input(format!("{report}")))
-        }
-    }
-}
-
-pub fn graph(args: GraphArgs, globals: &Globals) -> CliResult {
-    let loaded = load_scenario(&args.scenario, globals, false)?;
-    let text = match args.format {
-        GraphFormat::Mermaid => scenario::to_mermaid(&loaded.scenario),
-        GraphFormat::Dot => scenario::to_dot(&loaded.scenario),
-    };
-    println!("{}", text.trim_end());
-    Ok(())
 }
 
 /// The event sink a command prints through: NDJSON on stdout with `--events`,
@@ -321,23 +124,6 @@ impl EventSink for Progress {
     }
 }
 
-/// Fills in `[input]`'s defaults and checks the run input against it, as
-/// the engine will, so that input which does not fit is refused (exit 2)
-/// before a database is opened or created.
-pub(crate) fn checked_input(loaded: &LoadedScenario, mut input: Value) -> Result<Value, Failure> {
-    let scenario = &*loaded.scenario;
-    scenario.apply_input_defaults(&mut input);
-    scenario.validate_input(&input).map_err(|message| {
-        Failure::bad_input(format!(
-            "scenario `{}`: the run input does not fit [input]: {message}; see the [input] \
-             section of {} for the fields, their types and which are required",
-            scenario.name,
-            scenario.path.display()
-        ))
-    })?;
-    Ok(input)
-}
-
 pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
     let input = read_json_arg(&args.input)?;
     let loaded = load_scenario(&args.scenario, globals, args.json)?;
@@ -361,8 +147,8 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
 pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
     let rt = tokio_runtime()?;
     rt.block_on(async {
-        let store = super::runs::open_for_run(&args.db, &args.run_id).await?;
-        let run = super::runs::fetch_run(&store, &args.run_id).await?;
+        let store = args.db.open_for_run(&args.run_id).await?;
+        let run = fetch_run(&store, &args.run_id).await?;
         if matches!(
             run.status,
             RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
@@ -382,11 +168,26 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             )));
         }
         let loaded = load_scenario(&run.scenario_path, globals, args.json)?;
-        // One runner per run: refused while a worker (or another resume) holds it.
-        let lease = super::worker::CliLease::acquire(&store, &args.run_id).await?;
+        // One runner per run: refused, naming the holder and the expiry,
+        // while a worker (or another resume) holds it. A lease lost while
+        // resuming shows as the refusal of the next write it fences.
+        let lease = RunLease::acquire(
+            &store,
+            &args.run_id,
+            &new_owner_id("resume"),
+            lease::DEFAULT_TTL,
+        )
+        .await
+        .map_err(|e| match e {
+            StoreError::Leased { .. } => Failure::bad_input(e),
+            e => store_error(e),
+        })?;
         let engine = Engine::new(Some(lease.store().clone()), sink(args.events));
         let outcome = engine.resume(&loaded, &args.run_id).await;
-        lease.release().await;
+        // A finished run released its lease already; an unfinished one goes
+        // back to the queue. Failing to give it back only delays that until
+        // the lease expires, so the outcome is reported either way.
+        let _ = lease.release().await;
         finish(
             &engine,
             &loaded,

@@ -1,11 +1,16 @@
-//! `host runs list|show` and `host checkpoints`: reading the execution history.
+//! `host runs list|show|prune|retention`: reading the execution history,
+//! and deleting the history of old finished runs.
+
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::run::{DatabaseArgs, open_failure, tokio_runtime};
-use super::{CliResult, Failure, print_json};
-use skillhost_store::{FIELD_HASH_PREFIX, RunStatus, StepRow, Store, StoreError};
+use super::common::{
+    CliResult, DatabaseArgs, Failure, duration_arg, fetch_run, open_failure, print_json,
+    store_error, tokio_runtime,
+};
+use skillhost_store::{RunStatus, StepRow, Store, StoreError, parse_duration};
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
@@ -14,9 +19,9 @@ pub enum RunsCommand {
     /// Show one run: steps, timings, errors, final state.
     Show(ShowArgs),
     /// Delete the history of old finished runs (never queued or running ones).
-    Prune(super::worker::PruneArgs),
+    Prune(PruneArgs),
     /// Per-scenario retention for `prune`: list, or `SCENARIO 30d`, or `SCENARIO off`.
-    Retention(super::worker::RetentionArgs),
+    Retention(RetentionArgs),
 }
 
 #[derive(Debug, Args)]
@@ -46,20 +51,36 @@ pub struct ShowArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct CheckpointsArgs {
-    /// The run id (see `host runs list`).
-    run_id: String,
+pub struct PruneArgs {
     #[command(flatten)]
-    db: DatabaseArgs,
-    /// Print the checkpoints as a JSON array.
+    pub db: DatabaseArgs,
+    /// Delete finished runs last updated longer ago than this (e.g. 7d, 12h),
+    /// except scenarios with their own retention setting. Without it, only
+    /// scenarios with a setting are pruned.
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub older_than: Option<Duration>,
+    /// Print what was pruned as one JSON object.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RetentionArgs {
+    /// The scenario name (as in `host runs list`); none lists the settings.
+    pub scenario: Option<String>,
+    /// How long its finished runs are kept (e.g. 30d), or `off`.
+    pub keep: Option<String>,
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Print the settings as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn runs(command: RunsCommand) -> CliResult {
     let command = match command {
-        RunsCommand::Prune(args) => return super::worker::prune(args),
-        RunsCommand::Retention(args) => return super::worker::retention(args),
+        RunsCommand::Prune(args) => return prune(args),
+        RunsCommand::Retention(args) => return retention(args),
         command => command,
     };
     let rt = tokio_runtime()?;
@@ -70,10 +91,6 @@ pub fn runs(command: RunsCommand) -> CliResult {
             RunsCommand::Prune(_) | RunsCommand::Retention(_) => unreachable!("handled above"),
         }
     })
-}
-
-fn store_error(e: skillhost_store::StoreError) -> Failure {
-    Failure::environment(e.to_string())
 }
 
 async fn list(args: ListArgs) -> CliResult {
@@ -134,25 +151,8 @@ async fn list(args: ListArgs) -> CliResult {
     Ok(())
 }
 
-pub(crate) async fn fetch_run(store: &Store, id: &str) -> Result<skillhost_store::RunRow, Failure> {
-    store.run(id).await.map_err(store_error)?.ok_or_else(|| {
-        Failure::bad_input(format!(
-            "run `{id}` does not exist in {}; list runs with `host runs list`",
-            store.url_for_display()
-        ))
-    })
-}
-
-/// Opens the database a command about one run reads: it must exist.
-pub(crate) async fn open_for_run(db: &DatabaseArgs, id: &str) -> Result<Store, Failure> {
-    db.open_existing().await.map_err(|mut f| {
-        f.message = format!("cannot look up run `{id}`: {}", f.message);
-        f
-    })
-}
-
 async fn show(args: ShowArgs) -> CliResult {
-    let store = open_for_run(&args.db, &args.run_id).await?;
+    let store = args.db.open_for_run(&args.run_id).await?;
     let run = fetch_run(&store, &args.run_id).await?;
     let steps = store.steps(&args.run_id).await.map_err(store_error)?;
     let artifacts = store.artifacts(&args.run_id).await.map_err(store_error)?;
@@ -257,56 +257,82 @@ fn step_warnings(step: &StepRow) -> Vec<String> {
         .collect()
 }
 
-pub fn checkpoints(args: CheckpointsArgs) -> CliResult {
+pub fn prune(args: PruneArgs) -> CliResult {
     let rt = tokio_runtime()?;
     rt.block_on(async {
-        let store = open_for_run(&args.db, &args.run_id).await?;
-        fetch_run(&store, &args.run_id).await?;
-        let rows = store.checkpoints(&args.run_id).await.map_err(store_error)?;
+        // Pruning a database that does not exist would create one to prune.
+        let store = args.db.open_existing().await?;
+        let report = store
+            .prune_runs(args.older_than)
+            .await
+            .map_err(store_error)?;
         if args.json {
-            return print_json(
-                &rows
-                    .iter()
-                    .map(|c| {
-                        json!({
-                            "seq": c.seq, "node": c.node_id, "next": c.next_nodes,
-                            "state_hash": c.state_hash, "snapshot": c.is_snapshot,
-                            "bytes": c.bytes, "created_at_ms": c.created_at_ms,
-                        })
-                    })
-                    .collect::<Vec<_>>(),
-            );
+            return print_json(&report);
         }
         println!(
-            "{:>4}  {:<24} {:<24} {:<8} {:>8}  state",
-            "seq", "node", "next", "kind", "bytes"
+            "pruned {} finished run(s) and {} unreferenced artifact blob(s) from {}",
+            report.runs.len(),
+            report.blobs,
+            store.url_for_display()
         );
-        for c in rows {
-            println!(
-                "{:>4}  {:<24} {:<24} {:<8} {:>8}  {}",
-                c.seq,
-                if c.node_id.is_empty() {
-                    "(start)"
-                } else {
-                    &c.node_id
-                },
-                c.next_nodes.join(","),
-                if c.is_snapshot { "snapshot" } else { "delta" },
-                c.bytes,
-                short_hash(&c.state_hash)
-            );
-        }
         Ok(())
     })
 }
 
-/// A checkpoint hash's first 16 hex digits, labelled with its version:
-/// `sha256:` for version 1 (the SHA-256 of the whole state), `f2:` for
-/// version 2 (per field, see `store::FieldHashes`).
-fn short_hash(hash: &str) -> String {
-    let (label, hex) = match hash.strip_prefix(FIELD_HASH_PREFIX) {
-        Some(hex) => (FIELD_HASH_PREFIX, hex),
-        None => ("sha256:", hash),
-    };
-    format!("{label}{}", hex.get(..16).unwrap_or(hex))
+pub fn retention(args: RetentionArgs) -> CliResult {
+    let rt = tokio_runtime()?;
+    rt.block_on(async {
+        // Setting a retention may create the database it is kept in; listing
+        // the settings reads one that must exist.
+        let store = match (&args.scenario, &args.keep) {
+            (Some(_), Some(_)) => args.db.open().await?,
+            _ => args.db.open_existing().await?,
+        };
+        match (&args.scenario, &args.keep) {
+            (Some(scenario), Some(keep)) => {
+                let keep = match keep.as_str() {
+                    "off" | "none" => None,
+                    text => Some(parse_duration(text).map_err(Failure::bad_input)?),
+                };
+                store
+                    .set_retention(scenario, keep)
+                    .await
+                    .map_err(store_error)?;
+                list_retention(&store, args.json).await
+            }
+            (Some(_), None) => Err(Failure::bad_input(
+                "give how long to keep the scenario's finished runs (e.g. 30d) or `off`",
+            )),
+            _ => list_retention(&store, args.json).await,
+        }
+    })
+}
+
+async fn list_retention(store: &Store, json_out: bool) -> CliResult {
+    let settings = store.retention().await.map_err(store_error)?;
+    if json_out {
+        return print_json(&settings);
+    }
+    if settings.is_empty() {
+        println!("no per-scenario retention settings");
+    }
+    for setting in settings {
+        let keep = Duration::from_millis(setting.keep_ms.max(0) as u64);
+        println!(
+            "{:<24} keep finished runs {}",
+            setting.scenario_name,
+            human(keep)
+        );
+    }
+    Ok(())
+}
+
+fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        s if s % 86_400 == 0 && s > 0 => format!("{}d", s / 86_400),
+        s if s % 3600 == 0 && s > 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 && s > 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
 }

@@ -1,5 +1,7 @@
 //! `host skill build|inspect|call`: working with one skill component.
 
+mod build;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::{CliResult, Failure, Globals, build, print_json, read_json_arg};
+use super::common::{CliResult, Failure, Globals, print_json, read_json_arg};
 use skillhost_runtime::{CallError, CallOptions, Grants, Limits, Skill};
 
 #[derive(Debug, Subcommand)]

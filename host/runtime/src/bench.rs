@@ -1,0 +1,319 @@
+//! The runtime benchmark, shared by `host bench runtime` and `cargo bench -p
+//! skillhost-runtime`: a fresh instance of a component plus one call (the
+//! hot path of every skill node), compiling it from scratch against loading
+//! it from the on-disk cache, and the JSON → component value bridge alone as
+//! the baseline of a call. Also the pieces the engine's benchmarks share:
+//! [`BenchError`], [`median`], [`round`].
+//!
+//! Owns: what is measured and how (warm-up, medians, the baseline in the same
+//! run), and the figures as JSON and as lines for people. Must not: find
+//! files or parse flags (callers pass the component's bytes), print, or read
+//! anything outside this crate at compile time.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wasmtime::component::Val;
+
+use crate::bridge::{self, BridgeError};
+use crate::{CallOptions, CallReport, PoolConfig, Runtime, RuntimeConfig, Skill};
+
+/// Why a benchmark could not measure, by whose doing (the command line maps
+/// them to its exit codes).
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The machine: a temporary directory, the runtime, a database, a
+    /// compilation.
+    #[error("{0}")]
+    Environment(String),
+    /// What was given to measure: a component that does not load.
+    #[error("{0}")]
+    Input(String),
+    /// What was measured failed: a call or a run.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The median of `samples` (the upper one of an even count); zero for none.
+pub fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort_unstable();
+    samples.get(samples.len() / 2).copied().unwrap_or_default()
+}
+
+/// `value` rounded to `digits` decimals, as the figures are reported.
+pub fn round(value: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (value * scale).round() / scale
+}
+
+/// The ~100-byte record the benchmarks pass to the `echo` skill.
+pub fn echo_input() -> Value {
+    json!({
+        "message": "The quick brown fox jumps over the lazy dog, then checks its citations twice.",
+        "repeat": 1
+    })
+}
+
+/// How much the runtime benchmark measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeBenchSettings {
+    /// Calls to time, after 10% as many warm-up calls.
+    pub calls: usize,
+    /// Compilations, and loads from the cache, to time.
+    pub loads: usize,
+}
+
+impl Default for RuntimeBenchSettings {
+    fn default() -> Self {
+        RuntimeBenchSettings {
+            calls: 20_000,
+            loads: 7,
+        }
+    }
+}
+
+/// A component under measurement: a runtime of its own with an empty
+/// component cache in a temporary directory, and the input to call it with.
+pub struct RuntimeBench {
+    runtime: Runtime,
+    component: Arc<[u8]>,
+    input: Value,
+    options: CallOptions,
+    // Declared last: dropped after the runtime that caches into it.
+    cache: tempfile::TempDir,
+}
+
+impl RuntimeBench {
+    /// A benchmark of `component` called with `input`.
+    pub fn new(component: impl Into<Arc<[u8]>>, input: Value) -> Result<RuntimeBench, BenchError> {
+        let cache = tempfile::tempdir().map_err(|e| {
+            BenchError::Environment(format!("cannot create a temporary cache: {e}"))
+        })?;
+        let runtime = Runtime::new(RuntimeConfig {
+            cache_dir: Some(cache.path().to_path_buf()),
+            pool: PoolConfig::default(),
+            ..RuntimeConfig::default()
+        })
+        .map_err(|e| BenchError::Environment(format!("{e:#}")))?;
+        Ok(RuntimeBench {
+            runtime,
+            component: component.into(),
+            input,
+            options: CallOptions::default(),
+            cache,
+        })
+    }
+
+    /// A benchmark of the `echo` skill (its component's bytes) with
+    /// [`echo_input`].
+    pub fn echo(component: impl Into<Arc<[u8]>>) -> Result<RuntimeBench, BenchError> {
+        RuntimeBench::new(component, echo_input())
+    }
+
+    /// The runtime the component is measured on.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Where compiled components are cached for this benchmark.
+    pub fn cache_dir(&self) -> &std::path::Path {
+        self.cache.path()
+    }
+
+    /// One compilation from scratch, without the cache: what a first-ever
+    /// load costs.
+    pub fn compile(&self) -> Result<Duration, BenchError> {
+        self.runtime
+            .compile_uncached(&self.component)
+            .map_err(|e| BenchError::Environment(e.to_string()))
+    }
+
+    /// One load through the on-disk cache, bypassing the in-memory memo:
+    /// what a new process pays for an already-compiled component. The first
+    /// one compiles and writes the cache entry.
+    pub fn load_from_cache(&self) -> Result<Duration, BenchError> {
+        self.runtime
+            .load_from_cache(&self.component)
+            .map(|stats| stats.elapsed)
+            .map_err(|e| BenchError::Environment(e.to_string()))
+    }
+
+    /// The component loaded as a skill (once; later loads are memoized).
+    pub fn skill(&self) -> Result<Arc<Skill>, BenchError> {
+        self.runtime
+            .load_bytes(self.component.clone(), "benchmark.wasm")
+            .map_err(|e| BenchError::Input(e.to_string()))
+    }
+
+    /// What is timed per call: a fresh instance of `skill` and one call with
+    /// the input.
+    pub fn fresh_call(&self, skill: &Skill) -> CallReport {
+        skill.call(&self.input, &self.options)
+    }
+
+    /// The baseline of a call: the input converted from JSON to the
+    /// component's input type, and nothing else.
+    pub fn bridge_json_to_val(&self, skill: &Skill) -> Result<Val, BridgeError> {
+        bridge::json_to_val(&skill.input_type, &self.input)
+    }
+
+    /// The input as compact JSON, in bytes.
+    pub fn input_bytes(&self) -> usize {
+        serde_json::to_vec(&self.input)
+            .map(|v| v.len())
+            .unwrap_or(0)
+    }
+
+    /// Measures everything `host bench runtime` reports: `loads`
+    /// compilations and cached loads, then `calls` fresh calls after a
+    /// warm-up; medians of each.
+    pub fn measure(&self, settings: RuntimeBenchSettings) -> Result<RuntimeFigures, BenchError> {
+        if settings.calls == 0 || settings.loads == 0 {
+            return Err(BenchError::Input(
+                "the runtime benchmark needs at least one call and one load".into(),
+            ));
+        }
+        let compile = median(
+            (0..settings.loads)
+                .map(|_| self.compile())
+                .collect::<Result<Vec<_>, _>>()?,
+        );
+        // The first load compiles and writes the cache entry; the rest read it.
+        self.load_from_cache()?;
+        let cached_load = median(
+            (0..settings.loads)
+                .map(|_| self.load_from_cache())
+                .collect::<Result<Vec<_>, _>>()?,
+        );
+
+        let skill = self.skill()?;
+        let failed = |e: crate::CallError| BenchError::Failed(e.to_string());
+        for _ in 0..settings.calls / 10 + 1 {
+            self.fresh_call(&skill).into_result().map_err(failed)?;
+        }
+        let mut samples = Vec::with_capacity(settings.calls);
+        for _ in 0..settings.calls {
+            let start = Instant::now();
+            let report = self.fresh_call(&skill);
+            samples.push(start.elapsed());
+            report.into_result().map_err(failed)?;
+        }
+        Ok(RuntimeFigures {
+            fresh_call: median(samples),
+            compile,
+            cached_load,
+            calls: settings.calls,
+            input_bytes: self.input_bytes(),
+            component_bytes: self.component.len(),
+            skill: skill.name.clone(),
+        })
+    }
+}
+
+/// What the runtime benchmark measured (medians).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeFigures {
+    /// A fresh instance and one call.
+    pub fresh_call: Duration,
+    /// A compilation from scratch.
+    pub compile: Duration,
+    /// A load of the compiled component from the on-disk cache.
+    pub cached_load: Duration,
+    pub calls: usize,
+    pub input_bytes: usize,
+    pub component_bytes: usize,
+    /// The skill's name, from its manifest.
+    pub skill: String,
+}
+
+impl RuntimeFigures {
+    fn compile_ms(&self) -> f64 {
+        self.compile.as_secs_f64() * 1e3
+    }
+
+    fn cached_load_ms(&self) -> f64 {
+        self.cached_load.as_secs_f64() * 1e3
+    }
+
+    /// How many times faster a cached load is than compiling.
+    pub fn cache_speedup(&self) -> f64 {
+        self.compile_ms() / self.cached_load_ms().max(1e-9)
+    }
+
+    /// The figures as `host bench runtime --json` prints them.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "fresh_call_us": round(self.fresh_call.as_secs_f64() * 1e6, 2),
+            "compile_ms": round(self.compile_ms(), 3),
+            "cached_load_ms": round(self.cached_load_ms(), 3),
+            "cache_speedup": round(self.cache_speedup(), 1),
+            "calls": self.calls,
+            "input_bytes": self.input_bytes,
+            "component_bytes": self.component_bytes,
+            "skill": self.skill,
+        })
+    }
+}
+
+/// The figures as lines for people.
+impl fmt::Display for RuntimeFigures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "fresh instance + call: {:.2} µs median over {} calls ({} byte input)",
+            self.fresh_call.as_secs_f64() * 1e6,
+            self.calls,
+            self.input_bytes
+        )?;
+        writeln!(
+            f,
+            "compile:              {:.3} ms median",
+            self.compile_ms()
+        )?;
+        write!(
+            f,
+            "load from cache:      {:.3} ms median ({:.1}x faster than compiling)",
+            self.cached_load_ms(),
+            self.cache_speedup()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_is_the_middle_sample() {
+        let ms = Duration::from_millis;
+        assert_eq!(median(vec![ms(3), ms(1), ms(2)]), ms(2));
+        assert_eq!(median(vec![ms(4), ms(1), ms(3), ms(2)]), ms(3));
+        assert_eq!(median(Vec::new()), Duration::ZERO);
+    }
+
+    #[test]
+    fn figures_print_as_json_and_lines() {
+        let figures = RuntimeFigures {
+            fresh_call: Duration::from_nanos(12_346),
+            compile: Duration::from_micros(40_000),
+            cached_load: Duration::from_micros(400),
+            calls: 20,
+            input_bytes: 99,
+            component_bytes: 1234,
+            skill: "echo".into(),
+        };
+        // The keys in the order `host bench runtime --json` has always printed them.
+        assert_eq!(
+            figures.to_json().to_string(),
+            r#"{"fresh_call_us":12.35,"compile_ms":40.0,"cached_load_ms":0.4,"cache_speedup":100.0,"calls":20,"input_bytes":99,"component_bytes":1234,"skill":"echo"}"#
+        );
+        assert_eq!(
+            figures.to_string(),
+            "fresh instance + call: 12.35 µs median over 20 calls (99 byte input)\n\
+             compile:              40.000 ms median\n\
+             load from cache:      0.400 ms median (100.0x faster than compiling)"
+        );
+    }
+}
