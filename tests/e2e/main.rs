@@ -5,5 +5,6 @@ mod check;
 mod cli_skill;
 mod crash;
 mod engine;
+mod layout;
 mod research;
 mod workers;
