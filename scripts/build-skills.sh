@@ -41,14 +41,6 @@ mkdir -p "$out"
 
 host="${SKILLHOST_BIN:-}"
 if [ -z "$host" ]; then
-  # The host embeds skills/dist/echo.wasm (its runtime benchmark), so a
-  # checkout without it cannot build the host that builds it: start from an
-  # empty placeholder, replaced below.
-  if [ ! -e skills/dist/echo.wasm ]; then
-    echo "note: skills/dist/echo.wasm missing; using an empty placeholder to build the host" >&2
-    mkdir -p skills/dist
-    : > skills/dist/echo.wasm
-  fi
   cargo build --quiet -p skillhost --bin host
   host="$root/target/debug/host"
 fi
