@@ -455,7 +455,7 @@ fn describe(e: &IdedExpr) -> String {
             }
             Ast::Call(call) if call.func_name == operators::INDEX && call.args.len() == 2 => {
                 let key = match &call.args[1].expr {
-                    Ast::Literal(LiteralValue::String(k)) => format!("'{}'", k.to_string()),
+                    Ast::Literal(LiteralValue::String(k)) => format!("'{}'", &**k),
                     Ast::Literal(LiteralValue::Int(i)) => i.inner().to_string(),
                     _ => path(&call.args[1])?,
                 };
@@ -544,8 +544,8 @@ mod tests {
         assert_eq!(ty("output.papers[0].score"), "double");
         assert_eq!(ty("output.papers.map(p, p.title)"), "list(string)");
         assert_eq!(
-            ty("output.papers.filter(p, p.score > 0.5)").starts_with("list(map {"),
-            true
+            ty("output.papers.filter(p, p.score > 0.5)"),
+            "list(map { title: string, score: double })"
         );
         assert_eq!(ty("output.papers.all(p, p.title != '')"), "bool");
         assert_eq!(ty("output.papers.exists_one(p, p.score > 1.0)"), "bool");

@@ -214,28 +214,24 @@ fn check_node(
             .map(|(_, role)| role);
         match role {
             Some(Role::Guard) => guard(&what, expr, &ty, node_id, r),
-            Some(Role::Over) => {
-                if ty.items().is_none() {
-                    r.error(
-                        expr.line,
-                        node_id,
-                        codes::OVER_TYPE,
-                        format!(
-                            "over: `{}` is {}, but a map node runs once per item of a list; \
-                             give a list (e.g. `state.papers`)",
-                            expr.source,
-                            article(ty.some())
-                        ),
-                    );
-                }
-            }
+            Some(Role::Over) if ty.items().is_none() => r.error(
+                expr.line,
+                node_id,
+                codes::OVER_TYPE,
+                format!(
+                    "over: `{}` is {}, but a map node runs once per item of a list; give a \
+                     list (e.g. `state.papers`)",
+                    expr.source,
+                    article(ty.some())
+                ),
+            ),
             Some(Role::Write(write)) => write_fits(s, &what, write, &ty, node_id, r),
             Some(Role::Input { field, call }) => {
                 if let Some(skill) = skills.get(&call.skill) {
                     input_fits(field, &call.skill, skill, expr, &ty, node_id, r);
                 }
             }
-            None => {}
+            Some(Role::Over) | None => {}
         }
     }
 }

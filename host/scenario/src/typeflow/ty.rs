@@ -372,7 +372,7 @@ fn is_integer(ty: &Type) -> bool {
 /// A WIT type as WIT spells it, records and variants with their first
 /// fields or cases.
 pub(crate) fn wit_name(ty: &Type) -> String {
-    fn names<'a>(kind: &str, names: impl Iterator<Item = String>) -> String {
+    fn names(kind: &str, names: impl Iterator<Item = String>) -> String {
         let all: Vec<String> = names.collect();
         let shown: Vec<&str> = all.iter().take(4).map(String::as_str).collect();
         let more = if all.len() > shown.len() { ", …" } else { "" };
