@@ -193,8 +193,9 @@ fn check_node(
     // the list of every item's output.
     let (output, item) = match &node.body {
         NodeBody::Map(map) => {
-            let scope = roots.scope(BASE_VARS, &config, &Ty::Dyn, &Ty::Dyn);
-            let (over, _) = infer(map.over.ast(), &mut { scope });
+            // Its problems are reported with the node's other expressions.
+            let mut scope = roots.scope(BASE_VARS, &config, &Ty::Dyn, &Ty::Dyn);
+            let (over, _) = infer(map.over.ast(), &mut scope);
             (
                 Ty::List(Box::new(one_output)),
                 over.items().unwrap_or(Ty::Dyn),
