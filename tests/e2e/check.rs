@@ -138,3 +138,113 @@ fn check_json_gives_each_diagnostic_as_an_object() {
         "{err}"
     );
 }
+
+/// `host check` types the flow of a scenario before any run: a string
+/// mapped into the `u32` `repeat`, echo's `u32` `length` written into a
+/// string field, and an output field echo does not have are each reported
+/// with the node, the field, the expression and both types, and `host run`
+/// refuses the scenario without running it.
+#[test]
+fn check_reports_type_mismatches_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = skillhost_tests::dist("echo");
+    let path = dir.path().join("types.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"[scenario]
+name = "types"
+
+[state]
+echoed = {{ type = "string" }}
+last = {{ type = "string" }}
+
+[skills.echo]
+component = "{}"
+
+[[node]]
+id = "say"
+skill = "echo"
+input = {{ message = "'hi'", repeat = "'3'" }}
+writes = [
+  {{ field = "echoed", from = "output.length" }},
+  {{ field = "last", from = "output.nosuch" }},
+]
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "say"
+to = "done"
+"#,
+            echo.display()
+        ),
+    )
+    .unwrap();
+    let file = path.display().to_string();
+
+    let out = host(dir.path(), &["check", "--json", &file], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let report = json(&out);
+    let errors: Vec<_> = report["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["code"].as_str().unwrap(),
+                e["line"].as_u64().unwrap(),
+                e["node"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            ("input-type", 14, "say"),
+            ("write-type", 16, "say"),
+            ("unknown-field", 17, "say"),
+        ],
+        "{report}"
+    );
+    let messages: Vec<&str> = report["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        messages[0].starts_with(
+            "input `repeat`: `'3'` gives \"3\", which skill `echo` cannot take as u32"
+        ),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].starts_with(
+            "writes[0]: `output.length` is an int, but state `echoed` is declared string"
+        ),
+        "{messages:?}"
+    );
+    assert!(
+        messages[2].contains("`output` has no field `nosuch` (its fields: `message`, `length`)"),
+        "{messages:?}"
+    );
+
+    // For people: one line each, `path:line: node `say`: …`.
+    let out = host(dir.path(), &["check", &file], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{file}:14: node `say`: input `repeat`"))
+            && err.contains(&format!("{file}:16: node `say`: writes[0]"))
+            && err.contains(&format!("{file}:17: node `say`: writes[1]")),
+        "{err}"
+    );
+
+    // `host run` refuses it before any node runs.
+    let out = host(dir.path(), &["run", "--json", &file], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(json(&out)["errors"], report["errors"]);
+}

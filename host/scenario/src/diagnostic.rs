@@ -75,6 +75,20 @@ pub mod codes {
     pub const REDUCER_TYPE: &str = "reducer-type";
     /// A default that does not have the field's declared type.
     pub const TYPE_MISMATCH: &str = "type-mismatch";
+    /// An input mapping whose value cannot have the skill input field's WIT
+    /// type (`repeat = "'3'"` for a `u32`).
+    pub const INPUT_TYPE: &str = "input-type";
+    /// A write whose value cannot have the state field's declared type, or a
+    /// `merge` of something that is not a map.
+    pub const WRITE_TYPE: &str = "write-type";
+    /// A condition (`pre`, `post`, a branch, a rule) that does not give a bool.
+    pub const GUARD_TYPE: &str = "guard-type";
+    /// A map node's `over` that does not give a list.
+    pub const OVER_TYPE: &str = "over-type";
+    /// A field a record does not have (`output.nosuch` on a skill's output).
+    pub const UNKNOWN_FIELD: &str = "unknown-field";
+    /// An operator or function given values it does not take (`'a' + 1`).
+    pub const OPERATOR_TYPE: &str = "operator-type";
 
     // Warnings.
     /// A declared state field that no node writes.

@@ -315,6 +315,12 @@ impl Expr {
         self.analysis.references.clone()
     }
 
+    /// The parsed expression, macros expanded into comprehensions: what the
+    /// checker infers types from.
+    pub fn ast(&self) -> &IdedExpr {
+        self.program.expression()
+    }
+
     /// The free variables the expression uses.
     pub fn variables(&self) -> Vec<&str> {
         self.analysis

@@ -22,6 +22,7 @@ pub mod load;
 mod locate;
 pub mod node;
 pub mod parse;
+mod typeflow;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

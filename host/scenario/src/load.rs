@@ -9,6 +9,7 @@ use super::Scenario;
 use super::check;
 use super::diagnostic::{Reporter, codes};
 use super::parse;
+use super::typeflow;
 use skillhost_model::InitialState;
 use skillhost_runtime::{Runtime, Skill};
 
@@ -75,6 +76,7 @@ pub fn load(path: &Path, runtime: &Runtime) -> Result<LoadedScenario, CheckRepor
         }
     }
     check::check_skills(&scenario, &skills, &mut reporter);
+    typeflow::check_types(&scenario, &skills, &mut reporter);
     let report = reporter.finish();
     if !report.is_ok() {
         return Err(report);
@@ -90,10 +92,12 @@ pub fn load(path: &Path, runtime: &Runtime) -> Result<LoadedScenario, CheckRepor
 
 /// Parses and checks the scenario at `path` without loading its skills: every
 /// check except those that need the components (input fit, capabilities, the
-/// components themselves). Enough to draw the graph or validate the format.
+/// components themselves; the type flow takes skill inputs and outputs as
+/// `dyn`). Enough to draw the graph or validate the format.
 /// Returns the scenario and its warnings.
 pub fn parse_file(path: &Path) -> Result<(Scenario, Vec<Diagnostic>), CheckReport> {
-    let (scenario, reporter) = parse_checked(path)?;
+    let (scenario, mut reporter) = parse_checked(path)?;
+    typeflow::check_types(&scenario, &BTreeMap::new(), &mut reporter);
     let report = reporter.finish();
     if report.is_ok() {
         Ok((scenario, report.warnings))
@@ -105,7 +109,8 @@ pub fn parse_file(path: &Path) -> Result<(Scenario, Vec<Diagnostic>), CheckRepor
 /// [`parse_file`] on text already read; `path` names it in diagnostics and
 /// anchors its relative paths.
 pub fn parse_str(text: &str, path: &Path) -> Result<(Scenario, Vec<Diagnostic>), CheckReport> {
-    let (scenario, reporter) = parse_text(text, path)?;
+    let (scenario, mut reporter) = parse_text(text, path)?;
+    typeflow::check_types(&scenario, &BTreeMap::new(), &mut reporter);
     let report = reporter.finish();
     if report.is_ok() {
         Ok((scenario, report.warnings))

@@ -435,6 +435,72 @@ fn reducers_that_do_not_fit_the_field() {
 }
 
 #[test]
+fn inputs_that_do_not_fit_the_skills_wit_type() {
+    let report = expect_error("input_type", codes::INPUT_TYPE, 13, Some("say"));
+    only_one(&report);
+    assert!(
+        report.errors[0].message.starts_with(
+            "input `repeat`: `'3'` gives \"3\", which skill `echo` cannot take as u32"
+        ),
+        "{report}"
+    );
+}
+
+#[test]
+fn writes_that_do_not_fit_the_declared_type() {
+    let report = expect_error("write_type", codes::WRITE_TYPE, 14, Some("say"));
+    only_one(&report);
+    assert!(
+        report.errors[0]
+            .message
+            .contains("`output.length` is an int, but state `echoed` is declared string"),
+        "{report}"
+    );
+}
+
+#[test]
+fn fields_the_skills_output_does_not_have() {
+    let report = expect_error("unknown_field", codes::UNKNOWN_FIELD, 14, Some("say"));
+    only_one(&report);
+    assert!(
+        report.errors[0]
+            .message
+            .contains("`output` has no field `nosuch` (its fields: `message`, `length`)"),
+        "{report}"
+    );
+}
+
+#[test]
+fn conditions_that_are_not_bools() {
+    let report = expect_error("guard_type", codes::GUARD_TYPE, 22, Some("say"));
+    only_one(&report);
+    assert!(
+        report.errors[0]
+            .message
+            .starts_with("branches[0]: `size(state.echoed)` is an int"),
+        "{report}"
+    );
+}
+
+#[test]
+fn map_nodes_over_something_that_is_not_a_list() {
+    let report = expect_error("over_type", codes::OVER_TYPE, 14, Some("say"));
+    only_one(&report);
+}
+
+#[test]
+fn operators_given_values_they_do_not_take() {
+    let report = expect_error("operator_type", codes::OPERATOR_TYPE, 13, Some("say"));
+    only_one(&report);
+    assert!(
+        report.errors[0]
+            .message
+            .contains("`+` on a string and an int fails"),
+        "{report}"
+    );
+}
+
+#[test]
 fn defaults_of_the_wrong_type() {
     only_one(&expect_error(
         "type_mismatch",
