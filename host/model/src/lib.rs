@@ -10,7 +10,7 @@
 pub mod nesting;
 pub mod state;
 
-pub use nesting::{MAX_NESTING, TooDeep, check_nesting, nesting_depth};
+pub use nesting::{MAX_NESTING, TooDeep, check_change_nesting, check_nesting, nesting_depth};
 pub use state::{
     ApplyError, FIELD_HASH_PREFIX, FieldHashes, InitialState, RunState, StateChange, apply,
     canonical_json, hash_like, state_hash, state_hash_like, try_apply,

@@ -14,6 +14,8 @@
 
 use serde_json::Value;
 
+use crate::state::StateChange;
+
 /// The most arrays and objects a value written to the store may nest
 /// (`{"a": [1]}` nests 2). A stored change wraps its value in 3 more levels
 /// (`[{"op": "append", "items": [value]}]`), which stays under serde_json's
@@ -78,6 +80,21 @@ pub fn check_nesting(value: &Value, what: impl FnOnce() -> String) -> Result<(),
         });
     }
     Ok(())
+}
+
+/// Refuses a change whose value (or any appended item or merged value)
+/// nests more than [`MAX_NESTING`] levels, naming its field.
+pub fn check_change_nesting(change: &StateChange) -> Result<(), TooDeep> {
+    let what = || format!("the value written to state field `{}`", change.field());
+    match change {
+        StateChange::Set { value, .. } => check_nesting(value, what),
+        StateChange::Append { items, .. } => {
+            items.iter().try_for_each(|item| check_nesting(item, what))
+        }
+        StateChange::Merge { value, .. } => value
+            .values()
+            .try_for_each(|item| check_nesting(item, what)),
+    }
 }
 
 /// The children of an array or an object.

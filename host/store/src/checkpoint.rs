@@ -284,16 +284,7 @@ fn check_changes(
     changes: &[StateChange],
 ) -> Result<(), StoreError> {
     for change in changes {
-        let what = || format!("the value written to state field `{}`", change.field());
-        let checked = match change {
-            StateChange::Set { value, .. } => skillhost_model::check_nesting(value, what),
-            StateChange::Append { items, .. } => items
-                .iter()
-                .try_for_each(|item| skillhost_model::check_nesting(item, what)),
-            StateChange::Merge { value, .. } => value
-                .values()
-                .try_for_each(|item| skillhost_model::check_nesting(item, what)),
-        };
+        let checked = skillhost_model::check_change_nesting(change);
         checked.map_err(|e| StoreError::Invalid {
             db: db.to_owned(),
             message: format!("checkpoint {seq} of run `{run_id}` was not written: {e}"),
@@ -792,7 +783,8 @@ mod tests {
             stored(0, Some(&s0), &[], &state_hash(&s0)),
             stored(1, None, &[], &state_hash(&s0)),
         ];
-        let edits: [(&str, fn(&mut StoredCheckpoint)); 4] = [
+        type Edit = fn(&mut StoredCheckpoint);
+        let edits: [(&str, Edit); 4] = [
             ("next nodes", |row| row.next_nodes = r#"["end"]"#.into()),
             ("visit counts", |row| row.visits = r#"{"n1":0}"#.into()),
             ("changes", |row| row.changes = r#"[ ]"#.into()),

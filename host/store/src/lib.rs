@@ -46,8 +46,8 @@ pub use lease::{
 };
 pub use migrate::SCHEMA_VERSION;
 pub use rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
-pub use run::{NewRun, RunRow, RunStatus, UnknownRunStatus, new_run_id};
-pub use skillhost_model::{MAX_NESTING, TooDeep};
+pub use run::{NewRun, RunRow, RunStatus, UnknownRunStatus, UnreadableRun, new_run_id};
+pub use skillhost_model::{MAX_NESTING, TooDeep, check_change_nesting, check_nesting};
 pub use state::{
     ApplyError, FIELD_HASH_PREFIX, FieldHashes, InitialState, RunState, StateChange, apply,
     canonical_json, hash_like, state_hash, state_hash_like, try_apply,
@@ -369,13 +369,13 @@ impl Store {
 
     /// [`list_runs`](Self::list_runs) with each row decoded and checked on
     /// its own: a row that does not decode, or no longer matches its digest,
-    /// is its [`StoreError::Corrupt`] (naming the run), and the others are
-    /// listed.
+    /// is an [`UnreadableRun`] (its id and a [`StoreError::Corrupt`] naming
+    /// it), and the others are listed.
     pub async fn list_runs_each(
         &self,
         status: Option<RunStatus>,
         limit: u32,
-    ) -> Result<Vec<Result<RunRow, StoreError>>, StoreError> {
+    ) -> Result<Vec<Result<RunRow, UnreadableRun>>, StoreError> {
         dispatch!(self, s => s.list_runs_each(status, limit).await)
     }
 

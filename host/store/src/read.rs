@@ -32,7 +32,7 @@ use crate::codec::{Codec, StoredRow, run_columns};
 use crate::error::StoreError;
 use crate::lease::{CurrentCheckpoint, Retention};
 use crate::rows::{ArtifactRow, JournalEntry, MapItemRow, StepRow};
-use crate::run::{RunRow, RunStatus};
+use crate::run::{RunRow, RunStatus, UnreadableRun};
 
 /// A value bound to a read's `$N` parameter.
 #[derive(Debug, Clone, Copy)]
@@ -165,13 +165,21 @@ pub(crate) trait Reads: Codec + Sync {
         &self,
         status: Option<RunStatus>,
         limit: u32,
-    ) -> Result<Vec<Result<RunRow, StoreError>>, StoreError> {
+    ) -> Result<Vec<Result<RunRow, UnreadableRun>>, StoreError> {
         let params = [
             Param::MaybeText(status.map(RunStatus::as_str)),
             Param::Int(i64::from(limit)),
         ];
         let rows = self.fetch(RUNS, &params, "listing runs").await?;
-        Ok(rows.iter().map(|row| self.run_row(row)).collect())
+        Ok(rows
+            .iter()
+            .map(|row| {
+                self.run_row(row).map_err(|error| UnreadableRun {
+                    id: row.column("id").ok(),
+                    error: Box::new(error),
+                })
+            })
+            .collect())
     }
 
     async fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {

@@ -2014,10 +2014,18 @@ async fn everything_a_resume_trusts_is_checked_against_its_digest(kind: Kind) {
     assert_eq!(listed.len(), 9);
     let bad: Vec<String> = listed
         .iter()
-        .filter_map(|row| row.as_ref().err().map(ToString::to_string))
+        .filter_map(|row| {
+            row.as_ref()
+                .err()
+                .map(|bad| format!("{:?}: {}", bad.id, bad.error))
+        })
         .collect();
     assert_eq!(bad.len(), 2, "{bad:?}");
-    assert!(bad.iter().any(|e| e.contains("run `e-input`")), "{bad:?}");
+    assert!(
+        bad.iter()
+            .any(|e| e.starts_with("Some(\"e-input\")") && e.contains("run `e-input`")),
+        "{bad:?}"
+    );
     assert!(
         bad.iter().any(|e| e.contains("run `e-scenario`")),
         "{bad:?}"
@@ -2090,7 +2098,11 @@ async fn values_nested_too_deep_are_refused_at_write_and_never_overflow_a_read(k
     assert_eq!(listed.len(), 3);
     let bad: Vec<String> = listed
         .iter()
-        .filter_map(|row| row.as_ref().err().map(ToString::to_string))
+        .filter_map(|row| {
+            row.as_ref()
+                .err()
+                .map(|bad| format!("{:?}: {}", bad.id, bad.error))
+        })
         .collect();
     assert_eq!(bad.len(), 2, "{bad:?}");
     for (run_id, _) in [("deep-200", 200), ("deep-20000", 20_000)] {
