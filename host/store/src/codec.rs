@@ -255,13 +255,24 @@ pub(crate) trait Codec {
     ) -> Result<MapItemRow, StoreError> {
         let index: i64 = self.get(row, "item_index")?;
         let what = format!("item {index} of map node `{node_id}` of run `{run_id}`");
+        let output = self.json(&self.get::<String>(row, "output")?, &what)?;
+        let output_hash: String = self.get(row, "output_hash")?;
+        // A resumed map node reuses this output instead of calling again:
+        // it must be the output that was recorded.
+        let actual = skillhost_model::hash_like(&output, &output_hash);
+        if actual != output_hash {
+            return Err(self.corrupt(
+                &what,
+                format_args!("its output hashes to {actual}, but {output_hash} was recorded"),
+            ));
+        }
         Ok(MapItemRow {
             run_id: run_id.to_owned(),
             node_id: node_id.to_owned(),
             visit,
             item_index: self.uint(index, &what)?,
-            output: self.json(&self.get::<String>(row, "output")?, &what)?,
-            output_hash: self.get(row, "output_hash")?,
+            output,
+            output_hash,
             duration_us: self.uint(self.get(row, "duration_us")?, &what)?,
             fuel_consumed: self.uint(self.get(row, "fuel_consumed")?, &what)?,
         })

@@ -314,12 +314,24 @@ impl Store {
     /// Records a finished item of a map node, durable before the node's own
     /// commit. Idempotent on (run, node, visit, item index): the first output
     /// recorded wins.
+    /// Refuses an output nested deeper than [`MAX_NESTING`].
     pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
+        skillhost_model::check_nesting(&item.output, || {
+            format!(
+                "the output of item {} of map node `{}`",
+                item.item_index, item.node_id
+            )
+        })
+        .map_err(|e| StoreError::Invalid {
+            db: self.display.clone(),
+            message: format!("run `{}`: {e}", item.run_id),
+        })?;
         let fence = self.fence_for(&item.run_id);
         dispatch!(self, s => s.record_map_item(item, fence).await)
     }
 
-    /// The recorded items of one visit of a map node, by item index.
+    /// The recorded items of one visit of a map node, by item index, each
+    /// checked against its recorded output hash ([`StoreError::Corrupt`]).
     pub async fn map_items(
         &self,
         run_id: &str,

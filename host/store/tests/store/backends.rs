@@ -1132,7 +1132,7 @@ async fn prune_deletes_only_old_finished_runs(kind: Kind) {
                     visit: 1,
                     item_index: 0,
                     output: json!({"item": 0}),
-                    output_hash: "h".repeat(64),
+                    output_hash: state_hash(&json!({"item": 0})),
                     duration_us: 1,
                     fuel_consumed: 1,
                 })
@@ -1740,7 +1740,7 @@ async fn a_stale_runner_writes_no_failed_steps_map_items_or_artifacts(kind: Kind
         visit: 1,
         item_index: index,
         output: json!({"item": index}),
-        output_hash: "h".repeat(64),
+        output_hash: state_hash(&json!({"item": index})),
         duration_us: 1,
         fuel_consumed: 1,
     };
@@ -1977,6 +1977,21 @@ async fn everything_a_resume_trusts_is_checked_against_its_digest(kind: Kind) {
         ),
     ];
     three_steps(&store, "intact").await;
+    // A map node's finished item, which a resumed map node reuses.
+    let output = json!({"i": 0});
+    store
+        .record_map_item(&MapItemRow {
+            run_id: "intact".into(),
+            node_id: "m".into(),
+            visit: 1,
+            item_index: 0,
+            output_hash: state_hash(&output),
+            output,
+            duration_us: 10,
+            fuel_consumed: 100,
+        })
+        .await
+        .unwrap();
     for (run_id, ..) in edits.iter().chain(&[]) {
         three_steps(&store, run_id).await;
     }
@@ -1990,9 +2005,18 @@ async fn everything_a_resume_trusts_is_checked_against_its_digest(kind: Kind) {
     for (_, sql, _) in run_edits {
         db.exec(sql).await;
     }
+    db.exec("UPDATE map_items SET output = '{\"i\":1}' WHERE run_id = 'intact'")
+        .await;
 
     let store = db.open().await;
     assert_eq!(store.latest_state("intact").await.unwrap().unwrap().seq, 3);
+    let error = store.map_items("intact", "m", 1).await.unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("corrupt item 0 of map node `m` of run `intact`")
+            && message.contains("its output hashes to"),
+        "{message}"
+    );
     for (run_id, _, what, detail) in edits {
         let error = store.latest_state(run_id).await.unwrap_err();
         assert!(error.is_corrupt(), "{error}");
@@ -2041,6 +2065,26 @@ async fn values_nested_too_deep_are_refused_at_write_and_never_overflow_a_read(k
     use skillhost_model::nesting::{deep_array, drop_deep};
     let db = Db::new(kind).await;
     let store = db.open().await;
+
+    let error = store
+        .record_map_item(&MapItemRow {
+            run_id: "r".into(),
+            node_id: "m".into(),
+            visit: 1,
+            item_index: 2,
+            output: deep_array(200),
+            output_hash: "h".into(),
+            duration_us: 1,
+            fuel_consumed: 1,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("the output of item 2 of map node `m` nests"),
+        "{error}"
+    );
 
     let mut deep_input = new_run("deep-input", json!({}));
     deep_input.input = json!({"nested": deep_array(200)});
