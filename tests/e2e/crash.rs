@@ -2,13 +2,17 @@
 //! SIGKILL at a failpoint (before, inside and after a node's commit, and
 //! inside a map node), `host resume` finishes the run, and the final state is
 //! byte for byte that of an uninterrupted run, with every node's writes
-//! applied exactly once.
+//! applied exactly once. And what the binary does with a database whose
+//! rows were edited or nest too deep (a resume refuses, naming the run, the
+//! seq and what no longer matches; `runs list` lists the others and reports
+//! the bad one; nothing overflows the stack), and with an input above the
+//! size limit.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
 use serde_json::Value;
-use skillhost_tests::cli::{host, json};
+use skillhost_tests::cli::{host, json, sqlite_url, stderr};
 
 fn scenario() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -130,4 +134,202 @@ fn killed_inside_the_map_nodes_commit() {
 #[test]
 fn killed_before_the_last_commit() {
     crash_and_resume("before-commit:third");
+}
+
+/// Runs `sql` on the test's database, beside the host (as a careless or
+/// hostile hand would).
+fn edit_database(dir: &Path, sql: &str) {
+    use sqlx::Connection;
+    let url = sqlite_url(dir);
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+            conn.close().await.unwrap();
+        });
+}
+
+/// Starts a run killed right after `second`'s checkpoint (seq 2); its id.
+fn killed_after_second(dir: &Path) -> String {
+    let out = host(
+        dir,
+        &["run", &scenario(), "--events"],
+        Some("after-commit:second"),
+    );
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    let first: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    first["run_id"].as_str().unwrap().to_string()
+}
+
+/// Asserts the host ended with an error of its own, not a signal.
+fn refused(out: &std::process::Output, what: &str) -> String {
+    assert_eq!(out.status.signal(), None, "{what}: {}", stderr(out));
+    assert!(!out.status.success(), "{what} succeeded");
+    stderr(out)
+}
+
+#[test]
+fn an_edited_run_is_not_resumed_and_runs_list_reports_it_among_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let skipped = killed_after_second(dir.path());
+    let edited_input = killed_after_second(dir.path());
+    let intact = killed_after_second(dir.path());
+    // Next nodes emptied: a resume would "complete" the run at once.
+    edit_database(
+        dir.path(),
+        &format!(
+            "UPDATE checkpoints SET next_nodes = '[]' WHERE run_id = '{skipped}' AND seq = 2; \
+             UPDATE runs SET input = '{{\"items\": [\"z\"]}}' WHERE id = '{edited_input}'"
+        ),
+    );
+
+    let out = host(dir.path(), &["resume", &skipped], None);
+    let message = refused(&out, "resuming a run with edited next nodes");
+    assert!(
+        message.contains(&format!("corrupt checkpoint 2 of run `{skipped}`")),
+        "{message}"
+    );
+    assert!(message.contains("its next nodes"), "{message}");
+    let out = host(dir.path(), &["resume", &edited_input], None);
+    let message = refused(&out, "resuming a run with an edited input");
+    assert!(
+        message.contains(&format!("corrupt run `{edited_input}`")),
+        "{message}"
+    );
+    assert!(message.contains("its input"), "{message}");
+
+    let out = host(dir.path(), &["runs", "list"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains(&intact) && listed.contains(&skipped),
+        "{listed}"
+    );
+    let warning = stderr(&out);
+    assert!(
+        warning.contains(&format!("run `{edited_input}` cannot be listed"))
+            && warning.contains("its input"),
+        "{warning}"
+    );
+    let rows = json(&host(dir.path(), &["runs", "list", "--json"], None));
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    let bad = rows
+        .iter()
+        .find(|r| r["id"] == edited_input.as_str())
+        .unwrap();
+    assert!(
+        bad["error"].as_str().unwrap().contains("its input"),
+        "{bad}"
+    );
+
+    // The intact run resumes and completes.
+    let out = host(dir.path(), &["resume", &intact], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn rows_nested_200_or_20000_levels_deep_never_overflow_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let intact = killed_after_second(dir.path());
+    for depth in [200, 20_000] {
+        let id = killed_after_second(dir.path());
+        // As an older host could have written them.
+        let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        edit_database(
+            dir.path(),
+            &format!(
+                "UPDATE runs SET input = '{nested}', digest = 'legacy' WHERE id = '{id}'; \
+                 UPDATE checkpoints SET state = '{{\"trail\": {nested}}}', \
+                     next_nodes = '{nested}', digest = NULL WHERE run_id = '{id}'"
+            ),
+        );
+        for args in [
+            vec!["runs", "show", &id],
+            vec!["resume", &id],
+            vec!["checkpoints", &id],
+        ] {
+            let out = host(dir.path(), &args, None);
+            let message = refused(&out, &format!("{args:?} at {depth} levels"));
+            assert!(message.contains(&format!("run `{id}`")), "{message}");
+        }
+        let out = host(dir.path(), &["runs", "list"], None);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&intact));
+        assert!(
+            stderr(&out).contains(&format!("run `{id}` cannot be listed")),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn an_input_above_the_limit_is_refused_before_the_database_is_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    // An input the scenario's [input] refuses too (an unknown key), once it
+    // is read: which refusal comes says which check ran.
+    let padding = "p".repeat(1_100_000);
+    std::fs::write(
+        &big,
+        serde_json::to_vec(&serde_json::json!({ "items": ["a"], "padding": padding })).unwrap(),
+    )
+    .unwrap();
+    let size = std::fs::metadata(&big).unwrap().len();
+    assert!(size > 1024 * 1024);
+    let input = format!("@{}", big.display());
+
+    let out = host(dir.path(), &["run", &scenario(), "--input", &input], None);
+    let message = refused(&out, "a 1.1 MB input");
+    assert!(
+        message.contains(&format!("is {size} bytes, more than the 1048576 bytes"))
+            && message.contains(&format!("--max-input-bytes {size}"))
+            && message.contains("SKILLHOST_MAX_INPUT_BYTES"),
+        "{message}"
+    );
+    assert!(
+        !dir.path().join("runs.db").exists(),
+        "the database was opened"
+    );
+
+    // Raised by the flag or the environment, the input is read and checked
+    // against the scenario's [input] (which refuses its unknown key).
+    let limit = (size + 1).to_string();
+    let out = host(
+        dir.path(),
+        &[
+            "run",
+            &scenario(),
+            "--input",
+            &input,
+            "--max-input-bytes",
+            &limit,
+        ],
+        None,
+    );
+    let message = refused(&out, "a raised limit");
+    assert!(!message.contains("--max-input-bytes"), "{message}");
+    assert!(message.contains("[input]"), "{message}");
+    let mut command = skillhost_tests::cli::host_command(
+        dir.path(),
+        &["submit", &scenario(), "--input", &input],
+        None,
+    );
+    let out = command
+        .env("SKILLHOST_MAX_INPUT_BYTES", &limit)
+        .output()
+        .unwrap();
+    let message = refused(&out, "a limit raised by the environment");
+    assert!(!message.contains("--max-input-bytes"), "{message}");
+    assert!(message.contains("[input]"), "{message}");
+    let out = host(
+        dir.path(),
+        &["submit", &scenario(), "--input", &input],
+        None,
+    );
+    assert!(refused(&out, "submit").contains("--max-input-bytes"));
 }

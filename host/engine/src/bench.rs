@@ -3,7 +3,10 @@
 //! calls whose state holds 20 records of about 300 bytes ([`BenchScenario`]),
 //! run without a store and on SQLite ([`engine`]: the per-node time, the
 //! call alone as its baseline, the checkpoint bytes per node against the
-//! full state), and durably on Postgres ([`postgres`]: one run's per-node
+//! full state, the checkpoint bytes of a 500-step appending loop against its
+//! deltas plus its final state ([`loop_scenario`]), and optionally the
+//! per-node time with an fsync per checkpoint against one `fdatasync` on the
+//! same disk), and durably on Postgres ([`postgres`]: one run's per-node
 //! latency and node steps per second over concurrent runs).
 //!
 //! Owns: the benchmark scenario, what is measured and how, and the figures
@@ -69,11 +72,35 @@ pub fn engine_scenario(echo: &Path) -> String {
     toml
 }
 
+/// Steps of the loop scenario ([`loop_scenario`]).
+pub const LOOP_STEPS: usize = 500;
+
+/// A gate that appends about 100 bytes to the state and loops back,
+/// [`LOOP_STEPS`] times: what the checkpoints of a long run that grows
+/// its state cost in bytes.
+pub fn loop_scenario() -> String {
+    format!(
+        "[scenario]\nname = \"bench-loop\"\nversion = \"1\"\n\
+         description = \"a loop appending to the state\"\n\n\
+         [state]\nlog = {{ type = \"array\" }}\nround = {{ type = \"integer\", default = 0 }}\n\n\
+         [[node]]\nid = \"step\"\nkind = \"gate\"\nmax_visits = {LOOP_STEPS}\n\
+         writes = [\n  {{ field = \"log\", reducer = \"append\", \
+         from = \"'entry ' + string(state.round) + ': {}'\" }},\n  \
+         {{ field = \"round\", from = \"state.round + 1\" }},\n]\n\n\
+         [[node]]\nid = \"done\"\nkind = \"end\"\n\n\
+         [[edge]]\nfrom = \"step\"\nbranches = [{{ when = \"state.round < {LOOP_STEPS}\", \
+         to = \"step\" }}, {{ else = \"done\" }}]\n",
+        "x".repeat(88)
+    )
+}
+
 /// The benchmark scenario, loaded: the `echo` component and the scenario
 /// file in a temporary directory (with the component cache and, for
 /// [`engine`], the SQLite database), on a runtime of its own.
 pub struct BenchScenario {
     loaded: Arc<LoadedScenario>,
+    /// [`loop_scenario`], loaded.
+    looping: Arc<LoadedScenario>,
     runtime: Runtime,
     // Declared last: dropped after the runtime and scenario that use it.
     dir: tempfile::TempDir,
@@ -88,8 +115,10 @@ impl BenchScenario {
         })?;
         let echo_path = dir.path().join("echo.wasm");
         let scenario_path = dir.path().join("bench.toml");
+        let loop_path = dir.path().join("bench-loop.toml");
         std::fs::write(&echo_path, echo)
             .and_then(|()| std::fs::write(&scenario_path, engine_scenario(&echo_path)))
+            .and_then(|()| std::fs::write(&loop_path, loop_scenario()))
             .map_err(|e| {
                 BenchError::Environment(format!("cannot write the benchmark scenario: {e}"))
             })?;
@@ -101,8 +130,12 @@ impl BenchScenario {
         .map_err(|e| BenchError::Environment(format!("{e:#}")))?;
         let loaded = skillhost_scenario::load(&scenario_path, &runtime)
             .map_err(|report| BenchError::Environment(format!("benchmark scenario: {report}")))?;
+        let looping = skillhost_scenario::load(&loop_path, &runtime).map_err(|report| {
+            BenchError::Environment(format!("benchmark loop scenario: {report}"))
+        })?;
         Ok(BenchScenario {
             loaded: Arc::new(loaded),
+            looping: Arc::new(looping),
             runtime,
             dir,
         })
@@ -144,6 +177,16 @@ pub struct EngineBenchSettings {
     pub memory_runs: usize,
     /// Durable runs on SQLite to time, after 5 warm-up runs.
     pub sqlite_runs: usize,
+    /// Runs on SQLite with an fsync per checkpoint (`synchronous = FULL`)
+    /// to time, after 2 warm-up runs, against as many `fdatasync`s of one
+    /// page on the same disk; None measures neither.
+    pub full_runs: Option<usize>,
+}
+
+impl EngineBenchSettings {
+    /// Runs with an fsync per checkpoint when `--durability full` asks for
+    /// them: each costs milliseconds on many disks.
+    pub const FULL_RUNS: usize = 20;
 }
 
 impl Default for EngineBenchSettings {
@@ -151,6 +194,7 @@ impl Default for EngineBenchSettings {
         EngineBenchSettings {
             memory_runs: 2_000,
             sqlite_runs: 200,
+            full_runs: None,
         }
     }
 }
@@ -162,7 +206,7 @@ pub async fn engine(
     scenario: &BenchScenario,
     settings: EngineBenchSettings,
 ) -> Result<EngineFigures, BenchError> {
-    if settings.memory_runs == 0 || settings.sqlite_runs == 0 {
+    if settings.memory_runs == 0 || settings.sqlite_runs == 0 || settings.full_runs == Some(0) {
         return Err(BenchError::Input(
             "the engine benchmark needs at least one run without a store and one on SQLite".into(),
         ));
@@ -227,6 +271,12 @@ pub async fn engine(
         .map_err(environment)?
         .map(|c| serde_json::to_vec(&c.state).map(|v| v.len()).unwrap_or(0))
         .unwrap_or(0) as f64;
+    let looped = loop_bytes(scenario, &durable, &store).await?;
+    store.close().await;
+    let full = match settings.full_runs {
+        Some(runs) => Some(full_durability(scenario, runs).await?),
+        None => None,
+    };
     Ok(EngineFigures {
         per_node_memory,
         per_node_sqlite,
@@ -235,7 +285,151 @@ pub async fn engine(
         full_state_bytes: full_state,
         memory_runs: settings.memory_runs,
         sqlite_runs: settings.sqlite_runs,
+        looped,
+        full,
     })
+}
+
+/// Runs [`loop_scenario`] once on `engine` and measures its checkpoints:
+/// every row's bytes, the deltas among them (a snapshot's bytes less the
+/// state it stores), and the final state.
+async fn loop_bytes(
+    scenario: &BenchScenario,
+    engine: &Engine,
+    store: &Store,
+) -> Result<LoopBytes, BenchError> {
+    let outcome = engine
+        .start(&scenario.looping, json!({}), None)
+        .await
+        .map_err(failed)?;
+    let json_len = |state: &Value| serde_json::to_vec(state).map_or(0, |v| v.len() as u64);
+    let mut checkpoint_bytes = 0;
+    let mut delta_bytes = 0;
+    let mut snapshots = 0;
+    for row in store
+        .checkpoints(&outcome.run_id)
+        .await
+        .map_err(environment)?
+    {
+        checkpoint_bytes += row.bytes;
+        if !row.is_snapshot {
+            delta_bytes += row.bytes;
+            continue;
+        }
+        snapshots += 1;
+        let state = store
+            .state_at(&outcome.run_id, row.seq)
+            .await
+            .map_err(environment)?
+            .ok_or_else(|| environment(format!("checkpoint {} is gone", row.seq)))?;
+        delta_bytes += row.bytes.saturating_sub(json_len(&state.state));
+    }
+    let final_state = store
+        .latest_state(&outcome.run_id)
+        .await
+        .map_err(environment)?
+        .map_or(0, |c| json_len(&c.state));
+    Ok(LoopBytes {
+        checkpoint_bytes,
+        delta_bytes,
+        final_state_bytes: final_state,
+        snapshots,
+    })
+}
+
+/// Runs the scenario on SQLite with `synchronous = FULL` (a new database
+/// in the scenario's directory) and times `fdatasync` of one page there.
+async fn full_durability(
+    scenario: &BenchScenario,
+    runs: usize,
+) -> Result<FullDurability, BenchError> {
+    let db_url = format!(
+        "sqlite://{}",
+        scenario.dir().join("bench-full.db").display()
+    );
+    let options = StoreOptions {
+        sync: SyncMode::Full,
+    };
+    let store = Store::open_with(&db_url, options)
+        .await
+        .map_err(environment)?;
+    let durable = Engine::new(Some(store.clone()), Arc::new(NoEvents));
+    let mut samples = Vec::with_capacity(runs);
+    for i in 0..runs + 2 {
+        let start = Instant::now();
+        scenario.run(&durable).await.map_err(failed)?;
+        if i >= 2 {
+            samples.push(start.elapsed());
+        }
+    }
+    store.close().await;
+    let per_node = median(samples) / ENGINE_NODES as u32;
+    let fdatasync = fdatasync_baseline(scenario.dir(), runs * ENGINE_NODES)?;
+    Ok(FullDurability {
+        per_node,
+        fdatasync,
+        runs,
+    })
+}
+
+/// The median time of writing one 4 KiB page into a file in `dir` and
+/// `fdatasync`ing it, `times` times: what one durable commit cannot beat
+/// on that disk.
+fn fdatasync_baseline(dir: &Path, times: usize) -> Result<Duration, BenchError> {
+    use std::io::{Seek, SeekFrom, Write};
+    let path = dir.join("fdatasync.bin");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| environment(format!("cannot create {}: {e}", path.display())))?;
+    let page = [0x5a_u8; 4096];
+    let mut samples = Vec::with_capacity(times);
+    for i in 0..times + 5 {
+        let start = Instant::now();
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.write_all(&page))
+            .and_then(|()| file.sync_data())
+            .map_err(|e| environment(format!("cannot fdatasync {}: {e}", path.display())))?;
+        if i >= 5 {
+            samples.push(start.elapsed());
+        }
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    Ok(median(samples))
+}
+
+/// The checkpoints of one run of [`loop_scenario`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopBytes {
+    /// All its checkpoints' payload bytes.
+    pub checkpoint_bytes: u64,
+    /// What its checkpoints would take without any snapshot but seq 0's.
+    pub delta_bytes: u64,
+    /// Its final state as JSON.
+    pub final_state_bytes: u64,
+    /// Checkpoints that store the full state (seq 0 included).
+    pub snapshots: usize,
+}
+
+impl LoopBytes {
+    /// Checkpoint bytes over the deltas plus one final state (at most 2).
+    pub fn ratio(&self) -> f64 {
+        self.checkpoint_bytes as f64 / (self.delta_bytes + self.final_state_bytes).max(1) as f64
+    }
+}
+
+/// Runs with an fsync per checkpoint, against `fdatasync` on the same disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FullDurability {
+    /// A node of a run on SQLite with `synchronous = FULL` (median).
+    pub per_node: Duration,
+    /// One `fdatasync` of a 4 KiB page in the same directory (median).
+    pub fdatasync: Duration,
+    pub runs: usize,
 }
 
 /// What the engine benchmark measured (medians).
@@ -253,13 +447,17 @@ pub struct EngineFigures {
     pub full_state_bytes: f64,
     pub memory_runs: usize,
     pub sqlite_runs: usize,
+    /// The checkpoints of the 500-step loop.
+    pub looped: LoopBytes,
+    /// With `--durability full`: runs with an fsync per checkpoint.
+    pub full: Option<FullDurability>,
 }
 
 impl EngineFigures {
     /// The figures as `host bench engine --json` prints them.
     pub fn to_json(&self) -> Value {
         let us = |d: Duration| d.as_secs_f64() * 1e6;
-        json!({
+        let mut figures = json!({
             "nodes": ENGINE_NODES,
             "per_node_us_memory": round(us(self.per_node_memory), 2),
             "per_node_us_sqlite": round(us(self.per_node_sqlite), 2),
@@ -276,7 +474,24 @@ impl EngineFigures {
             ),
             "memory_runs": self.memory_runs,
             "sqlite_runs": self.sqlite_runs,
-        })
+        });
+        let looped = &self.looped;
+        figures["loop_steps"] = json!(LOOP_STEPS);
+        figures["loop_checkpoint_bytes"] = json!(looped.checkpoint_bytes);
+        figures["loop_delta_bytes"] = json!(looped.delta_bytes);
+        figures["loop_final_state_bytes"] = json!(looped.final_state_bytes);
+        figures["loop_snapshots"] = json!(looped.snapshots);
+        figures["loop_checkpoints_over_deltas_and_state"] = json!(round(looped.ratio(), 2));
+        if let Some(full) = &self.full {
+            figures["per_node_us_sqlite_full"] = json!(round(us(full.per_node), 2));
+            figures["fdatasync_us"] = json!(round(us(full.fdatasync), 2));
+            figures["full_over_fdatasync"] = json!(round(
+                full.per_node.as_secs_f64() / full.fdatasync.as_secs_f64().max(1e-9),
+                2
+            ));
+            figures["full_runs"] = json!(full.runs);
+        }
+        figures
     }
 }
 
@@ -305,7 +520,29 @@ impl fmt::Display for EngineFigures {
             figures["checkpoint_bytes_per_node"],
             figures["full_state_bytes"],
             figures["full_state_over_checkpoint"]
-        )
+        )?;
+        write!(
+            f,
+            "\nloop of {LOOP_STEPS} steps:       {} checkpoint bytes for {} bytes of deltas and a \
+             final state of {} bytes: {}x ({} snapshots)",
+            figures["loop_checkpoint_bytes"],
+            figures["loop_delta_bytes"],
+            figures["loop_final_state_bytes"],
+            figures["loop_checkpoints_over_deltas_and_state"],
+            figures["loop_snapshots"]
+        )?;
+        if let Some(full) = &self.full {
+            write!(
+                f,
+                "\nper node, SQLite FULL:   {} µs median over {} runs (an fsync per checkpoint)\n\
+                 one fdatasync:           {} µs median on the same disk: FULL is {}x",
+                figures["per_node_us_sqlite_full"],
+                full.runs,
+                figures["fdatasync_us"],
+                figures["full_over_fdatasync"]
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -463,18 +700,49 @@ mod tests {
             full_state_bytes: 6400.0,
             memory_runs: 3,
             sqlite_runs: 2,
+            looped: LoopBytes {
+                checkpoint_bytes: 250_000,
+                delta_bytes: 110_000,
+                final_state_bytes: 50_000,
+                snapshots: 16,
+            },
+            full: None,
         };
         assert_eq!(
             figures.to_json().to_string(),
-            r#"{"nodes":10,"per_node_us_memory":14.5,"per_node_us_sqlite":40.25,"call_us":10.0,"engine_us_memory":4.5,"checkpoint_bytes_per_node":160.0,"full_state_bytes":6400.0,"full_state_over_checkpoint":40.0,"memory_runs":3,"sqlite_runs":2}"#
+            r#"{"nodes":10,"per_node_us_memory":14.5,"per_node_us_sqlite":40.25,"call_us":10.0,"engine_us_memory":4.5,"checkpoint_bytes_per_node":160.0,"full_state_bytes":6400.0,"full_state_over_checkpoint":40.0,"memory_runs":3,"sqlite_runs":2,"loop_steps":500,"loop_checkpoint_bytes":250000,"loop_delta_bytes":110000,"loop_final_state_bytes":50000,"loop_snapshots":16,"loop_checkpoints_over_deltas_and_state":1.56}"#
         );
         assert_eq!(
             figures.to_string(),
             "per node, no store:      14.5 µs median over 3 runs of 10 nodes\n  \
              of which the call:     10.0 µs median (the engine adds 4.5 µs)\n\
              per node, SQLite:        40.25 µs median over 2 runs\n\
-             checkpoint per node:     160.0 bytes (full state 6400.0 bytes: 40.0x smaller)"
+             checkpoint per node:     160.0 bytes (full state 6400.0 bytes: 40.0x smaller)\n\
+             loop of 500 steps:       250000 checkpoint bytes for 110000 bytes of deltas and a \
+             final state of 50000 bytes: 1.56x (16 snapshots)"
         );
+        let full = EngineFigures {
+            full: Some(FullDurability {
+                per_node: Duration::from_micros(1_200),
+                fdatasync: Duration::from_micros(1_000),
+                runs: 20,
+            }),
+            ..figures
+        };
+        let json = full.to_json();
+        assert_eq!(
+            (
+                &json["per_node_us_sqlite_full"],
+                &json["fdatasync_us"],
+                &json["full_over_fdatasync"],
+                &json["full_runs"]
+            ),
+            (&json!(1200.0), &json!(1000.0), &json!(1.2), &json!(20))
+        );
+        assert!(full.to_string().ends_with(
+            "per node, SQLite FULL:   1200.0 µs median over 20 runs (an fsync per checkpoint)\n\
+             one fdatasync:           1000.0 µs median on the same disk: FULL is 1.2x"
+        ));
     }
 
     #[test]
@@ -510,6 +778,7 @@ mod tests {
         let settings = EngineBenchSettings {
             memory_runs: 2,
             sqlite_runs: 1,
+            full_runs: Some(1),
         };
         let figures = engine(&scenario, settings)
             .await
@@ -526,9 +795,15 @@ mod tests {
                 && figures.full_state_bytes > 10.0 * figures.checkpoint_bytes_per_node,
             "{figures:?}"
         );
+        // The loop's checkpoints grow with what changed.
+        assert!(figures.looped.ratio() <= 2.0, "{figures:?}");
+        assert!(figures.looped.snapshots > 1, "{figures:?}");
+        let full = figures.full.expect("measured with full_runs");
+        assert!(full.per_node > Duration::ZERO && full.fdatasync > Duration::ZERO);
         let zero = EngineBenchSettings {
             memory_runs: 0,
             sqlite_runs: 1,
+            full_runs: None,
         };
         assert!(matches!(
             engine(&scenario, zero).await,

@@ -148,6 +148,19 @@ impl Run<'_, '_> {
         node_started: Instant,
     ) -> Result<Option<String>, EngineError> {
         let cx = self.cx;
+        // A value nested deeper than the store keeps could be neither stored
+        // nor read back, and hashing it recurses once per level: the node
+        // fails before anything touches it.
+        if let Some(too_deep) = success
+            .changes
+            .iter()
+            .find_map(|change| skillhost_store::check_change_nesting(change).err())
+        {
+            let mut failure =
+                NodeFailure::new("output-too-deep", format!("node `{}`: {too_deep}", node.id));
+            failure.journal = std::mem::take(&mut success.journal);
+            return self.node_failed(node, failure, Some(success.step)).await;
+        }
         // The node's own variables are gone, so the state is not shared and
         // the changes apply in place; `undo` restores it if they are refused.
         let undo = state::apply_with_undo(Arc::make_mut(&mut self.state), &success.changes);

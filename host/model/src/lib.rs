@@ -7,8 +7,10 @@
 //! what a state hashes to. Must not: know about scenarios, skills, the store
 //! or the engine; do I/O.
 
+pub mod nesting;
 pub mod state;
 
+pub use nesting::{MAX_NESTING, TooDeep, check_change_nesting, check_nesting, nesting_depth};
 pub use state::{
     ApplyError, FIELD_HASH_PREFIX, FieldHashes, InitialState, RunState, StateChange, apply,
     canonical_json, hash_like, state_hash, state_hash_like, try_apply,

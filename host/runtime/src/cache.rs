@@ -3,10 +3,15 @@
 //! component never recompiles.
 //!
 //! Entries are written to a temporary file and renamed into place, so a crash
-//! or a concurrent writer never leaves a torn entry. An entry that fails to
-//! deserialize (another wasmtime, a truncated file) is recompiled and replaced.
-//! The cache directory must be trusted: deserializing compiled code is only as
-//! safe as the files in it.
+//! or a concurrent writer never leaves a torn entry. Each entry starts with a
+//! header naming the SHA-256 of the component it was compiled from and of
+//! the compiled artifact that follows ([`Entry`]); both are checked before
+//! wasmtime sees a byte of it, since deserializing compiled code trusts its
+//! input (it is native code). An entry that does not match (edited,
+//! truncated, written for another component or by an older host) is never
+//! executed: it is recompiled and replaced, with a warning. The digests catch
+//! damage and mix-ups, not an attacker who can write the cache directory and
+//! recompute them: that directory must still be trusted.
 
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -86,14 +91,27 @@ impl ComponentCache {
             return Ok((component, stats(LoadSource::Compiled, start)));
         };
         let path = dir.join(format!("{digest}.cwasm"));
-        if path.exists() {
-            // SAFETY: the file was written by `store` below from wasmtime's own
-            // `precompile_component` output for an engine with the same
-            // compatibility hash; wasmtime checks the header again on load.
-            if let Ok(component) = unsafe { Component::deserialize_file(engine, &path) } {
-                return Ok((component, stats(LoadSource::Cache, start)));
+        if let Ok(file) = std::fs::read(&path) {
+            match Entry::verify(&file, digest) {
+                Ok(artifact) => {
+                    // SAFETY: the artifact hashes to the digest recorded when
+                    // `store` wrote it from wasmtime's own
+                    // `precompile_component` output, for this component and an
+                    // engine with the same compatibility hash (the directory's
+                    // key); wasmtime checks its own header again.
+                    match unsafe { Component::deserialize(engine, artifact) } {
+                        Ok(component) => return Ok((component, stats(LoadSource::Cache, start))),
+                        Err(e) => tracing::warn!(
+                            path = %path.display(), error = %e,
+                            "unusable cache entry; recompiling"
+                        ),
+                    }
+                }
+                Err(why) => tracing::warn!(
+                    path = %path.display(), %why,
+                    "cache entry does not match its component; recompiling (it was not executed)"
+                ),
             }
-            tracing::warn!(path = %path.display(), "unusable cache entry; recompiling");
         }
         let compiled = engine
             .precompile_component(bytes)
@@ -101,7 +119,7 @@ impl ComponentCache {
         // SAFETY: `compiled` was produced just now by this engine.
         let component = unsafe { Component::deserialize(engine, &compiled) }
             .map_err(|e| compile_error(origin, e))?;
-        if let Err(e) = store(dir, &path, &compiled) {
+        if let Err(e) = store(dir, &path, &Entry::header(digest, &compiled), &compiled) {
             // A cache that cannot be written costs time, never correctness.
             tracing::warn!(path = %path.display(), error = %e, "cannot write component cache");
         }
@@ -127,11 +145,79 @@ fn compile_error(origin: &str, e: wasmtime::Error) -> LoadError {
     }
 }
 
-fn store(dir: &Path, path: &Path, compiled: &[u8]) -> std::io::Result<()> {
+/// A cache entry: a one-line header, then wasmtime's compiled artifact.
+/// The header is `skillhost-cwasm 1 <component sha256> <artifact sha256>\n`.
+struct Entry;
+
+const ENTRY_MAGIC: &str = "skillhost-cwasm 1 ";
+
+impl Entry {
+    fn header(component_digest: &str, artifact: &[u8]) -> Vec<u8> {
+        format!("{ENTRY_MAGIC}{component_digest} {}\n", sha256_hex(artifact)).into_bytes()
+    }
+
+    /// The artifact in `file`, if the header says it was compiled from the
+    /// component with `component_digest` and the artifact still hashes to
+    /// what the header recorded; else why not.
+    fn verify<'f>(file: &'f [u8], component_digest: &str) -> Result<&'f [u8], String> {
+        let end = file
+            .iter()
+            .take(256)
+            .position(|&b| b == b'\n')
+            .ok_or("no skillhost header (an entry of an older host, or not an entry)")?;
+        let header = std::str::from_utf8(&file[..end]).map_err(|_| "the header is not text")?;
+        let artifact = &file[end + 1..];
+        let (component, recorded) = header
+            .strip_prefix(ENTRY_MAGIC)
+            .and_then(|rest| rest.split_once(' '))
+            .ok_or("the header is not one this host writes")?;
+        if component != component_digest {
+            return Err(format!(
+                "it was compiled from component {component}, not {component_digest}"
+            ));
+        }
+        let actual = sha256_hex(artifact);
+        if actual != recorded {
+            return Err(format!(
+                "the compiled code hashes to {actual}, but {recorded} was recorded"
+            ));
+        }
+        Ok(artifact)
+    }
+}
+
+fn store(dir: &Path, path: &Path, header: &[u8], compiled: &[u8]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(header)?;
     tmp.write_all(compiled)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_accepted_only_for_its_component_and_unchanged() {
+        let artifact = b"\x7fELF compiled code".to_vec();
+        let component = sha256_hex(b"component");
+        let mut file = Entry::header(&component, &artifact);
+        file.extend_from_slice(&artifact);
+        assert_eq!(Entry::verify(&file, &component).unwrap(), &artifact[..]);
+
+        let other = sha256_hex(b"another component");
+        let why = Entry::verify(&file, &other).unwrap_err();
+        assert!(why.contains("compiled from component"), "{why}");
+
+        let mut edited = file.clone();
+        *edited.last_mut().unwrap() ^= 1;
+        let why = Entry::verify(&edited, &component).unwrap_err();
+        assert!(why.contains("hashes to"), "{why}");
+
+        let why = Entry::verify(&artifact, &component).unwrap_err();
+        assert!(why.contains("no skillhost header"), "{why}");
+    }
 }

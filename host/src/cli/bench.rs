@@ -35,6 +35,14 @@ pub struct EngineBenchArgs {
     /// Durable runs on SQLite to time.
     #[arg(long, default_value_t = EngineBenchSettings::default().sqlite_runs)]
     sqlite_runs: usize,
+    /// `full` also times runs with an fsync per checkpoint (SQLite
+    /// `synchronous = FULL`) against one `fdatasync` on the same disk;
+    /// `normal` (the default) times only what `host run` does by default.
+    #[arg(long, value_enum, default_value_t = Durability::Normal)]
+    durability: Durability,
+    /// Runs to time with `--durability full`.
+    #[arg(long, default_value_t = EngineBenchSettings::FULL_RUNS)]
+    full_runs: usize,
     #[command(flatten)]
     echo: EchoArgs,
     /// Print JSON only.
@@ -177,15 +185,21 @@ fn runtime_bench(args: RuntimeBenchArgs) -> CliResult {
 }
 
 fn engine(args: EngineBenchArgs) -> CliResult {
-    if args.memory_runs == 0 || args.sqlite_runs == 0 {
+    if args.memory_runs == 0 || args.sqlite_runs == 0 || args.full_runs == 0 {
         return Err(Failure::bad_input(
-            "--memory-runs and --sqlite-runs must be at least 1",
+            "--memory-runs, --sqlite-runs and --full-runs must be at least 1",
+        ));
+    }
+    if args.durability == Durability::None {
+        return Err(Failure::bad_input(
+            "--durability none keeps no database; use normal (the default) or full",
         ));
     }
     let scenario = BenchScenario::new(&args.echo.read()?).map_err(bench_failure)?;
     let settings = EngineBenchSettings {
         memory_runs: args.memory_runs,
         sqlite_runs: args.sqlite_runs,
+        full_runs: (args.durability == Durability::Full).then_some(args.full_runs),
     };
     let figures = tokio_runtime()?
         .block_on(engine_bench::engine(&scenario, settings))

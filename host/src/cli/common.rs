@@ -92,6 +92,51 @@ pub fn read_json_arg(arg: &str) -> Result<Value, Failure> {
     })
 }
 
+/// How large a run's input may be by default (1 MiB): far above what any
+/// scenario's `[input]` holds (a query, options, a few ids), and small
+/// enough that a mistaken input (a whole dataset) is refused before it is
+/// written into every copy of the run's history. Raise it with
+/// `--max-input-bytes` or `SKILLHOST_MAX_INPUT_BYTES`.
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1024 * 1024;
+
+/// The `--max-input-bytes` flag of the commands that create runs.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct InputLimitArgs {
+    /// The largest run input accepted, in bytes (default 1 MiB).
+    #[arg(
+        long,
+        value_name = "BYTES",
+        env = "SKILLHOST_MAX_INPUT_BYTES",
+        default_value_t = DEFAULT_MAX_INPUT_BYTES
+    )]
+    pub max_input_bytes: u64,
+}
+
+/// Reads a run's `--input` like [`read_json_arg`], refusing one larger
+/// than `limit.max_input_bytes` before it is read whole or parsed (and so
+/// before any database is opened).
+pub fn read_run_input(arg: &str, limit: InputLimitArgs) -> Result<Value, Failure> {
+    let max = limit.max_input_bytes;
+    let (size, origin) = match arg.strip_prefix('@') {
+        Some(path) => (
+            std::fs::metadata(path)
+                .map_err(|e| Failure::bad_input(format!("cannot read input file `{path}`: {e}")))?
+                .len(),
+            format!("input file `{path}`"),
+        ),
+        None => (arg.len() as u64, "--input".to_string()),
+    };
+    if size > max {
+        return Err(Failure::bad_input(format!(
+            "{origin} is {size} bytes, more than the {max} bytes a run's input may have \
+             (it is stored with the run); pass --max-input-bytes {size} (or set \
+             SKILLHOST_MAX_INPUT_BYTES) to raise the limit, or pass large data by reference \
+             (a path or URL the skill reads)"
+        )));
+    }
+    read_json_arg(arg)
+}
+
 /// Prints `value` as pretty JSON on stdout.
 pub fn print_json(value: &impl serde::Serialize) -> CliResult {
     let text = serde_json::to_string_pretty(value)

@@ -10,8 +10,8 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Failure, Globals, checked_input, fetch_run, load_scenario,
-    print_json, read_json_arg, store_error, tokio_runtime,
+    CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, checked_input,
+    fetch_run, load_scenario, print_json, read_run_input, store_error, tokio_runtime,
 };
 use skillhost_engine::lease::{self, RunLease};
 use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
@@ -25,6 +25,8 @@ pub struct RunArgs {
     /// The run input: inline JSON, or @FILE.
     #[arg(long, value_name = "JSON|@FILE", default_value = "{}")]
     pub input: String,
+    #[command(flatten)]
+    pub input_limit: InputLimitArgs,
     #[command(flatten)]
     pub db: DatabaseArgs,
     /// `normal` survives any kill of the process; `full` also fsyncs every
@@ -125,7 +127,7 @@ impl EventSink for Progress {
 }
 
 pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
-    let input = read_json_arg(&args.input)?;
+    let input = read_run_input(&args.input, args.input_limit)?;
     let loaded = load_scenario(&args.scenario, globals, args.json)?;
     let input = checked_input(&loaded, input)?;
     let rt = tokio_runtime()?;

@@ -113,10 +113,23 @@ async fn list(args: ListArgs) -> CliResult {
         }
         opened => opened.map_err(open_failure)?,
     };
-    let runs = store
-        .list_runs(status, args.limit)
+    // Each row is read on its own: one that does not decode or no longer
+    // matches its digest is reported, and the others are still listed.
+    let (runs, unreadable): (Vec<_>, Vec<_>) = store
+        .list_runs_each(status, args.limit)
         .await
-        .map_err(store_error)?;
+        .map_err(store_error)?
+        .into_iter()
+        .partition(Result::is_ok);
+    let runs: Vec<_> = runs.into_iter().filter_map(Result::ok).collect();
+    let unreadable: Vec<_> = unreadable.into_iter().filter_map(Result::err).collect();
+    for bad in &unreadable {
+        eprintln!(
+            "warning: run `{}` cannot be listed: {}",
+            bad.id.as_deref().unwrap_or("?"),
+            bad.error
+        );
+    }
     if args.json {
         let rows: Vec<Value> = runs
             .iter()
@@ -127,10 +140,15 @@ async fn list(args: ListArgs) -> CliResult {
                     "created_at_ms": r.created_at_ms, "updated_at_ms": r.updated_at_ms,
                 })
             })
+            .chain(
+                unreadable
+                    .iter()
+                    .map(|bad| json!({"id": bad.id, "error": bad.error.to_string()})),
+            )
             .collect();
         return print_json(&rows);
     }
-    if runs.is_empty() {
+    if runs.is_empty() && unreadable.is_empty() {
         println!("no runs in {}", store.url_for_display());
         return Ok(());
     }
@@ -146,6 +164,15 @@ async fn list(args: ListArgs) -> CliResult {
             r.status.as_str(),
             r.last_seq,
             r.current_node.unwrap_or_default()
+        );
+    }
+    for bad in &unreadable {
+        println!(
+            "{:<36}  {:<16} {:<10} {:>5}  (see the warning above)",
+            bad.id.as_deref().unwrap_or("?"),
+            "?",
+            "unreadable",
+            "?"
         );
     }
     Ok(())

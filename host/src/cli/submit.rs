@@ -6,8 +6,8 @@ use clap::Args;
 use serde_json::json;
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Globals, checked_input, load_scenario, print_json,
-    read_json_arg, store_error, tokio_runtime,
+    CliResult, DatabaseArgs, Durability, Globals, InputLimitArgs, checked_input, load_scenario,
+    print_json, read_run_input, store_error, tokio_runtime,
 };
 use skillhost_store::{NewRun, new_run_id};
 
@@ -23,6 +23,8 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "ID")]
     pub task_id: Option<String>,
     #[command(flatten)]
+    pub input_limit: InputLimitArgs,
+    #[command(flatten)]
     pub db: DatabaseArgs,
     /// Print `{"run_id": …}` instead of the bare id.
     #[arg(long)]
@@ -30,7 +32,7 @@ pub struct SubmitArgs {
 }
 
 pub fn submit(args: SubmitArgs, globals: &Globals) -> CliResult {
-    let input = read_json_arg(&args.input)?;
+    let input = read_run_input(&args.input, args.input_limit)?;
     let loaded = load_scenario(&args.scenario, globals, args.json)?;
     let input = checked_input(&loaded, input)?;
     let scenario = &*loaded.scenario;

@@ -20,7 +20,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Decode, Postgres, Row, Sqlite, Type};
 
-use crate::checkpoint::{CheckpointRow, StoredCheckpoint};
+use crate::checkpoint::{CheckpointRow, RunDigest, StoredCheckpoint};
 use crate::error::{DatabaseFailure, StoreError};
 use crate::lease::{CurrentCheckpoint, Retention};
 use crate::rows::{ArtifactRow, JournalEntry, MapItemRow, StepRow, blob_digest};
@@ -36,7 +36,7 @@ macro_rules! run_columns {
     () => {
         "id, scenario_name, scenario_path, scenario_digest, status, input, result, error, \
          current_node, last_seq, lease_owner, lease_expires_at, lease_generation, created_at, \
-         updated_at"
+         updated_at, digest"
     };
 }
 pub(crate) use run_columns;
@@ -179,7 +179,7 @@ pub(crate) trait Codec {
         })
     }
 
-    /// A row of [`RUN_COLUMNS`].
+    /// A row of [`RUN_COLUMNS`], checked against the run's digest.
     fn run_row(&self, row: &impl StoredRow) -> Result<RunRow, StoreError> {
         let id: String = self.get(row, "id")?;
         let what = |column: &str| format!("{column} of run `{id}`");
@@ -187,12 +187,27 @@ pub(crate) trait Codec {
         let status = status
             .parse()
             .map_err(|e| self.corrupt(what("status"), e))?;
+        let scenario_name: String = self.get(row, "scenario_name")?;
+        let scenario_path: String = self.get(row, "scenario_path")?;
+        let scenario_digest: String = self.get(row, "scenario_digest")?;
+        let input: String = self.get(row, "input")?;
+        let digest: Option<String> = self.get(row, "digest")?;
+        if let Some(detail) = RunDigest::mismatch(
+            &id,
+            &scenario_name,
+            &scenario_path,
+            &scenario_digest,
+            &input,
+            digest.as_deref(),
+        ) {
+            return Err(self.corrupt(format_args!("run `{id}`"), detail));
+        }
         Ok(RunRow {
-            scenario_name: self.get(row, "scenario_name")?,
-            scenario_path: self.get(row, "scenario_path")?,
-            scenario_digest: self.get(row, "scenario_digest")?,
+            scenario_name,
+            scenario_path,
+            scenario_digest,
             status,
-            input: self.json(&self.get::<String>(row, "input")?, what("input"))?,
+            input: self.json(&input, what("input"))?,
             result: self.opt_json(self.get(row, "result")?, what("result"))?,
             error: self.opt_json(self.get(row, "error")?, what("error"))?,
             current_node: self.get(row, "current_node")?,
@@ -240,13 +255,24 @@ pub(crate) trait Codec {
     ) -> Result<MapItemRow, StoreError> {
         let index: i64 = self.get(row, "item_index")?;
         let what = format!("item {index} of map node `{node_id}` of run `{run_id}`");
+        let output = self.json(&self.get::<String>(row, "output")?, &what)?;
+        let output_hash: String = self.get(row, "output_hash")?;
+        // A resumed map node reuses this output instead of calling again:
+        // it must be the output that was recorded.
+        let actual = skillhost_model::hash_like(&output, &output_hash);
+        if actual != output_hash {
+            return Err(self.corrupt(
+                &what,
+                format_args!("its output hashes to {actual}, but {output_hash} was recorded"),
+            ));
+        }
         Ok(MapItemRow {
             run_id: run_id.to_owned(),
             node_id: node_id.to_owned(),
             visit,
             item_index: self.uint(index, &what)?,
-            output: self.json(&self.get::<String>(row, "output")?, &what)?,
-            output_hash: self.get(row, "output_hash")?,
+            output,
+            output_hash,
             duration_us: self.uint(self.get(row, "duration_us")?, &what)?,
             fuel_consumed: self.uint(self.get(row, "fuel_consumed")?, &what)?,
         })
@@ -305,6 +331,8 @@ pub(crate) trait Codec {
             changes: self.get(row, "changes")?,
             state_hash: self.get(row, "state_hash")?,
             visits: self.get(row, "visits")?,
+            digest: self.get(row, "digest")?,
+            run_digest: self.get(row, "run_digest")?,
         })
     }
 

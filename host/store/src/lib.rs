@@ -1,9 +1,11 @@
 //! The run store: runs, their checkpoint history, node attempts, map items,
 //! the host-call journal and artifacts, in a database that survives crashes.
 //!
-//! Owns: the schema and its migrations (`host/migrations/<backend>/`), the
-//! checkpoint encoding (deltas plus a snapshot every [`SNAPSHOT_EVERY`]), the
-//! state hash, and the exactly-once rule for commits: a node's checkpoint,
+//! Owns: the schema and its migrations (`store/migrations/<backend>/`), the
+//! checkpoint encoding (deltas, plus a snapshot once they reach the last
+//! snapshot's size: [`checkpoint`]), the state hash and the row digests
+//! that pin what a resume trusts, the nesting bound on what is written
+//! ([`MAX_NESTING`]), and the exactly-once rule for commits: a node's checkpoint,
 //! step row, journal and artifacts land in one transaction, and only if its
 //! seq is exactly the last one + 1. Must not: know about scenarios, skills or
 //! edges (the engine decides what a step is; the store makes it durable),
@@ -44,7 +46,8 @@ pub use lease::{
 };
 pub use migrate::SCHEMA_VERSION;
 pub use rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
-pub use run::{NewRun, RunRow, RunStatus, UnknownRunStatus, new_run_id};
+pub use run::{NewRun, RunRow, RunStatus, UnknownRunStatus, UnreadableRun, new_run_id};
+pub use skillhost_model::{MAX_NESTING, TooDeep, check_change_nesting, check_nesting};
 pub use state::{
     ApplyError, FIELD_HASH_PREFIX, FieldHashes, InitialState, RunState, StateChange, apply,
     canonical_json, hash_like, state_hash, state_hash_like, try_apply,
@@ -111,6 +114,8 @@ pub struct Store {
     /// Set on handles made by [`Store::fenced`]: commits and finishes of the
     /// lease's run are refused once the lease changed hands.
     fence: Option<Arc<Lease>>,
+    /// When each run's next snapshot is due; shared by clones.
+    plans: Arc<checkpoint::SnapshotPlans>,
 }
 
 #[derive(Debug, Clone)]
@@ -171,6 +176,7 @@ impl Store {
             backend,
             display,
             fence: None,
+            plans: Arc::default(),
         })
     }
 
@@ -216,14 +222,46 @@ impl Store {
 
     /// Creates a running run and its checkpoint 0: the full initial state,
     /// node [`START_NODE`], next node `run.start_node`.
+    /// Refuses ([`StoreError::Invalid`]) an input or initial state nested
+    /// deeper than [`MAX_NESTING`].
     pub async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        dispatch!(self, s => s.create_run(run, RunStatus::Running, None).await)
+        self.create(run, RunStatus::Running, None).await
+    }
+
+    async fn create(
+        &self,
+        run: &NewRun,
+        status: RunStatus,
+        task_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.check_new_run(run)?;
+        dispatch!(self, s => s.create_run(run, status, task_id).await)?;
+        self.plans.set(
+            &run.id,
+            checkpoint::EncodedCheckpoint::initial_plan(&run.initial_state),
+        );
+        Ok(())
+    }
+
+    /// A run whose input or initial state could not be read back is not
+    /// written.
+    fn check_new_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        let invalid = |e: TooDeep| StoreError::Invalid {
+            db: self.display.clone(),
+            message: format!("run `{}` was not created: {e}", run.id),
+        };
+        skillhost_model::check_nesting(&run.input, || "the run's input".into()).map_err(invalid)?;
+        for (field, value) in run.initial_state.state().iter() {
+            skillhost_model::check_nesting(value, || format!("initial state field `{field}`"))
+                .map_err(invalid)?;
+        }
+        Ok(())
     }
 
     /// Like [`create_run`](Self::create_run), but the run waits in the queue
     /// (status `queued`) for a worker.
     pub async fn enqueue_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        dispatch!(self, s => s.create_run(run, RunStatus::Queued, None).await)
+        self.create(run, RunStatus::Queued, None).await
     }
 
     /// [`enqueue_run`](Self::enqueue_run) for a task: the run's checkpoints
@@ -235,15 +273,17 @@ impl Store {
         run: &NewRun,
         task_id: Option<&str>,
     ) -> Result<(), StoreError> {
-        dispatch!(self, s => s.create_run(run, RunStatus::Queued, task_id).await)
+        self.create(run, RunStatus::Queued, task_id).await
     }
 
     /// Writes one node's outcome in ONE transaction: the checkpoint (changes,
-    /// plus the full state on snapshot seqs), the step row, the journal
+    /// plus the full state when a snapshot is due), the step row, the journal
     /// entries, and the run's status (`running`), current node (the first of
     /// `next_nodes`) and `last_seq`. Fails with [`StoreError::Conflict`],
     /// writing nothing, unless `commit.seq` is exactly the last seq + 1 and
-    /// the run is not finished: the exactly-once guard on resume.
+    /// the run is not finished: the exactly-once guard on resume. Refuses
+    /// ([`StoreError::Invalid`], writing nothing) changes nested deeper than
+    /// [`MAX_NESTING`].
     pub async fn commit_step(&self, commit: &StepCommit) -> Result<(), StoreError> {
         self.commit_step_with_artifacts(commit, &[]).await
     }
@@ -255,6 +295,10 @@ impl Store {
         commit: &StepCommit,
         artifacts: &[NewArtifact],
     ) -> Result<(), StoreError> {
+        let fence = self.fence_for(&commit.run_id);
+        let plan = self.plans.get(&commit.run_id);
+        // First: it refuses changes too deep to hash or serialise safely.
+        let (encoded, after) = checkpoint::EncodedCheckpoint::new(&self.display, commit, plan)?;
         // The engine hashes incrementally (`FieldHashes`); in debug builds,
         // every commit is checked against a hash from scratch.
         debug_assert_eq!(
@@ -262,19 +306,32 @@ impl Store {
             state::state_hash_like(&commit.full_state, &commit.state_hash),
             "StepCommit.state_hash must be the hash of full_state"
         );
-        let fence = self.fence_for(&commit.run_id);
-        dispatch!(self, s => s.commit_step(commit, artifacts, fence).await)
+        dispatch!(self, s => s.commit_step(commit, &encoded, artifacts, fence).await)?;
+        self.plans.set(&commit.run_id, after);
+        Ok(())
     }
 
     /// Records a finished item of a map node, durable before the node's own
     /// commit. Idempotent on (run, node, visit, item index): the first output
     /// recorded wins.
+    /// Refuses an output nested deeper than [`MAX_NESTING`].
     pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
+        skillhost_model::check_nesting(&item.output, || {
+            format!(
+                "the output of item {} of map node `{}`",
+                item.item_index, item.node_id
+            )
+        })
+        .map_err(|e| StoreError::Invalid {
+            db: self.display.clone(),
+            message: format!("run `{}`: {e}", item.run_id),
+        })?;
         let fence = self.fence_for(&item.run_id);
         dispatch!(self, s => s.record_map_item(item, fence).await)
     }
 
-    /// The recorded items of one visit of a map node, by item index.
+    /// The recorded items of one visit of a map node, by item index, each
+    /// checked against its recorded output hash ([`StoreError::Corrupt`]).
     pub async fn map_items(
         &self,
         run_id: &str,
@@ -302,20 +359,36 @@ impl Store {
         let fence = self.fence_for(run_id);
         let result = result.map(RunResult::json_text);
         let result = result.as_deref();
-        dispatch!(self, s => s.finish_run(run_id, status, result, error, fence).await)
+        dispatch!(self, s => s.finish_run(run_id, status, result, error, fence).await)?;
+        self.plans.forget(run_id);
+        Ok(())
     }
 
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
         dispatch!(self, s => s.run(run_id).await)
     }
 
-    /// Runs, newest first, optionally only those with `status`; at most `limit`.
+    /// Runs, newest first, optionally only those with `status`; at most
+    /// `limit`. Fails on the first row that does not decode or match its
+    /// digest; [`list_runs_each`](Self::list_runs_each) lists the others.
     pub async fn list_runs(
         &self,
         status: Option<RunStatus>,
         limit: u32,
     ) -> Result<Vec<RunRow>, StoreError> {
         dispatch!(self, s => s.list_runs(status, limit).await)
+    }
+
+    /// [`list_runs`](Self::list_runs) with each row decoded and checked on
+    /// its own: a row that does not decode, or no longer matches its digest,
+    /// is an [`UnreadableRun`] (its id and a [`StoreError::Corrupt`] naming
+    /// it), and the others are listed.
+    pub async fn list_runs_each(
+        &self,
+        status: Option<RunStatus>,
+        limit: u32,
+    ) -> Result<Vec<Result<RunRow, UnreadableRun>>, StoreError> {
+        dispatch!(self, s => s.list_runs_each(status, limit).await)
     }
 
     /// Every attempt of the run, in the order they were recorded.
@@ -334,9 +407,17 @@ impl Store {
     }
 
     /// The state at the run's last checkpoint, rebuilt and verified against
-    /// its hash ([`StoreError::Corrupt`] on mismatch). None for an unknown run.
+    /// its hash and every replayed row against its digest
+    /// ([`StoreError::Corrupt`], naming the run, the seq and what does not
+    /// match). None for an unknown run.
     pub async fn latest_state(&self, run_id: &str) -> Result<Option<LoadedCheckpoint>, StoreError> {
-        dispatch!(self, s => s.latest_state(run_id).await)
+        let loaded = dispatch!(self, s => s.latest_state(run_id).await)?;
+        Ok(loaded.map(|(checkpoint, plan)| {
+            // A resume continues from here: its next snapshot is due when
+            // this run's would have been.
+            self.plans.set(run_id, plan);
+            checkpoint
+        }))
     }
 
     /// The state at checkpoint `seq`, rebuilt and verified. None if the run

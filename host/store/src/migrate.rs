@@ -45,6 +45,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "explicit_task_rows",
         sql: include_str!("../migrations/sqlite/0004_explicit_task_rows.sql"),
     },
+    Migration {
+        version: 5,
+        name: "row_digests",
+        sql: include_str!("../migrations/sqlite/0005_row_digests.sql"),
+    },
 ];
 
 /// The Postgres migrations: the same versions and names as [`SQLITE`], in
@@ -70,10 +75,15 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "explicit_task_rows",
         sql: include_str!("../migrations/postgres/0004_explicit_task_rows.sql"),
     },
+    Migration {
+        version: 5,
+        name: "row_digests",
+        sql: include_str!("../migrations/postgres/0005_row_digests.sql"),
+    },
 ];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";

@@ -27,12 +27,12 @@ use std::future::Future;
 use sqlx::query::Query;
 use sqlx::{Database, Encode, Type};
 
-use crate::checkpoint::{CheckpointRow, LoadedCheckpoint, rebuild};
+use crate::checkpoint::{CheckpointRow, LoadedCheckpoint, SnapshotPlan, rebuild};
 use crate::codec::{Codec, StoredRow, run_columns};
 use crate::error::StoreError;
 use crate::lease::{CurrentCheckpoint, Retention};
 use crate::rows::{ArtifactRow, JournalEntry, MapItemRow, StepRow};
-use crate::run::{RunRow, RunStatus};
+use crate::run::{RunRow, RunStatus, UnreadableRun};
 
 /// A value bound to a read's `$N` parameter.
 #[derive(Debug, Clone, Copy)]
@@ -96,7 +96,8 @@ const HISTORY: &str = "\
     WITH target AS (SELECT COALESCE(CAST($2 AS BIGINT), \
         (SELECT MAX(seq) FROM checkpoints WHERE run_id = $1)) AS seq) \
     SELECT c.seq, c.node_id, c.next_nodes, c.is_snapshot, c.state, c.changes, \
-        c.state_hash, c.visits \
+        c.state_hash, c.visits, c.digest, \
+        (SELECT r.digest FROM runs AS r WHERE r.id = $1) AS run_digest \
     FROM checkpoints AS c, target \
     WHERE c.run_id = $1 AND c.seq <= target.seq AND c.seq >= COALESCE( \
         (SELECT MAX(s.seq) FROM checkpoints AS s \
@@ -158,6 +159,29 @@ pub(crate) trait Reads: Codec + Sync {
         rows.iter().map(|row| self.run_row(row)).collect()
     }
 
+    /// [`list_runs`](Self::list_runs), each row decoded and checked on its
+    /// own: a bad row is its error, and the others are still listed.
+    async fn list_runs_each(
+        &self,
+        status: Option<RunStatus>,
+        limit: u32,
+    ) -> Result<Vec<Result<RunRow, UnreadableRun>>, StoreError> {
+        let params = [
+            Param::MaybeText(status.map(RunStatus::as_str)),
+            Param::Int(i64::from(limit)),
+        ];
+        let rows = self.fetch(RUNS, &params, "listing runs").await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                self.run_row(row).map_err(|error| UnreadableRun {
+                    id: row.column("id").ok(),
+                    error: Box::new(error),
+                })
+            })
+            .collect())
+    }
+
     async fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
         let action = format!("reading steps of run `{run_id}`");
         let rows = self.fetch(STEPS, &[Param::Text(run_id)], &action).await?;
@@ -200,7 +224,10 @@ pub(crate) trait Reads: Codec + Sync {
             .collect()
     }
 
-    async fn latest_state(&self, run_id: &str) -> Result<Option<LoadedCheckpoint>, StoreError> {
+    async fn latest_state(
+        &self,
+        run_id: &str,
+    ) -> Result<Option<(LoadedCheckpoint, SnapshotPlan)>, StoreError> {
         self.load(run_id, None).await
     }
 
@@ -212,16 +239,17 @@ pub(crate) trait Reads: Codec + Sync {
         let Ok(target) = i64::try_from(seq) else {
             return Ok(None);
         };
-        self.load(run_id, Some(target)).await
+        let loaded = self.load(run_id, Some(target)).await?;
+        Ok(loaded.map(|(checkpoint, _)| checkpoint))
     }
 
     /// Rebuilds the state at `seq` (the last checkpoint if None), verified
-    /// against its hash.
+    /// against its digests and hash, with the run's snapshot plan there.
     async fn load(
         &self,
         run_id: &str,
         seq: Option<i64>,
-    ) -> Result<Option<LoadedCheckpoint>, StoreError> {
+    ) -> Result<Option<(LoadedCheckpoint, SnapshotPlan)>, StoreError> {
         let what = match seq {
             Some(seq) => format!("checkpoint {seq}"),
             None => "the last checkpoint".to_owned(),

@@ -122,6 +122,18 @@ pub struct RunRow {
     pub lease_generation: u64,
 }
 
+/// A run row that could not be read back: it does not decode, or no
+/// longer matches its digest. Listed on its own so that the other runs
+/// still are.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct UnreadableRun {
+    /// The run's id, when even that could not be read: None.
+    pub id: Option<String>,
+    #[source]
+    pub error: Box<super::StoreError>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ mod artifacts;
 mod boundaries;
 mod events;
 mod failures;
+mod integrity;
 mod kinds;
 mod map;
 mod postgres;

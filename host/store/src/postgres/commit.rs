@@ -19,7 +19,7 @@ use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::query::QueryScalar;
 
 use super::PgStore;
-use crate::checkpoint::{EncodedCheckpoint, START_NODE, StepCommit};
+use crate::checkpoint::{EncodedCheckpoint, RunDigest, START_NODE, StepCommit};
 use crate::codec::{ACTIVE, Codec, StepBinds, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, holds, lease_lost};
@@ -86,8 +86,8 @@ const CHECKPOINT_STATEMENT: &str = "\
         RETURNING id, task_id), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
-            changes, state_hash, visits, bytes, created_at) \
-        SELECT r.id, $2, $18, $19, $21, $22, $23, $20, $24, $25, $4 FROM r), \
+            changes, state_hash, visits, bytes, created_at, digest) \
+        SELECT r.id, $2, $18, $19, $21, $22, $23, $20, $24, $25, $4, $26 FROM r), \
     s AS ( \
         INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \
             duration_us, input_hash, output_hash, error, fuel_consumed, \
@@ -117,6 +117,7 @@ pub(super) struct Prepared {
     pub(super) state_hash: String,
     pub(super) visits: String,
     pub(super) bytes: i64,
+    pub(super) digest: String,
     pub(super) step: StepBinds,
     pub(super) fence: Option<Lease>,
 }
@@ -139,6 +140,10 @@ pub(super) struct PreparedRun {
     pub(super) state_hash: String,
     pub(super) visits: String,
     pub(super) bytes: i64,
+    /// The digest of checkpoint 0.
+    pub(super) digest: String,
+    /// The run's digest.
+    pub(super) run_digest: String,
 }
 
 /// A run's final status, ready to bind.
@@ -193,14 +198,22 @@ impl PgStore {
         status: RunStatus,
         task_id: Option<&str>,
     ) -> Result<(), StoreError> {
-        let encoded = EncodedCheckpoint::initial(&run.start_node, &run.initial_state);
+        let encoded = EncodedCheckpoint::initial(&run.id, &run.start_node, &run.initial_state);
+        let input = run.input.to_string();
+        let run_digest = RunDigest::of(
+            &run.id,
+            &run.scenario_name,
+            &run.scenario_path,
+            &run.scenario_digest,
+            &input,
+        );
         let prepared = PreparedRun {
             id: run.id.clone(),
             scenario_name: run.scenario_name.clone(),
             scenario_path: run.scenario_path.clone(),
             scenario_digest: run.scenario_digest.clone(),
             status: status.as_str().to_owned(),
-            input: run.input.to_string(),
+            input,
             start_node: run.start_node.clone(),
             task_id: task_id.map(str::to_owned),
             next_nodes: encoded.next_nodes,
@@ -210,6 +223,8 @@ impl PgStore {
             state_hash: run.initial_state.hash().to_owned(),
             visits: encoded.visits,
             bytes: encoded.bytes as i64,
+            digest: encoded.digest,
+            run_digest,
         };
         match &self.group {
             Some(group) => group.create(prepared, &self.db).await,
@@ -226,13 +241,13 @@ impl PgStore {
         let inserted = sqlx::query(
             "WITH r AS ( \
                  INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, \
-                     input, current_node, last_seq, created_at, updated_at, task_id) \
-                 VALUES ($1, $12, $13, $14, $15, $16, $17, 0, $10, $10, $11) \
+                     input, current_node, last_seq, created_at, updated_at, task_id, digest) \
+                 VALUES ($1, $12, $13, $14, $15, $16, $17, 0, $10, $10, $11, $19) \
                  RETURNING id, task_id), \
              c AS ( \
                  INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, \
-                     state, changes, state_hash, visits, bytes, created_at) \
-                 SELECT r.id, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM r) \
+                     state, changes, state_hash, visits, bytes, created_at, digest) \
+                 SELECT r.id, 0, $2, $3, $4, $5, $6, $7, $8, $9, $10, $18 FROM r) \
              INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_hash, \
                  updated_at) SELECT r.task_id, r.id, 0, $2, $3, $7, $10 FROM r \
                  WHERE r.task_id IS NOT NULL \
@@ -257,6 +272,8 @@ impl PgStore {
         .bind(&run.status)
         .bind(&run.input)
         .bind(&run.start_node)
+        .bind(&run.digest)
+        .bind(&run.run_digest)
         .execute(&self.pool)
         .await;
         match inserted {
@@ -274,11 +291,15 @@ impl PgStore {
     pub async fn commit_step(
         &self,
         commit: &StepCommit,
+        encoded: &EncodedCheckpoint,
         artifacts: &[NewArtifact],
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
         self.retrying(|maybe_done| async move {
-            match self.commit_step_once(commit, artifacts, fence).await {
+            match self
+                .commit_step_once(commit, encoded, artifacts, fence)
+                .await
+            {
                 Err(e) if maybe_done && e.is_conflict() && self.already_committed(commit).await => {
                     Ok(())
                 }
@@ -307,6 +328,7 @@ impl PgStore {
     async fn commit_step_once(
         &self,
         commit: &StepCommit,
+        encoded: &EncodedCheckpoint,
         artifacts: &[NewArtifact],
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
@@ -314,13 +336,8 @@ impl PgStore {
         if commit.seq == 0 {
             return Err(refusal::seq_zero(&self.db, run_id));
         }
-        let encoded = EncodedCheckpoint::new(
-            commit.seq,
-            &commit.next_nodes,
-            &commit.changes,
-            &commit.full_state,
-            &commit.visits,
-        );
+        // A retry after a broken connection encodes nothing again.
+        let encoded = encoded.clone();
         let step = StepRow {
             run_id: commit.run_id.clone(),
             seq: Some(commit.seq),
@@ -338,6 +355,7 @@ impl PgStore {
             state_hash: commit.state_hash.clone(),
             visits: encoded.visits,
             bytes: encoded.bytes as i64,
+            digest: encoded.digest,
             step: self.step_binds(&step)?,
             fence: fence.cloned(),
         };
@@ -389,7 +407,8 @@ impl PgStore {
             .bind(&p.state)
             .bind(&p.changes)
             .bind(&p.visits)
-            .bind(p.bytes);
+            .bind(p.bytes)
+            .bind(&p.digest);
 
         if journal.is_empty() && artifacts.is_empty() {
             // Nothing is written before COMMIT that is not in this one

@@ -299,6 +299,7 @@ impl PgStore {
             .bind(opt_int(|p| p.step.fuel_consumed))
             .bind(opt_int(|p| p.step.memory_peak_bytes))
             .bind(opt(|p| p.step.detail.as_deref()))
+            .bind(text(|p| &p.digest))
             .fetch_all(&self.pool)
             .await
     }
@@ -329,6 +330,8 @@ impl PgStore {
             .bind(c.iter().map(|r| r.bytes).collect::<Vec<i64>>())
             .bind(now_ms())
             .bind(START_NODE)
+            .bind(text(|r| r.digest.clone()))
+            .bind(text(|r| r.run_digest.clone()))
             .fetch_all(&self.pool)
             .await
     }
@@ -368,22 +371,23 @@ const CREATE_STATEMENT: &str = "\
     WITH u AS ( \
         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
             $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[], $11::text[], \
-            $12::text[], $13::text[], $14::text[], $15::bigint[]) WITH ORDINALITY \
+            $12::text[], $13::text[], $14::text[], $15::bigint[], $18::text[], \
+            $19::text[]) WITH ORDINALITY \
         AS u(id, scenario_name, scenario_path, scenario_digest, status, input, start_node, \
             task_id, next_nodes, is_snapshot, state, changes, state_hash, visits, bytes, \
-            ord)), \
+            digest, run_digest, ord)), \
     r AS ( \
         INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
-            current_node, last_seq, created_at, updated_at, task_id) \
+            current_node, last_seq, created_at, updated_at, task_id, digest) \
         SELECT id, scenario_name, scenario_path, scenario_digest, status, input, \
-            start_node, 0, $16, $16, task_id FROM u ORDER BY id \
+            start_node, 0, $16, $16, task_id, run_digest FROM u ORDER BY id \
         ON CONFLICT (id) DO NOTHING \
         RETURNING id, task_id), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
-            changes, state_hash, visits, bytes, created_at) \
+            changes, state_hash, visits, bytes, created_at, digest) \
         SELECT u.id, 0, $17, u.next_nodes, u.is_snapshot, u.state, u.changes, \
-            u.state_hash, u.visits, u.bytes, $16 \
+            u.state_hash, u.visits, u.bytes, $16, u.digest \
         FROM r JOIN u ON u.id = r.id), \
     t AS ( \
         INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, \
@@ -429,11 +433,12 @@ const BATCH_STATEMENT: &str = "\
             $6::bigint[], $7::text[], $8::text[], $9::bool[], $10::text[], $11::text[], \
             $12::text[], $13::text[], $14::bigint[], $15::text[], $16::bigint[], \
             $17::text[], $18::bigint[], $19::bigint[], $20::text[], $21::text[], \
-            $22::text[], $23::bigint[], $24::bigint[], $25::text[]) WITH ORDINALITY \
+            $22::text[], $23::bigint[], $24::bigint[], $25::text[], $26::text[]) \
+        WITH ORDINALITY \
         AS u(run_id, seq, current_node, owner, generation, node_id, next_nodes, \
             is_snapshot, state, changes, state_hash, visits, bytes, step_node, attempt, \
             status, started_at, duration_us, input_hash, output_hash, error, fuel, \
-            memory, detail, ord) \
+            memory, detail, digest, ord) \
         ORDER BY run_id), \
     r AS ( \
         UPDATE runs SET last_seq = u.seq, current_node = u.current_node, updated_at = $4, \
@@ -446,9 +451,9 @@ const BATCH_STATEMENT: &str = "\
         RETURNING runs.id, runs.task_id, u.ord), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
-            changes, state_hash, visits, bytes, created_at) \
+            changes, state_hash, visits, bytes, created_at, digest) \
         SELECT u.run_id, u.seq, u.node_id, u.next_nodes, u.is_snapshot, u.state, \
-            u.changes, u.state_hash, u.visits, u.bytes, $4 \
+            u.changes, u.state_hash, u.visits, u.bytes, $4, u.digest \
         FROM r JOIN u ON u.ord = r.ord), \
     s AS ( \
         INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, \

@@ -12,7 +12,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::Value;
 
 use super::SqliteStore;
-use crate::checkpoint::{EncodedCheckpoint, START_NODE, StepCommit};
+use crate::checkpoint::{EncodedCheckpoint, RunDigest, START_NODE, StepCommit};
 use crate::codec::{ACTIVE, Codec, StepBinds, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, holds, lease_lost};
@@ -59,9 +59,16 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let action = format_args!("creating run `{}`", run.id).to_string();
         let now = now_ms();
-        let encoded = EncodedCheckpoint::initial(&run.start_node, &run.initial_state);
+        let encoded = EncodedCheckpoint::initial(&run.id, &run.start_node, &run.initial_state);
         let hash = run.initial_state.hash();
         let input = run.input.to_string();
+        let digest = RunDigest::of(
+            &run.id,
+            &run.scenario_name,
+            &run.scenario_path,
+            &run.scenario_digest,
+            &input,
+        );
         self.writer
             .write(&action, |tx| {
                 // The run's row goes first, so a duplicate id fails before
@@ -79,6 +86,7 @@ impl SqliteStore {
                         run.start_node,
                         now,
                         task_id,
+                        digest,
                     ],
                 );
                 if let Err(e) = inserted {
@@ -116,6 +124,7 @@ impl SqliteStore {
     pub async fn commit_step(
         &self,
         commit: &StepCommit,
+        encoded: &EncodedCheckpoint,
         artifacts: &[NewArtifact],
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
@@ -125,13 +134,6 @@ impl SqliteStore {
             return Err(refusal::seq_zero(&self.db, run_id));
         }
         let seq = self.int(commit.seq, "checkpoint seq")?;
-        let encoded = EncodedCheckpoint::new(
-            commit.seq,
-            &commit.next_nodes,
-            &commit.changes,
-            &commit.full_state,
-            &commit.visits,
-        );
         let step = StepRow {
             run_id: commit.run_id.clone(),
             seq: Some(commit.seq),
@@ -166,7 +168,7 @@ impl SqliteStore {
                 run_id,
                 seq,
                 &commit.node_id,
-                &encoded,
+                encoded,
                 &commit.state_hash,
                 now,
             );
@@ -424,21 +426,22 @@ impl SqliteStore {
 // The write statements, each prepared once on the writer connection. They use
 // SQLite's `?N` parameters (the reads, through sqlx, use `$N`).
 
-/// A new run ($1..$9: id, scenario name, path, digest, status, input,
-/// current node, now, task id).
+/// A new run ($1..$10: id, scenario name, path, digest, status, input,
+/// current node, now, task id, the run's digest).
 const INSERT_RUN_SQL: &str = "\
 INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
-    current_node, last_seq, created_at, updated_at, task_id) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8, ?9)";
+    current_node, last_seq, created_at, updated_at, task_id, digest) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8, ?9, ?10)";
 
 /// A checkpoint ($1 run id, $2 seq, $3 node, $4 next nodes, $5 is_snapshot,
-/// $6 state, $7 changes, $8 state hash, $9 visits, $10 bytes, $11 now). The
+/// $6 state, $7 changes, $8 state hash, $9 visits, $10 bytes, $11 now,
+/// $12 the row's digest). The
 /// `checkpoints_in_sequence` trigger (migration 0001) aborts it unless seq is
 /// 0 or exactly last_seq + 1 of an active run.
 const INSERT_CHECKPOINT_SQL: &str = "\
 INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, changes, \
-    state_hash, visits, bytes, created_at) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+    state_hash, visits, bytes, created_at, digest) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
 
 /// A run's position after a checkpoint ($1 run id, $2 seq, $3 current node, $4 now).
 const ADVANCE_RUN_SQL: &str =
@@ -538,6 +541,7 @@ fn insert_checkpoint(
             encoded.visits,
             encoded.bytes as i64,
             now,
+            encoded.digest,
         ],
     )
 }

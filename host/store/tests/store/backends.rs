@@ -17,10 +17,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use skillhost_store::{
-    MapItemRow, NewArtifact, RunStatus, SCHEMA_VERSION, SNAPSHOT_EVERY, START_NODE, StateChange,
-    StepRow, Store, StoreError, state_hash,
+    MapItemRow, NewArtifact, RunStatus, SCHEMA_VERSION, START_NODE, StateChange, StepRow, Store,
+    StoreError, state_hash,
 };
 use sqlx::{Connection, PgConnection, SqliteConnection};
+
+/// What schema version 5 added, taken out again (both backends), to make
+/// a database of an older version.
+const UNDO_5: &str =
+    "ALTER TABLE runs DROP COLUMN digest; ALTER TABLE checkpoints DROP COLUMN digest;";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -140,6 +145,9 @@ both!(
     a_version_2_database_is_upgraded_in_place,
     a_stale_runner_writes_no_failed_steps_map_items_or_artifacts,
     every_read_reports_a_tampered_value_as_corrupt,
+    everything_a_resume_trusts_is_checked_against_its_digest,
+    values_nested_too_deep_are_refused_at_write_and_never_overflow_a_read,
+    checkpoint_bytes_stay_within_twice_the_deltas_plus_the_final_state,
 );
 
 async fn history_round_trips_over_forty_steps_across_snapshots(kind: Kind) {
@@ -178,13 +186,22 @@ async fn history_round_trips_over_forty_steps_across_snapshots(kind: Kind) {
 
     let history = store.checkpoints("r1").await.unwrap();
     assert_eq!(history.len(), 41);
+    // A snapshot exactly when the deltas since the last one reach its size.
+    let state_bytes = |seq: usize| serde_json::to_string(&states[seq]).unwrap().len() as u64;
+    let (mut last_snapshot, mut since) = (0, 0);
     for (seq, row) in history.iter().enumerate() {
         assert_eq!(row.seq, seq as u64);
-        assert_eq!(
-            row.is_snapshot,
-            (seq as u64).is_multiple_of(SNAPSHOT_EVERY),
-            "seq {seq}"
-        );
+        if seq == 0 {
+            assert!(row.is_snapshot);
+            last_snapshot = state_bytes(0);
+            continue;
+        }
+        let delta = row.bytes - if row.is_snapshot { state_bytes(seq) } else { 0 };
+        since += delta;
+        assert_eq!(row.is_snapshot, since >= last_snapshot, "seq {seq}");
+        if row.is_snapshot {
+            (last_snapshot, since) = (state_bytes(seq), 0);
+        }
         assert_eq!(row.state_hash, state_hash(&states[seq]));
     }
     assert_eq!(history[0].node_id, START_NODE);
@@ -354,7 +371,8 @@ async fn a_checkpoint_out_of_sequence_writes_nothing(kind: Kind) {
 async fn tampered_history_is_reported_as_corrupt(kind: Kind) {
     let db = Db::new(kind).await;
     let store = db.open().await;
-    let mut state = json!({"log": []});
+    // Large enough that five small deltas take no snapshot after seq 0.
+    let mut state = json!({"log": [], "pad": "p".repeat(2_000)});
     store
         .create_run(&new_run("run-t", state.clone()))
         .await
@@ -378,17 +396,17 @@ async fn tampered_history_is_reported_as_corrupt(kind: Kind) {
 
     let store = db.open().await;
     assert_eq!(
-        store.state_at("run-t", 2).await.unwrap().unwrap().state,
-        json!({"log": [1, 2]})
+        store.state_at("run-t", 2).await.unwrap().unwrap().state["log"],
+        json!([1, 2])
     );
+    // Loading 3 or anything rebuilt through it names the edited row and
+    // what in it no longer matches its digest.
     for seq in [3, 5] {
         let error = store.state_at("run-t", seq).await.unwrap_err();
         assert!(error.is_corrupt(), "{error}");
         let message = error.to_string();
-        assert!(
-            message.contains(&format!("checkpoint {seq} of run `run-t`")),
-            "{message}"
-        );
+        assert!(message.contains("checkpoint 3 of run `run-t`"), "{message}");
+        assert!(message.contains("committed: its changes"), "{message}");
         assert!(message.contains(&db.url), "{message}");
     }
     let error = store.latest_state("run-t").await.unwrap_err();
@@ -396,10 +414,16 @@ async fn tampered_history_is_reported_as_corrupt(kind: Kind) {
 
     // A damaged snapshot and unreadable changes are caught the same way.
     store.close().await;
-    db.exec("UPDATE checkpoints SET state = '{\"log\":[0]}' WHERE seq = 0")
+    db.exec("UPDATE checkpoints SET state = '{\"log\":[0],\"pad\":\"\"}' WHERE seq = 0")
         .await;
     db.exec("UPDATE checkpoints SET changes = 'not json' WHERE seq = 4")
         .await;
+    // Checkpoint 3 as it was written.
+    db.exec(
+        "UPDATE checkpoints SET changes = '[{\"op\":\"append\",\"field\":\"log\",\"items\":[3]}]' \
+         WHERE run_id = 'run-t' AND seq = 3",
+    )
+    .await;
     let store = db.open().await;
     assert!(store.state_at("run-t", 0).await.unwrap_err().is_corrupt());
     let error = store.state_at("run-t", 4).await.unwrap_err();
@@ -713,7 +737,8 @@ async fn checkpoints_store_what_changed_not_the_whole_state(kind: Kind) {
         total / history.len() as u64,
         full * history.len() as u64,
     );
-    assert_eq!(deltas.len(), 38);
+    // The deltas never add up to the state's size: no snapshot after seq 0.
+    assert_eq!(deltas.len(), 40);
     assert!(
         largest_delta * 30 < full,
         "a delta checkpoint takes {largest_delta} B"
@@ -1107,7 +1132,7 @@ async fn prune_deletes_only_old_finished_runs(kind: Kind) {
                     visit: 1,
                     item_index: 0,
                     output: json!({"item": 0}),
-                    output_hash: "h".repeat(64),
+                    output_hash: state_hash(&json!({"item": 0})),
                     duration_us: 1,
                     fuel_consumed: 1,
                 })
@@ -1340,9 +1365,10 @@ async fn sqlite_migrates_a_version_3_database() {
              updated_at) \
          SELECT run_id, run_id, seq, node_id, next_nodes, state_hash, created_at \
          FROM checkpoints WHERE run_id = 'solo'; \
-         UPDATE skillhost_meta SET value = '3' WHERE key = 'schema_version'",
+         UPDATE skillhost_meta SET value = '3' WHERE key = 'schema_version'; ",
     )
     .await;
+    db.exec(UNDO_5).await;
     assert_eq!(db.count("SELECT COUNT(*) FROM task_checkpoints").await, 2);
 
     let store = db.open().await;
@@ -1666,7 +1692,7 @@ async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
     };
     db.exec(&format!(
         "CREATE INDEX runs_by_updated ON runs (updated_at) \
-         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} \
+         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {UNDO_5} \
          UPDATE skillhost_meta SET value = '2' WHERE key = 'schema_version'"
     ))
     .await;
@@ -1680,6 +1706,8 @@ async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
 
     let store = db.open().await;
     assert!(store.run("kept").await.unwrap().is_some());
+    // Its checkpoint 0 has no digest: the run is marked as older than them.
+    assert_eq!(store.latest_state("kept").await.unwrap().unwrap().seq, 0);
     store.close().await;
     assert_eq!(db.count(index_count).await, 0);
     assert_eq!(
@@ -1712,7 +1740,7 @@ async fn a_stale_runner_writes_no_failed_steps_map_items_or_artifacts(kind: Kind
         visit: 1,
         item_index: index,
         output: json!({"item": index}),
-        output_hash: "h".repeat(64),
+        output_hash: state_hash(&json!({"item": index})),
         duration_us: 1,
         fuel_consumed: 1,
     };
@@ -1813,7 +1841,10 @@ async fn every_read_reports_a_tampered_value_as_corrupt(kind: Kind) {
             "{message}\nexpected: {expected}"
         );
     };
-    let input = ("input of run `r`", "not valid JSON");
+    let input = (
+        "run `r`",
+        "what it stores no longer matches the digest recorded when it was created: its input",
+    );
     corrupt(store.run("r").await.unwrap_err(), input.0, input.1);
     corrupt(
         store.list_runs(None, 10).await.unwrap_err(),
@@ -1865,4 +1896,327 @@ async fn every_read_reports_a_tampered_value_as_corrupt(kind: Kind) {
         store.artifact_bytes(&digest).await.unwrap().unwrap(),
         b"kept".to_vec()
     );
+}
+
+/// A run with a state large enough that three small steps take no snapshot
+/// after seq 0.
+async fn three_steps(store: &Store, run_id: &str) {
+    let mut state = json!({"log": [], "pad": "p".repeat(2_000)});
+    store
+        .create_run(&new_run(run_id, state.clone()))
+        .await
+        .unwrap();
+    let mut visits = BTreeMap::new();
+    for seq in 1..=3 {
+        let changes = vec![StateChange::Append {
+            field: "log".into(),
+            items: vec![json!(seq)],
+        }];
+        let c = commit(run_id, seq, &mut state, &mut visits, changes);
+        store.commit_step(&c).await.unwrap();
+    }
+}
+
+/// What a resume reads (the run's input and scenario, the last checkpoint's
+/// next nodes and visit counts, every delta replayed, the snapshot) is
+/// pinned: an edit of any of them, made in the database directly, is
+/// refused with an error naming the run, the seq and what no longer
+/// matches, and a listing still lists the other runs.
+async fn everything_a_resume_trusts_is_checked_against_its_digest(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let edits = [
+        (
+            "e-next",
+            "UPDATE checkpoints SET next_nodes = '[]' WHERE run_id = 'e-next' AND seq = 3",
+            "checkpoint 3 of run `e-next`",
+            "committed: its next nodes",
+        ),
+        (
+            "e-visits",
+            "UPDATE checkpoints SET visits = '{\"n1\":0}' WHERE run_id = 'e-visits' AND seq = 3",
+            "checkpoint 3 of run `e-visits`",
+            "committed: its visit counts",
+        ),
+        (
+            "e-delta",
+            "UPDATE checkpoints SET changes = '[]' WHERE run_id = 'e-delta' AND seq = 2",
+            "checkpoint 2 of run `e-delta`",
+            "committed: its changes",
+        ),
+        (
+            "e-node",
+            "UPDATE checkpoints SET node_id = 'n4' WHERE run_id = 'e-node' AND seq = 3",
+            "checkpoint 3 of run `e-node`",
+            "committed: its run, seq, node or state hash",
+        ),
+        (
+            "e-snapshot",
+            "UPDATE checkpoints SET state = '{\"log\":[],\"pad\":\"q\"}' \
+             WHERE run_id = 'e-snapshot' AND seq = 0",
+            "checkpoint 3 of run `e-snapshot`",
+            "the rebuilt state hashes to",
+        ),
+        (
+            "e-unsigned",
+            "UPDATE checkpoints SET digest = NULL WHERE run_id = 'e-unsigned' AND seq = 3",
+            "checkpoint 3 of run `e-unsigned`",
+            "it has no digest",
+        ),
+    ];
+    let run_edits = [
+        (
+            "e-input",
+            "UPDATE runs SET input = '{\"topic\":\"other\"}' WHERE id = 'e-input'",
+            "its input",
+        ),
+        (
+            "e-scenario",
+            "UPDATE runs SET scenario_digest = 'x' WHERE id = 'e-scenario'",
+            "its id or scenario (name, path, digest)",
+        ),
+    ];
+    three_steps(&store, "intact").await;
+    // A map node's finished item, which a resumed map node reuses.
+    let output = json!({"i": 0});
+    store
+        .record_map_item(&MapItemRow {
+            run_id: "intact".into(),
+            node_id: "m".into(),
+            visit: 1,
+            item_index: 0,
+            output_hash: state_hash(&output),
+            output,
+            duration_us: 10,
+            fuel_consumed: 100,
+        })
+        .await
+        .unwrap();
+    for (run_id, ..) in edits.iter().chain(&[]) {
+        three_steps(&store, run_id).await;
+    }
+    for (run_id, ..) in run_edits {
+        three_steps(&store, run_id).await;
+    }
+    store.close().await;
+    for (_, sql, ..) in edits {
+        db.exec(sql).await;
+    }
+    for (_, sql, _) in run_edits {
+        db.exec(sql).await;
+    }
+    db.exec("UPDATE map_items SET output = '{\"i\":1}' WHERE run_id = 'intact'")
+        .await;
+
+    let store = db.open().await;
+    assert_eq!(store.latest_state("intact").await.unwrap().unwrap().seq, 3);
+    let error = store.map_items("intact", "m", 1).await.unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("corrupt item 0 of map node `m` of run `intact`")
+            && message.contains("its output hashes to"),
+        "{message}"
+    );
+    for (run_id, _, what, detail) in edits {
+        let error = store.latest_state(run_id).await.unwrap_err();
+        assert!(error.is_corrupt(), "{error}");
+        let message = error.to_string();
+        assert!(message.contains(&format!("corrupt {what}")), "{message}");
+        assert!(message.contains(detail), "{message}");
+    }
+    for (run_id, _, detail) in run_edits {
+        let error = store.run(run_id).await.unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!("corrupt run `{run_id}`")),
+            "{message}"
+        );
+        assert!(message.contains(&format!("created: {detail}")), "{message}");
+    }
+    // One bad row is its own error; the others are listed.
+    let listed = store.list_runs_each(None, 100).await.unwrap();
+    assert_eq!(listed.len(), 9);
+    let bad: Vec<String> = listed
+        .iter()
+        .filter_map(|row| {
+            row.as_ref()
+                .err()
+                .map(|bad| format!("{:?}: {}", bad.id, bad.error))
+        })
+        .collect();
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert!(
+        bad.iter()
+            .any(|e| e.starts_with("Some(\"e-input\")") && e.contains("run `e-input`")),
+        "{bad:?}"
+    );
+    assert!(
+        bad.iter().any(|e| e.contains("run `e-scenario`")),
+        "{bad:?}"
+    );
+}
+
+/// A value nested deeper than the store keeps is refused when it is
+/// written (input, changes), naming what and the limit, and writes
+/// nothing; one already in the database (written by an older host, or by
+/// hand) makes its own row unreadable, never the others, and never
+/// overflows the stack.
+async fn values_nested_too_deep_are_refused_at_write_and_never_overflow_a_read(kind: Kind) {
+    use skillhost_model::nesting::{deep_array, drop_deep};
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+
+    let error = store
+        .record_map_item(&MapItemRow {
+            run_id: "r".into(),
+            node_id: "m".into(),
+            visit: 1,
+            item_index: 2,
+            output: deep_array(200),
+            output_hash: "h".into(),
+            duration_us: 1,
+            fuel_consumed: 1,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("the output of item 2 of map node `m` nests"),
+        "{error}"
+    );
+
+    let mut deep_input = new_run("deep-input", json!({}));
+    deep_input.input = json!({"nested": deep_array(200)});
+    let error = store.create_run(&deep_input).await.unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("run `deep-input` was not created"),
+        "{message}"
+    );
+    assert!(message.contains("the run's input nests"), "{message}");
+    assert!(message.contains("more than 100 levels"), "{message}");
+    assert!(store.run("deep-input").await.unwrap().is_none());
+
+    three_steps(&store, "r").await;
+    for depth in [200, 20_000] {
+        let mut state = store.latest_state("r").await.unwrap().unwrap().state;
+        let mut visits = BTreeMap::new();
+        // Built from the state before the change: the fixture would hash
+        // (recursively) the state the change leads to.
+        let mut c = commit("r", 4, &mut state, &mut visits, vec![]);
+        c.changes = vec![StateChange::Set {
+            field: "tree".into(),
+            value: deep_array(depth),
+        }];
+        let error = store.commit_step(&c).await.unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.contains("checkpoint 4 of run `r` was not written"),
+            "{message}"
+        );
+        assert!(message.contains("state field `tree` nests"), "{message}");
+        for change in std::mem::take(&mut c.changes) {
+            if let StateChange::Set { value, .. } = change {
+                drop_deep(value);
+            }
+        }
+    }
+    assert_eq!(store.run("r").await.unwrap().unwrap().last_seq, 3);
+
+    // Rows nested 200 and 20,000 levels, as an older host could write them.
+    three_steps(&store, "deep-200").await;
+    three_steps(&store, "deep-20000").await;
+    store.close().await;
+    for (run_id, depth) in [("deep-200", 200), ("deep-20000", 20_000)] {
+        let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        db.exec(&format!(
+            "UPDATE runs SET input = '{nested}', digest = 'legacy' WHERE id = '{run_id}'; \
+             UPDATE checkpoints SET state = '{{\"log\":{nested}}}', next_nodes = '{nested}', \
+                 digest = NULL WHERE run_id = '{run_id}'"
+        ))
+        .await;
+    }
+    let store = db.open().await;
+    let listed = store.list_runs_each(None, 100).await.unwrap();
+    assert_eq!(listed.len(), 3);
+    let bad: Vec<String> = listed
+        .iter()
+        .filter_map(|row| {
+            row.as_ref()
+                .err()
+                .map(|bad| format!("{:?}: {}", bad.id, bad.error))
+        })
+        .collect();
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    for (run_id, _) in [("deep-200", 200), ("deep-20000", 20_000)] {
+        let error = store.run(run_id).await.unwrap_err();
+        assert!(error.is_corrupt(), "{error}");
+        assert!(error.to_string().contains("recursion limit"), "{error}");
+        assert!(store.latest_state(run_id).await.unwrap_err().is_corrupt());
+        assert!(store.checkpoints(run_id).await.unwrap_err().is_corrupt());
+    }
+    assert_eq!(store.latest_state("r").await.unwrap().unwrap().seq, 3);
+}
+
+/// A 500-step loop that appends about 100 bytes a step stores its
+/// checkpoints in at most twice the bytes of its deltas plus one final
+/// state, and any seq rebuilds from less than one state's worth of deltas.
+async fn checkpoint_bytes_stay_within_twice_the_deltas_plus_the_final_state(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let mut state = json!({"log": [], "round": 0});
+    store
+        .create_run(&new_run("loop", state.clone()))
+        .await
+        .unwrap();
+    let mut visits = BTreeMap::new();
+    let mut deltas = 0;
+    for seq in 1..=500 {
+        let changes = vec![
+            StateChange::Append {
+                field: "log".into(),
+                items: vec![json!(format!("{seq:>5}: {}", "x".repeat(90)))],
+            },
+            StateChange::Set {
+                field: "round".into(),
+                value: json!(seq),
+            },
+        ];
+        let c = commit("loop", seq, &mut state, &mut visits, changes);
+        deltas += (serde_json::to_string(&c.next_nodes).unwrap().len()
+            + serde_json::to_string(&c.changes).unwrap().len()
+            + serde_json::to_string(&c.visits).unwrap().len()) as u64;
+        store.commit_step(&c).await.unwrap();
+    }
+    let final_state = serde_json::to_string(&state).unwrap().len() as u64;
+    let history = store.checkpoints("loop").await.unwrap();
+    let total: u64 = history.iter().map(|c| c.bytes).sum();
+    let snapshots = history.iter().filter(|c| c.is_snapshot).count();
+    let ratio = total as f64 / (deltas + final_state) as f64;
+    eprintln!(
+        "{kind:?}: {total} B of checkpoints for {deltas} B of deltas and a final state of \
+         {final_state} B: {ratio:.2}x, {snapshots} snapshots"
+    );
+    assert!(ratio <= 2.0, "{ratio:.2}x");
+    assert!(snapshots > 1 && snapshots < 20, "{snapshots} snapshots");
+    // Replaying from the last snapshot reads less than one state's worth.
+    let last_snapshot = history.iter().rposition(|c| c.is_snapshot).unwrap();
+    let replayed: u64 = history[last_snapshot + 1..].iter().map(|c| c.bytes).sum();
+    assert!(replayed < final_state, "{replayed} B replayed");
+    let latest = store.latest_state("loop").await.unwrap().unwrap();
+    assert_eq!(latest.state, state);
+    // A resume in another process (a fresh handle) goes on from the plan
+    // the history implies: no snapshot just because it was reopened.
+    store.close().await;
+    let store = db.open().await;
+    store.latest_state("loop").await.unwrap().unwrap();
+    let changes = vec![StateChange::Set {
+        field: "round".into(),
+        value: json!(501),
+    }];
+    let c = commit("loop", 501, &mut state, &mut visits, changes);
+    store.commit_step(&c).await.unwrap();
+    let after = store.checkpoints("loop").await.unwrap();
+    assert!(!after.last().unwrap().is_snapshot);
 }
