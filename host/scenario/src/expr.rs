@@ -521,7 +521,9 @@ fn walk(expr: &IdedExpr, bound: &mut Vec<String>, out: &mut Analysis) {
         Ast::Ident(_) => {}
         Ast::Select(select) => walk(&select.operand, bound, out),
         Ast::Call(call) => {
-            if let Some(target) = &call.target {
+            if let Some(target) = &call.target
+                && !names_a_namespace(target, bound)
+            {
                 walk(target, bound, out);
             }
             for arg in &call.args {
@@ -558,6 +560,16 @@ fn walk(expr: &IdedExpr, bound: &mut Vec<String>, out: &mut Analysis) {
             bound.truncate(before);
         }
     }
+}
+
+/// The namespaces of the environment's functions (`lists.range(3)`,
+/// `strings.quote(s)`, `math.abs(x)`, `optional.of(x)`): as a call's
+/// target, a name, not a variable.
+const NAMESPACES: &[&str] = &["lists", "strings", "math", "optional"];
+
+fn names_a_namespace(target: &IdedExpr, bound: &[String]) -> bool {
+    matches!(&target.expr, Ast::Ident(name)
+        if NAMESPACES.contains(&name.as_str()) && !bound.contains(name))
 }
 
 fn walk_entry(entry: &cel::common::ast::EntryExpr, bound: &mut Vec<String>, out: &mut Analysis) {
@@ -890,6 +902,12 @@ mod tests {
                 .unwrap();
         assert!(expr.references().is_empty(), "{:?}", expr.references());
         assert_eq!(expr.eval(&Vars::new()).unwrap(), json!(true));
+        let expr = Expr::compile("lists.range(3).map(x, strings.quote(string(x)))").unwrap();
+        assert!(expr.references().is_empty(), "{:?}", expr.references());
+        assert_eq!(
+            expr.eval(&Vars::new()).unwrap(),
+            json!(["\"0\"", "\"1\"", "\"2\""])
+        );
         // Macro variables are bound, not references.
         let expr = Expr::compile("[1, 2].map(x, x * 2)").unwrap();
         assert!(expr.references().is_empty());
