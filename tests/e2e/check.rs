@@ -248,3 +248,168 @@ to = "done"
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_eq!(json(&out)["errors"], report["errors"]);
 }
+
+/// A scenario in `dir/scenario/` whose one skill node has `extra` (TOML
+/// lines) and the shipped `echo` skill; its branch guard is `guard`.
+fn scenario_with(dir: &std::path::Path, extra: &str, guard: &str) -> PathBuf {
+    let scenario = dir.join("scenario");
+    std::fs::create_dir_all(&scenario).unwrap();
+    let echo = skillhost_tests::dist("echo");
+    let path = scenario.join("scenario.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"[scenario]
+name = "hostile"
+
+[state]
+said = {{ type = "string" }}
+
+[skills.echo]
+component = "{echo}"
+
+[[node]]
+id = "say"
+skill = "echo"
+input = {{ message = "'hi'", repeat = "1" }}
+writes = [{{ field = "said", from = "output.message" }}]
+{extra}
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "say"
+branches = [{{ when = "{guard}", to = "done" }}, {{ else = "done" }}]
+"#,
+            echo = echo.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// `host check --json` on `path` with `SKILLHOST_FS_ROOTS` set to `roots`.
+fn check_with_roots(path: &std::path::Path, roots: Option<&str>) -> std::process::Output {
+    let mut command = skillhost_tests::cli::host_command(
+        path.parent().unwrap(),
+        &["check", path.to_str().unwrap(), "--json"],
+        None,
+    );
+    command.env_remove("SKILLHOST_FS_ROOTS");
+    if let Some(roots) = roots {
+        command.env("SKILLHOST_FS_ROOTS", roots);
+    }
+    command.output().unwrap()
+}
+
+/// An `fs` grant stays in the scenario's directory (after `..` and symlinks),
+/// an absolute one under `SKILLHOST_FS_ROOTS`, and `/proc`, `/sys`, `/dev`
+/// and `/` are never granted: `host check` says which rule a grant breaks.
+#[test]
+fn fs_grants_stay_in_the_scenario_directory_and_the_allowed_roots() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let outside = root.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(root.join("scenario/data")).unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("scenario/etc-link")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("scenario/sibling")).unwrap();
+    let outside = outside.display().to_string();
+
+    let never = "/proc, /sys, /dev, which are never granted";
+    let leaves = "outside the scenario's directory";
+    for (grant, roots, rule) in [
+        ("/", Some("/"), never),
+        ("/proc/self", Some("/"), never),
+        ("/proc/self/root", Some("/"), never),
+        ("/dev", Some("/"), never),
+        ("/sys/kernel", Some("/"), never),
+        ("/tmp/../proc", Some("/"), never),
+        ("../..", None, leaves),
+        ("../../../../../../../../..", None, never),
+        ("data/../..", None, leaves),
+        ("etc-link", None, leaves),
+        ("sibling", None, leaves),
+        (outside.as_str(), None, "SKILLHOST_FS_ROOTS allows none"),
+        (
+            "/etc",
+            Some(outside.as_str()),
+            "is not under a root the host allows",
+        ),
+    ] {
+        let path = scenario_with(
+            dir.path(),
+            &format!("capabilities = {{ fs = \"{grant}\" }}"),
+            "true",
+        );
+        let out = check_with_roots(&path, roots);
+        assert_eq!(out.status.code(), Some(2), "{grant}: {}", stderr(&out));
+        let report = json(&out);
+        let error = &report["errors"][0];
+        assert_eq!(error["code"], "bad-grant", "{grant}: {report}");
+        assert_eq!(error["node"], "say", "{grant}: {report}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains(rule), "{grant}: {message}");
+    }
+
+    for (grant, roots) in [
+        ("data", None),
+        ("./data/.", None),
+        (outside.as_str(), Some(outside.as_str())),
+    ] {
+        let path = scenario_with(
+            dir.path(),
+            &format!("capabilities = {{ fs = \"{grant}\" }}"),
+            "true",
+        );
+        let out = check_with_roots(&path, roots);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{grant}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// `host check` folds constant expressions when it loads a scenario: one
+/// that would build gigabytes is stopped by the expression budget and
+/// reported as `cel-budget`, naming the expression.
+#[test]
+fn check_stops_a_constant_that_would_build_gigabytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let doubling = format!("size('a'{}) > 0", ".replace('a', 'aa')".repeat(40));
+    let path = scenario_with(dir.path(), "", &doubling);
+    let out = check_with_roots(&path, None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let report = json(&out);
+    let error = &report["errors"][0];
+    assert_eq!(error["code"], "cel-budget", "{report}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("over the expression budget"), "{message}");
+    assert!(message.contains("size('a'.replace"), "{message}");
+}
+
+/// A guard over the budget at run time fails the run with an error naming
+/// the node and the expression; the process ends normally (exit 1) and the
+/// failure is in the run's history.
+#[test]
+fn a_guard_over_the_budget_fails_the_run_naming_node_and_expression() {
+    let dir = tempfile::tempdir().unwrap();
+    let guard = "size(state.said) > 0 && lists.range(1000).exists(x, lists.range(1000000).exists(y, y < 0))";
+    let path = scenario_with(dir.path(), "", guard);
+    let out = host(dir.path(), &["run", path.to_str().unwrap(), "--json"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let outcome = json(&out);
+    assert_eq!(outcome["status"], "failed", "{outcome}");
+    let message = outcome["failure"]["message"].as_str().unwrap();
+    assert!(message.contains("node `say`"), "{message}");
+    assert!(message.contains(guard), "{message}");
+    assert!(message.contains("over the expression budget"), "{message}");
+    let run = outcome["run_id"].as_str().unwrap();
+    let shown = host(dir.path(), &["runs", "show", run, "--json"], None);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    assert_eq!(json(&shown)["status"], "failed");
+}

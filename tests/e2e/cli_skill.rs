@@ -131,6 +131,21 @@ fn bad_grants_and_limits_are_refused_before_the_call() {
         "fs=/no/such/dir",
     ]);
     fails_with(&out, 2, "/no/such/dir");
+    // The user's own command line may grant any directory but these: a
+    // skill never reads the host's environment, devices or kernel state.
+    for never in ["/proc/self", "/proc/self/root", "/dev", "/sys", "/"] {
+        let grant = format!("fs={never}");
+        let out = host(&[
+            "skill",
+            "call",
+            &dist("text-stats"),
+            "--input",
+            input,
+            "--grant",
+            &grant,
+        ]);
+        fails_with(&out, 2, "which are never granted");
+    }
     let out = host(&[
         "skill",
         "call",

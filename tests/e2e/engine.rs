@@ -484,7 +484,8 @@ fn events_keep_stdout_pure_ndjson() {
     assert!(err.contains(&format!("written: {file_arg}")), "{err}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "abab\n");
 
-    let out = run(&[]);
+    // The file is there from the first run: replacing it takes --force.
+    let out = run(&["--force"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -509,6 +510,7 @@ fn every_option_has_help() {
         &["graph"],
         &["runs", "list"],
         &["runs", "show"],
+        &["runs", "artifact"],
         &["runs", "prune"],
         &["runs", "retention"],
         &["checkpoints"],
@@ -630,4 +632,103 @@ fn benchmarks_print_their_figures() {
         );
     }
     assert_eq!(runtime["skill"], "echo");
+}
+
+/// `--out` never replaces a file, or writes through a symlink, without
+/// `--force`, and never creates a missing directory: each refusal names the
+/// path and comes before the run starts.
+#[test]
+fn out_refuses_to_overwrite_or_follow_without_force() {
+    let host = Host::new();
+    let scenario = scenario_path("summary");
+    let run = |out: &Path, extra: &[&str]| {
+        let out = out.display().to_string();
+        let args = [&["run", &scenario, "--out", &out][..], extra].concat();
+        host.cmd(&args)
+    };
+    let existing = host.dir.path().join("existing.txt");
+    std::fs::write(&existing, "keep me").unwrap();
+    let out = run(&existing, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("existing.txt` already exists; pass --force"),
+        "{err}"
+    );
+    assert!(!err.contains("running"), "refused before the run: {err}");
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me");
+
+    let out = run(&existing, &["--force"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "hihi\n");
+
+    // A symlink at the destination: refused, then replaced, never followed.
+    let victim = host.dir.path().join("victim.txt");
+    std::fs::write(&victim, "secret").unwrap();
+    let link = host.dir.path().join("link.txt");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let out = run(&link, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("(a symlink)"), "{}", stderr(&out));
+    let out = run(&link, &["--force"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
+    assert!(!std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert_eq!(std::fs::read_to_string(&link).unwrap(), "hihi\n");
+
+    // A missing directory is named, not created.
+    let nested = host.dir.path().join("no/such/dir/out.txt");
+    let out = run(&nested, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("its directory")
+            && stderr(&out).contains("no/such/dir` does not exist"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!host.dir.path().join("no").exists());
+}
+
+/// `host runs artifact` writes a stored artifact to stdout or a file: a run
+/// killed after the node that made it committed, before anything reached
+/// the disk, gets it back from the database.
+#[test]
+fn runs_artifact_recovers_an_artifact_from_the_store() {
+    let host = Host::new();
+    let scenario = scenario_path("summary");
+    let out = host_command(
+        host.dir.path(),
+        &["run", &scenario, "--events"],
+        Some("after-commit:say"),
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), None, "killed: {}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let started: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    let run = started["run_id"].as_str().unwrap();
+    assert!(!host.dir.path().join(".skillhost/runs").join(run).exists());
+
+    let out = host.cmd(&["runs", "artifact", run, "echo.txt"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(out.stdout, b"hihi\n");
+
+    let file = host.dir.path().join("recovered.txt");
+    let file_arg = file.display().to_string();
+    let out = host.cmd(&["runs", "artifact", run, "echo.txt", "--out", &file_arg]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "hihi\n");
+    let out = host.cmd(&["runs", "artifact", run, "echo.txt", "--out", &file_arg]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("pass --force"), "{}", stderr(&out));
+
+    let out = host.cmd(&["runs", "artifact", run, "report.md"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("has no artifact `report.md`; it has `echo.txt`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = host.cmd(&["runs", "artifact", "no-such-run", "echo.txt"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }

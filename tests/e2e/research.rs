@@ -183,7 +183,9 @@ fn bad_synthesis_scenario(dir: &Path, mode: &str) -> PathBuf {
 fn synthesis_fails(mode: &str, expect: &str) {
     let dir = tempfile::tempdir().unwrap();
     let scenario = bad_synthesis_scenario(dir.path(), mode);
-    let out = host(
+    // The copy grants the shipped corpus by its absolute path, which a
+    // scenario may only do under a root the host allows.
+    let out = host_command(
         dir.path(),
         &[
             "run",
@@ -193,7 +195,11 @@ fn synthesis_fails(mode: &str, expect: &str) {
             "--json",
         ],
         None,
-    );
+    )
+    .current_dir(repo())
+    .env("SKILLHOST_FS_ROOTS", repo().join("examples/research"))
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let outcome = json(&out);
     assert_eq!(outcome["status"], "failed");

@@ -55,6 +55,9 @@ pub mod codes {
     /// A skill, map or gate node without an outgoing edge.
     pub const MISSING_EDGE: &str = "missing-edge";
     pub const CEL_SYNTAX: &str = "cel-syntax";
+    /// An expression over the expression budget: too long, too deep, too
+    /// many nested comprehensions, or a constant that does too much work.
+    pub const CEL_BUDGET: &str = "cel-budget";
     /// A variable that is not available where the expression runs.
     pub const UNKNOWN_VARIABLE: &str = "unknown-variable";
     /// `state.X` (or a write into `X`) where `X` is not declared in `[state]`.

@@ -15,6 +15,16 @@
 //! directly, keeping the object key order the skill produced; and only the
 //! top-level fields of `state` (or any variable) that an expression names are
 //! converted to CEL.
+//!
+//! Every expression has a budget (`budget.rs`): its form is checked when it
+//! compiles, and every evaluation, constant folding at load included, is
+//! metered; going over is an [`ExprError::Budget`] naming the expression.
+
+mod budget;
+
+pub use budget::{
+    MAX_COMPREHENSION_NESTING, MAX_DEPTH, MAX_NODES, MAX_SOURCE_BYTES, MAX_STEPS, MAX_VALUE_BYTES,
+};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -27,19 +37,21 @@ use cel::common::types::{
 use cel::common::value::Val;
 use cel::objects::Key;
 use cel::{Context, Env, Program, Value as Cel};
+
 use serde_json::Value;
 
 use skillhost_model::RunState;
 
 /// The environment every expression is compiled and run in: the standard
-/// library plus the `strings`, `lists` and `math` extensions. No function
-/// reaches the clock, the network or randomness.
+/// library plus the `strings`, `lists` and `math` extensions, and the
+/// budget's meters. No function reaches the clock, the network or randomness.
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
     let mut env = Env::stdlib();
     for (name, result) in [
         ("strings", env.add_extension(cel::extensions::strings)),
         ("lists", env.add_extension(cel::extensions::lists)),
         ("math", env.add_extension(cel::extensions::math)),
+        ("budget", env.add_extension(budget::register)),
     ] {
         if let Err(e) = result {
             // The extensions are fixed at build time; failing here is a bug
@@ -59,6 +71,8 @@ pub struct Expr {
     /// string that came from nowhere in particular.
     pub line: usize,
     program: Arc<Program>,
+    /// The tree that is evaluated: the program's, with the budget's meters.
+    metered: Arc<IdedExpr>,
     analysis: Arc<Analysis>,
 }
 
@@ -84,6 +98,10 @@ pub enum ExprError {
     Eval { expr: String, message: String },
     #[error("`{expr}` must evaluate to true or false, but gave {found}")]
     NotBool { expr: String, found: String },
+    /// The expression breaks a limit of its form, or one evaluation of it
+    /// went over the work it may do.
+    #[error("`{}` is over the expression budget: {message}", shorten(expr))]
+    Budget { expr: String, message: String },
 }
 
 impl ExprError {
@@ -92,7 +110,8 @@ impl ExprError {
         match self {
             ExprError::Syntax { expr, .. }
             | ExprError::Eval { expr, .. }
-            | ExprError::NotBool { expr, .. } => expr,
+            | ExprError::NotBool { expr, .. }
+            | ExprError::Budget { expr, .. } => expr,
         }
     }
 }
@@ -226,6 +245,11 @@ enum Need {
 impl Expr {
     /// Compiles `source`.
     pub fn compile(source: &str) -> Result<Expr, ExprError> {
+        let over_budget = |message| ExprError::Budget {
+            expr: source.to_string(),
+            message,
+        };
+        budget::check_source(source).map_err(over_budget)?;
         let program = ENV.compile(source).map_err(|errors| ExprError::Syntax {
             expr: source.to_string(),
             message: errors
@@ -235,18 +259,25 @@ impl Expr {
                 .collect::<Vec<_>>()
                 .join("; "),
         })?;
+        budget::check_form(program.expression()).map_err(over_budget)?;
+        let metered = budget::instrument(program.expression());
         let mut analysis = analyse(program.expression());
         if analysis.roots.is_empty() {
+            // Folded here, so under `host check` too: the budget stops a
+            // constant that would build gigabytes, and as it can only ever
+            // give the same result, it is refused now rather than at run time.
             let context = Context::with_env(ENV.clone());
-            analysis.constant = program
-                .execute(&context)
-                .ok()
-                .and_then(|result| cel_to_json(&result).ok());
+            let (result, exceeded) = budget::metered(|| Cel::resolve(&metered, &context));
+            if let Some(exceeded) = exceeded {
+                return Err(over_budget(exceeded.describe()));
+            }
+            analysis.constant = result.ok().and_then(|result| cel_to_json(&result).ok());
         }
         Ok(Expr {
             source: source.to_string(),
             line: 0,
             program: Arc::new(program),
+            metered: Arc::new(metered),
             analysis: Arc::new(analysis),
         })
     }
@@ -288,10 +319,14 @@ impl Expr {
             };
             context.add_variable_as_val(name.clone(), val);
         }
-        let result = self
-            .program
-            .execute(&context)
-            .map_err(|e| self.eval_error(e.to_string()))?;
+        let (result, exceeded) = budget::metered(|| Cel::resolve(&self.metered, &context));
+        if let Some(exceeded) = exceeded {
+            return Err(ExprError::Budget {
+                expr: self.source.clone(),
+                message: exceeded.describe(),
+            });
+        }
+        let result = result.map_err(|e| self.eval_error(e.to_string()))?;
         cel_to_json(&result).map_err(|message| self.eval_error(message))
     }
 
@@ -315,8 +350,9 @@ impl Expr {
         self.analysis.references.clone()
     }
 
-    /// The parsed expression, macros expanded into comprehensions: what the
-    /// checker infers types from.
+    /// The syntax tree as written, macros expanded into comprehensions: what
+    /// the checker infers types from; without the budget's meters, which only
+    /// evaluation sees.
     pub fn ast(&self) -> &IdedExpr {
         self.program.expression()
     }
@@ -336,6 +372,16 @@ impl Expr {
             message,
         }
     }
+}
+
+/// An expression as an error shows it: one longer than a line is cut.
+pub(crate) fn shorten(source: &str) -> String {
+    const SHOWN: usize = 120;
+    if source.chars().count() <= SHOWN {
+        return source.to_string();
+    }
+    let head: String = source.chars().take(SHOWN).collect();
+    format!("{head}…")
 }
 
 /// A short description of a JSON value for error messages.
@@ -476,7 +522,9 @@ fn walk(expr: &IdedExpr, bound: &mut Vec<String>, out: &mut Analysis) {
         Ast::Ident(_) => {}
         Ast::Select(select) => walk(&select.operand, bound, out),
         Ast::Call(call) => {
-            if let Some(target) = &call.target {
+            if let Some(target) = &call.target
+                && !names_a_namespace(target, bound)
+            {
                 walk(target, bound, out);
             }
             for arg in &call.args {
@@ -513,6 +561,16 @@ fn walk(expr: &IdedExpr, bound: &mut Vec<String>, out: &mut Analysis) {
             bound.truncate(before);
         }
     }
+}
+
+/// The namespaces of the environment's functions (`lists.range(3)`,
+/// `strings.quote(s)`, `math.abs(x)`, `optional.of(x)`): as a call's
+/// target, a name, not a variable.
+const NAMESPACES: &[&str] = &["lists", "strings", "math", "optional"];
+
+fn names_a_namespace(target: &IdedExpr, bound: &[String]) -> bool {
+    matches!(&target.expr, Ast::Ident(name)
+        if NAMESPACES.contains(&name.as_str()) && !bound.contains(name))
 }
 
 fn walk_entry(entry: &cel::common::ast::EntryExpr, bound: &mut Vec<String>, out: &mut Analysis) {
@@ -845,6 +903,12 @@ mod tests {
                 .unwrap();
         assert!(expr.references().is_empty(), "{:?}", expr.references());
         assert_eq!(expr.eval(&Vars::new()).unwrap(), json!(true));
+        let expr = Expr::compile("lists.range(3).map(x, strings.quote(string(x)))").unwrap();
+        assert!(expr.references().is_empty(), "{:?}", expr.references());
+        assert_eq!(
+            expr.eval(&Vars::new()).unwrap(),
+            json!(["\"0\"", "\"1\"", "\"2\""])
+        );
         // Macro variables are bound, not references.
         let expr = Expr::compile("[1, 2].map(x, x * 2)").unwrap();
         assert!(expr.references().is_empty());
@@ -856,5 +920,154 @@ mod tests {
                 vec!["state".into(), "target".into()]
             ]
         );
+    }
+
+    fn budget_error(result: Result<impl fmt::Debug, ExprError>) -> String {
+        match result {
+            Err(e @ ExprError::Budget { .. }) => e.to_string(),
+            other => panic!("expected a budget error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn constant_folding_stops_a_string_that_doubles() {
+        // Each `replace` doubles the string: 2^40 bytes if nothing stopped
+        // it; it stops at 64 MiB.
+        let source = format!("'a'{}", ".replace('a', 'aa')".repeat(40));
+        let message = budget_error(Expr::compile(&source));
+        assert!(message.contains("64 MiB"), "{message}");
+        assert!(message.starts_with("`'a'.replace('a', 'aa')"), "{message}");
+        // One that would jump from 4 MB to 4 GB is refused before it builds it.
+        let thousand = "a".repeat(1000);
+        let source = format!("'aaaa'.replace('a', '{thousand}').replace('a', '{thousand}')");
+        assert_eq!(
+            Expr::compile(&source)
+                .unwrap()
+                .eval(&Vars::new())
+                .unwrap()
+                .as_str()
+                .map(str::len),
+            Some(4_000_000)
+        );
+        let source = format!("{source}.replace('a', '{thousand}')");
+        let started = std::time::Instant::now();
+        budget_error(Expr::compile(&source));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // Concatenation and `join` are metered the same way.
+        let source = format!("lists.range(1000).map(x, '{}').join()", "x".repeat(100_000));
+        budget_error(Expr::compile(&source));
+    }
+
+    #[test]
+    fn nested_comprehensions_are_bounded_in_steps() {
+        // 10^10 steps: refused after about a million.
+        let expr = Expr::compile(
+            "state.n > 0 && lists.range(100000).exists(x, lists.range(100000).exists(y, y < 0))",
+        )
+        .unwrap();
+        let state = json!({"n": 1});
+        let mut vars = Vars::new();
+        vars.set("state", &state);
+        // Without the budget this would not end for hours.
+        let error = expr.eval(&vars).unwrap_err();
+        assert_eq!(error.expr(), expr.source);
+        let message = budget_error(Err::<(), _>(error));
+        assert!(message.contains("1000000 elements"), "{message}");
+        // The budget is per evaluation: the next one starts afresh.
+        assert_eq!(
+            Expr::compile("state.n > 0 && lists.range(1000).all(x, x >= 0)")
+                .unwrap()
+                .eval(&vars)
+                .unwrap(),
+            json!(true)
+        );
+    }
+
+    #[test]
+    fn an_error_cel_absorbs_still_fails_the_evaluation() {
+        // For i = 0 the right-hand side goes over the budget; CEL's `exists`
+        // would let i = 1 (true) absorb that error.
+        let expr = Expr::compile(
+            "state.n == 1 && lists.range(2).exists(i, i == 1 || \
+             (lists.range(600000).all(y, y >= 0) && lists.range(600000).all(y, y >= 0)))",
+        )
+        .unwrap();
+        let state = json!({"n": 1});
+        let mut vars = Vars::new();
+        vars.set("state", &state);
+        budget_error(expr.eval(&vars));
+    }
+
+    #[test]
+    fn values_built_at_run_time_are_bounded() {
+        let state = json!({"s": "y".repeat(100_000)});
+        let mut vars = Vars::new();
+        vars.set("state", &state);
+        for source in [
+            "lists.range(1000).map(x, state.s).join()",
+            "lists.range(1000).map(x, state.s + 'z').size() > 0",
+            "state.s.replace('y', state.s).size()",
+            "lists.range(1000).map(x, [state.s, x]).size()",
+        ] {
+            let message = budget_error(Expr::compile(source).unwrap().eval(&vars));
+            assert!(message.contains("64 MiB"), "{source}: {message}");
+        }
+        // Within the budget, the same operations give what CEL gives.
+        for (source, value) in [
+            (
+                "lists.range(3).map(x, state.s.substring(0, 2)).join('-')",
+                json!("yy-yy-yy"),
+            ),
+            ("'banana'.replace('a', 'o')", json!("bonono")),
+            ("'banana'.replace('a', 'o', 2)", json!("bonona")),
+            ("'banana'.replace('an', '')", json!("ba")),
+            ("'ab'.replace('', '-')", json!("-a-b-")),
+            ("['a', 'b'].join()", json!("ab")),
+            ("[].join(',')", json!("")),
+            ("lists.range(1000).filter(x, x % 2 == 0).size()", json!(500)),
+            ("state.s.size() + size([state.s])", json!(100_001)),
+        ] {
+            assert_eq!(
+                Expr::compile(source).unwrap().eval(&vars).unwrap(),
+                value,
+                "{source}"
+            );
+        }
+        let error = Expr::compile("[1].join()")
+            .unwrap()
+            .eval(&vars)
+            .unwrap_err();
+        assert!(error.to_string().contains("join"), "{error}");
+        let error = Expr::compile("state.s.replace(1, 2)")
+            .unwrap()
+            .eval(&vars)
+            .unwrap_err();
+        assert!(error.to_string().contains("replace"), "{error}");
+    }
+
+    #[test]
+    fn the_form_of_an_expression_is_bounded_at_compile_time() {
+        let long = format!("'{}'", "x".repeat(MAX_SOURCE_BYTES));
+        let message = budget_error(Expr::compile(&long));
+        assert!(message.contains("bytes long"), "{message}");
+        assert!(
+            message.len() < 400,
+            "the expression is shortened: {message}"
+        );
+
+        let nested = "[1].all(a, [1].all(b, [1].all(c, [1].all(d, [1].all(e, true)))))";
+        let message = budget_error(Expr::compile(nested));
+        assert!(message.contains("nests comprehensions"), "{message}");
+        Expr::compile("[1].all(a, [1].all(b, [1].all(c, [1].all(d, true))))").unwrap();
+
+        let deep = format!("1{}", " + 1".repeat(200));
+        match Expr::compile(&deep) {
+            // The parser's own recursion limit may come first.
+            Err(ExprError::Budget { message, .. }) => {
+                assert!(message.contains("levels deep"), "{message}")
+            }
+            Err(ExprError::Syntax { .. }) => {}
+            other => panic!("an expression 200 levels deep: {other:?}"),
+        }
     }
 }

@@ -369,6 +369,18 @@ impl<'r> Parser<'r> {
         let line = self.line(source);
         match Expr::compile_at(source.get_ref(), line) {
             Ok(expr) => Some(expr),
+            Err(super::ExprError::Budget { message, .. }) => {
+                self.reporter.error(
+                    line,
+                    node,
+                    codes::CEL_BUDGET,
+                    format!(
+                        "{what}: `{}` is over the expression budget: {message}",
+                        super::expr::shorten(source.get_ref())
+                    ),
+                );
+                None
+            }
             Err(e) => {
                 let detail = match &e {
                     super::ExprError::Syntax { message, .. } => message.clone(),

@@ -737,7 +737,7 @@ fn the_map_and_loop_scenario_loads() {
         ("state.items", 2)
     );
     // fs grants are made absolute against the scenario's directory.
-    let data = workspace().join("data");
+    let data = workspace().join("valid/data");
     assert_eq!(map.call.capabilities["fs"], data.to_string_lossy());
     assert!(map.call.grants.is_granted(Capability::Fs));
     assert_eq!(

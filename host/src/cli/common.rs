@@ -2,8 +2,8 @@
 //! from the command line besides the library crates: failures and their exit
 //! codes, the global options, reading `--input` and printing JSON, the
 //! `--database` and `--durability` arguments and opening a store with the
-//! right exit code, the async runtime, and loading a scenario with the
-//! checker's report.
+//! right exit code, the async runtime, loading a scenario with the
+//! checker's report, and writing a file the user named (`--out`) safely.
 //!
 //! Owns: how shared arguments become library values and library errors
 //! become [`Failure`]s. Must not: know about any one subcommand (a helper
@@ -12,7 +12,8 @@
 //! report and warnings of a scenario it loads.
 
 use std::fmt::Display;
-use std::path::PathBuf;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -314,4 +315,90 @@ pub fn checked_input(loaded: &LoadedScenario, mut input: Value) -> Result<Value,
         ))
     })?;
     Ok(input)
+}
+
+/// Checks, before any work, that `path` can take a new file: its directory
+/// exists, and nothing is there yet unless `force` (a directory never).
+pub fn check_output_path(path: &Path, force: bool) -> Result<(), Failure> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(Failure::bad_input(format!(
+            "cannot write `{}`: its directory `{}` does not exist; create it first",
+            path.display(),
+            parent.display()
+        )));
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => Err(Failure::bad_input(format!(
+            "`{}` is a directory; give the path of a file",
+            path.display()
+        ))),
+        Ok(meta) if !force => Err(Failure::bad_input(format!(
+            "`{}` already exists{}; pass --force to replace it{}",
+            path.display(),
+            if meta.is_symlink() {
+                " (a symlink)"
+            } else {
+                ""
+            },
+            if meta.is_symlink() {
+                " (the link is replaced, what it points to is left alone)"
+            } else {
+                ""
+            }
+        ))),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Failure::environment(format!(
+            "cannot look at `{}`: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// Writes `bytes` to `path` as a new file: checked as
+/// [`check_output_path`] does, written to a temporary file in the same
+/// directory, then renamed into place. A reader never sees half a file, and
+/// a symlink at `path` is replaced (with `force`), never written through.
+/// Without `force`, a file that appeared meanwhile is still not replaced.
+pub fn write_output_file(path: &Path, bytes: &[u8], force: bool) -> Result<(), Failure> {
+    check_output_path(path, force)?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let cannot =
+        |e: &dyn Display| Failure::environment(format!("cannot write `{}`: {e}", path.display()));
+    let mut file = tempfile::Builder::new()
+        .prefix(".skillhost-out-")
+        .tempfile_in(parent)
+        .map_err(|e| cannot(&e))?;
+    file.write_all(bytes).map_err(|e| cannot(&e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        // A temporary file is private; the artifact is an ordinary file.
+        file.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(|e| cannot(&e))?;
+    }
+    let persisted = if force {
+        file.persist(path)
+    } else {
+        file.persist_noclobber(path)
+    };
+    persisted.map_err(|e| {
+        if e.error.kind() == std::io::ErrorKind::AlreadyExists {
+            Failure::bad_input(format!(
+                "`{}` already exists; pass --force to replace it",
+                path.display()
+            ))
+        } else {
+            cannot(&e.error)
+        }
+    })?;
+    Ok(())
 }

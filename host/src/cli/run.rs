@@ -10,12 +10,14 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, checked_input,
-    fetch_run, load_scenario, print_json, read_run_input, store_error, tokio_runtime,
+    CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, check_output_path,
+    checked_input, fetch_run, load_scenario, print_json, read_json_arg, read_run_input,
+    store_error, tokio_runtime, write_output_file,
 };
 use skillhost_engine::lease::{self, RunLease};
 use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
 use skillhost_scenario::LoadedScenario;
+use skillhost_scenario::checks::artifact_name;
 use skillhost_store::{RunStatus, StoreError, new_owner_id};
 
 #[derive(Debug, Args)]
@@ -39,9 +41,12 @@ pub struct RunArgs {
     /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written); the summary goes to stderr.
     #[arg(long)]
     pub events: bool,
-    /// Where to write the run's artifact, e.g. the research report (a directory when it has several); default .skillhost/runs/RUN_ID/.
+    /// Where to write the run's artifact, e.g. the research report (a directory when it has several, created if its parent exists); default .skillhost/runs/RUN_ID/. Its directory must exist; an existing file is refused without --force.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
+    /// Replace files that already exist where --out writes (a symlink there is replaced, not followed).
+    #[arg(long, requires = "out")]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -56,9 +61,12 @@ pub struct ResumeArgs {
     /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written); the summary goes to stderr.
     #[arg(long)]
     pub events: bool,
-    /// Where to write the run's artifact (a directory when it has several); default .skillhost/runs/RUN_ID/.
+    /// Where to write the run's artifact (a directory when it has several, created if its parent exists); default .skillhost/runs/RUN_ID/. Its directory must exist; an existing file is refused without --force.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
+    /// Replace files that already exist where --out writes (a symlink there is replaced, not followed).
+    #[arg(long, requires = "out")]
+    pub force: bool,
 }
 
 /// The event sink a command prints through: NDJSON on stdout with `--events`,
@@ -130,6 +138,7 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
     let input = read_run_input(&args.input, args.input_limit)?;
     let loaded = load_scenario(&args.scenario, globals, args.json)?;
     let input = checked_input(&loaded, input)?;
+    let out = Out::checked(args.out.as_deref(), args.force)?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let store = match args.durability {
@@ -142,11 +151,12 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
             .await
             .map_err(engine_failure)?;
         let report = Report::new(args.json, args.events);
-        finish(&engine, &loaded, outcome, report, args.out.as_deref()).await
+        finish(&engine, &loaded, outcome, report, out).await
     })
 }
 
 pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
+    let out = Out::checked(args.out.as_deref(), args.force)?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let store = args.db.open_for_run(&args.run_id).await?;
@@ -195,7 +205,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             &loaded,
             outcome.map_err(engine_failure)?,
             Report::new(args.json, args.events),
-            args.out.as_deref(),
+            out,
         )
         .await
     })
@@ -237,7 +247,7 @@ async fn finish(
     loaded: &LoadedScenario,
     outcome: RunOutcome,
     report: Report,
-    out: Option<&Path>,
+    out: Out<'_>,
 ) -> CliResult {
     let failed = outcome.status == RunStatus::Failed;
     let written = write_artifacts(engine, &outcome, out).await?;
@@ -290,14 +300,38 @@ async fn finish(
     Ok(())
 }
 
+/// Where `--out` sends a run's artifacts, checked before the run starts so
+/// that a path that cannot take them fails fast.
+#[derive(Clone, Copy)]
+struct Out<'a> {
+    path: Option<&'a Path>,
+    force: bool,
+}
+
+impl<'a> Out<'a> {
+    /// `--out` and `--force`: the directory `path` is in must exist, and an
+    /// existing file there needs `force`. An existing directory is kept for a
+    /// run with several artifacts.
+    fn checked(path: Option<&'a Path>, force: bool) -> Result<Out<'a>, Failure> {
+        if let Some(path) = path
+            && !path.is_dir()
+        {
+            check_output_path(path, force)?;
+        }
+        Ok(Out { path, force })
+    }
+}
+
 /// Writes every artifact of the run: to `out` when there is one artifact and
-/// `out` is given, into the directory `out` when there are several, else into
-/// `.skillhost/runs/<run id>/`. Artifacts made before a resume come from the
-/// store.
+/// `out` is given, into the directory `out` when there are several (created
+/// if missing, its parent must exist), else into `.skillhost/runs/<run
+/// id>/`. Each file is written as `write_output_file` does: never over an
+/// existing one without `--force`, never through a symlink. Artifacts made
+/// before a resume come from the store.
 async fn write_artifacts(
     engine: &Engine,
     outcome: &RunOutcome,
-    out: Option<&Path>,
+    out: Out<'_>,
 ) -> Result<Vec<PathBuf>, Failure> {
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     if let Some(store) = engine.store() {
@@ -324,22 +358,51 @@ async fn write_artifacts(
             files.push((artifact.name.clone(), artifact.bytes.clone()));
         }
     }
+    let stored = engine.store().is_some();
     let mut written = Vec::new();
     for (name, bytes) in &files {
-        let path = match out {
-            Some(out) if files.len() == 1 => out.to_path_buf(),
-            Some(out) => out.join(name),
-            None => Path::new(".skillhost/runs")
-                .join(&outcome.run_id)
-                .join(name),
-        };
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                Failure::environment(format!("cannot create `{}`: {e}", parent.display()))
-            })?;
+        // A name the checker would refuse (a store written before it
+        // checked names) is never turned into a path.
+        if let Err(problem) = artifact_name::check(name) {
+            return Err(Failure::environment(format!(
+                "artifact of run `{}` not written: {problem}",
+                outcome.run_id
+            )));
         }
-        std::fs::write(&path, bytes)
-            .map_err(|e| Failure::environment(format!("cannot write `{}`: {e}", path.display())))?;
+        let (path, force) = match out.path {
+            Some(path) if files.len() == 1 => (path.to_path_buf(), out.force),
+            Some(dir) => {
+                if !dir.is_dir() {
+                    std::fs::create_dir(dir).map_err(|e| {
+                        Failure::environment(format!(
+                            "cannot create the directory `{}` for the run's {} artifacts: {e}",
+                            dir.display(),
+                            files.len()
+                        ))
+                    })?;
+                }
+                (dir.join(name), out.force)
+            }
+            None => {
+                let dir = Path::new(".skillhost/runs").join(&outcome.run_id);
+                std::fs::create_dir_all(&dir).map_err(|e| {
+                    Failure::environment(format!("cannot create `{}`: {e}", dir.display()))
+                })?;
+                // The host's own directory: its files are replaced (never
+                // followed), as a resumed run may write them again.
+                (dir.join(name), true)
+            }
+        };
+        write_output_file(&path, bytes, force).map_err(|mut failure| {
+            if stored {
+                failure.message = format!(
+                    "{}. The run's artifacts are kept in its database: write this one with \
+                     `host runs artifact {} {name} --out PATH`",
+                    failure.message, outcome.run_id
+                );
+            }
+            failure
+        })?;
         written.push(path);
     }
     Ok(written)

@@ -1,14 +1,17 @@
-//! `host runs list|show|prune|retention`: reading the execution history,
-//! and deleting the history of old finished runs.
+//! `host runs list|show|artifact|prune|retention`: reading the execution
+//! history, writing out a run's stored artifact, and deleting the history of
+//! old finished runs.
 
+use std::io::Write as _;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use super::common::{
-    CliResult, DatabaseArgs, Failure, duration_arg, fetch_run, open_failure, print_json,
-    store_error, tokio_runtime,
+    CliResult, DatabaseArgs, Failure, check_output_path, duration_arg, fetch_run, open_failure,
+    print_json, store_error, tokio_runtime, write_output_file,
 };
 use skillhost_store::{RunStatus, StepRow, Store, StoreError, parse_duration};
 
@@ -18,6 +21,8 @@ pub enum RunsCommand {
     List(ListArgs),
     /// Show one run: steps, timings, errors, final state.
     Show(ShowArgs),
+    /// Write one stored artifact of a run to stdout, or to a file with --out.
+    Artifact(ArtifactArgs),
     /// Delete the history of old finished runs (never queued or running ones).
     Prune(PruneArgs),
     /// Per-scenario retention for `prune`: list, or `SCENARIO 30d`, or `SCENARIO off`.
@@ -48,6 +53,22 @@ pub struct ShowArgs {
     /// Print the run, its steps, artifacts and state as one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ArtifactArgs {
+    /// The run id (see `host runs list`).
+    run_id: String,
+    /// The artifact's name (see `host runs show RUN`).
+    name: String,
+    #[command(flatten)]
+    db: DatabaseArgs,
+    /// Write it to this file instead of stdout. Its directory must exist; an existing file is refused without --force.
+    #[arg(long, value_name = "PATH")]
+    out: Option<PathBuf>,
+    /// Replace a file that already exists at --out (a symlink there is replaced, not followed).
+    #[arg(long, requires = "out")]
+    force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -88,6 +109,7 @@ pub fn runs(command: RunsCommand) -> CliResult {
         match command {
             RunsCommand::List(args) => list(args).await,
             RunsCommand::Show(args) => show(args).await,
+            RunsCommand::Artifact(args) => artifact(args).await,
             RunsCommand::Prune(_) | RunsCommand::Retention(_) => unreachable!("handled above"),
         }
     })
@@ -176,6 +198,54 @@ async fn list(args: ListArgs) -> CliResult {
         );
     }
     Ok(())
+}
+
+/// Reads one artifact from the store: a run whose report never reached the
+/// disk (killed after its last commit, or `--out` refused) gets it back.
+async fn artifact(args: ArtifactArgs) -> CliResult {
+    if let Some(out) = &args.out {
+        check_output_path(out, args.force)?;
+    }
+    let store = args.db.open_for_run(&args.run_id).await?;
+    fetch_run(&store, &args.run_id).await?;
+    let rows = store.artifacts(&args.run_id).await.map_err(store_error)?;
+    let Some(row) = rows.iter().find(|row| row.name == args.name) else {
+        let names: Vec<String> = rows.iter().map(|r| format!("`{}`", r.name)).collect();
+        return Err(Failure::bad_input(format!(
+            "run `{}` has no artifact `{}`; {}",
+            args.run_id,
+            args.name,
+            if names.is_empty() {
+                "it has none".to_string()
+            } else {
+                format!("it has {}", names.join(", "))
+            }
+        )));
+    };
+    let bytes = store
+        .artifact_bytes(&row.digest)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| {
+            Failure::environment(format!(
+                "artifact `{}` of run `{}` has no stored bytes (digest {})",
+                row.name, args.run_id, row.digest
+            ))
+        })?;
+    match &args.out {
+        Some(out) => {
+            write_output_file(out, &bytes, args.force)?;
+            eprintln!("written: {}", out.display());
+            Ok(())
+        }
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(&bytes)
+                .and_then(|()| stdout.flush())
+                .map_err(|e| Failure::environment(format!("cannot write to stdout: {e}")))
+        }
+    }
 }
 
 async fn show(args: ShowArgs) -> CliResult {

@@ -66,7 +66,18 @@ pub struct FsGrant {
     pub root: PathBuf,
 }
 
+/// Directories no `fs` grant ever reaches, whatever the host allows: the
+/// kernel's views of the host's processes (their environment, open files and
+/// root directory), devices and system state.
+pub const NEVER_GRANTED: [&str; 3] = ["/proc", "/sys", "/dev"];
+
 impl FsGrant {
+    /// Parses a grant: `value` must name an existing directory, which is
+    /// canonicalised (symlinks followed). A directory that is, lies in, or
+    /// holds one of [`NEVER_GRANTED`] is refused, as written and as resolved,
+    /// so neither `/proc/self/root` nor `/` passes. Where a grant may point
+    /// beyond that is the caller's policy: a scenario's grants are checked
+    /// against its directory and the host's allowed roots by the checker.
     pub fn parse(value: &str) -> Result<Self, GrantError> {
         if value.is_empty() {
             return Err(GrantError::new(
@@ -74,9 +85,18 @@ impl FsGrant {
                 "needs a directory, e.g. `fs=./corpus`",
             ));
         }
+        if let Some(reason) = never_granted(Path::new(value)) {
+            return Err(GrantError::new("fs", format!("`{value}` {reason}")));
+        }
         let root = Path::new(value)
             .canonicalize()
             .map_err(|e| GrantError::new("fs", format!("cannot use directory `{value}`: {e}")))?;
+        if let Some(reason) = never_granted(&root) {
+            return Err(GrantError::new(
+                "fs",
+                format!("`{value}` resolves to `{}`, which {reason}", root.display()),
+            ));
+        }
         if !root.is_dir() {
             return Err(GrantError::new(
                 "fs",
@@ -121,6 +141,36 @@ impl FsGrant {
         }
         Ok(resolved)
     }
+}
+
+/// Why `path` may never be granted, if it may not: it is, lies in or holds
+/// one of [`NEVER_GRANTED`]. Compared component by component on the path
+/// with `.` and `..` resolved lexically, so `/tmp/../proc` is `/proc`.
+fn never_granted(path: &Path) -> Option<String> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut lexical = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                lexical.pop();
+            }
+            Component::CurDir => {}
+            other => lexical.push(other),
+        }
+    }
+    NEVER_GRANTED.iter().map(Path::new).find_map(|forbidden| {
+        if lexical.starts_with(forbidden) || forbidden.starts_with(&lexical) {
+            Some(format!(
+                "is or holds one of {}, which are never granted: grant a directory of \
+                 ordinary files",
+                NEVER_GRANTED.join(", ")
+            ))
+        } else {
+            None
+        }
+    })
 }
 
 fn io_error(path: &str, e: std::io::Error) -> GuestError {

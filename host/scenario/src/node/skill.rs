@@ -3,6 +3,7 @@
 //! artifacts) is also the body of a map node's per-item call.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -13,7 +14,9 @@ use super::{
     pre_expressions, write_expressions, writes,
 };
 use crate::Expr;
+use crate::checks::artifact_name;
 use crate::checks::citations::{CitationError, CitationInputs};
+use crate::checks::fs_grant::{self, FsPolicy};
 use crate::checks::schema::CompiledSchema;
 use crate::diagnostic::codes;
 use crate::file::{self, NodeDecl, PostDecl};
@@ -311,13 +314,16 @@ fn artifact(
     a: &file::ArtifactDecl,
 ) -> Option<ArtifactSpec> {
     let name = a.name.get_ref().clone();
-    if name.is_empty() || name.contains('/') || name.contains('\\') || name == ".." {
+    if let Err(problem) = artifact_name::check(&name) {
         let line = p.line(&a.name);
         p.reporter.error(
             line,
             node,
             codes::INVALID_VALUE,
-            format!("artifact name `{name}` must be a plain file name such as `report.md`"),
+            format!(
+                "artifact name: {problem}; it becomes a file name when the run's artifacts \
+                 are written, so it must be a plain file name such as `report.md`"
+            ),
         );
         return None;
     }
@@ -528,7 +534,8 @@ fn grants(
             );
             continue;
         };
-        let mut value = value.get_ref().clone();
+        let as_written = value.get_ref();
+        let mut value = as_written.clone();
         if capability == Capability::Fs && !value.is_empty() {
             value = normalize(&p.dir.join(&value))
                 .to_string_lossy()
@@ -539,7 +546,40 @@ fn grants(
                 .error(line, node, codes::BAD_GRANT, format!("{e}"));
             continue;
         }
+        if capability == Capability::Fs
+            && let Some(fs) = &grants.fs
+            && let Err(rule) = fs_grant::check(&fs_policy(&p.dir), as_written, &fs.root)
+        {
+            // The grant stays parsed (the load fails anyway), so the node is
+            // not also reported as lacking it.
+            p.reporter.error(
+                line,
+                node,
+                codes::BAD_GRANT,
+                format!("capability `fs`: {rule}"),
+            );
+            continue;
+        }
         written.insert(name.clone(), value);
     }
     (written, grants)
+}
+
+/// What a scenario in `dir` may grant: its directory and the host's allowed
+/// roots, resolved.
+fn fs_policy(dir: &Path) -> FsPolicy {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    FsPolicy {
+        scenario_dir: dir.canonicalize().ok(),
+        allowed_roots: std::env::var(fs_grant::FS_ROOTS_VAR)
+            .unwrap_or_default()
+            .split(':')
+            .filter(|root| !root.is_empty())
+            .filter_map(|root| Path::new(root).canonicalize().ok())
+            .collect(),
+    }
 }
