@@ -218,3 +218,61 @@ fn many_threads_share_one_skill() {
         }
     });
 }
+
+fn granting_fs(dir: &std::path::Path) -> CallOptions {
+    let mut grants = Grants::default();
+    grants.add("fs", dir.to_str().unwrap()).expect("grant fs");
+    CallOptions {
+        grants: Arc::new(grants),
+        ..CallOptions::default()
+    }
+}
+
+fn skill_error_code(err: CallError) -> (String, String) {
+    match err {
+        CallError::Skill { code, message, .. } => (code, message),
+        other => panic!("expected the import's error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_fifo_in_the_granted_directory_is_refused_not_waited_on() {
+    let (_cache, skill) = adversary();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = std::ffi::CString::new(dir.path().join("pipe").to_str().unwrap()).unwrap();
+    // SAFETY: `fifo` is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let options = granting_fs(dir.path());
+    let start = std::time::Instant::now();
+    let (code, message) = skill_error_code(call(&skill, "rpipe", &options).unwrap_err());
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(code, "not-a-regular-file");
+    assert!(message.contains("`pipe` is a named pipe"), "{message}");
+    still_serves(&skill);
+}
+
+#[test]
+fn a_character_device_is_refused() {
+    let (_cache, skill) = adversary();
+    let options = granting_fs(std::path::Path::new("/dev"));
+    let (code, message) = skill_error_code(call(&skill, "rzero", &options).unwrap_err());
+    assert_eq!(code, "not-a-regular-file");
+    assert!(message.contains("character device"), "{message}");
+    still_serves(&skill);
+}
+
+#[test]
+fn a_proc_file_that_reports_no_length_is_read_bounded() {
+    let (_cache, skill) = adversary();
+    let mut options = granting_fs(std::path::Path::new("/proc"));
+    // `/proc` files report a length of 0 whatever they hold.
+    let out = call(&skill, "rself/status", &options).expect("a small /proc file reads");
+    assert!(out["text"].as_str().unwrap().contains("Pid:"), "{out}");
+    // `smaps` runs to hundreds of KiB in a process with a pooling
+    // allocator: the read stops at the memory limit.
+    options.limits.memory_bytes = 64 << 10;
+    let (code, message) = skill_error_code(call(&skill, "rself/smaps", &options).unwrap_err());
+    assert_eq!(code, "too-large");
+    assert!(message.contains("memory limit of 65536 bytes"), "{message}");
+    still_serves(&skill);
+}
