@@ -10,7 +10,8 @@ use serde_json::Value;
 use crate::run::now_ms;
 use crate::{Event, EventSink, RunContext};
 use skillhost_runtime::{
-    CallError, CallOptions, CallReport, JournalMode, JournalRecord, Limits, Skill,
+    CallError, CallOptions, CallReport, JournalMode, JournalRecord, Limits, RandomSeed, Skill,
+    derive_random_seed,
 };
 use skillhost_scenario::SkillCall;
 use skillhost_store::{JournalEntry, StepRow};
@@ -49,6 +50,8 @@ impl CallPlan {
                 limits,
                 grants: call.grants.clone(),
                 journal: JournalMode::Record,
+                // Set per attempt (`call_with_retries`).
+                random_seed: RandomSeed::default(),
             },
             max_attempts,
             backoff_ms,
@@ -81,13 +84,33 @@ pub(crate) struct Attempts {
     pub failed: Vec<StepRow>,
 }
 
+/// The seed of an attempt's `wasi:random`: a function of what its step row
+/// records (run, node, attempt) and, in a map node, the item's index, so
+/// every step gets its own bytes and a resumed or replayed run the same ones.
+pub(crate) fn random_seed(
+    run_id: &str,
+    node_id: &str,
+    item: Option<usize>,
+    attempt: u32,
+) -> RandomSeed {
+    let item = item.map_or(u64::MAX, |i| i as u64).to_le_bytes();
+    derive_random_seed(&[
+        run_id.as_bytes(),
+        node_id.as_bytes(),
+        &item,
+        &attempt.to_le_bytes(),
+    ])
+}
+
 /// Calls the skill, retrying retryable errors with exponential backoff. Blocks
 /// (the call and the backoff sleep); run it on a blocking thread whenever a
 /// retry may sleep. Only the last attempt's journal is kept (in its report):
 /// a retried attempt is stored as a failed step row, which has no journal.
+/// `item` is the index of a map node's item.
 pub(crate) fn call_with_retries(
     run_id: &str,
     node_id: &str,
+    item: Option<usize>,
     skill: &Skill,
     plan: &CallPlan,
     input: &Value,
@@ -95,9 +118,11 @@ pub(crate) fn call_with_retries(
 ) -> Attempts {
     let mut failed = Vec::new();
     let mut attempt = 1;
+    let mut options = plan.options.clone();
     loop {
         let started_at_ms = now_ms();
-        let report = skill.call(input, &plan.options);
+        options.random_seed = random_seed(run_id, node_id, item, attempt);
+        let report = skill.call(input, &options);
         let error = match &report.result {
             Err(e) if e.retryable() && attempt < plan.max_attempts => e.to_json(),
             _ => {
@@ -148,7 +173,7 @@ pub(crate) async fn call_node_skill(
     input: &Value,
 ) -> Attempts {
     if plan.max_attempts <= 1 {
-        return call_with_retries(&cx.run_id, node_id, skill, plan, input, &*cx.events);
+        return call_with_retries(&cx.run_id, node_id, None, skill, plan, input, &*cx.events);
     }
     let (run_id, node_id, skill, plan, input, events) = (
         cx.run_id.clone(),
@@ -160,7 +185,7 @@ pub(crate) async fn call_node_skill(
     );
     let skill_name = skill.name.clone();
     let task = tokio::task::spawn_blocking(move || {
-        call_with_retries(&run_id, &node_id, &skill, &plan, &input, &*events)
+        call_with_retries(&run_id, &node_id, None, &skill, &plan, &input, &*events)
     });
     match task.await {
         Ok(attempts) => attempts,

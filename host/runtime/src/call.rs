@@ -14,7 +14,7 @@ use wasmtime::component::Val;
 use wasmtime::{Store, Trap};
 
 use crate::bridge;
-use crate::capabilities::wasi::WasiState;
+use crate::capabilities::wasi::{RandomSeed, WasiState};
 use crate::capabilities::{Backends, Capability, CapabilityCalls, Grants};
 use crate::engine::ticks_for;
 use crate::error::CallError;
@@ -30,6 +30,10 @@ pub struct CallOptions {
     /// Record the journaled host calls (the default), or answer them from a
     /// recorded journal.
     pub journal: JournalMode,
+    /// The seed of the call's `wasi:random`. The engine derives it from the
+    /// run, the node and the attempt, so every step gets its own bytes and
+    /// a replay of the step the same ones; see `capabilities::wasi`.
+    pub random_seed: RandomSeed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -100,6 +104,7 @@ pub struct CallState {
     pub(crate) capabilities: CapabilityCalls,
     pub(crate) limiter: CallLimiter,
     pub(crate) wasi: Option<Box<WasiState>>,
+    pub(crate) random_seed: RandomSeed,
 }
 
 impl CallState {
@@ -113,6 +118,7 @@ impl CallState {
             capabilities: CapabilityCalls::new(&options.grants, backends, &options.limits),
             limiter: CallLimiter::new(&options.limits),
             wasi: None,
+            random_seed: options.random_seed,
         }
     }
 
@@ -120,7 +126,8 @@ impl CallState {
         if let Some(wasi) = self.wasi.take() {
             let log = &mut self.capabilities.log;
             let skill = &self.scope.skill;
-            wasi.drain_output(&mut |level, line| log.push(skill, level, line));
+            let dropped = wasi.drain_output(&mut |level, line| log.push(skill, level, line));
+            log.dropped += dropped;
         }
     }
 }

@@ -27,6 +27,7 @@ use wasmtime::component::Linker;
 
 pub use cache::{LoadSource, LoadStats, default_cache_dir};
 pub use call::{CallOptions, CallReport, LogLevel, LogLine};
+pub use capabilities::wasi::{RandomSeed, derive_random_seed};
 pub use capabilities::{Backends, Capability, GrantError, Grants, KvBackend, MemoryKv};
 pub use engine::PoolConfig;
 pub use error::{CallError, LoadError};

@@ -130,8 +130,15 @@ async fn run_items(
                 cx.events.clone(),
             );
             running.spawn_blocking(move || {
-                let attempts =
-                    call_with_retries(&run_id, &node_id, &skill, &plan, &input, &*events);
+                let attempts = call_with_retries(
+                    &run_id,
+                    &node_id,
+                    Some(index),
+                    &skill,
+                    &plan,
+                    &input,
+                    &*events,
+                );
                 (index, attempts)
             });
         }

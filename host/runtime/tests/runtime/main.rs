@@ -5,3 +5,4 @@
 mod capabilities;
 mod limits;
 mod load;
+mod wasi;
