@@ -16,7 +16,7 @@ use wasmtime::{Store, Trap};
 use crate::bridge;
 use crate::capabilities::wasi::{RandomSeed, WasiState};
 use crate::capabilities::{Backends, Capability, CapabilityCalls, Grants};
-use crate::engine::ticks_for;
+use crate::engine::Deadline;
 use crate::error::CallError;
 use crate::journal::{Journal, JournalMode, JournalRecord};
 use crate::limits::{CallLimiter, LimitHit, Limits};
@@ -164,7 +164,7 @@ impl Skill {
             .set_fuel(fuel)
             .map_err(|e| self.host_error(e, false))
             .and_then(|()| {
-                store.set_epoch_deadline(ticks_for(limits.timeout));
+                Deadline::after(limits.timeout).arm(&mut store);
                 self.instantiate_and_run(&mut store, arg, limits)
             });
         let fuel_consumed = fuel - store.get_fuel().unwrap_or(fuel);

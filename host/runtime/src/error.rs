@@ -49,6 +49,10 @@ pub enum LoadError {
     Link { skill: String, message: String },
     #[error("skill `{skill}`: calling `manifest` failed: {message}")]
     Manifest { skill: String, message: String },
+    #[error(
+        "skill `{skill}`: `manifest` did not return within {limit_ms} ms; it must return constant data, without waiting or computing"
+    )]
+    ManifestTimeout { skill: String, limit_ms: u64 },
     #[error("component cache at `{path}`: {message}")]
     Cache { path: PathBuf, message: String },
 }

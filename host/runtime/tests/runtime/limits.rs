@@ -276,3 +276,18 @@ fn a_proc_file_that_reports_no_length_is_read_bounded() {
     assert!(message.contains("memory limit of 65536 bytes"), "{message}");
     still_serves(&skill);
 }
+
+#[test]
+fn a_timeout_fires_on_time_not_when_the_ticks_add_up() {
+    let (_cache, skill) = adversary();
+    let options = limits(|l| l.timeout = Duration::from_millis(1000));
+    let start = std::time::Instant::now();
+    let err = call(&skill, "loop", &options).unwrap_err();
+    let elapsed = start.elapsed();
+    assert_eq!(err.kind(), "timeout");
+    assert!(elapsed >= Duration::from_millis(1000), "{elapsed:?}");
+    // Counting 1 ms ticks, which come late, stretched this by several
+    // percent, more on a loaded machine.
+    assert!(elapsed < Duration::from_millis(1150), "{elapsed:?}");
+    still_serves(&skill);
+}
