@@ -159,6 +159,10 @@ impl Skill {
         let state = CallState::new(self.name_arc.clone(), options, self.backends());
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|state| &mut state.limiter);
+        // What the guest may hand the host in one call (the output's lift
+        // included): enough for any output within the limit, however its
+        // canonical layout compares with its JSON.
+        store.set_hostcall_fuel(hostcall_fuel(limits));
         let fuel = limits.fuel.unwrap_or(u64::MAX);
         let result = store
             .set_fuel(fuel)
@@ -339,6 +343,27 @@ impl Skill {
             };
         }
         let text = format!("{error:#}");
+        if text.contains("fuel allocated for hostcalls has been exhausted") {
+            let in_wasm = error
+                .downcast_ref::<wasmtime::WasmBacktrace>()
+                .is_some_and(|bt| !bt.frames().is_empty());
+            let fuel = hostcall_fuel(limits) as u64;
+            // With no guest frame on the stack, `run` had returned: the host
+            // ran out lifting its result.
+            return if in_wasm {
+                CallError::ResourceLimit {
+                    skill,
+                    limit_name: "bytes passed to one host call",
+                    limit: fuel,
+                }
+            } else {
+                CallError::OutputTooLarge {
+                    skill,
+                    limit_bytes: limits.max_output_bytes,
+                    actual_bytes: fuel,
+                }
+            };
+        }
         if text.contains("instance count too high") {
             return CallError::ResourceLimit {
                 skill,
@@ -385,6 +410,20 @@ fn trap_message(trap: &Trap, error: &wasmtime::Error) -> String {
         Some(func) => format!("{trap} (in `{func}`)"),
         None => trap.to_string(),
     }
+}
+
+/// The bytes the guest may pass the host in one call, the output included:
+/// wasmtime's default, or four times the output limit if that is more (a
+/// value's canonical layout, padding included, is never more than about
+/// twice its JSON).
+fn hostcall_fuel(limits: &Limits) -> usize {
+    const WASMTIME_DEFAULT: u64 = 128 << 20;
+    limits
+        .max_output_bytes
+        .saturating_mul(4)
+        .max(WASMTIME_DEFAULT)
+        .try_into()
+        .unwrap_or(usize::MAX)
 }
 
 /// Size of `value` as compact JSON, without building the string.

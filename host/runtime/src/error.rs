@@ -95,6 +95,8 @@ pub enum CallError {
     OutputTooLarge {
         skill: String,
         limit_bytes: u64,
+        /// The output's size as JSON; for an output too large for the host
+        /// to lift at all, the bytes it had lifted when it stopped.
         actual_bytes: u64,
     },
     #[error("skill `{skill}` returned a value that does not fit its WIT type: {message}")]

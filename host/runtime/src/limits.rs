@@ -12,12 +12,16 @@ use wasmtime::ResourceLimiter;
 /// size, so it bounds the address space the host reserves per instance.
 pub const MAX_MEMORY_BYTES: u64 = 4 << 30;
 
+/// Host bytes per table element (a function reference is a pointer).
+pub const TABLE_ELEMENT_BYTES: u64 = 8;
+
 /// Limits applied to one call of a skill.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Wall-clock time for instantiation plus the call.
     pub timeout: Duration,
-    /// Linear memory, summed over every memory of the component.
+    /// Linear memory and tables, summed over every memory and table of the
+    /// component (a table element counts [`TABLE_ELEMENT_BYTES`]).
     pub memory_bytes: u64,
     /// Instructions budget (wasmtime fuel); `None` is unlimited.
     pub fuel: Option<u64>,
@@ -81,7 +85,8 @@ pub struct CallLimiter {
     table_elements: u32,
     instances: u32,
     tables: u32,
-    /// Bytes of linear memory currently allocated, over all memories.
+    /// Bytes of linear memory and tables currently allocated, over all of
+    /// them.
     memory_now: u64,
     pub memory_peak: u64,
     pub hit: Option<LimitHit>,
@@ -120,7 +125,7 @@ impl ResourceLimiter for CallLimiter {
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -130,6 +135,19 @@ impl ResourceLimiter for CallLimiter {
             });
             return Ok(false);
         }
+        // A table's elements are host memory as much as a linear memory's
+        // pages: 63 full tables are half a gigabyte. They count against the
+        // same limit.
+        let after = self
+            .memory_now
+            .saturating_sub(current as u64 * TABLE_ELEMENT_BYTES)
+            + desired as u64 * TABLE_ELEMENT_BYTES;
+        if after > self.memory_limit {
+            self.hit = Some(LimitHit::Memory { requested: after });
+            return Ok(false);
+        }
+        self.memory_now = after;
+        self.memory_peak = self.memory_peak.max(after);
         Ok(true)
     }
 

@@ -270,10 +270,19 @@ fn a_proc_file_that_reports_no_length_is_read_bounded() {
     assert!(out["text"].as_str().unwrap().contains("Pid:"), "{out}");
     // `smaps` runs to hundreds of KiB in a process with a pooling
     // allocator: the read stops at the memory limit.
-    options.limits.memory_bytes = 64 << 10;
+    let smaps = std::fs::read("/proc/self/smaps").unwrap().len() as u64;
+    let limit = (smaps / 2).max(128 << 10) & !0xfff;
+    assert!(
+        smaps > limit + (16 << 10),
+        "smaps is only {smaps} bytes here"
+    );
+    options.limits.memory_bytes = limit;
     let (code, message) = skill_error_code(call(&skill, "rself/smaps", &options).unwrap_err());
     assert_eq!(code, "too-large");
-    assert!(message.contains("memory limit of 65536 bytes"), "{message}");
+    assert!(
+        message.contains(&format!("memory limit of {limit} bytes")),
+        "{message}"
+    );
     still_serves(&skill);
 }
 
@@ -289,5 +298,47 @@ fn a_timeout_fires_on_time_not_when_the_ticks_add_up() {
     // Counting 1 ms ticks, which come late, stretched this by several
     // percent, more on a loaded machine.
     assert!(elapsed < Duration::from_millis(1150), "{elapsed:?}");
+    still_serves(&skill);
+}
+
+#[test]
+fn a_200_mib_output_is_output_too_large() {
+    let (_cache, skill) = adversary();
+    let err = call(&skill, "Oversized", &CallOptions::default()).unwrap_err();
+    match &err {
+        CallError::OutputTooLarge {
+            limit_bytes,
+            actual_bytes,
+            ..
+        } => {
+            assert_eq!(*limit_bytes, 16 << 20);
+            // Too large to lift at all: the bytes lifted when the host
+            // stopped.
+            assert!(*actual_bytes > 16 << 20, "{actual_bytes}");
+        }
+        other => panic!("expected output-too-large, got {other:?}"),
+    }
+    assert_eq!(err.kind(), "output-too-large");
+    still_serves(&skill);
+}
+
+#[test]
+fn table_memory_counts_against_the_memory_limit() {
+    let (_cache, skill) = adversary();
+    // A million funcref elements take 8 MB of host memory.
+    call(&skill, "Table", &CallOptions::default()).expect("fits in 256 MiB");
+    let options = limits(|l| l.memory_bytes = 4 << 20);
+    let err = call(&skill, "Table", &options).unwrap_err();
+    match &err {
+        CallError::MemoryLimit {
+            limit_mib,
+            requested_bytes,
+            ..
+        } => {
+            assert_eq!(*limit_mib, 4);
+            assert!(*requested_bytes >= 8_000_000, "{requested_bytes}");
+        }
+        other => panic!("expected a memory limit error, got {other:?}"),
+    }
     still_serves(&skill);
 }
