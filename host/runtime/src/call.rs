@@ -326,6 +326,12 @@ impl Skill {
             }
             None => {}
         }
+        if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+            return CallError::Exited {
+                skill,
+                code: exit.0,
+            };
+        }
         if let Some(trap) = error.downcast_ref::<Trap>() {
             return match trap {
                 Trap::Interrupt => CallError::Timeout {

@@ -104,6 +104,10 @@ pub enum CallError {
     #[error("skill `{skill}` trapped: {message}")]
     Trap { skill: String, message: String },
     #[error(
+        "skill `{skill}` exited with code {code} instead of returning from `run` (a WASI `exit`, e.g. Rust's `std::process::exit`); return an error from `run` instead"
+    )]
+    Exited { skill: String, code: i32 },
+    #[error(
         "skill `{skill}` called `{capability}`, which was not granted: {message}; grant it to the node (`capabilities`) or with `--grant {capability}=VALUE`"
     )]
     CapabilityDenied {
@@ -145,6 +149,7 @@ impl CallError {
             CallError::OutputTooLarge { .. } => "output-too-large",
             CallError::InvalidOutput { .. } => "invalid-output",
             CallError::Trap { .. } => "trap",
+            CallError::Exited { .. } => "exited",
             CallError::CapabilityDenied { .. } => "capability-denied",
             CallError::Host { .. } => "host",
             CallError::JournalMismatch { .. } => "journal-mismatch",
@@ -163,6 +168,7 @@ impl CallError {
             | CallError::OutputTooLarge { skill, .. }
             | CallError::InvalidOutput { skill, .. }
             | CallError::Trap { skill, .. }
+            | CallError::Exited { skill, .. }
             | CallError::CapabilityDenied { skill, .. }
             | CallError::Host { skill, .. }
             | CallError::JournalMismatch { skill, .. } => skill,

@@ -118,3 +118,42 @@ fn random_bytes_follow_the_seed() {
     assert_ne!(first[..16], first[16..32]);
     still_serves(&skill);
 }
+
+#[test]
+fn exit_is_a_named_error_with_its_code() {
+    let (_cache, skill) = probe();
+    let err = run(&skill, "exit", 3, &CallOptions::default())
+        .into_result()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        CallError::Exited {
+            skill: "wasi-probe".into(),
+            code: 3
+        }
+    );
+    assert_eq!(err.kind(), "exited");
+    assert!(err.to_string().contains("exited with code 3"), "{err}");
+    still_serves(&skill);
+}
+
+#[test]
+fn output_lines_reach_the_log_sanitised() {
+    let (_cache, skill) = probe();
+    let report = run(
+        &skill,
+        "w\x1b[2Jcleared\r[host] fake\u{202e}txt\nsecond line\n",
+        0,
+        &CallOptions::default(),
+    );
+    let lines: Vec<_> = report.logs.iter().map(|l| l.message.as_str()).collect();
+    assert_eq!(
+        lines,
+        [
+            "\\u{1b}[2Jcleared\\u{d}[host] fake\\u{202e}txt",
+            "second line"
+        ]
+    );
+    report.into_result().unwrap();
+    still_serves(&skill);
+}
