@@ -215,6 +215,13 @@ impl Skill {
             }),
         };
         let log = capabilities.log;
+        let result = result.map_err(|error| match error {
+            CallError::Trap { skill, message } => CallError::Trap {
+                message: with_panic_message(message, &log.lines),
+                skill,
+            },
+            other => other,
+        });
         CallReport {
             result,
             logs: log.lines,
@@ -400,6 +407,20 @@ impl Skill {
             message: format!("{error:#}"),
             retryable,
         }
+    }
+}
+
+/// A trap's message with the panic that caused it, when the skill logged one
+/// (the SDK's panic hook logs `panicked at …` at error level before Rust
+/// aborts with `unreachable`): a pure skill has no stderr to print it to.
+fn with_panic_message(message: String, logs: &[LogLine]) -> String {
+    let panic = logs
+        .iter()
+        .rev()
+        .find(|line| line.level == LogLevel::Error && line.message.starts_with("panicked at "));
+    match panic {
+        Some(line) => format!("{message}; the skill {}", line.message),
+        None => message,
     }
 }
 

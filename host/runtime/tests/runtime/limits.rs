@@ -268,19 +268,18 @@ fn a_proc_file_that_reports_no_length_is_read_bounded() {
     // `/proc` files report a length of 0 whatever they hold.
     let out = call(&skill, "rself/status", &options).expect("a small /proc file reads");
     assert!(out["text"].as_str().unwrap().contains("Pid:"), "{out}");
-    // `smaps` runs to hundreds of KiB in a process with a pooling
-    // allocator: the read stops at the memory limit.
-    let smaps = std::fs::read("/proc/self/smaps").unwrap().len() as u64;
-    let limit = (smaps / 2).max(128 << 10) & !0xfff;
+    // `kallsyms` runs to megabytes: the read stops at the memory limit.
+    let kallsyms = std::fs::read("/proc/kallsyms").unwrap().len() as u64;
+    let limit = 1 << 20;
     assert!(
-        smaps > limit + (16 << 10),
-        "smaps is only {smaps} bytes here"
+        kallsyms > 2 * limit,
+        "kallsyms is only {kallsyms} bytes here"
     );
     options.limits.memory_bytes = limit;
-    let (code, message) = skill_error_code(call(&skill, "rself/smaps", &options).unwrap_err());
+    let (code, message) = skill_error_code(call(&skill, "rkallsyms", &options).unwrap_err());
     assert_eq!(code, "too-large");
     assert!(
-        message.contains(&format!("memory limit of {limit} bytes")),
+        message.contains("memory limit of 1048576 bytes"),
         "{message}"
     );
     still_serves(&skill);
@@ -340,5 +339,19 @@ fn table_memory_counts_against_the_memory_limit() {
         }
         other => panic!("expected a memory limit error, got {other:?}"),
     }
+    still_serves(&skill);
+}
+
+#[test]
+fn a_panic_message_the_skill_logged_is_in_the_trap() {
+    let (_cache, skill) = adversary();
+    let err = call(&skill, "Panic", &CallOptions::default()).unwrap_err();
+    assert_eq!(err.kind(), "trap", "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("unreachable"), "{message}");
+    assert!(
+        message.contains("the skill panicked at src/lib.rs:3:5: boom"),
+        "{message}"
+    );
     still_serves(&skill);
 }
