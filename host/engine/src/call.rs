@@ -209,3 +209,26 @@ pub(crate) async fn call_node_skill(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::random_seed;
+
+    #[test]
+    fn every_step_gets_its_own_seed_and_a_replay_the_same() {
+        let seed = random_seed("run-1", "fetch", None, 1);
+        assert_eq!(seed, random_seed("run-1", "fetch", None, 1));
+        let others = [
+            random_seed("run-2", "fetch", None, 1),
+            random_seed("run-1", "parse", None, 1),
+            random_seed("run-1", "fetch", Some(0), 1),
+            random_seed("run-1", "fetch", None, 2),
+            // Parts are hashed with their lengths: moving a byte between the
+            // run id and the node id is another scope.
+            random_seed("run-1f", "etch", None, 1),
+        ];
+        for other in others {
+            assert_ne!(seed, other);
+        }
+    }
+}
