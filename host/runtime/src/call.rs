@@ -4,6 +4,12 @@
 //!
 //! Nothing survives a call but its [`CallReport`]: a failed lift poisons an
 //! instance, so no instance is ever reused.
+//!
+//! A call's timeout is a real-time [`Deadline`] checked at every epoch tick;
+//! its memory limit covers linear memories and tables; what the guest may
+//! hand the host in one call (its output included) is bounded by wasmtime's
+//! hostcall fuel. Each way a call ends has its own named error: a WASI `exit`
+//! is `exited` with its code, a panic the skill logged is part of its trap.
 
 use std::io::Write;
 use std::sync::Arc;

@@ -42,7 +42,6 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamResult, subscribe};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
@@ -102,7 +101,7 @@ impl WasiState {
             (&self.stdout, LogLevel::Info),
             (&self.stderr, LogLevel::Warn),
         ] {
-            let bytes = pipe.kept.contents();
+            let bytes = pipe.contents();
             let text = String::from_utf8_lossy(&bytes);
             for line in text.lines().filter(|l| !l.is_empty()) {
                 state_logs(level, line.to_string());
@@ -118,31 +117,42 @@ impl WasiState {
 /// pipe does) traps the guest, and a skill must not fail for printing.
 #[derive(Clone)]
 struct Capture {
-    kept: MemoryOutputPipe,
-    capacity: usize,
-    dropped: Arc<Mutex<DroppedOutput>>,
+    inner: Arc<Mutex<Captured>>,
 }
 
-#[derive(Default)]
-struct DroppedOutput {
+struct Captured {
+    kept: Vec<u8>,
+    capacity: usize,
     /// Newlines in the dropped bytes.
-    lines: u64,
+    dropped_newlines: u64,
     /// Whether dropped bytes follow the last dropped newline.
-    partial: bool,
+    dropped_partial: bool,
 }
 
 impl Capture {
     fn new(capacity: usize) -> Self {
         Capture {
-            kept: MemoryOutputPipe::new(capacity),
-            capacity,
-            dropped: Arc::default(),
+            inner: Arc::new(Mutex::new(Captured {
+                kept: Vec::new(),
+                capacity,
+                dropped_newlines: 0,
+                dropped_partial: false,
+            })),
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Captured> {
+        // Every write leaves the buffer whole; a poisoned lock is usable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn contents(&self) -> Vec<u8> {
+        self.lock().kept.clone()
+    }
+
     fn dropped_lines(&self) -> u64 {
-        let dropped = self.dropped.lock().unwrap_or_else(|p| p.into_inner());
-        dropped.lines + u64::from(dropped.partial)
+        let captured = self.lock();
+        captured.dropped_newlines + u64::from(captured.dropped_partial)
     }
 }
 
@@ -158,9 +168,8 @@ impl StdoutStream for Capture {
     }
 
     fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        // Only WASI 0.3 asks for it, and this host links 0.2 only; the pipe
-        // itself stops at the capacity.
-        Box::new(self.kept.clone())
+        // Only WASI 0.3 asks for it, and this host links 0.2 only.
+        Box::new(tokio::io::sink())
     }
 }
 
@@ -171,17 +180,15 @@ impl Pollable for Capture {
 
 impl OutputStream for Capture {
     fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
-        let room = self.capacity - self.kept.contents().len().min(self.capacity);
+        let mut captured = self.lock();
+        let room = captured.capacity.saturating_sub(captured.kept.len());
         let keep = bytes.len().min(room);
-        if keep > 0 {
-            self.kept.write(bytes.slice(..keep))?;
-        }
+        captured.kept.extend_from_slice(&bytes[..keep]);
         let rest = &bytes[keep..];
         if !rest.is_empty() {
-            let mut dropped = self.dropped.lock().unwrap_or_else(|p| p.into_inner());
             let newlines = rest.iter().filter(|&&b| b == b'\n').count() as u64;
-            dropped.lines += newlines;
-            dropped.partial = rest.last() != Some(&b'\n') || (dropped.partial && newlines == 0);
+            captured.dropped_newlines += newlines;
+            captured.dropped_partial = rest.last() != Some(&b'\n');
         }
         Ok(())
     }
@@ -192,7 +199,7 @@ impl OutputStream for Capture {
 
     fn check_write(&mut self) -> StreamResult<usize> {
         // Always room: what does not fit is dropped, not refused.
-        Ok(self.capacity.max(4096))
+        Ok(self.lock().capacity.max(4096))
     }
 }
 
