@@ -139,8 +139,20 @@ impl CallState {
 }
 
 impl Skill {
-    /// Calls the skill's `run` with `input` in a fresh instance.
+    /// Calls the skill's `run` with `input` in a fresh instance, on this
+    /// thread, for callers without an async runtime (`host skill call`, the
+    /// benchmarks, threads of their own). Without a tokio runtime a host
+    /// future is not cancelled at the deadline: use [`Skill::call_async`]
+    /// where there is one.
     pub fn call(&self, input: &serde_json::Value, options: &CallOptions) -> CallReport {
+        crate::engine::block_on(self.call_async(input, options))
+    }
+
+    /// Calls the skill's `run` with `input` in a fresh instance. Guest code
+    /// stops at the deadline by the epoch; under a tokio runtime with a
+    /// timer, a host future still pending at the deadline is dropped
+    /// (cancelled) and the call reported as `timeout` too.
+    pub async fn call_async(&self, input: &serde_json::Value, options: &CallOptions) -> CallReport {
         let start = Instant::now();
         let arg = match bridge::json_to_val(&self.input_type, input) {
             Ok(arg) => arg,
@@ -175,8 +187,25 @@ impl Skill {
             .map_err(|e| self.host_error(e, false))
             .and_then(|()| {
                 Deadline::after(limits.timeout).arm(&mut store);
-                self.instantiate_and_run(&mut store, arg, limits)
+                Ok(())
             });
+        let result = match result {
+            Ok(()) => {
+                let run = self.instantiate_and_run(&mut store, arg, limits);
+                match tokio::runtime::Handle::try_current() {
+                    Ok(_) => tokio::time::timeout(limits.timeout, run)
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(CallError::Timeout {
+                                skill: self.name.clone(),
+                                limit_ms: limits.timeout.as_millis() as u64,
+                            })
+                        }),
+                    Err(_) => run.await,
+                }
+            }
+            Err(e) => Err(e),
+        };
         let fuel_consumed = fuel - store.get_fuel().unwrap_or(fuel);
 
         let mut state = store.into_data();
@@ -240,7 +269,7 @@ impl Skill {
         }
     }
 
-    fn instantiate_and_run(
+    async fn instantiate_and_run(
         &self,
         store: &mut Store<CallState>,
         arg: Val,
@@ -248,7 +277,8 @@ impl Skill {
     ) -> Result<serde_json::Value, CallError> {
         let instance = self
             .pre
-            .instantiate(&mut *store)
+            .instantiate_async(&mut *store)
+            .await
             .map_err(|e| self.classify(e, store, limits))?;
         let func = instance
             .get_func(&mut *store, self.run_index)
@@ -258,7 +288,8 @@ impl Skill {
                 retryable: false,
             })?;
         let mut results = [Val::Bool(false)];
-        func.call(&mut *store, std::slice::from_ref(&arg), &mut results)
+        func.call_async(&mut *store, std::slice::from_ref(&arg), &mut results)
+            .await
             .map_err(|e| self.classify(e, store, limits))?;
         let [result] = results;
         self.interpret(result, limits)
