@@ -182,16 +182,12 @@ impl Skill {
         // canonical layout compares with its JSON.
         store.set_hostcall_fuel(hostcall_fuel(limits));
         let fuel = limits.fuel.unwrap_or(u64::MAX);
-        let result = store
-            .set_fuel(fuel)
-            .map_err(|e| self.host_error(e, false))
-            .and_then(|()| {
-                Deadline::after(limits.timeout).arm(&mut store);
-                Ok(())
-            });
-        let result = match result {
+        let result = match store.set_fuel(fuel) {
             Ok(()) => {
+                Deadline::after(limits.timeout).arm(&mut store);
                 let run = self.instantiate_and_run(&mut store, arg, limits);
+                // A runtime's timer, where there is one, also stops a host
+                // future that is still pending at the deadline.
                 match tokio::runtime::Handle::try_current() {
                     Ok(_) => tokio::time::timeout(limits.timeout, run)
                         .await
@@ -204,7 +200,7 @@ impl Skill {
                     Err(_) => run.await,
                 }
             }
-            Err(e) => Err(e),
+            Err(e) => Err(self.host_error(e, false)),
         };
         let fuel_consumed = fuel - store.get_fuel().unwrap_or(fuel);
 

@@ -85,9 +85,11 @@ pub struct CallLimiter {
     table_elements: u32,
     instances: u32,
     tables: u32,
-    /// Bytes of linear memory and tables currently allocated, over all of
-    /// them.
+    /// Bytes of linear memory currently allocated, over all memories.
     memory_now: u64,
+    /// Bytes of table elements currently allocated, over all tables.
+    tables_now: u64,
+    /// Peak linear memory (tables not included), as the call reports it.
     pub memory_peak: u64,
     pub hit: Option<LimitHit>,
 }
@@ -100,6 +102,7 @@ impl CallLimiter {
             instances: limits.max_instances,
             tables: limits.max_tables,
             memory_now: 0,
+            tables_now: 0,
             memory_peak: 0,
             hit: None,
         }
@@ -114,8 +117,10 @@ impl ResourceLimiter for CallLimiter {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let after = self.memory_now.saturating_sub(current as u64) + desired as u64;
-        if after > self.memory_limit {
-            self.hit = Some(LimitHit::Memory { requested: after });
+        if after + self.tables_now > self.memory_limit {
+            self.hit = Some(LimitHit::Memory {
+                requested: after + self.tables_now,
+            });
             return Ok(false);
         }
         self.memory_now = after;
@@ -139,15 +144,16 @@ impl ResourceLimiter for CallLimiter {
         // pages: 63 full tables are half a gigabyte. They count against the
         // same limit.
         let after = self
-            .memory_now
+            .tables_now
             .saturating_sub(current as u64 * TABLE_ELEMENT_BYTES)
             + desired as u64 * TABLE_ELEMENT_BYTES;
-        if after > self.memory_limit {
-            self.hit = Some(LimitHit::Memory { requested: after });
+        if self.memory_now + after > self.memory_limit {
+            self.hit = Some(LimitHit::Memory {
+                requested: self.memory_now + after,
+            });
             return Ok(false);
         }
-        self.memory_now = after;
-        self.memory_peak = self.memory_peak.max(after);
+        self.tables_now = after;
         Ok(true)
     }
 
