@@ -77,6 +77,29 @@ pub use bindings::skillhost::skill::fs::{DirEntry, EntryKind};
 pub use bindings::skillhost::skill::log::Level;
 pub use bindings::skillhost::skill::types::{Manifest, RetryPolicy, SkillError};
 
+/// A panic's message, logged at error level as `panicked at FILE:LINE:COL:
+/// MESSAGE` before the skill aborts: a pure skill (`wasm32-unknown-unknown`)
+/// has no stderr, and the host adds the line to the trap it reports. The
+/// hook is installed by a static constructor, which wit-bindgen's exports
+/// run before any code of the skill.
+#[cfg(target_arch = "wasm32")]
+mod panic_hook {
+    #[used]
+    #[unsafe(link_section = ".init_array")]
+    static INSTALL: extern "C" fn() = install;
+
+    extern "C" fn install() {
+        std::panic::set_hook(Box::new(|info| {
+            let location = info
+                .location()
+                .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+                .unwrap_or_else(|| "an unknown location".into());
+            let message = info.payload_as_str().unwrap_or("(no message)");
+            crate::log::error(format!("panicked at {location}: {message}"));
+        }));
+    }
+}
+
 /// What the macros expand to; not a stable API.
 #[doc(hidden)]
 pub mod __private {

@@ -221,3 +221,39 @@ fn inspect_json_has_the_contract_keys() {
     assert!(value["input_schema"]["properties"]["query"].is_object());
     assert!(value["wit"].as_str().unwrap().contains("export run"));
 }
+
+/// Writes the test component `name` (see `tests/support/fixtures`) into `dir`.
+fn fixture_file(dir: &std::path::Path, name: &str) -> String {
+    let path = dir.join(format!("{name}.wasm"));
+    std::fs::write(&path, skillhost_tests::fixture_component(name)).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn dropped_log_lines_are_counted_in_human_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = fixture_file(dir.path(), "wasi-probe");
+    let input = r#"{"mode": "print", "n": 262144}"#;
+    let out = host(&["skill", "call", &probe, "--input", input]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("log line(s) dropped: the call's log budget of 65536 bytes was spent"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_manifest_that_spins_fails_inspect_with_a_manifest_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = fixture_file(dir.path(), "slow-manifest");
+    // It ran into the call timeout of 30 s and said "interrupt". How long
+    // the process takes is not asserted: compiling the component in a debug
+    // build on a busy machine can take longer than the limit itself; the
+    // runtime's own test bounds the load.
+    let out = host(&["skill", "inspect", &slow]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(err.contains("did not return within 1000 ms"), "{err}");
+    assert!(!err.contains("interrupt"), "{err}");
+}

@@ -1,6 +1,6 @@
 //! Calling a node's skill: its limits and grants, retries with exponential
 //! backoff (each failed attempt a step row of its own), and where the call
-//! runs (inline when it cannot sleep, else on a blocking thread).
+//! runs (awaited inline by a skill node, on a blocking thread per map item).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,8 @@ use serde_json::Value;
 use crate::run::now_ms;
 use crate::{Event, EventSink, RunContext};
 use skillhost_runtime::{
-    CallError, CallOptions, CallReport, JournalMode, JournalRecord, Limits, Skill,
+    CallOptions, CallReport, JournalMode, JournalRecord, Limits, RandomSeed, Skill,
+    derive_random_seed,
 };
 use skillhost_scenario::SkillCall;
 use skillhost_store::{JournalEntry, StepRow};
@@ -49,6 +50,8 @@ impl CallPlan {
                 limits,
                 grants: call.grants.clone(),
                 journal: JournalMode::Record,
+                // Set per attempt (`call_with_retries`).
+                random_seed: RandomSeed::default(),
             },
             max_attempts,
             backoff_ms,
@@ -81,13 +84,34 @@ pub(crate) struct Attempts {
     pub failed: Vec<StepRow>,
 }
 
-/// Calls the skill, retrying retryable errors with exponential backoff. Blocks
-/// (the call and the backoff sleep); run it on a blocking thread whenever a
-/// retry may sleep. Only the last attempt's journal is kept (in its report):
-/// a retried attempt is stored as a failed step row, which has no journal.
-pub(crate) fn call_with_retries(
+/// The seed of an attempt's `wasi:random`: a function of what its step row
+/// records (run, node, attempt) and, in a map node, the item's index, so
+/// every step gets its own bytes and a resumed or replayed run the same ones.
+pub(crate) fn random_seed(
     run_id: &str,
     node_id: &str,
+    item: Option<usize>,
+    attempt: u32,
+) -> RandomSeed {
+    let item = item.map_or(u64::MAX, |i| i as u64).to_le_bytes();
+    derive_random_seed(&[
+        run_id.as_bytes(),
+        node_id.as_bytes(),
+        &item,
+        &attempt.to_le_bytes(),
+    ])
+}
+
+/// Calls the skill, retrying retryable errors with exponential backoff (an
+/// async sleep). Each attempt is [`Skill::call_async`]: the guest runs on
+/// this task's thread until it returns or its deadline stops it, and a host
+/// future still pending at the deadline is dropped. Only the last attempt's
+/// journal is kept (in its report): a retried attempt is stored as a failed
+/// step row, which has no journal. `item` is the index of a map node's item.
+pub(crate) async fn call_with_retries(
+    run_id: &str,
+    node_id: &str,
+    item: Option<usize>,
     skill: &Skill,
     plan: &CallPlan,
     input: &Value,
@@ -95,9 +119,11 @@ pub(crate) fn call_with_retries(
 ) -> Attempts {
     let mut failed = Vec::new();
     let mut attempt = 1;
+    let mut options = plan.options.clone();
     loop {
         let started_at_ms = now_ms();
-        let report = skill.call(input, &plan.options);
+        options.random_seed = random_seed(run_id, node_id, item, attempt);
+        let report = skill.call_async(input, &options).await;
         let error = match &report.result {
             Err(e) if e.retryable() && attempt < plan.max_attempts => e.to_json(),
             _ => {
@@ -132,14 +158,15 @@ pub(crate) fn call_with_retries(
         });
         let wait = plan.backoff_ms.saturating_mul(1 << (attempt - 1).min(16));
         if wait > 0 {
-            std::thread::sleep(Duration::from_millis(wait));
+            tokio::time::sleep(Duration::from_millis(wait)).await;
         }
         attempt += 1;
     }
 }
 
-/// [`call_with_retries`] off the async runtime when a retry could sleep, inline
-/// otherwise (a single short call costs less than a thread hand-off).
+/// [`call_with_retries`] for a skill node, awaited inline: a call takes
+/// microseconds, less than a hand-off to another thread, and a retry's
+/// backoff is an async sleep.
 pub(crate) async fn call_node_skill(
     cx: &RunContext<'_>,
     node_id: &str,
@@ -147,40 +174,28 @@ pub(crate) async fn call_node_skill(
     plan: &CallPlan,
     input: &Value,
 ) -> Attempts {
-    if plan.max_attempts <= 1 {
-        return call_with_retries(&cx.run_id, node_id, skill, plan, input, &*cx.events);
-    }
-    let (run_id, node_id, skill, plan, input, events) = (
-        cx.run_id.clone(),
-        node_id.to_string(),
-        skill.clone(),
-        plan.clone(),
-        input.clone(),
-        cx.events.clone(),
-    );
-    let skill_name = skill.name.clone();
-    let task = tokio::task::spawn_blocking(move || {
-        call_with_retries(&run_id, &node_id, &skill, &plan, &input, &*events)
-    });
-    match task.await {
-        Ok(attempts) => attempts,
-        Err(e) => Attempts {
-            report: CallReport {
-                result: Err(CallError::Host {
-                    skill: skill_name,
-                    message: format!("the call's thread failed: {e}"),
-                    retryable: false,
-                }),
-                logs: Vec::new(),
-                logs_dropped: 0,
-                fuel_consumed: 0,
-                memory_peak_bytes: 0,
-                denied: Vec::new(),
-                journal: Vec::new(),
-                duration: Duration::ZERO,
-            },
-            attempt: 1,
-            failed: Vec::new(),
-        },
+    call_with_retries(&cx.run_id, node_id, None, skill, plan, input, &*cx.events).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::random_seed;
+
+    #[test]
+    fn every_step_gets_its_own_seed_and_a_replay_the_same() {
+        let seed = random_seed("run-1", "fetch", None, 1);
+        assert_eq!(seed, random_seed("run-1", "fetch", None, 1));
+        let others = [
+            random_seed("run-2", "fetch", None, 1),
+            random_seed("run-1", "parse", None, 1),
+            random_seed("run-1", "fetch", Some(0), 1),
+            random_seed("run-1", "fetch", None, 2),
+            // Parts are hashed with their lengths: moving a byte between the
+            // run id and the node id is another scope.
+            random_seed("run-1f", "etch", None, 1),
+        ];
+        for other in others {
+            assert_ne!(seed, other);
+        }
     }
 }

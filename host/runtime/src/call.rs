@@ -4,6 +4,12 @@
 //!
 //! Nothing survives a call but its [`CallReport`]: a failed lift poisons an
 //! instance, so no instance is ever reused.
+//!
+//! A call's timeout is a real-time [`Deadline`] checked at every epoch tick;
+//! its memory limit covers linear memories and tables; what the guest may
+//! hand the host in one call (its output included) is bounded by wasmtime's
+//! hostcall fuel. Each way a call ends has its own named error: a WASI `exit`
+//! is `exited` with its code, a panic the skill logged is part of its trap.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -14,9 +20,9 @@ use wasmtime::component::Val;
 use wasmtime::{Store, Trap};
 
 use crate::bridge;
-use crate::capabilities::wasi::WasiState;
+use crate::capabilities::wasi::{RandomSeed, WasiState};
 use crate::capabilities::{Backends, Capability, CapabilityCalls, Grants};
-use crate::engine::ticks_for;
+use crate::engine::Deadline;
 use crate::error::CallError;
 use crate::journal::{Journal, JournalMode, JournalRecord};
 use crate::limits::{CallLimiter, LimitHit, Limits};
@@ -30,6 +36,10 @@ pub struct CallOptions {
     /// Record the journaled host calls (the default), or answer them from a
     /// recorded journal.
     pub journal: JournalMode,
+    /// The seed of the call's `wasi:random`. The engine derives it from the
+    /// run, the node and the attempt, so every step gets its own bytes and
+    /// a replay of the step the same ones; see `capabilities::wasi`.
+    pub random_seed: RandomSeed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -100,6 +110,7 @@ pub struct CallState {
     pub(crate) capabilities: CapabilityCalls,
     pub(crate) limiter: CallLimiter,
     pub(crate) wasi: Option<Box<WasiState>>,
+    pub(crate) random_seed: RandomSeed,
 }
 
 impl CallState {
@@ -113,6 +124,7 @@ impl CallState {
             capabilities: CapabilityCalls::new(&options.grants, backends, &options.limits),
             limiter: CallLimiter::new(&options.limits),
             wasi: None,
+            random_seed: options.random_seed,
         }
     }
 
@@ -120,14 +132,27 @@ impl CallState {
         if let Some(wasi) = self.wasi.take() {
             let log = &mut self.capabilities.log;
             let skill = &self.scope.skill;
-            wasi.drain_output(&mut |level, line| log.push(skill, level, line));
+            let dropped = wasi.drain_output(&mut |level, line| log.push(skill, level, line));
+            log.dropped += dropped;
         }
     }
 }
 
 impl Skill {
-    /// Calls the skill's `run` with `input` in a fresh instance.
+    /// Calls the skill's `run` with `input` in a fresh instance, on this
+    /// thread, for callers without an async runtime (`host skill call`, the
+    /// benchmarks, threads of their own). Without a tokio runtime a host
+    /// future is not cancelled at the deadline: use [`Skill::call_async`]
+    /// where there is one.
     pub fn call(&self, input: &serde_json::Value, options: &CallOptions) -> CallReport {
+        crate::engine::block_on(self.call_async(input, options))
+    }
+
+    /// Calls the skill's `run` with `input` in a fresh instance. Guest code
+    /// stops at the deadline by the epoch; under a tokio runtime with a
+    /// timer, a host future still pending at the deadline is dropped
+    /// (cancelled) and the call reported as `timeout` too.
+    pub async fn call_async(&self, input: &serde_json::Value, options: &CallOptions) -> CallReport {
         let start = Instant::now();
         let arg = match bridge::json_to_val(&self.input_type, input) {
             Ok(arg) => arg,
@@ -152,14 +177,31 @@ impl Skill {
         let state = CallState::new(self.name_arc.clone(), options, self.backends());
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|state| &mut state.limiter);
+        // What the guest may hand the host in one call (the output's lift
+        // included): enough for any output within the limit, however its
+        // canonical layout compares with its JSON.
+        store.set_hostcall_fuel(hostcall_fuel(limits));
         let fuel = limits.fuel.unwrap_or(u64::MAX);
-        let result = store
-            .set_fuel(fuel)
-            .map_err(|e| self.host_error(e, false))
-            .and_then(|()| {
-                store.set_epoch_deadline(ticks_for(limits.timeout));
-                self.instantiate_and_run(&mut store, arg, limits)
-            });
+        let result = match store.set_fuel(fuel) {
+            Ok(()) => {
+                Deadline::after(limits.timeout).arm(&mut store);
+                let run = self.instantiate_and_run(&mut store, arg, limits);
+                // A runtime's timer, where there is one, also stops a host
+                // future that is still pending at the deadline.
+                match tokio::runtime::Handle::try_current() {
+                    Ok(_) => tokio::time::timeout(limits.timeout, run)
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(CallError::Timeout {
+                                skill: self.name.clone(),
+                                limit_ms: limits.timeout.as_millis() as u64,
+                            })
+                        }),
+                    Err(_) => run.await,
+                }
+            }
+            Err(e) => Err(self.host_error(e, false)),
+        };
         let fuel_consumed = fuel - store.get_fuel().unwrap_or(fuel);
 
         let mut state = store.into_data();
@@ -204,6 +246,13 @@ impl Skill {
             }),
         };
         let log = capabilities.log;
+        let result = result.map_err(|error| match error {
+            CallError::Trap { skill, message } => CallError::Trap {
+                message: with_panic_message(message, &log.lines),
+                skill,
+            },
+            other => other,
+        });
         CallReport {
             result,
             logs: log.lines,
@@ -216,7 +265,7 @@ impl Skill {
         }
     }
 
-    fn instantiate_and_run(
+    async fn instantiate_and_run(
         &self,
         store: &mut Store<CallState>,
         arg: Val,
@@ -224,7 +273,8 @@ impl Skill {
     ) -> Result<serde_json::Value, CallError> {
         let instance = self
             .pre
-            .instantiate(&mut *store)
+            .instantiate_async(&mut *store)
+            .await
             .map_err(|e| self.classify(e, store, limits))?;
         let func = instance
             .get_func(&mut *store, self.run_index)
@@ -234,7 +284,8 @@ impl Skill {
                 retryable: false,
             })?;
         let mut results = [Val::Bool(false)];
-        func.call(&mut *store, std::slice::from_ref(&arg), &mut results)
+        func.call_async(&mut *store, std::slice::from_ref(&arg), &mut results)
+            .await
             .map_err(|e| self.classify(e, store, limits))?;
         let [result] = results;
         self.interpret(result, limits)
@@ -315,6 +366,12 @@ impl Skill {
             }
             None => {}
         }
+        if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+            return CallError::Exited {
+                skill,
+                code: exit.0,
+            };
+        }
         if let Some(trap) = error.downcast_ref::<Trap>() {
             return match trap {
                 Trap::Interrupt => CallError::Timeout {
@@ -332,6 +389,27 @@ impl Skill {
             };
         }
         let text = format!("{error:#}");
+        if text.contains("fuel allocated for hostcalls has been exhausted") {
+            let in_wasm = error
+                .downcast_ref::<wasmtime::WasmBacktrace>()
+                .is_some_and(|bt| !bt.frames().is_empty());
+            let fuel = hostcall_fuel(limits) as u64;
+            // With no guest frame on the stack, `run` had returned: the host
+            // ran out lifting its result.
+            return if in_wasm {
+                CallError::ResourceLimit {
+                    skill,
+                    limit_name: "bytes passed to one host call",
+                    limit: fuel,
+                }
+            } else {
+                CallError::OutputTooLarge {
+                    skill,
+                    limit_bytes: limits.max_output_bytes,
+                    actual_bytes: fuel,
+                }
+            };
+        }
         if text.contains("instance count too high") {
             return CallError::ResourceLimit {
                 skill,
@@ -365,6 +443,20 @@ impl Skill {
     }
 }
 
+/// A trap's message with the panic that caused it, when the skill logged one
+/// (the SDK's panic hook logs `panicked at …` at error level before Rust
+/// aborts with `unreachable`): a pure skill has no stderr to print it to.
+fn with_panic_message(message: String, logs: &[LogLine]) -> String {
+    let panic = logs
+        .iter()
+        .rev()
+        .find(|line| line.level == LogLevel::Error && line.message.starts_with("panicked at "));
+    match panic {
+        Some(line) => format!("{message}; the skill {}", line.message),
+        None => message,
+    }
+}
+
 /// The trap's description plus the innermost named wasm frame.
 fn trap_message(trap: &Trap, error: &wasmtime::Error) -> String {
     let frame = error
@@ -378,6 +470,20 @@ fn trap_message(trap: &Trap, error: &wasmtime::Error) -> String {
         Some(func) => format!("{trap} (in `{func}`)"),
         None => trap.to_string(),
     }
+}
+
+/// The bytes the guest may pass the host in one call, the output included:
+/// wasmtime's default, or four times the output limit if that is more (a
+/// value's canonical layout, padding included, is never more than about
+/// twice its JSON).
+fn hostcall_fuel(limits: &Limits) -> usize {
+    const WASMTIME_DEFAULT: u64 = 128 << 20;
+    limits
+        .max_output_bytes
+        .saturating_mul(4)
+        .max(WASMTIME_DEFAULT)
+        .try_into()
+        .unwrap_or(usize::MAX)
 }
 
 /// Size of `value` as compact JSON, without building the string.

@@ -1,6 +1,6 @@
 //! The one wasmtime `Engine` a runtime shares between all skills: configuration,
-//! the pooling allocator, and the epoch ticker that turns wall-clock timeouts
-//! into traps.
+//! the pooling allocator, the epoch ticker, and the [`Deadline`] that turns a
+//! call's wall-clock timeout into a trap at the first tick past it.
 //!
 //! The engine is built once and never reconfigured; everything per call lives in
 //! the `Store`.
@@ -8,13 +8,16 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
+    UpdateDeadline,
+};
 
 use crate::limits::MAX_MEMORY_BYTES;
 
-/// How often the epoch advances. A call's timeout is rounded up to whole ticks.
+/// How often the epoch advances: how late past its deadline a call may stop.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
 /// Sizes of the pooling allocator: how many calls may run at once.
@@ -118,8 +121,61 @@ impl Drop for EpochTicker {
     }
 }
 
-/// Epoch ticks that cover `timeout`, rounded up, at least one.
-pub(crate) fn ticks_for(timeout: Duration) -> u64 {
-    let tick = EPOCH_TICK.as_nanos();
-    (timeout.as_nanos().div_ceil(tick) as u64).max(1) + 1
+/// When a call must stop, in real time.
+///
+/// The epoch only says that a tick went by; ticks come late (a thread's
+/// 1 ms sleep overshoots, more so on a loaded machine), so counting them
+/// would stretch a 30 s timeout past 32 s. Instead every tick asks the store's
+/// epoch callback, which compares the clock with the deadline: a call stops
+/// within a tick of its deadline however the ticks drift.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    at: Instant,
+}
+
+impl Deadline {
+    pub(crate) fn after(timeout: Duration) -> Self {
+        Deadline {
+            at: Instant::now() + timeout,
+        }
+    }
+
+    /// Makes `store` trap with [`Trap::Interrupt`] at the first tick past the
+    /// deadline.
+    pub(crate) fn arm<T: 'static>(self, store: &mut Store<T>) {
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= self.at {
+                Err(Trap::Interrupt.into())
+            } else {
+                Ok(UpdateDeadline::Continue(1))
+            }
+        });
+    }
+}
+
+/// Runs `future` to completion on this thread. The runtime's futures (a call
+/// on its fiber, WASI's host futures on the virtual clock) need no reactor,
+/// so synchronous callers do not need a tokio runtime, and may be on one.
+pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct Unpark(std::thread::Thread);
+
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut context = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        match future.as_mut().poll(&mut context) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::park(),
+        }
+    }
 }

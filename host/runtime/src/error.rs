@@ -49,6 +49,10 @@ pub enum LoadError {
     Link { skill: String, message: String },
     #[error("skill `{skill}`: calling `manifest` failed: {message}")]
     Manifest { skill: String, message: String },
+    #[error(
+        "skill `{skill}`: `manifest` did not return within {limit_ms} ms; it must return constant data, without waiting or computing"
+    )]
+    ManifestTimeout { skill: String, limit_ms: u64 },
     #[error("component cache at `{path}`: {message}")]
     Cache { path: PathBuf, message: String },
 }
@@ -91,12 +95,18 @@ pub enum CallError {
     OutputTooLarge {
         skill: String,
         limit_bytes: u64,
+        /// The output's size as JSON; for an output too large for the host
+        /// to lift at all, the bytes it had lifted when it stopped.
         actual_bytes: u64,
     },
     #[error("skill `{skill}` returned a value that does not fit its WIT type: {message}")]
     InvalidOutput { skill: String, message: String },
     #[error("skill `{skill}` trapped: {message}")]
     Trap { skill: String, message: String },
+    #[error(
+        "skill `{skill}` exited with code {code} instead of returning from `run` (a WASI `exit`, e.g. Rust's `std::process::exit`); return an error from `run` instead"
+    )]
+    Exited { skill: String, code: i32 },
     #[error(
         "skill `{skill}` called `{capability}`, which was not granted: {message}; grant it to the node (`capabilities`) or with `--grant {capability}=VALUE`"
     )]
@@ -139,6 +149,7 @@ impl CallError {
             CallError::OutputTooLarge { .. } => "output-too-large",
             CallError::InvalidOutput { .. } => "invalid-output",
             CallError::Trap { .. } => "trap",
+            CallError::Exited { .. } => "exited",
             CallError::CapabilityDenied { .. } => "capability-denied",
             CallError::Host { .. } => "host",
             CallError::JournalMismatch { .. } => "journal-mismatch",
@@ -157,6 +168,7 @@ impl CallError {
             | CallError::OutputTooLarge { skill, .. }
             | CallError::InvalidOutput { skill, .. }
             | CallError::Trap { skill, .. }
+            | CallError::Exited { skill, .. }
             | CallError::CapabilityDenied { skill, .. }
             | CallError::Host { skill, .. }
             | CallError::JournalMismatch { skill, .. } => skill,

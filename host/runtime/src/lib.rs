@@ -3,8 +3,10 @@
 //! and capability-checked host imports.
 //!
 //! The split follows wasmtime's own: compile once ([`cache`]), link once (one
-//! `InstancePre` per [`Skill`]), instantiate per call ([`call`]). Nothing in this
-//! module knows about scenarios or the store.
+//! `InstancePre` per [`Skill`]), instantiate per call ([`call`]). Calls run on
+//! wasmtime fibers (`call_async`), so a host import may be a future that the
+//! call's deadline cancels. Nothing in this module knows about scenarios or
+//! the store.
 
 pub mod bench;
 pub mod bridge;
@@ -27,6 +29,7 @@ use wasmtime::component::Linker;
 
 pub use cache::{LoadSource, LoadStats, default_cache_dir};
 pub use call::{CallOptions, CallReport, LogLevel, LogLine};
+pub use capabilities::wasi::{RandomSeed, derive_random_seed};
 pub use capabilities::{Backends, Capability, GrantError, Grants, KvBackend, MemoryKv};
 pub use engine::PoolConfig;
 pub use error::{CallError, LoadError};

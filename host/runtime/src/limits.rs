@@ -12,12 +12,16 @@ use wasmtime::ResourceLimiter;
 /// size, so it bounds the address space the host reserves per instance.
 pub const MAX_MEMORY_BYTES: u64 = 4 << 30;
 
+/// Host bytes per table element (a function reference is a pointer).
+pub const TABLE_ELEMENT_BYTES: u64 = 8;
+
 /// Limits applied to one call of a skill.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Wall-clock time for instantiation plus the call.
     pub timeout: Duration,
-    /// Linear memory, summed over every memory of the component.
+    /// Linear memory and tables, summed over every memory and table of the
+    /// component (a table element counts [`TABLE_ELEMENT_BYTES`]).
     pub memory_bytes: u64,
     /// Instructions budget (wasmtime fuel); `None` is unlimited.
     pub fuel: Option<u64>,
@@ -83,6 +87,9 @@ pub struct CallLimiter {
     tables: u32,
     /// Bytes of linear memory currently allocated, over all memories.
     memory_now: u64,
+    /// Bytes of table elements currently allocated, over all tables.
+    tables_now: u64,
+    /// Peak linear memory (tables not included), as the call reports it.
     pub memory_peak: u64,
     pub hit: Option<LimitHit>,
 }
@@ -95,6 +102,7 @@ impl CallLimiter {
             instances: limits.max_instances,
             tables: limits.max_tables,
             memory_now: 0,
+            tables_now: 0,
             memory_peak: 0,
             hit: None,
         }
@@ -109,8 +117,10 @@ impl ResourceLimiter for CallLimiter {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let after = self.memory_now.saturating_sub(current as u64) + desired as u64;
-        if after > self.memory_limit {
-            self.hit = Some(LimitHit::Memory { requested: after });
+        if after + self.tables_now > self.memory_limit {
+            self.hit = Some(LimitHit::Memory {
+                requested: after + self.tables_now,
+            });
             return Ok(false);
         }
         self.memory_now = after;
@@ -120,7 +130,7 @@ impl ResourceLimiter for CallLimiter {
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -130,6 +140,20 @@ impl ResourceLimiter for CallLimiter {
             });
             return Ok(false);
         }
+        // A table's elements are host memory as much as a linear memory's
+        // pages: 63 full tables are half a gigabyte. They count against the
+        // same limit.
+        let after = self
+            .tables_now
+            .saturating_sub(current as u64 * TABLE_ELEMENT_BYTES)
+            + desired as u64 * TABLE_ELEMENT_BYTES;
+        if self.memory_now + after > self.memory_limit {
+            self.hit = Some(LimitHit::Memory {
+                requested: self.memory_now + after,
+            });
+            return Ok(false);
+        }
+        self.tables_now = after;
         Ok(true)
     }
 

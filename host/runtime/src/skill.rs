@@ -284,6 +284,11 @@ fn run_types(run: &wasmtime::component::types::ComponentFunc) -> Result<(Type, T
     Ok((input.clone(), ok))
 }
 
+/// How long a skill's `manifest` may run: it returns constant data, so
+/// anything longer is a skill that waits or loops, and every load (`skill
+/// inspect`, `check`, `run`) would pay for it.
+pub const MANIFEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn read_manifest(
     pre: &InstancePre<CallState>,
     backends: &Backends,
@@ -293,23 +298,29 @@ fn read_manifest(
         skill: provisional.to_string(),
         message,
     };
-    let options = CallOptions::default();
+    let mut options = CallOptions::default();
+    options.limits.timeout = MANIFEST_TIMEOUT;
     let state = CallState::new(Arc::from(provisional), &options, backends);
     let mut store = Store::new(pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
     store
         .set_fuel(u64::MAX)
         .map_err(|e| fail(format!("{e:#}")))?;
-    store.set_epoch_deadline(crate::engine::ticks_for(options.limits.timeout));
-    let instance = pre
-        .instantiate(&mut store)
-        .map_err(|e| fail(format!("{e:#}")))?;
-    let func = instance
-        .get_typed_func::<(), (wit_types::Manifest,)>(&mut store, "manifest")
-        .map_err(|e| fail(format!("{e:#}")))?;
-    let (m,) = func
-        .call(&mut store, ())
-        .map_err(|e| fail(format!("{e:#}")))?;
+    crate::engine::Deadline::after(MANIFEST_TIMEOUT).arm(&mut store);
+    let stopped = |e: wasmtime::Error| match e.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::Interrupt) => LoadError::ManifestTimeout {
+            skill: provisional.to_string(),
+            limit_ms: MANIFEST_TIMEOUT.as_millis() as u64,
+        },
+        _ => fail(format!("{e:#}")),
+    };
+    let (m,) = crate::engine::block_on(async {
+        let instance = pre.instantiate_async(&mut store).await.map_err(stopped)?;
+        let func = instance
+            .get_typed_func::<(), (wit_types::Manifest,)>(&mut store, "manifest")
+            .map_err(|e| fail(format!("{e:#}")))?;
+        func.call_async(&mut store, ()).await.map_err(stopped)
+    })?;
     let manifest = Manifest {
         id: m.id,
         name: m.name,

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use super::common::{
     CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, check_output_path,
-    checked_input, fetch_run, load_scenario, print_json, read_json_arg, read_run_input,
-    store_error, tokio_runtime, write_output_file,
+    checked_input, fetch_run, load_scenario, print_json, read_run_input, store_error,
+    tokio_runtime, write_output_file,
 };
 use skillhost_engine::lease::{self, RunLease};
 use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};

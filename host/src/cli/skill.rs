@@ -239,6 +239,12 @@ fn call(args: CallArgs, globals: &Globals) -> CliResult {
     for line in &report.logs {
         eprintln!("[{}] {:?}: {}", skill.name, line.level, line.message);
     }
+    if report.logs_dropped > 0 {
+        eprintln!(
+            "[{}] {} more log line(s) dropped: the call's log budget of {} bytes was spent",
+            skill.name, report.logs_dropped, options.limits.max_log_bytes
+        );
+    }
     match report.result {
         Ok(output) => print_json(&output),
         Err(e) => Err(Failure {

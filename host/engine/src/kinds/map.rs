@@ -129,9 +129,20 @@ async fn run_items(
                 inputs[index].clone(),
                 cx.events.clone(),
             );
+            // Items run on blocking threads, so `concurrency` of them compute
+            // in parallel without holding the runtime's workers; each drives
+            // its call (and its deadline's timer) on that thread.
+            let handle = tokio::runtime::Handle::current();
             running.spawn_blocking(move || {
-                let attempts =
-                    call_with_retries(&run_id, &node_id, &skill, &plan, &input, &*events);
+                let attempts = handle.block_on(call_with_retries(
+                    &run_id,
+                    &node_id,
+                    Some(index),
+                    &skill,
+                    &plan,
+                    &input,
+                    &*events,
+                ));
                 (index, attempts)
             });
         }

@@ -3,6 +3,9 @@
 //! Guest paths are relative, `/`-separated, and resolved inside the granted
 //! root; absolute paths and `..` are refused, and a path that leaves the root
 //! through a symlink is refused after resolution. Nothing is ever written.
+//! Only regular files are read, and no read or listing takes more than the
+//! call's memory limit: the host never blocks on a pipe or device, and never
+//! holds more of a file than the guest could.
 //!
 //! Reads are not journaled: the granted directory ships with the scenario
 //! (its path is resolved against the scenario file), so it is an input of the
@@ -173,6 +176,10 @@ fn never_granted(path: &Path) -> Option<String> {
     })
 }
 
+/// What one entry of a listing costs the guest besides its name: the
+/// canonical ABI's string pointer and length, the kind and the size.
+const DIR_ENTRY_OVERHEAD: u64 = 24;
+
 fn io_error(path: &str, e: std::io::Error) -> GuestError {
     let code = match e.kind() {
         ErrorKind::NotFound => "not-found",
@@ -190,30 +197,81 @@ impl HostCall<'_, FsCall> {
         }
     }
 
+    /// Reads a regular file, at most the call's memory limit of it.
+    ///
+    /// Only regular files: a FIFO would block the host until a writer came, a
+    /// character device or a `/proc` file reports a length of 0 and can
+    /// stream without end. The file is opened non-blocking (a FIFO swapped in
+    /// after the check cannot hang the open), checked again through the open
+    /// handle, and read through `Read::take`, so a file that grows, or lies
+    /// about its size, still costs at most the limit.
     fn fs_read(&mut self, path: &str) -> Result<Vec<u8>, GuestError> {
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+
         let grant = self.granted()?;
         let full = grant.resolve(path)?;
         let meta = std::fs::metadata(&full).map_err(|e| io_error(path, e))?;
-        if meta.is_dir() {
-            return Err(guest_error(
-                "is-a-directory",
-                format!("`{path}` is a directory; use list-dir"),
-            ));
-        }
+        check_readable(path, &meta)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&full)
+            .map_err(|e| io_error(path, e))?;
+        let meta = file.metadata().map_err(|e| io_error(path, e))?;
+        check_readable(path, &meta)?;
         // The bytes end up in the guest's memory, so a file larger than the
         // call may hold can only fail later, less clearly.
         let limit = self.cap.memory_limit;
-        if meta.len() > limit {
-            return Err(guest_error(
+        let too_large = |size: String| {
+            guest_error(
                 "too-large",
-                format!(
-                    "`{path}` is {} bytes, more than the call's memory limit of {limit} bytes",
-                    meta.len()
-                ),
-            ));
+                format!("`{path}` is {size}, more than the call's memory limit of {limit} bytes"),
+            )
+        };
+        if meta.len() > limit {
+            return Err(too_large(format!("{} bytes", meta.len())));
         }
-        std::fs::read(&full).map_err(|e| io_error(path, e))
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(path, e))?;
+        if bytes.len() as u64 > limit {
+            return Err(too_large("longer than its reported length".into()));
+        }
+        Ok(bytes)
     }
+}
+
+/// Refuses what is not a regular file, naming what it is.
+fn check_readable(path: &str, meta: &std::fs::Metadata) -> Result<(), GuestError> {
+    use std::os::unix::fs::FileTypeExt as _;
+
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return Ok(());
+    }
+    if kind.is_dir() {
+        return Err(guest_error(
+            "is-a-directory",
+            format!("`{path}` is a directory; use list-dir"),
+        ));
+    }
+    let what = if kind.is_fifo() {
+        "a named pipe (FIFO)"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(guest_error(
+        "not-a-regular-file",
+        format!("`{path}` is {what}; `fs` reads regular files only"),
+    ))
 }
 
 impl wit::Host for HostCall<'_, FsCall> {
@@ -238,8 +296,21 @@ impl wit::Host for HostCall<'_, FsCall> {
         let grant = self.granted()?;
         let full = grant.resolve(&path)?;
         let mut entries = Vec::new();
+        // The listing ends up in the guest's memory too: a directory of
+        // millions of entries must not grow the host past the call's limit.
+        let limit = self.cap.memory_limit;
+        let mut listed_bytes = 0u64;
         for entry in std::fs::read_dir(&full).map_err(|e| io_error(&path, e))? {
             let entry = entry.map_err(|e| io_error(&path, e))?;
+            listed_bytes += entry.file_name().len() as u64 + DIR_ENTRY_OVERHEAD;
+            if listed_bytes > limit {
+                return Err(guest_error(
+                    "too-large",
+                    format!(
+                        "the listing of `{path}` is more than the call's memory limit of {limit} bytes"
+                    ),
+                ));
+            }
             let meta = entry.metadata().map_err(|e| io_error(&path, e))?;
             let kind = if meta.is_dir() {
                 EntryKind::Directory

@@ -1,6 +1,7 @@
 //! The `log` capability: structured log lines, bounded per call and kept with
 //! the call's report. Always granted: it reaches nothing outside the host, so
-//! it has no grant, no backend and no journal.
+//! it has no grant, no backend and no journal. Every line is sanitised on the
+//! way in ([`sanitize`]): what a skill logs is shown on terminals.
 
 use wasmtime::component::Linker;
 
@@ -27,6 +28,7 @@ impl LogCall {
     }
 
     pub(crate) fn push(&mut self, skill: &str, level: LogLevel, message: String) {
+        let message = sanitize(message);
         let size = message.len() as u64;
         if self.bytes + size > self.max_bytes {
             self.dropped += 1;
@@ -36,6 +38,30 @@ impl LogCall {
         tracing::debug!(skill = %skill, ?level, "{message}");
         self.lines.push(LogLine { level, message });
     }
+}
+
+/// The line with every character that could move a terminal's cursor, start
+/// an escape sequence, or fake another line (control characters other than
+/// tab, line and paragraph separators, bidirectional overrides) written as a
+/// `\u{..}` escape. Lines end up on terminals and in stored reports; a skill
+/// must not be able to forge either.
+pub(crate) fn sanitize(message: String) -> String {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\t')
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !message.contains(unsafe_char) {
+        return message;
+    }
+    let mut clean = String::with_capacity(message.len() + 8);
+    for c in message.chars() {
+        if unsafe_char(c) {
+            clean.extend(c.escape_unicode());
+        } else {
+            clean.push(c);
+        }
+    }
+    clean
 }
 
 impl HostCapability for Log {

@@ -4,27 +4,45 @@
 //!
 //! - no preopened directories, no environment, no arguments, no sockets, no
 //!   name lookup (wasmtime-wasi's defaults, never widened here);
-//! - stdin is empty; stdout and stderr are captured, bounded, into the call's
-//!   log (stdout as `info`, stderr as `warn`);
-//! - the wall clock is fixed at 2000-01-01T00:00:00Z and the monotonic clock
-//!   advances one microsecond per reading; "random" bytes come from a fixed
-//!   seed. A skill that needs real time or entropy must get it through a
-//!   journaled host import, so replays reproduce it.
+//! - stdin is empty; stdout and stderr are captured into the call's log
+//!   (stdout as `info`, stderr as `warn`), up to the call's log budget: what
+//!   is written past it is accepted and dropped, and the dropped lines are
+//!   counted like the `log` capability's, so a chatty skill neither fails
+//!   nor grows the host;
+//! - the wall clock is fixed at 2000-01-01T00:00:00Z; the monotonic clock is
+//!   virtual: it advances one microsecond per reading, and a timer on it
+//!   (`subscribe-duration`, `subscribe-instant`, so every `sleep`) fires at
+//!   once by moving the clock to the timer's deadline. A guest that sleeps
+//!   20 s returns at once and reads a clock 20 s later; nothing ever waits
+//!   on real time, so a loop of sleeps is ordinary guest work that the
+//!   call's deadline stops;
+//! - `wasi:random` is a ChaCha12 generator seeded from the call's
+//!   [`CallOptions::random_seed`](crate::CallOptions::random_seed), which
+//!   the engine derives from the run, the node and the attempt and records
+//!   with the step: different in every run and step, identical in a replay.
+//!   It is for what WASI toolchains use it for (hash-table seeds, the
+//!   randomised order of a language runtime), never for secrets: whoever
+//!   has the seed has the bytes. A skill that needs real time or real
+//!   entropy must get it through a journaled host import.
 //!
 //! The context is created lazily: a pure skill never pays for it.
 //!
 //! WASI is not a capability a scenario grants, and it is linked the way
 //! wasmtime-wasi requires: through `WasiView` on the call's store data, which
-//! hands wasmtime-wasi this call's context.
+//! hands wasmtime-wasi this call's context. The monotonic clock's interface
+//! is then linked again over wasmtime-wasi's, whose timers wait on real time.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rand::SeedableRng as _;
+use rand::rngs::StdRng;
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Linker, ResourceTable};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::random::Deterministic;
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
+use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamResult, subscribe};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
 use crate::call::{CallState, LogLevel};
@@ -32,37 +50,53 @@ use crate::call::{CallState, LogLevel};
 /// Seconds from the Unix epoch to 2000-01-01T00:00:00Z.
 const FIXED_WALL_CLOCK_SECS: u64 = 946_684_800;
 
+/// Nanoseconds the virtual monotonic clock advances per reading.
+const CLOCK_STEP_NS: u64 = 1_000;
+
+/// The seed of one call's `wasi:random`.
+pub type RandomSeed = [u8; 32];
+
 /// Per-call WASI state.
 pub(crate) struct WasiState {
     ctx: WasiCtx,
     table: ResourceTable,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
+    stdout: Capture,
+    stderr: Capture,
+    /// The virtual monotonic clock, in nanoseconds: shared by the context's
+    /// clock and the timers.
+    clock: Arc<AtomicU64>,
 }
 
 impl WasiState {
-    fn new(output_capacity: usize) -> Self {
-        let stdout = MemoryOutputPipe::new(output_capacity);
-        let stderr = MemoryOutputPipe::new(output_capacity);
+    fn new(output_capacity: usize, seed: &RandomSeed) -> Self {
+        let stdout = Capture::new(output_capacity);
+        let stderr = Capture::new(output_capacity);
+        let clock = Arc::new(AtomicU64::new(0));
+        let insecure_seed = derive_seed(seed, b"insecure-seed");
         let ctx = WasiCtx::builder()
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .wall_clock(FixedWallClock)
-            .monotonic_clock(SteppingClock::default())
-            .secure_random(Deterministic::new(seed_bytes(b"secure")))
-            .insecure_random(Deterministic::new(seed_bytes(b"insecure")))
-            .insecure_random_seed(0x5eed_5eed_5eed_5eed)
+            .monotonic_clock(VirtualClock { now: clock.clone() })
+            .secure_random(StdRng::from_seed(derive_seed(seed, b"random")))
+            .insecure_random(StdRng::from_seed(derive_seed(seed, b"insecure")))
+            .insecure_random_seed(u128::from_le_bytes(
+                insecure_seed[..16].try_into().expect("16 of 32 bytes"),
+            ))
             .build();
         WasiState {
             ctx,
             table: ResourceTable::new(),
             stdout,
             stderr,
+            clock,
         }
     }
 
-    /// Moves what the guest printed into the call's log.
-    pub(crate) fn drain_output(&self, state_logs: &mut impl FnMut(LogLevel, String)) {
+    /// Moves what the guest printed into the call's log, and says how many
+    /// lines were dropped past the budget (a partial line counts as one).
+    pub(crate) fn drain_output(&self, state_logs: &mut impl FnMut(LogLevel, String)) -> u64 {
+        let mut dropped = 0;
         for (pipe, level) in [
             (&self.stdout, LogLevel::Info),
             (&self.stderr, LogLevel::Warn),
@@ -72,18 +106,122 @@ impl WasiState {
             for line in text.lines().filter(|l| !l.is_empty()) {
                 state_logs(level, line.to_string());
             }
+            dropped += pipe.dropped_lines();
         }
+        dropped
     }
 }
 
-fn seed_bytes(label: &[u8]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(32 * 8);
-    let mut block = Sha256::digest(label);
-    for _ in 0..8 {
-        bytes.extend_from_slice(&block);
-        block = Sha256::digest(block);
+/// One of the guest's output streams: keeps up to its capacity, accepts and
+/// counts the rest. Refusing the write instead (as wasmtime-wasi's memory
+/// pipe does) traps the guest, and a skill must not fail for printing.
+#[derive(Clone)]
+struct Capture {
+    inner: Arc<Mutex<Captured>>,
+}
+
+struct Captured {
+    kept: Vec<u8>,
+    capacity: usize,
+    /// Newlines in the dropped bytes.
+    dropped_newlines: u64,
+    /// Whether dropped bytes follow the last dropped newline.
+    dropped_partial: bool,
+}
+
+impl Capture {
+    fn new(capacity: usize) -> Self {
+        Capture {
+            inner: Arc::new(Mutex::new(Captured {
+                kept: Vec::new(),
+                capacity,
+                dropped_newlines: 0,
+                dropped_partial: false,
+            })),
+        }
     }
-    bytes
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Captured> {
+        // Every write leaves the buffer whole; a poisoned lock is usable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn contents(&self) -> Vec<u8> {
+        self.lock().kept.clone()
+    }
+
+    fn dropped_lines(&self) -> u64 {
+        let captured = self.lock();
+        captured.dropped_newlines + u64::from(captured.dropped_partial)
+    }
+}
+
+impl IsTerminal for Capture {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for Capture {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        // Only WASI 0.3 asks for it, and this host links 0.2 only.
+        Box::new(tokio::io::sink())
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for Capture {
+    async fn ready(&mut self) {}
+}
+
+impl OutputStream for Capture {
+    fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
+        let mut captured = self.lock();
+        let room = captured.capacity.saturating_sub(captured.kept.len());
+        let keep = bytes.len().min(room);
+        captured.kept.extend_from_slice(&bytes[..keep]);
+        let rest = &bytes[keep..];
+        if !rest.is_empty() {
+            let newlines = rest.iter().filter(|&&b| b == b'\n').count() as u64;
+            captured.dropped_newlines += newlines;
+            captured.dropped_partial = rest.last() != Some(&b'\n');
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        // Always room: what does not fit is dropped, not refused.
+        Ok(self.lock().capacity.max(4096))
+    }
+}
+
+/// The seed of a call's `wasi:random` for the call that `scope` names (the
+/// engine's: run id, node id, map item, attempt). Each part is hashed with
+/// its length, so no two scopes collide by concatenation.
+pub fn derive_random_seed(scope: &[&[u8]]) -> RandomSeed {
+    let mut hasher = Sha256::new();
+    hasher.update(b"skillhost wasi:random seed");
+    for part in scope {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part);
+    }
+    hasher.finalize().into()
+}
+
+/// 32 bytes for one use (`label`) of the call's seed.
+fn derive_seed(seed: &RandomSeed, label: &[u8]) -> RandomSeed {
+    let mut hasher = Sha256::new();
+    hasher.update(seed);
+    hasher.update(label);
+    hasher.finalize().into()
 }
 
 struct FixedWallClock;
@@ -98,27 +236,88 @@ impl HostWallClock for FixedWallClock {
     }
 }
 
-#[derive(Default)]
-struct SteppingClock {
+/// The context's view of the virtual monotonic clock.
+struct VirtualClock {
     now: Arc<AtomicU64>,
 }
 
-impl HostMonotonicClock for SteppingClock {
+impl HostMonotonicClock for VirtualClock {
     fn resolution(&self) -> u64 {
-        1_000
+        CLOCK_STEP_NS
     }
 
     fn now(&self) -> u64 {
-        self.now.fetch_add(1_000, Ordering::Relaxed) + 1_000
+        self.now.fetch_add(CLOCK_STEP_NS, Ordering::Relaxed) + CLOCK_STEP_NS
+    }
+}
+
+/// A timer on the virtual clock: ready at once, having moved the clock to
+/// its deadline.
+struct VirtualTimer {
+    clock: Arc<AtomicU64>,
+    deadline: u64,
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for VirtualTimer {
+    async fn ready(&mut self) {
+        self.clock.fetch_max(self.deadline, Ordering::Relaxed);
+    }
+}
+
+/// What the virtual clock's interface sees of a call.
+struct ClockView<'a> {
+    clock: &'a Arc<AtomicU64>,
+    table: &'a mut ResourceTable,
+}
+
+struct HasClockView;
+
+impl HasData for HasClockView {
+    type Data<'a> = ClockView<'a>;
+}
+
+impl ClockView<'_> {
+    fn subscribe_at(&mut self, deadline: u64) -> wasmtime::Result<Resource<DynPollable>> {
+        let timer = self.table.push(VirtualTimer {
+            clock: self.clock.clone(),
+            deadline,
+        })?;
+        subscribe(self.table, timer)
+    }
+}
+
+impl monotonic_clock::Host for ClockView<'_> {
+    fn now(&mut self) -> wasmtime::Result<u64> {
+        Ok(self.clock.fetch_add(CLOCK_STEP_NS, Ordering::Relaxed) + CLOCK_STEP_NS)
+    }
+
+    fn resolution(&mut self) -> wasmtime::Result<u64> {
+        Ok(CLOCK_STEP_NS)
+    }
+
+    fn subscribe_instant(&mut self, when: u64) -> wasmtime::Result<Resource<DynPollable>> {
+        self.subscribe_at(when)
+    }
+
+    fn subscribe_duration(&mut self, duration: u64) -> wasmtime::Result<Resource<DynPollable>> {
+        let now = self.clock.load(Ordering::Relaxed);
+        self.subscribe_at(now.saturating_add(duration))
+    }
+}
+
+impl CallState {
+    fn wasi_state(&mut self) -> &mut WasiState {
+        let capacity = self.capabilities.log.max_bytes() as usize;
+        let seed = &self.random_seed;
+        self.wasi
+            .get_or_insert_with(|| Box::new(WasiState::new(capacity, seed)))
     }
 }
 
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        let capacity = self.capabilities.log.max_bytes() as usize;
-        let wasi = self
-            .wasi
-            .get_or_insert_with(|| Box::new(WasiState::new(capacity)));
+        let wasi = self.wasi_state();
         WasiCtxView {
             ctx: &mut wasi.ctx,
             table: &mut wasi.table,
@@ -127,5 +326,15 @@ impl WasiView for CallState {
 }
 
 pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    wasmtime_wasi::p2::add_to_linker_sync(linker)
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    linker.allow_shadowing(true);
+    monotonic_clock::add_to_linker::<CallState, HasClockView>(linker, |state| {
+        let wasi = state.wasi_state();
+        ClockView {
+            clock: &wasi.clock,
+            table: &mut wasi.table,
+        }
+    })?;
+    linker.allow_shadowing(false);
+    Ok(())
 }

@@ -218,3 +218,172 @@ fn many_threads_share_one_skill() {
         }
     });
 }
+
+fn granting_fs(dir: &std::path::Path) -> CallOptions {
+    let mut grants = Grants::default();
+    grants.add("fs", dir.to_str().unwrap()).expect("grant fs");
+    CallOptions {
+        grants: Arc::new(grants),
+        ..CallOptions::default()
+    }
+}
+
+fn skill_error_code(err: CallError) -> (String, String) {
+    match err {
+        CallError::Skill { code, message, .. } => (code, message),
+        other => panic!("expected the import's error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_fifo_in_the_granted_directory_is_refused_not_waited_on() {
+    let (_cache, skill) = adversary();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = std::ffi::CString::new(dir.path().join("pipe").to_str().unwrap()).unwrap();
+    // SAFETY: `fifo` is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let options = granting_fs(dir.path());
+    let start = std::time::Instant::now();
+    let (code, message) = skill_error_code(call(&skill, "rpipe", &options).unwrap_err());
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(code, "not-a-regular-file");
+    assert!(message.contains("`pipe` is a named pipe"), "{message}");
+    still_serves(&skill);
+}
+
+#[test]
+fn a_character_device_is_refused() {
+    let (_cache, skill) = adversary();
+    let options = granting_fs(std::path::Path::new("/dev"));
+    let (code, message) = skill_error_code(call(&skill, "rzero", &options).unwrap_err());
+    assert_eq!(code, "not-a-regular-file");
+    assert!(message.contains("character device"), "{message}");
+    still_serves(&skill);
+}
+
+#[test]
+fn a_proc_file_that_reports_no_length_is_read_bounded() {
+    let (_cache, skill) = adversary();
+    let mut options = granting_fs(std::path::Path::new("/proc"));
+    // `/proc` files report a length of 0 whatever they hold.
+    let out = call(&skill, "rself/status", &options).expect("a small /proc file reads");
+    assert!(out["text"].as_str().unwrap().contains("Pid:"), "{out}");
+    // `kallsyms` runs to megabytes: the read stops at the memory limit.
+    let kallsyms = std::fs::read("/proc/kallsyms").unwrap().len() as u64;
+    let limit = 1 << 20;
+    assert!(
+        kallsyms > 2 * limit,
+        "kallsyms is only {kallsyms} bytes here"
+    );
+    options.limits.memory_bytes = limit;
+    let (code, message) = skill_error_code(call(&skill, "rkallsyms", &options).unwrap_err());
+    assert_eq!(code, "too-large");
+    assert!(
+        message.contains("memory limit of 1048576 bytes"),
+        "{message}"
+    );
+    still_serves(&skill);
+}
+
+#[test]
+fn a_timeout_fires_on_time_not_when_the_ticks_add_up() {
+    let (_cache, skill) = adversary();
+    let options = limits(|l| l.timeout = Duration::from_millis(1000));
+    let start = std::time::Instant::now();
+    let err = call(&skill, "loop", &options).unwrap_err();
+    let elapsed = start.elapsed();
+    assert_eq!(err.kind(), "timeout");
+    assert!(elapsed >= Duration::from_millis(1000), "{elapsed:?}");
+    // Counting 1 ms ticks, which come late, stretched this by several
+    // percent, more on a loaded machine.
+    assert!(elapsed < Duration::from_millis(1150), "{elapsed:?}");
+    still_serves(&skill);
+}
+
+#[test]
+fn a_200_mib_output_is_output_too_large() {
+    let (_cache, skill) = adversary();
+    let err = call(&skill, "Oversized", &CallOptions::default()).unwrap_err();
+    match &err {
+        CallError::OutputTooLarge {
+            limit_bytes,
+            actual_bytes,
+            ..
+        } => {
+            assert_eq!(*limit_bytes, 16 << 20);
+            // Too large to lift at all: the bytes lifted when the host
+            // stopped.
+            assert!(*actual_bytes > 16 << 20, "{actual_bytes}");
+        }
+        other => panic!("expected output-too-large, got {other:?}"),
+    }
+    assert_eq!(err.kind(), "output-too-large");
+    still_serves(&skill);
+}
+
+#[test]
+fn table_memory_counts_against_the_memory_limit() {
+    let (_cache, skill) = adversary();
+    // A million funcref elements take 8 MB of host memory.
+    call(&skill, "Table", &CallOptions::default()).expect("fits in 256 MiB");
+    let options = limits(|l| l.memory_bytes = 4 << 20);
+    let err = call(&skill, "Table", &options).unwrap_err();
+    match &err {
+        CallError::MemoryLimit {
+            limit_mib,
+            requested_bytes,
+            ..
+        } => {
+            assert_eq!(*limit_mib, 4);
+            assert!(*requested_bytes >= 8_000_000, "{requested_bytes}");
+        }
+        other => panic!("expected a memory limit error, got {other:?}"),
+    }
+    still_serves(&skill);
+}
+
+#[test]
+fn a_panic_message_the_skill_logged_is_in_the_trap() {
+    let (_cache, skill) = adversary();
+    let err = call(&skill, "Panic", &CallOptions::default()).unwrap_err();
+    assert_eq!(err.kind(), "trap", "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("unreachable"), "{message}");
+    assert!(
+        message.contains("the skill panicked at src/lib.rs:3:5: boom"),
+        "{message}"
+    );
+    still_serves(&skill);
+}
+
+/// The engine's way: `call_async` awaited on a tokio runtime, where the
+/// deadline is also a timer on the call's future.
+#[tokio::test]
+async fn an_async_call_on_tokio_times_out_and_the_next_one_works() {
+    let (_cache, skill) = adversary();
+    let options = limits(|l| l.timeout = Duration::from_millis(100));
+    let start = std::time::Instant::now();
+    let err = skill
+        .call_async(&json!({ "text": "loop" }), &options)
+        .await
+        .into_result()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        CallError::Timeout {
+            skill: "adversary".into(),
+            limit_ms: 100
+        }
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    let out = skill
+        .call_async(&json!({ "text": "echo" }), &CallOptions::default())
+        .await
+        .into_result()
+        .unwrap();
+    assert_eq!(out, json!({ "text": "echo" }));
+}

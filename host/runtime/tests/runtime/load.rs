@@ -194,3 +194,46 @@ fn a_second_load_comes_from_the_cache() {
         skillhost_runtime::LoadSource::Cache
     );
 }
+
+#[test]
+fn a_manifest_that_never_returns_is_a_manifest_timeout() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = skillhost_tests::runtime(cache.path());
+    let start = std::time::Instant::now();
+    let err = runtime
+        .load_bytes(
+            skillhost_tests::fixture_component("slow-manifest"),
+            "slow-manifest.wasm",
+        )
+        .unwrap_err();
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    match &err {
+        LoadError::ManifestTimeout { skill, limit_ms } => {
+            assert_eq!(skill, "slow-manifest");
+            assert_eq!(*limit_ms, 1000);
+        }
+        other => panic!("expected a manifest timeout, got {other:?}"),
+    }
+    let message = err.to_string();
+    assert!(
+        message.contains("did not return within 1000 ms"),
+        "{message}"
+    );
+    assert!(!message.contains("interrupt"), "{message}");
+    // The runtime still loads and calls a well-behaved skill.
+    let skill = runtime
+        .load_bytes(
+            skillhost_tests::fixture_component("adversary"),
+            "adversary.wasm",
+        )
+        .unwrap();
+    let out = skill
+        .call(&json!({ "text": "echo" }), &CallOptions::default())
+        .into_result()
+        .unwrap();
+    assert_eq!(out, json!({ "text": "echo" }));
+}

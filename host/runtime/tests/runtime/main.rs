@@ -6,3 +6,4 @@ mod cache;
 mod capabilities;
 mod limits;
 mod load;
+mod wasi;
