@@ -251,10 +251,26 @@ fn a_fifo_in_the_granted_directory_is_refused_not_waited_on() {
     still_serves(&skill);
 }
 
+/// A grant of `dir` as the read path sees it, past the grant parser: `/dev`
+/// and `/proc` are never granted (`FsGrant::parse` refuses them), so these
+/// tests check that the read path holds on its own, whatever the directory.
+fn granting_fs_unchecked(dir: &std::path::Path) -> CallOptions {
+    let grants = Grants {
+        fs: Some(Arc::new(skillhost_runtime::capabilities::fs::FsGrant {
+            root: dir.to_path_buf(),
+        })),
+        ..Grants::default()
+    };
+    CallOptions {
+        grants: Arc::new(grants),
+        ..CallOptions::default()
+    }
+}
+
 #[test]
 fn a_character_device_is_refused() {
     let (_cache, skill) = adversary();
-    let options = granting_fs(std::path::Path::new("/dev"));
+    let options = granting_fs_unchecked(std::path::Path::new("/dev"));
     let (code, message) = skill_error_code(call(&skill, "rzero", &options).unwrap_err());
     assert_eq!(code, "not-a-regular-file");
     assert!(message.contains("character device"), "{message}");
@@ -264,7 +280,7 @@ fn a_character_device_is_refused() {
 #[test]
 fn a_proc_file_that_reports_no_length_is_read_bounded() {
     let (_cache, skill) = adversary();
-    let mut options = granting_fs(std::path::Path::new("/proc"));
+    let mut options = granting_fs_unchecked(std::path::Path::new("/proc"));
     // `/proc` files report a length of 0 whatever they hold.
     let out = call(&skill, "rself/status", &options).expect("a small /proc file reads");
     assert!(out["text"].as_str().unwrap().contains("Pid:"), "{out}");
