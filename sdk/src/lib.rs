@@ -217,19 +217,30 @@ impl RetryPolicy {
 #[macro_export]
 macro_rules! generate {
     ($world:literal $(, $($option:tt)*)?) => {
-        $crate::__private::wit_bindgen::generate!({
-            world: $world,
-            runtime_path: "::skillhost_sdk::__private::wit_bindgen::rt",
-            with: {
-                "skillhost:skill/types@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::types,
-                "skillhost:skill/log@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::log,
-                "skillhost:skill/fs@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::fs,
-                "skillhost:skill/kv@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::kv,
-                "skillhost:skill/http@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::http,
-                "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
-            },
-            $($($option)*)?
-        });
+        // In a module of their own and brought in with a glob: a name the
+        // skill imports or defines itself (`use skillhost_sdk::Manifest;`
+        // for a hand-written `manifest`) then shadows the generated alias of
+        // the same type instead of clashing with it. The glob is private
+        // (a public one would warn about every such shadowing name); the
+        // module is public, so the generated items stay reachable.
+        #[doc(hidden)]
+        pub mod __skillhost_bindings {
+            $crate::__private::wit_bindgen::generate!({
+                world: $world,
+                runtime_path: "::skillhost_sdk::__private::wit_bindgen::rt",
+                with: {
+                    "skillhost:skill/types@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::types,
+                    "skillhost:skill/log@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::log,
+                    "skillhost:skill/fs@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::fs,
+                    "skillhost:skill/kv@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::kv,
+                    "skillhost:skill/http@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::http,
+                    "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
+                },
+                $($($option)*)?
+            });
+        }
+        #[allow(unused_imports)]
+        use __skillhost_bindings::*;
     };
 }
 

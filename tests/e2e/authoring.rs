@@ -1,0 +1,128 @@
+//! Writing a skill outside this repository, as `sdk/README.md` tells an
+//! author to: the crate's own Cargo.toml, the one contract file copied into
+//! `wit/deps/`, and the SDK by path. Built and tested natively (no Wasm
+//! toolchain), in a directory inside this workspace's tree, which is where
+//! a missing `[workspace]` table bites.
+
+use std::path::Path;
+use std::process::Command;
+
+const CARGO_TOML: &str = r#"[package]
+name = "shout"
+version = "0.1.0"
+description = "Upper-cases a word"
+edition = "2024"
+
+[lib]
+crate-type = ["cdylib", "rlib"]
+
+[dependencies]
+skillhost-sdk = { path = "SDK" }
+
+[workspace]
+"#;
+
+const WORLD: &str = "package skillhost:shout@0.1.0;
+
+world shout {
+    include skillhost:skill/base@0.1.0;
+    use skillhost:skill/types@0.1.0.{skill-error};
+
+    record input { word: string }
+    record output { shout: string }
+
+    export run: func(input: input) -> result<output, skill-error>;
+}
+";
+
+const LIB: &str = r#"skillhost_sdk::generate!("shout");
+
+struct Shout;
+
+impl Guest for Shout {
+    skillhost_sdk::manifest! {
+        capabilities: ["log"],
+        retry: never,
+        estimated_duration_ms: 1,
+    }
+
+    fn run(input: Input) -> Result<Output, SkillError> {
+        skillhost_sdk::log::info("shouting");
+        Ok(Output { shout: input.word.to_uppercase() })
+    }
+}
+
+export!(Shout);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shouts() {
+        let out = Shout::run(Input { word: "hi".into() }).unwrap();
+        assert_eq!(out.shout, "HI");
+        assert_eq!(Shout::manifest().id, "shout");
+    }
+}
+"#;
+
+fn cargo(dir: &Path, args: &[&str]) -> std::process::Output {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    Command::new(cargo)
+        .args(args)
+        .current_dir(dir)
+        // Shared between runs, so only the first builds the SDK's
+        // dependencies.
+        .env(
+            "CARGO_TARGET_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("out-of-tree-target"),
+        )
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_out_of_tree_skill_crate_builds_and_tests_as_documented() {
+    let root = skillhost_tests::repo_root();
+    // Inside the workspace's directory tree (target/tmp), not a member.
+    let skill = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = skill.path();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::create_dir_all(dir.join("wit/deps/skillhost-skill")).unwrap();
+    // The one file of the contract; nothing else of wit/ comes along.
+    std::fs::copy(
+        root.join("wit/skill.wit"),
+        dir.join("wit/deps/skillhost-skill/skill.wit"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("wit/world.wit"), WORLD).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), LIB).unwrap();
+    // The same dependency versions as this repository, and no network.
+    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let manifest = CARGO_TOML.replace("SDK", &root.join("sdk").display().to_string());
+
+    // Without `[workspace]`, cargo takes the crate for a member of the
+    // enclosing workspace that forgot to list it.
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        manifest.replace("\n[workspace]\n", "\n"),
+    )
+    .unwrap();
+    let without = cargo(dir, &["metadata", "--offline", "--format-version", "1"]);
+    let stderr = String::from_utf8_lossy(&without.stderr);
+    assert!(
+        !without.status.success() && stderr.contains("believes it's in a workspace"),
+        "{stderr}"
+    );
+
+    std::fs::write(dir.join("Cargo.toml"), &manifest).unwrap();
+    let test = cargo(dir, &["test", "--offline", "--quiet"]);
+    let stdout = String::from_utf8_lossy(&test.stdout);
+    assert!(
+        test.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&test.stderr)
+    );
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}
