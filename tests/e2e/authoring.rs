@@ -126,3 +126,83 @@ fn an_out_of_tree_skill_crate_builds_and_tests_as_documented() {
     );
     assert!(stdout.contains("1 passed"), "{stdout}");
 }
+
+/// `host skill call` and `host check` load a component by one rule: a
+/// component the first runs, the second accepts in a scenario. The fixture
+/// declares its error type as its own record of `skill-error`'s shape,
+/// which the runtime accepted and the checker used to refuse.
+#[test]
+fn skill_call_and_check_accept_the_same_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let component = dir.path().join("own-error.wasm");
+    std::fs::write(&component, skillhost_tests::fixture_component("own-error")).unwrap();
+    let host = |args: &[&str]| {
+        Command::new(skillhost_tests::cli::host_bin())
+            .args(args)
+            .current_dir(dir.path())
+            .env("SKILLHOST_CACHE_DIR", dir.path().join("cache"))
+            .output()
+            .unwrap()
+    };
+
+    let call = host(&[
+        "skill",
+        "call",
+        "own-error.wasm",
+        "--input",
+        r#"{"text": "hi"}"#,
+    ]);
+    assert!(
+        call.status.success(),
+        "{}",
+        String::from_utf8_lossy(&call.stderr)
+    );
+    let output: serde_json::Value = serde_json::from_slice(&call.stdout).unwrap();
+    assert_eq!(output, serde_json::json!({"text": "hi"}));
+
+    std::fs::write(
+        dir.path().join("scenario.toml"),
+        r#"[scenario]
+name = "own-error"
+version = "0.1.0"
+description = "Runs a skill whose error record is its own"
+
+[input]
+text = { type = "string" }
+
+[state]
+text = { type = "string" }
+
+[skills.copy]
+component = "own-error.wasm"
+
+[[node]]
+id = "copy"
+skill = "copy"
+input = { text = "input.text" }
+writes = [{ field = "text", from = "output.text" }]
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "copy"
+to = "done"
+"#,
+    )
+    .unwrap();
+    let check = host(&["check", "scenario.toml"]);
+    assert!(
+        check.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let inspect = host(&["skill", "inspect", "own-error.wasm"]);
+    assert!(
+        inspect.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inspect.stderr)
+    );
+}
