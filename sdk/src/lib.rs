@@ -207,7 +207,9 @@ impl RetryPolicy {
 /// Expands at the call site to the `Guest` trait (one method per export:
 /// `manifest`, written with [`manifest!`], and `run`), the world's own types,
 /// aliases such as `SkillError`, and an `export!` macro to call once with the
-/// type that implements `Guest`.
+/// type that implements `Guest`. The names come in through a glob, so a skill
+/// may still import the SDK's own (`use skillhost_sdk::{Manifest,
+/// RetryPolicy};`, to write `manifest` by hand): they are the same types.
 ///
 /// Extra `wit_bindgen::generate!` options may follow the world name, e.g.
 /// `generate!("kitchen-sink", additional_derives: [PartialEq])`; `world`,
