@@ -32,7 +32,7 @@ mkdir -p "$copy"
 # Compare against a snapshot, in case skills/dist is rebuilt meanwhile.
 cp -r "$committed" "$tmp/committed"
 committed="$tmp/committed"
-tar -C "$root" --exclude=./target --exclude=./.git --exclude=./skills/dist \
+tar -C "$root" --exclude=./target --exclude=./.git --exclude=./skills/dist --exclude=./fuzz/target \
     --exclude=./.skillhost -cf - . | tar -C "$copy" -xf -
 
 echo "rebuilding in $copy (fresh target directory)" >&2

@@ -230,7 +230,9 @@ impl RetryPolicy {
 /// Expands at the call site to the `Guest` trait (one method per export:
 /// `manifest`, written with [`manifest!`], and `run`), the world's own types,
 /// aliases such as `SkillError`, and an `export!` macro to call once with the
-/// type that implements `Guest`.
+/// type that implements `Guest`. The names come in through a glob, so a skill
+/// may still import the SDK's own (`use skillhost_sdk::{Manifest,
+/// RetryPolicy};`, to write `manifest` by hand): they are the same types.
 ///
 /// Extra `wit_bindgen::generate!` options may follow the world name, e.g.
 /// `generate!("kitchen-sink", additional_derives: [PartialEq])`; `world`,
@@ -240,19 +242,30 @@ impl RetryPolicy {
 #[macro_export]
 macro_rules! generate {
     ($world:literal $(, $($option:tt)*)?) => {
-        $crate::__private::wit_bindgen::generate!({
-            world: $world,
-            runtime_path: "::skillhost_sdk::__private::wit_bindgen::rt",
-            with: {
-                "skillhost:skill/types@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::types,
-                "skillhost:skill/log@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::log,
-                "skillhost:skill/fs@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::fs,
-                "skillhost:skill/kv@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::kv,
-                "skillhost:skill/http@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::http,
-                "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
-            },
-            $($($option)*)?
-        });
+        // In a module of their own and brought in with a glob: a name the
+        // skill imports or defines itself (`use skillhost_sdk::Manifest;`
+        // for a hand-written `manifest`) then shadows the generated alias of
+        // the same type instead of clashing with it. The glob is private
+        // (a public one would warn about every such shadowing name); the
+        // module is public, so the generated items stay reachable.
+        #[doc(hidden)]
+        pub mod __skillhost_bindings {
+            $crate::__private::wit_bindgen::generate!({
+                world: $world,
+                runtime_path: "::skillhost_sdk::__private::wit_bindgen::rt",
+                with: {
+                    "skillhost:skill/types@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::types,
+                    "skillhost:skill/log@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::log,
+                    "skillhost:skill/fs@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::fs,
+                    "skillhost:skill/kv@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::kv,
+                    "skillhost:skill/http@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::http,
+                    "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
+                },
+                $($($option)*)?
+            });
+        }
+        #[allow(unused_imports)]
+        use __skillhost_bindings::*;
     };
 }
 

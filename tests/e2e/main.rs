@@ -1,10 +1,12 @@
 //! End to end: the real `host` binary, as a user runs it, on real SQLite
 //! files and real Postgres servers. One test binary, one module per area.
 
+mod authoring;
 mod check;
 mod cli_skill;
 mod crash;
 mod engine;
 mod layout;
 mod research;
+mod scripts;
 mod workers;

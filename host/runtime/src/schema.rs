@@ -135,17 +135,41 @@ fn run_types(resolve: &Resolve, run: &Function) -> Result<(WitType, Option<WitTy
         _ => None,
     }
     .ok_or_else(|| bad("it does not return a `result`".to_owned()))?;
-    let is_skill_error = result.err.map(|e| dealias(resolve, e)).is_some_and(|e| {
-        matches!(e, WitType::Id(id)
-            if resolve.types[id].name.as_deref() == Some("skill-error")
-                && matches!(resolve.types[id].kind, TypeDefKind::Record(_)))
-    });
+    // The rule the runtime loads components by (`skill::run_types`), which
+    // sees shapes, not names: a record of the same fields is accepted there,
+    // so it is here, and `host check` agrees with `host skill call`.
+    let is_skill_error = result
+        .err
+        .is_some_and(|e| has_skill_error_shape(resolve, e));
     if !is_skill_error {
         return Err(bad(
-            "its result's error type is not the `skill-error` record".to_owned(),
+            "its result's error type is not the `skill-error` record (code: string, message: \
+             string, retryable: bool)"
+                .to_owned(),
         ));
     }
     Ok((param.ty, result.ok))
+}
+
+/// Whether `ty` is a record of exactly `skill-error`'s fields, in its order.
+fn has_skill_error_shape(resolve: &Resolve, ty: WitType) -> bool {
+    let WitType::Id(id) = dealias(resolve, ty) else {
+        return false;
+    };
+    let TypeDefKind::Record(record) = &resolve.types[id].kind else {
+        return false;
+    };
+    let fields: Vec<(&str, WitType)> = record
+        .fields
+        .iter()
+        .map(|f| (f.name.as_str(), dealias(resolve, f.ty)))
+        .collect();
+    fields
+        == [
+            ("code", WitType::String),
+            ("message", WitType::String),
+            ("retryable", WitType::Bool),
+        ]
 }
 
 fn signature(resolve: &Resolve, run: &Function) -> String {

@@ -275,11 +275,24 @@ fn run_types(run: &wasmtime::component::types::ComponentFunc) -> Result<(Type, T
     let Some(ok) = result.ok() else {
         return Err("result has no ok type".into());
     };
+    // By shape, as wasmtime's types have no names; `schema::run_types`
+    // applies the same rule to the WIT, so `host check` and `host skill
+    // call` accept the same components.
     match result.err() {
         Some(Type::Record(record))
-            if record.fields().map(|f| f.name).collect::<Vec<_>>()
-                == ["code", "message", "retryable"] => {}
-        _ => return Err("the error type is not skill-error".into()),
+            if record.fields().map(|f| (f.name, f.ty)).collect::<Vec<_>>()
+                == [
+                    ("code", Type::String),
+                    ("message", Type::String),
+                    ("retryable", Type::Bool),
+                ] => {}
+        _ => {
+            return Err(
+                "the error type is not skill-error (a record of code: string, message: string, \
+                 retryable: bool)"
+                    .into(),
+            );
+        }
     }
     Ok((input.clone(), ok))
 }

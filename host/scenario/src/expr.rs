@@ -234,6 +234,80 @@ struct Analysis {
     constant: Option<Value>,
 }
 
+/// How deeply brackets may nest in one expression.
+pub const MAX_NESTING: usize = 16;
+/// How many operator characters (`+ - * / % < > = ! & | ?`) one expression
+/// may have.
+pub const MAX_OPERATORS: usize = 32;
+
+/// Refuses an expression nested or chained beyond what the parser and the
+/// interpreter can handle without overflowing the stack: both recurse once
+/// per level (the parser through about ten grammar rules per bracket, each
+/// a large frame), so a scenario file with 60 nested parentheses or 500
+/// terms of `1 + 1 + …` used to abort the process. The limits keep the
+/// deepest expression that passes within a tokio worker's 2 MiB stack when
+/// the engine evaluates it, in a debug build too, and are well above what a
+/// condition needs (the shipped scenarios use at most 9 operator
+/// characters). Counted outside string literals.
+fn check_shape(source: &str) -> Result<(), String> {
+    let bytes = source.as_bytes();
+    let (mut depth, mut deepest, mut operators) = (0usize, 0usize, 0usize);
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            quote @ (b'"' | b'\'') => {
+                let triple = bytes[i..].starts_with(&[quote; 3]);
+                let closing: &[u8] = if triple { &[quote; 3] } else { &[quote; 1] };
+                i += closing.len();
+                while i < bytes.len() && !bytes[i..].starts_with(closing) {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += closing.len();
+                continue;
+            }
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'<' | b'>' | b'=' | b'!' | b'&' | b'|' | b'?' => {
+                operators += 1
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if deepest > MAX_NESTING {
+        return Err(format!(
+            "brackets nest {deepest} deep, more than {MAX_NESTING}; split the expression, or \
+             compute parts of it in earlier nodes"
+        ));
+    }
+    if operators > MAX_OPERATORS {
+        return Err(format!(
+            "{operators} operator characters, more than {MAX_OPERATORS}; split the expression, \
+             or compute parts of it in earlier nodes"
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the CEL parser on a thread with a stack sized for the deepest
+/// expression [`check_shape`] lets through, whatever thread compiles (a
+/// tokio worker has 2 MiB).
+fn on_parser_stack<T: Send>(parse: impl FnOnce() -> T + Send) -> T {
+    const PARSER_STACK: usize = 256 << 20;
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("cel-parser".into())
+            .stack_size(PARSER_STACK)
+            .spawn_scoped(scope, parse)
+            .expect("starting the CEL parser thread")
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum Need {
     /// The variable is used as a whole (`size(state)`, `item`).
@@ -250,15 +324,20 @@ impl Expr {
             message,
         };
         budget::check_source(source).map_err(over_budget)?;
-        let program = ENV.compile(source).map_err(|errors| ExprError::Syntax {
+        check_shape(source).map_err(|message| ExprError::Syntax {
             expr: source.to_string(),
-            message: errors
-                .errors
-                .iter()
-                .map(|e| format!("column {}: {}", e.pos.1 + 1, e.msg))
-                .collect::<Vec<_>>()
-                .join("; "),
+            message,
         })?;
+        let program =
+            on_parser_stack(|| ENV.compile(source)).map_err(|errors| ExprError::Syntax {
+                expr: source.to_string(),
+                message: errors
+                    .errors
+                    .iter()
+                    .map(|e| format!("column {}: {}", e.pos.1 + 1, e.msg))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            })?;
         budget::check_form(program.expression()).map_err(over_budget)?;
         let metered = budget::instrument(program.expression());
         let mut analysis = analyse(program.expression());
@@ -680,6 +759,73 @@ mod tests {
             "report": {"b": 1, "a": 2},
             "errors": []
         })
+    }
+
+    /// Runs `f` on a thread with a tokio worker's stack (2 MiB), where the
+    /// engine evaluates expressions.
+    fn on_worker_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .stack_size(2 << 20)
+                .spawn_scoped(scope, f)
+                .unwrap()
+                .join()
+                .unwrap()
+        })
+    }
+
+    /// Found by fuzzing the scenario checker: these aborted the process with
+    /// a stack overflow while `host check` parsed them.
+    #[test]
+    fn deeply_nested_or_chained_expressions_are_refused_not_a_crash() {
+        let nested = |open: &str, close: &str, n: usize| {
+            format!("{}true{}", open.repeat(n), close.repeat(n))
+        };
+        for source in [
+            nested("(", ")", 60),
+            nested("(", ")", 20_000),
+            format!("{}{} == []", "[".repeat(50), "]".repeat(50)),
+            format!("{} > 0", vec!["1"; 500].join(" + ")),
+        ] {
+            let error = on_worker_stack(|| Expr::compile(&source)).unwrap_err();
+            let message = error.to_string();
+            assert!(
+                message.contains("more than") && message.contains("split the expression"),
+                "{message}"
+            );
+        }
+        // Brackets inside strings do not count.
+        let quoted = format!("'{}' != ''", "(".repeat(100));
+        assert!(on_worker_stack(|| Expr::compile(&quoted)).is_ok());
+    }
+
+    #[test]
+    fn expressions_at_the_limits_compile_and_run_on_a_worker_stack() {
+        let vars = Vars::default();
+        let nested = format!(
+            "{}1{} == 1",
+            "(".repeat(MAX_NESTING),
+            ")".repeat(MAX_NESTING)
+        );
+        let lists = format!(
+            "size({}{}) == 1",
+            "[".repeat(MAX_NESTING - 1),
+            "]".repeat(MAX_NESTING - 1)
+        );
+        // Two of the operator characters are the comparison's.
+        let terms = MAX_OPERATORS - 2 + 1;
+        let chained = format!("{} == {terms}", vec!["1"; terms].join(" + "));
+        // Both limits at once: the deepest tree that passes.
+        let both = format!(
+            "size({}{}{}) == 1",
+            "[".repeat(MAX_NESTING - 1),
+            vec!["1"; MAX_OPERATORS - 2 + 1].join(" + "),
+            "]".repeat(MAX_NESTING - 1)
+        );
+        for source in [nested, lists, chained, both] {
+            let value = on_worker_stack(|| Expr::compile(&source).unwrap().eval(&vars));
+            assert_eq!(value.unwrap(), json!(true), "{source}");
+        }
     }
 
     #[test]

@@ -73,6 +73,40 @@ fn a_run_with_the_wrong_shape_is_refused() {
     assert!(matches!(err, LoadError::BadRunSignature { .. }), "{err:?}");
 }
 
+/// `run`'s error type is checked by its shape, by the same rule when the
+/// component is loaded (`host skill call`) and when its schema is derived
+/// (`host check`, `host skill inspect`): a record of `skill-error`'s fields
+/// passes both whatever its name, and one with a field of another type
+/// passes neither.
+#[test]
+fn the_error_type_is_checked_by_shape_at_load_and_in_the_schema() {
+    let world = |failure: &str| {
+        skillhost_tests::dummy_component(&format!(
+            "package test:errors@0.1.0;
+             world errors {{
+                 include skillhost:skill/base@0.1.0;
+                 record failure {{ {failure} }}
+                 record input {{ text: string }}
+                 record output {{ text: string }}
+                 export run: func(input: input) -> result<output, failure>;
+             }}"
+        ))
+    };
+    let same_shape = world("code: string, message: string, retryable: bool");
+    assert!(skillhost_runtime::schema::describe(&same_shape).is_ok());
+    // A dummy's functions trap, so loading it ends at its manifest: after
+    // the signature was accepted.
+    let err = load_err(same_shape, "errors.wasm");
+    assert!(matches!(err, LoadError::Manifest { .. }), "{err:?}");
+
+    let wrong_type = world("code: u32, message: string, retryable: bool");
+    let err = skillhost_runtime::schema::describe(&wrong_type).unwrap_err();
+    assert!(err.to_string().contains("code: string"), "{err}");
+    let err = load_err(wrong_type, "errors.wasm");
+    assert!(matches!(err, LoadError::BadRunSignature { .. }), "{err:?}");
+    assert!(err.to_string().contains("code: string"), "{err}");
+}
+
 #[test]
 fn resources_cannot_cross_the_skill_boundary() {
     let bytes = skillhost_tests::dummy_component(
