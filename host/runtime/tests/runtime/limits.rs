@@ -311,8 +311,10 @@ fn a_timeout_fires_on_time_not_when_the_ticks_add_up() {
     assert_eq!(err.kind(), "timeout");
     assert!(elapsed >= Duration::from_millis(1000), "{elapsed:?}");
     // Counting 1 ms ticks, which come late, stretched this by several
-    // percent, more on a loaded machine.
-    assert!(elapsed < Duration::from_millis(1150), "{elapsed:?}");
+    // percent on a quiet machine and by half or more on a loaded one; the
+    // clock stops it at the first tick past the deadline, which a loaded
+    // machine may still delay by a scheduling slice or two.
+    assert!(elapsed < Duration::from_millis(1400), "{elapsed:?}");
     still_serves(&skill);
 }
 
