@@ -234,6 +234,14 @@ struct Analysis {
     constant: Option<Value>,
 }
 
+/// The stack an evaluation at [`MAX_NESTING`] and [`MAX_OPERATORS`] may
+/// need: the interpreter recurses once per level of the tree, and the
+/// budget's meters add levels of their own. A thread that evaluates
+/// expressions (the async runtime's workers and blocking threads) needs this
+/// much; unoptimised builds use most of it, and 2 MiB, a tokio worker's
+/// default, is not enough for them.
+pub const EVAL_STACK_BYTES: usize = 8 << 20;
+
 /// How deeply brackets may nest in one expression.
 pub const MAX_NESTING: usize = 16;
 /// How many operator characters (`+ - * / % < > = ! & | ?`) one expression
@@ -323,21 +331,33 @@ impl Expr {
             expr: source.to_string(),
             message,
         };
-        budget::check_source(source).map_err(over_budget)?;
+        // The shape first: it reads the text without recursing, and says
+        // how to split an expression too deep to parse, whatever its length.
         check_shape(source).map_err(|message| ExprError::Syntax {
             expr: source.to_string(),
             message,
         })?;
-        let program =
-            on_parser_stack(|| ENV.compile(source)).map_err(|errors| ExprError::Syntax {
-                expr: source.to_string(),
-                message: errors
-                    .errors
-                    .iter()
-                    .map(|e| format!("column {}: {}", e.pos.1 + 1, e.msg))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            })?;
+        budget::check_source(source).map_err(over_budget)?;
+        // Parsing, the budget's walks over the tree and folding a constant
+        // all recurse once per level of the tree: on the parser's stack.
+        on_parser_stack(|| Expr::compile_shaped(source))
+    }
+
+    /// Compiles `source`, whose shape and size are within the limits.
+    fn compile_shaped(source: &str) -> Result<Expr, ExprError> {
+        let over_budget = |message| ExprError::Budget {
+            expr: source.to_string(),
+            message,
+        };
+        let program = ENV.compile(source).map_err(|errors| ExprError::Syntax {
+            expr: source.to_string(),
+            message: errors
+                .errors
+                .iter()
+                .map(|e| format!("column {}: {}", e.pos.1 + 1, e.msg))
+                .collect::<Vec<_>>()
+                .join("; "),
+        })?;
         budget::check_form(program.expression()).map_err(over_budget)?;
         let metered = budget::instrument(program.expression());
         let mut analysis = analyse(program.expression());
@@ -766,7 +786,7 @@ mod tests {
     fn on_worker_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
         std::thread::scope(|scope| {
             std::thread::Builder::new()
-                .stack_size(2 << 20)
+                .stack_size(EVAL_STACK_BYTES)
                 .spawn_scoped(scope, f)
                 .unwrap()
                 .join()
@@ -825,6 +845,13 @@ mod tests {
         for source in [nested, lists, chained, both] {
             let value = on_worker_stack(|| Expr::compile(&source).unwrap().eval(&vars));
             assert_eq!(value.unwrap(), json!(true), "{source}");
+            // The same tree over a variable is not folded at load: it is
+            // evaluated, through the budget's meters, on the worker's stack.
+            let over_input = source.replacen('1', "input.one", 1);
+            let mut vars = Vars::default();
+            vars.set_owned("input", json!({ "one": 1 }));
+            let value = on_worker_stack(|| Expr::compile(&over_input).unwrap().eval(&vars));
+            assert_eq!(value.unwrap(), json!(true), "{over_input}");
         }
     }
 

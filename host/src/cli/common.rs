@@ -155,6 +155,10 @@ pub fn duration_arg(text: &str) -> Result<Duration, String> {
 pub fn tokio_runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Guards, mappings and writes are evaluated on these threads (map
+        // items on its blocking threads): give them the stack an expression
+        // at the checker's limits needs.
+        .thread_stack_size(skillhost_scenario::expr::EVAL_STACK_BYTES)
         .build()
         .map_err(|e| Failure::environment(format!("cannot start the async runtime: {e}")))
 }
