@@ -1,6 +1,6 @@
 //! Calling a node's skill: its limits and grants, retries with exponential
 //! backoff (each failed attempt a step row of its own), and where the call
-//! runs (awaited inline by a skill node, on a blocking thread per map item).
+//! runs (inline when it cannot sleep, else on a blocking thread).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::run::now_ms;
 use crate::{Event, EventSink, RunContext};
 use skillhost_runtime::{
-    CallOptions, CallReport, JournalMode, JournalRecord, Limits, RandomSeed, Skill,
+    CallError, CallOptions, CallReport, JournalMode, JournalRecord, Limits, RandomSeed, Skill,
     derive_random_seed,
 };
 use skillhost_scenario::SkillCall;
@@ -102,13 +102,12 @@ pub(crate) fn random_seed(
     ])
 }
 
-/// Calls the skill, retrying retryable errors with exponential backoff (an
-/// async sleep). Each attempt is [`Skill::call_async`]: the guest runs on
-/// this task's thread until it returns or its deadline stops it, and a host
-/// future still pending at the deadline is dropped. Only the last attempt's
-/// journal is kept (in its report): a retried attempt is stored as a failed
-/// step row, which has no journal. `item` is the index of a map node's item.
-pub(crate) async fn call_with_retries(
+/// Calls the skill, retrying retryable errors with exponential backoff. Blocks
+/// (the call and the backoff sleep); run it on a blocking thread whenever a
+/// retry may sleep. Only the last attempt's journal is kept (in its report):
+/// a retried attempt is stored as a failed step row, which has no journal.
+/// `item` is the index of a map node's item.
+pub(crate) fn call_with_retries(
     run_id: &str,
     node_id: &str,
     item: Option<usize>,
@@ -123,7 +122,7 @@ pub(crate) async fn call_with_retries(
     loop {
         let started_at_ms = now_ms();
         options.random_seed = random_seed(run_id, node_id, item, attempt);
-        let report = skill.call_async(input, &options).await;
+        let report = skill.call(input, &options);
         let error = match &report.result {
             Err(e) if e.retryable() && attempt < plan.max_attempts => e.to_json(),
             _ => {
@@ -158,15 +157,14 @@ pub(crate) async fn call_with_retries(
         });
         let wait = plan.backoff_ms.saturating_mul(1 << (attempt - 1).min(16));
         if wait > 0 {
-            tokio::time::sleep(Duration::from_millis(wait)).await;
+            std::thread::sleep(Duration::from_millis(wait));
         }
         attempt += 1;
     }
 }
 
-/// [`call_with_retries`] for a skill node, awaited inline: a call takes
-/// microseconds, less than a hand-off to another thread, and a retry's
-/// backoff is an async sleep.
+/// [`call_with_retries`] off the async runtime when a retry could sleep, inline
+/// otherwise (a single short call costs less than a thread hand-off).
 pub(crate) async fn call_node_skill(
     cx: &RunContext<'_>,
     node_id: &str,
@@ -174,7 +172,42 @@ pub(crate) async fn call_node_skill(
     plan: &CallPlan,
     input: &Value,
 ) -> Attempts {
-    call_with_retries(&cx.run_id, node_id, None, skill, plan, input, &*cx.events).await
+    if plan.max_attempts <= 1 {
+        return call_with_retries(&cx.run_id, node_id, None, skill, plan, input, &*cx.events);
+    }
+    let (run_id, node_id, skill, plan, input, events) = (
+        cx.run_id.clone(),
+        node_id.to_string(),
+        skill.clone(),
+        plan.clone(),
+        input.clone(),
+        cx.events.clone(),
+    );
+    let skill_name = skill.name.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        call_with_retries(&run_id, &node_id, None, &skill, &plan, &input, &*events)
+    });
+    match task.await {
+        Ok(attempts) => attempts,
+        Err(e) => Attempts {
+            report: CallReport {
+                result: Err(CallError::Host {
+                    skill: skill_name,
+                    message: format!("the call's thread failed: {e}"),
+                    retryable: false,
+                }),
+                logs: Vec::new(),
+                logs_dropped: 0,
+                fuel_consumed: 0,
+                memory_peak_bytes: 0,
+                denied: Vec::new(),
+                journal: Vec::new(),
+                duration: Duration::ZERO,
+            },
+            attempt: 1,
+            failed: Vec::new(),
+        },
+    }
 }
 
 #[cfg(test)]

@@ -139,20 +139,8 @@ impl CallState {
 }
 
 impl Skill {
-    /// Calls the skill's `run` with `input` in a fresh instance, on this
-    /// thread, for callers without an async runtime (`host skill call`, the
-    /// benchmarks, threads of their own). Without a tokio runtime a host
-    /// future is not cancelled at the deadline: use [`Skill::call_async`]
-    /// where there is one.
+    /// Calls the skill's `run` with `input` in a fresh instance.
     pub fn call(&self, input: &serde_json::Value, options: &CallOptions) -> CallReport {
-        crate::engine::block_on(self.call_async(input, options))
-    }
-
-    /// Calls the skill's `run` with `input` in a fresh instance. Guest code
-    /// stops at the deadline by the epoch; under a tokio runtime with a
-    /// timer, a host future still pending at the deadline is dropped
-    /// (cancelled) and the call reported as `timeout` too.
-    pub async fn call_async(&self, input: &serde_json::Value, options: &CallOptions) -> CallReport {
         let start = Instant::now();
         let arg = match bridge::json_to_val(&self.input_type, input) {
             Ok(arg) => arg,
@@ -182,26 +170,13 @@ impl Skill {
         // canonical layout compares with its JSON.
         store.set_hostcall_fuel(hostcall_fuel(limits));
         let fuel = limits.fuel.unwrap_or(u64::MAX);
-        let result = match store.set_fuel(fuel) {
-            Ok(()) => {
+        let result = store
+            .set_fuel(fuel)
+            .map_err(|e| self.host_error(e, false))
+            .and_then(|()| {
                 Deadline::after(limits.timeout).arm(&mut store);
-                let run = self.instantiate_and_run(&mut store, arg, limits);
-                // A runtime's timer, where there is one, also stops a host
-                // future that is still pending at the deadline.
-                match tokio::runtime::Handle::try_current() {
-                    Ok(_) => tokio::time::timeout(limits.timeout, run)
-                        .await
-                        .unwrap_or_else(|_| {
-                            Err(CallError::Timeout {
-                                skill: self.name.clone(),
-                                limit_ms: limits.timeout.as_millis() as u64,
-                            })
-                        }),
-                    Err(_) => run.await,
-                }
-            }
-            Err(e) => Err(self.host_error(e, false)),
-        };
+                self.instantiate_and_run(&mut store, arg, limits)
+            });
         let fuel_consumed = fuel - store.get_fuel().unwrap_or(fuel);
 
         let mut state = store.into_data();
@@ -265,7 +240,7 @@ impl Skill {
         }
     }
 
-    async fn instantiate_and_run(
+    fn instantiate_and_run(
         &self,
         store: &mut Store<CallState>,
         arg: Val,
@@ -273,8 +248,7 @@ impl Skill {
     ) -> Result<serde_json::Value, CallError> {
         let instance = self
             .pre
-            .instantiate_async(&mut *store)
-            .await
+            .instantiate(&mut *store)
             .map_err(|e| self.classify(e, store, limits))?;
         let func = instance
             .get_func(&mut *store, self.run_index)
@@ -284,8 +258,7 @@ impl Skill {
                 retryable: false,
             })?;
         let mut results = [Val::Bool(false)];
-        func.call_async(&mut *store, std::slice::from_ref(&arg), &mut results)
-            .await
+        func.call(&mut *store, std::slice::from_ref(&arg), &mut results)
             .map_err(|e| self.classify(e, store, limits))?;
         let [result] = results;
         self.interpret(result, limits)

@@ -153,29 +153,3 @@ impl Deadline {
         });
     }
 }
-
-/// Runs `future` to completion on this thread. The runtime's futures (a call
-/// on its fiber, WASI's host futures on the virtual clock) need no reactor,
-/// so synchronous callers do not need a tokio runtime, and may be on one.
-pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    use std::sync::Arc;
-    use std::task::{Context, Poll, Wake, Waker};
-
-    struct Unpark(std::thread::Thread);
-
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut context = Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        match future.as_mut().poll(&mut context) {
-            Poll::Ready(output) => return output,
-            Poll::Pending => std::thread::park(),
-        }
-    }
-}

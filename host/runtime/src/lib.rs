@@ -3,10 +3,8 @@
 //! and capability-checked host imports.
 //!
 //! The split follows wasmtime's own: compile once ([`cache`]), link once (one
-//! `InstancePre` per [`Skill`]), instantiate per call ([`call`]). Calls run on
-//! wasmtime fibers (`call_async`), so a host import may be a future that the
-//! call's deadline cancels. Nothing in this module knows about scenarios or
-//! the store.
+//! `InstancePre` per [`Skill`]), instantiate per call ([`call`]). Nothing in this
+//! module knows about scenarios or the store.
 
 pub mod bench;
 pub mod bridge;

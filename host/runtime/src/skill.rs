@@ -327,13 +327,11 @@ fn read_manifest(
         },
         _ => fail(format!("{e:#}")),
     };
-    let (m,) = crate::engine::block_on(async {
-        let instance = pre.instantiate_async(&mut store).await.map_err(stopped)?;
-        let func = instance
-            .get_typed_func::<(), (wit_types::Manifest,)>(&mut store, "manifest")
-            .map_err(|e| fail(format!("{e:#}")))?;
-        func.call_async(&mut store, ()).await.map_err(stopped)
-    })?;
+    let instance = pre.instantiate(&mut store).map_err(stopped)?;
+    let func = instance
+        .get_typed_func::<(), (wit_types::Manifest,)>(&mut store, "manifest")
+        .map_err(|e| fail(format!("{e:#}")))?;
+    let (m,) = func.call(&mut store, ()).map_err(stopped)?;
     let manifest = Manifest {
         id: m.id,
         name: m.name,

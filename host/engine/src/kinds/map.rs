@@ -129,12 +129,8 @@ async fn run_items(
                 inputs[index].clone(),
                 cx.events.clone(),
             );
-            // Items run on blocking threads, so `concurrency` of them compute
-            // in parallel without holding the runtime's workers; each drives
-            // its call (and its deadline's timer) on that thread.
-            let handle = tokio::runtime::Handle::current();
             running.spawn_blocking(move || {
-                let attempts = handle.block_on(call_with_retries(
+                let attempts = call_with_retries(
                     &run_id,
                     &node_id,
                     Some(index),
@@ -142,7 +138,7 @@ async fn run_items(
                     &plan,
                     &input,
                     &*events,
-                ));
+                );
                 (index, attempts)
             });
         }

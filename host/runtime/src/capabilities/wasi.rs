@@ -326,7 +326,7 @@ impl WasiView for CallState {
 }
 
 pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    wasmtime_wasi::p2::add_to_linker_sync(linker)?;
     linker.allow_shadowing(true);
     monotonic_clock::add_to_linker::<CallState, HasClockView>(linker, |state| {
         let wasi = state.wasi_state();

@@ -373,35 +373,3 @@ fn a_panic_message_the_skill_logged_is_in_the_trap() {
     );
     still_serves(&skill);
 }
-
-/// The engine's way: `call_async` awaited on a tokio runtime, where the
-/// deadline is also a timer on the call's future.
-#[tokio::test]
-async fn an_async_call_on_tokio_times_out_and_the_next_one_works() {
-    let (_cache, skill) = adversary();
-    let options = limits(|l| l.timeout = Duration::from_millis(100));
-    let start = std::time::Instant::now();
-    let err = skill
-        .call_async(&json!({ "text": "loop" }), &options)
-        .await
-        .into_result()
-        .unwrap_err();
-    assert_eq!(
-        err,
-        CallError::Timeout {
-            skill: "adversary".into(),
-            limit_ms: 100
-        }
-    );
-    assert!(
-        start.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        start.elapsed()
-    );
-    let out = skill
-        .call_async(&json!({ "text": "echo" }), &CallOptions::default())
-        .await
-        .into_result()
-        .unwrap();
-    assert_eq!(out, json!({ "text": "echo" }));
-}
