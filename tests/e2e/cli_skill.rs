@@ -257,3 +257,72 @@ fn a_manifest_that_spins_fails_inspect_with_a_manifest_timeout() {
     assert!(err.contains("did not return within 1000 ms"), "{err}");
     assert!(!err.contains("interrupt"), "{err}");
 }
+
+/// A node whose WASI skill prints past its log budget says so in `host run`'s progress,
+/// in its step's detail and in `host runs show`.
+#[test]
+fn a_run_says_which_node_dropped_log_lines() {
+    use skillhost_tests::cli::{host as host_in, json as json_of, stderr as err_of};
+    let dir = tempfile::tempdir().unwrap();
+    fixture_file(dir.path(), "wasi-probe");
+    std::fs::write(
+        dir.path().join("chatty.toml"),
+        r#"[scenario]
+name = "chatty"
+version = "0.1.0"
+description = "A skill that prints more than its log budget"
+
+[input]
+n = { type = "integer" }
+
+[state]
+value = { type = "integer" }
+
+[skills.probe]
+component = "wasi-probe.wasm"
+
+[[node]]
+id = "print"
+skill = "probe"
+input = { mode = "'print'", n = "input.n" }
+writes = [{ field = "value", from = "output.value" }]
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "print"
+to = "done"
+"#,
+    )
+    .unwrap();
+    let scenario = dir.path().join("chatty.toml").display().to_string();
+    let run = host_in(
+        dir.path(),
+        &["run", &scenario, "--input", r#"{"n": 262144}"#, "--json"],
+        None,
+    );
+    assert!(run.status.success(), "{}", err_of(&run));
+    let progress = err_of(&run);
+    let line = progress
+        .lines()
+        .find(|l| l.contains("log line(s) dropped"))
+        .unwrap_or_else(|| panic!("no dropped-lines line: {progress}"));
+    assert!(line.contains("print"), "{line}");
+    let run_id = json_of(&run)["run_id"].as_str().unwrap().to_string();
+
+    let shown = host_in(dir.path(), &["runs", "show", &run_id, "--json"], None);
+    let steps = json_of(&shown)["steps"].clone();
+    let dropped = steps[0]["detail"]["logs_dropped"].as_u64();
+    // 256 KiB of 4 KiB lines against a 64 KiB budget: most were dropped.
+    let dropped = dropped.expect("logs_dropped in the step's detail");
+    assert!(dropped >= 48, "{dropped} dropped");
+    let human = host_in(dir.path(), &["runs", "show", &run_id], None);
+    let text = String::from_utf8_lossy(&human.stdout);
+    let line = text.lines().find(|l| l.contains("logs:"));
+    assert_eq!(
+        line.map(str::trim),
+        Some(format!("logs: {dropped} line(s) dropped past the call's log budget").as_str())
+    );
+}

@@ -163,8 +163,10 @@ pub(crate) fn call_with_retries(
     }
 }
 
-/// [`call_with_retries`] off the async runtime when a retry could sleep, inline
-/// otherwise (a single short call costs less than a thread hand-off).
+/// [`call_with_retries`] off the async runtime when a retry could sleep or the
+/// skill uses WASI (whose streams and timers block on tokio, which panics on
+/// a runtime's worker thread), inline otherwise: a single call of a pure
+/// skill costs less than a thread hand-off.
 pub(crate) async fn call_node_skill(
     cx: &RunContext<'_>,
     node_id: &str,
@@ -172,7 +174,7 @@ pub(crate) async fn call_node_skill(
     plan: &CallPlan,
     input: &Value,
 ) -> Attempts {
-    if plan.max_attempts <= 1 {
+    if plan.max_attempts <= 1 && !skill.uses_wasi() {
         return call_with_retries(&cx.run_id, node_id, None, skill, plan, input, &*cx.events);
     }
     let (run_id, node_id, skill, plan, input, events) = (

@@ -35,6 +35,9 @@ pub enum Event {
         node: String,
         duration_us: u64,
         fuel_consumed: u64,
+        /// Log lines the node's skill wrote past its log budget.
+        #[serde(skip_serializing_if = "is_zero")]
+        logs_dropped: u64,
     },
     NodeFailed {
         run_id: String,
@@ -60,6 +63,10 @@ pub enum Event {
         status: String,
         duration_ms: u64,
     },
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 pub trait EventSink: Send + Sync {

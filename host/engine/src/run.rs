@@ -231,6 +231,7 @@ impl Run<'_, '_> {
             node: node.id.clone(),
             duration_us: node_started.elapsed().as_micros() as u64,
             fuel_consumed: success.fuel_consumed,
+            logs_dropped: success.logs_dropped,
         });
         self.artifacts.append(&mut success.artifacts);
         Ok(Some(next))

@@ -93,6 +93,16 @@ impl Skill {
         &self.bytes
     }
 
+    /// Whether the component imports WASI. wasmtime-wasi drives WASI's
+    /// streams and pollables (stdout, stderr, timers) by blocking on tokio:
+    /// a call of such a skill must not run on an async runtime's worker
+    /// thread, where blocking on tokio panics. Run it on a blocking thread
+    /// (`tokio::task::spawn_blocking`) or outside any runtime. A pure skill
+    /// never reaches tokio and may be called anywhere.
+    pub fn uses_wasi(&self) -> bool {
+        self.imports.iter().any(|name| name.starts_with("wasi:"))
+    }
+
     /// The backends of the runtime that loaded the skill.
     pub(crate) fn backends(&self) -> &Backends {
         &self.runtime.backends
@@ -210,7 +220,25 @@ pub(crate) fn load(
                 export: "run",
             })?;
 
-    let manifest = read_manifest(&pre, &runtime.backends, &provisional)?;
+    // A WASI skill's manifest may print or sleep, which blocks on tokio: on
+    // an async runtime's thread that panics, so the manifest is then read on
+    // a thread of its own (once per load, next to a compile).
+    let uses_wasi = imports.iter().any(|name| name.starts_with("wasi:"));
+    let manifest = if uses_wasi && tokio::runtime::Handle::try_current().is_ok() {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| read_manifest(&pre, &runtime.backends, &provisional))
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(LoadError::Manifest {
+                        skill: provisional.clone(),
+                        message: "the thread reading the manifest panicked".into(),
+                    })
+                })
+        })?
+    } else {
+        read_manifest(&pre, &runtime.backends, &provisional)?
+    };
     let name = manifest.id.clone();
     Ok(Skill {
         name_arc: Arc::from(name.as_str()),

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use super::common::{
     CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, check_output_path,
-    checked_input, fetch_run, load_scenario, print_json, read_run_input, store_error,
-    tokio_runtime, write_output_file,
+    checked_input, dropped_logs_line, fetch_run, load_scenario, print_json, read_run_input,
+    store_error, tokio_runtime, write_output_file,
 };
 use skillhost_engine::lease::{self, RunLease};
 use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
@@ -98,8 +98,16 @@ impl EventSink for Progress {
                 eprintln!("{verb} {scenario} (run {run_id})");
             }
             Event::NodeFinished {
-                node, duration_us, ..
-            } => eprintln!("  ok    {node:<24} {:>9.1} ms", *duration_us as f64 / 1e3),
+                node,
+                duration_us,
+                logs_dropped,
+                ..
+            } => {
+                eprintln!("  ok    {node:<24} {:>9.1} ms", *duration_us as f64 / 1e3);
+                if *logs_dropped > 0 {
+                    eprintln!("{}", dropped_logs_line(node, *logs_dropped));
+                }
+            }
             Event::NodeFailed {
                 node,
                 attempt,

@@ -307,6 +307,13 @@ async fn show(args: ShowArgs) -> CliResult {
         for warning in step_warnings(s) {
             println!("{:>6}warning: {warning}", "");
         }
+        let dropped = s.detail.as_ref().and_then(|d| d.get("logs_dropped"));
+        if let Some(dropped) = dropped.and_then(Value::as_u64) {
+            println!(
+                "{:>6}logs: {dropped} line(s) dropped past the call's log budget",
+                ""
+            );
+        }
     }
     if !artifacts.is_empty() {
         println!("\nartifacts");

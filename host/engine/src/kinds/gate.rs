@@ -25,6 +25,7 @@ pub(crate) fn run(
             fuel_consumed: 0,
             artifacts: Vec::new(),
             journal: Vec::new(),
+            logs_dropped: 0,
         })
         .map_err(|f| (f, None));
     result.into()

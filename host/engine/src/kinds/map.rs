@@ -86,6 +86,7 @@ async fn run_items(
 
     let mut outputs: BTreeMap<usize, Value> = BTreeMap::new();
     let mut fuel_total = 0;
+    let mut logs_dropped = 0;
     if let Some(store) = cx.store {
         let done = store
             .map_items(&cx.run_id, &node.id, visit)
@@ -162,6 +163,7 @@ async fn run_items(
         } = attempts;
         failed_steps.extend(failed);
         fuel_total += report.fuel_consumed;
+        logs_dropped += report.logs_dropped;
         if !report.journal.is_empty() {
             journals.insert(index, std::mem::take(&mut report.journal));
         }
@@ -252,6 +254,9 @@ async fn run_items(
     if !verified.is_empty() {
         detail["verified_quotes"] = Value::Array(verified);
     }
+    if logs_dropped > 0 {
+        detail["logs_dropped"] = json!(logs_dropped);
+    }
     step.detail = Some(detail);
     Ok(NodeSuccess {
         changes,
@@ -259,6 +264,7 @@ async fn run_items(
         fuel_consumed: fuel_total,
         artifacts: files,
         journal,
+        logs_dropped,
     })
 }
 

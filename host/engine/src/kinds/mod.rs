@@ -48,6 +48,9 @@ pub(crate) struct NodeSuccess {
     /// The host calls the node's skill made, recorded for replay; committed
     /// with the node's checkpoint.
     pub journal: Vec<JournalEntry>,
+    /// Log lines the node's skill calls wrote past their log budget: counted,
+    /// not kept, and said in the run's progress and its step.
+    pub logs_dropped: u64,
 }
 
 /// A failure of one node, before routing decides what it means for the run.

@@ -104,6 +104,9 @@ async fn run_call(
         if !report.logs.is_empty() {
             detail.insert("logs".into(), json!(report.logs));
         }
+        if report.logs_dropped > 0 {
+            detail.insert("logs_dropped".into(), json!(report.logs_dropped));
+        }
         if !detail.is_empty() {
             step.detail = Some(Value::Object(detail));
         }
@@ -114,6 +117,7 @@ async fn run_call(
         fuel_consumed: report.fuel_consumed,
         artifacts: files,
         journal,
+        logs_dropped: report.logs_dropped,
     })
 }
 

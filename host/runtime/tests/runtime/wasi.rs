@@ -157,3 +157,27 @@ fn output_lines_reach_the_log_sanitised() {
     report.into_result().unwrap();
     still_serves(&skill);
 }
+
+/// Loading a WASI skill on an async runtime's thread: its manifest prints and
+/// sleeps, which block on tokio, and must not panic the host (the resume
+/// path and the workers load scenarios inside a runtime).
+#[test]
+fn a_wasi_manifest_loads_on_an_async_runtime_thread() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = skillhost_tests::runtime(cache.path());
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let skill = tokio.block_on(async {
+        runtime
+            .load_bytes(
+                skillhost_tests::fixture_component("wasi-probe"),
+                "wasi-probe.wasm",
+            )
+            .expect("load wasi-probe inside a runtime")
+    });
+    assert_eq!(skill.name, "wasi-probe");
+    assert!(skill.uses_wasi());
+    still_serves(&skill);
+}
