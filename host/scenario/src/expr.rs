@@ -1156,6 +1156,107 @@ mod tests {
         );
     }
 
+    /// Reads are metered by size: a loop of comparisons, searches or `in`
+    /// over large values stops early, where each alone is cheap.
+    #[test]
+    fn comparisons_and_searches_over_large_values_are_bounded_in_steps() {
+        let big = "y".repeat(1 << 20);
+        let state = json!({
+            "a": big, "b": big, "list": vec![big.clone(); 4], "map": {"k": big},
+            "pattern": "y+z",
+        });
+        let mut vars = Vars::new();
+        vars.set("state", &state);
+        // Each would read 10^5 × 1 MiB (100 GB) or more.
+        for source in [
+            "lists.range(100000).all(i, state.a == state.b)",
+            "lists.range(100000).all(i, !(state.a != state.b))",
+            "lists.range(100000).all(i, state.a <= state.b)",
+            "lists.range(100000).all(i, state.a.contains(state.b))",
+            "lists.range(100000).all(i, state.a.startsWith(state.b))",
+            "lists.range(100000).all(i, state.a.indexOf(state.b) == 0)",
+            "lists.range(100000).all(i, !state.a.matches(state.pattern))",
+            "lists.range(100000).all(i, state.a in state.list)",
+            "lists.range(100000).all(i, size(state.a) > 0)",
+            "lists.range(100000).all(i, state.a.charAt(0) == 'y')",
+            "lists.range(100000).all(i, state.a.substring(1, 2) == 'y')",
+            "lists.range(100000).all(i, state.a.lastIndexOf(state.b) == 0)",
+        ] {
+            let result = Expr::compile(source).unwrap().eval(&vars);
+            assert!(result.is_err(), "{source}: {result:?}");
+            let message = budget_error(result);
+            assert!(message.contains("bytes they read"), "{source}: {message}");
+        }
+        // A map's `in` is one lookup, and small operands cost nothing: these
+        // stay within the budget however often they run.
+        for source in [
+            "lists.range(100000).all(i, 'k' in state.map)",
+            "lists.range(100000).all(i, state.pattern == 'y+z')",
+            "lists.range(300000).all(i, i >= 0 && state.pattern.contains('y'))",
+        ] {
+            let value = Expr::compile(source).unwrap().eval(&vars);
+            assert_eq!(value.unwrap(), json!(true), "{source}");
+        }
+        // `distinct` compares every pair: 20000 elements are 2 * 10^8 pairs.
+        let message = budget_error(
+            Expr::compile("lists.range(20000).map(i, [i, state.pattern]).distinct().size() > 0")
+                .unwrap()
+                .eval(&vars),
+        );
+        assert!(message.contains("elements"), "{message}");
+        let small = Expr::compile(
+            "size(lists.range(1000).map(i, [i % 10, state.pattern]).distinct()) == 10",
+        );
+        assert_eq!(small.unwrap().eval(&vars).unwrap(), json!(true));
+        // Within the budget a read is what it was.
+        let source = "state.a == state.b && state.a.contains('yy') && state.a in state.list";
+        let value = Expr::compile(source).unwrap().eval(&vars);
+        assert_eq!(value.unwrap(), json!(true));
+    }
+
+    /// `indexOf` and `lastIndexOf` are the budget's own linear searches:
+    /// they answer what the `strings` extension answers, errors included.
+    #[test]
+    fn the_budget_searches_answer_as_the_strings_extension() {
+        let strings = [
+            "",
+            "a",
+            "abcabc",
+            "héllo wörld ö",
+            "ööö",
+            "aaaa",
+            "日本語日本",
+        ];
+        let needles = ["", "a", "bc", "ö", "öö", "l", "日本", "x", "abcabcabc"];
+        let mut cases = Vec::new();
+        for s in strings {
+            for n in needles {
+                for f in ["indexOf", "lastIndexOf"] {
+                    cases.push(format!("'{s}'.{f}('{n}')"));
+                    for offset in [-1, 0, 1, 2, 3, 5, 20] {
+                        cases.push(format!("'{s}'.{f}('{n}', {offset})"));
+                    }
+                }
+            }
+        }
+        cases.push("'abc'.indexOf(1)".into());
+        cases.push("1.indexOf('a')".into());
+        cases.push("'abc'.lastIndexOf('a', 'b')".into());
+        let context = Context::with_env(ENV.clone());
+        for source in cases {
+            let program = Program::compile(&source).unwrap();
+            let reference = Cel::resolve(program.expression(), &context)
+                .map_err(|e| e.to_string())
+                .and_then(|v| cel_to_json(&v));
+            let ours = Expr::compile(&source).and_then(|e| e.eval(&Vars::new()));
+            match (&reference, &ours) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{source}"),
+                (Err(_), Err(_)) => {}
+                _ => panic!("{source}: the extension gives {reference:?}, ours {ours:?}"),
+            }
+        }
+    }
+
     #[test]
     fn an_error_cel_absorbs_still_fails_the_evaluation() {
         // For i = 0 the right-hand side goes over the budget; CEL's `exists`

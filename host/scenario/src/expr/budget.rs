@@ -33,10 +33,25 @@
 //!   module, which computes the result's size first and refuses it before
 //!   allocating.
 //!
-//! Not metered: functions that read a value without building one
-//! (`contains`, `matches`, `in`, `==`, `size`, …). Their work is at most the
-//! size of their operands, which are the run's own values or values the
-//! budget already bounds, times the steps.
+//! - **Reads**: the calls that read their operands without building a
+//!   value, but take time in their size (`==`, `!=`, `<`, `<=`, `>`, `>=`,
+//!   `in`, `contains`, `startsWith`, `endsWith`, `matches`, `indexOf`,
+//!   `lastIndexOf`), have each operand that is not a literal go through
+//!   `@budget_read`, which charges a step per [`READ_BYTES_PER_STEP`] bytes
+//!   of its weight before handing it on (`matches`, through
+//!   `@budget_read_regex`, a step per [`REGEX_BYTES_PER_STEP`]). So `lists.range(1000000).all(i,
+//!   state.a == state.b)` over two 1 MiB strings stops after a few hundred
+//!   comparisons rather than running for a minute. Small operands cost
+//!   nothing (the charge rounds down), which keeps the hot guards
+//!   (`state.status == 'done'`) free. The right side of `in` is charged only
+//!   when it is a list: a map's lookup hashes its key, not the map. `size`,
+//!   `charAt` and `substring` walk a string's characters, so a string they
+//!   read is charged the same way (a list or map is not: its size is known).
+//!   `indexOf` and `lastIndexOf` are evaluated by this module
+//!   (`@budget_index_of`, `@budget_last_index_of`), in linear time where
+//!   the extension compares the needle at every position, and charged for
+//!   both strings. `distinct` compares every pair of elements, so its list
+//!   is charged a step per 64 pairs (`@budget_read_squared`).
 //!
 //! The meter is a thread-local: `cel` functions are `fn` pointers, and an
 //! evaluation runs on one thread from start to end. [`metered`] sets it up
@@ -75,6 +90,37 @@ const REPLACE: &str = "@budget_replace";
 const JOIN: &str = "@budget_join";
 const RANGE: &str = "@budget_range";
 const WITHIN: &str = "@budget_within";
+const READ: &str = "@budget_read";
+const READ_LIST: &str = "@budget_read_list";
+const READ_STRING: &str = "@budget_read_string";
+const READ_REGEX: &str = "@budget_read_regex";
+const READ_SQUARED: &str = "@budget_read_squared";
+const INDEX_OF: &str = "@budget_index_of";
+const LAST_INDEX_OF: &str = "@budget_last_index_of";
+
+/// Operand bytes one step of the budget pays for, when a call reads them.
+pub const READ_BYTES_PER_STEP: u64 = 256;
+/// The same for `matches`, which compiles its pattern and runs it over the
+/// string, several times slower per byte than a comparison.
+pub const REGEX_BYTES_PER_STEP: u64 = 32;
+
+/// The calls whose time grows with their operands' size (see the module
+/// docs, "Reads").
+const READ_FUNCTIONS: &[&str] = &[
+    operators::EQUALS,
+    operators::NOT_EQUALS,
+    operators::LESS,
+    operators::LESS_EQUALS,
+    operators::GREATER,
+    operators::GREATER_EQUALS,
+    "contains",
+    "startsWith",
+    "endsWith",
+];
+
+/// The calls whose time grows with the size of their receiver when it is a
+/// string (they walk its characters), and not otherwise.
+const STRING_READ_FUNCTIONS: &[&str] = &["size", "charAt", "substring"];
 
 /// Functions whose result is a scalar, or a part of an input: not charged,
 /// to keep the hot expressions (`size(state.papers) > 0`) free of meters.
@@ -219,12 +265,54 @@ fn instrument_call(id: u64, call: &CallExpr) -> IdedExpr {
         }
         _ => {}
     }
+    let name = call.func_name.as_str();
+    let read = |meter: &str, operand: IdedExpr| match operand.expr {
+        Ast::Literal(_) => operand,
+        _ => global(operand.id, meter, vec![operand]),
+    };
+    match (&call.target, name, call.args.len()) {
+        (Some(target), "indexOf", 1 | 2) => {
+            return global(id, INDEX_OF, receiver_and_args(target));
+        }
+        (Some(target), "lastIndexOf", 1 | 2) => {
+            return global(id, LAST_INDEX_OF, receiver_and_args(target));
+        }
+        _ => {}
+    }
+    let (target, args) = if READ_FUNCTIONS.contains(&name) || name == "matches" {
+        let meter = if name == "matches" { READ_REGEX } else { READ };
+        (
+            call.target.as_ref().map(|t| read(meter, instrument(t))),
+            args().into_iter().map(|a| read(meter, a)).collect(),
+        )
+    } else if STRING_READ_FUNCTIONS.contains(&name) {
+        match &call.target {
+            // `size(s)`: the string is the argument.
+            None => (
+                None,
+                args().into_iter().map(|a| read(READ_STRING, a)).collect(),
+            ),
+            Some(t) => (Some(read(READ_STRING, instrument(t))), args()),
+        }
+    } else if name == "distinct" && call.args.is_empty() {
+        (
+            call.target
+                .as_ref()
+                .map(|t| read(READ_SQUARED, instrument(t))),
+            args(),
+        )
+    } else if name == operators::IN && call.args.len() == 2 {
+        let mut args = args().into_iter();
+        let (element, container) = (args.next().unwrap(), args.next().unwrap());
+        (None, vec![read(READ, element), read(READ_LIST, container)])
+    } else {
+        (call.target.as_ref().map(|t| instrument(t)), args())
+    };
     let instrumented = Ast::Call(CallExpr {
         func_name: call.func_name.clone(),
-        target: call.target.as_ref().map(|t| Box::new(instrument(t))),
-        args: args(),
+        target: target.map(Box::new),
+        args,
     });
-    let name = call.func_name.as_str();
     // Operators other than `+` give a scalar or one of their operands.
     let grows = name == operators::ADD || !(is_operator(name) || SCALAR_FUNCTIONS.contains(&name));
     charged_if(id, instrumented, grows)
@@ -377,7 +465,9 @@ impl Exceeded {
             Exceeded::Steps => format!(
                 "it iterates over more than {MAX_STEPS} elements in one evaluation \
                  (the comprehensions all, exists, exists_one, map, filter and sortBy count \
-                 the size of their list or map): iterate over less, or compute it in a skill"
+                 the size of their list or map; comparisons, `in` and the string searches \
+                 one per {READ_BYTES_PER_STEP} bytes they read): iterate over less, or \
+                 compute it in a skill"
             ),
             Exceeded::Values => format!(
                 "it builds more than {} MiB of strings, lists and maps in one evaluation: \
@@ -522,6 +612,40 @@ pub fn register(env: &mut Env) -> Result<(), DeclarationError> {
     }
     env.add_overload(RANGE, "@budget_range(dyn)", dyn_args(1), range)?;
     env.add_overload(WITHIN, "@budget_within(dyn)", dyn_args(1), within)?;
+    env.add_overload(READ, "@budget_read(dyn)", dyn_args(1), read)?;
+    env.add_overload(READ_LIST, "@budget_read_list(dyn)", dyn_args(1), read_list)?;
+    env.add_overload(
+        READ_STRING,
+        "@budget_read_string(dyn)",
+        dyn_args(1),
+        read_string,
+    )?;
+    env.add_overload(
+        READ_REGEX,
+        "@budget_read_regex(dyn)",
+        dyn_args(1),
+        read_regex,
+    )?;
+    env.add_overload(
+        READ_SQUARED,
+        "@budget_read_squared(dyn)",
+        dyn_args(1),
+        read_squared,
+    )?;
+    for arity in 2..=3 {
+        env.add_overload(
+            INDEX_OF,
+            &format!("@budget_index_of/{arity}"),
+            dyn_args(arity),
+            index_of,
+        )?;
+        env.add_overload(
+            LAST_INDEX_OF,
+            &format!("@budget_last_index_of/{arity}"),
+            dyn_args(arity),
+            last_index_of,
+        )?;
+    }
     Ok(())
 }
 
@@ -588,11 +712,154 @@ fn iterate<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executio
     Ok(range)
 }
 
+/// An operand about to be read: charged a step per
+/// [`READ_BYTES_PER_STEP`] of its weight, handed on as it is.
+fn read<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let value = single(args)?;
+    charge_read(value.as_ref())?;
+    Ok(value)
+}
+
+/// The right side of `in`: charged as [`read`] when it is a list (searched
+/// element by element), free when it is a map (one lookup).
+fn read_list<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let value = single(args)?;
+    if value.downcast_ref::<CelList>().is_some() {
+        charge_read(value.as_ref())?;
+    }
+    Ok(value)
+}
+
+/// The receiver of `size`, `charAt` or `substring`: charged as [`read`]
+/// when it is a string or bytes, free otherwise.
+fn read_string<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let value = single(args)?;
+    if value.downcast_ref::<CelString>().is_some() || value.downcast_ref::<CelBytes>().is_some() {
+        charge_read(value.as_ref())?;
+    }
+    Ok(value)
+}
+
+/// The receiver of `distinct`, which compares every pair of its elements:
+/// a step per 64 pairs.
+fn read_squared<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    const PAIRS_PER_STEP: u64 = 64;
+    let value = single(args)?;
+    if let Some(list) = value.downcast_ref::<CelList>() {
+        let n = list.inner().len() as u64;
+        spend_steps(n.saturating_mul(n.saturating_sub(1)) / 2 / PAIRS_PER_STEP)?;
+        charge_read(value.as_ref())?;
+    }
+    Ok(value)
+}
+
+/// An operand of `matches`: charged a step per [`REGEX_BYTES_PER_STEP`].
+fn read_regex<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let value = single(args)?;
+    charge_read_at(value.as_ref(), REGEX_BYTES_PER_STEP)?;
+    Ok(value)
+}
+
+fn charge_read(value: &dyn Val) -> Result<(), ExecutionError> {
+    charge_read_at(value, READ_BYTES_PER_STEP)
+}
+
+fn charge_read_at(value: &dyn Val, bytes_per_step: u64) -> Result<(), ExecutionError> {
+    let left = METER.with(|m| m.steps.get());
+    let limit = left.saturating_add(1).saturating_mul(bytes_per_step);
+    spend_steps(weight(value, limit) / bytes_per_step)
+}
+
 /// A value just produced: charged its weight, handed on as it is.
 fn charge_result<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let value = single(args)?;
     charge(value.as_ref())?;
     Ok(value)
+}
+
+/// `s.indexOf(needle[, offset])`, as the `strings` extension answers it (a
+/// code-point index, -1 when absent; an offset past the end or negative is
+/// an error), found in linear time and charged as a read of both strings.
+fn index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    search("indexOf", args, |this, needle, offset| {
+        let from = byte_of_char(this, offset);
+        this[from..]
+            .find(needle)
+            .map(|at| offset + this[from..from + at].chars().count())
+    })
+}
+
+/// `s.lastIndexOf(needle[, offset])`, as the `strings` extension answers it:
+/// the last occurrence that starts at or before the offset (the end by
+/// default), found in linear time and charged as a read of both strings.
+fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    search("lastIndexOf", args, |this, needle, offset| {
+        let (chars, needle_chars) = (this.chars().count(), needle.chars().count());
+        if needle_chars > chars {
+            return None;
+        }
+        let last = offset.min(chars - needle_chars);
+        // A match that starts at or before `last` ends by `end`; matches end
+        // on character boundaries, so `end` can be rounded down to one.
+        let mut end = (byte_of_char(this, last) + needle.len()).min(this.len());
+        while !this.is_char_boundary(end) {
+            end -= 1;
+        }
+        this[..end]
+            .rfind(needle)
+            .map(|at| this[..at].chars().count())
+    })
+}
+
+/// The byte where character `index` starts (the length past the end).
+fn byte_of_char(s: &str, index: usize) -> usize {
+    s.char_indices().nth(index).map_or(s.len(), |(at, _)| at)
+}
+
+/// The argument checks and charges `indexOf` and `lastIndexOf` share;
+/// `find(this, needle, offset)` gives the code-point index of the match.
+/// Without an offset, `indexOf` starts at 0 and `lastIndexOf` at the end.
+fn search<'b, 'v>(
+    function: &str,
+    args: Vec<CowVal<'b, 'v>>,
+    find: impl Fn(&str, &str, usize) -> Option<usize>,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let string = |i: usize| args.get(i).and_then(|a| a.downcast_ref::<CelString>());
+    let (Some(this), Some(needle)) = (string(0), string(1)) else {
+        return Err(member_overload_error(function, &args));
+    };
+    charge_read(this)?;
+    charge_read(needle)?;
+    let (this, needle) = (this.inner(), needle.inner());
+    let chars = this.chars().count();
+    let offset = match args.get(2) {
+        None if function == "indexOf" => 0,
+        None => chars,
+        Some(offset) => {
+            let Some(offset) = offset.downcast_ref::<CelInt>() else {
+                return Err(member_overload_error(function, &args));
+            };
+            let offset = *offset.inner();
+            let out_of_range = || {
+                ExecutionError::function_error(function, format!("index out of range: {offset}"))
+            };
+            if offset < 0 {
+                return Err(out_of_range());
+            }
+            if needle.is_empty() {
+                return Ok(CowVal::owned(CelInt::from(offset.min(chars as i64))));
+            }
+            if offset >= chars as i64 {
+                return Err(out_of_range());
+            }
+            offset as usize
+        }
+    };
+    if needle.is_empty() && function == "indexOf" {
+        return Ok(CowVal::owned(CelInt::from(offset as i64)));
+    }
+    let found = find(this, needle, offset).map_or(-1, |i| i as i64);
+    Ok(CowVal::owned(CelInt::from(found)))
 }
 
 fn member_overload_error(function: &str, args: &[CowVal<'_, '_>]) -> ExecutionError {
