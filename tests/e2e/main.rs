@@ -6,6 +6,7 @@ mod check;
 mod cli_skill;
 mod crash;
 mod engine;
+mod http;
 mod layout;
 mod research;
 mod scripts;

@@ -7,6 +7,7 @@
 //! Nothing here is a fake: every helper builds or starts the real thing.
 
 pub mod cli;
+pub mod http_server;
 pub mod pg;
 #[cfg(feature = "store")]
 pub mod store_fixtures;

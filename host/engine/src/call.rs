@@ -164,9 +164,10 @@ pub(crate) fn call_with_retries(
 }
 
 /// [`call_with_retries`] off the async runtime when a retry could sleep or the
-/// skill uses WASI (whose streams and timers block on tokio, which panics on
-/// a runtime's worker thread), inline otherwise: a single call of a pure
-/// skill costs less than a thread hand-off.
+/// skill may block its thread (WASI, whose streams and timers block on tokio,
+/// which panics on a runtime's worker thread; `http`, `llm`), inline
+/// otherwise: a single call of a pure skill costs less than a thread
+/// hand-off.
 pub(crate) async fn call_node_skill(
     cx: &RunContext<'_>,
     node_id: &str,
@@ -174,7 +175,7 @@ pub(crate) async fn call_node_skill(
     plan: &CallPlan,
     input: &Value,
 ) -> Attempts {
-    if plan.max_attempts <= 1 && !skill.uses_wasi() {
+    if plan.max_attempts <= 1 && !skill.needs_blocking_thread() {
         return call_with_retries(&cx.run_id, node_id, None, skill, plan, input, &*cx.events);
     }
     let (run_id, node_id, skill, plan, input, events) = (

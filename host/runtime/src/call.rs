@@ -90,11 +90,18 @@ pub(crate) struct CallScope {
     skill: Arc<str>,
     denied: Vec<Capability>,
     pub(crate) journal: Journal,
+    /// When the call must stop: the epoch callback stops the guest, and a
+    /// host call that waits (`http`) waits no longer than this.
+    deadline: Instant,
 }
 
 impl CallScope {
     pub(crate) fn skill_name(&self) -> &str {
         &self.skill
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
     }
 
     pub(crate) fn record_denial(&mut self, capability: Capability) {
@@ -120,6 +127,7 @@ impl CallState {
                 skill,
                 denied: Vec::new(),
                 journal: Journal::new(&options.journal),
+                deadline: Instant::now() + options.limits.timeout,
             },
             capabilities: CapabilityCalls::new(&options.grants, backends, &options.limits),
             limiter: CallLimiter::new(&options.limits),
@@ -174,7 +182,7 @@ impl Skill {
             .set_fuel(fuel)
             .map_err(|e| self.host_error(e, false))
             .and_then(|()| {
-                Deadline::after(limits.timeout).arm(&mut store);
+                Deadline::at(store.data().scope.deadline).arm(&mut store);
                 self.instantiate_and_run(&mut store, arg, limits)
             });
         let fuel_consumed = fuel - store.get_fuel().unwrap_or(fuel);

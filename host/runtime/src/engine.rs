@@ -135,9 +135,11 @@ pub(crate) struct Deadline {
 
 impl Deadline {
     pub(crate) fn after(timeout: Duration) -> Self {
-        Deadline {
-            at: Instant::now() + timeout,
-        }
+        Deadline::at(Instant::now() + timeout)
+    }
+
+    pub(crate) fn at(at: Instant) -> Self {
+        Deadline { at }
     }
 
     /// Makes `store` trap with [`Trap::Interrupt`] at the first tick past the

@@ -27,8 +27,11 @@ use wasmtime::component::Linker;
 
 pub use cache::{LoadSource, LoadStats, default_cache_dir};
 pub use call::{CallOptions, CallReport, LogLevel, LogLine};
+pub use capabilities::http::{HttpFailure, HttpGrant, InboundResponse, OutboundRequest};
 pub use capabilities::wasi::{RandomSeed, derive_random_seed};
-pub use capabilities::{Backends, Capability, GrantError, Grants, KvBackend, MemoryKv};
+pub use capabilities::{
+    Backends, Capability, GrantError, Grants, HttpBackend, KvBackend, MemoryKv, ReqwestHttp,
+};
 pub use engine::PoolConfig;
 pub use error::{CallError, LoadError};
 pub use journal::{JournalMode, JournalRecord};

@@ -61,6 +61,8 @@ pub struct Skill {
     pub(crate) pre: InstancePre<CallState>,
     pub(crate) run_index: ComponentExportIndex,
     bytes: Arc<[u8]>,
+    /// See [`Skill::needs_blocking_thread`]; known at load, asked every call.
+    needs_blocking_thread: bool,
     interface: OnceLock<Result<SkillInterface, String>>,
     /// What the runtime shares with its skills: the capabilities' backends.
     /// Holding it also keeps the engine's epoch ticking while the skill is
@@ -93,14 +95,20 @@ impl Skill {
         &self.bytes
     }
 
-    /// Whether the component imports WASI. wasmtime-wasi drives WASI's
-    /// streams and pollables (stdout, stderr, timers) by blocking on tokio:
-    /// a call of such a skill must not run on an async runtime's worker
-    /// thread, where blocking on tokio panics. Run it on a blocking thread
-    /// (`tokio::task::spawn_blocking`) or outside any runtime. A pure skill
-    /// never reaches tokio and may be called anywhere.
+    /// Whether the component imports WASI.
     pub fn uses_wasi(&self) -> bool {
         self.imports.iter().any(|name| name.starts_with("wasi:"))
+    }
+
+    /// Whether a call of this skill may block its thread on I/O or on tokio,
+    /// and so must not run on an async runtime's worker thread: one that
+    /// imports WASI (wasmtime-wasi drives WASI's streams and pollables by
+    /// blocking on tokio, which panics there), `http` or `llm` (their
+    /// requests block the thread until they answer). Run such a call on a
+    /// blocking thread (`tokio::task::spawn_blocking`) or outside any
+    /// runtime. A pure skill never blocks and may be called anywhere.
+    pub fn needs_blocking_thread(&self) -> bool {
+        self.needs_blocking_thread
     }
 
     /// The backends of the runtime that loaded the skill.
@@ -240,7 +248,11 @@ pub(crate) fn load(
         read_manifest(&pre, &runtime.backends, &provisional)?
     };
     let name = manifest.id.clone();
+    let needs_blocking_thread = uses_wasi
+        || capabilities.contains(&Capability::Http)
+        || capabilities.contains(&Capability::Llm);
     Ok(Skill {
+        needs_blocking_thread,
         name_arc: Arc::from(name.as_str()),
         name,
         digest,

@@ -398,7 +398,10 @@ pub(crate) fn check_skills(s: &Scenario, skills: &BTreeMap<String, Arc<Skill>>, 
         let node_id = Some(node.id.as_str());
 
         for capability in &skill.capabilities {
-            if capability.always_granted() || call.grants.is_granted(*capability) {
+            if capability.always_granted()
+                || call.grants.is_granted(*capability)
+                || call.capabilities.contains_key(capability.name())
+            {
                 continue;
             }
             r.error(
@@ -408,7 +411,7 @@ pub(crate) fn check_skills(s: &Scenario, skills: &BTreeMap<String, Arc<Skill>>, 
                 format!(
                     "skill `{alias}` imports capability `{capability}`, which this node does \
                      not grant; add it to the node, e.g. `capabilities = {{ {capability} = \
-                     \"{}\" }}`",
+                     {} }}`",
                     example_grant(capability.name())
                 ),
             );
@@ -433,13 +436,14 @@ pub(crate) fn check_skills(s: &Scenario, skills: &BTreeMap<String, Arc<Skill>>, 
     }
 }
 
+/// An example of a grant's value, as TOML.
 fn example_grant(capability: &str) -> &'static str {
     match capability {
-        "fs" => "./data",
-        "kv" => "namespace",
-        "http" => "api.example.org",
-        "llm" => "provider/model",
-        _ => "…",
+        "fs" => "\"./data\"",
+        "kv" => "\"namespace\"",
+        "http" => "[\"api.example.org\"]",
+        "llm" => "\"provider/model\"",
+        _ => "\"…\"",
     }
 }
 

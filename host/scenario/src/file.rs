@@ -117,7 +117,7 @@ pub struct NodeDecl {
     pub timeout_ms: Option<Spanned<u64>>,
     pub memory_mb: Option<Spanned<u64>>,
     pub fuel: Option<Spanned<u64>>,
-    pub capabilities: Option<Spanned<Entries<Spanned<String>>>>,
+    pub capabilities: Option<Spanned<Entries<Spanned<GrantValue>>>>,
     pub max_visits: Option<Spanned<u32>>,
     pub message: Option<Spanned<String>>,
     pub suggestions: Option<Spanned<Vec<String>>>,
@@ -282,6 +282,25 @@ fn fatal() -> Severity {
 /// A table read in file order, with each key's span.
 #[derive(Debug)]
 pub struct Entries<V>(pub Vec<(Spanned<String>, V)>);
+
+/// A grant as written: a string (`fs = "corpus"`), or a list or table
+/// (`http = ["api.example.org"]`), which the capability receives as JSON.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum GrantValue {
+    Text(String),
+    Structured(serde_json::Value),
+}
+
+impl GrantValue {
+    /// The value a capability's grant parser reads.
+    pub fn text(&self) -> String {
+        match self {
+            GrantValue::Text(text) => text.clone(),
+            GrantValue::Structured(value) => value.to_string(),
+        }
+    }
+}
 
 impl<V> Default for Entries<V> {
     fn default() -> Self {

@@ -38,7 +38,7 @@ pub struct CallArgs {
     /// The input: inline JSON, or @FILE.
     #[arg(long, value_name = "JSON|@FILE")]
     input: String,
-    /// Grant a capability: fs=DIR, kv=NAMESPACE (log is always granted). Repeatable.
+    /// Grant a capability: fs=DIR, kv=NAMESPACE, http=HOST[:PORT],… (or a JSON list or table of host patterns, see docs/scenarios.md); log is always granted. Repeatable.
     #[arg(long = "grant", value_name = "CAP=VALUE")]
     grants: Vec<String>,
     /// Wall-clock limit for the call.

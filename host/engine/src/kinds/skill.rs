@@ -202,7 +202,10 @@ to = "done"
                 memories: 32,
                 tables: 64,
             },
-            backends: Backends { kv: Arc::new(kv) },
+            backends: Backends {
+                kv: Arc::new(kv),
+                ..Backends::default()
+            },
         })
         .unwrap();
         let loaded = skillhost_scenario::load(&path, &runtime).expect("scenario loads");

@@ -1,53 +1,614 @@
-//! The `http` capability: outbound requests to the hosts a scenario lists.
+//! The `http` capability: outbound requests to the hosts a scenario grants.
 //!
-//! The contract is designed and linked, but this host does not perform HTTP
-//! yet: a grant is refused with that reason (so no scenario believes it has
-//! network access), and every call is denied. The module has the shape of a
-//! capability with a backend: once [`Backends`] has an HTTP client, a call
-//! with a grant gets it in `HttpCall`, and `fetch` journals each request and
-//! response through the call's journal like `kv` does, so a replay sees the
-//! same bytes.
+//! A node grants hosts, not URLs:
+//!
+//! ```toml
+//! capabilities = { http = ["export.arxiv.org", "*.semanticscholar.org", "127.0.0.1:8080"] }
+//! capabilities = { http = { hosts = ["api.example.org"], max_response_bytes = 1048576,
+//!                           headers = { Authorization = "env:EXAMPLE_TOKEN" } } }
+//! ```
+//!
+//! A pattern is an exact host name, `*.` and a domain (its subdomains, at any
+//! depth, not the domain itself), or an IP address, each with an optional
+//! `:PORT`; without one, only the scheme's default port (80, 443). What a call
+//! may do:
+//!
+//! - **methods** GET, POST, PUT and DELETE, to `http` and `https` URLs whose
+//!   host and port a pattern matches; anything else is refused before a byte
+//!   leaves the host;
+//! - **redirects** are followed by this module, not the client, at most
+//!   [`MAX_REDIRECTS`] of them, each target checked against the grant like
+//!   the first URL (`redirect-not-granted` otherwise);
+//! - **addresses**: a granted *name* may only resolve to public addresses.
+//!   One that resolves to a loopback, private, link-local, shared or
+//!   unspecified address is refused (`address-not-allowed`), so a granted
+//!   name cannot be pointed at the host's own network; to reach such an
+//!   address, grant the address itself and use it in the URL. The check is
+//!   in the client's resolver, so the address checked is the address
+//!   connected to;
+//! - **time**: a request never outlives the call's deadline: it gets what is
+//!   left of it (less, if the skill asks for less with `timeout-ms`);
+//! - **size**: a response body larger than the grant's `max_response_bytes`
+//!   (default [`DEFAULT_MAX_RESPONSE_BYTES`]) is refused, read no further than
+//!   one byte past the limit;
+//! - **secrets**: a grant's `headers` take their values from the host's
+//!   environment (`"env:NAME"`), read when the grant is parsed. They are added
+//!   to every request the grant allows, replace a header of the same name the
+//!   skill set, and appear nowhere else: not in the journal (which records
+//!   the request as the skill made it), not in logs, events or `runs show`,
+//!   not in the grant's `Debug`.
+//!
+//! Every `fetch` is journaled: the request as the skill made it (its body by
+//! length and SHA-256) and the response (status, headers, body), or the
+//! error. A replay answers from the journal and never reaches the network.
+//! Statuses are answers, not errors: a 404 is `ok` with status 404.
+//!
+//! The client ([`ReqwestHttp`], the default [`HttpBackend`]) is reqwest's
+//! blocking client over rustls with the system's roots, built on first use.
+//! It blocks its thread, so the engine calls a skill that imports `http` on a
+//! blocking thread (see `Skill::needs_blocking_thread`).
 
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::http::{self as wit, Request, Response};
 use super::{
     Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
-    HostCapability,
+    HostCapability, guest_error,
 };
 use crate::call::CallState;
+use crate::journal::JournalValue;
 use crate::limits::Limits;
 
-/// The hosts a skill may reach.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The largest response body a grant allows unless it says otherwise.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 << 20;
+/// The largest `max_response_bytes` a grant may set.
+pub const MAX_RESPONSE_BYTES_LIMIT: u64 = 1 << 30;
+/// Redirects one `fetch` follows before it gives up.
+pub const MAX_REDIRECTS: usize = 10;
+
+const METHODS: [&str; 4] = ["GET", "POST", "PUT", "DELETE"];
+
+/// The hosts a skill may reach, and what its requests carry.
+#[derive(Clone, PartialEq, Eq)]
 pub struct HttpGrant {
-    pub hosts: Vec<String>,
+    pub hosts: Vec<HostPattern>,
+    pub max_response_bytes: u64,
+    headers: Vec<SecretHeader>,
 }
 
+/// A header whose value comes from the host's environment.
+#[derive(Clone, PartialEq, Eq)]
+struct SecretHeader {
+    name: String,
+    variable: String,
+    value: String,
+}
+
+impl fmt::Debug for HttpGrant {
+    /// Names each secret header's variable, never its value.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<String> = self
+            .headers
+            .iter()
+            .map(|h| format!("{}: env:{}", h.name, h.variable))
+            .collect();
+        f.debug_struct("HttpGrant")
+            .field("hosts", &self.hosts)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("headers", &headers)
+            .finish()
+    }
+}
+
+const PATTERN_HELP: &str = "a host pattern is a host name (`export.arxiv.org`), `*.` and a \
+    domain (`*.semanticscholar.org`) or an IP address (`127.0.0.1`, `[::1]`), with an optional \
+    `:PORT`; no scheme, path or user";
+
 impl HttpGrant {
+    /// Parses a grant: one pattern, patterns separated by commas, a JSON list
+    /// of patterns, or a JSON object with `hosts` and optionally
+    /// `max_response_bytes` and `headers` (the scenario's TOML array or table
+    /// arrives as JSON).
     pub fn parse(value: &str) -> Result<Self, GrantError> {
-        let _ = value;
-        Err(GrantError::new(
-            "http",
-            "outbound HTTP is part of the skill contract but not implemented by this host yet; \
-             ship the data with the scenario (the `fs` capability) instead",
-        ))
+        let error = |message: String| GrantError::new("http", message);
+        let text = value.trim();
+        let mut grant = HttpGrant {
+            hosts: Vec::new(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            headers: Vec::new(),
+        };
+        // A JSON list or table; `[` may also open an IPv6 pattern (`[::1]:80`).
+        let json = match serde_json::from_str::<Value>(text) {
+            Ok(json) if text.starts_with('[') || text.starts_with('{') => Some(json),
+            Err(e) if text.starts_with('{') => {
+                return Err(error(format!("the grant is not a table: {e}")));
+            }
+            _ => None,
+        };
+        let hosts: Vec<String> = if let Some(json) = json {
+            match json {
+                Value::Array(_) => host_list(&json).map_err(error)?,
+                Value::Object(table) => {
+                    let mut hosts = None;
+                    for (key, value) in &table {
+                        match key.as_str() {
+                            "hosts" => hosts = Some(host_list(value).map_err(error)?),
+                            "max_response_bytes" => {
+                                grant.max_response_bytes = match value.as_u64() {
+                                    Some(n) if (1..=MAX_RESPONSE_BYTES_LIMIT).contains(&n) => n,
+                                    _ => {
+                                        return Err(error(format!(
+                                            "`max_response_bytes` must be a whole number of \
+                                             bytes from 1 to {MAX_RESPONSE_BYTES_LIMIT}, not \
+                                             {value}"
+                                        )));
+                                    }
+                                }
+                            }
+                            "headers" => grant.headers = secret_headers(value).map_err(error)?,
+                            other => {
+                                return Err(error(format!(
+                                    "unknown key `{other}`; a grant table has `hosts`, \
+                                     `max_response_bytes` and `headers`"
+                                )));
+                            }
+                        }
+                    }
+                    hosts.ok_or_else(|| {
+                        error("the grant table needs `hosts`, a list of host patterns".into())
+                    })?
+                }
+                other => {
+                    return Err(error(format!(
+                        "`{other}` is not a list or table of host patterns"
+                    )));
+                }
+            }
+        } else {
+            text.split(',').map(|p| p.trim().to_string()).collect()
+        };
+        for pattern in hosts {
+            grant
+                .hosts
+                .push(HostPattern::parse(&pattern).map_err(error)?);
+        }
+        if grant.hosts.is_empty() || grant.hosts.iter().all(|h| h.text.is_empty()) {
+            return Err(error(format!("no host is granted; {PATTERN_HELP}")));
+        }
+        Ok(grant)
+    }
+
+    /// Whether a request to `url` is allowed.
+    pub fn allows(&self, url: &url::Url) -> bool {
+        let Some(host) = url.host() else {
+            return false;
+        };
+        let Some(port) = url.port_or_known_default() else {
+            return false;
+        };
+        let default_port = match url.scheme() {
+            "http" => 80,
+            "https" => 443,
+            _ => return false,
+        };
+        self.hosts
+            .iter()
+            .any(|p| p.matches(&host, port, default_port))
+    }
+}
+
+fn host_list(value: &Value) -> Result<Vec<String>, String> {
+    match value {
+        Value::String(one) => Ok(vec![one.clone()]),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| {
+                item.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("`{item}` is not a host pattern; {PATTERN_HELP}"))
+            })
+            .collect(),
+        other => Err(format!(
+            "`hosts` must be a list of host patterns, not {other}"
+        )),
+    }
+}
+
+fn secret_headers(value: &Value) -> Result<Vec<SecretHeader>, String> {
+    let Value::Object(table) = value else {
+        return Err(format!(
+            "`headers` must be a table of header names to `\"env:VARIABLE\"`, not {value}"
+        ));
+    };
+    let mut headers = Vec::new();
+    for (name, source) in table {
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(format!("`{name}` is not a valid header name"));
+        }
+        let variable = source
+            .as_str()
+            .and_then(|s| s.strip_prefix("env:"))
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "header `{name}`: a value comes from the host's environment, written \
+                     `\"env:VARIABLE\"`; a secret is never written in a scenario"
+                )
+            })?;
+        let value = std::env::var(variable).map_err(|_| {
+            format!(
+                "header `{name}` takes its value from ${variable}, which is not set in the \
+                 host's environment; set it, or remove the header"
+            )
+        })?;
+        if reqwest::header::HeaderValue::from_str(&value).is_err() {
+            return Err(format!(
+                "header `{name}`: ${variable} holds characters a header value cannot have"
+            ));
+        }
+        headers.push(SecretHeader {
+            name: name.to_ascii_lowercase(),
+            variable: variable.to_string(),
+            value,
+        });
+    }
+    Ok(headers)
+}
+
+/// One host pattern of a grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPattern {
+    /// As written, for messages.
+    text: String,
+    host: HostMatch,
+    port: Option<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostMatch {
+    Name(String),
+    /// `*.domain`: the domain's subdomains, not the domain itself.
+    Subdomains(String),
+    Ip(IpAddr),
+}
+
+impl HostPattern {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = |why: &str| format!("`{text}`: {why}; {PATTERN_HELP}");
+        if text.is_empty() {
+            return Err(bad("an empty pattern"));
+        }
+        if text.contains("://") || text.contains(['/', '@', '?', '#']) {
+            return Err(bad("not a host"));
+        }
+        // `[v6]` or `[v6]:port`; `host` or `host:port`.
+        let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+            let (inside, after) = rest.split_once(']').ok_or_else(|| bad("an unclosed `[`"))?;
+            let port = match after {
+                "" => None,
+                _ => Some(
+                    after
+                        .strip_prefix(':')
+                        .ok_or_else(|| bad("junk after `]`"))?,
+                ),
+            };
+            let ip: Ipv6Addr = inside.parse().map_err(|_| bad("not an IPv6 address"))?;
+            (HostMatch::Ip(IpAddr::V6(ip)), port)
+        } else {
+            let (host, port) = match text.rsplit_once(':') {
+                Some((host, port)) if !host.contains(':') => (host, Some(port)),
+                Some(_) => return Err(bad("an IPv6 address must be written in brackets")),
+                None => (text, None),
+            };
+            let host = host.to_ascii_lowercase();
+            let matcher = if let Ok(ip) = host.parse::<Ipv4Addr>() {
+                HostMatch::Ip(IpAddr::V4(ip))
+            } else if let Some(domain) = host.strip_prefix("*.") {
+                check_name(domain).map_err(|why| bad(&why))?;
+                if !domain.contains('.') {
+                    return Err(bad(&format!(
+                        "`*.{domain}` would grant every name under a top-level domain"
+                    )));
+                }
+                HostMatch::Subdomains(domain.to_string())
+            } else {
+                check_name(&host).map_err(|why| bad(&why))?;
+                HostMatch::Name(host)
+            };
+            (matcher, port)
+        };
+        let port = match port {
+            None => None,
+            Some(port) => match port.parse::<u16>() {
+                Ok(p) if p > 0 => Some(p),
+                _ => return Err(bad(&format!("`{port}` is not a port (1 to 65535)"))),
+            },
+        };
+        Ok(HostPattern {
+            text: text.to_string(),
+            host,
+            port,
+        })
+    }
+
+    fn matches(&self, host: &url::Host<&str>, port: u16, default_port: u16) -> bool {
+        if port != self.port.unwrap_or(default_port) {
+            return false;
+        }
+        match (&self.host, host) {
+            (HostMatch::Name(name), url::Host::Domain(d)) => d.eq_ignore_ascii_case(name),
+            (HostMatch::Subdomains(domain), url::Host::Domain(d)) => {
+                let d = d.to_ascii_lowercase();
+                d.len() > domain.len() + 1
+                    && d.ends_with(domain.as_str())
+                    && d.as_bytes()[d.len() - domain.len() - 1] == b'.'
+            }
+            (HostMatch::Ip(ip), url::Host::Ipv4(v4)) => *ip == IpAddr::V4(*v4),
+            (HostMatch::Ip(ip), url::Host::Ipv6(v6)) => *ip == IpAddr::V6(*v6),
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// A DNS name: labels of letters, digits and `-`, not starting or ending
+/// with `-`, 1 to 63 bytes each, 253 in all.
+fn check_name(name: &str) -> Result<(), String> {
+    let valid_label = |label: &str| {
+        (1..=63).contains(&label.len())
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    };
+    if name.is_empty() || name.len() > 253 || !name.split('.').all(valid_label) {
+        return Err(format!("`{name}` is not a host name"));
+    }
+    Ok(())
+}
+
+/// Whether `ip` is an address a granted name may resolve to: not the host's
+/// own (loopback, unspecified), not a private network's (RFC 1918, shared
+/// 100.64/10, unique local fc00::/7), not link-local, broadcast or multicast.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            !(v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 192 && b == 0 && v4.octets()[2] == 0))
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
+/// A request as the backend sends it: one hop, no redirects followed.
+pub struct OutboundRequest<'a> {
+    pub method: &'a str,
+    pub url: &'a url::Url,
+    pub headers: &'a [(String, String)],
+    pub body: Option<&'a [u8]>,
+    pub timeout: Duration,
+    pub max_response_bytes: u64,
+}
+
+/// A response as the backend received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Why a request got no response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpFailure {
+    /// The request ran out of time.
+    Timeout,
+    /// The body was larger than the grant allows.
+    TooLarge { limit: u64 },
+    /// A granted name resolved to an address it may not reach.
+    AddressNotAllowed(String),
+    /// No connection, a TLS failure, a broken response.
+    Failed(String),
+}
+
+/// Where `http` requests go. One per runtime ([`Backends::http`]); the
+/// default is [`ReqwestHttp`].
+pub trait HttpBackend: Send + Sync {
+    /// Sends one request and reads its response, without following
+    /// redirects.
+    fn send(&self, request: &OutboundRequest<'_>) -> Result<InboundResponse, HttpFailure>;
+}
+
+/// reqwest's blocking client over rustls with the system's roots, built on
+/// first use; redirects off (the capability follows them itself), no proxy
+/// from the environment, and a resolver that refuses non-public addresses.
+#[derive(Default)]
+pub struct ReqwestHttp {
+    client: OnceLock<Result<reqwest::blocking::Client, String>>,
+}
+
+impl ReqwestHttp {
+    fn client(&self) -> Result<&reqwest::blocking::Client, HttpFailure> {
+        self.client
+            .get_or_init(|| {
+                reqwest::blocking::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .no_proxy()
+                    .dns_resolver(Arc::new(PublicOnly))
+                    .user_agent(concat!("skillhost/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| format!("cannot set up the HTTP client: {e}"))
+            })
+            .as_ref()
+            .map_err(|e| HttpFailure::Failed(e.clone()))
+    }
+}
+
+impl HttpBackend for ReqwestHttp {
+    fn send(&self, request: &OutboundRequest<'_>) -> Result<InboundResponse, HttpFailure> {
+        use std::io::Read as _;
+        let client = self.client()?;
+        let method = reqwest::Method::from_bytes(request.method.as_bytes())
+            .map_err(|e| HttpFailure::Failed(format!("method: {e}")))?;
+        let mut builder = client
+            .request(method, request.url.clone())
+            .timeout(request.timeout);
+        for (name, value) in request.headers {
+            builder = builder.header(name, value);
+        }
+        if let Some(body) = request.body {
+            builder = builder.body(body.to_vec());
+        }
+        let response = builder.send().map_err(failure)?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.as_str().to_string(),
+                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let limit = request.max_response_bytes;
+        if response.content_length().is_some_and(|n| n > limit) {
+            return Err(HttpFailure::TooLarge { limit });
+        }
+        let mut body = Vec::new();
+        response
+            .take(limit.saturating_add(1))
+            .read_to_end(&mut body)
+            .map_err(
+                |e| match e.get_ref().and_then(|e| e.downcast_ref::<reqwest::Error>()) {
+                    Some(e) if e.is_timeout() => HttpFailure::Timeout,
+                    _ if e.kind() == std::io::ErrorKind::TimedOut => HttpFailure::Timeout,
+                    _ => HttpFailure::Failed(format!("reading the response: {e}")),
+                },
+            )?;
+        if body.len() as u64 > limit {
+            return Err(HttpFailure::TooLarge { limit });
+        }
+        Ok(InboundResponse {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+/// A reqwest error as a failure: the resolver's refusal, a timeout, or the
+/// error with its causes.
+fn failure(error: reqwest::Error) -> HttpFailure {
+    if error.is_timeout() {
+        return HttpFailure::Timeout;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    let mut text = Vec::new();
+    while let Some(e) = source {
+        if let Some(refused) = e.downcast_ref::<NotPublic>() {
+            return HttpFailure::AddressNotAllowed(refused.0.clone());
+        }
+        let line = e.to_string();
+        if !text.contains(&line) {
+            text.push(line);
+        }
+        source = e.source();
+    }
+    HttpFailure::Failed(text.join(": "))
+}
+
+/// The resolver's refusal of a name that resolves to a non-public address.
+#[derive(Debug)]
+struct NotPublic(String);
+
+impl fmt::Display for NotPublic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotPublic {}
+
+/// Resolves with the system's resolver, and refuses a name any of whose
+/// addresses is not public ([`is_public`]).
+struct PublicOnly;
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let name = name.as_str().to_string();
+        Box::pin(async move {
+            let lookup = name.clone();
+            let addrs: Vec<SocketAddr> =
+                tokio::task::spawn_blocking(move || (lookup.as_str(), 0).to_socket_addrs())
+                    .await
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)??
+                    .collect();
+            if let Some(addr) = addrs.iter().find(|a| !is_public(a.ip())) {
+                return Err(Box::new(NotPublic(format!(
+                    "`{name}` resolves to {}, which is not a public address; a granted name \
+                     may only reach public addresses (grant the address itself, and use it in \
+                     the URL, to reach it)",
+                    addr.ip()
+                )))
+                    as Box<dyn std::error::Error + Send + Sync>);
+            }
+            let addrs: reqwest::dns::Addrs = Box::new(addrs.into_iter());
+            Ok(addrs)
+        })
     }
 }
 
 pub(crate) struct Http;
 
-/// One call's `http`. Empty while this host has no HTTP client: a grant
-/// cannot be made (every value is refused), so there is nothing to hold. With
-/// a backend it will hold the granted hosts and the client, like
-/// `KvCall`.
-pub(crate) struct HttpCall;
+/// One call's `http`: the grant and the backend, or nothing when the call
+/// has no `http` grant.
+pub(crate) struct HttpCall {
+    access: Option<(Arc<HttpGrant>, Arc<dyn HttpBackend>)>,
+}
 
 impl HostCapability for Http {
     type Call = HttpCall;
 
-    fn new_call(_grants: &Grants, _backends: &Backends, _limits: &Limits) -> HttpCall {
-        HttpCall
+    fn new_call(grants: &Grants, backends: &Backends, _limits: &Limits) -> HttpCall {
+        HttpCall {
+            access: grants
+                .http
+                .as_ref()
+                .map(|grant| (grant.clone(), backends.http.clone())),
+        }
     }
 
     fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
@@ -66,8 +627,372 @@ impl Grantable for Http {
     }
 }
 
+impl JournalValue for Response {
+    /// The body as base64, like the JSON bridge writes `list<u8>`.
+    fn to_journal(&self) -> Value {
+        use base64::Engine as _;
+        json!({
+            "status": self.status,
+            "headers": self.headers,
+            "body": base64::engine::general_purpose::STANDARD.encode(&self.body),
+        })
+    }
+
+    fn from_journal(value: &Value) -> Option<Self> {
+        use base64::Engine as _;
+        let object = value.as_object()?;
+        Some(Response {
+            status: u16::try_from(object.get("status")?.as_u64()?).ok()?,
+            headers: serde_json::from_value(object.get("headers")?.clone()).ok()?,
+            body: base64::engine::general_purpose::STANDARD
+                .decode(object.get("body")?.as_str()?)
+                .ok()?,
+        })
+    }
+}
+
+/// What the journal records of a request: what the skill asked, its body by
+/// length and digest. Never the grant's secret headers.
+fn journal_request(request: &Request) -> Value {
+    let mut record = Map::new();
+    record.insert("method".into(), json!(request.method));
+    record.insert("url".into(), json!(request.url));
+    record.insert("headers".into(), json!(request.headers));
+    if let Some(body) = &request.body {
+        record.insert("body_bytes".into(), json!(body.len()));
+        record.insert(
+            "body_sha256".into(),
+            json!(hex::encode(Sha256::digest(body))),
+        );
+    }
+    if let Some(ms) = request.timeout_ms {
+        record.insert("timeout_ms".into(), json!(ms));
+    }
+    Value::Object(record)
+}
+
+fn invalid(message: impl Into<String>) -> GuestError {
+    guest_error("invalid-request", message)
+}
+
+impl HostCall<'_, HttpCall> {
+    /// The request checked against the grant: its method and URL, or the
+    /// error the guest gets before anything is journaled.
+    fn check(&self, grant: &HttpGrant, request: &Request) -> Result<url::Url, GuestError> {
+        if !METHODS.contains(&request.method.as_str()) {
+            return Err(invalid(format!(
+                "method `{}` is not one of {}",
+                request.method,
+                METHODS.join(", ")
+            )));
+        }
+        let url = url::Url::parse(&request.url)
+            .map_err(|e| invalid(format!("`{}` is not a URL: {e}", request.url)))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid(format!(
+                "`{}`: only http and https URLs can be fetched",
+                request.url
+            )));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(invalid(
+                "credentials in the URL are refused; a grant's `headers` carry secrets",
+            ));
+        }
+        for (name, value) in &request.headers {
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
+                || reqwest::header::HeaderValue::from_str(value).is_err()
+            {
+                return Err(invalid(format!("header `{name}` is not a valid header")));
+            }
+        }
+        if !grant.allows(&url) {
+            return Err(not_granted(grant, &url, self.scope.skill_name(), None));
+        }
+        Ok(url)
+    }
+}
+
+fn not_granted(
+    grant: &HttpGrant,
+    url: &url::Url,
+    skill: &str,
+    from: Option<&url::Url>,
+) -> GuestError {
+    let target = match (url.host_str(), url.port_or_known_default()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        _ => url.to_string(),
+    };
+    let granted: Vec<String> = grant.hosts.iter().map(ToString::to_string).collect();
+    match from {
+        None => guest_error(
+            "host-not-granted",
+            format!(
+                "`{target}` is not among the hosts granted to skill `{skill}` ({})",
+                granted.join(", ")
+            ),
+        ),
+        Some(from) => guest_error(
+            "redirect-not-granted",
+            format!(
+                "`{from}` redirects to `{url}`, and `{target}` is not among the hosts granted \
+                 to skill `{skill}` ({})",
+                granted.join(", ")
+            ),
+        ),
+    }
+}
+
+/// Sends `request` and follows its redirects within the grant.
+fn fetch(
+    backend: &dyn HttpBackend,
+    grant: &HttpGrant,
+    skill: &str,
+    request: &Request,
+    first: url::Url,
+    deadline: Instant,
+) -> Result<Response, GuestError> {
+    let mut url = first;
+    let mut method = request.method.clone();
+    let mut body = request.body.clone();
+    for _ in 0..=MAX_REDIRECTS {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timed_out(&url));
+        }
+        let mut headers: Vec<(String, String)> = request
+            .headers
+            .iter()
+            .filter(|(name, _)| {
+                !grant
+                    .headers
+                    .iter()
+                    .any(|secret| secret.name.eq_ignore_ascii_case(name))
+            })
+            .cloned()
+            .collect();
+        headers.extend(
+            grant
+                .headers
+                .iter()
+                .map(|secret| (secret.name.clone(), secret.value.clone())),
+        );
+        let outbound = OutboundRequest {
+            method: &method,
+            url: &url,
+            headers: &headers,
+            body: body.as_deref(),
+            timeout: left,
+            max_response_bytes: grant.max_response_bytes,
+        };
+        let response = backend.send(&outbound).map_err(|failure| match failure {
+            HttpFailure::Timeout => timed_out(&url),
+            HttpFailure::TooLarge { limit } => guest_error(
+                "response-too-large",
+                format!(
+                    "the response from `{url}` is larger than the {limit} bytes the grant \
+                     allows (`max_response_bytes`)"
+                ),
+            ),
+            HttpFailure::AddressNotAllowed(why) => guest_error("address-not-allowed", why),
+            HttpFailure::Failed(why) => GuestError {
+                code: "request-failed".into(),
+                message: format!("{method} `{url}`: {why}"),
+                retryable: true,
+            },
+        })?;
+        let location = response
+            .headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("location"))
+            .map(|(_, value)| value.clone());
+        let redirect = matches!(response.status, 301 | 302 | 303 | 307 | 308);
+        let (true, Some(location)) = (redirect, location) else {
+            return Ok(Response {
+                status: response.status,
+                headers: response.headers,
+                body: response.body,
+            });
+        };
+        let next = url.join(&location).map_err(|e| {
+            guest_error(
+                "request-failed",
+                format!("`{url}` redirects to `{location}`, which is not a URL: {e}"),
+            )
+        })?;
+        if !matches!(next.scheme(), "http" | "https") || !grant.allows(&next) {
+            return Err(not_granted(grant, &next, skill, Some(&url)));
+        }
+        // As browsers do: 303, and 301/302 after a POST, become a GET.
+        if response.status == 303 || (matches!(response.status, 301 | 302) && method == "POST") {
+            method = "GET".into();
+            body = None;
+        }
+        url = next;
+    }
+    Err(guest_error(
+        "too-many-redirects",
+        format!(
+            "`{}` redirected more than {MAX_REDIRECTS} times",
+            request.url
+        ),
+    ))
+}
+
+fn timed_out(url: &url::Url) -> GuestError {
+    GuestError {
+        code: "timeout".into(),
+        message: format!("the request to `{url}` did not finish before the call's deadline"),
+        retryable: true,
+    }
+}
+
 impl wit::Host for HostCall<'_, HttpCall> {
-    fn fetch(&mut self, _request: Request) -> wasmtime::Result<Result<Response, GuestError>> {
-        Ok(Err(self.deny(Capability::Http)))
+    fn fetch(&mut self, request: Request) -> wasmtime::Result<Result<Response, GuestError>> {
+        let Some((grant, backend)) = self.cap.access.clone() else {
+            return Ok(Err(self.deny(Capability::Http)));
+        };
+        let url = match self.check(&grant, &request) {
+            Ok(url) => url,
+            Err(e) => return Ok(Err(e)),
+        };
+        let mut deadline = self.scope.deadline();
+        if let Some(ms) = request.timeout_ms {
+            deadline = deadline.min(Instant::now() + Duration::from_millis(u64::from(ms)));
+        }
+        let skill = self.scope.skill_name().to_string();
+        let record = journal_request(&request);
+        self.scope.journal.call(Capability::Http, record, || {
+            fetch(&*backend, &grant, &skill, &request, url, deadline)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(text: &str) -> url::Url {
+        url::Url::parse(text).unwrap()
+    }
+
+    #[test]
+    fn patterns_match_hosts_and_ports() {
+        let grant = HttpGrant::parse(
+            r#"["export.arxiv.org", "*.semanticscholar.org", "127.0.0.1:8080", "[::1]:9000"]"#,
+        )
+        .unwrap();
+        for allowed in [
+            "https://export.arxiv.org/api",
+            "http://export.arxiv.org/",
+            "https://EXPORT.arxiv.org/",
+            "https://api.semanticscholar.org/graph",
+            "https://a.b.semanticscholar.org/",
+            "http://127.0.0.1:8080/x",
+            "http://[::1]:9000/",
+        ] {
+            assert!(grant.allows(&url(allowed)), "{allowed}");
+        }
+        for refused in [
+            "https://export.arxiv.org:8443/",
+            "https://arxiv.org/",
+            "https://semanticscholar.org/",
+            "https://evilsemanticscholar.org/",
+            "https://semanticscholar.org.evil.com/",
+            "http://127.0.0.1/",
+            "http://127.0.0.1:8081/",
+            "http://localhost:8080/",
+            "ftp://export.arxiv.org/",
+        ] {
+            assert!(!grant.allows(&url(refused)), "{refused}");
+        }
+    }
+
+    #[test]
+    fn bad_grants_say_what_is_wrong() {
+        for (value, says) in [
+            ("", "an empty pattern"),
+            ("https://example.org", "not a host"),
+            ("example.org/path", "not a host"),
+            ("*.com", "top-level domain"),
+            ("*", "not a host name"),
+            ("exa mple.org", "not a host name"),
+            ("example.org:0", "not a port"),
+            ("example.org:99999", "not a port"),
+            ("::1", "brackets"),
+            ("[::1", "unclosed"),
+            ("[]:80", "not an IPv6 address"),
+            ("[]", "no host is granted"),
+            ("[1, 2]", "not a host pattern"),
+            (
+                r#"{"hosts": ["a.org"], "max_response_bytes": 0}"#,
+                "max_response_bytes",
+            ),
+            (
+                r#"{"hosts": ["a.org"], "proxy": "x"}"#,
+                "unknown key `proxy`",
+            ),
+            (r#"{"max_response_bytes": 10}"#, "needs `hosts`"),
+            (
+                r#"{"hosts": ["a.org"], "headers": {"X-Key": "literal"}}"#,
+                "env:VARIABLE",
+            ),
+            (
+                r#"{"hosts": ["a.org"], "headers": {"X-Key": "env:SKILLHOST_TEST_UNSET_VARIABLE"}}"#,
+                "SKILLHOST_TEST_UNSET_VARIABLE, which is not set",
+            ),
+            (
+                r#"{"hosts": ["a.org"], "headers": {"bad header": "env:PATH"}}"#,
+                "header name",
+            ),
+            ("[", "unclosed"),
+            ("{", "not a table"),
+        ] {
+            let error = HttpGrant::parse(value).unwrap_err().to_string();
+            assert!(error.contains(says), "{value}: {error}");
+            assert!(error.starts_with("capability `http`"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_secret_header_never_shows_in_debug() {
+        // SAFETY: tests in this binary do not read this variable elsewhere.
+        unsafe { std::env::set_var("SKILLHOST_TEST_HTTP_SECRET", "s3cret-value") };
+        let grant = HttpGrant::parse(
+            r#"{"hosts": ["a.org"], "headers": {"Authorization": "env:SKILLHOST_TEST_HTTP_SECRET"}}"#,
+        )
+        .unwrap();
+        let shown = format!("{grant:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("env:SKILLHOST_TEST_HTTP_SECRET"), "{shown}");
+        let grants = Grants {
+            http: Some(Arc::new(grant)),
+            ..Grants::default()
+        };
+        assert!(!format!("{grants:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn private_addresses_are_not_public() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "::",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(!is_public(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["1.1.1.1", "93.184.216.34", "2606:4700::1111"] {
+            assert!(is_public(ip.parse().unwrap()), "{ip}");
+        }
     }
 }

@@ -258,7 +258,14 @@ mod tests {
             journal,
             ..CallOptions::default()
         };
-        CallState::new(Arc::from("unit"), &options, &Backends { kv: backend })
+        CallState::new(
+            Arc::from("unit"),
+            &options,
+            &Backends {
+                kv: backend,
+                ..Backends::default()
+            },
+        )
     }
 
     fn kv(state: &mut CallState) -> HostCall<'_, KvCall> {

@@ -55,6 +55,7 @@ pub(crate) mod bindings {
 }
 
 pub use bindings::skillhost::skill::types::SkillError as GuestError;
+pub use http::{HttpBackend, ReqwestHttp};
 pub use kv::{KvBackend, MemoryKv};
 
 /// The version of the skill contract this host implements.
@@ -118,19 +119,23 @@ impl<C: 'static> HasData for HasHostCall<C> {
 /// per runtime, shared by every call of every skill it loads; set it in
 /// `RuntimeConfig::backends`.
 ///
-/// Only `kv` has a backend so far; `http` and `llm` will get theirs here, and
-/// their modules already build their per-call instances from this value.
+/// `llm` will get its backend here; its module already builds its per-call
+/// instance from this value.
 #[derive(Clone)]
 pub struct Backends {
     /// The `kv` store. Defaults to one held in memory for the life of the
     /// runtime ([`MemoryKv`]).
     pub kv: Arc<dyn KvBackend>,
+    /// Where `http` requests go. Defaults to [`ReqwestHttp`], whose client is
+    /// built on the first request.
+    pub http: Arc<dyn HttpBackend>,
 }
 
 impl Default for Backends {
     fn default() -> Self {
         Backends {
             kv: Arc::new(MemoryKv::default()),
+            http: Arc::new(ReqwestHttp::default()),
         }
     }
 }
@@ -246,7 +251,7 @@ capabilities! {
         Fs = "fs" => fs::Fs(FsGrant),
         /// A key-value store scoped to a namespace.
         Kv = "kv" => kv::Kv(KvGrant),
-        /// Outbound HTTP to listed hosts (not implemented by this host yet).
+        /// Outbound HTTP to the granted hosts.
         Http = "http" => http::Http(HttpGrant),
         /// Completions from a model provider (not implemented by this host yet).
         Llm = "llm" => llm::Llm(LlmGrant),

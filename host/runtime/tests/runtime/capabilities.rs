@@ -81,7 +81,10 @@ fn probe(kv: Arc<dyn KvBackend>) -> Probe {
     let cache = tempfile::tempdir().unwrap();
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: Some(cache.path().to_path_buf()),
-        backends: Backends { kv },
+        backends: Backends {
+            kv,
+            ..Backends::default()
+        },
         ..RuntimeConfig::default()
     })
     .expect("runtime");

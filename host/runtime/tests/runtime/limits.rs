@@ -185,8 +185,10 @@ fn bad_grants_are_refused_before_any_call() {
     assert!(err.to_string().contains("/definitely/not/here"), "{err}");
     let err = grants.add("net", "x").unwrap_err();
     assert!(err.to_string().contains("unknown capability"), "{err}");
-    let err = grants.add("http", "example.org").unwrap_err();
-    assert!(err.to_string().contains("not implemented"), "{err}");
+    let err = grants.add("http", "https://example.org/").unwrap_err();
+    assert!(err.to_string().contains("not a host"), "{err}");
+    let err = grants.add("llm", "provider/model").unwrap_err();
+    assert!(err.to_string().contains("implemented"), "{err}");
     let err = grants.add("kv", "bad namespace!").unwrap_err();
     assert!(err.to_string().contains("namespace"), "{err}");
 }

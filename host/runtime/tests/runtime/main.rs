@@ -4,6 +4,7 @@
 
 mod cache;
 mod capabilities;
+mod http;
 mod limits;
 mod load;
 mod wasi;

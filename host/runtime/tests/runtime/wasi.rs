@@ -178,6 +178,6 @@ fn a_wasi_manifest_loads_on_an_async_runtime_thread() {
             .expect("load wasi-probe inside a runtime")
     });
     assert_eq!(skill.name, "wasi-probe");
-    assert!(skill.uses_wasi());
+    assert!(skill.uses_wasi() && skill.needs_blocking_thread());
     still_serves(&skill);
 }

@@ -60,7 +60,9 @@ pub struct SkillCall {
     pub memory_mb: Option<u64>,
     pub fuel: Option<u64>,
     /// Capability name -> granted value as written, except that `fs` paths
-    /// are made absolute against [`Scenario::dir`](crate::Scenario::dir).
+    /// are made absolute against [`Scenario::dir`](crate::Scenario::dir). A
+    /// grant refused as `bad-grant` is here too (and not in `grants`): the
+    /// scenario does not load, and the checker reports it once.
     pub capabilities: BTreeMap<String, String>,
     /// `capabilities`, parsed.
     pub grants: Arc<Grants>,
@@ -517,7 +519,7 @@ fn post(
 fn grants(
     p: &mut Parser<'_>,
     node: Option<&str>,
-    caps: &Spanned<file::Entries<Spanned<String>>>,
+    caps: &Spanned<file::Entries<Spanned<file::GrantValue>>>,
 ) -> (BTreeMap<String, String>, Grants) {
     let mut written = BTreeMap::new();
     let mut grants = Grants::default();
@@ -534,7 +536,7 @@ fn grants(
             );
             continue;
         };
-        let as_written = value.get_ref();
+        let as_written = &value.get_ref().text();
         let mut value = as_written.clone();
         if capability == Capability::Fs && !value.is_empty() {
             value = normalize(&p.dir.join(&value))
@@ -544,6 +546,8 @@ fn grants(
         if let Err(e) = grants.add(name, &value) {
             p.reporter
                 .error(line, node, codes::BAD_GRANT, format!("{e}"));
+            // Kept, so the node is not also reported as lacking the grant.
+            written.insert(name.clone(), value);
             continue;
         }
         if capability == Capability::Fs

@@ -1,0 +1,219 @@
+//! A real HTTP/1.1 server on 127.0.0.1 for the `http` capability's tests:
+//! a listening socket, a thread per connection, one request per connection
+//! (`Connection: close`). Its routes:
+//!
+//! - `GET /hello`: 200, `text/plain`, [`HELLO`];
+//! - `GET /headers`: 200, the request's header lines, one per line;
+//! - `POST|PUT|DELETE|GET /echo`: 200, the method, a newline, the body;
+//! - `GET /status/N`: status N, empty body;
+//! - `GET /redirect?to=URL` (or `&status=N`): a redirect (302 by default) to URL;
+//! - `GET /big?bytes=N`: N bytes of `x` with a `Content-Length`;
+//! - `GET /stream?bytes=N`: N bytes of `x` with no length, ended by closing;
+//! - `GET /silent`: reads the request and never answers, until the server
+//!   stops.
+//!
+//! [`HttpServer::requests`] counts the requests it read, so a test can tell
+//! that a replay reached no server; [`HttpServer::last_headers`] is what the
+//! last one carried, as the server saw it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The body of `/hello`.
+pub const HELLO: &str = "hello from the test server";
+
+pub struct HttpServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    requests: Arc<AtomicUsize>,
+    last_headers: Arc<Mutex<Vec<String>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl HttpServer {
+    /// Starts a server on a free port of 127.0.0.1.
+    pub fn start() -> HttpServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let requests = Arc::new(AtomicUsize::new(0));
+        let last_headers = Arc::new(Mutex::new(Vec::new()));
+        let thread = {
+            let (stop, requests, last) = (stop.clone(), requests.clone(), last_headers.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let (stop, requests) = (stop.clone(), requests.clone());
+                            let last = last.clone();
+                            std::thread::spawn(move || serve(stream, &stop, &requests, &last));
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        Err(_) => break,
+                    }
+                }
+            })
+        };
+        HttpServer {
+            addr,
+            stop,
+            requests,
+            last_headers,
+            thread: Some(thread),
+        }
+    }
+
+    /// The header lines of the last request read.
+    pub fn last_headers(&self) -> Vec<String> {
+        self.last_headers.lock().unwrap().clone()
+    }
+
+    /// `127.0.0.1:PORT`, as a grant names it.
+    pub fn host_port(&self) -> String {
+        self.addr.to_string()
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `http://127.0.0.1:PORT` followed by `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Requests read so far.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Stops listening; the port refuses connections from then on.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn serve(
+    stream: TcpStream,
+    stop: &AtomicBool,
+    requests: &AtomicUsize,
+    last_headers: &Mutex<Vec<String>>,
+) {
+    stream.set_nonblocking(false).unwrap();
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let mut parts = line.split_whitespace();
+    let (method, target) = match (parts.next(), parts.next()) {
+        (Some(m), Some(t)) => (m.to_string(), t.to_string()),
+        _ => return,
+    };
+    let mut headers = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).is_err() {
+            return;
+        }
+        let header = header.trim_end().to_string();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+        headers.push(header);
+    }
+    let mut body = vec![0; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    *last_headers.lock().unwrap() = headers.clone();
+    requests.fetch_add(1, Ordering::Relaxed);
+    let (path, query) = target.split_once('?').unwrap_or((target.as_str(), ""));
+    let param = |name: &str| {
+        query.split('&').find_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            (key == name).then(|| value.to_string())
+        })
+    };
+    let mut out = stream;
+    let respond = |out: &mut TcpStream, status: u16, extra: &str, body: &[u8]| {
+        let head = format!(
+            "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n",
+            body.len()
+        );
+        let _ = out
+            .write_all(head.as_bytes())
+            .and_then(|()| out.write_all(body));
+    };
+    match path {
+        "/hello" => respond(
+            &mut out,
+            200,
+            "Content-Type: text/plain\r\n",
+            HELLO.as_bytes(),
+        ),
+        "/headers" => respond(&mut out, 200, "", headers.join("\n").as_bytes()),
+        "/echo" => {
+            let mut text = format!("{method}\n").into_bytes();
+            text.extend_from_slice(&body);
+            respond(&mut out, 200, "", &text);
+        }
+        "/redirect" => {
+            let to = param("to").unwrap_or_default();
+            let status = param("status").and_then(|s| s.parse().ok()).unwrap_or(302);
+            respond(&mut out, status, &format!("Location: {to}\r\n"), b"");
+        }
+        "/big" => {
+            let n = param("bytes").and_then(|s| s.parse().ok()).unwrap_or(0);
+            respond(&mut out, 200, "", &vec![b'x'; n]);
+        }
+        "/stream" => {
+            let n: usize = param("bytes").and_then(|s| s.parse().ok()).unwrap_or(0);
+            let _ = out.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+            let chunk = vec![b'x'; 64 * 1024];
+            let mut left = n;
+            while left > 0 {
+                let take = left.min(chunk.len());
+                if out.write_all(&chunk[..take]).is_err() {
+                    return;
+                }
+                left -= take;
+            }
+        }
+        "/silent" => {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        _ => {
+            if let Some(status) = path.strip_prefix("/status/").and_then(|s| s.parse().ok()) {
+                respond(&mut out, status, "", b"");
+            } else {
+                respond(&mut out, 404, "", b"no such route");
+            }
+        }
+    }
+}
