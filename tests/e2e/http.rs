@@ -102,10 +102,25 @@ fn a_run_fetches_from_a_granted_host_and_stores_no_secret() {
     let shown = json(&shown);
     assert_eq!(shown["state"]["text"], HELLO);
     assert_eq!(shown["state"]["status"], 200);
+    // The step's journal: the request as the skill made it, the response.
+    let journal = shown["journal"].as_array().expect("journal");
+    assert_eq!(journal.len(), 1, "{shown}");
+    assert_eq!(journal[0]["kind"], "http");
+    assert_eq!(journal[0]["node"], "fetch");
+    assert_eq!(journal[0]["request"]["url"], server.url("/hello"));
+    assert_eq!(journal[0]["response"]["ok"]["status"], 200);
+    let human = host(dir.path(), &["runs", "show", run_id], None);
+    let human = String::from_utf8_lossy(&human.stdout).into_owned();
+    let line = format!(
+        "journal: http GET {} -> 200, {} bytes",
+        server.url("/hello"),
+        HELLO.len()
+    );
+    assert!(human.contains(&line), "{human}");
 
     // Nothing the host wrote holds the secret: its output, the database and
     // its write-ahead log.
-    let mut written = format!("{stdout}{}{shown}", stderr(&out));
+    let mut written = format!("{stdout}{}{shown}{human}", stderr(&out));
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let path = entry.unwrap().path();
         if path.is_file() {

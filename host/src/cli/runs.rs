@@ -13,7 +13,7 @@ use super::common::{
     CliResult, DatabaseArgs, Failure, check_output_path, duration_arg, fetch_run, open_failure,
     print_json, store_error, tokio_runtime, write_output_file,
 };
-use skillhost_store::{RunStatus, StepRow, Store, StoreError, parse_duration};
+use skillhost_store::{JournalEntry, RunStatus, StepRow, Store, StoreError, parse_duration};
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
@@ -253,6 +253,7 @@ async fn show(args: ShowArgs) -> CliResult {
     let run = fetch_run(&store, &args.run_id).await?;
     let steps = store.steps(&args.run_id).await.map_err(store_error)?;
     let artifacts = store.artifacts(&args.run_id).await.map_err(store_error)?;
+    let journal = store.journal(&args.run_id).await.map_err(store_error)?;
     let state = store
         .latest_state(&args.run_id)
         .await
@@ -272,6 +273,10 @@ async fn show(args: ShowArgs) -> CliResult {
                 "duration_us": s.duration_us, "input_hash": s.input_hash, "output_hash": s.output_hash,
                 "fuel_consumed": s.fuel_consumed, "memory_peak_bytes": s.memory_peak_bytes,
                 "error": s.error, "detail": s.detail,
+            })).collect::<Vec<_>>(),
+            "journal": journal.iter().map(|j| json!({
+                "seq": j.seq, "node": j.node_id, "kind": j.kind,
+                "request": j.request, "response": j.response,
             })).collect::<Vec<_>>(),
             "artifacts": artifacts.iter().map(|a| json!({
                 "name": a.name, "digest": a.digest, "media_type": a.media_type, "size": a.size,
@@ -307,6 +312,14 @@ async fn show(args: ShowArgs) -> CliResult {
         for warning in step_warnings(s) {
             println!("{:>6}warning: {warning}", "");
         }
+        if let Some(seq) = s.seq {
+            for entry in journal
+                .iter()
+                .filter(|j| j.seq == seq && j.node_id == s.node_id)
+            {
+                println!("{:>6}{}", "", journal_line(entry));
+            }
+        }
         let dropped = s.detail.as_ref().and_then(|d| d.get("logs_dropped"));
         if let Some(dropped) = dropped.and_then(Value::as_u64) {
             println!(
@@ -337,6 +350,45 @@ async fn show(args: ShowArgs) -> CliResult {
         );
     }
     Ok(())
+}
+
+/// One journaled host call of a step, on one line: its kind, what was asked
+/// and what came back (`http GET URL -> 200, 26 bytes`; `kv get KEY -> ok`).
+fn journal_line(entry: &JournalEntry) -> String {
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+    let asked = match entry.kind.as_str() {
+        "http" => format!(
+            "{} {}",
+            text(&entry.request, "method"),
+            text(&entry.request, "url")
+        ),
+        "kv" => format!("{} {}", text(&entry.request, "op"), {
+            let key = text(&entry.request, "key");
+            if key.is_empty() {
+                text(&entry.request, "prefix")
+            } else {
+                key
+            }
+        }),
+        _ => entry.request.to_string(),
+    };
+    let answer = match (entry.response.get("ok"), entry.response.get("error")) {
+        (_, Some(error)) => format!("error {}", text(error, "code")),
+        (Some(ok), None) if entry.kind == "http" => {
+            use base64::Engine as _;
+            let bytes = ok
+                .get("body")
+                .and_then(Value::as_str)
+                .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+                .map_or(0, |b| b.len());
+            format!(
+                "{}, {bytes} bytes",
+                ok.get("status").unwrap_or(&Value::Null)
+            )
+        }
+        _ => "ok".to_string(),
+    };
+    format!("journal: {} {asked} -> {answer}", entry.kind)
 }
 
 /// The rule warnings a step recorded, one line each: code, message and
