@@ -257,20 +257,13 @@ fn instrument_call(id: u64, call: &CallExpr) -> IdedExpr {
         all.extend(args());
         all
     };
-    match (&call.target, call.func_name.as_str(), call.args.len()) {
+    let name = call.func_name.as_str();
+    match (&call.target, name, call.args.len()) {
         (Some(target), "replace", 2 | 3) => return global(id, REPLACE, receiver_and_args(target)),
         (Some(target), "join", 0 | 1) => return global(id, JOIN, receiver_and_args(target)),
         (Some(target), "range", 1) if matches!(&target.expr, Ast::Ident(n) if n == "lists") => {
             return global(id, RANGE, args());
         }
-        _ => {}
-    }
-    let name = call.func_name.as_str();
-    let read = |meter: &str, operand: IdedExpr| match operand.expr {
-        Ast::Literal(_) => operand,
-        _ => global(operand.id, meter, vec![operand]),
-    };
-    match (&call.target, name, call.args.len()) {
         (Some(target), "indexOf", 1 | 2) => {
             return global(id, INDEX_OF, receiver_and_args(target));
         }
@@ -279,35 +272,21 @@ fn instrument_call(id: u64, call: &CallExpr) -> IdedExpr {
         }
         _ => {}
     }
-    let (target, args) = if READ_FUNCTIONS.contains(&name) || name == "matches" {
-        let meter = if name == "matches" { READ_REGEX } else { READ };
-        (
-            call.target.as_ref().map(|t| read(meter, instrument(t))),
-            args().into_iter().map(|a| read(meter, a)).collect(),
-        )
-    } else if STRING_READ_FUNCTIONS.contains(&name) {
-        match &call.target {
-            // `size(s)`: the string is the argument.
-            None => (
-                None,
-                args().into_iter().map(|a| read(READ_STRING, a)).collect(),
-            ),
-            Some(t) => (Some(read(READ_STRING, instrument(t))), args()),
+    // An operand that is read goes through its meter, unless it is a
+    // literal, whose size the expression's length already bounds.
+    let metered = |position: Option<usize>, operand: IdedExpr| match read_meter(call, position) {
+        Some(meter) if !matches!(operand.expr, Ast::Literal(_)) => {
+            global(operand.id, meter, vec![operand])
         }
-    } else if name == "distinct" && call.args.is_empty() {
-        (
-            call.target
-                .as_ref()
-                .map(|t| read(READ_SQUARED, instrument(t))),
-            args(),
-        )
-    } else if name == operators::IN && call.args.len() == 2 {
-        let mut args = args().into_iter();
-        let (element, container) = (args.next().unwrap(), args.next().unwrap());
-        (None, vec![read(READ, element), read(READ_LIST, container)])
-    } else {
-        (call.target.as_ref().map(|t| instrument(t)), args())
+        _ => operand,
     };
+    let target = call.target.as_ref().map(|t| metered(None, instrument(t)));
+    let args = call
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| metered(Some(i), instrument(a)))
+        .collect();
     let instrumented = Ast::Call(CallExpr {
         func_name: call.func_name.clone(),
         target: target.map(Box::new),
@@ -316,6 +295,26 @@ fn instrument_call(id: u64, call: &CallExpr) -> IdedExpr {
     // Operators other than `+` give a scalar or one of their operands.
     let grows = name == operators::ADD || !(is_operator(name) || SCALAR_FUNCTIONS.contains(&name));
     charged_if(id, instrumented, grows)
+}
+
+/// The meter that operand `position` of `call` (`None`: its receiver) goes
+/// through when it is read (see the module docs, "Reads"), if any.
+fn read_meter(call: &CallExpr, position: Option<usize>) -> Option<&'static str> {
+    let name = call.func_name.as_str();
+    match (name, position) {
+        (operators::IN, Some(1)) if call.args.len() == 2 => Some(READ_LIST),
+        (operators::IN, Some(0)) if call.args.len() == 2 => Some(READ),
+        ("matches", _) => Some(READ_REGEX),
+        _ if READ_FUNCTIONS.contains(&name) => Some(READ),
+        // The string: the receiver of `s.size()` or `s.charAt(i)`, the
+        // argument of `size(s)`.
+        (_, None) if STRING_READ_FUNCTIONS.contains(&name) => Some(READ_STRING),
+        (_, Some(_)) if call.target.is_none() && STRING_READ_FUNCTIONS.contains(&name) => {
+            Some(READ_STRING)
+        }
+        ("distinct", None) if call.args.is_empty() => Some(READ_SQUARED),
+        _ => None,
+    }
 }
 
 fn is_operator(name: &str) -> bool {
