@@ -134,10 +134,8 @@ pub(crate) struct Deadline {
 }
 
 impl Deadline {
-    pub(crate) fn after(timeout: Duration) -> Self {
-        Deadline::at(Instant::now() + timeout)
-    }
-
+    /// The deadline at `at`: a call's, from its `CallScope`, which host calls
+    /// that wait read too.
     pub(crate) fn at(at: Instant) -> Self {
         Deadline { at }
     }

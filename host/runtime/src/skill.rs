@@ -97,7 +97,7 @@ impl Skill {
 
     /// Whether the component imports WASI.
     pub fn uses_wasi(&self) -> bool {
-        self.imports.iter().any(|name| name.starts_with("wasi:"))
+        self.imports.iter().any(|name| is_wasi(name))
     }
 
     /// Whether a call of this skill may block its thread on I/O or on tokio,
@@ -186,14 +186,17 @@ pub(crate) fn load(
     let mut imports = Vec::new();
     let mut capabilities = BTreeSet::new();
     let mut type_only = Vec::new();
+    let mut uses_wasi = false;
     for (name, item) in ty.imports(&engine) {
         let item = item.ty;
         imports.push(name.to_string());
         if let Some(capability) = Capability::from_import(name) {
             capabilities.insert(capability);
-        } else if is_contract_types(name) || name.starts_with("wasi:") {
-            // The types interface needs no implementation; WASI is linked,
-            // and the linker names any WASI interface it lacks.
+        } else if is_wasi(name) {
+            // WASI is linked, and the linker names any interface it lacks.
+            uses_wasi = true;
+        } else if is_contract_types(name) {
+            // The types interface needs no implementation.
         } else if is_type_only(&engine, &item) {
             type_only.push(name.to_string());
         } else {
@@ -231,7 +234,6 @@ pub(crate) fn load(
     // A WASI skill's manifest may print or sleep, which blocks on tokio: on
     // an async runtime's thread that panics, so the manifest is then read on
     // a thread of its own (once per load, next to a compile).
-    let uses_wasi = imports.iter().any(|name| name.starts_with("wasi:"));
     let manifest = if uses_wasi && tokio::runtime::Handle::try_current().is_ok() {
         std::thread::scope(|scope| {
             scope
@@ -270,6 +272,11 @@ pub(crate) fn load(
         interface: OnceLock::new(),
         runtime,
     })
+}
+
+/// Whether import `name` is a WASI interface.
+fn is_wasi(name: &str) -> bool {
+    name.starts_with("wasi:")
 }
 
 /// The digest used to key caches and memoized skills.
@@ -359,7 +366,7 @@ fn read_manifest(
     store
         .set_fuel(u64::MAX)
         .map_err(|e| fail(format!("{e:#}")))?;
-    crate::engine::Deadline::after(MANIFEST_TIMEOUT).arm(&mut store);
+    crate::engine::Deadline::at(store.data().scope.deadline()).arm(&mut store);
     let stopped = |e: wasmtime::Error| match e.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::Interrupt) => LoadError::ManifestTimeout {
             skill: provisional.to_string(),
