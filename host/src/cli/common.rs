@@ -139,14 +139,6 @@ pub fn read_run_input(arg: &str, limit: InputLimitArgs) -> Result<Value, Failure
 }
 
 /// Prints `value` as pretty JSON on stdout.
-/// The progress line for a node whose skill logged past its budget: the
-/// lines were counted, not kept.
-pub fn dropped_logs_line(node: &str, dropped: u64) -> String {
-    format!(
-        "  warn  {node:<24} {dropped} log line(s) dropped: the skill wrote past its call's log budget"
-    )
-}
-
 pub fn print_json(value: &impl serde::Serialize) -> CliResult {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Failure::environment(format!("cannot encode JSON: {e}")))?;

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use super::common::{
     CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, check_output_path,
-    checked_input, dropped_logs_line, fetch_run, load_scenario, print_json, read_run_input,
-    store_error, tokio_runtime, write_output_file,
+    checked_input, fetch_run, load_scenario, print_json, read_run_input, store_error,
+    tokio_runtime, write_output_file,
 };
 use skillhost_engine::lease::{self, RunLease};
 use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
@@ -105,7 +105,10 @@ impl EventSink for Progress {
             } => {
                 eprintln!("  ok    {node:<24} {:>9.1} ms", *duration_us as f64 / 1e3);
                 if *logs_dropped > 0 {
-                    eprintln!("{}", dropped_logs_line(node, *logs_dropped));
+                    eprintln!(
+                        "  warn  {node:<24} {logs_dropped} log line(s) dropped: the skill wrote \
+                         past its call's log budget"
+                    );
                 }
             }
             Event::NodeFailed {
