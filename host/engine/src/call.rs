@@ -11,7 +11,7 @@ use crate::run::now_ms;
 use crate::{Event, EventSink, RunContext};
 use skillhost_runtime::{
     CallError, CallOptions, CallReport, JournalMode, JournalRecord, Limits, RandomSeed, Skill,
-    derive_random_seed,
+    TokenUsage, derive_random_seed,
 };
 use skillhost_scenario::SkillCall;
 use skillhost_store::{JournalEntry, StepRow};
@@ -52,6 +52,7 @@ impl CallPlan {
                 journal: JournalMode::Record,
                 // Set per attempt (`call_with_retries`).
                 random_seed: RandomSeed::default(),
+                token_budget: None,
             },
             max_attempts,
             backoff_ms,
@@ -205,6 +206,7 @@ pub(crate) async fn call_node_skill(
                 memory_peak_bytes: 0,
                 denied: Vec::new(),
                 journal: Vec::new(),
+                usage: TokenUsage::default(),
                 duration: Duration::ZERO,
             },
             attempt: 1,
