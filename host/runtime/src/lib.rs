@@ -36,7 +36,7 @@ pub use capabilities::wasi::{RandomSeed, derive_random_seed};
 pub use capabilities::{
     Backends, Capability, GrantError, Grants, HttpBackend, KvBackend, MemoryKv, ReqwestHttp,
 };
-pub use config::{ConfigError, ConfigSource, HostConfig};
+pub use config::{ConfigError, ConfigSource, HostConfig, Lookup};
 pub use engine::PoolConfig;
 pub use error::{CallError, LoadError};
 pub use journal::{JournalMode, JournalRecord};

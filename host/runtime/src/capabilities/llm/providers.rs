@@ -297,15 +297,12 @@ impl LlmProviders {
     /// The provider `name`, if it is configured and has its key.
     pub fn check(&self, name: &str) -> Result<&Provider, ProviderProblem> {
         let Some(provider) = self.providers.get(name) else {
-            let defined = if self.providers.is_empty() {
-                "it defines no provider".to_string()
-            } else {
-                let names: Vec<String> = self.providers.keys().map(|n| format!("`{n}`")).collect();
-                format!("it defines {}", names.join(", "))
-            };
-            let configured = match self.source.used() {
-                Some(_) => format!("{}, and {defined}", self.source),
-                None => self.source.to_string(),
+            let names: Vec<String> = self.providers.keys().map(|n| format!("`{n}`")).collect();
+            let configured = match (self.source.used(), names.is_empty()) {
+                (Some(_), true) => format!("{}, and it defines no provider", self.source),
+                (Some(_), false) => format!("{}, and it defines {}", self.source, names.join(", ")),
+                (None, true) => self.source.to_string(),
+                (None, false) => format!("the providers configured are {}", names.join(", ")),
             };
             return Err(ProviderProblem::NotConfigured {
                 provider: name.to_string(),
