@@ -343,7 +343,9 @@ fn default_reply(request: &ReceivedRequest) -> (u16, Value) {
                             "type": "message",
                             "role": "assistant",
                             "model": model,
-                            "content": [{ "type": "tool_use", "id": "toolu_fake", "name": name, "input": input }],
+                            "content": [{
+                                "type": "tool_use", "id": "toolu_fake", "name": name, "input": input,
+                            }],
                             "stop_reason": "tool_use",
                             "usage": { "input_tokens": words_in, "output_tokens": out },
                         }),
@@ -352,10 +354,13 @@ fn default_reply(request: &ReceivedRequest) -> (u16, Value) {
                 None => (200, anthropic_text_answer(model, &echo, words_in)),
             }
         }
-        _ => (
-            404,
-            json!({ "error": { "message": format!("the fake provider has no route {} {}", request.method, request.path) } }),
-        ),
+        _ => {
+            let message = format!(
+                "the fake provider has no route {} {}",
+                request.method, request.path
+            );
+            (404, json!({ "error": { "message": message } }))
+        }
     }
 }
 

@@ -119,14 +119,26 @@ impl fmt::Display for ConfigSource {
 }
 
 /// A configuration file that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("host configuration `{}`{}: {message}", path.display(), line.map(|l| format!(", line {l}")).unwrap_or_default())]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     pub path: PathBuf,
     /// 1-based, when the problem is at one place in the file.
     pub line: Option<usize>,
     pub message: String,
 }
+
+impl fmt::Display for ConfigError {
+    /// `host configuration `PATH`, line N: MESSAGE`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "host configuration `{}`", self.path.display())?;
+        if let Some(line) = self.line {
+            write!(f, ", line {line}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 /// The file as written. Every key is listed here; unknown ones are refused.
 #[derive(Debug, Deserialize)]

@@ -105,78 +105,80 @@ impl LlmGrant {
     /// table with `provider`, `model` and optionally `max_tokens` and
     /// `temperature` (the scenario's TOML table arrives as JSON).
     pub fn parse(value: &str) -> Result<Self, GrantError> {
-        let error = |message: String| GrantError::new("llm", format!("{message}; {GRANT_EXAMPLE}"));
         let text = value.trim();
-        let grant =
-            if text.starts_with('{') {
-                let table = match serde_json::from_str::<Value>(text) {
-                    Ok(Value::Object(table)) => table,
-                    Ok(_) | Err(_) => return Err(error("the grant is not a table".into())),
-                };
-                let mut grant = LlmGrant {
-                    provider: String::new(),
-                    model: String::new(),
-                    max_tokens: None,
-                    temperature: None,
-                };
-                for (key, value) in &table {
-                    match key.as_str() {
-                        "provider" => grant.provider = text_value(key, value).map_err(error)?,
-                        "model" => grant.model = text_value(key, value).map_err(error)?,
-                        "max_tokens" => {
-                            grant.max_tokens = Some(
-                                value
-                                    .as_u64()
-                                    .filter(|n| (1..=u64::from(MAX_TOKENS_LIMIT)).contains(n))
-                                    .map(|n| n as u32)
-                                    .ok_or_else(|| {
-                                        error(format!(
-                                            "`max_tokens` must be a whole number from 1 to \
-                                         {MAX_TOKENS_LIMIT}, not {value}"
-                                        ))
-                                    })?,
-                            )
-                        }
-                        "temperature" => grant.temperature = Some(
-                            value
-                                .as_f64()
-                                .filter(|t| (0.0..=2.0).contains(t))
-                                .ok_or_else(|| {
-                                    error(format!(
-                                        "`temperature` must be a number from 0 to 2, not {value}"
-                                    ))
-                                })?,
-                        ),
-                        other => {
-                            return Err(error(format!(
-                                "unknown key `{other}`; a grant table has `provider`, `model`, \
-                             `max_tokens` and `temperature`"
-                            )));
-                        }
-                    }
-                }
-                if grant.provider.is_empty() {
-                    return Err(error("the grant table needs `provider`".into()));
-                }
-                if grant.model.is_empty() {
-                    return Err(error("the grant table needs `model`".into()));
-                }
-                grant
-            } else {
-                let Some((provider, model)) = text.split_once('/') else {
-                    return Err(error(format!(
-                        "`{text}` is not `PROVIDER/MODEL` (or a table)"
-                    )));
-                };
-                LlmGrant {
+        let grant = if text.starts_with('{') {
+            LlmGrant::from_table(text)
+        } else {
+            match text.split_once('/') {
+                Some((provider, model)) => Ok(LlmGrant {
                     provider: provider.to_string(),
                     model: model.to_string(),
                     max_tokens: None,
                     temperature: None,
+                }),
+                None => Err(format!("`{text}` is not `PROVIDER/MODEL` (or a table)")),
+            }
+        };
+        grant
+            .and_then(|grant| {
+                providers::check_provider_name(&grant.provider)?;
+                check_model(&grant.model)?;
+                Ok(grant)
+            })
+            .map_err(|message| GrantError::new("llm", format!("{message}; {GRANT_EXAMPLE}")))
+    }
+
+    fn from_table(text: &str) -> Result<LlmGrant, String> {
+        let table = match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(table)) => table,
+            Ok(other) => return Err(format!("`{other}` is not a table")),
+            Err(e) => return Err(format!("the grant is not a table: {e}")),
+        };
+        let mut grant = LlmGrant {
+            provider: String::new(),
+            model: String::new(),
+            max_tokens: None,
+            temperature: None,
+        };
+        for (key, value) in &table {
+            match key.as_str() {
+                "provider" => grant.provider = text_value(key, value)?,
+                "model" => grant.model = text_value(key, value)?,
+                "max_tokens" => {
+                    let tokens = value
+                        .as_u64()
+                        .filter(|n| (1..=u64::from(MAX_TOKENS_LIMIT)).contains(n))
+                        .ok_or_else(|| {
+                            format!(
+                                "`max_tokens` must be a whole number from 1 to \
+                                 {MAX_TOKENS_LIMIT}, not {value}"
+                            )
+                        })?;
+                    grant.max_tokens = Some(tokens as u32);
                 }
-            };
-        providers::check_provider_name(&grant.provider).map_err(error)?;
-        check_model(&grant.model).map_err(error)?;
+                "temperature" => {
+                    let temperature = value
+                        .as_f64()
+                        .filter(|t| (0.0..=2.0).contains(t))
+                        .ok_or_else(|| {
+                            format!("`temperature` must be a number from 0 to 2, not {value}")
+                        })?;
+                    grant.temperature = Some(temperature);
+                }
+                other => {
+                    return Err(format!(
+                        "unknown key `{other}`; a grant table has `provider`, `model`, \
+                         `max_tokens` and `temperature`"
+                    ));
+                }
+            }
+        }
+        if grant.provider.is_empty() {
+            return Err("the grant table needs `provider`".into());
+        }
+        if grant.model.is_empty() {
+            return Err("the grant table needs `model`".into());
+        }
         Ok(grant)
     }
 }

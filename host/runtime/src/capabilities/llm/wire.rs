@@ -462,10 +462,11 @@ mod tests {
             error_message(br#"{"error": {"message": "bad model", "type": "x"}}"#),
             "bad model"
         );
-        assert_eq!(
-            error_message(br#"{"type": "error", "error": {"type": "invalid_request_error", "message": "too long"}}"#),
-            "too long"
-        );
+        let anthropic = json!({
+            "type": "error",
+            "error": { "type": "invalid_request_error", "message": "too long" },
+        });
+        assert_eq!(error_message(anthropic.to_string().as_bytes()), "too long");
         assert_eq!(error_message(br#"{"error": "plain"}"#), "plain");
         assert_eq!(error_message(b"<html>"), "`<html>`");
         assert_eq!(error_message(b""), "no message");
