@@ -183,8 +183,8 @@ fn a_run_asks_the_configured_provider_and_shows_its_usage_without_the_key() {
     let human = host(dir.path(), &["runs", "show", run_id], None);
     let human = String::from_utf8_lossy(&human.stdout).into_owned();
     for said in [
-        "tokens    7 (3 in, 4 out) in 1 completion(s)",
-        "usage: 7 (3 in, 4 out) in 1 completion(s)",
+        "llm       7 tokens (3 in, 4 out) in 1 completion(s)",
+        "      llm: 7 tokens (3 in, 4 out) in 1 completion(s)",
         "journal: llm local/qwen2.5:7b, 1 message(s) -> 3 in, 4 out tokens",
     ] {
         assert!(human.contains(said), "`{said}` not in:\n{human}");

@@ -292,7 +292,7 @@ async fn show(args: ShowArgs) -> CliResult {
     println!("status    {}", run.status.as_str());
     println!("input     {}", run.input);
     if !usage.is_zero() {
-        println!("tokens    {}", usage_text(usage));
+        println!("llm       {}", usage_text(usage));
     }
     println!(
         "\n{:>4}  {:<24} {:>3}  {:<6} {:>10}  {:>12}  error",
@@ -328,7 +328,7 @@ async fn show(args: ShowArgs) -> CliResult {
         }
         let step_usage = s.detail.as_ref().and_then(|d| d.get("usage"));
         if let Some(used) = step_usage.and_then(TokenUsage::from_json) {
-            println!("{:>6}usage: {}", "", usage_text(used));
+            println!("{:>6}llm: {}", "", usage_text(used));
         }
         let dropped = s.detail.as_ref().and_then(|d| d.get("logs_dropped"));
         if let Some(dropped) = dropped.and_then(Value::as_u64) {
@@ -362,10 +362,11 @@ async fn show(args: ShowArgs) -> CliResult {
     Ok(())
 }
 
-/// Tokens as people read them: `19 (8 in, 11 out) in 3 completion(s)`.
+/// Tokens as people read them: `19 tokens (8 in, 11 out) in 3
+/// completion(s)`.
 fn usage_text(usage: TokenUsage) -> String {
     format!(
-        "{} ({} in, {} out) in {} completion(s)",
+        "{} tokens ({} in, {} out) in {} completion(s)",
         usage.total(),
         usage.input_tokens,
         usage.output_tokens,
