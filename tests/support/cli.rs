@@ -47,12 +47,16 @@ pub fn host_bin() -> &'static Path {
 
 /// A `host` command whose cache and database live in `dir`. The failpoint
 /// variable is always set or removed, so one in the test's own environment
-/// never leaks in.
+/// never leaks in; so is the host's configuration: no `$SKILLHOST_CONFIG`,
+/// and the user's configuration directory is `dir/xdg-config` (a test that
+/// wants one writes `skillhost.toml` beside its scenario).
 pub fn host_command(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Command {
     let mut cmd = Command::new(host_bin());
     cmd.args(args)
         .env("SKILLHOST_CACHE_DIR", dir.join("cache"))
-        .env("SKILLHOST_DATABASE_URL", sqlite_url(dir));
+        .env("SKILLHOST_DATABASE_URL", sqlite_url(dir))
+        .env_remove("SKILLHOST_CONFIG")
+        .env("XDG_CONFIG_HOME", dir.join("xdg-config"));
     match failpoint {
         Some(point) => cmd.env("SKILLHOST_FAILPOINT", point),
         None => cmd.env_remove("SKILLHOST_FAILPOINT"),

@@ -1,12 +1,16 @@
 //! The helpers every crate's integration tests share: the repository's
 //! paths and shipped skills, test components built from WAT and WIT with no
 //! Wasm compiler (`fixtures/`), the real `host` binary run in a private
-//! directory ([`cli`]), throwaway Postgres clusters ([`pg`]), and, behind
-//! features, a test `Runtime` (`runtime`) and the store's fixtures (`store`).
+//! directory ([`cli`]), throwaway Postgres clusters ([`pg`]), a real HTTP
+//! server ([`http_server`]), and, behind features, a test `Runtime`
+//! (`runtime`) and the store's fixtures (`store`).
 //!
-//! Nothing here is a fake: every helper builds or starts the real thing.
+//! Every helper builds or starts the real thing, with one exception named
+//! as such: [`fake_llm_server`], a fake model provider (a real HTTP server
+//! answering as one), because no hosted model is reachable from the tests.
 
 pub mod cli;
+pub mod fake_llm_server;
 pub mod http_server;
 pub mod pg;
 #[cfg(feature = "store")]
@@ -53,6 +57,15 @@ pub fn fixture_component(name: &str) -> Vec<u8> {
 /// A runtime with its own, empty component cache.
 #[cfg(feature = "runtime")]
 pub fn runtime(cache: &Path) -> skillhost_runtime::Runtime {
+    runtime_with_backends(cache, skillhost_runtime::Backends::default())
+}
+
+/// [`runtime`] whose capabilities reach `backends`.
+#[cfg(feature = "runtime")]
+pub fn runtime_with_backends(
+    cache: &Path,
+    backends: skillhost_runtime::Backends,
+) -> skillhost_runtime::Runtime {
     skillhost_runtime::Runtime::new(skillhost_runtime::RuntimeConfig {
         cache_dir: Some(cache.to_path_buf()),
         pool: skillhost_runtime::PoolConfig {
@@ -61,7 +74,7 @@ pub fn runtime(cache: &Path) -> skillhost_runtime::Runtime {
             memories: 64,
             tables: 128,
         },
-        ..skillhost_runtime::RuntimeConfig::default()
+        backends,
     })
     .expect("runtime")
 }

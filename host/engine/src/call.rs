@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::run::now_ms;
 use crate::{Event, EventSink, RunContext};
 use skillhost_runtime::{
     CallError, CallOptions, CallReport, JournalMode, JournalRecord, Limits, RandomSeed, Skill,
-    derive_random_seed,
+    TokenUsage, derive_random_seed,
 };
 use skillhost_scenario::SkillCall;
 use skillhost_store::{JournalEntry, StepRow};
@@ -28,8 +28,9 @@ pub(crate) struct CallPlan {
 }
 
 impl CallPlan {
-    /// The node's limits and grants; its `retry`, else the skill manifest's.
-    pub(crate) fn new(call: &SkillCall, skill: &Skill) -> Self {
+    /// The node's limits and grants; its `retry`, else the skill manifest's;
+    /// `tokens_left` of the run's token budget.
+    pub(crate) fn new(call: &SkillCall, skill: &Skill, tokens_left: Option<u64>) -> Self {
         let mut limits = Limits::default();
         if let Some(ms) = call.timeout_ms {
             limits.timeout = Duration::from_millis(ms);
@@ -52,6 +53,9 @@ impl CallPlan {
                 journal: JournalMode::Record,
                 // Set per attempt (`call_with_retries`).
                 random_seed: RandomSeed::default(),
+                // What is left when the node starts; each retry gets what
+                // the attempts before it left (`call_with_retries`).
+                token_budget: tokens_left,
             },
             max_attempts,
             backoff_ms,
@@ -82,6 +86,37 @@ pub(crate) struct Attempts {
     pub attempt: u32,
     /// One step row per failed attempt that was retried.
     pub failed: Vec<StepRow>,
+    /// The tokens the failed attempts used (each row's `detail.usage`);
+    /// `report.usage` is the last attempt's.
+    pub failed_usage: TokenUsage,
+}
+
+impl Attempts {
+    /// The tokens every attempt used.
+    pub(crate) fn usage(&self) -> TokenUsage {
+        let mut usage = self.failed_usage;
+        usage.add(self.report.usage);
+        usage
+    }
+}
+
+/// A step row's `detail` holding `usage`, when there is any: a node whose
+/// skill made no completion stores nothing for it.
+pub(crate) fn usage_detail(usage: TokenUsage) -> Option<Value> {
+    (!usage.is_zero()).then(|| json!({ "usage": usage.to_json() }))
+}
+
+/// Adds `usage` to a step row's detail, when there is any.
+pub(crate) fn add_usage(step: &mut StepRow, usage: TokenUsage) {
+    if usage.is_zero() {
+        return;
+    }
+    match &mut step.detail {
+        Some(Value::Object(detail)) => {
+            detail.insert("usage".into(), usage.to_json());
+        }
+        _ => step.detail = usage_detail(usage),
+    }
 }
 
 /// The seed of an attempt's `wasi:random`: a function of what its step row
@@ -117,6 +152,7 @@ pub(crate) fn call_with_retries(
     events: &dyn EventSink,
 ) -> Attempts {
     let mut failed = Vec::new();
+    let mut failed_usage = TokenUsage::default();
     let mut attempt = 1;
     let mut options = plan.options.clone();
     loop {
@@ -130,9 +166,14 @@ pub(crate) fn call_with_retries(
                     report,
                     attempt,
                     failed,
+                    failed_usage,
                 };
             }
         };
+        failed_usage.add(report.usage);
+        if let Some(left) = &mut options.token_budget {
+            *left = left.saturating_sub(report.usage.total());
+        }
         events.emit(&Event::NodeFailed {
             run_id: run_id.to_string(),
             node: node_id.to_string(),
@@ -153,7 +194,7 @@ pub(crate) fn call_with_retries(
             error: Some(error),
             fuel_consumed: Some(report.fuel_consumed),
             memory_peak_bytes: Some(report.memory_peak_bytes),
-            detail: None,
+            detail: usage_detail(report.usage),
         });
         let wait = plan.backoff_ms.saturating_mul(1 << (attempt - 1).min(16));
         if wait > 0 {
@@ -205,10 +246,12 @@ pub(crate) async fn call_node_skill(
                 memory_peak_bytes: 0,
                 denied: Vec::new(),
                 journal: Vec::new(),
+                usage: TokenUsage::default(),
                 duration: Duration::ZERO,
             },
             attempt: 1,
             failed: Vec::new(),
+            failed_usage: TokenUsage::default(),
         },
     }
 }

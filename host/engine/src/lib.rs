@@ -37,8 +37,11 @@ use serde_json::{Map, Value};
 
 pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
 use run::drive;
+use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Configs, LoadedScenario, Scenario};
-use skillhost_store::{FieldHashes, NewArtifact, NewRun, RunState, RunStatus, Store, StoreError};
+use skillhost_store::{
+    FieldHashes, NewArtifact, NewRun, RunState, RunStatus, StepRow, Store, StoreError,
+};
 
 /// Why a run could not be started or continued (as opposed to a run that
 /// failed, which is a [`RunOutcome`] with status `failed`).
@@ -86,6 +89,9 @@ pub struct RunOutcome {
     pub artifacts: Vec<NewArtifact>,
     /// The scenario's `[summary]` over the final state (completed runs).
     pub summary: Map<String, Value>,
+    /// What the run's `llm` completions used, the nodes before a resume
+    /// included (from their step rows).
+    pub tokens_used: TokenUsage,
 }
 
 pub struct Engine {
@@ -176,7 +182,14 @@ impl Engine {
         };
         // Shares every field with the scenario's initial state: nothing is
         // copied until a node writes it.
-        drive(&cx, from, initial.state().clone(), initial.field_hashes()).await
+        drive(
+            &cx,
+            from,
+            initial.state().clone(),
+            initial.field_hashes(),
+            TokenUsage::default(),
+        )
+        .await
     }
 
     /// Continues an unfinished run from its last checkpoint.
@@ -233,7 +246,18 @@ impl Engine {
             visits: checkpoint.visits,
         };
         let state = RunState::from_value(checkpoint.state);
-        drive(&cx, from, state, FieldHashes::default()).await
+        // What the run used before: its budget counts it, and its outcome
+        // reports the whole run's. A scenario that grants no model used
+        // none, and a worker's resume of it reads no steps for it.
+        let grants_llm = scenario
+            .nodes
+            .iter()
+            .any(|node| node.call().is_some_and(|call| call.grants.llm.is_some()));
+        let tokens_used = match grants_llm {
+            true => tokens_used(&store.steps(run_id).await?),
+            false => TokenUsage::default(),
+        };
+        drive(&cx, from, state, FieldHashes::default(), tokens_used).await
     }
 
     fn context<'a>(
@@ -252,6 +276,20 @@ impl Engine {
             events: self.events.clone(),
         }
     }
+}
+
+/// What the `llm` completions of a run's `steps` used, failed attempts
+/// included: each row's `detail.usage`.
+pub fn tokens_used(steps: &[StepRow]) -> TokenUsage {
+    let mut used = TokenUsage::default();
+    for usage in steps
+        .iter()
+        .filter_map(|step| step.detail.as_ref()?.get("usage"))
+        .filter_map(TokenUsage::from_json)
+    {
+        used.add(usage);
+    }
+    used
 }
 
 /// Where a run loop starts: a checkpoint without its state.

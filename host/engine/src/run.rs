@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 use crate::kinds::{self, Finish, NodeFailure, NodeSuccess, Outcome};
 use crate::node::node_config;
 use crate::{EngineError, Event, Position, RunContext, RunOutcome, state};
+use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Node, Route, Severity, Vars};
 use skillhost_store::{
     FieldHashes, NewArtifact, RunState, RunStatus, StateChange, StepCommit, StepRow,
@@ -25,16 +26,19 @@ use skillhost_store::{
 /// The run loop, from `checkpoint` with `state` until an end or fail node.
 /// `hashes` has the digests of the state's fields that are known already;
 /// it hashes each new state, re-hashing only the fields a step changed.
+/// `tokens_used`: what the run's completions used before `checkpoint`.
 pub(crate) async fn drive(
     cx: &RunContext<'_>,
     checkpoint: Position,
     state: RunState,
     hashes: FieldHashes,
+    tokens_used: TokenUsage,
 ) -> Result<RunOutcome, EngineError> {
     let mut run = Run {
         cx,
         state: Arc::new(state),
         hashes,
+        tokens_used,
         seq: checkpoint.seq,
         visits: checkpoint.visits,
         warnings: Vec::new(),
@@ -82,7 +86,13 @@ pub(crate) async fn drive(
                     });
                     run.nodes_run += 1;
                 }
-                kinds::run(cx, node, &run.state, visit, &run.came_from).await
+                let tokens_left = cx
+                    .scenario
+                    .token_budget
+                    .map(|budget| budget.saturating_sub(run.tokens_used.total()));
+                let outcome =
+                    kinds::run(cx, node, &run.state, visit, &run.came_from, tokens_left).await;
+                run.charge(node, outcome)
             }
         };
 
@@ -119,6 +129,9 @@ struct Run<'c, 'a> {
     state: Arc<RunState>,
     /// The digests of the state's fields, to hash each new state with.
     hashes: FieldHashes,
+    /// What the run's `llm` completions used, the nodes before a resume
+    /// included.
+    tokens_used: TokenUsage,
     seq: u64,
     visits: BTreeMap<String, u32>,
     warnings: Vec<Value>,
@@ -136,6 +149,51 @@ impl Run<'_, '_> {
         let count = self.visits.entry(node.id.clone()).or_insert(0);
         *count += 1;
         *count
+    }
+
+    /// Adds what `node`'s completions used to the run's tokens; a success
+    /// that brings the run past its `token_budget` fails the node, with its
+    /// step, journal and usage kept.
+    fn charge(&mut self, node: &Node, outcome: Outcome) -> Outcome {
+        let usage = match &outcome {
+            Outcome::Advance(success) => success.usage,
+            Outcome::Fail(failure, _) => failure.usage,
+            Outcome::Finish(_) => return outcome,
+        };
+        if usage.is_zero() {
+            return outcome;
+        }
+        self.tokens_used.add(usage);
+        let total = self.tokens_used.total();
+        let (budget, success) = match (self.cx.scenario.token_budget, outcome) {
+            (Some(budget), Outcome::Advance(success)) if total > budget => (budget, success),
+            (_, outcome) => return outcome,
+        };
+        let mut failure = NodeFailure::new(
+            "token-budget-exceeded",
+            format!(
+                "node `{}` used {} tokens ({} in, {} out, in {} completion(s)), which brings \
+                 the run to {total} tokens, past its token_budget of {budget}",
+                node.id,
+                usage.total(),
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.calls,
+            ),
+        );
+        failure.suggestions = vec![format!(
+            "raise `[scenario] token_budget` above {budget}, or ask for fewer tokens \
+             (`max_tokens` in the node's llm grant)"
+        )];
+        failure.detail = json!({
+            "token_budget": budget,
+            "run_tokens": total,
+            "node_usage": usage.to_json(),
+        });
+        failure.attempt = success.step.attempt;
+        failure.journal = success.journal;
+        failure.usage = usage;
+        Outcome::Fail(failure, Some(success.step))
     }
 
     /// Applies a successful node: its changes, the rules over the new state,
@@ -376,6 +434,7 @@ impl Run<'_, '_> {
             last_seq: self.seq,
             artifacts: self.artifacts,
             summary,
+            tokens_used: self.tokens_used,
         })
     }
 
@@ -416,6 +475,7 @@ impl Run<'_, '_> {
             last_seq: self.seq,
             artifacts: self.artifacts,
             summary: Map::new(),
+            tokens_used: self.tokens_used,
         })
     }
 

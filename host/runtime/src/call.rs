@@ -21,7 +21,7 @@ use wasmtime::{Store, Trap};
 
 use crate::bridge;
 use crate::capabilities::wasi::{RandomSeed, WasiState};
-use crate::capabilities::{Backends, Capability, CapabilityCalls, Grants};
+use crate::capabilities::{Backends, Capability, CapabilityCalls, Grants, TokenUsage};
 use crate::engine::Deadline;
 use crate::error::CallError;
 use crate::journal::{Journal, JournalMode, JournalRecord};
@@ -40,6 +40,11 @@ pub struct CallOptions {
     /// run, the node and the attempt, so every step gets its own bytes and
     /// a replay of the step the same ones; see `capabilities::wasi`.
     pub random_seed: RandomSeed,
+    /// The tokens (input and output) the call's `llm` completions may still
+    /// use: what is left of its run's token budget. `None`: no budget. The
+    /// capability refuses a completion once nothing is left; the engine
+    /// judges what a call used against the whole budget.
+    pub token_budget: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -75,6 +80,8 @@ pub struct CallReport {
     /// or, in a replay, the entries the call was answered from. Empty (and
     /// unallocated) for a call that made none.
     pub journal: Vec<JournalRecord>,
+    /// The tokens the call's `llm` completions used, replayed ones included.
+    pub usage: TokenUsage,
     pub duration: Duration,
 }
 
@@ -129,7 +136,7 @@ impl CallState {
                 journal: Journal::new(&options.journal),
                 deadline: Instant::now() + options.limits.timeout,
             },
-            capabilities: CapabilityCalls::new(&options.grants, backends, &options.limits),
+            capabilities: CapabilityCalls::new(options, backends),
             limiter: CallLimiter::new(&options.limits),
             wasi: None,
             random_seed: options.random_seed,
@@ -164,6 +171,7 @@ impl Skill {
                     memory_peak_bytes: 0,
                     denied: Vec::new(),
                     journal: Vec::new(),
+                    usage: TokenUsage::default(),
                     duration: start.elapsed(),
                 };
             }
@@ -244,6 +252,7 @@ impl Skill {
             memory_peak_bytes: limiter.memory_peak,
             denied,
             journal,
+            usage: capabilities.llm.usage,
             duration: start.elapsed(),
         }
     }

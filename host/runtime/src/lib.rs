@@ -11,6 +11,7 @@ pub mod bridge;
 pub mod cache;
 pub mod call;
 pub mod capabilities;
+pub mod config;
 pub mod engine;
 pub mod error;
 pub mod journal;
@@ -28,10 +29,14 @@ use wasmtime::component::Linker;
 pub use cache::{LoadSource, LoadStats, default_cache_dir};
 pub use call::{CallOptions, CallReport, LogLevel, LogLine};
 pub use capabilities::http::{HttpFailure, HttpGrant, InboundResponse, OutboundRequest};
+pub use capabilities::llm::{
+    LlmGrant, LlmProviders, Provider, ProviderKind, ProviderProblem, TokenUsage,
+};
 pub use capabilities::wasi::{RandomSeed, derive_random_seed};
 pub use capabilities::{
     Backends, Capability, GrantError, Grants, HttpBackend, KvBackend, MemoryKv, ReqwestHttp,
 };
+pub use config::{ConfigError, ConfigSource, HostConfig, Lookup};
 pub use engine::PoolConfig;
 pub use error::{CallError, LoadError};
 pub use journal::{JournalMode, JournalRecord};
@@ -48,8 +53,9 @@ pub struct RuntimeConfig {
     /// Where compiled components are cached; `None` compiles every load.
     pub cache_dir: Option<PathBuf>,
     pub pool: PoolConfig,
-    /// What the capabilities reach outside a call (the `kv` store); every
-    /// skill the runtime loads shares them.
+    /// What the capabilities reach outside a call (the `kv` store, the
+    /// `http` client, the `llm` providers); every skill the runtime loads
+    /// shares them.
     pub backends: Backends,
 }
 
@@ -110,6 +116,12 @@ impl Runtime {
 
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// What the runtime's capabilities reach: the checker asks it whether a
+    /// grant's `llm` provider is configured.
+    pub fn backends(&self) -> &Backends {
+        &self.inner.shared.backends
     }
 
     /// The directory of compiled components, when caching is on.

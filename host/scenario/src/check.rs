@@ -5,6 +5,8 @@
 //! and what every write does to its field. [`check_skills`] needs the loaded
 //! components: whether each node's input mapping fits its skill's WIT input
 //! and whether the node grants every capability the skill imports.
+//! [`check_llm_providers`] needs the host's configuration: whether every
+//! `llm` grant names a provider it defines, whose key is set.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use super::diagnostic::{Reporter, codes};
 use super::node::BASE_VARS;
 use super::parse::list_or_none;
 use super::{ERRORS_FIELD, Expr, FieldType, Node, Reducer, Route, Scenario, SkillCall};
-use skillhost_runtime::Skill;
+use skillhost_runtime::{LlmProviders, ProviderProblem, Skill};
 
 /// Checks the scenario as a graph and its expressions against what they may
 /// use. `broken_edges`: the nodes whose `[[edge]]` was reported as broken.
@@ -436,13 +438,40 @@ pub(crate) fn check_skills(s: &Scenario, skills: &BTreeMap<String, Arc<Skill>>, 
     }
 }
 
+/// Every `llm` grant against the host's providers: the provider is one the
+/// host's configuration defines, and the variable its key comes from is
+/// set. Providers are host configuration, so a scenario that names one the
+/// host lacks fails here, before any run, naming where the configuration
+/// was looked for.
+pub(crate) fn check_llm_providers(s: &Scenario, providers: &LlmProviders, r: &mut Reporter) {
+    for node in &s.nodes {
+        let Some(call) = node.call() else { continue };
+        let Some(grant) = &call.grants.llm else {
+            continue;
+        };
+        let Err(problem) = providers.check(&grant.provider) else {
+            continue;
+        };
+        let code = match problem {
+            ProviderProblem::NotConfigured { .. } => codes::LLM_PROVIDER_NOT_CONFIGURED,
+            ProviderProblem::MissingKey { .. } => codes::LLM_API_KEY_MISSING,
+        };
+        r.error(
+            call.capabilities_line.unwrap_or(node.line),
+            Some(node.id.as_str()),
+            code,
+            format!("capability `llm`: {problem}"),
+        );
+    }
+}
+
 /// An example of a grant's value, as TOML.
 fn example_grant(capability: &str) -> &'static str {
     match capability {
         "fs" => "\"./data\"",
         "kv" => "\"namespace\"",
         "http" => "[\"api.example.org\"]",
-        "llm" => "\"provider/model\"",
+        "llm" => "\"local/qwen2.5:7b\"",
         _ => "\"…\"",
     }
 }

@@ -92,6 +92,12 @@ pub mod codes {
     pub const UNKNOWN_FIELD: &str = "unknown-field";
     /// An operator or function given values it does not take (`'a' + 1`).
     pub const OPERATOR_TYPE: &str = "operator-type";
+    /// An `llm` grant naming a provider the host's configuration does not
+    /// define.
+    pub const LLM_PROVIDER_NOT_CONFIGURED: &str = "llm-provider-not-configured";
+    /// An `llm` grant's provider takes its key from an environment variable
+    /// that is not set.
+    pub const LLM_API_KEY_MISSING: &str = "llm-api-key-missing";
 
     // Warnings.
     /// A declared state field that no node writes.

@@ -50,6 +50,9 @@ pub struct Header {
     pub description: String,
     pub start: Option<Spanned<String>>,
     pub on_failure: Option<Spanned<String>>,
+    /// The most tokens (input and output) the `llm` completions of one run
+    /// may use.
+    pub token_budget: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]

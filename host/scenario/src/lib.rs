@@ -63,6 +63,9 @@ pub struct Scenario {
     pub start: String,
     /// The node that receives the run when a node fails for good.
     pub on_failure: Option<String>,
+    /// `[scenario] token_budget`: the most tokens, input and output, the
+    /// `llm` completions of one run may use.
+    pub token_budget: Option<u64>,
     /// The run input's fields, in file order.
     pub input: Vec<InputField>,
     /// JSON Schema (draft 2020-12) of the run input, from `[input]`.

@@ -76,6 +76,7 @@ pub fn load(path: &Path, runtime: &Runtime) -> Result<LoadedScenario, CheckRepor
         }
     }
     check::check_skills(&scenario, &skills, &mut reporter);
+    check::check_llm_providers(&scenario, &runtime.backends().llm, &mut reporter);
     typeflow::check_types(&scenario, &skills, &mut reporter);
     let report = reporter.finish();
     if !report.is_ok() {

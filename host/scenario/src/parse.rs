@@ -112,6 +112,20 @@ impl<'r> Parser<'r> {
             );
         }
 
+        if let Some(budget) = &header.token_budget
+            && *budget.get_ref() == 0
+        {
+            let line = self.line(budget);
+            self.reporter.error(
+                line,
+                None,
+                codes::INVALID_VALUE,
+                "`[scenario] token_budget` is 0, which would refuse every completion; give the \
+                 most tokens (input and output) a run's `llm` completions may use, e.g. 20000, \
+                 or leave it out for no budget",
+            );
+        }
+
         let inputs = self.inputs(file.input);
         let state = self.state(file.state);
         let skills = self.skills(file.skills);
@@ -231,6 +245,7 @@ impl<'r> Parser<'r> {
             digest,
             start,
             on_failure: header.on_failure.map(Spanned::into_inner),
+            token_budget: header.token_budget.map(Spanned::into_inner),
             input_schema: input::schema(&inputs),
             input_validator: std::sync::OnceLock::new(),
             input: inputs,

@@ -552,6 +552,122 @@ fn artifact_names_that_are_not_plain_file_names() {
 }
 
 #[test]
+fn llm_grants_of_providers_the_host_does_not_define() {
+    let report = expect_error(
+        "llm_provider_not_configured",
+        codes::LLM_PROVIDER_NOT_CONFIGURED,
+        11,
+        Some("say"),
+    );
+    only_one(&report);
+    let message = &report.errors[0].message;
+    assert!(
+        message.contains("provider `local` is not configured"),
+        "{message}"
+    );
+    assert!(message.contains("[llm.providers.local]"), "{message}");
+}
+
+#[test]
+fn bad_llm_grants() {
+    let report = expect_error("bad_llm_grant", codes::BAD_GRANT, 11, Some("say"));
+    only_one(&report);
+    assert!(
+        report.errors[0]
+            .message
+            .contains("`temperature` must be a number from 0 to 2"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_token_budget_of_nothing() {
+    let report = expect_error("zero_token_budget", codes::INVALID_VALUE, 3, None);
+    only_one(&report);
+    assert!(
+        report.errors[0].message.contains("token_budget"),
+        "{report}"
+    );
+}
+
+/// A runtime whose host configuration is `config`, with `$LLM_TEST_KEY`
+/// set when `key` is.
+fn runtime_configured(config: &str, key: bool) -> (Runtime, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("skillhost.toml");
+    std::fs::write(&file, config).unwrap();
+    let env = |name: &str| match name {
+        "LLM_TEST_KEY" if key => Some("sk-test".to_string()),
+        _ => None,
+    };
+    let host = skillhost_runtime::HostConfig::load_with(dir.path(), &env).expect("config");
+    let runtime = skillhost_tests::runtime_with_backends(
+        &dir.path().join("cache"),
+        skillhost_runtime::Backends {
+            llm: host.llm,
+            ..skillhost_runtime::Backends::default()
+        },
+    );
+    (runtime, dir)
+}
+
+#[test]
+fn llm_grants_load_with_the_providers_configured_and_their_keys_set() {
+    let config = "[llm.providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\n\
+                  [llm.providers.claude]\nkind = \"anthropic\"\napi_key_env = \"LLM_TEST_KEY\"\n";
+    let path = workspace().join("valid/llm.toml");
+    let (runtime, _dir) = runtime_configured(config, true);
+    let loaded = skillhost_scenario::load(&path, &runtime)
+        .unwrap_or_else(|report| panic!("valid/llm.toml does not load:\n{report}"));
+    assert_eq!(loaded.scenario.token_budget, Some(20000));
+    let grant = loaded
+        .scenario
+        .node("second")
+        .unwrap()
+        .call()
+        .unwrap()
+        .grants
+        .llm
+        .clone();
+    assert_eq!(grant.unwrap().max_tokens, Some(512));
+
+    // The key's variable unset: the check says which one, and where.
+    let (runtime, unset) = runtime_configured(config, false);
+    let report = skillhost_scenario::load(&path, &runtime).unwrap_err();
+    assert_eq!(
+        found(&report.errors),
+        [(codes::LLM_API_KEY_MISSING, 32, Some("second"))],
+        "{report}"
+    );
+    let message = &report.errors[0].message;
+    assert!(message.contains("$LLM_TEST_KEY"), "{message}");
+    let file = unset.path().join("skillhost.toml");
+    assert!(
+        message.contains(&format!("[llm.providers.claude] in {}", file.display())),
+        "{message}"
+    );
+
+    // Only `claude` configured: `local` is named, with the file that was read.
+    let (runtime, dir) =
+        runtime_configured("[llm.providers.claude]\nkind = \"anthropic\"\n", false);
+    let report = skillhost_scenario::load(&path, &runtime).unwrap_err();
+    assert_eq!(
+        found(&report.errors),
+        [(codes::LLM_PROVIDER_NOT_CONFIGURED, 25, Some("first"))],
+        "{report}"
+    );
+    let message = &report.errors[0].message;
+    let file = dir.path().join("skillhost.toml");
+    assert!(
+        message.contains(&format!(
+            "the host configuration is {}, and it defines `claude`",
+            file.display()
+        )),
+        "{message}"
+    );
+}
+
+#[test]
 fn scenarios_without_nodes() {
     only_one(&expect_error("no_nodes", codes::NO_NODES, 1, None));
 }

@@ -3,7 +3,7 @@
 use clap::Args;
 use serde_json::json;
 
-use super::common::{CliResult, Failure, Globals, print_json};
+use super::common::{CliResult, Failure, Globals, print_json, scenario_dir};
 use skillhost_scenario as scenario;
 
 #[derive(Debug, Args)]
@@ -17,7 +17,7 @@ pub struct CheckArgs {
 
 pub fn check(args: CheckArgs, globals: &Globals) -> CliResult {
     let path = scenario::resolve(&args.scenario).map_err(Failure::bad_input)?;
-    let runtime = globals.runtime()?;
+    let runtime = globals.runtime(Some(scenario_dir(&path)))?;
     match scenario::load(&path, &runtime) {
         Ok(loaded) => {
             if args.json {

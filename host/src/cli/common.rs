@@ -2,8 +2,10 @@
 //! from the command line besides the library crates: failures and their exit
 //! codes, the global options, reading `--input` and printing JSON, the
 //! `--database` and `--durability` arguments and opening a store with the
-//! right exit code, the async runtime, loading a scenario with the
-//! checker's report, and writing a file the user named (`--out`) safely.
+//! right exit code, the async runtime, the runtime with the host's
+//! configuration (`skillhost.toml` and its precedence, see
+//! `skillhost_runtime::config`), loading a scenario with the checker's
+//! report, and writing a file the user named (`--out`) safely.
 //!
 //! Owns: how shared arguments become library values and library errors
 //! become [`Failure`]s. Must not: know about any one subcommand (a helper
@@ -19,7 +21,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde_json::Value;
 
-use skillhost_runtime::{Runtime, RuntimeConfig};
+use skillhost_runtime::{HostConfig, Runtime, RuntimeConfig};
 use skillhost_scenario::{self as scenario, LoadedScenario};
 use skillhost_store::{RunRow, Store, StoreError, StoreOptions, SyncMode, parse_duration};
 
@@ -65,14 +67,40 @@ pub struct Globals {
 }
 
 impl Globals {
-    pub fn runtime(&self) -> Result<Runtime, Failure> {
+    /// The runtime, its capabilities configured by the host's configuration
+    /// for a scenario in `dir` (for a command without a scenario, the
+    /// current directory), or by none (`None`: commands that call no
+    /// skill's `llm`, such as `skill inspect`). A configuration file that
+    /// cannot be used is bad input (exit 2).
+    pub fn runtime(&self, dir: Option<&Path>) -> Result<Runtime, Failure> {
         let mut config = RuntimeConfig::default();
         if self.no_cache {
             config.cache_dir = None;
         } else if let Some(dir) = &self.cache_dir {
             config.cache_dir = Some(dir.clone());
         }
+        if let Some(dir) = dir {
+            let host = HostConfig::load(dir).map_err(Failure::bad_input)?;
+            config.backends.llm = host.llm;
+        }
         Runtime::new(config).map_err(|e| Failure::environment(format!("{e:#}")))
+    }
+
+    /// [`Globals::runtime`] configured for the current directory: commands
+    /// that run skills without one scenario (`skill call`, `worker`).
+    pub fn runtime_here(&self) -> Result<Runtime, Failure> {
+        let here = std::env::current_dir()
+            .map_err(|e| Failure::environment(format!("cannot read the current directory: {e}")))?;
+        self.runtime(Some(&here))
+    }
+}
+
+/// The directory a scenario file is in: where its `skillhost.toml` is
+/// looked for.
+pub fn scenario_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
     }
 }
 
@@ -280,7 +308,7 @@ pub async fn fetch_run(store: &Store, id: &str) -> Result<RunRow, Failure> {
 /// `host check --json` does.
 pub fn load_scenario(name: &str, globals: &Globals, json: bool) -> Result<LoadedScenario, Failure> {
     let path = scenario::resolve(name).map_err(Failure::bad_input)?;
-    let runtime = globals.runtime()?;
+    let runtime = globals.runtime(Some(scenario_dir(&path)))?;
     let loaded = match scenario::load(&path, &runtime) {
         Ok(loaded) => loaded,
         Err(report) if json => {

@@ -280,6 +280,7 @@ async fn finish(
             "failure": outcome.failure,
             "warnings": outcome.warnings,
             "nodes_run": outcome.nodes_run,
+            "usage": outcome.tokens_used.to_json(),
         }))?;
     } else {
         eprintln!(
@@ -288,6 +289,16 @@ async fn finish(
             outcome.status.as_str(),
             outcome.nodes_run
         );
+        let used = outcome.tokens_used;
+        if !used.is_zero() {
+            eprintln!(
+                "llm: {} tokens ({} in, {} out) in {} completion(s)",
+                used.total(),
+                used.input_tokens,
+                used.output_tokens,
+                used.calls
+            );
+        }
         if let Some(report) = &outcome.failure {
             print_failure(report);
         }

@@ -13,6 +13,7 @@ use super::common::{
     CliResult, DatabaseArgs, Failure, check_output_path, duration_arg, fetch_run, open_failure,
     print_json, store_error, tokio_runtime, write_output_file,
 };
+use skillhost_runtime::TokenUsage;
 use skillhost_store::{JournalEntry, RunStatus, StepRow, Store, StoreError, parse_duration};
 
 #[derive(Debug, Subcommand)]
@@ -259,6 +260,7 @@ async fn show(args: ShowArgs) -> CliResult {
         .await
         .map_err(store_error)?
         .map(|c| c.state);
+    let usage = skillhost_engine::tokens_used(&steps);
     if args.json {
         return print_json(&json!({
             "id": run.id,
@@ -268,6 +270,7 @@ async fn show(args: ShowArgs) -> CliResult {
             "input": run.input,
             "error": run.error,
             "last_seq": run.last_seq,
+            "usage": usage.to_json(),
             "steps": steps.iter().map(|s| json!({
                 "seq": s.seq, "node": s.node_id, "attempt": s.attempt, "status": s.status,
                 "duration_us": s.duration_us, "input_hash": s.input_hash, "output_hash": s.output_hash,
@@ -288,6 +291,9 @@ async fn show(args: ShowArgs) -> CliResult {
     println!("scenario  {} ({})", run.scenario_name, run.scenario_path);
     println!("status    {}", run.status.as_str());
     println!("input     {}", run.input);
+    if !usage.is_zero() {
+        println!("llm       {}", usage_text(usage));
+    }
     println!(
         "\n{:>4}  {:<24} {:>3}  {:<6} {:>10}  {:>12}  error",
         "seq", "node", "try", "status", "ms", "fuel"
@@ -319,6 +325,10 @@ async fn show(args: ShowArgs) -> CliResult {
             {
                 println!("{:>6}{}", "", journal_line(entry));
             }
+        }
+        let step_usage = s.detail.as_ref().and_then(|d| d.get("usage"));
+        if let Some(used) = step_usage.and_then(TokenUsage::from_json) {
+            println!("{:>6}llm: {}", "", usage_text(used));
         }
         let dropped = s.detail.as_ref().and_then(|d| d.get("logs_dropped"));
         if let Some(dropped) = dropped.and_then(Value::as_u64) {
@@ -352,8 +362,21 @@ async fn show(args: ShowArgs) -> CliResult {
     Ok(())
 }
 
+/// Tokens as people read them: `19 tokens (8 in, 11 out) in 3
+/// completion(s)`.
+fn usage_text(usage: TokenUsage) -> String {
+    format!(
+        "{} tokens ({} in, {} out) in {} completion(s)",
+        usage.total(),
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.calls
+    )
+}
+
 /// One journaled host call of a step, on one line: its kind, what was asked
-/// and what came back (`http GET URL -> 200, 26 bytes`; `kv get KEY -> ok`).
+/// and what came back (`http GET URL -> 200, 26 bytes`; `kv get KEY -> ok`;
+/// `llm local/MODEL, 2 message(s) -> 5 in, 7 out tokens`).
 fn journal_line(entry: &JournalEntry) -> String {
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_string();
     let asked = match entry.kind.as_str() {
@@ -370,6 +393,16 @@ fn journal_line(entry: &JournalEntry) -> String {
                 key
             }
         }),
+        "llm" => format!(
+            "{}/{}, {} message(s)",
+            text(&entry.request, "provider"),
+            text(&entry.request, "model"),
+            entry
+                .request
+                .get("messages")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len)
+        ),
         _ => entry.request.to_string(),
     };
     let answer = match (entry.response.get("ok"), entry.response.get("error")) {
@@ -384,6 +417,14 @@ fn journal_line(entry: &JournalEntry) -> String {
             format!(
                 "{}, {bytes} bytes",
                 ok.get("status").unwrap_or(&Value::Null)
+            )
+        }
+        (Some(ok), None) if entry.kind == "llm" => {
+            let tokens = |key: &str| ok.get(key).and_then(Value::as_u64).unwrap_or(0);
+            format!(
+                "{} in, {} out tokens",
+                tokens("input_tokens"),
+                tokens("output_tokens")
             )
         }
         _ => "ok".to_string(),

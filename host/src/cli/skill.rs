@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::common::{CliResult, Failure, Globals, print_json, read_json_arg};
-use skillhost_runtime::{CallError, CallOptions, Grants, Limits, Skill};
+use skillhost_runtime::{CallError, CallOptions, Grants, Limits, Runtime, Skill};
 
 #[derive(Debug, Subcommand)]
 pub enum SkillCommand {
@@ -38,7 +38,7 @@ pub struct CallArgs {
     /// The input: inline JSON, or @FILE.
     #[arg(long, value_name = "JSON|@FILE")]
     input: String,
-    /// Grant a capability: fs=DIR, kv=NAMESPACE, http=HOST[:PORT],… (or a JSON list or table of host patterns, see docs/scenarios.md); log is always granted. Repeatable.
+    /// Grant a capability: fs=DIR, kv=NAMESPACE, http=HOST[:PORT],… (or a JSON list or table of host patterns), llm=PROVIDER/MODEL (or a JSON table; the provider from the host's configuration, skillhost.toml here, $SKILLHOST_CONFIG or ~/.config/skillhost/config.toml), see docs/scenarios.md; log is always granted. Repeatable.
     #[arg(long = "grant", value_name = "CAP=VALUE")]
     grants: Vec<String>,
     /// Wall-clock limit for the call.
@@ -76,13 +76,12 @@ pub fn run(command: SkillCommand, globals: &Globals) -> CliResult {
     }
 }
 
-fn load(globals: &Globals, path: &std::path::Path) -> Result<Arc<Skill>, Failure> {
-    let runtime = globals.runtime()?;
+fn load(runtime: &Runtime, path: &std::path::Path) -> Result<Arc<Skill>, Failure> {
     runtime.load_file(path).map_err(Failure::bad_input)
 }
 
 fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
-    let skill = load(globals, &args.component)?;
+    let skill = load(&globals.runtime(None)?, &args.component)?;
     let interface = skill.interface().map_err(|e| {
         Failure::bad_input(format!(
             "`{}`: cannot decode its WIT: {e}",
@@ -206,7 +205,17 @@ fn call(args: CallArgs, globals: &Globals) -> CliResult {
         ..Limits::default()
     };
     limits.validate().map_err(Failure::bad_input)?;
-    let skill = load(globals, &args.component)?;
+    let runtime = globals.runtime_here()?;
+    // A provider the host's configuration lacks, or whose key is not set,
+    // is the command line's mistake: said before the skill runs.
+    if let Some(grant) = &grants.llm {
+        runtime
+            .backends()
+            .llm
+            .check(&grant.provider)
+            .map_err(|problem| Failure::bad_input(format!("capability `llm`: {problem}")))?;
+    }
+    let skill = load(&runtime, &args.component)?;
     let options = CallOptions {
         limits,
         grants: Arc::new(grants),
@@ -226,6 +235,7 @@ fn call(args: CallArgs, globals: &Globals) -> CliResult {
             "logs_dropped": report.logs_dropped,
             "fuel_consumed": report.fuel_consumed,
             "memory_peak_bytes": report.memory_peak_bytes,
+            "usage": report.usage.to_json(),
             "duration_us": report.duration.as_micros() as u64,
         }))?;
         return match report.result {
@@ -243,6 +253,17 @@ fn call(args: CallArgs, globals: &Globals) -> CliResult {
         eprintln!(
             "[{}] {} more log line(s) dropped: the call's log budget of {} bytes was spent",
             skill.name, report.logs_dropped, options.limits.max_log_bytes
+        );
+    }
+    if !report.usage.is_zero() {
+        let usage = report.usage;
+        eprintln!(
+            "[{}] llm: {} tokens ({} in, {} out) in {} completion(s)",
+            skill.name,
+            usage.total(),
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.calls
         );
     }
     match report.result {

@@ -49,7 +49,9 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
     if args.concurrency == 0 {
         return Err(Failure::bad_input("--concurrency must be at least 1"));
     }
-    let runtime = globals.runtime()?;
+    // One runtime for every run the worker claims: its providers come from
+    // the configuration of the directory it is started in.
+    let runtime = globals.runtime_here()?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let store = args.db.open_with(Durability::Full).await?;

@@ -26,6 +26,7 @@ pub(crate) fn run(
             artifacts: Vec::new(),
             journal: Vec::new(),
             logs_dropped: 0,
+            usage: Default::default(),
         })
         .map_err(|f| (f, None));
     result.into()

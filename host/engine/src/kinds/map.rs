@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::{NodeFailure, NodeSuccess, Outcome};
-use crate::call::{Attempts, CallPlan, call_with_retries, journal_entries};
+use crate::call::{Attempts, CallPlan, add_usage, call_with_retries, journal_entries};
 use crate::node::{
     artifacts, base_vars, check_constraints, check_post, check_pre, map_input, skill_of, writes,
 };
 use crate::run::{empty_step, now_ms};
 use crate::{Event, RunContext};
-use skillhost_runtime::JournalRecord;
+use skillhost_runtime::{JournalRecord, TokenUsage};
 use skillhost_scenario::{MapNode, Node};
 use skillhost_store::{JournalEntry, MapItemRow, RunState, StepRow, state_hash};
 
@@ -31,8 +31,11 @@ pub(crate) async fn run(
     map: &MapNode,
     state: &Arc<RunState>,
     visit: u32,
+    tokens_left: Option<u64>,
 ) -> Outcome {
-    run_items(cx, node, map, state, visit).await.into()
+    run_items(cx, node, map, state, visit, tokens_left)
+        .await
+        .into()
 }
 
 async fn run_items(
@@ -41,6 +44,7 @@ async fn run_items(
     map: &MapNode,
     state: &Arc<RunState>,
     visit: u32,
+    tokens_left: Option<u64>,
 ) -> Result<NodeSuccess, (NodeFailure, Option<StepRow>)> {
     let fail = |f: NodeFailure| (f, None);
     let call = &map.call;
@@ -108,13 +112,19 @@ async fn run_items(
         }
     }
 
-    let plan = CallPlan::new(call, &skill);
+    // Items run at once, so each is given what was left when the node
+    // started; the core judges the node's total against the budget.
+    let plan = CallPlan::new(call, &skill, tokens_left);
     let started_at_ms = now_ms();
     let mut queue = (0..total)
         .filter(|i| !outputs.contains_key(i))
         .collect::<Vec<_>>()
         .into_iter();
     let mut first_failure: Option<NodeFailure> = None;
+    // Every attempt's, and the last attempts' alone (the step row's: the
+    // rows of retried attempts hold their own).
+    let mut usage = TokenUsage::default();
+    let mut step_usage = TokenUsage::default();
     let mut failed_steps = Vec::new();
     // By item index, so the node's journal is in item order.
     let mut journals: BTreeMap<usize, Vec<JournalRecord>> = BTreeMap::new();
@@ -156,10 +166,13 @@ async fn run_items(
                 continue;
             }
         };
+        usage.add(attempts.usage());
+        step_usage.add(attempts.report.usage);
         let Attempts {
             mut report,
             attempt,
             failed,
+            ..
         } = attempts;
         failed_steps.extend(failed);
         fuel_total += report.fuel_consumed;
@@ -228,8 +241,12 @@ async fn run_items(
     let mut step = empty_step(cx, node, 1);
     step.started_at_ms = started_at_ms;
     step.fuel_consumed = Some(fuel_total);
+    if cx.store.is_some() {
+        add_usage(&mut step, step_usage);
+    }
     let failed_after_calls = |mut f: NodeFailure, step: &StepRow| {
         f.journal = journal.clone();
+        f.usage = usage;
         (f, Some(step.clone()))
     };
     if let Some(failure) = first_failure {
@@ -258,6 +275,7 @@ async fn run_items(
         detail["logs_dropped"] = json!(logs_dropped);
     }
     step.detail = Some(detail);
+    add_usage(&mut step, step_usage);
     Ok(NodeSuccess {
         changes,
         step,
@@ -265,6 +283,7 @@ async fn run_items(
         artifacts: files,
         journal,
         logs_dropped,
+        usage,
     })
 }
 

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::RunContext;
+use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Node, NodeBody};
 use skillhost_store::{JournalEntry, NewArtifact, RunState, StateChange, StepRow};
 
@@ -51,6 +52,8 @@ pub(crate) struct NodeSuccess {
     /// Log lines the node's skill calls wrote past their log budget: counted,
     /// not kept, and said in the run's progress and its step.
     pub logs_dropped: u64,
+    /// The tokens the node's `llm` completions used, every attempt's.
+    pub usage: TokenUsage,
 }
 
 /// A failure of one node, before routing decides what it means for the run.
@@ -64,6 +67,8 @@ pub(crate) struct NodeFailure {
     /// The host calls made before the node failed, recorded like a
     /// success's.
     pub journal: Vec<JournalEntry>,
+    /// The tokens the node's `llm` completions used before it failed.
+    pub usage: TokenUsage,
 }
 
 impl NodeFailure {
@@ -75,21 +80,24 @@ impl NodeFailure {
             suggestions: Vec::new(),
             detail: Value::Null,
             journal: Vec::new(),
+            usage: TokenUsage::default(),
         }
     }
 }
 
-/// Runs `node` over `state`: its `visit`-th visit, reached from `came_from`.
+/// Runs `node` over `state`: its `visit`-th visit, reached from `came_from`,
+/// with `tokens_left` of the run's token budget (`None`: no budget).
 pub(crate) async fn run(
     cx: &RunContext<'_>,
     node: &Node,
     state: &Arc<RunState>,
     visit: u32,
     came_from: &str,
+    tokens_left: Option<u64>,
 ) -> Outcome {
     match &node.body {
-        NodeBody::Skill(call) => skill::run(cx, node, call, state).await,
-        NodeBody::Map(map) => map::run(cx, node, map, state, visit).await,
+        NodeBody::Skill(call) => skill::run(cx, node, call, state, tokens_left).await,
+        NodeBody::Map(map) => map::run(cx, node, map, state, visit, tokens_left).await,
         NodeBody::Gate(gate) => gate::run(cx, node, gate, state),
         NodeBody::Fail(fail) => fail::run(cx, node, fail, state, came_from),
         NodeBody::End => end::run(),

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::{NodeFailure, NodeSuccess, Outcome};
 use crate::RunContext;
-use crate::call::{Attempts, CallPlan, call_node_skill, journal_entries};
+use crate::call::{Attempts, CallPlan, call_node_skill, journal_entries, usage_detail};
 use crate::node::{
     artifacts, base_vars, check_constraints, check_post, check_pre, map_input, skill_of, writes,
 };
@@ -21,8 +21,9 @@ pub(crate) async fn run(
     node: &Node,
     call: &SkillCall,
     state: &Arc<RunState>,
+    tokens_left: Option<u64>,
 ) -> Outcome {
-    run_call(cx, node, call, state).await.into()
+    run_call(cx, node, call, state, tokens_left).await.into()
 }
 
 async fn run_call(
@@ -30,6 +31,7 @@ async fn run_call(
     node: &Node,
     call: &SkillCall,
     state: &Arc<RunState>,
+    tokens_left: Option<u64>,
 ) -> Result<NodeSuccess, (NodeFailure, Option<StepRow>)> {
     let skill = skill_of(cx, node, call).map_err(|f| (f, None))?;
     let mut vars = base_vars(cx, node, state);
@@ -38,20 +40,24 @@ async fn run_call(
         .map_err(|f| (f, None))?;
     check_pre(node, &call.pre, &vars).map_err(|f| (f, None))?;
 
-    let plan = CallPlan::new(call, &skill);
+    let plan = CallPlan::new(call, &skill, tokens_left);
     let durable = cx.store.is_some();
     let started_at_ms = now_ms();
+    let attempts = call_node_skill(cx, &node.id, &skill, &plan, &input).await;
+    let usage = attempts.usage();
     let Attempts {
         mut report,
         attempt,
         failed,
-    } = call_node_skill(cx, &node.id, &skill, &plan, &input).await;
+        ..
+    } = attempts;
     // The host calls were made whatever happens to the node now: a failure
-    // commits them like a success.
+    // commits them like a success, and counts their tokens.
     let journal = journal_entries(&node.id, std::mem::take(&mut report.journal));
     let failed_after_call = |mut f: NodeFailure, step: &StepRow| {
         f.attempt = attempt;
         f.journal = journal.clone();
+        f.usage = usage;
         (f, Some(step.clone()))
     };
     if let Some(store) = cx.store {
@@ -68,6 +74,8 @@ async fn run_call(
     step.memory_peak_bytes = Some(report.memory_peak_bytes);
     if durable {
         step.input_hash = Some(state_hash(&input));
+        // The last attempt's; the rows of the attempts before it hold theirs.
+        step.detail = usage_detail(report.usage);
     }
     let output = match report.result {
         Ok(output) => output,
@@ -90,14 +98,19 @@ async fn run_call(
     vars.set_owned("verified", Value::Array(verified));
     let changes = writes(cx, node, &call.writes, &vars, state).map_err(|mut f| {
         f.journal = journal.clone();
+        f.usage = usage;
         (f, Some(step.clone()))
     })?;
     let files = artifacts(node, &call.artifacts, &vars).map_err(|mut f| {
         f.journal = journal.clone();
+        f.usage = usage;
         (f, Some(step.clone()))
     })?;
     if durable {
-        let mut detail = Map::new();
+        let mut detail = match step.detail.take() {
+            Some(Value::Object(detail)) => detail,
+            _ => Map::new(),
+        };
         if let Some(verified) = verified_quotes {
             detail.insert("verified_quotes".into(), verified);
         }
@@ -118,6 +131,7 @@ async fn run_call(
         artifacts: files,
         journal,
         logs_dropped: report.logs_dropped,
+        usage,
     })
 }
 

@@ -19,6 +19,7 @@ mod events;
 mod failures;
 mod integrity;
 mod kinds;
+mod llm;
 mod map;
 mod postgres;
 mod resume;

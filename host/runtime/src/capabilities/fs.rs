@@ -21,11 +21,10 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::fs::{self as wit, DirEntry, EntryKind};
 use super::{
-    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
-    HostCapability, guest_error,
+    Backends, Capability, GrantError, Grantable, GuestError, HasHostCall, HostCall, HostCapability,
+    guest_error,
 };
-use crate::call::CallState;
-use crate::limits::Limits;
+use crate::call::{CallOptions, CallState};
 
 pub(crate) struct Fs;
 
@@ -39,10 +38,10 @@ pub(crate) struct FsCall {
 impl HostCapability for Fs {
     type Call = FsCall;
 
-    fn new_call(grants: &Grants, _backends: &Backends, limits: &Limits) -> FsCall {
+    fn new_call(options: &CallOptions, _backends: &Backends) -> FsCall {
         FsCall {
-            grant: grants.fs.clone(),
-            memory_limit: limits.memory_bytes,
+            grant: options.grants.fs.clone(),
+            memory_limit: options.limits.memory_bytes,
         }
     }
 

@@ -59,12 +59,11 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::http::{self as wit, Request, Response};
 use super::{
-    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
-    HostCapability, guest_error,
+    Backends, Capability, GrantError, Grantable, GuestError, HasHostCall, HostCall, HostCapability,
+    guest_error,
 };
-use crate::call::CallState;
+use crate::call::{CallOptions, CallState};
 use crate::journal::JournalValue;
-use crate::limits::Limits;
 
 /// The largest response body a grant allows unless it says otherwise.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 << 20;
@@ -602,9 +601,10 @@ pub(crate) struct HttpCall {
 impl HostCapability for Http {
     type Call = HttpCall;
 
-    fn new_call(grants: &Grants, backends: &Backends, _limits: &Limits) -> HttpCall {
+    fn new_call(options: &CallOptions, backends: &Backends) -> HttpCall {
         HttpCall {
-            access: grants
+            access: options
+                .grants
                 .http
                 .as_ref()
                 .map(|grant| (grant.clone(), backends.http.clone())),
@@ -871,6 +871,7 @@ impl wit::Host for HostCall<'_, HttpCall> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capabilities::Grants;
 
     fn url(text: &str) -> url::Url {
         url::Url::parse(text).unwrap()

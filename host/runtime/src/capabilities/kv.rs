@@ -23,11 +23,10 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::kv as wit;
 use super::{
-    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
-    HostCapability, guest_error,
+    Backends, Capability, GrantError, Grantable, GuestError, HasHostCall, HostCall, HostCapability,
+    guest_error,
 };
-use crate::call::CallState;
-use crate::limits::Limits;
+use crate::call::{CallOptions, CallState};
 
 const MAX_KEY_BYTES: usize = 1024;
 const MAX_VALUE_BYTES: usize = 1 << 20;
@@ -124,9 +123,9 @@ struct KvAccess {
 impl HostCapability for Kv {
     type Call = KvCall;
 
-    fn new_call(grants: &Grants, backends: &Backends, _limits: &Limits) -> KvCall {
+    fn new_call(options: &CallOptions, backends: &Backends) -> KvCall {
         KvCall {
-            access: grants.kv.as_ref().map(|grant| KvAccess {
+            access: options.grants.kv.as_ref().map(|grant| KvAccess {
                 grant: grant.clone(),
                 backend: backends.kv.clone(),
             }),
@@ -248,6 +247,7 @@ mod tests {
     use super::wit::Host as _;
     use super::*;
     use crate::call::CallOptions;
+    use crate::capabilities::Grants;
     use crate::journal::{JournalMode, JournalRecord};
 
     fn call_state(backend: Arc<MemoryKv>, journal: JournalMode) -> CallState {

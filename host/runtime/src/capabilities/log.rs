@@ -6,9 +6,8 @@
 use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::log::{self as wit, Level};
-use super::{Backends, Grants, HasHostCall, HostCall, HostCapability};
-use crate::call::{CallState, LogLevel, LogLine};
-use crate::limits::Limits;
+use super::{Backends, HasHostCall, HostCall, HostCapability};
+use crate::call::{CallOptions, CallState, LogLevel, LogLine};
 
 pub(crate) struct Log;
 
@@ -67,12 +66,12 @@ pub(crate) fn sanitize(message: String) -> String {
 impl HostCapability for Log {
     type Call = LogCall;
 
-    fn new_call(_grants: &Grants, _backends: &Backends, limits: &Limits) -> LogCall {
+    fn new_call(options: &CallOptions, _backends: &Backends) -> LogCall {
         LogCall {
             lines: Vec::new(),
             dropped: 0,
             bytes: 0,
-            max_bytes: limits.max_log_bytes,
+            max_bytes: options.limits.max_log_bytes,
         }
     }
 

@@ -36,8 +36,7 @@ use std::sync::Arc;
 
 use wasmtime::component::{HasData, Linker};
 
-use crate::call::{CallScope, CallState};
-use crate::limits::Limits;
+use crate::call::{CallOptions, CallScope, CallState};
 
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
@@ -57,6 +56,7 @@ pub(crate) mod bindings {
 pub use bindings::skillhost::skill::types::SkillError as GuestError;
 pub use http::{HttpBackend, ReqwestHttp};
 pub use kv::{KvBackend, MemoryKv};
+pub use llm::{LlmProviders, TokenUsage};
 
 /// The version of the skill contract this host implements.
 pub const CONTRACT_PACKAGE: &str = "skillhost:skill";
@@ -68,10 +68,10 @@ pub(crate) trait HostCapability {
     /// trait is implemented for [`HostCall`]`<'_, Self::Call>`.
     type Call: Send + 'static;
 
-    /// The per-call instance for a call with `grants`, reaching `backends`.
-    /// Runs once per call: a capability the call is not granted must cost
-    /// nothing here.
-    fn new_call(grants: &Grants, backends: &Backends, limits: &Limits) -> Self::Call;
+    /// The per-call instance for a call with `options` (its grants, limits
+    /// and budget), reaching `backends`. Runs once per call: a capability
+    /// the call is not granted must cost nothing here.
+    fn new_call(options: &CallOptions, backends: &Backends) -> Self::Call;
 
     /// Adds the capability's interface to `linker`.
     fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()>;
@@ -115,12 +115,9 @@ impl<C: 'static> HasData for HasHostCall<C> {
     type Data<'a> = HostCall<'a, C>;
 }
 
-/// Where the capabilities that keep data outside a call keep it. One value
-/// per runtime, shared by every call of every skill it loads; set it in
-/// `RuntimeConfig::backends`.
-///
-/// `llm` will get its backend here; its module already builds its per-call
-/// instance from this value.
+/// Where the capabilities that keep data outside a call keep it, or reach
+/// outside the host. One value per runtime, shared by every call of every
+/// skill it loads; set it in `RuntimeConfig::backends`.
 #[derive(Clone)]
 pub struct Backends {
     /// The `kv` store. Defaults to one held in memory for the life of the
@@ -129,6 +126,10 @@ pub struct Backends {
     /// Where `http` requests go. Defaults to [`ReqwestHttp`], whose client is
     /// built on the first request.
     pub http: Arc<dyn HttpBackend>,
+    /// The model providers `llm` reaches, from the host's configuration
+    /// (`config::HostConfig`). Defaults to none: every `llm` grant then
+    /// names a provider that is not configured.
+    pub llm: Arc<LlmProviders>,
 }
 
 impl Default for Backends {
@@ -136,6 +137,7 @@ impl Default for Backends {
         Backends {
             kv: Arc::new(MemoryKv::default()),
             http: Arc::new(ReqwestHttp::default()),
+            llm: Arc::new(LlmProviders::default()),
         }
     }
 }
@@ -223,10 +225,10 @@ macro_rules! capabilities {
         }
 
         impl CapabilityCalls {
-            pub(crate) fn new(grants: &Grants, backends: &Backends, limits: &Limits) -> Self {
+            pub(crate) fn new(options: &CallOptions, backends: &Backends) -> Self {
                 CapabilityCalls {
-                    $( $always_mod: $always_mod::$always_host::new_call(grants, backends, limits), )*
-                    $( $granted_mod: $granted_mod::$granted_host::new_call(grants, backends, limits), )*
+                    $( $always_mod: $always_mod::$always_host::new_call(options, backends), )*
+                    $( $granted_mod: $granted_mod::$granted_host::new_call(options, backends), )*
                 }
             }
         }
@@ -253,7 +255,7 @@ capabilities! {
         Kv = "kv" => kv::Kv(KvGrant),
         /// Outbound HTTP to the granted hosts.
         Http = "http" => http::Http(HttpGrant),
-        /// Completions from a model provider (not implemented by this host yet).
+        /// Completions from a model provider of the host's configuration.
         Llm = "llm" => llm::Llm(LlmGrant),
     }
 }

@@ -187,8 +187,8 @@ fn bad_grants_are_refused_before_any_call() {
     assert!(err.to_string().contains("unknown capability"), "{err}");
     let err = grants.add("http", "https://example.org/").unwrap_err();
     assert!(err.to_string().contains("not a host"), "{err}");
-    let err = grants.add("llm", "provider/model").unwrap_err();
-    assert!(err.to_string().contains("implemented"), "{err}");
+    let err = grants.add("llm", "provider-without-model").unwrap_err();
+    assert!(err.to_string().contains("PROVIDER/MODEL"), "{err}");
     let err = grants.add("kv", "bad namespace!").unwrap_err();
     assert!(err.to_string().contains("namespace"), "{err}");
 }

@@ -6,5 +6,6 @@ mod cache;
 mod capabilities;
 mod http;
 mod limits;
+mod llm;
 mod load;
 mod wasi;

@@ -66,6 +66,9 @@ pub struct SkillCall {
     pub capabilities: BTreeMap<String, String>,
     /// `capabilities`, parsed.
     pub grants: Arc<Grants>,
+    /// The line of `capabilities`, where what is wrong with a grant is
+    /// reported; `None` when the node grants nothing.
+    pub capabilities_line: Option<usize>,
     pub max_visits: Option<u32>,
     /// Files the node produces, stored with the run in the same transaction
     /// as the node's checkpoint.
@@ -269,6 +272,7 @@ pub(crate) fn parse(p: &mut Parser<'_>, decl: &mut NodeDecl, cx: &NodeContext<'_
         }
     });
 
+    let capabilities_line = decl.capabilities.as_ref().map(|caps| p.line(caps));
     let (capabilities, grants) = match decl.capabilities.take() {
         Some(caps) => self::grants(p, node, &caps),
         None => (BTreeMap::new(), Grants::default()),
@@ -303,6 +307,7 @@ pub(crate) fn parse(p: &mut Parser<'_>, decl: &mut NodeDecl, cx: &NodeContext<'_
         fuel: decl.fuel.take().map(Spanned::into_inner),
         capabilities,
         grants: Arc::new(grants),
+        capabilities_line,
         max_visits,
         artifacts,
         input_constraints,

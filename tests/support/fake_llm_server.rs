@@ -1,0 +1,456 @@
+//! A **fake** model provider: a real HTTP/1.1 server on 127.0.0.1 that
+//! answers both wire formats the `llm` capability speaks, deterministically.
+//! No hosted model is reachable from the tests, so this is the one helper
+//! here that stands in for something; everything between it and the skill
+//! (the client, the wire formats, retries, the journal) is the real thing.
+//!
+//! Routes (one request per connection, `Connection: close`):
+//!
+//! - `POST /v1/chat/completions`: an OpenAI chat completion;
+//! - `POST /v1/messages`: an Anthropic message.
+//!
+//! Unless a test scripted otherwise, the answer is the **default reply**:
+//! the requested model; as content, `echo: ` and the last message's text,
+//! or, when structured output was asked for (OpenAI's `response_format`,
+//! Anthropic's forced tool), the smallest JSON that fits the schema
+//! ([`instance_of`]: every required property, strings `"fake"`, numbers 0,
+//! the first `enum` value…); as usage, the words of every message in, and
+//! the words of the content out.
+//!
+//! A test scripts answers with [`FakeLlmServer::push`]: each request takes
+//! the next [`FakeReply`] (a status, headers and body, or silence), and the
+//! default once the script is spent. Every request is recorded
+//! ([`FakeLlmServer::requests`]): its path, headers and body, so a test can
+//! see the key a provider got, or that a replay sent nothing.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum FakeReply {
+    /// This status, these headers and this body.
+    Answer {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    /// Read the request and never answer, until the server stops.
+    Silent,
+}
+
+impl FakeReply {
+    /// `status` with a JSON `body`.
+    pub fn json(status: u16, body: Value) -> FakeReply {
+        FakeReply::Answer {
+            status,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body: body.to_string(),
+        }
+    }
+
+    /// `status` with `body` as it is (a malformed answer, say).
+    pub fn text(status: u16, body: &str) -> FakeReply {
+        FakeReply::Answer {
+            status,
+            headers: Vec::new(),
+            body: body.to_string(),
+        }
+    }
+
+    /// An error answer in the shape both formats share
+    /// (`{"error": {"message": …}}`).
+    pub fn error(status: u16, message: &str) -> FakeReply {
+        FakeReply::json(
+            status,
+            json!({ "error": { "type": "error", "message": message } }),
+        )
+    }
+
+    /// A well-formed OpenAI completion with this `content`.
+    pub fn openai_content(content: &str) -> FakeReply {
+        FakeReply::json(200, openai_answer("fake-model", content, 1))
+    }
+
+    /// A well-formed Anthropic message with this text.
+    pub fn anthropic_text(text: &str) -> FakeReply {
+        FakeReply::json(200, anthropic_text_answer("fake-model", text, 1))
+    }
+
+    /// Adds a header to an answer.
+    pub fn with_header(mut self, name: &str, value: &str) -> FakeReply {
+        if let FakeReply::Answer { headers, .. } = &mut self {
+            headers.push((name.to_string(), value.to_string()));
+        }
+        self
+    }
+}
+
+/// A request the server read.
+#[derive(Debug, Clone)]
+pub struct ReceivedRequest {
+    pub method: String,
+    pub path: String,
+    /// `(name, value)`, names as sent.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl ReceivedRequest {
+    /// The value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON (`null` when it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+#[derive(Default)]
+struct Shared {
+    script: VecDeque<FakeReply>,
+    requests: Vec<ReceivedRequest>,
+}
+
+pub struct FakeLlmServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    shared: Arc<Mutex<Shared>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FakeLlmServer {
+    /// Starts a server on a free port of 127.0.0.1.
+    pub fn start() -> FakeLlmServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let thread = {
+            let (stop, shared) = (stop.clone(), shared.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let (stop, shared) = (stop.clone(), shared.clone());
+                            std::thread::spawn(move || serve(stream, &stop, &shared));
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        Err(_) => break,
+                    }
+                }
+            })
+        };
+        FakeLlmServer {
+            addr,
+            stop,
+            shared,
+            thread: Some(thread),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`: an `anthropic` provider's `base_url`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT/v1`: an `openai` provider's `base_url`.
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Queues `reply` for the next request not yet answered by the script.
+    pub fn push(&self, reply: FakeReply) {
+        self.lock().script.push_back(reply);
+    }
+
+    /// Every request read so far, in order.
+    pub fn requests(&self) -> Vec<ReceivedRequest> {
+        self.lock().requests.clone()
+    }
+
+    /// How many requests were read.
+    pub fn request_count(&self) -> usize {
+        self.lock().requests.len()
+    }
+
+    /// Stops listening; the port refuses connections from then on, and a
+    /// silent reply lets its connection go.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for FakeLlmServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn serve(stream: TcpStream, stop: &AtomicBool, shared: &Mutex<Shared>) {
+    stream.set_nonblocking(false).unwrap();
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let mut parts = line.split_whitespace();
+    let (method, path) = match (parts.next(), parts.next()) {
+        (Some(m), Some(p)) => (m.to_string(), p.to_string()),
+        _ => return,
+    };
+    let mut headers = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).is_err() {
+            return;
+        }
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            let (name, value) = (name.trim().to_string(), value.trim().to_string());
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.parse().unwrap_or(0);
+            }
+            headers.push((name, value));
+        }
+    }
+    let mut body = vec![0; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let request = ReceivedRequest {
+        method,
+        path,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    };
+    let scripted = {
+        let mut shared = shared.lock().unwrap_or_else(|p| p.into_inner());
+        shared.requests.push(request.clone());
+        shared.script.pop_front()
+    };
+    let (status, extra, body) = match scripted {
+        Some(FakeReply::Silent) => {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            return;
+        }
+        Some(FakeReply::Answer {
+            status,
+            headers,
+            body,
+        }) => (status, headers, body),
+        None => {
+            let (status, body) = default_reply(&request);
+            (
+                status,
+                vec![("Content-Type".into(), "application/json".into())],
+                body.to_string(),
+            )
+        }
+    };
+    let mut head = format!(
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in extra {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut out = stream;
+    let _ = out
+        .write_all(head.as_bytes())
+        .and_then(|()| out.write_all(body.as_bytes()));
+}
+
+/// The default, deterministic answer to `request`.
+fn default_reply(request: &ReceivedRequest) -> (u16, Value) {
+    let body = request.json();
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("fake-model");
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let text_of = |m: &Value| {
+        m.get("content")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut words_in: usize = messages.iter().map(|m| words(&text_of(m))).sum();
+    if let Some(system) = body.get("system").and_then(Value::as_str) {
+        words_in += words(system);
+    }
+    let echo = format!("echo: {}", messages.last().map(text_of).unwrap_or_default());
+    match (request.method.as_str(), request.path.as_str()) {
+        ("POST", "/v1/chat/completions") => {
+            let schema = body
+                .get("response_format")
+                .and_then(|f| f.get("json_schema"))
+                .and_then(|s| s.get("schema"));
+            let content = match schema {
+                Some(schema) => instance_of(schema).to_string(),
+                None => echo,
+            };
+            (200, openai_answer(model, &content, words_in))
+        }
+        ("POST", "/v1/messages") => {
+            let tool = body
+                .get("tools")
+                .and_then(|t| t.get(0))
+                .filter(|_| body.get("tool_choice").is_some());
+            match tool {
+                Some(tool) => {
+                    let input = instance_of(tool.get("input_schema").unwrap_or(&Value::Null));
+                    let name = tool.get("name").and_then(Value::as_str).unwrap_or("output");
+                    let out = words(&input.to_string());
+                    (
+                        200,
+                        json!({
+                            "id": "msg_fake",
+                            "type": "message",
+                            "role": "assistant",
+                            "model": model,
+                            "content": [{
+                                "type": "tool_use", "id": "toolu_fake", "name": name, "input": input,
+                            }],
+                            "stop_reason": "tool_use",
+                            "usage": { "input_tokens": words_in, "output_tokens": out },
+                        }),
+                    )
+                }
+                None => (200, anthropic_text_answer(model, &echo, words_in)),
+            }
+        }
+        _ => {
+            let message = format!(
+                "the fake provider has no route {} {}",
+                request.method, request.path
+            );
+            (404, json!({ "error": { "message": message } }))
+        }
+    }
+}
+
+fn words(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
+fn openai_answer(model: &str, content: &str, words_in: usize) -> Value {
+    json!({
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": { "role": "assistant", "content": content },
+            "finish_reason": "stop",
+        }],
+        "usage": {
+            "prompt_tokens": words_in,
+            "completion_tokens": words(content),
+            "total_tokens": words_in + words(content),
+        },
+    })
+}
+
+fn anthropic_text_answer(model: &str, text: &str, words_in: usize) -> Value {
+    json!({
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{ "type": "text", "text": text }],
+        "stop_reason": "end_turn",
+        "usage": { "input_tokens": words_in, "output_tokens": words(text) },
+    })
+}
+
+/// The smallest JSON that fits `schema`, for the schemas tests and skills
+/// ask for: `const`, the first of `enum`, every required property of an
+/// object, `minItems` items of an array, strings `"fake"` (padded to
+/// `minLength`), numbers at `minimum` or 0, `false`, `null`.
+pub fn instance_of(schema: &Value) -> Value {
+    if let Some(value) = schema.get("const") {
+        return value.clone();
+    }
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    let ty = match schema.get("type") {
+        Some(Value::String(ty)) => ty.as_str(),
+        Some(Value::Array(types)) => types.first().and_then(Value::as_str).unwrap_or("null"),
+        _ if schema.get("properties").is_some() => "object",
+        _ => "null",
+    };
+    match ty {
+        "object" => {
+            let mut object = Map::new();
+            let properties = schema.get("properties").and_then(Value::as_object);
+            for name in schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                let property = properties.and_then(|p| p.get(name)).unwrap_or(&Value::Null);
+                object.insert(name.to_string(), instance_of(property));
+            }
+            Value::Object(object)
+        }
+        "array" => {
+            let n = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+            let item = instance_of(schema.get("items").unwrap_or(&Value::Null));
+            Value::Array((0..n).map(|_| item.clone()).collect())
+        }
+        "string" => {
+            let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let mut text = "fake".to_string();
+            while text.chars().count() < min {
+                text.push('e');
+            }
+            Value::String(text)
+        }
+        "integer" => json!(schema.get("minimum").and_then(Value::as_i64).unwrap_or(0)),
+        "number" => json!(schema.get("minimum").and_then(Value::as_f64).unwrap_or(0.0)),
+        "boolean" => Value::Bool(false),
+        _ => Value::Null,
+    }
+}
