@@ -9,5 +9,6 @@ mod engine;
 mod http;
 mod layout;
 mod research;
+mod research_llm;
 mod scripts;
 mod workers;
