@@ -10,5 +10,6 @@ mod http;
 mod layout;
 mod llm;
 mod research;
+mod research_llm;
 mod scripts;
 mod workers;
