@@ -1,13 +1,17 @@
-//! The `research-llm` example's parts that need no model: its corpus, a copy
-//! of one file of the research corpus that must not drift from it, and the
-//! shipped `paper-summarize-llm` component through the real binary (its
-//! manifest and schemas, and the calls that end before or at the model).
+//! The `research-llm` example: its corpus, a copy of one file of the research
+//! corpus that must not drift from it; the shipped `paper-summarize-llm`
+//! component through the real binary (its manifest and schemas, and the
+//! calls that end before or at the model); and the whole scenario against
+//! the fake model provider (`skillhost_tests::fake_llm_server`: no hosted
+//! model is reachable here), once quoting the abstracts and once inventing
+//! a quote, which the citation check must refuse.
 
 use std::path::Path;
 
 use serde_json::{Value, json};
 
 use skillhost_tests::cli::{host, json, stderr};
+use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply, ReceivedRequest};
 
 fn paper(abstract_: &str) -> String {
     json!({ "paper": {
@@ -110,4 +114,123 @@ fn an_empty_abstract_fails_before_the_model_is_asked() {
         error["message"].as_str().unwrap().contains("rag-0001"),
         "{report}"
     );
+}
+
+/// The deterministic "model" of the whole-scenario tests: for each summary
+/// request, a JSON answer built from the abstract it was sent (everything
+/// after `Abstract:` in the last message, as the skill's prompt puts it),
+/// with `quote` picking what it claims the abstract says.
+fn summariser(
+    quote: fn(&str) -> String,
+) -> impl Fn(&ReceivedRequest) -> Option<FakeReply> + Send + Sync + 'static {
+    move |request| {
+        let body = request.json();
+        let last = body["messages"].as_array()?.last()?["content"].as_str()?;
+        let (_, abstract_) = last.split_once("Abstract:\n")?;
+        let first = first_sentence(abstract_);
+        let answer = json!({
+            "main_contributions": [first],
+            "methodology": "A method the fake model describes in its own words.",
+            "key_findings": [first],
+            "limitations": [],
+            "quotes": [quote(abstract_)],
+        });
+        Some(FakeReply::openai_content(&answer.to_string()))
+    }
+}
+
+/// The abstract's first sentence, verbatim: up to its first `. `.
+fn first_sentence(abstract_: &str) -> String {
+    let text = abstract_.trim();
+    match text.find(". ") {
+        Some(end) => text[..=end].to_string(),
+        None => text.to_string(),
+    }
+}
+
+/// `examples/research-llm` with a host configuration in the user's
+/// configuration directory that points `local` at `server`.
+fn configure_local(dir: &Path, server: &FakeLlmServer) -> String {
+    let config = dir.join("xdg-config/skillhost");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[llm.providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\n",
+            server.openai_base_url()
+        ),
+    )
+    .unwrap();
+    skillhost_tests::repo_root()
+        .join("examples/research-llm/scenario.toml")
+        .display()
+        .to_string()
+}
+
+fn run_research(dir: &Path, scenario: &str) -> std::process::Output {
+    host(
+        dir,
+        &[
+            "run",
+            scenario,
+            "--input",
+            r#"{"query": "retrieval augmented generation", "max_papers": 4}"#,
+            "--out",
+            &dir.join("report.md").display().to_string(),
+            "--json",
+        ],
+        None,
+    )
+}
+
+#[test]
+fn the_scenario_runs_on_a_model_whose_quotes_are_in_the_abstracts() {
+    let server = FakeLlmServer::start_with(summariser(first_sentence));
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = configure_local(dir.path(), &server);
+
+    let out = run_research(dir.path(), &scenario);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = json(&out);
+    assert_eq!(summary["status"], "completed", "{summary}");
+    // One completion per paper, each quote verified at its offsets.
+    assert_eq!(server.request_count(), 4);
+    let quotes = summary["state"]["summary_quotes"].as_array().unwrap();
+    assert_eq!(quotes.len(), 4, "{summary}");
+    assert_eq!(summary["usage"]["calls"], 4, "{summary}");
+    let report = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(report.starts_with("# "), "{report}");
+
+    // The usage is stored with the map step and shown per run.
+    let run_id = summary["run_id"].as_str().unwrap();
+    let shown = json(&host(dir.path(), &["runs", "show", run_id, "--json"], None));
+    assert_eq!(shown["usage"]["calls"], 4, "{shown}");
+    let journal = shown["journal"].as_array().unwrap();
+    assert_eq!(journal.len(), 4);
+    assert!(journal.iter().all(|entry| entry["kind"] == "llm"));
+}
+
+#[test]
+fn a_quote_the_abstract_does_not_have_fails_the_summaries_by_the_citation_check() {
+    let server = FakeLlmServer::start_with(summariser(|_| {
+        "Our method outperforms every baseline by a wide margin.".to_string()
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = configure_local(dir.path(), &server);
+
+    let out = run_research(dir.path(), &scenario);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let summary = json(&out);
+    assert_eq!(summary["status"], "failed", "{summary}");
+    let failure = &summary["failure"];
+    assert_eq!(failure["node"], "paper_summarize", "{failure}");
+    assert_eq!(failure["code"], "citation-check-failed", "{failure}");
+    assert!(
+        failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("Our method outperforms every baseline"),
+        "{failure}"
+    );
+    assert!(!dir.path().join("report.md").exists());
 }

@@ -19,7 +19,9 @@
 //!
 //! A test scripts answers with [`FakeLlmServer::push`]: each request takes
 //! the next [`FakeReply`] (a status, headers and body, or silence), and the
-//! default once the script is spent. Every request is recorded
+//! default once the script is spent; a server started with
+//! [`FakeLlmServer::start_with`] asks its responder before the default, for
+//! answers that depend on the request. Every request is recorded
 //! ([`FakeLlmServer::requests`]): its path, headers and body, so a test can
 //! see the key a provider got, or that a replay sent nothing.
 
@@ -118,10 +120,15 @@ impl ReceivedRequest {
     }
 }
 
+/// A test's own answer to each request the script does not answer: a
+/// reply, or `None` for the default one.
+pub type Responder = dyn Fn(&ReceivedRequest) -> Option<FakeReply> + Send + Sync;
+
 #[derive(Default)]
 struct Shared {
     script: VecDeque<FakeReply>,
     requests: Vec<ReceivedRequest>,
+    responder: Option<Arc<Responder>>,
 }
 
 pub struct FakeLlmServer {
@@ -134,11 +141,28 @@ pub struct FakeLlmServer {
 impl FakeLlmServer {
     /// Starts a server on a free port of 127.0.0.1.
     pub fn start() -> FakeLlmServer {
+        Self::start_with_shared(Shared::default())
+    }
+
+    /// Starts a server that answers every request the script does not with
+    /// `responder`, falling back to the default reply where it gives none:
+    /// for answers that depend on what was asked (a summary quoting the
+    /// abstract it was sent), whatever order concurrent requests come in.
+    pub fn start_with(
+        responder: impl Fn(&ReceivedRequest) -> Option<FakeReply> + Send + Sync + 'static,
+    ) -> FakeLlmServer {
+        Self::start_with_shared(Shared {
+            responder: Some(Arc::new(responder)),
+            ..Shared::default()
+        })
+    }
+
+    fn start_with_shared(shared: Shared) -> FakeLlmServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let shared = Arc::new(Mutex::new(Shared::default()));
+        let shared = Arc::new(Mutex::new(shared));
         let thread = {
             let (stop, shared) = (stop.clone(), shared.clone());
             std::thread::spawn(move || {
@@ -251,11 +275,12 @@ fn serve(stream: TcpStream, stop: &AtomicBool, shared: &Mutex<Shared>) {
         headers,
         body: String::from_utf8_lossy(&body).into_owned(),
     };
-    let scripted = {
+    let (scripted, responder) = {
         let mut shared = shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.requests.push(request.clone());
-        shared.script.pop_front()
+        (shared.script.pop_front(), shared.responder.clone())
     };
+    let scripted = scripted.or_else(|| responder.and_then(|answer| answer(&request)));
     let (status, extra, body) = match scripted {
         Some(FakeReply::Silent) => {
             while !stop.load(Ordering::Relaxed) {
