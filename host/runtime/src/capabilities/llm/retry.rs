@@ -1,7 +1,7 @@
 //! How long to wait before retrying a provider that answered 429 or 5xx:
 //! what its `Retry-After` asks, else an exponential backoff.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// The wait before the first retry when the provider does not say;
 /// doubled for each further one.
@@ -18,69 +18,21 @@ pub(crate) fn backoff(retry: u32) -> Duration {
 }
 
 /// The wait a `Retry-After` value asks for at `now`: a number of seconds, or
-/// an HTTP date (IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`; a date past
-/// is no wait). `None` for a value that is neither.
+/// an HTTP date in any of the three formats RFC 9110 has a recipient accept
+/// (a date past is no wait). `None` for a value that is neither.
 pub(crate) fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         return value.parse::<u64>().ok().map(Duration::from_secs);
     }
-    let at = http_date(value)?;
+    let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
-/// An IMF-fixdate as a time.
-fn http_date(value: &str) -> Option<SystemTime> {
-    // `Sun, 06 Nov 1994 08:49:37 GMT`
-    let (_weekday, rest) = value.split_once(", ")?;
-    let mut parts = rest.split(' ');
-    let day: u32 = parts.next()?.parse().ok()?;
-    let month = match parts.next()? {
-        "Jan" => 1,
-        "Feb" => 2,
-        "Mar" => 3,
-        "Apr" => 4,
-        "May" => 5,
-        "Jun" => 6,
-        "Jul" => 7,
-        "Aug" => 8,
-        "Sep" => 9,
-        "Oct" => 10,
-        "Nov" => 11,
-        "Dec" => 12,
-        _ => return None,
-    };
-    let year: i64 = parts.next()?.parse().ok()?;
-    let mut clock = parts.next()?.split(':');
-    let hour: u64 = clock.next()?.parse().ok()?;
-    let minute: u64 = clock.next()?.parse().ok()?;
-    let second: u64 = clock.next()?.parse().ok()?;
-    if parts.next()? != "GMT" || parts.next().is_some() || clock.next().is_some() {
-        return None;
-    }
-    if !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let seconds = u64::try_from(days).ok()? * 86_400 + hour * 3600 + minute * 60 + second;
-    Some(UNIX_EPOCH + Duration::from_secs(seconds))
-}
-
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar
-/// (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn retry_after_takes_seconds_or_a_date() {
@@ -96,10 +48,14 @@ mod tests {
             retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now),
             Some(Duration::ZERO)
         );
-        assert_eq!(http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(UNIX_EPOCH));
+        // RFC 850 and asctime dates too.
         assert_eq!(
-            http_date("Tue, 29 Feb 2028 12:00:00 GMT"),
-            Some(UNIX_EPOCH + Duration::from_secs(1_835_438_400))
+            retry_after("Sunday, 06-Nov-94 08:49:47 GMT", now),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            retry_after("Sun Nov  6 08:49:47 1994", now),
+            Some(Duration::from_secs(10))
         );
         for bad in [
             "",
