@@ -1,7 +1,8 @@
 //! The helpers every crate's integration tests share: the repository's
 //! paths and shipped skills, test components built from WAT and WIT with no
 //! Wasm compiler (`fixtures/`), the real `host` binary run in a private
-//! directory ([`cli`]), throwaway Postgres clusters ([`pg`]), and, behind
+//! directory ([`cli`]), throwaway Postgres clusters ([`pg`]), a real OCI registry and the
+//! registry clients nobody here wrote ([`registry`]), and, behind
 //! features, a test `Runtime` (`runtime`) and the store's fixtures (`store`).
 //!
 //! Nothing here is a fake: every helper builds or starts the real thing.
@@ -9,6 +10,7 @@
 pub mod cli;
 pub mod http_server;
 pub mod pg;
+pub mod registry;
 #[cfg(feature = "store")]
 pub mod store_fixtures;
 

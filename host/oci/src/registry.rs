@@ -169,7 +169,12 @@ impl Registry {
             (&manifest.manifest.config, "config"),
             (&manifest.layer, "component"),
         ] {
-            if cache.verified_blob(&descriptor.digest)?.is_none() {
+            // A blob damaged on disk was removed by the check: fetch it anew.
+            let cached = cache.verified_blob(&descriptor.digest).unwrap_or_else(|e| {
+                tracing::warn!("{e}");
+                None
+            });
+            if cached.is_none() {
                 downloaded += self
                     .pull_blob(&pinned, descriptor, cache, what, progress)
                     .await?;

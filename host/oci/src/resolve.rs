@@ -333,12 +333,26 @@ impl Resolver {
         policy: &TrustPolicy,
     ) -> Result<Option<Resolved>> {
         let pinned = reference.pinned(digest);
-        let Some(bytes) = self.cache.read_blob(digest)? else {
-            return Ok(None);
+        // A blob damaged on disk is removed by its check; online, it is
+        // pulled again, offline that is the error.
+        let damaged = |e: OciError| {
+            if self.options.offline {
+                Err(e)
+            } else {
+                tracing::warn!("{e}");
+                Ok(None)
+            }
+        };
+        let bytes = match self.cache.read_blob(digest) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Ok(None),
+            Err(e) => return damaged(e),
         };
         let manifest = ComponentManifest::parse(&bytes, &pinned.to_string())?;
-        let Some(path) = self.cache.verified_blob(&manifest.layer.digest)? else {
-            return Ok(None);
+        let path = match self.cache.verified_blob(&manifest.layer.digest) {
+            Ok(Some(path)) => path,
+            Ok(None) => return Ok(None),
+            Err(e) => return damaged(e),
         };
         let mut resolved = Resolved {
             reference: pinned,
