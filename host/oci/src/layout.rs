@@ -36,6 +36,19 @@ pub const URL: &str = "org.opencontainers.image.url";
 pub const REVISION: &str = "org.opencontainers.image.revision";
 pub const CREATED: &str = "org.opencontainers.image.created";
 
+/// The `created` time of a push, RFC 3339: `$SOURCE_DATE_EPOCH` when set
+/// (so a reproducible build pushes a reproducible manifest), else now.
+pub fn created_now() -> String {
+    let epoch = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok());
+    let time = match epoch.and_then(|secs| chrono::DateTime::from_timestamp(secs, 0)) {
+        Some(time) => time,
+        None => chrono::Utc::now(),
+    };
+    time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// `sha256:` and the hex SHA-256 of `bytes`.
 pub fn digest_of(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
