@@ -455,7 +455,9 @@ pub fn load_checked(
 struct ScenarioComponents<'a> {
     globals: &'a Globals,
     options: ResolveOptions,
-    state: std::cell::RefCell<Option<Resolving>>,
+    /// Made on the first registry component; a failure to make it is
+    /// reported once, in full, and named by the later components.
+    state: std::cell::RefCell<Option<Result<Resolving, ()>>>,
     /// Whether a failure so far was the environment's.
     environment: std::cell::Cell<bool>,
 }
@@ -497,14 +499,19 @@ impl scenario::ComponentResolver for ScenarioComponents<'_> {
         let mut state = self.state.borrow_mut();
         if state.is_none() {
             match self.start(scenario) {
-                Ok(started) => *state = Some(started),
+                Ok(started) => *state = Some(Ok(started)),
                 Err(failure) => {
+                    *state = Some(Err(()));
                     self.environment.set(failure.code == 3);
                     return Err(failure.message);
                 }
             }
         }
-        let resolving = state.as_ref().expect("started above");
+        let Some(Ok(resolving)) = state.as_ref() else {
+            return Err(format!(
+                "skill `{alias}` (`{reference}`) is not resolved: see the first registry error"
+            ));
+        };
         match resolving.resolver.resolve(
             alias,
             reference,
