@@ -1,7 +1,10 @@
 //! A real OCI registry for the registry tests: Debian's `docker-registry`
 //! (the CNCF Distribution registry) on a free port of 127.0.0.1, with its
 //! storage in a temporary directory, optionally behind an htpasswd file
-//! (HTTP basic authentication, bcrypt, written with Apache's `htpasswd`).
+//! (HTTP basic authentication, bcrypt, written with Apache's `htpasswd`) or
+//! behind the registry token flow: a token server (Python, on 127.0.0.1)
+//! that checks the same user and password and issues ES256 tokens the
+//! registry verifies against the token server's certificate.
 //!
 //! Also the clients nobody here wrote, for interoperability: `skopeo`
 //! (Debian) and the `oras` Python SDK (PyPI), with Python's `cryptography`
@@ -33,24 +36,117 @@ pub struct TestRegistry {
     port: u16,
     child: Mutex<Option<Child>>,
     watchdog: Mutex<Option<Child>>,
+    /// The token server of [`TestRegistry::with_token_auth`].
+    token_server: Mutex<Option<Child>>,
 }
+
+/// How a test registry authenticates.
+enum Auth {
+    None,
+    Htpasswd,
+    Token,
+}
+
+/// The token server: `python3 -c TOKEN_SERVER CERT_FILE USER PASSWORD`.
+/// Makes a P-256 key and a self-signed certificate (written to CERT_FILE
+/// for the registry's `rootcertbundle`), listens on a free port of
+/// 127.0.0.1 and prints it, and answers `GET /token?service=…&scope=…` with
+/// basic credentials by a JWT (ES256, the certificate in `x5c`) granting
+/// the scope's actions; wrong or no credentials get 401.
+const TOKEN_SERVER: &str = r#"
+import base64, datetime, http.server, json, sys, time, urllib.parse, uuid
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+from cryptography.x509.oid import NameOID
+cert_file, user, password = sys.argv[1:4]
+key = ec.generate_private_key(ec.SECP256R1())
+name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "skillhost-test-token")])
+now = datetime.datetime.now(datetime.timezone.utc)
+cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256()))
+open(cert_file, "wb").write(cert.public_bytes(serialization.Encoding.PEM))
+x5c = base64.b64encode(cert.public_bytes(serialization.Encoding.DER)).decode()
+expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+def b64(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+    def do_GET(self):
+        url = urllib.parse.urlparse(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        if url.path != "/token" or self.headers.get("Authorization") != expected:
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"details": "wrong credentials"}')
+            return
+        access = []
+        for scope in query.get("scope", []):
+            kind, repository, actions = scope.split(":")
+            access.append({"type": kind, "name": repository, "actions": actions.split(",")})
+        issued = int(time.time())
+        header = {"alg": "ES256", "typ": "JWT", "x5c": [x5c]}
+        claims = {"iss": "skillhost-test-issuer", "sub": user,
+                  "aud": query.get("service", [""])[0], "exp": issued + 300,
+                  "nbf": issued - 10, "iat": issued, "jti": str(uuid.uuid4()), "access": access}
+        signing_input = b64(json.dumps(header).encode()) + "." + b64(json.dumps(claims).encode())
+        r, s = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+        token = signing_input + "." + b64(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+        body = json.dumps({"token": token, "access_token": token, "expires_in": 300}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+# Exit when the test process goes (its end of our stdin closes).
+import os, threading
+threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
 
 impl TestRegistry {
     /// An anonymous registry.
     pub fn start() -> TestRegistry {
-        TestRegistry::launch(false)
+        TestRegistry::launch(Auth::None)
     }
 
     /// A registry that wants [`USER`] and [`PASSWORD`] (HTTP basic).
     pub fn with_auth() -> TestRegistry {
-        TestRegistry::launch(true)
+        TestRegistry::launch(Auth::Htpasswd)
     }
 
-    fn launch(auth: bool) -> TestRegistry {
+    /// A registry behind the token flow: it answers with a bearer
+    /// challenge, and a token server that wants [`USER`] and [`PASSWORD`]
+    /// issues the tokens.
+    pub fn with_token_auth() -> TestRegistry {
+        TestRegistry::launch(Auth::Token)
+    }
+
+    fn launch(auth: Auth) -> TestRegistry {
         require("docker-registry");
         let dir = tempfile::tempdir().expect("temporary directory");
         let port = free_port();
-        let auth_section = if auth {
+        let mut token_server = None;
+        let auth_section = if let Auth::Token = auth {
+            let cert = dir.path().join("token.crt");
+            let (child, token_port) = start_token_server(&cert);
+            token_server = Some(child);
+            format!(
+                "auth:\n  token:\n    realm: http://127.0.0.1:{token_port}/token\n    \
+                 service: skillhost-test\n    issuer: skillhost-test-issuer\n    \
+                 rootcertbundle: {}\n",
+                cert.display()
+            )
+        } else if let Auth::Htpasswd = auth {
             let htpasswd = require("htpasswd");
             let out = Command::new(htpasswd)
                 .args(["-Bbn", USER, PASSWORD])
@@ -77,6 +173,7 @@ impl TestRegistry {
             port,
             child: Mutex::new(None),
             watchdog: Mutex::new(None),
+            token_server: Mutex::new(token_server),
         };
         registry.start_again();
         registry
@@ -177,7 +274,39 @@ impl TestRegistry {
 impl Drop for TestRegistry {
     fn drop(&mut self) {
         self.stop();
+        if let Some(mut server) = self.token_server.lock().unwrap().take() {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
     }
+}
+
+/// Starts [`TOKEN_SERVER`], writing its certificate to `cert`; returns it
+/// and its port. It is killed on drop, and exits by itself when this
+/// process dies (its stdin, a pipe from here, closes).
+fn start_token_server(cert: &Path) -> (Child, u16) {
+    use std::io::BufRead as _;
+    let python = require("python3");
+    let mut child = Command::new(python)
+        .arg("-c")
+        .arg(TOKEN_SERVER)
+        .arg(cert)
+        .args([USER, PASSWORD])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the token server");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .expect("the token server's port");
+    let port = line.trim().parse().unwrap_or_else(|_| {
+        panic!(
+            "the token server did not start (it needs python3 with cryptography; {INSTALL_HINT})"
+        )
+    });
+    (child, port)
 }
 
 /// The status of `GET path` on 127.0.0.1:`port`, if it answers.

@@ -162,3 +162,33 @@ fn a_damaged_cache_is_noticed_and_pulled_again() {
         std::fs::read(skillhost_tests::dist("echo")).unwrap()
     );
 }
+
+#[test]
+fn the_token_flow_gets_a_bearer_token_with_the_credentials() {
+    let registry = TestRegistry::with_token_auth();
+    let right = Connection {
+        credentials: Some(Credentials::basic(USER, PASSWORD, "the test's user")),
+        ..Connection::default()
+    };
+    let pushed = push_with(&registry, "echo", "skills/echo:1", &right);
+    let reference = ComponentRef::parse(&registry.reference("skills/echo:1")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let with = |connection: Connection| {
+        skillhost_oci::Resolver::new(cache(dir.path()), connection, ResolveOptions::default())
+    };
+    let pulled = with(right).fetch(&reference, &no_policy()).unwrap();
+    assert_eq!(pulled.digest, pushed.digest);
+
+    // The token server refuses wrong credentials; anonymous gets no token.
+    let wrong = Connection {
+        credentials: Some(Credentials::basic(USER, "wrong", "the wrong password")),
+        ..Connection::default()
+    };
+    let err = with(wrong).fetch(&reference, &no_policy()).unwrap_err();
+    assert!(matches!(err, OciError::Unauthorized { .. }), "{err}");
+    assert!(err.to_string().contains("the wrong password"), "{err}");
+    let err = with(Connection::default())
+        .fetch(&reference, &no_policy())
+        .unwrap_err();
+    assert!(matches!(err, OciError::Unauthorized { .. }), "{err}");
+}
