@@ -36,6 +36,15 @@ pub trait Progress: Send + Sync {
     fn finish(&self) {}
 }
 
+/// Ends a transfer's progress however its function returns.
+struct Finish<'a>(&'a dyn Progress);
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        self.0.finish();
+    }
+}
+
 /// No progress shown.
 pub struct Quiet;
 
@@ -218,6 +227,7 @@ impl Registry {
             .map_err(|e| self.error(reference, e))?;
         let mut writer = cache.writer(&descriptor.digest, &reference.to_string(), what)?;
         progress.start(what, Some(descriptor.size));
+        let _bar = Finish(progress);
         // The first bytes, to refuse a layer that is not a component
         // before it is stored.
         let mut head = Vec::with_capacity(8);
@@ -230,7 +240,6 @@ impl Registry {
             writer.write(&chunk)?;
             progress.advance(chunk.len() as u64);
             if writer.written() > descriptor.size {
-                progress.finish();
                 return Err(OciError::DigestMismatch {
                     reference: reference.to_string(),
                     what,
@@ -239,7 +248,6 @@ impl Registry {
                 });
             }
         }
-        progress.finish();
         if what == "component"
             && let Err(reason) = crate::layout::check_component_header(&head)
         {
