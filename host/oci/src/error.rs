@@ -101,6 +101,11 @@ pub enum OciError {
     /// Bad input that names itself (an annotation, a component file).
     #[error("{0}")]
     Invalid(String),
+
+    /// The machine could not do what a registry call needs (start a
+    /// runtime or a thread).
+    #[error("{0}")]
+    Machine(String),
 }
 
 impl OciError {
@@ -114,6 +119,7 @@ impl OciError {
                 | OciError::Registry { .. }
                 | OciError::Cache { .. }
                 | OciError::NotCached { .. }
+                | OciError::Machine(_)
         )
     }
 

@@ -44,7 +44,9 @@ impl ComponentRef {
             None => (text, None),
         };
         let Some((registry, rest)) = name.split_once('/') else {
-            return Err(bad("it names no repository after the registry"));
+            return Err(bad(
+                "it has no `/`: a reference names a registry, then a repository",
+            ));
         };
         check_registry(registry).map_err(|r| bad(&r))?;
         // The tag follows the last `:` of the repository part (the
@@ -305,7 +307,9 @@ mod tests {
             ("oci://", "empty"),
             ("127.0.0.1:5000/skills/echo", "neither a tag nor a digest"),
             ("skills/echo:1", "does not look like a registry"),
-            ("127.0.0.1:5000", "no repository"),
+            ("127.0.0.1:5000", "no `/`"),
+            ("echo:1", "no `/`"),
+            ("127.0.0.1:5000/:1", "no repository"),
             ("127.0.0.1:5000/Skills/echo:1", "bad path component"),
             ("127.0.0.1:5000/skills//echo:1", "bad path component"),
             ("127.0.0.1:5000/echo:-x", "the tag"),

@@ -261,7 +261,7 @@ impl Resolver {
                     let runtime = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()
-                        .map_err(|e| OciError::Invalid(format!("cannot start a runtime: {e}")))?;
+                        .map_err(|e| OciError::Machine(format!("cannot start a runtime: {e}")))?;
                     let registry = Arc::new(RegistryFor {
                         connection: connection.clone(),
                         clients: std::sync::Mutex::new(Vec::new()),
@@ -270,7 +270,7 @@ impl Resolver {
                 })
                 .join()
                 .unwrap_or_else(|_| {
-                    Err(OciError::Invalid(
+                    Err(OciError::Machine(
                         "the registry thread panicked; run again with RUST_LOG=debug".to_string(),
                     ))
                 })

@@ -136,3 +136,25 @@ fn offline_runs_from_the_cache_and_says_what_is_missing() {
     );
     assert!(ComponentRef::parse(&text).is_ok());
 }
+
+#[test]
+fn a_lock_that_disagrees_with_its_manifest_is_refused() {
+    let registry = TestRegistry::start();
+    push(&registry, "echo", "skills/echo:1");
+    let text = registry.reference("skills/echo:1");
+    let dir = tempfile::tempdir().unwrap();
+    let online = resolver(cache(dir.path()), ResolveOptions::default());
+    let resolved = online.resolve("echo", &text, None, &no_policy()).unwrap();
+    let mut entry = resolved.lock_entry("echo", &text);
+    entry.size += 1;
+    let lock = Lock::new(vec![entry]);
+    let err = online
+        .resolve("echo", &text, Some(&lock), &no_policy())
+        .unwrap_err();
+    assert!(matches!(err, OciError::Lock(_)), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("skill `echo`") && message.contains("edited or damaged"),
+        "{message}"
+    );
+}
