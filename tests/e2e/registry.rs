@@ -311,6 +311,15 @@ fn the_research_scenario_runs_from_the_registry_locked_and_offline() {
         std::fs::read_to_string(&local_report).unwrap()
     );
 
+    // `host graph` resolves the same way; `host submit` refuses, since a
+    // worker does not pull.
+    ok(&host(dir.path(), &["graph", remote.to_str().unwrap()]));
+    let out = host(
+        dir.path(),
+        &["submit", remote.to_str().unwrap(), "--input", QUERY],
+    );
+    fails(&out, 2, &["registry component", "host worker"]);
+
     // With the registry stopped, it runs from the lock and the cache.
     registry.stop();
     ok(&run_research(dir.path(), &remote, &report, &[]));
