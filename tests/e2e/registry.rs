@@ -374,6 +374,43 @@ fn the_research_scenario_runs_from_the_registry_locked_and_offline() {
 }
 
 #[test]
+fn a_killed_registry_run_resumes_offline_with_the_registry_gone() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let registry = TestRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    for skill in RESEARCH_SKILLS {
+        push(dir.path(), &registry, skill, "0.1.0", &[]);
+    }
+    let remote = research_scenario(dir.path(), |s| {
+        registry.reference(&format!("skills/{s}:0.1.0"))
+    });
+    ok(&host(dir.path(), &["lock", remote.to_str().unwrap()]));
+    let out = host_command(
+        dir.path(),
+        &[
+            "run",
+            remote.to_str().unwrap(),
+            "--input",
+            QUERY,
+            "--events",
+        ],
+        Some("after-commit:paper_summarize"),
+    )
+    .current_dir(dir.path())
+    .output()
+    .unwrap();
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    let first: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let run_id = first["run_id"].as_str().unwrap().to_string();
+
+    registry.stop();
+    let out = host(dir.path(), &["resume", &run_id, "--offline", "--json"]);
+    ok(&out);
+    assert_eq!(json(&out)["status"], "completed");
+}
+
+#[test]
 fn the_trust_policy_refuses_unsigned_and_wrongly_signed_components() {
     let registry = TestRegistry::start();
     let dir = tempfile::tempdir().unwrap();
