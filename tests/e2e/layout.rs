@@ -30,6 +30,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("skillhost-build", &[]),
+    ("skillhost-oci", &[]),
     (
         "skillhost",
         &[
@@ -39,6 +40,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "skillhost-store",
             "skillhost-engine",
             "skillhost-build",
+            "skillhost-oci",
         ],
     ),
 ];

@@ -9,6 +9,7 @@ mod engine;
 mod http;
 mod layout;
 mod llm;
+mod registry;
 mod research;
 mod research_llm;
 mod scripts;

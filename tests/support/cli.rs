@@ -1,6 +1,6 @@
-//! Running the real `host` binary from a test: a private component cache and
-//! SQLite database in the test's directory, an optional failpoint, and the
-//! output read back as JSON.
+//! Running the real `host` binary from a test: a private component cache,
+//! registry cache, host config directory and SQLite database in the test's
+//! directory, an optional failpoint, and the output read back as JSON.
 //!
 //! The binary belongs to another package (`skillhost`, in `host/`), so cargo
 //! does not build it for these tests by itself: [`host_bin`] builds it once
@@ -55,8 +55,16 @@ pub fn host_command(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Comma
     cmd.args(args)
         .env("SKILLHOST_CACHE_DIR", dir.join("cache"))
         .env("SKILLHOST_DATABASE_URL", sqlite_url(dir))
+        // The host's configuration: none from the machine; the user's
+        // configuration directory is the test's own.
         .env_remove("SKILLHOST_CONFIG")
-        .env("XDG_CONFIG_HOME", dir.join("xdg-config"));
+        .env("XDG_CONFIG_HOME", dir.join("xdg-config"))
+        // Registries: the test's own cache, and no credentials from the
+        // machine's environment or Docker config.
+        .env("SKILLHOST_REGISTRY_CACHE", dir.join("registry-cache"))
+        .env("DOCKER_CONFIG", dir.join("docker"))
+        .env_remove("SKILLHOST_REGISTRY_USERNAME")
+        .env_remove("SKILLHOST_REGISTRY_PASSWORD");
     match failpoint {
         Some(point) => cmd.env("SKILLHOST_FAILPOINT", point),
         None => cmd.env_remove("SKILLHOST_FAILPOINT"),

@@ -2,7 +2,8 @@
 //! paths and shipped skills, test components built from WAT and WIT with no
 //! Wasm compiler (`fixtures/`), the real `host` binary run in a private
 //! directory ([`cli`]), throwaway Postgres clusters ([`pg`]), a real HTTP
-//! server ([`http_server`]), and, behind features, a test `Runtime`
+//! server ([`http_server`]), a real OCI registry and the registry clients
+//! nobody here wrote ([`registry`]), and, behind features, a test `Runtime`
 //! (`runtime`) and the store's fixtures (`store`).
 //!
 //! Every helper builds or starts the real thing, with one exception named
@@ -13,6 +14,7 @@ pub mod cli;
 pub mod fake_llm_server;
 pub mod http_server;
 pub mod pg;
+pub mod registry;
 #[cfg(feature = "store")]
 pub mod store_fixtures;
 

@@ -26,6 +26,10 @@
 //! 3. `$XDG_CONFIG_HOME/skillhost/config.toml`, else
 //!    `~/.config/skillhost/config.toml`: the user's own.
 //!
+//! The same file holds `[registries]` and `[trust]`, which `skillhost-oci`
+//! reads (the `host` binary hands it the file found here), so one file
+//! configures a host whatever it reaches.
+//!
 //! No file at all is a configuration without providers. Every key is known:
 //! an unknown one is an error naming the file, the line and the key. A
 //! secret is never written in the file: `api_key_env` names the environment
@@ -146,6 +150,14 @@ impl std::error::Error for ConfigError {}
 struct ConfigFile {
     #[serde(default)]
     llm: LlmSection,
+    /// `[registries]` and `[trust]`: how registries are reached and which
+    /// keys a pulled component must be signed by. The same file holds them,
+    /// but `skillhost-oci` reads and checks them (the `host` binary hands it
+    /// the file this module found); they are accepted here unread.
+    #[serde(default, rename = "registries")]
+    _registries: Option<toml::Value>,
+    #[serde(default, rename = "trust")]
+    _trust: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -447,6 +459,19 @@ mod tests {
         let shown = format!("{config:?}");
         assert!(!shown.contains("sk-test-123"), "{shown}");
         assert!(shown.contains("TEST_KEY"), "{shown}");
+    }
+
+    #[test]
+    fn the_registry_sections_of_the_same_file_are_left_to_the_registry() {
+        let config = parse(
+            "[llm.providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:8000/v1\"\n\n\
+             [registries]\ninsecure = [\"reg.lan:5000\"]\n\n[trust]\nkeys = [\"a.pub\"]\n",
+        )
+        .unwrap();
+        assert!(config.llm.provider("local").is_some());
+        // An unknown section is still refused.
+        let error = parse("[registry]\ninsecure = []\n").unwrap_err().to_string();
+        assert!(error.contains("unknown field `registry`"), "{error}");
     }
 
     #[test]

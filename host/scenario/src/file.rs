@@ -38,6 +38,17 @@ pub struct ScenarioFile {
     /// `[summary]`: label -> CEL over the final state, printed after a run.
     #[serde(default)]
     pub summary: Entries<Spanned<String>>,
+    /// `[trust]`: the keys its registry components must be signed by.
+    #[serde(default)]
+    pub trust: TrustDecl,
+}
+
+/// `[trust] keys = ["publisher.pub"]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustDecl {
+    #[serde(default)]
+    pub keys: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -37,7 +37,10 @@ pub use diagnostic::{CheckReport, Diagnostic, Level, codes};
 pub use expr::{Expr, ExprError, Vars};
 pub use graph::{to_dot, to_mermaid};
 pub use input::InputField;
-pub use load::{Configs, LoadedScenario, load, parse_file, parse_str, resolve};
+pub use load::{
+    ComponentResolver, Configs, LoadedScenario, NoRegistry, load, load_with, parse_file, parse_str,
+    resolve,
+};
 pub use node::{
     ArtifactSpec, CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, FailNode, GateNode, MapNode,
     Node, NodeBody, NodeExpr, NodeKind, PostCheck, Reducer, RetrySpec, Route, SkillCall, Write,
@@ -46,6 +49,9 @@ pub use node::{
 /// The name of the state field the engine appends node failures to. Always
 /// present, never declared.
 pub const ERRORS_FIELD: &str = "errors";
+
+/// What starts a registry reference in `[skills.x] component`.
+pub const REGISTRY_SCHEME: &str = "oci://";
 
 /// A checked scenario, ready to run.
 #[derive(Debug, Clone)]
@@ -84,6 +90,9 @@ pub struct Scenario {
     /// `[summary]`: label -> CEL (sees `input`, `state`, `config`), evaluated
     /// when a run completes, in file order.
     pub summary: Vec<(String, Expr)>,
+    /// `[trust] keys`: public keys (absolute paths) that every registry
+    /// component must be signed by, besides the host config's.
+    pub trust_keys: Vec<PathBuf>,
 }
 
 impl Scenario {
@@ -207,11 +216,30 @@ impl std::fmt::Display for FieldType {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkillRef {
     pub alias: String,
-    /// Absolute path of the component.
-    pub component: PathBuf,
+    /// Where the component comes from.
+    pub component: ComponentSource,
     /// Config defaults for the nodes that run this skill.
     pub config: Map<String, Value>,
     pub line: usize,
+}
+
+/// Where a skill's component comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ComponentSource {
+    /// A file: its absolute path.
+    File(PathBuf),
+    /// A registry reference as the scenario writes it (`oci://…`), resolved
+    /// to a file by the caller's [`ComponentResolver`] when it loads.
+    Registry(String),
+}
+
+impl std::fmt::Display for ComponentSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ComponentSource::File(path) => write!(f, "{}", path.display()),
+            ComponentSource::Registry(reference) => f.write_str(reference),
+        }
+    }
 }
 
 /// A validation rule evaluated after nodes run.

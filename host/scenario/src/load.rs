@@ -1,15 +1,20 @@
 //! Entry points: find a scenario by name, parse it, load its skills, and run
 //! every check, so that `host check` and `host run` see the same verdict.
+//!
+//! A skill whose component is a registry reference (`oci://…`) is loaded
+//! from the file a [`ComponentResolver`] gives for it: the caller (the
+//! `host` binary, over `skillhost-oci`) pulls, verifies and caches; this
+//! crate reaches no registry, so the checker stays pure.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::Scenario;
 use super::check;
 use super::diagnostic::{Reporter, codes};
 use super::parse;
 use super::typeflow;
+use super::{ComponentSource, Scenario};
 use skillhost_model::InitialState;
 use skillhost_runtime::{Runtime, Skill};
 
@@ -56,14 +61,56 @@ impl Configs {
     }
 }
 
+/// Turns a skill's registry reference into the file of its component.
+pub trait ComponentResolver {
+    /// The component `reference` (as written, `oci://…`) of the skill
+    /// `alias` in `scenario`, as a file; or why not, naming what to do.
+    fn resolve(&self, scenario: &Scenario, alias: &str, reference: &str)
+    -> Result<PathBuf, String>;
+}
+
+/// The resolver of callers that reach no registry: every registry
+/// reference is an error saying so.
+pub struct NoRegistry;
+
+impl ComponentResolver for NoRegistry {
+    fn resolve(&self, _: &Scenario, alias: &str, reference: &str) -> Result<PathBuf, String> {
+        Err(format!(
+            "skill `{alias}` is a registry component (`{reference}`), which this caller does              not pull; run the scenario with `host run`, or name a local .wasm file"
+        ))
+    }
+}
+
 /// Parses and checks the scenario at `path`, loading every skill it declares
 /// through `runtime`. Every problem found is in the error report, not only
-/// the first.
+/// the first. A registry component is an error ([`NoRegistry`]); see
+/// [`load_with`].
 pub fn load(path: &Path, runtime: &Runtime) -> Result<LoadedScenario, CheckReport> {
+    load_with(path, runtime, &NoRegistry)
+}
+
+/// [`load`], with registry components resolved to files by `resolver`.
+pub fn load_with(
+    path: &Path,
+    runtime: &Runtime,
+    resolver: &dyn ComponentResolver,
+) -> Result<LoadedScenario, CheckReport> {
     let (scenario, mut reporter) = parse_checked(path)?;
     let mut skills = BTreeMap::new();
     for (alias, skill) in &scenario.skills {
-        match runtime.load_file(&skill.component) {
+        let file = match &skill.component {
+            ComponentSource::File(path) => path.clone(),
+            ComponentSource::Registry(reference) => {
+                match resolver.resolve(&scenario, alias, reference) {
+                    Ok(path) => path,
+                    Err(e) => {
+                        reporter.error(skill.line, None, codes::SKILL_LOAD, e);
+                        continue;
+                    }
+                }
+            }
+        };
+        match runtime.load_file(&file) {
             Ok(loaded) => {
                 skills.insert(alias.clone(), loaded);
             }

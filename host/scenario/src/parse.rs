@@ -15,7 +15,10 @@ use super::diagnostic::{Lines, Reporter, codes};
 use super::file::{self, EdgeDecl, ScenarioFile};
 use super::input::{self, InputField};
 use super::locate;
-use super::{ERRORS_FIELD, Expr, Node, Route, Rule, Scenario, SkillRef, StateField};
+use super::{
+    ComponentSource, ERRORS_FIELD, Expr, Node, REGISTRY_SCHEME, Route, Rule, Scenario, SkillRef,
+    StateField,
+};
 
 /// A parsed scenario, and what the checks that follow need to know about the
 /// problems already reported.
@@ -129,6 +132,12 @@ impl<'r> Parser<'r> {
         let inputs = self.inputs(file.input);
         let state = self.state(file.state);
         let skills = self.skills(file.skills);
+        let trust_keys = file
+            .trust
+            .keys
+            .iter()
+            .map(|key| normalize(&self.dir.join(key.get_ref())))
+            .collect();
         let config = file.config;
 
         let mut nodes = Vec::new();
@@ -255,6 +264,7 @@ impl<'r> Parser<'r> {
             nodes,
             rules,
             summary,
+            trust_keys,
         }
     }
 
@@ -360,7 +370,14 @@ impl<'r> Parser<'r> {
                     ),
                 );
             }
-            let component = normalize(&self.dir.join(decl.component.get_ref()));
+            // A registry reference is resolved by the caller when it loads
+            // (`load_with`); the parser never reaches a registry.
+            let written = decl.component.get_ref();
+            let component = if written.starts_with(REGISTRY_SCHEME) {
+                ComponentSource::Registry(written.clone())
+            } else {
+                ComponentSource::File(normalize(&self.dir.join(written)))
+            };
             skills.insert(
                 alias.clone(),
                 SkillRef {

@@ -785,7 +785,7 @@ fn the_echo_scenario_loads() {
     assert_eq!(loaded.skills["echo"].name, "echo");
     assert_eq!(
         s.skills["echo"].component,
-        workspace().join("components/echo.wasm")
+        skillhost_scenario::ComponentSource::File(workspace().join("components/echo.wasm"))
     );
 
     let say = s.node("say").unwrap();
@@ -966,4 +966,59 @@ fn the_published_schema_refuses_what_the_loader_refuses() {
         let value: Value = toml::from_str(&text).unwrap();
         assert!(!schema.is_valid(&value), "{name} fits the schema");
     }
+}
+
+/// Resolves every registry reference to the shipped `echo`, recording what
+/// it was asked.
+struct ToEcho(std::sync::Mutex<Vec<(String, String, Vec<PathBuf>)>>);
+
+impl skillhost_scenario::ComponentResolver for ToEcho {
+    fn resolve(
+        &self,
+        scenario: &skillhost_scenario::Scenario,
+        alias: &str,
+        reference: &str,
+    ) -> Result<PathBuf, String> {
+        self.0.lock().unwrap().push((
+            alias.to_string(),
+            reference.to_string(),
+            scenario.trust_keys.clone(),
+        ));
+        Ok(workspace().join("components/echo.wasm"))
+    }
+}
+
+#[test]
+fn registry_components_are_resolved_by_the_caller() {
+    let path = workspace().join("valid/registry.toml");
+    let (scenario, _) = skillhost_scenario::parse_file(&path).unwrap();
+    assert_eq!(
+        scenario.skills["echo"].component,
+        skillhost_scenario::ComponentSource::Registry(
+            "oci://127.0.0.1:5000/skills/echo:0.1.0".into()
+        )
+    );
+    let key = workspace().join("keys/publisher.pub");
+    assert_eq!(scenario.trust_keys, vec![key.clone()]);
+
+    let resolver = ToEcho(Default::default());
+    let loaded = skillhost_scenario::load_with(&path, runtime(), &resolver).unwrap();
+    assert_eq!(loaded.skills["echo"].name, "echo");
+    assert_eq!(
+        resolver.0.lock().unwrap().as_slice(),
+        &[(
+            "echo".to_string(),
+            "oci://127.0.0.1:5000/skills/echo:0.1.0".to_string(),
+            vec![key]
+        )]
+    );
+
+    // Without a resolver, the reference is a load error naming the skill.
+    let report = skillhost_scenario::load(&path, runtime()).unwrap_err();
+    let text = report.to_string();
+    assert!(
+        text.contains("skill `echo` is a registry component"),
+        "{text}"
+    );
+    assert_eq!(report.errors[0].code, codes::SKILL_LOAD);
 }

@@ -3,7 +3,7 @@
 use clap::Args;
 use serde_json::json;
 
-use super::common::{CliResult, Failure, Globals, print_json, scenario_dir};
+use super::common::{CliResult, Failure, Globals, RegistryArgs, load_checked, print_json};
 use skillhost_scenario as scenario;
 
 #[derive(Debug, Args)]
@@ -13,12 +13,13 @@ pub struct CheckArgs {
     /// Print the result (ok, errors, warnings) as one JSON object.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 pub fn check(args: CheckArgs, globals: &Globals) -> CliResult {
     let path = scenario::resolve(&args.scenario).map_err(Failure::bad_input)?;
-    let runtime = globals.runtime(Some(scenario_dir(&path)))?;
-    match scenario::load(&path, &runtime) {
+    match load_checked(&path, globals, args.registry)? {
         Ok(loaded) => {
             if args.json {
                 print_json(&json!({
@@ -45,12 +46,20 @@ pub fn check(args: CheckArgs, globals: &Globals) -> CliResult {
             }
             Ok(())
         }
-        Err(report) => {
+        Err((report, environment)) => {
+            // A registry that cannot be reached is the machine's problem.
+            let code = if environment { 3 } else { 2 };
             if args.json {
                 print_json(&report.to_json())?;
-                return Err(Failure::bad_input(""));
+                return Err(Failure {
+                    code,
+                    message: String::new(),
+                });
             }
-            Err(Failure::bad_input(format!("{report}")))
+            Err(Failure {
+                code,
+                message: report.to_string(),
+            })
         }
     }
 }

@@ -5,7 +5,10 @@
 //! right exit code, the async runtime, the runtime with the host's
 //! configuration (`skillhost.toml` and its precedence, see
 //! `skillhost_runtime::config`), loading a scenario with the checker's
-//! report, and writing a file the user named (`--out`) safely.
+//! report (its registry components resolved through `skillhost-oci`:
+//! `--locked`, `--offline`, the lock, the trust policy), the registry
+//! options (`--username`/`--password-stdin`, the registry cache, progress
+//! bars), and writing a file the user named (`--out`) safely.
 //!
 //! Owns: how shared arguments become library values and library errors
 //! become [`Failure`]s. Must not: know about any one subcommand (a helper
@@ -21,8 +24,12 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde_json::Value;
 
+use skillhost_oci::{
+    Cache, Connection, Credentials, HostConfig as RegistryConfig, Lock, OciError, ResolveOptions,
+    Resolver, TrustPolicy,
+};
 use skillhost_runtime::{HostConfig, Runtime, RuntimeConfig};
-use skillhost_scenario::{self as scenario, LoadedScenario};
+use skillhost_scenario::{self as scenario, CheckReport, LoadedScenario, Scenario};
 use skillhost_store::{RunRow, Store, StoreError, StoreOptions, SyncMode, parse_duration};
 
 /// A failure with its exit code.
@@ -64,6 +71,8 @@ pub type CliResult = Result<(), Failure>;
 pub struct Globals {
     pub cache_dir: Option<PathBuf>,
     pub no_cache: bool,
+    /// `--registry-cache`: where pulled components are kept.
+    pub registry_cache: Option<PathBuf>,
 }
 
 impl Globals {
@@ -89,9 +98,169 @@ impl Globals {
     /// [`Globals::runtime`] configured for the current directory: commands
     /// that run skills without one scenario (`skill call`, `worker`).
     pub fn runtime_here(&self) -> Result<Runtime, Failure> {
-        let here = std::env::current_dir()
-            .map_err(|e| Failure::environment(format!("cannot read the current directory: {e}")))?;
-        self.runtime(Some(&here))
+        self.runtime(Some(&current_dir()?))
+    }
+
+    /// The registry cache (`--registry-cache`, else
+    /// `$SKILLHOST_REGISTRY_CACHE`, else `~/.cache/skillhost/registry`).
+    pub fn registry_cache(&self) -> Result<Cache, Failure> {
+        match &self.registry_cache {
+            Some(dir) => Cache::open(dir),
+            None => Cache::open_default(),
+        }
+        .map_err(oci_failure)
+    }
+
+    /// A resolver of registry references with the host config's policy on
+    /// how registries are reached.
+    /// `dir` is where the host configuration is looked for: the
+    /// scenario's directory, or for a command without one the current
+    /// directory ([`current_dir`]).
+    pub fn resolver(
+        &self,
+        options: ResolveOptions,
+        credentials: Option<Credentials>,
+        dir: &Path,
+    ) -> Result<Resolver, Failure> {
+        let connection = connection(credentials, dir)?;
+        Ok(Resolver::new(self.registry_cache()?, connection, options))
+    }
+}
+
+/// A registry failure: the environment's (exit 3: unreachable, a damaged
+/// download, the cache) or the input's (exit 2).
+pub fn oci_failure(e: OciError) -> Failure {
+    if e.is_environment() {
+        Failure::environment(e)
+    } else {
+        Failure::bad_input(e)
+    }
+}
+
+/// How registries are reached: the host configuration for `dir` (the same
+/// file whose `[llm]` the runtime reads: `skillhost.toml` in `dir`, else
+/// `$SKILLHOST_CONFIG`, else the user's; its `[registries]` and `[trust]`
+/// are `skillhost-oci`'s), and credentials given on the command line (else
+/// the environment's or Docker's, per registry).
+pub fn connection(credentials: Option<Credentials>, dir: &Path) -> Result<Connection, Failure> {
+    let host = HostConfig::load(dir).map_err(Failure::bad_input)?;
+    let config = match host.source.used() {
+        Some(path) => RegistryConfig::load(path).map_err(oci_failure)?,
+        None => RegistryConfig::default(),
+    };
+    Ok(Connection {
+        config,
+        credentials,
+    })
+}
+
+/// The current directory: where a command without a scenario looks for the
+/// host configuration.
+pub fn current_dir() -> Result<PathBuf, Failure> {
+    std::env::current_dir()
+        .map_err(|e| Failure::environment(format!("cannot read the current directory: {e}")))
+}
+
+/// The trust policy: the host config's keys and `extra` (a scenario's).
+pub fn trust_policy(config: &RegistryConfig, extra: &[PathBuf]) -> Result<TrustPolicy, Failure> {
+    let mut keys = config.trust_keys.clone();
+    keys.extend(extra.iter().cloned());
+    TrustPolicy::load(&keys).map_err(oci_failure)
+}
+
+/// `--locked` and `--offline`, for the commands that load a scenario.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct RegistryArgs {
+    /// Refuse to run unless the scenario's lock pins every registry component and each tag still resolves to its pinned digest.
+    #[arg(long)]
+    pub locked: bool,
+    /// Reach no registry: registry components come from the lock and the registry cache only.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+impl RegistryArgs {
+    pub fn options(self) -> ResolveOptions {
+        ResolveOptions {
+            locked: self.locked,
+            offline: self.offline,
+        }
+    }
+}
+
+/// `--username` and `--password-stdin`: registry credentials for this command.
+#[derive(Debug, Args)]
+pub struct CredentialArgs {
+    /// Registry user name (with --password-stdin); else SKILLHOST_REGISTRY_USERNAME, else ~/.docker/config.json.
+    #[arg(long, value_name = "USER", requires = "password_stdin")]
+    pub username: Option<String>,
+    /// Read the registry password from stdin (one line).
+    #[arg(long, requires = "username")]
+    pub password_stdin: bool,
+}
+
+impl CredentialArgs {
+    /// The credentials given, reading the password from stdin.
+    pub fn credentials(&self) -> Result<Option<Credentials>, Failure> {
+        let Some(user) = &self.username else {
+            return Ok(None);
+        };
+        let mut password = String::new();
+        std::io::stdin()
+            .read_line(&mut password)
+            .map_err(|e| Failure::bad_input(format!("cannot read the password from stdin: {e}")))?;
+        let password = password.trim_end_matches(['\n', '\r']);
+        if password.is_empty() {
+            return Err(Failure::bad_input(
+                "--password-stdin read an empty password; pipe it in, e.g.                  `printf %s \"$PASSWORD\" | host skill push … --username USER --password-stdin`",
+            ));
+        }
+        Ok(Some(Credentials::basic(
+            user,
+            password,
+            format!("user `{user}` from --username and --password-stdin"),
+        )))
+    }
+}
+
+/// A progress bar on stderr for registry transfers, when it is a terminal.
+pub fn progress() -> std::sync::Arc<dyn skillhost_oci::Progress> {
+    use std::io::IsTerminal as _;
+    if std::io::stderr().is_terminal() {
+        std::sync::Arc::new(TerminalProgress(std::sync::Mutex::new(None)))
+    } else {
+        std::sync::Arc::new(skillhost_oci::Quiet)
+    }
+}
+
+struct TerminalProgress(std::sync::Mutex<Option<indicatif::ProgressBar>>);
+
+impl skillhost_oci::Progress for TerminalProgress {
+    fn start(&self, what: &str, total: Option<u64>) {
+        let bar = match total {
+            Some(total) => indicatif::ProgressBar::new(total),
+            None => indicatif::ProgressBar::new_spinner(),
+        };
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{msg:>10} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(what.to_string());
+        *self.0.lock().expect("progress bar") = Some(bar);
+    }
+
+    fn advance(&self, bytes: u64) {
+        if let Some(bar) = &*self.0.lock().expect("progress bar") {
+            bar.inc(bytes);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = self.0.lock().expect("progress bar").take() {
+            bar.finish_and_clear();
+        }
     }
 }
 
@@ -303,33 +472,162 @@ pub async fn fetch_run(store: &Store, id: &str) -> Result<RunRow, Failure> {
     })
 }
 
-/// Finds, parses, checks and loads a scenario; a check failure is exit 2.
-/// With `json`, a check failure also prints the diagnostics on stdout as
-/// `host check --json` does.
-pub fn load_scenario(name: &str, globals: &Globals, json: bool) -> Result<LoadedScenario, Failure> {
-    let path = scenario::resolve(name).map_err(Failure::bad_input)?;
-    let runtime = globals.runtime(Some(scenario_dir(&path)))?;
-    let loaded = match scenario::load(&path, &runtime) {
-        Ok(loaded) => loaded,
-        Err(report) if json => {
-            print_json(&report.to_json())?;
+/// Parses, checks and loads the scenario at `path`, its registry
+/// components resolved as `registry` says: the checker's report on failure,
+/// and whether that failure is the environment's (an unreachable registry,
+/// a component missing from the cache offline).
+pub fn load_checked(
+    path: &Path,
+    globals: &Globals,
+    registry: RegistryArgs,
+) -> Result<Result<LoadedScenario, (CheckReport, bool)>, Failure> {
+    let runtime = globals.runtime(Some(scenario_dir(path)))?;
+    let components = ScenarioComponents {
+        globals,
+        options: registry.options(),
+        state: std::cell::RefCell::new(None),
+        environment: std::cell::Cell::new(false),
+    };
+    Ok(scenario::load_with(path, &runtime, &components)
+        .map_err(|report| (report, components.environment.get())))
+}
+
+/// The scenario loader's view of the registry: each `oci://` component
+/// through [`Resolver::resolve`], with the scenario's lock and the trust
+/// policy of the host config and the scenario. Made on the first registry
+/// component, so a scenario of local files opens no cache.
+struct ScenarioComponents<'a> {
+    globals: &'a Globals,
+    options: ResolveOptions,
+    /// Made on the first registry component; a failure to make it is
+    /// reported once, in full, and named by the later components.
+    state: std::cell::RefCell<Option<Result<Resolving, ()>>>,
+    /// Whether a failure so far was the environment's.
+    environment: std::cell::Cell<bool>,
+}
+
+struct Resolving {
+    resolver: Resolver,
+    lock: Option<Lock>,
+    policy: TrustPolicy,
+}
+
+impl ScenarioComponents<'_> {
+    fn start(&self, scenario: &Scenario) -> Result<Resolving, Failure> {
+        let resolver = self
+            .globals
+            .resolver(self.options, None, scenario_dir(&scenario.path))?;
+        let lock_path = skillhost_oci::lock_path(&scenario.path);
+        let lock = Lock::read(&lock_path).map_err(oci_failure)?;
+        if self.options.locked && lock.is_none() {
             return Err(Failure::bad_input(format!(
-                "scenario `{}` does not pass the checker ({} error(s), on stdout)",
-                path.display(),
-                report.errors.len()
+                "--locked, and the scenario has no lock `{}`; write it with `host lock {}`",
+                lock_path.display(),
+                scenario.path.display()
             )));
         }
-        Err(report) => {
-            return Err(Failure::bad_input(format!(
-                "scenario `{}` does not pass the checker:\n{report}",
+        let policy = trust_policy(&resolver.connection().config, &scenario.trust_keys)?;
+        Ok(Resolving {
+            resolver,
+            lock,
+            policy,
+        })
+    }
+}
+
+impl scenario::ComponentResolver for ScenarioComponents<'_> {
+    fn resolve(
+        &self,
+        scenario: &Scenario,
+        alias: &str,
+        reference: &str,
+    ) -> Result<PathBuf, String> {
+        let mut state = self.state.borrow_mut();
+        if state.is_none() {
+            match self.start(scenario) {
+                Ok(started) => *state = Some(Ok(started)),
+                Err(failure) => {
+                    *state = Some(Err(()));
+                    self.environment.set(failure.code == 3);
+                    return Err(failure.message);
+                }
+            }
+        }
+        let Some(Ok(resolving)) = state.as_ref() else {
+            return Err(format!(
+                "skill `{alias}` (`{reference}`) is not resolved: see the first registry error"
+            ));
+        };
+        match resolving.resolver.resolve(
+            alias,
+            reference,
+            resolving.lock.as_ref(),
+            &resolving.policy,
+        ) {
+            Ok(resolved) => {
+                if resolved.downloaded > 0 {
+                    eprintln!(
+                        "pulled {} ({} bytes)",
+                        resolved.reference, resolved.downloaded
+                    );
+                }
+                Ok(resolved.path)
+            }
+            Err(e) => {
+                if e.is_environment() {
+                    self.environment.set(true);
+                }
+                Err(format!("skill `{alias}`: {e}"))
+            }
+        }
+    }
+}
+
+/// Finds, parses, checks and loads a scenario; a check failure is exit 2,
+/// a registry that cannot be reached (or, offline, a component that is not
+/// in the cache) exit 3. With `json`, a check failure also prints the
+/// diagnostics on stdout as `host check --json` does.
+pub fn load_scenario(
+    name: &str,
+    globals: &Globals,
+    registry: RegistryArgs,
+    json: bool,
+) -> Result<LoadedScenario, Failure> {
+    let path = scenario::resolve(name).map_err(Failure::bad_input)?;
+    let loaded = match load_checked(&path, globals, registry)? {
+        Ok(loaded) => loaded,
+        Err((report, true)) => {
+            if json {
+                print_json(&report.to_json())?;
+            }
+            return Err(Failure::environment(format!(
+                "scenario `{}`: a registry component cannot be had:\n{report}",
                 path.display()
             )));
         }
+        Err((report, false)) => return Err(check_failure(&path, report, json)?),
     };
     for warning in &loaded.warnings {
         eprintln!("warning: {warning}");
     }
     Ok(loaded)
+}
+
+/// The failure of a scenario that does not pass the checker (exit 2); with
+/// `json`, the diagnostics go to stdout.
+fn check_failure(path: &Path, report: CheckReport, json: bool) -> Result<Failure, Failure> {
+    if json {
+        print_json(&report.to_json())?;
+        return Ok(Failure::bad_input(format!(
+            "scenario `{}` does not pass the checker ({} error(s), on stdout)",
+            path.display(),
+            report.errors.len()
+        )));
+    }
+    Ok(Failure::bad_input(format!(
+        "scenario `{}` does not pass the checker:\n{report}",
+        path.display()
+    )))
 }
 
 /// Fills in `[input]`'s defaults and checks the run input against it, as

@@ -2,7 +2,7 @@
 
 use clap::{Args, ValueEnum};
 
-use super::common::{CliResult, Globals, load_scenario};
+use super::common::{CliResult, Globals, RegistryArgs, load_scenario};
 use skillhost_scenario as scenario;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -18,10 +18,12 @@ pub struct GraphArgs {
     /// Mermaid (for Markdown) or DOT (for Graphviz).
     #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
     pub format: GraphFormat,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 pub fn graph(args: GraphArgs, globals: &Globals) -> CliResult {
-    let loaded = load_scenario(&args.scenario, globals, false)?;
+    let loaded = load_scenario(&args.scenario, globals, args.registry, false)?;
     let text = match args.format {
         GraphFormat::Mermaid => scenario::to_mermaid(&loaded.scenario),
         GraphFormat::Dot => scenario::to_dot(&loaded.scenario),

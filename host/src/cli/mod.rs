@@ -20,6 +20,7 @@ mod check;
 mod checkpoints;
 mod common;
 mod graph;
+mod lock;
 mod run;
 mod runs;
 mod skill;
@@ -46,6 +47,9 @@ pub struct Cli {
     /// Compile components on every load instead of caching them.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// Directory for components pulled from registries (default: $SKILLHOST_REGISTRY_CACHE, else ~/.cache/skillhost/registry).
+    #[arg(long, global = true, value_name = "DIR")]
+    registry_cache: Option<PathBuf>,
     /// Print debug logs to stderr (or set RUST_LOG).
     #[arg(short, long, global = true)]
     verbose: bool,
@@ -66,6 +70,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Print a scenario's graph as Mermaid or DOT.
     Graph(graph::GraphArgs),
+    /// Pin a scenario's registry components: write NAME.lock beside it.
+    Lock(lock::LockArgs),
     /// List and inspect runs.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
@@ -86,6 +92,7 @@ pub fn main() -> ExitCode {
     let globals = Globals {
         cache_dir: cli.cache_dir,
         no_cache: cli.no_cache,
+        registry_cache: cli.registry_cache,
     };
     let result = match cli.command {
         Command::Skill(command) => skill::run(command, &globals),
@@ -93,6 +100,7 @@ pub fn main() -> ExitCode {
         Command::Resume(args) => run::resume(args, &globals),
         Command::Check(args) => check::check(args, &globals),
         Command::Graph(args) => graph::graph(args, &globals),
+        Command::Lock(args) => lock::lock(args, &globals),
         Command::Runs(command) => runs::runs(command),
         Command::Submit(args) => submit::submit(args, &globals),
         Command::Worker(args) => worker::worker(args, &globals),

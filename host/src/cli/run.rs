@@ -10,9 +10,9 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, check_output_path,
-    checked_input, fetch_run, load_scenario, print_json, read_run_input, store_error,
-    tokio_runtime, write_output_file,
+    CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, RegistryArgs,
+    check_output_path, checked_input, fetch_run, load_scenario, print_json, read_run_input,
+    store_error, tokio_runtime, write_output_file,
 };
 use skillhost_engine::lease::{self, RunLease};
 use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
@@ -31,6 +31,8 @@ pub struct RunArgs {
     pub input_limit: InputLimitArgs,
     #[command(flatten)]
     pub db: DatabaseArgs,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// `normal` survives any kill of the process; `full` also fsyncs every
     /// checkpoint (survives power loss); `none` keeps no database.
     #[arg(long, value_enum, default_value_t = Durability::Normal)]
@@ -55,6 +57,8 @@ pub struct ResumeArgs {
     pub run_id: String,
     #[command(flatten)]
     pub db: DatabaseArgs,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Print the outcome as one JSON object.
     #[arg(long, conflicts_with = "events")]
     pub json: bool,
@@ -147,7 +151,7 @@ impl EventSink for Progress {
 
 pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
     let input = read_run_input(&args.input, args.input_limit)?;
-    let loaded = load_scenario(&args.scenario, globals, args.json)?;
+    let loaded = load_scenario(&args.scenario, globals, args.registry, args.json)?;
     let input = checked_input(&loaded, input)?;
     let out = Out::checked(args.out.as_deref(), args.force)?;
     let rt = tokio_runtime()?;
@@ -190,7 +194,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
                 scenario = run.scenario_path,
             )));
         }
-        let loaded = load_scenario(&run.scenario_path, globals, args.json)?;
+        let loaded = load_scenario(&run.scenario_path, globals, args.registry, args.json)?;
         // One runner per run: refused, naming the holder and the expiry,
         // while a worker (or another resume) holds it. A lease lost while
         // resuming shows as the refusal of the next write it fences.

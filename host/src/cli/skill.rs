@@ -1,6 +1,8 @@
-//! `host skill build|inspect|call`: working with one skill component.
+//! `host skill build|inspect|call`: working with one skill component; and
+//! `push|publish|pull|keygen|sign`, with registries (`skill/registry.rs`).
 
 mod build;
+mod registry;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,7 +11,10 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::common::{CliResult, Failure, Globals, print_json, read_json_arg};
+use super::common::{
+    CliResult, CredentialArgs, Failure, Globals, current_dir, oci_failure, print_json,
+    read_json_arg, trust_policy,
+};
 use skillhost_runtime::{CallError, CallOptions, Grants, Limits, Runtime, Skill};
 
 #[derive(Debug, Subcommand)]
@@ -20,12 +25,23 @@ pub enum SkillCommand {
     Inspect(InspectArgs),
     /// Call a component's `run` once with a JSON input, like `extism call`.
     Call(CallArgs),
+    /// Publish a component to an OCI registry; prints its digest.
+    #[command(alias = "publish")]
+    Push(registry::PushArgs),
+    /// Pull a component from a registry into the registry cache (and --out FILE).
+    Pull(registry::PullArgs),
+    /// Make a signing key pair (PREFIX.key, PREFIX.pub).
+    Keygen(registry::KeygenArgs),
+    /// Sign a component in a registry (cosign's layout: the `sha256-DIGEST.sig` tag).
+    Sign(registry::SignArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The component file (.wasm).
-    component: PathBuf,
+    /// The component: a file (.wasm), or a registry reference (oci://REGISTRY/REPOSITORY:TAG), pulled into the registry cache.
+    component: String,
+    #[command(flatten)]
+    credentials: CredentialArgs,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -73,6 +89,10 @@ pub fn run(command: SkillCommand, globals: &Globals) -> CliResult {
         }),
         SkillCommand::Inspect(args) => inspect(args, globals),
         SkillCommand::Call(args) => call(args, globals),
+        SkillCommand::Push(args) => registry::push(args, globals),
+        SkillCommand::Pull(args) => registry::pull(args, globals),
+        SkillCommand::Keygen(args) => registry::keygen(args),
+        SkillCommand::Sign(args) => registry::sign(args, globals),
     }
 }
 
@@ -80,13 +100,49 @@ fn load(runtime: &Runtime, path: &std::path::Path) -> Result<Arc<Skill>, Failure
     runtime.load_file(path).map_err(Failure::bad_input)
 }
 
+/// The file `host skill inspect` reads: the argument when it is a file,
+/// else the component it references, pulled into the registry cache (with
+/// the host config's trust policy); and what the registry said of it.
+fn inspected_file(
+    args: &InspectArgs,
+    globals: &Globals,
+) -> Result<(PathBuf, Option<serde_json::Value>), Failure> {
+    let as_path = PathBuf::from(&args.component);
+    let is_reference = skillhost_oci::ComponentRef::is_registry_reference(&args.component);
+    if !is_reference && (as_path.exists() || args.component.ends_with(".wasm")) {
+        return Ok((as_path, None));
+    }
+    let reference = skillhost_oci::ComponentRef::parse(&args.component).map_err(|e| {
+        if is_reference {
+            oci_failure(e)
+        } else {
+            Failure::bad_input(format!(
+                "no file `{}`, and it is not a registry reference either: {e}",
+                args.component
+            ))
+        }
+    })?;
+    let resolver = globals.resolver(
+        skillhost_oci::ResolveOptions::default(),
+        args.credentials.credentials()?,
+        &current_dir()?,
+    )?;
+    let policy = trust_policy(&resolver.connection().config, &[])?;
+    let resolved = resolver.fetch(&reference, &policy).map_err(oci_failure)?;
+    let registry = json!({
+        "reference": resolved.reference.to_string(),
+        "manifest_digest": resolved.digest,
+        "annotations": resolved.annotations,
+        "signed_by": resolved.signed_by,
+    });
+    Ok((resolved.path, Some(registry)))
+}
+
 fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
-    let skill = load(&globals.runtime(None)?, &args.component)?;
+    let (file, registry) = inspected_file(&args, globals)?;
+    let skill = load(&globals.runtime(None)?, &file)?;
     let interface = skill.interface().map_err(|e| {
-        Failure::bad_input(format!(
-            "`{}`: cannot decode its WIT: {e}",
-            args.component.display()
-        ))
+        Failure::bad_input(format!("`{}`: cannot decode its WIT: {e}", args.component))
     })?;
     let metadata = metadata_json(skill.bytes());
     let m = &skill.manifest;
@@ -107,6 +163,7 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
             "imports": skill.imports,
             "exports": skill.exports,
             "metadata": metadata,
+            "registry": registry,
             "wit": interface.wit,
             "input_schema": interface.input_schema,
             "output_schema": interface.output_schema,
@@ -123,10 +180,28 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
     println!("description   {}", m.description);
     println!(
         "file          {} ({} bytes)",
-        args.component.display(),
+        file.display(),
         skill.bytes().len()
     );
     println!("digest        sha256:{}", skill.digest);
+    if let Some(registry) = &registry {
+        println!(
+            "reference     {}",
+            registry["reference"].as_str().unwrap_or("")
+        );
+        println!(
+            "manifest      {}",
+            registry["manifest_digest"].as_str().unwrap_or("")
+        );
+        if let Some(key) = registry["signed_by"].as_str() {
+            println!("signed by     {key}");
+        }
+        if let Some(annotations) = registry["annotations"].as_object() {
+            for (key, value) in annotations {
+                println!("annotation    {key}={}", value.as_str().unwrap_or(""));
+            }
+        }
+    }
     println!("world         {}", interface.world);
     println!("capabilities  {}", list(&capabilities));
     println!(

@@ -6,8 +6,8 @@ use clap::Args;
 use serde_json::json;
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Globals, InputLimitArgs, checked_input, load_scenario,
-    print_json, read_run_input, store_error, tokio_runtime,
+    CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, RegistryArgs,
+    checked_input, load_scenario, print_json, read_run_input, store_error, tokio_runtime,
 };
 use skillhost_store::{NewRun, new_run_id};
 
@@ -33,9 +33,23 @@ pub struct SubmitArgs {
 
 pub fn submit(args: SubmitArgs, globals: &Globals) -> CliResult {
     let input = read_run_input(&args.input, args.input_limit)?;
-    let loaded = load_scenario(&args.scenario, globals, args.json)?;
+    let loaded = load_scenario(&args.scenario, globals, RegistryArgs::default(), args.json)?;
     let input = checked_input(&loaded, input)?;
     let scenario = &*loaded.scenario;
+    // A worker loads the scenario itself and pulls nothing: refuse now
+    // rather than queue a run no worker can start.
+    if let Some((alias, skill)) = scenario.skills.iter().find(|(_, s)| {
+        matches!(
+            s.component,
+            skillhost_scenario::ComponentSource::Registry(_)
+        )
+    }) {
+        return Err(Failure::bad_input(format!(
+            "scenario `{}`: skill `{alias}` is a registry component (`{}`), and `host worker`              does not resolve registry components; run it with `host run`, or name the              component's file (`host skill pull REF --out FILE`)",
+            scenario.path.display(),
+            skill.component
+        )));
+    }
     // Workers may run in another directory: store the absolute path.
     let path = std::fs::canonicalize(&scenario.path).unwrap_or_else(|_| scenario.path.clone());
     let run = NewRun {

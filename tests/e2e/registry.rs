@@ -1,0 +1,580 @@
+//! Skills in an OCI registry, end to end through the real `host` binary and
+//! a real registry (Debian's `docker-registry` on 127.0.0.1): push, pull and
+//! inspect; credentials; the research scenario with every skill pulled
+//! from the registry, locked, run with the registry stopped and refused
+//! under `--locked` once a tag moved; signatures and the trust policy; a
+//! component `oras` pushed, run by `host`.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+use skillhost_tests::cli::{host_command, json, stderr};
+use skillhost_tests::registry::{PASSWORD, TestRegistry, USER, python, write_file};
+
+const QUERY: &str = r#"{"query": "retrieval augmented generation"}"#;
+const RESEARCH_SKILLS: &[&str] = &[
+    "paper-discovery",
+    "paper-summarize",
+    "paper-compare",
+    "claim-synthesis",
+    "report-writer",
+];
+
+fn host(dir: &Path, args: &[&str]) -> Output {
+    host_command(dir, args, None)
+        .current_dir(dir)
+        .output()
+        .expect("run host")
+}
+
+fn ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        stderr(out)
+    );
+}
+
+/// Exits with `code`, and says each of `needles` (on stderr, or on stdout
+/// where `--json` puts the checker's diagnostics).
+fn fails(out: &Output, code: i32, needles: &[&str]) {
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(out));
+    assert_eq!(out.status.code(), Some(code), "stderr: {text}");
+    for needle in needles {
+        assert!(text.contains(needle), "`{needle}` not in: {text}");
+    }
+}
+
+fn dist(name: &str) -> String {
+    skillhost_tests::dist(name).display().to_string()
+}
+
+/// Pushes the shipped skill `skill` to `skills/<skill>:<tag>`; its digest.
+fn push(dir: &Path, registry: &TestRegistry, skill: &str, tag: &str, extra: &[&str]) -> String {
+    let (file, reference) = (
+        dist(skill),
+        registry.reference(&format!("skills/{skill}:{tag}")),
+    );
+    let mut args = vec!["skill", "push", file.as_str(), reference.as_str(), "--json"];
+    args.extend_from_slice(extra);
+    let out = host(dir, &args);
+    ok(&out);
+    json(&out)["digest"].as_str().unwrap().to_string()
+}
+
+/// The research example copied into `dir/research`, its skills named by
+/// `component(skill)`.
+fn research_scenario(dir: &Path, component: impl Fn(&str) -> String) -> PathBuf {
+    let target = dir.join("research");
+    copy_dir(
+        &skillhost_tests::repo_root().join("examples/research"),
+        &target,
+    );
+    let path = target.join("scenario.toml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    for skill in RESEARCH_SKILLS {
+        text = text.replace(
+            &format!("\"../../skills/dist/{skill}.wasm\""),
+            &format!("\"{}\"", component(skill)),
+        );
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn run_research(dir: &Path, scenario: &Path, report: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        scenario.to_str().unwrap(),
+        "--input",
+        QUERY,
+        "--out",
+        report.to_str().unwrap(),
+        "--force",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    host(dir, &args)
+}
+
+#[test]
+fn push_pull_and_inspect_a_component() {
+    let registry = TestRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let reference = registry.reference("skills/echo:0.1.0");
+    // `publish` is `push`.
+    let out = host(
+        dir.path(),
+        &[
+            "skill",
+            "publish",
+            &dist("echo"),
+            &reference,
+            "--annotation",
+            "org.example.team=search",
+        ],
+    );
+    ok(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let digest = stdout.lines().last().unwrap().to_string();
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{stdout}"
+    );
+
+    let file = dir.path().join("echo.wasm");
+    let out = host(
+        dir.path(),
+        &[
+            "skill",
+            "pull",
+            &reference,
+            "--out",
+            file.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    ok(&out);
+    let pulled = json(&out);
+    assert_eq!(pulled["digest"], digest.as_str());
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        std::fs::read(dist("echo")).unwrap()
+    );
+    // --out never replaces a file without --force.
+    let out = host(
+        dir.path(),
+        &["skill", "pull", &reference, "--out", file.to_str().unwrap()],
+    );
+    fails(&out, 2, &["already exists", "--force"]);
+
+    let out = host(dir.path(), &["skill", "inspect", &reference, "--json"]);
+    ok(&out);
+    let inspected = json(&out);
+    assert_eq!(inspected["name"], "echo");
+    assert_eq!(inspected["registry"]["manifest_digest"], digest.as_str());
+    let annotations = &inspected["registry"]["annotations"];
+    assert_eq!(annotations["org.example.team"], "search");
+    assert_eq!(annotations["org.opencontainers.image.title"], "echo");
+    assert_eq!(annotations["org.opencontainers.image.version"], "0.1.0");
+    assert!(annotations["org.opencontainers.image.description"].is_string());
+
+    // Bad input, each named, with the documented exit codes.
+    let out = host(dir.path(), &["skill", "pull", "skills/echo:0.1.0"]);
+    fails(
+        &out,
+        2,
+        &["not a registry reference", "does not look like a registry"],
+    );
+    let out = host(
+        dir.path(),
+        &["skill", "pull", &registry.reference("skills/echo:9.9.9")],
+    );
+    fails(&out, 2, &["skills/echo:9.9.9", "not in the registry"]);
+    let out = host(
+        dir.path(),
+        &["skill", "push", &dist("echo"), "127.0.0.1:9/skills/echo:1"],
+    );
+    fails(&out, 3, &["cannot reach the registry `127.0.0.1:9`"]);
+    let not_a_skill = write_file(dir.path(), "notes.wasm", b"plain text");
+    let out = host(
+        dir.path(),
+        &["skill", "push", not_a_skill.to_str().unwrap(), &reference],
+    );
+    fails(&out, 2, &["notes.wasm"]);
+}
+
+#[test]
+fn credentials_come_from_stdin_the_environment_or_docker_config() {
+    let registry = TestRegistry::with_auth();
+    let dir = tempfile::tempdir().unwrap();
+    let reference = registry.reference("skills/echo:1");
+
+    // No credentials: refused, saying how to give some.
+    let out = host(dir.path(), &["skill", "push", &dist("echo"), &reference]);
+    fails(
+        &out,
+        2,
+        &["refused access", "anonymous", "--password-stdin"],
+    );
+
+    // --username with --password-stdin.
+    let mut child = host_command(
+        dir.path(),
+        &[
+            "skill",
+            "push",
+            &dist("echo"),
+            &reference,
+            "--username",
+            USER,
+            "--password-stdin",
+        ],
+        None,
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{PASSWORD}").unwrap();
+    ok(&child.wait_with_output().unwrap());
+
+    // The environment.
+    let out = host_command(dir.path(), &["skill", "pull", &reference], None)
+        .env("SKILLHOST_REGISTRY_USERNAME", USER)
+        .env("SKILLHOST_REGISTRY_PASSWORD", PASSWORD)
+        .output()
+        .unwrap();
+    ok(&out);
+    let out = host_command(dir.path(), &["skill", "pull", &reference], None)
+        .env("SKILLHOST_REGISTRY_USERNAME", USER)
+        .env("SKILLHOST_REGISTRY_PASSWORD", "not the password")
+        .output()
+        .unwrap();
+    fails(&out, 2, &["refused access", "SKILLHOST_REGISTRY_USERNAME"]);
+    assert!(!stderr(&out).contains("not the password"));
+
+    // Docker's config.
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    std::fs::create_dir_all(dir.path().join("docker")).unwrap();
+    std::fs::write(
+        dir.path().join("docker/config.json"),
+        format!(
+            r#"{{"auths": {{"{}": {{"auth": "{auth}"}}}}}}"#,
+            registry.address()
+        ),
+    )
+    .unwrap();
+    ok(&host(dir.path(), &["skill", "inspect", &reference]));
+}
+
+#[test]
+fn the_research_scenario_runs_from_the_registry_locked_and_offline() {
+    let registry = TestRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    for skill in RESEARCH_SKILLS {
+        push(dir.path(), &registry, skill, "0.1.0", &[]);
+    }
+    let local = research_scenario(&dir.path().join("local"), |s| {
+        format!("../../skills/dist/{s}.wasm")
+    });
+    // The local copy names the shipped components by absolute path.
+    let text = std::fs::read_to_string(&local).unwrap().replace(
+        "../../skills/dist/",
+        &format!(
+            "{}/",
+            skillhost_tests::repo_root().join("skills/dist").display()
+        ),
+    );
+    std::fs::write(&local, text).unwrap();
+    let remote = research_scenario(dir.path(), |s| {
+        registry.reference(&format!("skills/{s}:0.1.0"))
+    });
+
+    // Without a lock, --locked refuses; `host lock` writes one.
+    let report = dir.path().join("report.md");
+    let out = run_research(dir.path(), &remote, &report, &["--locked"]);
+    fails(&out, 2, &["--locked", "host lock"]);
+    let out = host(dir.path(), &["lock", remote.to_str().unwrap(), "--json"]);
+    ok(&out);
+    let lock = json(&out);
+    assert_eq!(lock["components"].as_array().unwrap().len(), 5);
+    let lock_file = dir.path().join("research/scenario.lock");
+    assert!(lock_file.is_file());
+
+    // The registry-backed run gives the local run's report.
+    let out = run_research(dir.path(), &remote, &report, &["--locked"]);
+    ok(&out);
+    assert_eq!(json(&out)["status"], "completed");
+    let local_report = dir.path().join("local-report.md");
+    ok(&run_research(dir.path(), &local, &local_report, &[]));
+    assert_eq!(
+        std::fs::read_to_string(&report).unwrap(),
+        std::fs::read_to_string(&local_report).unwrap()
+    );
+
+    // `host graph` resolves the same way; `host submit` refuses, since a
+    // worker does not pull.
+    ok(&host(dir.path(), &["graph", remote.to_str().unwrap()]));
+    let out = host(
+        dir.path(),
+        &["submit", remote.to_str().unwrap(), "--input", QUERY],
+    );
+    fails(&out, 2, &["registry component", "host worker"]);
+
+    // With the registry stopped, it runs from the lock and the cache.
+    registry.stop();
+    ok(&run_research(dir.path(), &remote, &report, &[]));
+    ok(&run_research(dir.path(), &remote, &report, &["--offline"]));
+    ok(&host(
+        dir.path(),
+        &["check", remote.to_str().unwrap(), "--offline"],
+    ));
+    // --locked must ask the registry about each tag: that is the environment.
+    let out = run_research(dir.path(), &remote, &report, &["--locked"]);
+    fails(&out, 3, &["cannot reach the registry"]);
+    // Offline with another cache: nothing there.
+    let out = host_command(
+        dir.path(),
+        &["check", remote.to_str().unwrap(), "--offline"],
+        None,
+    )
+    .env("SKILLHOST_REGISTRY_CACHE", dir.path().join("empty-cache"))
+    .output()
+    .unwrap();
+    fails(&out, 3, &["not in the registry cache", "--offline"]);
+
+    // A tag moves: the lock keeps the old component, --locked refuses.
+    registry.start_again();
+    push(dir.path(), &registry, "bad-synthesis", "0.1.0", &[]);
+    let out = host(
+        dir.path(),
+        &[
+            "skill",
+            "push",
+            &dist("bad-synthesis"),
+            &registry.reference("skills/claim-synthesis:0.1.0"),
+        ],
+    );
+    ok(&out);
+    ok(&run_research(dir.path(), &remote, &report, &[]));
+    let out = run_research(dir.path(), &remote, &report, &["--locked"]);
+    fails(
+        &out,
+        2,
+        &["skill `synthesis`", "now resolves to", "host lock"],
+    );
+    // A lock that disagrees with what the scenario names.
+    let text = std::fs::read_to_string(&lock_file).unwrap();
+    std::fs::write(
+        &lock_file,
+        text.replace("skills/report-writer:0.1.0", "skills/report-writer:0.0.9"),
+    )
+    .unwrap();
+    let out = run_research(dir.path(), &remote, &report, &["--locked"]);
+    fails(&out, 2, &["skill `writer`", "the lock pins"]);
+}
+
+#[test]
+fn a_killed_registry_run_resumes_offline_with_the_registry_gone() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let registry = TestRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    for skill in RESEARCH_SKILLS {
+        push(dir.path(), &registry, skill, "0.1.0", &[]);
+    }
+    let remote = research_scenario(dir.path(), |s| {
+        registry.reference(&format!("skills/{s}:0.1.0"))
+    });
+    ok(&host(dir.path(), &["lock", remote.to_str().unwrap()]));
+    let out = host_command(
+        dir.path(),
+        &[
+            "run",
+            remote.to_str().unwrap(),
+            "--input",
+            QUERY,
+            "--events",
+        ],
+        Some("after-commit:paper_summarize"),
+    )
+    .current_dir(dir.path())
+    .output()
+    .unwrap();
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    let first: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let run_id = first["run_id"].as_str().unwrap().to_string();
+
+    registry.stop();
+    let out = host(dir.path(), &["resume", &run_id, "--offline", "--json"]);
+    ok(&out);
+    assert_eq!(json(&out)["status"], "completed");
+}
+
+#[test]
+fn the_trust_policy_refuses_unsigned_and_wrongly_signed_components() {
+    let registry = TestRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    ok(&host(
+        dir.path(),
+        &["skill", "keygen", "--out", "publisher"],
+    ));
+    ok(&host(dir.path(), &["skill", "keygen", "--out", "stranger"]));
+    let out = host(dir.path(), &["skill", "keygen", "--out", "publisher"]);
+    fails(&out, 2, &["already exists"]);
+
+    push(
+        dir.path(),
+        &registry,
+        "echo",
+        "1",
+        &["--sign", "publisher.key"],
+    );
+    push(dir.path(), &registry, "text-stats", "1", &[]);
+    let scenario = write_file(
+        dir.path(),
+        "echo.toml",
+        format!(
+            r#"[scenario]
+name = "signed-echo"
+[input]
+message = {{ type = "string" }}
+[skills.echo]
+component = "{}"
+[trust]
+keys = ["publisher.pub"]
+[[node]]
+id = "say"
+skill = "echo"
+input = {{ message = "input.message", repeat = "2" }}
+[[node]]
+id = "done"
+kind = "end"
+[[edge]]
+from = "say"
+to = "done"
+"#,
+            registry.reference("skills/echo:1")
+        )
+        .as_bytes(),
+    );
+    let path = scenario.to_str().unwrap();
+    ok(&host(dir.path(), &["lock", path]));
+    ok(&host(
+        dir.path(),
+        &[
+            "run",
+            path,
+            "--input",
+            r#"{"message": "hi"}"#,
+            "--durability",
+            "none",
+        ],
+    ));
+
+    // The same scenario naming an unsigned component.
+    let unsigned = registry.reference("skills/text-stats:1");
+    let text = std::fs::read_to_string(&scenario).unwrap();
+    std::fs::write(
+        &scenario,
+        text.replace(&registry.reference("skills/echo:1"), &unsigned),
+    )
+    .unwrap();
+    let out = host(dir.path(), &["lock", path]);
+    fails(&out, 2, &["skill `echo`", "not trusted", "not signed"]);
+
+    // The host config trusts another key: pull refuses the publisher's.
+    std::fs::create_dir_all(dir.path().join("xdg-config/skillhost")).unwrap();
+    std::fs::write(
+        dir.path().join("xdg-config/skillhost/config.toml"),
+        format!(
+            "[trust]\nkeys = [\"{}\"]\n",
+            dir.path().join("stranger.pub").display()
+        ),
+    )
+    .unwrap();
+    let signed = registry.reference("skills/echo:1");
+    let out = host(dir.path(), &["skill", "pull", &signed]);
+    fails(
+        &out,
+        2,
+        &[
+            "not trusted",
+            "key the policy does not list",
+            "stranger.pub",
+        ],
+    );
+    // Signed by the stranger too, it is accepted.
+    ok(&host(
+        dir.path(),
+        &["skill", "sign", &signed, "--key", "stranger.key"],
+    ));
+    let out = host(dir.path(), &["skill", "pull", &signed, "--json"]);
+    ok(&out);
+    assert!(
+        json(&out)["signed_by"]
+            .as_str()
+            .unwrap()
+            .contains("stranger.pub")
+    );
+}
+
+/// `oras` pushes a file as the one `application/wasm` layer of a Wasm
+/// artifact.
+const ORAS_PUSH: &str = r#"
+import sys, oras.provider
+target, layer, config = sys.argv[1:4]
+registry = oras.provider.Registry(insecure=True)
+registry.push(target=target, files=[f"{layer}:application/wasm"],
+              manifest_config=f"{config}:application/vnd.wasm.config.v0+json",
+              disable_path_validation=True)
+"#;
+
+#[test]
+fn a_component_oras_pushed_is_pulled_and_run() {
+    let registry = TestRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_file(
+        dir.path(),
+        "config.json",
+        br#"{"created":"2026-01-01T00:00:00Z","architecture":"wasm","os":"wasip2","layerDigests":[]}"#,
+    );
+    let target = format!("{}/skills/echo:oras", registry.address());
+    python(
+        ORAS_PUSH,
+        &[&target, &dist("echo"), config.to_str().unwrap()],
+    );
+    let scenario = write_file(
+        dir.path(),
+        "echo.toml",
+        format!(
+            r#"[scenario]
+name = "oras-echo"
+[skills.echo]
+component = "oci://{target}"
+[[node]]
+id = "say"
+skill = "echo"
+input = {{ message = "'from oras'", repeat = "2" }}
+[[node]]
+id = "done"
+kind = "end"
+[[edge]]
+from = "say"
+to = "done"
+"#
+        )
+        .as_bytes(),
+    );
+    let out = host(
+        dir.path(),
+        &[
+            "run",
+            scenario.to_str().unwrap(),
+            "--durability",
+            "none",
+            "--json",
+        ],
+    );
+    ok(&out);
+    assert_eq!(json(&out)["status"], "completed");
+}
