@@ -37,7 +37,9 @@ pub use diagnostic::{CheckReport, Diagnostic, Level, codes};
 pub use expr::{Expr, ExprError, Vars};
 pub use graph::{to_dot, to_mermaid};
 pub use input::InputField;
-pub use load::{Configs, LoadedScenario, load, parse_file, parse_str, resolve};
+pub use load::{
+    Configs, LoadedScenario, load, load_text_with_components, parse_file, parse_str, resolve,
+};
 pub use node::{
     ArtifactSpec, CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, FailNode, GateNode, MapNode,
     Node, NodeBody, NodeExpr, NodeKind, PostCheck, Reducer, RetrySpec, Route, SkillCall, Write,

@@ -29,6 +29,17 @@ pub struct LoadedScenario {
     pub configs: Arc<Configs>,
 }
 
+impl LoadedScenario {
+    /// The SHA-256 of each loaded component, by skill alias: what a run
+    /// records as the code it uses.
+    pub fn component_digests(&self) -> BTreeMap<String, String> {
+        self.skills
+            .iter()
+            .map(|(alias, skill)| (alias.clone(), skill.digest.clone()))
+            .collect()
+    }
+}
+
 /// `config` as the expressions of a run see it.
 #[derive(Debug)]
 pub struct Configs {
@@ -60,7 +71,36 @@ impl Configs {
 /// through `runtime`. Every problem found is in the error report, not only
 /// the first.
 pub fn load(path: &Path, runtime: &Runtime) -> Result<LoadedScenario, CheckReport> {
-    let (scenario, mut reporter) = parse_checked(path)?;
+    let (scenario, reporter) = parse_checked(path)?;
+    load_skills(scenario, reporter, runtime)
+}
+
+/// [`load`] of a scenario's text (`path` names it in diagnostics and
+/// anchors its relative paths; it need not exist), with the components of
+/// the skills in `components` (by alias) read from the paths given there
+/// instead of the scenario's: how a replay loads an exported run, whose
+/// components are found by digest.
+pub fn load_text_with_components(
+    text: &str,
+    path: &Path,
+    runtime: &Runtime,
+    components: &BTreeMap<String, PathBuf>,
+) -> Result<LoadedScenario, CheckReport> {
+    let (mut scenario, reporter) = parse_text(text, path)?;
+    for (alias, skill) in &mut scenario.skills {
+        if let Some(component) = components.get(alias) {
+            skill.component = component.clone();
+        }
+    }
+    load_skills(scenario, reporter, runtime)
+}
+
+/// Loads a parsed scenario's skills and runs the checks that need them.
+fn load_skills(
+    scenario: Scenario,
+    mut reporter: Reporter,
+    runtime: &Runtime,
+) -> Result<LoadedScenario, CheckReport> {
     let mut skills = BTreeMap::new();
     for (alias, skill) in &scenario.skills {
         match runtime.load_file(&skill.component) {

@@ -24,6 +24,7 @@ pub mod checkpoint;
 mod codec;
 pub mod error;
 pub mod failpoint;
+mod journal;
 pub mod lease;
 pub mod migrate;
 mod postgres;
@@ -38,15 +39,20 @@ mod url;
 pub use skillhost_model::state;
 
 pub use checkpoint::{
-    CheckpointRow, LoadedCheckpoint, SNAPSHOT_EVERY, START_NODE, StepCommit, is_snapshot_seq,
+    CheckpointDelta, CheckpointRow, LoadedCheckpoint, RunHistory, SNAPSHOT_EVERY, START_NODE,
+    StepCommit, is_snapshot_seq,
 };
 pub use error::StoreError;
 pub use lease::{
     CurrentCheckpoint, Lease, PruneReport, Retention, format_ms, new_owner_id, parse_duration,
 };
 pub use migrate::SCHEMA_VERSION;
-pub use rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
-pub use run::{NewRun, RunRow, RunStatus, UnknownRunStatus, UnreadableRun, new_run_id};
+pub use rows::{
+    ArtifactRow, JournalEntry, JournalRow, MapItemRow, NewArtifact, StepRow, blob_digest,
+};
+pub use run::{
+    ForkOrigin, NewRun, Provenance, RunRow, RunStatus, UnknownRunStatus, UnreadableRun, new_run_id,
+};
 pub use skillhost_model::{MAX_NESTING, TooDeep, check_change_nesting, check_nesting};
 pub use state::{
     ApplyError, FIELD_HASH_PREFIX, FieldHashes, InitialState, RunState, StateChange, apply,
@@ -396,9 +402,20 @@ impl Store {
         dispatch!(self, s => s.steps(run_id).await)
     }
 
-    /// The run's recorded host calls, by seq, for replay.
+    /// The run's recorded host calls, by seq (and within a step by map item
+    /// and entry), each checked against its digests: a row edited or
+    /// damaged since it was committed is [`StoreError::Corrupt`], naming
+    /// the run, the seq and the entry.
     pub async fn journal(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
         dispatch!(self, s => s.journal(run_id).await)
+    }
+
+    /// [`journal`](Self::journal) with each row's digests and, for a row that
+    /// no longer matches them, why ([`JournalRow::fault`]), instead of an
+    /// error: a replay reports such a row as its step's divergence, and an
+    /// export carries the digests.
+    pub async fn journal_rows(&self, run_id: &str) -> Result<Vec<JournalRow>, StoreError> {
+        dispatch!(self, s => s.journal_rows(run_id).await)
     }
 
     /// The run's checkpoint history (without rebuilding states), by seq.
@@ -418,6 +435,13 @@ impl Store {
             self.plans.set(run_id, plan);
             checkpoint
         }))
+    }
+
+    /// The run's whole checkpoint history: the state it started from and
+    /// every checkpoint with its changes, each row verified against its
+    /// digest ([`StoreError::Corrupt`]). None for an unknown run.
+    pub async fn history(&self, run_id: &str) -> Result<Option<RunHistory>, StoreError> {
+        dispatch!(self, s => s.history(run_id).await)
     }
 
     /// The state at checkpoint `seq`, rebuilt and verified. None if the run

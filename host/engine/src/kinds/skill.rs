@@ -39,7 +39,7 @@ async fn run_call(
     check_pre(node, &call.pre, &vars).map_err(|f| (f, None))?;
 
     let plan = CallPlan::new(call, &skill);
-    let durable = cx.store.is_some();
+    let durable = cx.keeps_records();
     let started_at_ms = now_ms();
     let Attempts {
         mut report,
@@ -48,7 +48,7 @@ async fn run_call(
     } = call_node_skill(cx, &node.id, &skill, &plan, &input).await;
     // The host calls were made whatever happens to the node now: a failure
     // commits them like a success.
-    let journal = journal_entries(&node.id, std::mem::take(&mut report.journal));
+    let journal = journal_entries(&node.id, None, std::mem::take(&mut report.journal));
     let failed_after_call = |mut f: NodeFailure, step: &StepRow| {
         f.attempt = attempt;
         f.journal = journal.clone();

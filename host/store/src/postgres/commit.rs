@@ -20,7 +20,7 @@ use sqlx::query::QueryScalar;
 
 use super::PgStore;
 use crate::checkpoint::{EncodedCheckpoint, RunDigest, START_NODE, StepCommit};
-use crate::codec::{ACTIVE, Codec, StepBinds, now_ms};
+use crate::codec::{ACTIVE, Codec, JournalBinds, MapItemBinds, StepBinds, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, holds, lease_lost};
 use crate::read::Reads;
@@ -55,8 +55,8 @@ static MAP_ITEM_STATEMENT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH f AS ({FENCED_RUN}), \
          i AS (INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
-             output_hash, duration_us, fuel_consumed, created_at) \
-             SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM f \
+             output_hash, duration_us, fuel_consumed, created_at, attempt, journal, digest) \
+             SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 FROM f \
              ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING) \
          SELECT COUNT(*) FROM f"
     )
@@ -144,6 +144,8 @@ pub(super) struct PreparedRun {
     pub(super) digest: String,
     /// The run's digest.
     pub(super) run_digest: String,
+    /// The run's provenance, as stored.
+    pub(super) provenance: String,
 }
 
 /// A run's final status, ready to bind.
@@ -198,14 +200,21 @@ impl PgStore {
         status: RunStatus,
         task_id: Option<&str>,
     ) -> Result<(), StoreError> {
-        let encoded = EncodedCheckpoint::initial(&run.id, &run.start_node, &run.initial_state);
+        let encoded = EncodedCheckpoint::initial(
+            &run.id,
+            &run.start_node,
+            &run.initial_state,
+            &run.start_visits,
+        );
         let input = run.input.to_string();
+        let provenance = run.provenance.to_json_text();
         let run_digest = RunDigest::of(
             &run.id,
             &run.scenario_name,
             &run.scenario_path,
             &run.scenario_digest,
             &input,
+            &provenance,
         );
         let prepared = PreparedRun {
             id: run.id.clone(),
@@ -225,6 +234,7 @@ impl PgStore {
             bytes: encoded.bytes as i64,
             digest: encoded.digest,
             run_digest,
+            provenance,
         };
         match &self.group {
             Some(group) => group.create(prepared, &self.db).await,
@@ -241,8 +251,9 @@ impl PgStore {
         let inserted = sqlx::query(
             "WITH r AS ( \
                  INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, \
-                     input, current_node, last_seq, created_at, updated_at, task_id, digest) \
-                 VALUES ($1, $12, $13, $14, $15, $16, $17, 0, $10, $10, $11, $19) \
+                     input, current_node, last_seq, created_at, updated_at, task_id, digest, \
+                     provenance) \
+                 VALUES ($1, $12, $13, $14, $15, $16, $17, 0, $10, $10, $11, $19, $20) \
                  RETURNING id, task_id), \
              c AS ( \
                  INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, \
@@ -274,6 +285,7 @@ impl PgStore {
         .bind(&run.start_node)
         .bind(&run.digest)
         .bind(&run.run_digest)
+        .bind(&run.provenance)
         .execute(&self.pool)
         .await;
         match inserted {
@@ -439,24 +451,34 @@ impl PgStore {
             }
         }
         if !journal.is_empty() {
-            let mut seqs = Vec::with_capacity(journal.len());
-            for entry in journal {
-                seqs.push(self.int(entry.seq, "journal seq")?);
-            }
-            let column =
-                |f: fn(&JournalEntry) -> String| -> Vec<String> { journal.iter().map(f).collect() };
+            let rows = journal
+                .iter()
+                .map(|entry| JournalBinds::new(self, run_id, entry))
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            let text =
+                |f: fn(&JournalBinds) -> String| -> Vec<String> { rows.iter().map(f).collect() };
             sqlx::query(
-                "INSERT INTO journal (run_id, seq, node_id, kind, request, response, created_at) \
-                 SELECT $1, * , $6 FROM UNNEST($2::bigint[], $3::text[], $4::text[], \
-                     $5::text[], $7::text[])",
+                "INSERT INTO journal (run_id, seq, node_id, kind, request, response, created_at, \
+                     item_index, entry_index, request_digest, digest) \
+                 SELECT $1, u.seq, u.node_id, u.kind, u.request, u.response, $2, u.item_index, \
+                     u.entry_index, u.request_digest, u.digest \
+                 FROM UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], \
+                     $8::bigint[], $9::bigint[], $10::text[], $11::text[]) WITH ORDINALITY \
+                 AS u(seq, node_id, kind, request, response, item_index, entry_index, \
+                     request_digest, digest, ord) \
+                 ORDER BY u.ord",
             )
             .bind(run_id)
-            .bind(seqs)
-            .bind(column(|e| e.node_id.clone()))
-            .bind(column(|e| e.kind.clone()))
-            .bind(column(|e| e.request.to_string()))
             .bind(now)
-            .bind(column(|e| e.response.to_string()))
+            .bind(rows.iter().map(|r| r.seq).collect::<Vec<i64>>())
+            .bind(text(|r| r.node_id.to_owned()))
+            .bind(text(|r| r.kind.to_owned()))
+            .bind(text(|r| r.request.clone()))
+            .bind(text(|r| r.response.clone()))
+            .bind(rows.iter().map(|r| r.item).collect::<Vec<Option<i64>>>())
+            .bind(rows.iter().map(|r| r.entry).collect::<Vec<i64>>())
+            .bind(text(|r| r.request_digest.clone()))
+            .bind(text(|r| r.digest.clone()))
             .execute(&mut *tx)
             .await
             .map_err(|e| self.error(e, &action))?;
@@ -689,8 +711,10 @@ impl PgStore {
         let duration = self.int(item.duration_us, "item duration")?;
         let fuel = self.int(item.fuel_consumed, "item fuel")?;
         let output = item.output.to_string();
+        let (attempt, journal, digest) = MapItemBinds::of(item);
         let (owner, generation) = self.fence_binds(fence)?;
         let (action, output, owner) = (&action, &output, &owner);
+        let (journal, digest) = (&journal, &digest);
         let sql = MAP_ITEM_STATEMENT.as_str();
         // Idempotent (the first durable output wins), so safe to retry.
         let found: i64 = self
@@ -707,6 +731,9 @@ impl PgStore {
                     .bind(duration)
                     .bind(fuel)
                     .bind(now_ms())
+                    .bind(attempt)
+                    .bind(journal)
+                    .bind(digest)
                     .fetch_one(&self.pool)
                     .await
                     .map_err(|e| self.write_error(e, &item.run_id, action))
