@@ -109,7 +109,12 @@ impl RunExport {
     /// from the path it was started from (it must still have the digest
     /// the run recorded) and the paths of its components from that text.
     /// Every row is checked against its digest on the way
-    /// ([`skillhost_store::StoreError::Corrupt`]).
+    /// ([`skillhost_store::StoreError::Corrupt`]), except the journal's:
+    /// a journal row that no longer matches its digest is exported as it
+    /// is stored, with the digest it was committed with, so that a replay
+    /// reports it as its step's divergence
+    /// ([`changed_journal_entries`](Self::changed_journal_entries) lists
+    /// them).
     pub async fn from_store(store: &Store, run_id: &str) -> Result<RunExport, ReplayError> {
         let run = store
             .run(run_id)
@@ -169,23 +174,16 @@ impl RunExport {
                 message: "it has no checkpoints".into(),
             })?;
         let steps = store.steps(run_id).await?;
-        let mut journal = Vec::new();
-        for row in store.journal_rows(run_id).await? {
-            if let Some(detail) = row.fault {
-                return Err(ReplayError::CorruptJournal {
-                    id: run_id.to_string(),
-                    seq: row.entry.seq,
-                    entry: row.entry.entry,
-                    item: row.entry.item,
-                    detail,
-                });
-            }
-            journal.push(ExportedJournalEntry {
+        let journal = store
+            .journal_rows(run_id)
+            .await?
+            .into_iter()
+            .map(|row| ExportedJournalEntry {
                 entry: row.entry,
                 request_digest: row.request_digest,
                 digest: row.digest,
-            });
-        }
+            })
+            .collect();
         let artifacts = store
             .artifacts(run_id)
             .await?
@@ -260,6 +258,27 @@ impl RunExport {
             }
         }
         serde_json::from_value(value).map_err(|e| unreadable(format!("not a run export: {e}")))
+    }
+
+    /// Each journal entry that no longer matches the digests recorded with
+    /// it, as `step SEQ (node NODE): …`: what a replay of the export
+    /// reports as the divergence of that step.
+    pub fn changed_journal_entries(&self) -> Vec<String> {
+        let entries: Vec<&ExportedJournalEntry> = self.journal.iter().collect();
+        super::changed_entries(&self.run.id, &entries)
+            .into_iter()
+            .zip(
+                entries
+                    .iter()
+                    .filter(|e| super::entry_changed(&self.run.id, e)),
+            )
+            .map(|(difference, entry)| {
+                format!(
+                    "step {} (node `{}`): {difference}",
+                    entry.entry.seq, entry.entry.node_id
+                )
+            })
+            .collect()
     }
 
     /// The export as pretty JSON text.

@@ -96,17 +96,6 @@ pub enum ReplayError {
     },
     #[error("cannot use the run export `{}`: {message}", path.display())]
     ExportUnreadable { path: PathBuf, message: String },
-    #[error(
-        "journal entry {entry} of step {seq}{} of run `{id}` no longer matches the digest recorded when it was committed: {detail}",
-        item.map(|i| format!(" (item {i})")).unwrap_or_default()
-    )]
-    CorruptJournal {
-        id: String,
-        seq: u64,
-        entry: u32,
-        item: Option<u32>,
-        detail: String,
-    },
     #[error("the recorded history of run `{id}` is not whole: {message}")]
     History { id: String, message: String },
     #[error(transparent)]
@@ -121,10 +110,7 @@ impl ReplayError {
     pub fn is_environment(&self) -> bool {
         matches!(
             self,
-            ReplayError::Store(_)
-                | ReplayError::Engine(_)
-                | ReplayError::CorruptJournal { .. }
-                | ReplayError::History { .. }
+            ReplayError::Store(_) | ReplayError::Engine(_) | ReplayError::History { .. }
         )
     }
 }
@@ -419,23 +405,39 @@ fn check_hash(state: &RunState, checkpoint: &CheckpointDelta) -> Result<(), Stri
     }
 }
 
-/// The step's journal entries that no longer match the digests recorded
-/// with them: each a divergence of the step.
+/// What of a journal entry no longer matches the digests recorded with it
+/// (empty when it matches, or is older than digests).
+fn entry_faults(run_id: &str, exported: &ExportedJournalEntry) -> Vec<&'static str> {
+    let entry = &exported.entry;
+    let mut wrong = Vec::new();
+    if exported.digest == LEGACY_JOURNAL {
+        return wrong;
+    }
+    if entry.digest(run_id) != exported.digest {
+        wrong.push("its row digest");
+    }
+    if exported.request_digest.as_deref() != Some(entry.request_digest().as_str()) {
+        wrong.push("its request digest");
+    }
+    wrong
+}
+
+/// Whether a journal entry no longer matches the digests recorded with it.
+fn entry_changed(run_id: &str, exported: &ExportedJournalEntry) -> bool {
+    !entry_faults(run_id, exported).is_empty()
+}
+
+/// What a journal row's digest is in rows older than digests.
+const LEGACY_JOURNAL: &str = "legacy";
+
+/// The journal entries that no longer match the digests recorded with
+/// them, in order: each a divergence of its step.
 fn changed_entries(run_id: &str, entries: &[&ExportedJournalEntry]) -> Vec<Difference> {
     entries
         .iter()
         .filter_map(|exported| {
             let entry = &exported.entry;
-            if exported.digest == "legacy" {
-                return None;
-            }
-            let mut wrong = Vec::new();
-            if entry.digest(run_id) != exported.digest {
-                wrong.push("its row digest");
-            }
-            if exported.request_digest.as_deref() != Some(entry.request_digest().as_str()) {
-                wrong.push("its request digest");
-            }
+            let wrong = entry_faults(run_id, exported);
             (!wrong.is_empty()).then(|| Difference {
                 what: "journal".into(),
                 detail: format!(

@@ -21,6 +21,7 @@ mod integrity;
 mod kinds;
 mod map;
 mod postgres;
+mod replay;
 mod resume;
 mod routing;
 mod rules;
