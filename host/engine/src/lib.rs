@@ -321,9 +321,22 @@ impl Engine {
                 &skillhost_scenario::Reducer::Replace,
                 value.clone(),
             )
-            .map_err(|message| EngineError::InvalidFork {
-                field: field.clone(),
-                message,
+            .map_err(|mut message| {
+                if scenario.state_field(field).is_none() && field != "errors" {
+                    let declared: Vec<String> = scenario
+                        .state
+                        .iter()
+                        .map(|f| format!("`{}`", f.name))
+                        .collect();
+                    message.push_str(&format!(
+                        "; the declared fields are {}",
+                        declared.join(", ")
+                    ));
+                }
+                EngineError::InvalidFork {
+                    field: field.clone(),
+                    message,
+                }
             })?;
             skillhost_store::check_change_nesting(&change).map_err(|e| {
                 EngineError::InvalidFork {

@@ -92,6 +92,27 @@ impl KvScenario {
     /// Runs it on `store` with a runtime whose kv (namespace `shared`) holds
     /// `greeting`, `a` and `b`.
     async fn run(&self, store: &Store) -> RunOutcome {
+        let loaded = self.loaded_with_kv();
+        let outcome = Engine::new(Some(store.clone()), Arc::new(NoEvents))
+            .start(&loaded, json!({ "key": "greeting" }), None)
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome.status,
+            RunStatus::Completed,
+            "{:?}",
+            outcome.failure
+        );
+        assert_eq!(
+            outcome.state.get("readings"),
+            Some(&json!(["1", "2", "(none)"]))
+        );
+        outcome
+    }
+
+    /// The scenario loaded by a runtime of its own whose kv (namespace
+    /// `shared`) holds `greeting`, `a` and `b`.
+    fn loaded_with_kv(&self) -> skillhost_scenario::LoadedScenario {
         let kv = MemoryKv::default();
         for (key, value) in [("greeting", "hello"), ("a", "1"), ("b", "2")] {
             kv.set("shared", key, value.as_bytes().to_vec()).unwrap();
@@ -110,22 +131,7 @@ impl KvScenario {
             },
         })
         .unwrap();
-        let loaded = skillhost_scenario::load(&self.path(), &recording).unwrap();
-        let outcome = Engine::new(Some(store.clone()), Arc::new(NoEvents))
-            .start(&loaded, json!({ "key": "greeting" }), None)
-            .await
-            .unwrap();
-        assert_eq!(
-            outcome.status,
-            RunStatus::Completed,
-            "{:?}",
-            outcome.failure
-        );
-        assert_eq!(
-            outcome.state.get("readings"),
-            Some(&json!(["1", "2", "(none)"]))
-        );
-        outcome
+        skillhost_scenario::load(&self.path(), &recording).unwrap()
     }
 }
 
@@ -537,4 +543,47 @@ async fn a_fork_that_does_not_fit_writes_nothing() {
         matches!(error, EngineError::ScenarioChanged { .. }),
         "{error}"
     );
+}
+
+/// A run killed inside its map node, after some items finished, resumes
+/// reusing them: their journals come back from their map item rows, so the
+/// node's commit holds every item's calls and the run replays clean.
+#[tokio::test]
+async fn a_map_node_resumed_after_a_crash_keeps_every_items_journal() {
+    let scenario = KvScenario::new();
+    let db = Db::sqlite().await;
+    let reference = scenario.run(&db.store).await;
+    let loaded = Arc::new(scenario.loaded_with_kv());
+    let run_id = crate::crash(&db.url, &loaded, json!({ "key": "greeting" }), |event| {
+        matches!(
+            event,
+            skillhost_engine::Event::MapItemFinished { reused: false, .. }
+        )
+    })
+    .await;
+    let items = db.store.map_items(&run_id, "read_many", 1).await.unwrap();
+    assert!(!items.is_empty() && items.len() < 3, "{items:?}");
+    let resumed = crate::resume(db.reopen().await, &loaded, &run_id)
+        .await
+        .unwrap();
+    completed(&resumed);
+    assert_eq!(resumed.outcome.state, reference.state);
+    let journal = db.store.journal(&run_id).await.unwrap();
+    let items: Vec<(u64, Option<u32>, u32)> =
+        journal.iter().map(|e| (e.seq, e.item, e.entry)).collect();
+    assert_eq!(
+        items,
+        [
+            (1, None, 0),
+            (1, None, 1),
+            (2, Some(0), 0),
+            (2, Some(0), 1),
+            (2, Some(1), 0),
+            (2, Some(1), 1),
+            (2, Some(2), 0),
+            (2, Some(2), 1)
+        ]
+    );
+    let report = replay_from_store(&db.store, &run_id).await.unwrap();
+    assert_eq!(report.diverged_at, None, "{report:#?}");
 }
