@@ -289,9 +289,10 @@ fn a_kv_run_replays_and_an_edited_journal_entry_is_named() {
         "{error}"
     );
     // An export keeps it as stored, and says so.
+    let file = dir.path().join("run.json");
     let out = host(
         dir.path(),
-        &["runs", "export", &id, "--out", "run.json"],
+        &["runs", "export", &id, "--out", file.to_str().unwrap()],
         None,
     );
     ok(&out);
