@@ -497,3 +497,71 @@ fn a_run_that_is_not_finished_is_not_replayed() {
     let error = exit(&host(dir.path(), &["replay", "no-such-run"], None), 2);
     assert!(error.contains("does not exist"), "{error}");
 }
+
+/// A cached node's second run reuses the first run's output; `runs show`
+/// says where it came from, and `runs prune` deletes the entry with the
+/// run that wrote it.
+#[test]
+fn a_cached_step_is_shown_with_where_its_output_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(skillhost_tests::dist("echo"), dir.path().join("echo.wasm")).unwrap();
+    let scenario = dir.path().join("cached.toml");
+    std::fs::write(
+        &scenario,
+        r#"[scenario]
+name = "cached"
+
+[state]
+echoed = { type = "string" }
+
+[skills.echo]
+component = "echo.wasm"
+
+[[node]]
+id = "shout"
+skill = "echo"
+input = { message = "'hey'", repeat = "3" }
+cache = { ttl = "1h" }
+writes = [{ field = "echoed", from = "output.message" }]
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "shout"
+to = "done"
+"#,
+    )
+    .unwrap();
+    let scenario = scenario.to_str().unwrap();
+    let first = run_id(&host(dir.path(), &["run", scenario, "--json"], None));
+    let second = run_id(&host(dir.path(), &["run", scenario, "--json"], None));
+    let shown = stdout(&host(dir.path(), &["runs", "show", &second], None));
+    assert!(
+        shown.contains(&format!(
+            "cached: the output of run {first}, step 1 (node `shout`); the skill was not called"
+        )),
+        "{shown}"
+    );
+    let shown = json(&host(
+        dir.path(),
+        &["runs", "show", &second, "--json"],
+        None,
+    ));
+    assert_eq!(
+        shown["steps"][0]["detail"]["cached"]["run_id"],
+        first.as_str()
+    );
+    assert_eq!(shown["state"]["echoed"], "heyheyhey");
+    let first_shown = stdout(&host(dir.path(), &["runs", "show", &first], None));
+    assert!(!first_shown.contains("cached:"), "{first_shown}");
+
+    let pruned = json(&host(
+        dir.path(),
+        &["runs", "prune", "--older-than", "0s", "--json"],
+        None,
+    ));
+    assert_eq!(pruned["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(pruned["cache_entries"], 1);
+}

@@ -73,6 +73,7 @@ pub fn commit(
             request: json!({}),
             response: json!({"now_ms": seq}),
         }],
+        cache: None,
         node_id,
     }
 }

@@ -21,6 +21,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod bench;
+mod cache;
 mod call;
 pub mod events;
 mod kinds;

@@ -305,6 +305,7 @@ impl<'c, 'a> Run<'c, 'a> {
                 step: success.step,
                 visits: self.visits.clone(),
                 journal: success.journal,
+                cache: success.cache,
             };
             self.record(commit, &success.artifacts).await?;
             if cx.store.is_some() {
@@ -433,6 +434,7 @@ impl<'c, 'a> Run<'c, 'a> {
                 step,
                 visits: self.visits.clone(),
                 journal: failure.journal,
+                cache: None,
             };
             self.record(commit, &[]).await?;
             if cx.store.is_some() {

@@ -41,8 +41,9 @@ pub use load::{
     Configs, LoadedScenario, load, load_text_with_components, parse_file, parse_str, resolve,
 };
 pub use node::{
-    ArtifactSpec, CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, FailNode, GateNode, MapNode,
-    Node, NodeBody, NodeExpr, NodeKind, PostCheck, Reducer, RetrySpec, Route, SkillCall, Write,
+    ArtifactSpec, CacheSpec, CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, FailNode, GateNode,
+    MapNode, Node, NodeBody, NodeExpr, NodeKind, PostCheck, Reducer, RetrySpec, Route, SkillCall,
+    Write,
 };
 
 /// The name of the state field the engine appends node failures to. Always

@@ -346,6 +346,23 @@ async fn show_run(args: ShowArgs) -> CliResult {
                 println!("{:>6}{}", "", journal_line(entry));
             }
         }
+        if let Some(cached) = s.detail.as_ref().and_then(|d| d.get("cached")) {
+            println!(
+                "{:>6}cached: the output of run {}, step {} (node `{}`); the skill was not called",
+                "",
+                cached.get("run_id").and_then(Value::as_str).unwrap_or("?"),
+                cached.get("seq").unwrap_or(&Value::Null),
+                cached.get("node").and_then(Value::as_str).unwrap_or("?"),
+            );
+        }
+        if let Some(why) = s
+            .detail
+            .as_ref()
+            .and_then(|d| d.get("cache_refused"))
+            .and_then(Value::as_str)
+        {
+            println!("{:>6}cache: an entry was not served: {why}", "");
+        }
         let dropped = s.detail.as_ref().and_then(|d| d.get("logs_dropped"));
         if let Some(dropped) = dropped.and_then(Value::as_u64) {
             println!(
@@ -520,9 +537,11 @@ pub fn prune(args: PruneArgs) -> CliResult {
             return print_json(&report);
         }
         println!(
-            "pruned {} finished run(s) and {} unreferenced artifact blob(s) from {}",
+            "pruned {} finished run(s), {} unreferenced artifact blob(s) and {} expired or \
+             orphaned node cache row(s) from {}",
             report.runs.len(),
             report.blobs,
+            report.cache_entries,
             store.url_for_display()
         );
         Ok(())

@@ -67,6 +67,8 @@ pub struct StepCommit {
     /// Node visit counts after this step (resume needs them for max_visits).
     pub visits: BTreeMap<String, u32>,
     pub journal: Vec<JournalEntry>,
+    /// The node cache entry this step's output becomes, if its node caches.
+    pub cache: Option<crate::cache::NewCacheEntry>,
 }
 
 /// One checkpoint of a run's history, without its state.
@@ -742,6 +744,7 @@ mod tests {
             },
             visits: BTreeMap::from([(format!("n{seq}"), 1)]),
             journal: vec![],
+            cache: None,
         }
     }
 

@@ -20,6 +20,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Decode, Postgres, Row, Sqlite, Type};
 
+use crate::cache::{CachedOutput, cache_digest};
 use crate::checkpoint::{CheckpointRow, RunDigest, StoredCheckpoint};
 use crate::error::{DatabaseFailure, StoreError};
 use crate::journal::{JournalDigest, map_item_digest};
@@ -413,6 +414,58 @@ pub(crate) trait Codec {
             request_digest,
             digest: digest.unwrap_or_default(),
             fault,
+        })
+    }
+
+    /// A row of `node_cache`, checked against its digest and its output
+    /// against its hash.
+    fn cache_row(&self, row: &impl StoredRow) -> Result<CachedOutput, StoreError> {
+        let key: String = self.get(row, "key")?;
+        let what = format!("node cache entry {key}");
+        let output: String = self.get(row, "output")?;
+        let output_hash: String = self.get(row, "output_hash")?;
+        let run_id: String = self.get(row, "run_id")?;
+        let seq: i64 = self.get(row, "seq")?;
+        let node_id: String = self.get(row, "node_id")?;
+        let created_at: i64 = self.get(row, "created_at")?;
+        let expires_at: i64 = self.get(row, "expires_at")?;
+        let digest: String = self.get(row, "digest")?;
+        let expected = cache_digest(
+            &key,
+            &output,
+            &output_hash,
+            &run_id,
+            seq,
+            &node_id,
+            created_at,
+            expires_at,
+        );
+        if digest != expected {
+            return Err(self.corrupt(
+                &what,
+                format_args!(
+                    "what it stores no longer matches the digest recorded when run `{run_id}` \
+                     wrote it at checkpoint {seq}"
+                ),
+            ));
+        }
+        let output = self.json(&output, &what)?;
+        let actual = skillhost_model::hash_like(&output, &output_hash);
+        if actual != output_hash {
+            return Err(self.corrupt(
+                &what,
+                format_args!("its output hashes to {actual}, but {output_hash} was recorded"),
+            ));
+        }
+        Ok(CachedOutput {
+            seq: self.uint(seq, &what)?,
+            key,
+            output,
+            output_hash,
+            run_id,
+            node_id,
+            created_at_ms: created_at,
+            expires_at_ms: expires_at,
         })
     }
 

@@ -20,6 +20,7 @@
 //! both. Backend-neutral rules live in [`checkpoint`], [`state`],
 //! [`migrate`] and [`lease`].
 
+mod cache;
 pub mod checkpoint;
 mod codec;
 pub mod error;
@@ -38,6 +39,7 @@ mod url;
 /// The run state and its changes and hashes, from `skillhost-model`.
 pub use skillhost_model::state;
 
+pub use cache::{CachedOutput, NewCacheEntry};
 pub use checkpoint::{
     CheckpointDelta, CheckpointRow, LoadedCheckpoint, RunHistory, SNAPSHOT_EVERY, START_NODE,
     StepCommit, is_snapshot_seq,
@@ -284,7 +286,8 @@ impl Store {
 
     /// Writes one node's outcome in ONE transaction: the checkpoint (changes,
     /// plus the full state when a snapshot is due), the step row, the journal
-    /// entries, and the run's status (`running`), current node (the first of
+    /// entries, the node cache entry (replacing one under the same key), and
+    /// the run's status (`running`), current node (the first of
     /// `next_nodes`) and `last_seq`. Fails with [`StoreError::Conflict`],
     /// writing nothing, unless `commit.seq` is exactly the last seq + 1 and
     /// the run is not finished: the exactly-once guard on resume. Refuses
@@ -452,6 +455,15 @@ impl Store {
         seq: u64,
     ) -> Result<Option<LoadedCheckpoint>, StoreError> {
         dispatch!(self, s => s.state_at(run_id, seq).await)
+    }
+
+    /// The node cache's entry under `key`, if one is there and has not
+    /// expired: its output, verified against its hash and the row's digest
+    /// ([`StoreError::Corrupt`] when it does not match), with the run, seq
+    /// and node whose step recorded it. Entries are written by the commit of
+    /// that step ([`StepCommit::cache`]).
+    pub async fn cached_output(&self, key: &str) -> Result<Option<CachedOutput>, StoreError> {
+        dispatch!(self, s => s.cached_output(key).await)
     }
 
     /// Stores bytes under `name` in the run (replacing an artifact of that

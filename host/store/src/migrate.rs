@@ -55,6 +55,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "replayable_journal",
         sql: include_str!("../migrations/sqlite/0006_replayable_journal.sql"),
     },
+    Migration {
+        version: 7,
+        name: "node_cache",
+        sql: include_str!("../migrations/sqlite/0007_node_cache.sql"),
+    },
 ];
 
 /// The Postgres migrations: the same versions and names as [`SQLITE`], in
@@ -90,10 +95,15 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "replayable_journal",
         sql: include_str!("../migrations/postgres/0006_replayable_journal.sql"),
     },
+    Migration {
+        version: 7,
+        name: "node_cache",
+        sql: include_str!("../migrations/postgres/0007_node_cache.sql"),
+    },
 ];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";

@@ -27,6 +27,7 @@ use std::future::Future;
 use sqlx::query::Query;
 use sqlx::{Database, Encode, Type};
 
+use crate::cache::CachedOutput;
 use crate::checkpoint::{CheckpointRow, LoadedCheckpoint, RunHistory, SnapshotPlan, rebuild};
 use crate::codec::{Codec, StoredRow, run_columns};
 use crate::error::StoreError;
@@ -127,6 +128,10 @@ const WHOLE_HISTORY: &str = "\
         c.state_hash, c.visits, c.digest, \
         (SELECT r.digest FROM runs AS r WHERE r.id = $1) AS run_digest \
     FROM checkpoints AS c WHERE c.run_id = $1 ORDER BY c.seq";
+
+/// The node cache's entry under key $1 that has not expired at $2.
+const NODE_CACHE: &str = "SELECT key, output, output_hash, run_id, seq, node_id, created_at, \
+     expires_at, digest FROM node_cache WHERE key = $1 AND expires_at > $2";
 
 const ARTIFACTS: &str = "SELECT name, digest, media_type, size, created_at FROM artifacts \
      WHERE run_id = $1 ORDER BY name";
@@ -332,6 +337,13 @@ pub(crate) trait Reads: Codec + Sync {
             .map(|row| self.stored_checkpoint(run_id, row))
             .collect::<Result<Vec<_>, StoreError>>()?;
         crate::checkpoint::history(self.db(), run_id, rows).map(Some)
+    }
+
+    async fn cached_output(&self, key: &str) -> Result<Option<CachedOutput>, StoreError> {
+        let action = format!("reading node cache entry {key}");
+        let params = [Param::Text(key), Param::Int(crate::codec::now_ms())];
+        let rows = self.fetch(NODE_CACHE, &params, &action).await?;
+        rows.first().map(|row| self.cache_row(row)).transpose()
     }
 
     async fn artifacts(&self, run_id: &str) -> Result<Vec<ArtifactRow>, StoreError> {

@@ -26,6 +26,7 @@ pub(crate) fn run(
             artifacts: Vec::new(),
             journal: Vec::new(),
             logs_dropped: 0,
+            cache: None,
         })
         .map_err(|f| (f, None));
     result.into()

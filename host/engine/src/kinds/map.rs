@@ -299,6 +299,7 @@ async fn run_items(
         artifacts: files,
         journal,
         logs_dropped,
+        cache: None,
     })
 }
 

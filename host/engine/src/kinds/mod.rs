@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::RunContext;
 use skillhost_scenario::{Node, NodeBody};
-use skillhost_store::{JournalEntry, NewArtifact, RunState, StateChange, StepRow};
+use skillhost_store::{JournalEntry, NewArtifact, NewCacheEntry, RunState, StateChange, StepRow};
 
 /// What running a node did.
 pub(crate) enum Outcome {
@@ -51,6 +51,9 @@ pub(crate) struct NodeSuccess {
     /// Log lines the node's skill calls wrote past their log budget: counted,
     /// not kept, and said in the run's progress and its step.
     pub logs_dropped: u64,
+    /// The node cache entry the node's output becomes, committed with its
+    /// checkpoint (a cached node's call that made no journaled host call).
+    pub cache: Option<NewCacheEntry>,
 }
 
 /// A failure of one node, before routing decides what it means for the run.

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::{NodeFailure, NodeSuccess, Outcome};
 use crate::RunContext;
+use crate::cache::{self, Lookup};
 use crate::call::{Attempts, CallPlan, call_node_skill, journal_entries};
 use crate::node::{
     artifacts, base_vars, check_constraints, check_post, check_pre, map_input, skill_of, writes,
@@ -38,14 +39,21 @@ async fn run_call(
         .map_err(|f| (f, None))?;
     check_pre(node, &call.pre, &vars).map_err(|f| (f, None))?;
 
-    let plan = CallPlan::new(call, &skill);
     let durable = cx.keeps_records();
     let started_at_ms = now_ms();
+    // A cached node first asks the store; a hit stands for the call.
+    let lookup = cache::lookup(cx, call, &skill, &input).await;
     let Attempts {
         mut report,
         attempt,
         failed,
-    } = call_node_skill(cx, &node.id, &skill, &plan, &input).await;
+    } = match &lookup {
+        Lookup::Hit(hit) => cache::attempts_of(hit),
+        Lookup::Off | Lookup::Miss { .. } => {
+            let plan = CallPlan::new(call, &skill);
+            call_node_skill(cx, &node.id, &skill, &plan, &input).await
+        }
+    };
     // The host calls were made whatever happens to the node now: a failure
     // commits them like a success.
     let journal = journal_entries(&node.id, None, std::mem::take(&mut report.journal));
@@ -83,6 +91,14 @@ async fn run_call(
     }
     check_constraints(node, "output", call.output_constraints.as_deref(), &output)
         .map_err(|f| failed_after_call(f, &step))?;
+    // Only a call that made no journaled host call is recorded: its output
+    // is a function of the key. It is committed only if the node succeeds.
+    let cache = match (&lookup, call.cache) {
+        (Lookup::Miss { key, .. }, Some(spec)) if journal.is_empty() => {
+            Some(cache::entry(key.clone(), &output, spec.ttl_ms))
+        }
+        _ => None,
+    };
     vars.set_owned("output", output);
     let verified = check_post(node, &call.post, &vars).map_err(|f| failed_after_call(f, &step))?;
     // The step row's detail is only ever stored.
@@ -101,6 +117,17 @@ async fn run_call(
         if let Some(verified) = verified_quotes {
             detail.insert("verified_quotes".into(), verified);
         }
+        match &lookup {
+            Lookup::Hit(hit) => {
+                detail.insert("cached".into(), cache::hit_detail(hit));
+            }
+            Lookup::Miss {
+                refused: Some(why), ..
+            } => {
+                detail.insert("cache_refused".into(), json!(why));
+            }
+            Lookup::Off | Lookup::Miss { .. } => {}
+        }
         if !report.logs.is_empty() {
             detail.insert("logs".into(), json!(report.logs));
         }
@@ -118,6 +145,7 @@ async fn run_call(
         artifacts: files,
         journal,
         logs_dropped: report.logs_dropped,
+        cache,
     })
 }
 

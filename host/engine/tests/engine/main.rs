@@ -15,6 +15,7 @@
 
 mod artifacts;
 mod boundaries;
+mod cache;
 mod events;
 mod failures;
 mod integrity;

@@ -19,6 +19,7 @@ use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::query::QueryScalar;
 
 use super::PgStore;
+use crate::cache::{CacheBinds, NewCacheEntry};
 use crate::checkpoint::{EncodedCheckpoint, RunDigest, START_NODE, StepCommit};
 use crate::codec::{ACTIVE, Codec, JournalBinds, MapItemBinds, StepBinds, now_ms};
 use crate::error::StoreError;
@@ -102,6 +103,14 @@ const CHECKPOINT_STATEMENT: &str = "\
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
             updated_at = excluded.updated_at) \
     SELECT 1 FROM r";
+
+/// What a checkpoint commit writes besides the checkpoint and its step row.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Extra<'a> {
+    journal: &'a [JournalEntry],
+    artifacts: &'a [NewArtifact],
+    cache: Option<&'a NewCacheEntry>,
+}
 
 /// One checkpoint commit, converted and range-checked, ready to bind.
 #[derive(Debug)]
@@ -372,31 +381,39 @@ impl PgStore {
             fence: fence.cloned(),
         };
         match &self.group {
-            // Journal entries and artifacts are rare: those commits go alone.
-            Some(group) if commit.journal.is_empty() && artifacts.is_empty() => {
+            // Journal entries, artifacts and cache entries are rare: those
+            // commits go alone.
+            Some(group)
+                if commit.journal.is_empty() && artifacts.is_empty() && commit.cache.is_none() =>
+            {
                 group.commit(prepared, &self.db).await
             }
             _ => {
-                self.commit_direct(&prepared, &commit.journal, artifacts)
-                    .await
+                let extra = Extra {
+                    journal: &commit.journal,
+                    artifacts,
+                    cache: commit.cache.as_ref(),
+                };
+                self.commit_direct(&prepared, extra).await
             }
         }
     }
 
     /// A commit in a transaction of its own.
     pub(super) async fn commit_prepared(&self, prepared: &Prepared) -> Result<(), StoreError> {
-        self.commit_direct(prepared, &[], &[]).await
+        self.commit_direct(prepared, Extra::default()).await
     }
 
-    /// One commit in a transaction of its own. Without journal entries or
-    /// artifacts that is one statement ([`CHECKPOINT_STATEMENT`]) in an
-    /// implicit transaction: one round trip, COMMIT included.
-    async fn commit_direct(
-        &self,
-        p: &Prepared,
-        journal: &[JournalEntry],
-        artifacts: &[NewArtifact],
-    ) -> Result<(), StoreError> {
+    /// One commit in a transaction of its own. Without journal entries,
+    /// artifacts or a cache entry that is one statement
+    /// ([`CHECKPOINT_STATEMENT`]) in an implicit transaction: one round
+    /// trip, COMMIT included.
+    async fn commit_direct(&self, p: &Prepared, extra: Extra<'_>) -> Result<(), StoreError> {
+        let Extra {
+            journal,
+            artifacts,
+            cache,
+        } = extra;
         let run_id = p.run_id.as_str();
         let seq = p.seq;
         let step = &p.step;
@@ -422,7 +439,7 @@ impl PgStore {
             .bind(p.bytes)
             .bind(&p.digest);
 
-        if journal.is_empty() && artifacts.is_empty() {
+        if journal.is_empty() && artifacts.is_empty() && cache.is_none() {
             // Nothing is written before COMMIT that is not in this one
             // statement, so "inside the commit" is just before it.
             crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
@@ -479,6 +496,31 @@ impl PgStore {
             .bind(rows.iter().map(|r| r.entry).collect::<Vec<i64>>())
             .bind(text(|r| r.request_digest.clone()))
             .bind(text(|r| r.digest.clone()))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        }
+        if let Some(entry) = cache {
+            let entry = CacheBinds::new(entry, run_id, seq, &p.node_id, now);
+            sqlx::query(
+                "INSERT INTO node_cache (key, output, output_hash, run_id, seq, node_id, \
+                     created_at, expires_at, digest) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 ON CONFLICT (key) DO UPDATE SET output = excluded.output, \
+                     output_hash = excluded.output_hash, run_id = excluded.run_id, \
+                     seq = excluded.seq, node_id = excluded.node_id, \
+                     created_at = excluded.created_at, expires_at = excluded.expires_at, \
+                     digest = excluded.digest",
+            )
+            .bind(&entry.key)
+            .bind(&entry.output)
+            .bind(&entry.output_hash)
+            .bind(run_id)
+            .bind(seq)
+            .bind(&p.node_id)
+            .bind(now)
+            .bind(entry.expires_at)
+            .bind(&entry.digest)
             .execute(&mut *tx)
             .await
             .map_err(|e| self.error(e, &action))?;

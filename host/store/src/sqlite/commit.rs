@@ -12,6 +12,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::Value;
 
 use super::SqliteStore;
+use crate::cache::CacheBinds;
 use crate::checkpoint::{EncodedCheckpoint, RunDigest, START_NODE, StepCommit};
 use crate::codec::{ACTIVE, Codec, JournalBinds, MapItemBinds, StepBinds, now_ms};
 use crate::error::StoreError;
@@ -158,6 +159,10 @@ impl SqliteStore {
             .map(|a| (blob_digest(&a.bytes), a))
             .collect();
         let now = now_ms();
+        let cache = commit
+            .cache
+            .as_ref()
+            .map(|entry| CacheBinds::new(entry, run_id, seq, &commit.node_id, now));
 
         self.write_fenced(fence, &action, |tx| {
             // The checkpoint goes first: the `checkpoints_in_sequence`
@@ -221,6 +226,24 @@ impl SqliteStore {
                         entry.item,
                         entry.entry,
                         entry.request_digest,
+                        entry.digest,
+                    ],
+                )
+                .map_err(|e| self.sq(e, &action))?;
+            }
+            if let Some(entry) = &cache {
+                execute(
+                    tx,
+                    UPSERT_CACHE_SQL,
+                    params![
+                        entry.key,
+                        entry.output,
+                        entry.output_hash,
+                        run_id,
+                        seq,
+                        commit.node_id,
+                        now,
+                        entry.expires_at,
                         entry.digest,
                     ],
                 )
@@ -479,6 +502,17 @@ INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_h
     ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
     node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
     state_hash = excluded.state_hash, updated_at = excluded.updated_at";
+
+/// A node cache entry ($1 key, $2 output, $3 output hash, $4 run id, $5 seq,
+/// $6 node, $7 now, $8 expiry, $9 the row's digest), replacing one under
+/// the same key (expired, or written by a run that raced this one).
+const UPSERT_CACHE_SQL: &str = "\
+INSERT INTO node_cache (key, output, output_hash, run_id, seq, node_id, created_at, \
+    expires_at, digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+    ON CONFLICT (key) DO UPDATE SET output = excluded.output, \
+    output_hash = excluded.output_hash, run_id = excluded.run_id, seq = excluded.seq, \
+    node_id = excluded.node_id, created_at = excluded.created_at, \
+    expires_at = excluded.expires_at, digest = excluded.digest";
 
 /// The message of the `checkpoints_in_sequence` trigger (migration 0001).
 const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";

@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use skillhost_store::{
-    ForkOrigin, JournalEntry, MapItemRow, Provenance, SCHEMA_VERSION, StateChange, Store,
-    StoreError, state_hash,
+    ForkOrigin, JournalEntry, MapItemRow, NewCacheEntry, Provenance, RunStatus, SCHEMA_VERSION,
+    StateChange, Store, StoreError, state_hash,
 };
 use skillhost_tests::store_fixtures::{commit, new_run, varied_change};
 
-use crate::backends::{Db, Kind, UNDO_6};
+use crate::backends::{Db, Kind, UNDO_6, UNDO_7};
 
 both!(
     journal_rows_keep_their_item_and_entry_and_are_checked_against_their_digests,
@@ -22,6 +22,7 @@ both!(
     map_items_keep_their_journal_and_attempt,
     a_runs_whole_history_is_read_with_every_change,
     a_version_5_database_keeps_its_journal_as_legacy_rows,
+    node_cache_entries_are_committed_with_their_step_and_served_until_they_expire,
 );
 
 fn entry(node: &str, item: Option<u32>, index: u32, key: &str, answer: Value) -> JournalEntry {
@@ -328,6 +329,7 @@ async fn a_version_5_database_keeps_its_journal_as_legacy_rows(kind: Kind) {
     // What a host of schema version 5 would have left: no journal digests,
     // item or entry indexes, no provenance (a run older than digests here,
     // whose checkpoints keep theirs), map items without attempt or journal.
+    db.exec(UNDO_7).await;
     db.exec(UNDO_6).await;
     db.exec(
         "UPDATE runs SET digest = 'legacy'; \
@@ -361,4 +363,110 @@ async fn a_version_5_database_keeps_its_journal_as_legacy_rows(kind: Kind) {
             .await,
         i64::from(SCHEMA_VERSION)
     );
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A node cache entry is written by its step's commit (with the run, seq
+/// and node that recorded it), served to any handle until it expires,
+/// replaced by a later commit of the same key, refused when edited, and
+/// pruned with its run or once expired.
+async fn node_cache_entries_are_committed_with_their_step_and_served_until_they_expire(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let mut visits = BTreeMap::new();
+    let mut state = json!({"log": []});
+    store
+        .create_run(&new_run("first", state.clone()))
+        .await
+        .unwrap();
+    let output = json!({"text": "cached", "n": 3});
+    let mut step = commit("first", 1, &mut state, &mut visits, varied_change(1));
+    step.journal.clear();
+    step.cache = Some(NewCacheEntry {
+        key: "k-live".into(),
+        output: output.clone(),
+        expires_at_ms: now_ms() + 3_600_000,
+    });
+    store.commit_step(&step).await.unwrap();
+    let mut step = commit("first", 2, &mut state, &mut visits, varied_change(2));
+    step.cache = Some(NewCacheEntry {
+        key: "k-expired".into(),
+        output: json!("old"),
+        expires_at_ms: now_ms() - 1,
+    });
+    store.commit_step(&step).await.unwrap();
+
+    let other = db.open().await;
+    let hit = other.cached_output("k-live").await.unwrap().unwrap();
+    assert_eq!(hit.output, output);
+    assert_eq!(hit.output_hash, state_hash(&output));
+    assert_eq!(
+        (hit.run_id.as_str(), hit.seq, hit.node_id.as_str()),
+        ("first", 1, "n1")
+    );
+    assert_eq!(other.cached_output("k-expired").await.unwrap(), None);
+    assert_eq!(other.cached_output("k-missing").await.unwrap(), None);
+
+    // A second run records the same key: its entry replaces the first.
+    let mut state = json!({"log": []});
+    store
+        .create_run(&new_run("second", state.clone()))
+        .await
+        .unwrap();
+    let mut visits = BTreeMap::new();
+    let mut step = commit("second", 1, &mut state, &mut visits, varied_change(1));
+    step.cache = Some(NewCacheEntry {
+        key: "k-expired".into(),
+        output: json!("new"),
+        expires_at_ms: now_ms() + 3_600_000,
+    });
+    store.commit_step(&step).await.unwrap();
+    let hit = store.cached_output("k-expired").await.unwrap().unwrap();
+    assert_eq!((hit.output, hit.run_id.as_str()), (json!("new"), "second"));
+
+    // A commit refused by the sequence guard writes no entry.
+    let mut stale = commit("second", 1, &mut state, &mut visits, varied_change(1));
+    stale.cache = Some(NewCacheEntry {
+        key: "k-refused".into(),
+        output: json!(1),
+        expires_at_ms: now_ms() + 3_600_000,
+    });
+    assert!(store.commit_step(&stale).await.is_err());
+    assert_eq!(store.cached_output("k-refused").await.unwrap(), None);
+    store.close().await;
+
+    db.exec("UPDATE node_cache SET output = '{\"text\":\"edited\",\"n\":3}' WHERE key = 'k-live'")
+        .await;
+    let store = db.open().await;
+    let message = corrupt_message(store.cached_output("k-live").await.unwrap_err());
+    assert!(
+        message.contains("corrupt node cache entry k-live"),
+        "{message}"
+    );
+    assert!(
+        message.contains("run `first` wrote it at checkpoint 1"),
+        "{message}"
+    );
+
+    // Pruning the first run takes its entry; the second run's stays.
+    store
+        .finish_run("first", RunStatus::Completed, None, None)
+        .await
+        .unwrap();
+    // Finished strictly before the prune's "now".
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let report = store
+        .prune_runs(Some(std::time::Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(report.runs, ["first"]);
+    assert_eq!(report.cache_entries, 1);
+    assert_eq!(db.count("SELECT COUNT(*) FROM node_cache").await, 1);
+    assert!(store.cached_output("k-expired").await.unwrap().is_some());
 }
