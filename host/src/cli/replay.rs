@@ -11,8 +11,8 @@ use clap::Args;
 
 use super::common::{CliResult, DatabaseArgs, Failure, Globals, print_json, tokio_runtime};
 use skillhost_engine::replay::{
-    ComponentSearch, ReplayError, ReplayReport, RunExport, StepStatus, StepVerdict, load_exported,
-    replay as replay_run,
+    ComponentSearch, ReplayError, ReplayReport, RunExport, StepStatus, StepVerdict, check_finished,
+    load_exported, replay as replay_run,
 };
 
 #[derive(Debug, Args)]
@@ -74,6 +74,7 @@ pub fn replay(args: ReplayArgs, globals: &Globals) -> CliResult {
             }
             (None, None) => unreachable!("clap requires a run id or --file"),
         };
+        check_finished(&export).map_err(failure)?;
         search.dirs.extend(args.components.iter().cloned());
         let runtime = globals.runtime()?;
         let loaded = load_exported(&export, &runtime, root.as_deref(), &search).map_err(failure)?;

@@ -283,6 +283,19 @@ fn check_components(
     Ok(())
 }
 
+/// Only a finished run (completed or failed) is replayed: one still going
+/// has steps to come, and one cancelled ended in no step of its own.
+pub fn check_finished(export: &RunExport) -> Result<(), ReplayError> {
+    if matches!(export.run.status, RunStatus::Completed | RunStatus::Failed) {
+        Ok(())
+    } else {
+        Err(ReplayError::NotFinished {
+            id: export.run.id.clone(),
+            status: export.run.status.as_str().to_string(),
+        })
+    }
+}
+
 /// Replays `export` (a finished run) with `loaded` (from
 /// [`load_exported`]), step by step, calling `on_step` with each verdict as
 /// it is reached; stops at the first step that diverged.
@@ -292,12 +305,7 @@ pub async fn replay(
     on_step: &mut (dyn FnMut(&StepVerdict) + Send),
 ) -> Result<ReplayReport, ReplayError> {
     let run_id = &export.run.id;
-    if !matches!(export.run.status, RunStatus::Completed | RunStatus::Failed) {
-        return Err(ReplayError::NotFinished {
-            id: run_id.clone(),
-            status: export.run.status.as_str().to_string(),
-        });
-    }
+    check_finished(export)?;
     let history = |message: String| ReplayError::History {
         id: run_id.clone(),
         message,
