@@ -13,7 +13,13 @@
 //! Exactly-once: a node's writes reach the store in the same transaction as the
 //! checkpoint that moves the run past it, and a checkpoint is accepted only as
 //! the successor of the last one. A crash before the commit re-runs the node on
-//! resume; a crash after it continues from the next node.
+//! resume (its host calls too: at least once for the outside world); a crash
+//! after it continues from the next node.
+//!
+//! What a run recorded can be used again: [`replay`] re-executes a finished
+//! run step by step from its record and compares every hash,
+//! [`Engine::fork`] starts a new run from any checkpoint of one, and a skill
+//! node with `cache` reuses an output an earlier call recorded (`cache.rs`).
 
 // A node failure carries its report and the step row to store with it. It is
 // built at most once per failed node, never on the hot path, so boxing it would

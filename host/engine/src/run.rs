@@ -6,7 +6,9 @@
 //!
 //! Nothing here knows what a kind does: adding one is a module in
 //! [`kinds`] returning an [`Outcome`]. What a run does with each outcome is
-//! here, once.
+//! here, once, for a run ([`drive`]) and for a replay, which runs one node
+//! the same way and keeps the commit instead of writing it
+//! ([`replay_step`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
