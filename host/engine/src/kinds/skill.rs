@@ -41,8 +41,12 @@ async fn run_call(
 
     let durable = cx.keeps_records();
     let started_at_ms = now_ms();
-    // A cached node first asks the store; a hit stands for the call.
-    let lookup = cache::lookup(cx, call, &skill, &input).await;
+    // A cached node first asks the store; a hit stands for the call. A node
+    // without `cache` does not even build the lookup.
+    let lookup = match call.cache {
+        Some(_) => cache::lookup(cx, call, &skill, &input).await,
+        None => Lookup::Off,
+    };
     let Attempts {
         mut report,
         attempt,
