@@ -60,6 +60,8 @@ fn fixture() -> &'static std::sync::Mutex<Fixture> {
             input: Value::Object(Default::default()),
             initial_state: std::sync::Arc::new(InitialState::new(serde_json::json!({}))),
             start_node: "start".into(),
+            start_visits: Default::default(),
+            provenance: Default::default(),
         };
         tokio.block_on(store.create_run(&run)).expect("a run");
         let writer = rusqlite::Connection::open(&path).expect("a second connection");

@@ -10,6 +10,7 @@ mod http;
 mod layout;
 mod llm;
 mod registry;
+mod replay;
 mod research;
 mod research_llm;
 mod scripts;

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use skillhost_store::{
-    InitialState, JournalEntry, NewRun, RunState, StateChange, StepCommit, StepRow, apply,
-    state_hash,
+    InitialState, JournalEntry, NewRun, Provenance, RunState, StateChange, StepCommit, StepRow,
+    apply, state_hash,
 };
 
 pub fn new_run(id: &str, initial_state: Value) -> NewRun {
@@ -18,6 +18,11 @@ pub fn new_run(id: &str, initial_state: Value) -> NewRun {
         input: json!({"topic": "store"}),
         initial_state: std::sync::Arc::new(InitialState::new(initial_state)),
         start_node: "n1".into(),
+        start_visits: BTreeMap::new(),
+        provenance: Provenance {
+            components: BTreeMap::from([("probe".into(), "c".repeat(64))]),
+            forked_from: None,
+        },
     }
 }
 
@@ -62,10 +67,13 @@ pub fn commit(
         journal: vec![JournalEntry {
             seq,
             node_id: node_id.clone(),
+            item: None,
+            entry: 0,
             kind: "clock".into(),
             request: json!({}),
             response: json!({"now_ms": seq}),
         }],
+        cache: None,
         node_id,
     }
 }

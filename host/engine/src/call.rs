@@ -1,12 +1,15 @@
 //! Calling a node's skill: its limits and grants, retries with exponential
 //! backoff (each failed attempt a step row of its own), and where the call
-//! runs (inline when it cannot sleep, else on a blocking thread).
+//! runs (inline when it cannot sleep, else on a blocking thread). In a
+//! replay ([`crate::replay`]) each call is made once, as its recorded
+//! attempt, answered from its recorded journal.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::replay::StepReplay;
 use crate::run::now_ms;
 use crate::{Event, EventSink, RunContext};
 use skillhost_runtime::{
@@ -63,15 +66,23 @@ impl CallPlan {
     }
 }
 
-/// A call's journal as the store's rows for node `node_id`. Their `seq` is
-/// the step's, which only the core knows when it commits: it sets it there
+/// A call's journal as the store's rows for node `node_id` (and map item
+/// `item`), each with its index in the call's journal. Their `seq` is the
+/// step's, which only the core knows when it commits: it sets it there
 /// (`run.rs`). No allocation for a call that journaled nothing.
-pub(crate) fn journal_entries(node_id: &str, records: Vec<JournalRecord>) -> Vec<JournalEntry> {
+pub(crate) fn journal_entries(
+    node_id: &str,
+    item: Option<usize>,
+    records: Vec<JournalRecord>,
+) -> Vec<JournalEntry> {
     records
         .into_iter()
-        .map(|record| JournalEntry {
+        .enumerate()
+        .map(|(entry, record)| JournalEntry {
             seq: 0,
             node_id: node_id.to_string(),
+            item: item.map(|i| i as u32),
+            entry: entry as u32,
             kind: record.capability.name().to_string(),
             request: record.request,
             response: record.response,
@@ -141,7 +152,9 @@ pub(crate) fn random_seed(
 /// (the call and the backoff sleep); run it on a blocking thread whenever a
 /// retry may sleep. Only the last attempt's journal is kept (in its report):
 /// a retried attempt is stored as a failed step row, which has no journal.
-/// `item` is the index of a map node's item.
+/// `item` is the index of a map node's item. In a replay, the call is made
+/// once, as its recorded attempt, from its recorded journal.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn call_with_retries(
     run_id: &str,
     node_id: &str,
@@ -150,7 +163,11 @@ pub(crate) fn call_with_retries(
     plan: &CallPlan,
     input: &Value,
     events: &dyn EventSink,
+    replay: Option<&StepReplay>,
 ) -> Attempts {
+    if let Some(replay) = replay {
+        return replay.call(run_id, node_id, item, skill, plan, input);
+    }
     let mut failed = Vec::new();
     let mut failed_usage = TokenUsage::default();
     let mut attempt = 1;
@@ -216,20 +233,40 @@ pub(crate) async fn call_node_skill(
     plan: &CallPlan,
     input: &Value,
 ) -> Attempts {
-    if plan.max_attempts <= 1 && !skill.needs_blocking_thread() {
-        return call_with_retries(&cx.run_id, node_id, None, skill, plan, input, &*cx.events);
+    let replay = cx.replay.as_deref();
+    if (plan.max_attempts <= 1 || replay.is_some()) && !skill.needs_blocking_thread() {
+        return call_with_retries(
+            &cx.run_id,
+            node_id,
+            None,
+            skill,
+            plan,
+            input,
+            &*cx.events,
+            replay,
+        );
     }
-    let (run_id, node_id, skill, plan, input, events) = (
+    let (run_id, node_id, skill, plan, input, events, replay) = (
         cx.run_id.clone(),
         node_id.to_string(),
         skill.clone(),
         plan.clone(),
         input.clone(),
         cx.events.clone(),
+        cx.replay.clone(),
     );
     let skill_name = skill.name.clone();
     let task = tokio::task::spawn_blocking(move || {
-        call_with_retries(&run_id, &node_id, None, &skill, &plan, &input, &*events)
+        call_with_retries(
+            &run_id,
+            &node_id,
+            None,
+            &skill,
+            &plan,
+            &input,
+            &*events,
+            replay.as_deref(),
+        )
     });
     match task.await {
         Ok(attempts) => attempts,

@@ -177,6 +177,8 @@ mod tests {
                 input: json!({}),
                 initial_state: Arc::new(InitialState::new(json!({}))),
                 start_node: "n1".into(),
+                start_visits: Default::default(),
+                provenance: Default::default(),
             })
             .await
             .expect("queue a run");

@@ -13,7 +13,13 @@
 //! Exactly-once: a node's writes reach the store in the same transaction as the
 //! checkpoint that moves the run past it, and a checkpoint is accepted only as
 //! the successor of the last one. A crash before the commit re-runs the node on
-//! resume; a crash after it continues from the next node.
+//! resume (its host calls too: at least once for the outside world); a crash
+//! after it continues from the next node.
+//!
+//! What a run recorded can be used again: [`replay`] re-executes a finished
+//! run step by step from its record and compares every hash,
+//! [`Engine::fork`] starts a new run from any checkpoint of one, and a skill
+//! node with `cache` reuses an output an earlier call recorded (`cache.rs`).
 
 // A node failure carries its report and the step row to store with it. It is
 // built at most once per failed node, never on the hot path, so boxing it would
@@ -21,11 +27,13 @@
 #![allow(clippy::result_large_err)]
 
 pub mod bench;
+mod cache;
 mod call;
 pub mod events;
 mod kinds;
 pub mod lease;
 mod node;
+pub mod replay;
 mod run;
 pub mod state;
 pub mod worker;
@@ -40,7 +48,8 @@ use run::drive;
 use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Configs, LoadedScenario, Scenario};
 use skillhost_store::{
-    FieldHashes, NewArtifact, NewRun, RunState, RunStatus, StepRow, Store, StoreError,
+    FieldHashes, ForkOrigin, InitialState, NewArtifact, NewRun, Provenance, RunState, RunStatus,
+    START_NODE, StepRow, Store, StoreError,
 };
 
 /// Why a run could not be started or continued (as opposed to a run that
@@ -66,6 +75,16 @@ pub enum EngineError {
     },
     #[error("run `{id}` has no checkpoint to resume from")]
     NoCheckpoint { id: String },
+    #[error(
+        "run `{id}` has no checkpoint {seq} (its checkpoints are 0 to {last}); see them with `host checkpoints {id}`"
+    )]
+    NoSuchCheckpoint { id: String, seq: u64, last: u64 },
+    #[error(
+        "checkpoint {seq} of run `{id}` leads to no node (the run failed there with no failure handler); fork at an earlier checkpoint (`host checkpoints {id}`)"
+    )]
+    ForkGoesNowhere { id: String, seq: u64 },
+    #[error("--set {field}: {message}")]
+    InvalidFork { field: String, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("run `{run}`: {message}")]
@@ -106,6 +125,12 @@ impl RunContext<'_> {
             self.events.emit(&event());
         }
     }
+
+    /// Whether what a step's row keeps (input and output hashes, detail) is
+    /// built: when a store will keep it, or a replay compares it.
+    pub(crate) fn keeps_records(&self) -> bool {
+        self.store.is_some() || self.replay.is_some()
+    }
 }
 
 /// Everything one run loop needs, borrowed for its duration.
@@ -119,6 +144,9 @@ pub(crate) struct RunContext<'a> {
     pub configs: &'a Configs,
     pub store: Option<&'a Store>,
     pub events: Arc<dyn EventSink>,
+    /// Set while a replay re-executes one recorded step: the journals and
+    /// attempts its calls are answered with. None in a run.
+    pub replay: Option<Arc<replay::StepReplay>>,
 }
 
 impl Engine {
@@ -165,6 +193,11 @@ impl Engine {
                     input: input.clone(),
                     initial_state: initial.clone(),
                     start_node: scenario.start.clone(),
+                    start_visits: BTreeMap::new(),
+                    provenance: Provenance {
+                        components: loaded.component_digests(),
+                        forked_from: None,
+                    },
                 })
                 .await?;
         }
@@ -260,6 +293,137 @@ impl Engine {
         drive(&cx, from, state, FieldHashes::default(), tokens_used).await
     }
 
+    /// Starts a new run from checkpoint `seq` of run `from` (LangGraph's
+    /// time travel): its state with each of `set`'s top-level fields
+    /// replaced (checked against `[state]`), its next node and its visit
+    /// counts; records where it was forked from, and runs it to its end.
+    /// The scenario must be the one `from` ran (its digest); its
+    /// components may have changed since, and the new run records the ones
+    /// it uses. Nothing is written unless every field fits.
+    pub async fn fork(
+        &self,
+        loaded: &LoadedScenario,
+        from: &str,
+        seq: u64,
+        set: &[(String, Value)],
+    ) -> Result<RunOutcome, EngineError> {
+        let scenario = &*loaded.scenario;
+        let Some(store) = &self.store else {
+            return Err(EngineError::Internal {
+                run: from.to_string(),
+                message: "forking needs the database that holds the run".into(),
+            });
+        };
+        let source = store
+            .run(from)
+            .await?
+            .ok_or_else(|| EngineError::UnknownRun(from.to_string()))?;
+        if source.scenario_digest != scenario.digest {
+            return Err(EngineError::ScenarioChanged {
+                id: from.to_string(),
+                scenario: source.scenario_name.clone(),
+                expected: source.scenario_digest.clone(),
+                found: scenario.digest.clone(),
+            });
+        }
+        let checkpoint =
+            store
+                .state_at(from, seq)
+                .await?
+                .ok_or_else(|| EngineError::NoSuchCheckpoint {
+                    id: from.to_string(),
+                    seq,
+                    last: source.last_seq,
+                })?;
+        let Some(next) = checkpoint.next_nodes.first().cloned() else {
+            return Err(EngineError::ForkGoesNowhere {
+                id: from.to_string(),
+                seq,
+            });
+        };
+        let mut state = RunState::from_value(checkpoint.state);
+        for (field, value) in set {
+            let change = state::change_for(
+                scenario,
+                &state,
+                field,
+                &skillhost_scenario::Reducer::Replace,
+                value.clone(),
+            )
+            .map_err(|mut message| {
+                if scenario.state_field(field).is_none() && field != "errors" {
+                    let declared: Vec<String> = scenario
+                        .state
+                        .iter()
+                        .map(|f| format!("`{}`", f.name))
+                        .collect();
+                    message.push_str(&format!(
+                        "; the declared fields are {}",
+                        declared.join(", ")
+                    ));
+                }
+                EngineError::InvalidFork {
+                    field: field.clone(),
+                    message,
+                }
+            })?;
+            skillhost_store::check_change_nesting(&change).map_err(|e| {
+                EngineError::InvalidFork {
+                    field: field.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+            state.apply(std::slice::from_ref(&change));
+        }
+        let initial = Arc::new(InitialState::new(state.into_value()));
+        let run_id = skillhost_store::new_run_id();
+        store
+            .create_run(&NewRun {
+                id: run_id.clone(),
+                scenario_name: scenario.name.clone(),
+                scenario_path: scenario.path.display().to_string(),
+                scenario_digest: scenario.digest.clone(),
+                input: source.input.clone(),
+                initial_state: initial.clone(),
+                start_node: next.clone(),
+                start_visits: checkpoint.visits.clone(),
+                provenance: Provenance {
+                    components: loaded.component_digests(),
+                    forked_from: Some(ForkOrigin {
+                        run_id: from.to_string(),
+                        seq,
+                    }),
+                },
+            })
+            .await?;
+        self.emit(|| Event::RunStarted {
+            run_id: run_id.clone(),
+            scenario: scenario.name.clone(),
+            resumed: false,
+        });
+        let cx = self.context(loaded, run_id, source.input);
+        let position = Position {
+            seq: 0,
+            node_id: if checkpoint.seq == 0 {
+                START_NODE.to_string()
+            } else {
+                checkpoint.node_id
+            },
+            next_nodes: vec![next],
+            visits: checkpoint.visits,
+        };
+        // A fork is a run of its own: its token budget counts its own
+        // completions, not those of the run it was forked from.
+        drive(
+            &cx,
+            position,
+            initial.state().clone(),
+            initial.field_hashes(),
+            TokenUsage::default(),
+        )
+        .await
+    }
+
     fn context<'a>(
         &'a self,
         loaded: &'a LoadedScenario,
@@ -274,6 +438,7 @@ impl Engine {
             configs: &loaded.configs,
             store: self.store.as_ref(),
             events: self.events.clone(),
+            replay: None,
         }
     }
 }

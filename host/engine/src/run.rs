@@ -6,7 +6,9 @@
 //!
 //! Nothing here knows what a kind does: adding one is a module in
 //! [`kinds`] returning an [`Outcome`]. What a run does with each outcome is
-//! here, once.
+//! here, once, for a run ([`drive`]) and for a replay, which runs one node
+//! the same way and keeps the commit instead of writing it
+//! ([`replay_step`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,34 +36,146 @@ pub(crate) async fn drive(
     hashes: FieldHashes,
     tokens_used: TokenUsage,
 ) -> Result<RunOutcome, EngineError> {
-    let mut run = Run {
+    let mut run = Run::new(
         cx,
-        state: Arc::new(state),
+        checkpoint.seq,
+        checkpoint.visits,
+        state,
         hashes,
         tokens_used,
-        seq: checkpoint.seq,
-        visits: checkpoint.visits,
-        warnings: Vec::new(),
-        artifacts: Vec::new(),
-        nodes_run: 0,
-        came_from: checkpoint.node_id,
-        started: Instant::now(),
-    };
+    );
+    run.came_from = checkpoint.node_id;
     // A checkpoint with nowhere to go records a failure with no handler: the
     // process died before it could mark the run failed.
     let Some(mut current) = checkpoint.next_nodes.first().cloned() else {
         return run.failed(None).await;
     };
-
     loop {
+        match run.run_node(&current).await? {
+            NodeEnd::Next(Some(next)) => current = next,
+            NodeEnd::Next(None) => return run.failed(None).await,
+            NodeEnd::Finish(Finish::Completed) => return run.completed().await,
+            NodeEnd::Finish(Finish::Failed(report)) => return run.failed(Some(report)).await,
+        }
+    }
+}
+
+/// What one node of a replayed step did: the commit the run loop would have
+/// made for it (None when the node finished the run instead), with the
+/// node's id.
+pub(crate) struct ReplayedStep {
+    pub node_id: String,
+    pub commit: Option<StepCommit>,
+}
+
+/// Runs the one node `position` leads to over `state`, exactly as the run
+/// loop does (its kind, its rules, its routing, the failure handling), and
+/// returns the commit the loop would have made instead of making it. For a
+/// replay: `cx` has no store and answers the node's calls from their
+/// journals.
+/// `tokens_used` is what the run's completions had used when the node
+/// started, so a token budget judges the replayed node as it judged it.
+pub(crate) async fn replay_step(
+    cx: &RunContext<'_>,
+    position: Position,
+    state: RunState,
+    tokens_used: TokenUsage,
+) -> Result<ReplayedStep, EngineError> {
+    let mut run = Run::new(
+        cx,
+        position.seq,
+        position.visits,
+        state,
+        FieldHashes::default(),
+        tokens_used,
+    );
+    run.came_from = position.node_id;
+    let Some(current) = position.next_nodes.first() else {
+        return Err(EngineError::Internal {
+            run: cx.run_id.clone(),
+            message: format!("checkpoint {} leads to no node", position.seq),
+        });
+    };
+    run.captured = Some(None);
+    let ended = run.run_node(current).await?;
+    let commit = run.captured.take().flatten();
+    // A node that finished the run is not a step; one that went on was
+    // recorded.
+    debug_assert!(matches!(ended, NodeEnd::Finish(_)) != commit.is_some());
+    Ok(ReplayedStep {
+        node_id: current.clone(),
+        commit,
+    })
+}
+
+/// How running one node ended for the run loop.
+enum NodeEnd {
+    /// Go on with this node; None: the run failed here with no handler.
+    Next(Option<String>),
+    /// The node ended the run.
+    Finish(Finish),
+}
+
+/// A run in progress: its live state and everything its checkpoints carry.
+struct Run<'c, 'a> {
+    cx: &'c RunContext<'a>,
+    state: Arc<RunState>,
+    /// The digests of the state's fields, to hash each new state with.
+    hashes: FieldHashes,
+    /// What the run's `llm` completions used, the nodes before a resume
+    /// included.
+    tokens_used: TokenUsage,
+    seq: u64,
+    visits: BTreeMap<String, u32>,
+    warnings: Vec<Value>,
+    artifacts: Vec<NewArtifact>,
+    /// Nodes executed by this process.
+    nodes_run: usize,
+    /// The node the run came from, for a fail node's report.
+    came_from: String,
+    started: Instant,
+    /// In a replay (`Some`), where the step's commit is kept instead of
+    /// being written.
+    captured: Option<Option<StepCommit>>,
+}
+
+impl<'c, 'a> Run<'c, 'a> {
+    fn new(
+        cx: &'c RunContext<'a>,
+        seq: u64,
+        visits: BTreeMap<String, u32>,
+        state: RunState,
+        hashes: FieldHashes,
+        tokens_used: TokenUsage,
+    ) -> Self {
+        Run {
+            cx,
+            state: Arc::new(state),
+            hashes,
+            tokens_used,
+            seq,
+            visits,
+            warnings: Vec::new(),
+            artifacts: Vec::new(),
+            nodes_run: 0,
+            came_from: String::new(),
+            started: Instant::now(),
+            captured: None,
+        }
+    }
+
+    /// Runs node `current`: asks its kind what happened and applies it
+    /// (changes, rules, routing, the commit, or the failure handling).
+    async fn run_node(&mut self, current: &str) -> Result<NodeEnd, EngineError> {
+        let cx = self.cx;
         let node = cx
             .scenario
-            .node(&current)
+            .node(current)
             .ok_or_else(|| EngineError::Internal {
                 run: cx.run_id.clone(),
                 message: format!("node `{current}` is not in the scenario"),
             })?;
-        let visit = run.visit(node);
+        let visit = self.visit(node);
         let node_started = Instant::now();
         let outcome = match node.max_visits() {
             Some(max) if visit > max => Outcome::Fail(
@@ -84,15 +198,15 @@ pub(crate) async fn drive(
                         visit,
                         attempt: 1,
                     });
-                    run.nodes_run += 1;
+                    self.nodes_run += 1;
                 }
                 let tokens_left = cx
                     .scenario
                     .token_budget
-                    .map(|budget| budget.saturating_sub(run.tokens_used.total()));
+                    .map(|budget| budget.saturating_sub(self.tokens_used.total()));
                 let outcome =
-                    kinds::run(cx, node, &run.state, visit, &run.came_from, tokens_left).await;
-                run.charge(node, outcome)
+                    kinds::run(cx, node, &self.state, visit, &self.came_from, tokens_left).await;
+                self.charge(node, outcome)
             }
         };
 
@@ -100,50 +214,43 @@ pub(crate) async fn drive(
         // fails (the commit measures again, to include its rules and routing).
         let elapsed_us = node_started.elapsed().as_micros() as u64;
         let next = match outcome {
-            Outcome::Finish(Finish::Completed) => return run.completed().await,
-            Outcome::Finish(Finish::Failed(report)) => return run.failed(Some(report)).await,
+            Outcome::Finish(finish) => return Ok(NodeEnd::Finish(finish)),
             Outcome::Fail(failure, mut step) => {
                 if let Some(step) = &mut step {
                     step.duration_us = elapsed_us;
                 }
-                run.node_failed(node, failure, step).await?
+                self.node_failed(node, failure, step).await?
             }
             Outcome::Advance(mut success) => {
                 success.step.duration_us = elapsed_us;
-                run.advance(node, success, node_started).await?
+                self.advance(node, success, node_started).await?
             }
         };
-        match next {
-            Some(next) => {
-                run.came_from = node.id.clone();
-                current = next;
-            }
-            None => return run.failed(None).await,
+        if next.is_some() {
+            self.came_from = node.id.clone();
         }
+        Ok(NodeEnd::Next(next))
     }
-}
 
-/// A run in progress: its live state and everything its checkpoints carry.
-struct Run<'c, 'a> {
-    cx: &'c RunContext<'a>,
-    state: Arc<RunState>,
-    /// The digests of the state's fields, to hash each new state with.
-    hashes: FieldHashes,
-    /// What the run's `llm` completions used, the nodes before a resume
-    /// included.
-    tokens_used: TokenUsage,
-    seq: u64,
-    visits: BTreeMap<String, u32>,
-    warnings: Vec<Value>,
-    artifacts: Vec<NewArtifact>,
-    /// Nodes executed by this process.
-    nodes_run: usize,
-    /// The node the run came from, for a fail node's report.
-    came_from: String,
-    started: Instant,
-}
+    /// Whether a step's commit is built: to write it, or to keep it for a
+    /// replay.
+    fn records(&self) -> bool {
+        self.cx.store.is_some() || self.captured.is_some()
+    }
 
-impl Run<'_, '_> {
+    /// Writes a step's commit to the store, or keeps it in a replay.
+    async fn record(
+        &mut self,
+        commit: StepCommit,
+        artifacts: &[NewArtifact],
+    ) -> Result<(), EngineError> {
+        match (&mut self.captured, self.cx.store) {
+            (Some(captured), _) => *captured = Some(commit),
+            (None, Some(store)) => store.commit_step_with_artifacts(&commit, artifacts).await?,
+            (None, None) => {}
+        }
+        Ok(())
+    }
     /// Counts a visit of `node`; returns the count, this one included.
     fn visit(&mut self, node: &Node) -> u32 {
         let count = self.visits.entry(node.id.clone()).or_insert(0);
@@ -257,32 +364,31 @@ impl Run<'_, '_> {
         }
         success.step.duration_us = node_started.elapsed().as_micros() as u64;
         skillhost_store::failpoint::hit(|| format!("before-commit:{}", node.id));
-        if let Some(store) = cx.store {
-            store
-                .commit_step_with_artifacts(
-                    &StepCommit {
-                        run_id: cx.run_id.clone(),
-                        seq,
-                        node_id: node.id.clone(),
-                        next_nodes: vec![next.clone()],
-                        // Before `changes` moves: fields are evaluated in order.
-                        state_hash: self.hashes.hash_state(&self.state, &success.changes),
-                        changes: success.changes,
-                        full_state: self.state.clone(),
-                        step: success.step,
-                        visits: self.visits.clone(),
-                        journal: success.journal,
-                    },
-                    &success.artifacts,
-                )
-                .await?;
-            skillhost_store::failpoint::hit(|| format!("after-commit:{}", node.id));
-            cx.emit(|| Event::CheckpointWritten {
+        if self.records() {
+            let commit = StepCommit {
                 run_id: cx.run_id.clone(),
                 seq,
-                node: node.id.clone(),
-                next: vec![next.clone()],
-            });
+                node_id: node.id.clone(),
+                next_nodes: vec![next.clone()],
+                // Before `changes` moves: fields are evaluated in order.
+                state_hash: self.hashes.hash_state(&self.state, &success.changes),
+                changes: success.changes,
+                full_state: self.state.clone(),
+                step: success.step,
+                visits: self.visits.clone(),
+                journal: success.journal,
+                cache: success.cache,
+            };
+            self.record(commit, &success.artifacts).await?;
+            if cx.store.is_some() {
+                skillhost_store::failpoint::hit(|| format!("after-commit:{}", node.id));
+                cx.emit(|| Event::CheckpointWritten {
+                    run_id: cx.run_id.clone(),
+                    seq,
+                    node: node.id.clone(),
+                    next: vec![next.clone()],
+                });
+            }
         }
         cx.emit(|| Event::NodeFinished {
             run_id: cx.run_id.clone(),
@@ -381,7 +487,7 @@ impl Run<'_, '_> {
             .filter(|handler| *handler != node.id);
         self.seq += 1;
         let seq = self.seq;
-        if let Some(store) = cx.store {
+        if self.records() {
             let mut step = step.unwrap_or_else(|| empty_step(cx, node, failure.attempt));
             step.seq = Some(seq);
             for entry in &mut failure.journal {
@@ -389,26 +495,28 @@ impl Run<'_, '_> {
             }
             step.status = "failed".into();
             step.error = Some(entry);
-            store
-                .commit_step(&StepCommit {
-                    run_id: cx.run_id.clone(),
-                    seq,
-                    node_id: node.id.clone(),
-                    next_nodes: handler.iter().cloned().collect(),
-                    state_hash: self.hashes.hash_state(&self.state, &changes),
-                    changes,
-                    full_state: self.state.clone(),
-                    step,
-                    visits: self.visits.clone(),
-                    journal: failure.journal,
-                })
-                .await?;
-            cx.emit(|| Event::CheckpointWritten {
+            let commit = StepCommit {
                 run_id: cx.run_id.clone(),
                 seq,
-                node: node.id.clone(),
-                next: handler.iter().cloned().collect(),
-            });
+                node_id: node.id.clone(),
+                next_nodes: handler.iter().cloned().collect(),
+                state_hash: self.hashes.hash_state(&self.state, &changes),
+                changes,
+                full_state: self.state.clone(),
+                step,
+                visits: self.visits.clone(),
+                journal: failure.journal,
+                cache: None,
+            };
+            self.record(commit, &[]).await?;
+            if cx.store.is_some() {
+                cx.emit(|| Event::CheckpointWritten {
+                    run_id: cx.run_id.clone(),
+                    seq,
+                    node: node.id.clone(),
+                    next: handler.iter().cloned().collect(),
+                });
+            }
         }
         Ok(handler)
     }

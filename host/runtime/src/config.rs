@@ -470,7 +470,9 @@ mod tests {
         .unwrap();
         assert!(config.llm.provider("local").is_some());
         // An unknown section is still refused.
-        let error = parse("[registry]\ninsecure = []\n").unwrap_err().to_string();
+        let error = parse("[registry]\ninsecure = []\n")
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("unknown field `registry`"), "{error}");
     }
 

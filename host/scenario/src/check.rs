@@ -17,7 +17,7 @@ use super::diagnostic::{Reporter, codes};
 use super::node::BASE_VARS;
 use super::parse::list_or_none;
 use super::{ERRORS_FIELD, Expr, FieldType, Node, Reducer, Route, Scenario, SkillCall};
-use skillhost_runtime::{LlmProviders, ProviderProblem, Skill};
+use skillhost_runtime::{Capability, LlmProviders, ProviderProblem, Skill};
 
 /// Checks the scenario as a graph and its expressions against what they may
 /// use. `broken_edges`: the nodes whose `[[edge]]` was reported as broken.
@@ -419,6 +419,10 @@ pub(crate) fn check_skills(s: &Scenario, skills: &BTreeMap<String, Arc<Skill>>, 
             );
         }
 
+        if call.cache.is_some() {
+            cache_limits(node, call, skill, r);
+        }
+
         let schema = match skill.interface() {
             Ok(interface) => &interface.input_schema,
             Err(e) => {
@@ -461,6 +465,48 @@ pub(crate) fn check_llm_providers(s: &Scenario, providers: &LlmProviders, r: &mu
             Some(node.id.as_str()),
             code,
             format!("capability `llm`: {problem}"),
+        );
+    }
+}
+
+/// What a cached node's skill can make of its cache: a skill that imports
+/// WASI may read random bytes (seeded per run) or the time, so another
+/// run's output is not the one it would have made; a call that makes a
+/// journaled host call (kv, http, llm) depends on an answer from outside
+/// the run, so it is never cached. Both are warnings: the node runs.
+fn cache_limits(node: &Node, call: &SkillCall, skill: &Skill, r: &mut Reporter) {
+    let alias = &call.skill;
+    let node_id = Some(node.id.as_str());
+    if skill
+        .imports
+        .iter()
+        .any(|import| import.starts_with("wasi:"))
+    {
+        r.warning(
+            node.line,
+            node_id,
+            codes::CACHE_LIMITED,
+            format!(
+                "node caches the output of skill `{alias}`, which imports WASI: an output it \
+                 made from random bytes or the clock in one run is reused in another"
+            ),
+        );
+    }
+    let outside: Vec<&str> = [Capability::Kv, Capability::Http, Capability::Llm]
+        .into_iter()
+        .filter(|c| skill.capabilities.contains(c) && call.grants.is_granted(*c))
+        .map(Capability::name)
+        .collect();
+    if !outside.is_empty() {
+        r.warning(
+            node.line,
+            node_id,
+            codes::CACHE_LIMITED,
+            format!(
+                "node caches skill `{alias}`, which may call {}: a call that does is never \
+                 cached (its answers come from outside the run), only calls that made none",
+                outside.join(", ")
+            ),
         );
     }
 }

@@ -104,6 +104,10 @@ pub mod codes {
     pub const UNWRITTEN_STATE: &str = "unwritten-state";
     /// A declared skill that no node runs.
     pub const UNUSED_SKILL: &str = "unused-skill";
+    /// A cached node whose skill's output may not be a function of its
+    /// input (WASI's random bytes), or whose calls that reach outside the
+    /// run (kv, http, llm) are never cached.
+    pub const CACHE_LIMITED: &str = "cache-limited";
 }
 
 /// One problem in a scenario file.

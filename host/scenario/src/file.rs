@@ -138,6 +138,14 @@ pub struct NodeDecl {
     pub artifacts: Option<Spanned<Vec<Spanned<ArtifactDecl>>>>,
     pub input_schema: Option<Spanned<Value>>,
     pub output_schema: Option<Spanned<Value>>,
+    pub cache: Option<Spanned<CacheDecl>>,
+}
+
+/// `cache = { ttl = "1h" }`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheDecl {
+    pub ttl: Spanned<String>,
 }
 
 impl NodeDecl {
@@ -171,6 +179,7 @@ impl NodeDecl {
             artifacts,
             input_schema,
             output_schema,
+            cache,
         } = self;
         [
             at("skill", skill),
@@ -191,6 +200,7 @@ impl NodeDecl {
             at("artifacts", artifacts),
             at("input_schema", input_schema),
             at("output_schema", output_schema),
+            at("cache", cache),
         ]
         .into_iter()
         .flatten()

@@ -38,12 +38,13 @@ pub use expr::{Expr, ExprError, Vars};
 pub use graph::{to_dot, to_mermaid};
 pub use input::InputField;
 pub use load::{
-    ComponentResolver, Configs, LoadedScenario, NoRegistry, load, load_with, parse_file, parse_str,
-    resolve,
+    ComponentResolver, Configs, LoadedScenario, NoRegistry, load, load_text_with_components,
+    load_with, parse_file, parse_str, resolve,
 };
 pub use node::{
-    ArtifactSpec, CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, FailNode, GateNode, MapNode,
-    Node, NodeBody, NodeExpr, NodeKind, PostCheck, Reducer, RetrySpec, Route, SkillCall, Write,
+    ArtifactSpec, CacheSpec, CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, FailNode, GateNode,
+    MapNode, Node, NodeBody, NodeExpr, NodeKind, PostCheck, Reducer, RetrySpec, Route, SkillCall,
+    Write,
 };
 
 /// The name of the state field the engine appends node failures to. Always

@@ -34,6 +34,17 @@ pub struct LoadedScenario {
     pub configs: Arc<Configs>,
 }
 
+impl LoadedScenario {
+    /// The SHA-256 of each loaded component, by skill alias: what a run
+    /// records as the code it uses.
+    pub fn component_digests(&self) -> BTreeMap<String, String> {
+        self.skills
+            .iter()
+            .map(|(alias, skill)| (alias.clone(), skill.digest.clone()))
+            .collect()
+    }
+}
+
 /// `config` as the expressions of a run see it.
 #[derive(Debug)]
 pub struct Configs {
@@ -76,7 +87,7 @@ pub struct NoRegistry;
 impl ComponentResolver for NoRegistry {
     fn resolve(&self, _: &Scenario, alias: &str, reference: &str) -> Result<PathBuf, String> {
         Err(format!(
-            "skill `{alias}` is a registry component (`{reference}`), which this caller does              not pull; run the scenario with `host run`, or name a local .wasm file"
+            "skill `{alias}` is a registry component (`{reference}`), which this caller does not pull; run the scenario with `host run`, or name a local .wasm file"
         ))
     }
 }
@@ -95,7 +106,38 @@ pub fn load_with(
     runtime: &Runtime,
     resolver: &dyn ComponentResolver,
 ) -> Result<LoadedScenario, CheckReport> {
-    let (scenario, mut reporter) = parse_checked(path)?;
+    let (scenario, reporter) = parse_checked(path)?;
+    load_skills(scenario, reporter, runtime, resolver)
+}
+
+/// [`load`] of a scenario's text (`path` names it in diagnostics and
+/// anchors its relative paths; it need not exist), with the components of
+/// the skills in `components` (by alias) read from the paths given there
+/// instead of the scenario's: how a replay loads an exported run, whose
+/// components are found by digest (registry components included).
+pub fn load_text_with_components(
+    text: &str,
+    path: &Path,
+    runtime: &Runtime,
+    components: &BTreeMap<String, PathBuf>,
+) -> Result<LoadedScenario, CheckReport> {
+    let (mut scenario, reporter) = parse_text(text, path)?;
+    for (alias, skill) in &mut scenario.skills {
+        if let Some(component) = components.get(alias) {
+            skill.component = ComponentSource::File(component.clone());
+        }
+    }
+    load_skills(scenario, reporter, runtime, &NoRegistry)
+}
+
+/// Loads a parsed scenario's skills (registry components through
+/// `resolver`) and runs the checks that need them.
+fn load_skills(
+    scenario: Scenario,
+    mut reporter: Reporter,
+    runtime: &Runtime,
+    resolver: &dyn ComponentResolver,
+) -> Result<LoadedScenario, CheckReport> {
     let mut skills = BTreeMap::new();
     for (alias, skill) in &scenario.skills {
         let file = match &skill.component {

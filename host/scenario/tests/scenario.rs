@@ -42,6 +42,13 @@ fn workspace() -> &'static Path {
             skillhost_tests::fixture_component("adversary"),
         )
         .unwrap();
+        for fixture in ["kv-probe", "wasi-probe"] {
+            std::fs::write(
+                components.join(format!("{fixture}.wasm")),
+                skillhost_tests::fixture_component(fixture),
+            )
+            .unwrap();
+        }
         dir
     })
     .path()
@@ -531,6 +538,36 @@ fn out_of_range_values() {
 }
 
 #[test]
+fn cache_ttls_that_are_no_duration_or_zero_and_a_cache_on_a_map_node() {
+    let report = expect_error("bad_cache", codes::INVALID_VALUE, 15, Some("say"));
+    assert_eq!(
+        found(&report.errors),
+        [
+            (codes::INVALID_VALUE, 15, Some("say")),
+            (codes::INVALID_VALUE, 21, Some("again")),
+            (codes::FIELD_NOT_ALLOWED, 29, Some("fan")),
+        ],
+        "{report}"
+    );
+    let messages: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+    assert!(
+        messages[0].contains("`cache.ttl`: `an hour` is not a duration"),
+        "{}",
+        messages[0]
+    );
+    assert!(
+        messages[1].contains("`cache.ttl` is zero"),
+        "{}",
+        messages[1]
+    );
+    assert!(
+        messages[2].contains("`cache` has no meaning on a map node (only on: skill)"),
+        "{}",
+        messages[2]
+    );
+}
+
+#[test]
 fn invalid_extra_schemas() {
     let report = expect_error("bad_constraints", codes::INVALID_VALUE, 11, Some("say"));
     only_one(&report);
@@ -768,6 +805,37 @@ fn unwritten_state_and_unused_skills_are_warnings() {
             (codes::UNUSED_SKILL, 12, None)
         ]
     );
+}
+
+#[test]
+fn a_cache_on_a_skill_that_imports_wasi_or_may_call_kv_is_a_warning() {
+    let loaded = load_ok("valid/cached.toml");
+    assert_eq!(
+        found(&loaded.warnings),
+        [
+            (codes::CACHE_LIMITED, 27, Some("draw")),
+            (codes::CACHE_LIMITED, 34, Some("read")),
+        ]
+    );
+    assert!(
+        loaded.warnings[0].message.contains("imports WASI"),
+        "{:?}",
+        loaded.warnings
+    );
+    assert!(
+        loaded.warnings[1]
+            .message
+            .contains("may call kv: a call that does is never cached"),
+        "{:?}",
+        loaded.warnings
+    );
+    let ttl = |id: &str| match &loaded.scenario.node(id).unwrap().body {
+        NodeBody::Skill(call) => call.cache.map(|c| c.ttl_ms),
+        _ => None,
+    };
+    assert_eq!(ttl("say"), Some(3_600_000));
+    assert_eq!(ttl("draw"), Some(1_800_000));
+    assert_eq!(ttl("read"), Some(7 * 86_400_000));
 }
 
 // ---- valid scenarios -------------------------------------------------------------

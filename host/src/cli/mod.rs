@@ -21,6 +21,7 @@ mod checkpoints;
 mod common;
 mod graph;
 mod lock;
+mod replay;
 mod run;
 mod runs;
 mod skill;
@@ -57,6 +58,27 @@ pub struct Cli {
     command: Command,
 }
 
+/// `host runs …`: named here, the dispatcher, because `fork` runs a run
+/// as `host run` does (`run.rs`) while the others read history
+/// (`runs.rs`), and a command's module never imports another's.
+#[derive(Debug, Subcommand)]
+enum RunsCommand {
+    /// List runs, newest first.
+    List(runs::ListArgs),
+    /// Show one run: steps, timings, errors, components, final state.
+    Show(runs::ShowArgs),
+    /// Write one stored artifact of a run to stdout, or to a file with --out.
+    Artifact(runs::ArtifactArgs),
+    /// Write a run as a self-contained audit file (JSON) that `host replay --file` replays without a database.
+    Export(runs::ExportArgs),
+    /// Start a new run from a checkpoint of RUN, with state fields replaced, and run it to its end.
+    Fork(run::ForkArgs),
+    /// Delete the history of old finished runs (never queued or running ones).
+    Prune(runs::PruneArgs),
+    /// Per-scenario retention for `prune`: list, or `SCENARIO 30d`, or `SCENARIO off`.
+    Retention(runs::RetentionArgs),
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Build, inspect and call single skills.
@@ -72,9 +94,11 @@ enum Command {
     Graph(graph::GraphArgs),
     /// Pin a scenario's registry components: write NAME.lock beside it.
     Lock(lock::LockArgs),
-    /// List and inspect runs.
+    /// List, inspect, export and fork runs.
     #[command(subcommand)]
-    Runs(runs::RunsCommand),
+    Runs(RunsCommand),
+    /// Re-execute a finished run step by step from what it recorded, with no network, and compare every hash.
+    Replay(replay::ReplayArgs),
     /// The checkpoint history of a run.
     Checkpoints(checkpoints::CheckpointsArgs),
     /// Queue a run for `host worker`s; prints its id.
@@ -101,7 +125,16 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::check(args, &globals),
         Command::Graph(args) => graph::graph(args, &globals),
         Command::Lock(args) => lock::lock(args, &globals),
-        Command::Runs(command) => runs::runs(command),
+        Command::Runs(command) => match command {
+            RunsCommand::List(args) => runs::list(args),
+            RunsCommand::Show(args) => runs::show(args),
+            RunsCommand::Artifact(args) => runs::artifact(args),
+            RunsCommand::Export(args) => runs::export(args),
+            RunsCommand::Fork(args) => run::fork(args, &globals),
+            RunsCommand::Prune(args) => runs::prune(args),
+            RunsCommand::Retention(args) => runs::retention(args),
+        },
+        Command::Replay(args) => replay::replay(args, &globals),
         Command::Submit(args) => submit::submit(args, &globals),
         Command::Worker(args) => worker::worker(args, &globals),
         Command::Checkpoints(args) => checkpoints::checkpoints(args),

@@ -1,6 +1,7 @@
-//! `host run` and `host resume`: running a scenario, from its start or from
-//! an unfinished run's last checkpoint, and reporting the outcome (both print
-//! it the same way).
+//! `host run`, `host resume` and `host runs fork`: running a scenario, from
+//! its start, from an unfinished run's last checkpoint, or from any
+//! checkpoint of a run with state fields replaced, and reporting the outcome
+//! (all three print it the same way).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -66,6 +67,34 @@ pub struct ResumeArgs {
     #[arg(long)]
     pub events: bool,
     /// Where to write the run's artifact (a directory when it has several, created if its parent exists); default .skillhost/runs/RUN_ID/. Its directory must exist; an existing file is refused without --force.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Replace files that already exist where --out writes (a symlink there is replaced, not followed).
+    #[arg(long, requires = "out")]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// The run to fork (see `host runs list`).
+    pub run_id: String,
+    /// The checkpoint to start from (see `host checkpoints RUN`).
+    #[arg(long, value_name = "SEQ")]
+    pub at: u64,
+    /// Replace a top-level state field (declared in [state]) with a JSON value, e.g. --set 'draft="shorter"'. Repeatable.
+    #[arg(long = "set", value_name = "FIELD=JSON")]
+    pub set: Vec<String>,
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+    /// Print the outcome as one JSON object.
+    #[arg(long, conflicts_with = "events")]
+    pub json: bool,
+    /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written); the summary goes to stderr.
+    #[arg(long)]
+    pub events: bool,
+    /// Where to write the new run's artifact (a directory when it has several, created if its parent exists); default .skillhost/runs/RUN_ID/. Its directory must exist; an existing file is refused without --force.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
     /// Replace files that already exist where --out writes (a symlink there is replaced, not followed).
@@ -224,6 +253,57 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
         )
         .await
     })
+}
+
+pub fn fork(args: ForkArgs, globals: &Globals) -> CliResult {
+    let set = args
+        .set
+        .iter()
+        .map(|arg| parse_set(arg))
+        .collect::<Result<Vec<_>, Failure>>()?;
+    let out = Out::checked(args.out.as_deref(), args.force)?;
+    let rt = tokio_runtime()?;
+    rt.block_on(async {
+        let store = args.db.open_for_run(&args.run_id).await?;
+        let run = fetch_run(&store, &args.run_id).await?;
+        let loaded = load_scenario(&run.scenario_path, globals, args.registry, args.json)?;
+        let engine = Engine::new(Some(store), sink(args.events));
+        let outcome = engine
+            .fork(&loaded, &args.run_id, args.at, &set)
+            .await
+            .map_err(engine_failure)?;
+        finish(
+            &engine,
+            &loaded,
+            outcome,
+            Report::new(args.json, args.events),
+            out,
+        )
+        .await
+    })
+}
+
+/// One `--set FIELD=JSON`: the field, and its value parsed.
+fn parse_set(arg: &str) -> Result<(String, Value), Failure> {
+    let Some((field, json)) = arg.split_once('=') else {
+        return Err(Failure::bad_input(format!(
+            "--set {arg}: give a state field and a JSON value as FIELD=JSON, e.g. \
+             --set 'count=3' or --set 'title=\"draft\"'"
+        )));
+    };
+    let field = field.trim();
+    if field.is_empty() {
+        return Err(Failure::bad_input(format!(
+            "--set {arg}: the field name before `=` is empty"
+        )));
+    }
+    let value = serde_json::from_str(json).map_err(|e| {
+        Failure::bad_input(format!(
+            "--set {field}: `{json}` is not valid JSON ({e}); a string needs its quotes, e.g. \
+             --set '{field}=\"text\"'"
+        ))
+    })?;
+    Ok((field.to_string(), value))
 }
 
 fn engine_failure(e: skillhost_engine::EngineError) -> Failure {

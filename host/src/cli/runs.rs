@@ -1,34 +1,24 @@
-//! `host runs list|show|artifact|prune|retention`: reading the execution
-//! history, writing out a run's stored artifact, and deleting the history of
-//! old finished runs.
+//! `host runs list|show|artifact|export|prune|retention`: reading the
+//! execution history, writing out a run's stored artifact or the whole run
+//! as an audit file, and deleting the history of old finished runs.
+//! (`host runs fork` runs a run, and lives with `host run` in `run.rs`.)
 
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
+use clap::Args;
 use serde_json::{Value, json};
 
 use super::common::{
     CliResult, DatabaseArgs, Failure, check_output_path, duration_arg, fetch_run, open_failure,
     print_json, store_error, tokio_runtime, write_output_file,
 };
+use skillhost_engine::replay::{ReplayError, RunExport};
 use skillhost_runtime::TokenUsage;
-use skillhost_store::{JournalEntry, RunStatus, StepRow, Store, StoreError, parse_duration};
-
-#[derive(Debug, Subcommand)]
-pub enum RunsCommand {
-    /// List runs, newest first.
-    List(ListArgs),
-    /// Show one run: steps, timings, errors, final state.
-    Show(ShowArgs),
-    /// Write one stored artifact of a run to stdout, or to a file with --out.
-    Artifact(ArtifactArgs),
-    /// Delete the history of old finished runs (never queued or running ones).
-    Prune(PruneArgs),
-    /// Per-scenario retention for `prune`: list, or `SCENARIO 30d`, or `SCENARIO off`.
-    Retention(RetentionArgs),
-}
+use skillhost_store::{
+    JournalEntry, RunRow, RunStatus, StepRow, Store, StoreError, parse_duration,
+};
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
@@ -73,6 +63,23 @@ pub struct ArtifactArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The run id (see `host runs list`).
+    run_id: String,
+    #[command(flatten)]
+    db: DatabaseArgs,
+    /// Write the export to this file instead of stdout. Its directory must exist; an existing file is refused without --force.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Replace a file that already exists at --out (a symlink there is replaced, not followed).
+    #[arg(long, requires = "out")]
+    force: bool,
+    /// Also copy every component the run used into this directory as <sha256>.wasm (created if its parent exists), where `host replay --file --components DIR` finds them.
+    #[arg(long, value_name = "DIR")]
+    components: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct PruneArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
@@ -99,24 +106,23 @@ pub struct RetentionArgs {
     pub json: bool,
 }
 
-pub fn runs(command: RunsCommand) -> CliResult {
-    let command = match command {
-        RunsCommand::Prune(args) => return prune(args),
-        RunsCommand::Retention(args) => return retention(args),
-        command => command,
-    };
-    let rt = tokio_runtime()?;
-    rt.block_on(async {
-        match command {
-            RunsCommand::List(args) => list(args).await,
-            RunsCommand::Show(args) => show(args).await,
-            RunsCommand::Artifact(args) => artifact(args).await,
-            RunsCommand::Prune(_) | RunsCommand::Retention(_) => unreachable!("handled above"),
-        }
-    })
+pub fn list(args: ListArgs) -> CliResult {
+    tokio_runtime()?.block_on(list_runs(args))
 }
 
-async fn list(args: ListArgs) -> CliResult {
+pub fn show(args: ShowArgs) -> CliResult {
+    tokio_runtime()?.block_on(show_run(args))
+}
+
+pub fn artifact(args: ArtifactArgs) -> CliResult {
+    tokio_runtime()?.block_on(write_artifact(args))
+}
+
+pub fn export(args: ExportArgs) -> CliResult {
+    tokio_runtime()?.block_on(export_run(args))
+}
+
+async fn list_runs(args: ListArgs) -> CliResult {
     let status = match &args.status {
         Some(s) => Some(s.parse::<RunStatus>().map_err(|_| {
             Failure::bad_input(format!(
@@ -161,6 +167,7 @@ async fn list(args: ListArgs) -> CliResult {
                     "id": r.id, "scenario": r.scenario_name, "status": r.status.as_str(),
                     "current_node": r.current_node, "last_seq": r.last_seq,
                     "created_at_ms": r.created_at_ms, "updated_at_ms": r.updated_at_ms,
+                    "forked_from": forked_from(r),
                 })
             })
             .chain(
@@ -203,7 +210,7 @@ async fn list(args: ListArgs) -> CliResult {
 
 /// Reads one artifact from the store: a run whose report never reached the
 /// disk (killed after its last commit, or `--out` refused) gets it back.
-async fn artifact(args: ArtifactArgs) -> CliResult {
+async fn write_artifact(args: ArtifactArgs) -> CliResult {
     if let Some(out) = &args.out {
         check_output_path(out, args.force)?;
     }
@@ -249,7 +256,7 @@ async fn artifact(args: ArtifactArgs) -> CliResult {
     }
 }
 
-async fn show(args: ShowArgs) -> CliResult {
+async fn show_run(args: ShowArgs) -> CliResult {
     let store = args.db.open_for_run(&args.run_id).await?;
     let run = fetch_run(&store, &args.run_id).await?;
     let steps = store.steps(&args.run_id).await.map_err(store_error)?;
@@ -261,11 +268,15 @@ async fn show(args: ShowArgs) -> CliResult {
         .map_err(store_error)?
         .map(|c| c.state);
     let usage = skillhost_engine::tokens_used(&steps);
+    let components = run.provenance.as_ref().map(|p| &p.components);
     if args.json {
         return print_json(&json!({
             "id": run.id,
             "scenario": run.scenario_name,
             "scenario_path": run.scenario_path,
+            "scenario_digest": run.scenario_digest,
+            "components": components,
+            "forked_from": forked_from(&run),
             "status": run.status.as_str(),
             "input": run.input,
             "error": run.error,
@@ -278,8 +289,8 @@ async fn show(args: ShowArgs) -> CliResult {
                 "error": s.error, "detail": s.detail,
             })).collect::<Vec<_>>(),
             "journal": journal.iter().map(|j| json!({
-                "seq": j.seq, "node": j.node_id, "kind": j.kind,
-                "request": j.request, "response": j.response,
+                "seq": j.seq, "node": j.node_id, "item": j.item, "entry": j.entry,
+                "kind": j.kind, "request": j.request, "response": j.response,
             })).collect::<Vec<_>>(),
             "artifacts": artifacts.iter().map(|a| json!({
                 "name": a.name, "digest": a.digest, "media_type": a.media_type, "size": a.size,
@@ -293,6 +304,21 @@ async fn show(args: ShowArgs) -> CliResult {
     println!("input     {}", run.input);
     if !usage.is_zero() {
         println!("llm       {}", usage_text(usage));
+    }
+    if let Some(origin) = run.provenance.as_ref().and_then(|p| p.forked_from.as_ref()) {
+        println!(
+            "forked    from run {} at checkpoint {}",
+            origin.run_id, origin.seq
+        );
+    }
+    match components {
+        Some(components) => {
+            println!("components");
+            for (alias, digest) in components {
+                println!("  {alias:<22} sha256:{digest}");
+            }
+        }
+        None => println!("components (not recorded: the run predates component digests)"),
     }
     println!(
         "\n{:>4}  {:<24} {:>3}  {:<6} {:>10}  {:>12}  error",
@@ -329,6 +355,23 @@ async fn show(args: ShowArgs) -> CliResult {
         let step_usage = s.detail.as_ref().and_then(|d| d.get("usage"));
         if let Some(used) = step_usage.and_then(TokenUsage::from_json) {
             println!("{:>6}llm: {}", "", usage_text(used));
+        }
+        if let Some(cached) = s.detail.as_ref().and_then(|d| d.get("cached")) {
+            println!(
+                "{:>6}cached: the output of run {}, step {} (node `{}`); the skill was not called",
+                "",
+                cached.get("run_id").and_then(Value::as_str).unwrap_or("?"),
+                cached.get("seq").unwrap_or(&Value::Null),
+                cached.get("node").and_then(Value::as_str).unwrap_or("?"),
+            );
+        }
+        if let Some(why) = s
+            .detail
+            .as_ref()
+            .and_then(|d| d.get("cache_refused"))
+            .and_then(Value::as_str)
+        {
+            println!("{:>6}cache: an entry was not served: {why}", "");
         }
         let dropped = s.detail.as_ref().and_then(|d| d.get("logs_dropped"));
         if let Some(dropped) = dropped.and_then(Value::as_u64) {
@@ -372,6 +415,70 @@ fn usage_text(usage: TokenUsage) -> String {
         usage.output_tokens,
         usage.calls
     )
+}
+
+/// Where a run was forked from, as `runs list --json` and `runs show --json`
+/// print it (null for a run that was not).
+fn forked_from(run: &RunRow) -> Value {
+    match run.provenance.as_ref().and_then(|p| p.forked_from.as_ref()) {
+        Some(origin) => json!({ "run_id": origin.run_id, "seq": origin.seq }),
+        None => Value::Null,
+    }
+}
+
+/// Writes run `args.run_id` as an audit file (and its components with
+/// `--components`): the library builds it, this prints it.
+async fn export_run(args: ExportArgs) -> CliResult {
+    if let Some(out) = &args.out {
+        check_output_path(out, args.force)?;
+    }
+    if let Some(dir) = &args.components
+        && !dir.is_dir()
+    {
+        std::fs::create_dir(dir).map_err(|e| {
+            Failure::bad_input(format!(
+                "cannot create the components directory `{}`: {e}; its parent must exist",
+                dir.display()
+            ))
+        })?;
+    }
+    let store = args.db.open_for_run(&args.run_id).await?;
+    fetch_run(&store, &args.run_id).await?;
+    let export = RunExport::from_store(&store, &args.run_id)
+        .await
+        .map_err(replay_failure)?;
+    for changed in export.changed_journal_entries() {
+        eprintln!(
+            "warning: {changed}; it is exported as stored, and a replay reports it as its \
+             step's divergence"
+        );
+    }
+    if let Some(dir) = &args.components {
+        let written = export.write_components(dir).map_err(replay_failure)?;
+        eprintln!("components: {} file(s) in {}", written.len(), dir.display());
+    }
+    let text = export.to_json();
+    match &args.out {
+        Some(out) => {
+            write_output_file(out, format!("{text}\n").as_bytes(), args.force)?;
+            eprintln!("written: {}", out.display());
+            Ok(())
+        }
+        None => {
+            println!("{text}");
+            Ok(())
+        }
+    }
+}
+
+/// A run that cannot be exported or replayed: the environment (exit 3)
+/// when a database or the history fails, else what was asked for (exit 2).
+fn replay_failure(e: ReplayError) -> Failure {
+    if e.is_environment() {
+        Failure::environment(e)
+    } else {
+        Failure::bad_input(e)
+    }
 }
 
 /// One journaled host call of a step, on one line: its kind, what was asked
@@ -429,7 +536,11 @@ fn journal_line(entry: &JournalEntry) -> String {
         }
         _ => "ok".to_string(),
     };
-    format!("journal: {} {asked} -> {answer}", entry.kind)
+    let item = entry
+        .item
+        .map(|i| format!("item {i}: "))
+        .unwrap_or_default();
+    format!("journal: {item}{} {asked} -> {answer}", entry.kind)
 }
 
 /// The rule warnings a step recorded, one line each: code, message and
@@ -467,9 +578,11 @@ pub fn prune(args: PruneArgs) -> CliResult {
             return print_json(&report);
         }
         println!(
-            "pruned {} finished run(s) and {} unreferenced artifact blob(s) from {}",
+            "pruned {} finished run(s), {} unreferenced artifact blob(s) and {} expired or \
+             orphaned node cache row(s) from {}",
             report.runs.len(),
             report.blobs,
+            report.cache_entries,
             store.url_for_display()
         );
         Ok(())

@@ -9,7 +9,7 @@ use super::common::{
     CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, RegistryArgs,
     checked_input, load_scenario, print_json, read_run_input, store_error, tokio_runtime,
 };
-use skillhost_store::{NewRun, new_run_id};
+use skillhost_store::{NewRun, Provenance, new_run_id};
 
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
@@ -60,6 +60,11 @@ pub fn submit(args: SubmitArgs, globals: &Globals) -> CliResult {
         input,
         initial_state: loaded.initial_state.clone(),
         start_node: scenario.start.clone(),
+        start_visits: Default::default(),
+        provenance: Provenance {
+            components: loaded.component_digests(),
+            forked_from: None,
+        },
     };
     let rt = tokio_runtime()?;
     rt.block_on(async {

@@ -67,6 +67,8 @@ pub struct StepCommit {
     /// Node visit counts after this step (resume needs them for max_visits).
     pub visits: BTreeMap<String, u32>,
     pub journal: Vec<JournalEntry>,
+    /// The node cache entry this step's output becomes, if its node caches.
+    pub cache: Option<crate::cache::NewCacheEntry>,
 }
 
 /// One checkpoint of a run's history, without its state.
@@ -92,6 +94,30 @@ pub struct LoadedCheckpoint {
     pub state: Value,
     pub state_hash: String,
     pub visits: BTreeMap<String, u32>,
+}
+
+/// One checkpoint of a run's history with what its node changed, verified
+/// against its digest: a step of the history as a replay or an export
+/// reads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointDelta {
+    pub seq: u64,
+    pub node_id: String,
+    pub next_nodes: Vec<String>,
+    pub changes: Vec<StateChange>,
+    /// The hash of the state after `changes`.
+    pub state_hash: String,
+    pub visits: BTreeMap<String, u32>,
+}
+
+/// A run's whole checkpoint history: the state it started from (checkpoint
+/// 0, verified against its hash) and every checkpoint after it with its
+/// changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunHistory {
+    pub initial_state: Value,
+    /// Every checkpoint, 0 included, by seq.
+    pub checkpoints: Vec<CheckpointDelta>,
 }
 
 /// Whether checkpoint `seq` stored a full snapshot under the old fixed
@@ -224,15 +250,26 @@ impl EncodedCheckpoint {
 
     /// Checkpoint 0 of run `run_id` starting at `start_node` from
     /// `initial`, whose JSON is already written out: a snapshot with no
-    /// changes and no visits.
-    pub fn initial(run_id: &str, start_node: &str, initial: &InitialState) -> EncodedCheckpoint {
+    /// changes, and the visit counts `visits` (none for a new run; a
+    /// fork's start from its origin's checkpoint).
+    pub fn initial(
+        run_id: &str,
+        start_node: &str,
+        initial: &InitialState,
+        visits: &BTreeMap<String, u32>,
+    ) -> EncodedCheckpoint {
         let next_nodes = to_json(&[start_node]);
+        let visits = if visits.is_empty() {
+            "{}".to_owned()
+        } else {
+            to_json(visits)
+        };
         let digest = CheckpointDigest::of(
             run_id,
             0,
             START_NODE,
             &next_nodes,
-            "{}",
+            &visits,
             "[]",
             initial.hash(),
         );
@@ -240,7 +277,7 @@ impl EncodedCheckpoint {
             next_nodes,
             Some(initial.json().to_owned()),
             "[]".to_owned(),
-            "{}".to_owned(),
+            visits,
             digest,
         )
     }
@@ -380,32 +417,48 @@ impl CheckpointDigest {
     }
 }
 
-/// The digest a run row carries: `r1:` and two 16-hex-digit parts, of its
-/// input (as stored) and of its id and scenario (name, path, digest).
+/// The digest a run row carries: `r2:` and three 16-hex-digit parts, of its
+/// input (as stored), of its id and scenario (name, path, digest), and of
+/// its provenance (the components it uses, where it was forked from).
+/// Runs created before provenance was recorded (schema version 5) carry
+/// `r1:` and the first two parts.
 pub(crate) struct RunDigest;
 
 const RUN_DIGEST_V1: &str = "r1:";
+const RUN_DIGEST_V2: &str = "r2:";
 const RUN_PART: usize = 16;
 
 /// What a run's digest is for runs created before digests existed.
 pub(crate) const LEGACY_RUN: &str = "legacy";
 
 impl RunDigest {
-    pub fn of(id: &str, name: &str, path: &str, scenario_digest: &str, input: &str) -> String {
+    pub fn of(
+        id: &str,
+        name: &str,
+        path: &str,
+        scenario_digest: &str,
+        input: &str,
+        provenance: &str,
+    ) -> String {
         let [input, identity] = Self::parts(id, name, path, scenario_digest, input);
-        format!("{RUN_DIGEST_V1}{input}{identity}")
+        let provenance = Self::long(&[provenance]);
+        format!("{RUN_DIGEST_V2}{input}{identity}{provenance}")
+    }
+
+    fn long(fields: &[&str]) -> String {
+        let mut hasher = Sha256::new();
+        for field in fields {
+            hasher.update((field.len() as u64).to_le_bytes());
+            hasher.update(field.as_bytes());
+        }
+        hex::encode(&hasher.finalize()[..RUN_PART / 2])
     }
 
     fn parts(id: &str, name: &str, path: &str, scenario_digest: &str, input: &str) -> [String; 2] {
-        let long = |fields: &[&str]| {
-            let mut hasher = Sha256::new();
-            for field in fields {
-                hasher.update((field.len() as u64).to_le_bytes());
-                hasher.update(field.as_bytes());
-            }
-            hex::encode(&hasher.finalize()[..RUN_PART / 2])
-        };
-        [long(&[input]), long(&[id, name, path, scenario_digest])]
+        [
+            Self::long(&[input]),
+            Self::long(&[id, name, path, scenario_digest]),
+        ]
     }
 
     /// Checks a run's stored columns against its digest: None if they
@@ -416,10 +469,11 @@ impl RunDigest {
         path: &str,
         scenario_digest: &str,
         input: &str,
+        provenance: Option<&str>,
         digest: Option<&str>,
     ) -> Option<String> {
         let digest = match digest {
-            Some(LEGACY_RUN) => return None,
+            Some(LEGACY_RUN) if provenance.is_none() => return None,
             None => {
                 return Some(
                     "it has no digest, though it was written by a host that records one".into(),
@@ -427,7 +481,26 @@ impl RunDigest {
             }
             Some(digest) => digest,
         };
-        let Some(recorded) = digest.strip_prefix(RUN_DIGEST_V1) else {
+        let (recorded, provenance) = if let Some(recorded) = digest.strip_prefix(RUN_DIGEST_V2) {
+            (recorded, provenance)
+        } else if let Some(recorded) = digest.strip_prefix(RUN_DIGEST_V1) {
+            // A run older than provenance has none; one that shows one now
+            // was given it afterwards.
+            if provenance.is_some() {
+                return Some(
+                    "it records components or a fork origin, though it was created by a host \
+                     that did not record them"
+                        .into(),
+                );
+            }
+            (recorded, None)
+        } else if digest == LEGACY_RUN {
+            return Some(
+                "it records components or a fork origin, though it was created before digests \
+                 existed"
+                    .into(),
+            );
+        } else {
             return Some(format!("its digest `{digest}` is not one this host writes"));
         };
         let [input, identity] = Self::parts(id, name, path, scenario_digest, input);
@@ -435,8 +508,17 @@ impl RunDigest {
         if recorded.get(..RUN_PART) != Some(input.as_str()) {
             wrong.push("input");
         }
-        if recorded.get(RUN_PART..) != Some(identity.as_str()) {
+        if recorded.get(RUN_PART..2 * RUN_PART) != Some(identity.as_str()) {
             wrong.push("id or scenario (name, path, digest)");
+        }
+        let provenance_matches = match provenance {
+            Some(provenance) => {
+                recorded.get(2 * RUN_PART..) == Some(Self::long(&[provenance]).as_str())
+            }
+            None => recorded.len() == 2 * RUN_PART,
+        };
+        if !provenance_matches {
+            wrong.push("components or fork origin");
         }
         (!wrong.is_empty()).then(|| {
             format!(
@@ -568,6 +650,68 @@ pub(crate) fn rebuild(
     Ok((loaded, plan))
 }
 
+/// A run's history from every one of its checkpoint rows (by seq, the
+/// first holding the state of seq 0): each row checked against its digest,
+/// checkpoint 0's state against its hash, and no seq missing.
+pub(crate) fn history(
+    db: &str,
+    run_id: &str,
+    rows: Vec<StoredCheckpoint>,
+) -> Result<RunHistory, StoreError> {
+    let corrupt = |seq: u64, detail: String| StoreError::Corrupt {
+        db: db.to_owned(),
+        what: format!("checkpoint {seq} of run `{run_id}`"),
+        detail,
+    };
+    let mut initial_state = None;
+    let mut checkpoints = Vec::with_capacity(rows.len());
+    for (expected, row) in rows.into_iter().enumerate() {
+        let expected = expected as u64;
+        if row.seq != expected {
+            return Err(corrupt(
+                expected,
+                format!("missing (the history jumps to {})", row.seq),
+            ));
+        }
+        row.verify(run_id).map_err(|e| corrupt(row.seq, e))?;
+        if row.seq == 0 {
+            let Some(text) = row.state.as_deref() else {
+                return Err(corrupt(0, "it holds no state".into()));
+            };
+            let state: Value = serde_json::from_str(text)
+                .map_err(|e| corrupt(0, format!("snapshot is not valid JSON: {e}")))?;
+            let actual = hash_like(&state, &row.state_hash);
+            if actual != row.state_hash {
+                return Err(corrupt(
+                    0,
+                    format!(
+                        "its state hashes to {actual}, but {} was recorded",
+                        row.state_hash
+                    ),
+                ));
+            }
+            initial_state = Some(state);
+        }
+        checkpoints.push(CheckpointDelta {
+            seq: row.seq,
+            next_nodes: serde_json::from_str(&row.next_nodes)
+                .map_err(|e| corrupt(row.seq, format!("next nodes are not valid: {e}")))?,
+            changes: serde_json::from_str(&row.changes)
+                .map_err(|e| corrupt(row.seq, format!("changes are not valid: {e}")))?,
+            visits: serde_json::from_str(&row.visits)
+                .map_err(|e| corrupt(row.seq, format!("visit counts are not valid: {e}")))?,
+            node_id: row.node_id,
+            state_hash: row.state_hash,
+        });
+    }
+    let initial_state =
+        initial_state.ok_or_else(|| corrupt(0, "the run has no checkpoint 0".into()))?;
+    Ok(RunHistory {
+        initial_state,
+        checkpoints,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -600,6 +744,7 @@ mod tests {
             },
             visits: BTreeMap::from([(format!("n{seq}"), 1)]),
             journal: vec![],
+            cache: None,
         }
     }
 
@@ -607,7 +752,7 @@ mod tests {
     fn an_initial_state_writes_checkpoint_0_as_a_snapshot_with_its_digest() {
         let value = json!({"records": [{"id": "a", "tags": ["x"]}], "last": "", "errors": []});
         let initial = InitialState::new(value.clone());
-        let shared = EncodedCheckpoint::initial("r", "start", &initial);
+        let shared = EncodedCheckpoint::initial("r", "start", &initial, &BTreeMap::new());
         assert!(shared.is_snapshot);
         assert_eq!(shared.state.as_deref(), Some(initial.json()));
         assert_eq!(
@@ -817,25 +962,55 @@ mod tests {
 
     #[test]
     fn a_run_digest_names_what_changed() {
-        let digest = RunDigest::of("id", "s", "s.toml", "sha", r#"{"q":1}"#);
-        assert_eq!(
-            RunDigest::mismatch("id", "s", "s.toml", "sha", r#"{"q":1}"#, Some(&digest)),
-            None
-        );
-        let input = RunDigest::mismatch("id", "s", "s.toml", "sha", r#"{"q":2}"#, Some(&digest));
+        let provenance = r#"{"components":{"a":"00"}}"#;
+        let digest = RunDigest::of("id", "s", "s.toml", "sha", r#"{"q":1}"#, provenance);
+        let check = |input: &str, scenario: &str, provenance: Option<&str>| {
+            RunDigest::mismatch(
+                "id",
+                "s",
+                "s.toml",
+                scenario,
+                input,
+                provenance,
+                Some(&digest),
+            )
+        };
+        assert_eq!(check(r#"{"q":1}"#, "sha", Some(provenance)), None);
+        let input = check(r#"{"q":2}"#, "sha", Some(provenance));
         assert!(input.unwrap().ends_with("created: its input"));
-        let scenario =
-            RunDigest::mismatch("id", "s", "s.toml", "other", r#"{"q":1}"#, Some(&digest));
+        let scenario = check(r#"{"q":1}"#, "other", Some(provenance));
         assert!(
             scenario
                 .unwrap()
                 .ends_with("its id or scenario (name, path, digest)")
         );
+        let components = check(r#"{"q":1}"#, "sha", Some(r#"{"components":{"a":"01"}}"#));
+        assert!(
+            components
+                .unwrap()
+                .ends_with("its components or fork origin")
+        );
+        let dropped = check(r#"{"q":1}"#, "sha", None);
+        assert!(dropped.unwrap().ends_with("its components or fork origin"));
         assert_eq!(
-            RunDigest::mismatch("id", "s", "p", "x", "{}", Some(LEGACY_RUN)),
+            RunDigest::mismatch("id", "s", "p", "x", "{}", None, Some(LEGACY_RUN)),
             None
         );
-        assert!(RunDigest::mismatch("id", "s", "p", "x", "{}", None).is_some());
+        assert!(RunDigest::mismatch("id", "s", "p", "x", "{}", None, None).is_some());
+    }
+
+    #[test]
+    fn a_run_created_before_provenance_keeps_its_version_1_digest() {
+        let [input, identity] = RunDigest::parts("id", "s", "p", "x", "{}");
+        let v1 = format!("{RUN_DIGEST_V1}{input}{identity}");
+        assert_eq!(
+            RunDigest::mismatch("id", "s", "p", "x", "{}", None, Some(&v1)),
+            None
+        );
+        let added = RunDigest::mismatch("id", "s", "p", "x", "{}", Some("{}"), Some(&v1));
+        assert!(added.unwrap().contains("did not record them"));
+        let legacy = RunDigest::mismatch("id", "s", "p", "x", "{}", Some("{}"), Some(LEGACY_RUN));
+        assert!(legacy.is_some());
     }
 
     #[test]

@@ -20,11 +20,13 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Decode, Postgres, Row, Sqlite, Type};
 
+use crate::cache::{CachedOutput, cache_digest};
 use crate::checkpoint::{CheckpointRow, RunDigest, StoredCheckpoint};
 use crate::error::{DatabaseFailure, StoreError};
+use crate::journal::{JournalDigest, map_item_digest};
 use crate::lease::{CurrentCheckpoint, Retention};
-use crate::rows::{ArtifactRow, JournalEntry, MapItemRow, StepRow, blob_digest};
-use crate::run::RunRow;
+use crate::rows::{ArtifactRow, JournalEntry, JournalRow, MapItemRow, StepRow, blob_digest};
+use crate::run::{Provenance, RunRow};
 
 /// Statuses a run takes checkpoints in (the complement of
 /// [`RunStatus::is_finished`](crate::RunStatus::is_finished)), as SQL.
@@ -36,7 +38,7 @@ macro_rules! run_columns {
     () => {
         "id, scenario_name, scenario_path, scenario_digest, status, input, result, error, \
          current_node, last_seq, lease_owner, lease_expires_at, lease_generation, created_at, \
-         updated_at, digest"
+         updated_at, digest, provenance"
     };
 }
 pub(crate) use run_columns;
@@ -96,6 +98,56 @@ pub(crate) struct StepBinds {
     pub fuel_consumed: Option<i64>,
     pub memory_peak_bytes: Option<i64>,
     pub detail: Option<String>,
+}
+
+/// A journal entry's columns, converted and digested before its statement.
+#[derive(Debug)]
+pub(crate) struct JournalBinds<'a> {
+    pub seq: i64,
+    pub node_id: &'a str,
+    pub item: Option<i64>,
+    pub entry: i64,
+    pub kind: &'a str,
+    pub request: String,
+    pub response: String,
+    pub request_digest: String,
+    pub digest: String,
+}
+
+impl<'a> JournalBinds<'a> {
+    pub fn new(
+        codec: &impl Codec,
+        run_id: &str,
+        entry: &'a JournalEntry,
+    ) -> Result<JournalBinds<'a>, StoreError> {
+        let request = entry.request.to_string();
+        let response = entry.response.to_string();
+        Ok(JournalBinds {
+            seq: codec.int(entry.seq, "journal seq")?,
+            node_id: &entry.node_id,
+            item: entry.item.map(i64::from),
+            entry: i64::from(entry.entry),
+            kind: &entry.kind,
+            request_digest: entry.request_digest(),
+            digest: JournalDigest::of(run_id, entry, &request, &response),
+            request,
+            response,
+        })
+    }
+}
+
+/// A map item's attempt, journal (None when it made no journaled call)
+/// and the digest over both, as stored.
+pub(crate) struct MapItemBinds;
+
+impl MapItemBinds {
+    pub fn of(item: &MapItemRow) -> (i64, Option<String>, String) {
+        let attempt = i64::from(item.attempt);
+        let journal = (!item.journal.is_empty())
+            .then(|| serde_json::to_string(&item.journal).expect("journal entries serialise"));
+        let digest = map_item_digest(attempt, journal.as_deref());
+        (attempt, journal, digest)
+    }
 }
 
 /// Conversions between the store's values and columns, for one database
@@ -192,16 +244,24 @@ pub(crate) trait Codec {
         let scenario_digest: String = self.get(row, "scenario_digest")?;
         let input: String = self.get(row, "input")?;
         let digest: Option<String> = self.get(row, "digest")?;
+        let provenance: Option<String> = self.get(row, "provenance")?;
         if let Some(detail) = RunDigest::mismatch(
             &id,
             &scenario_name,
             &scenario_path,
             &scenario_digest,
             &input,
+            provenance.as_deref(),
             digest.as_deref(),
         ) {
             return Err(self.corrupt(format_args!("run `{id}`"), detail));
         }
+        let provenance = provenance
+            .map(|text| {
+                serde_json::from_str::<Provenance>(&text)
+                    .map_err(|e| self.corrupt(what("provenance"), format!("not a provenance: {e}")))
+            })
+            .transpose()?;
         Ok(RunRow {
             scenario_name,
             scenario_path,
@@ -218,6 +278,7 @@ pub(crate) trait Codec {
             lease_expires_at_ms: self.get(row, "lease_expires_at")?,
             lease_generation: self
                 .uint(self.get(row, "lease_generation")?, what("lease_generation"))?,
+            provenance,
             id,
         })
     }
@@ -266,32 +327,145 @@ pub(crate) trait Codec {
                 format_args!("its output hashes to {actual}, but {output_hash} was recorded"),
             ));
         }
+        let item_index: u32 = self.uint(index, &what)?;
+        // The attempt and the journal are reused with the output: the row's
+        // digest pins them. A row written before they were recorded has
+        // neither.
+        let attempt: Option<i64> = self.get(row, "attempt")?;
+        let journal: Option<String> = self.get(row, "journal")?;
+        let digest: Option<String> = self.get(row, "digest")?;
+        let (attempt, journal) = match (attempt, digest) {
+            (None, None) if journal.is_none() => (1, Vec::new()),
+            (Some(attempt), Some(digest))
+                if digest == map_item_digest(attempt, journal.as_deref()) =>
+            {
+                let entries = match journal {
+                    None => Vec::new(),
+                    Some(text) => {
+                        serde_json::from_str::<Vec<JournalEntry>>(&text).map_err(|e| {
+                            self.corrupt(&what, format!("its journal is not valid: {e}"))
+                        })?
+                    }
+                };
+                (self.uint(attempt, &what)?, entries)
+            }
+            _ => {
+                return Err(self.corrupt(
+                    &what,
+                    "its attempt or journal no longer matches the digest recorded with it",
+                ));
+            }
+        };
         Ok(MapItemRow {
             run_id: run_id.to_owned(),
             node_id: node_id.to_owned(),
             visit,
-            item_index: self.uint(index, &what)?,
+            item_index,
             output,
             output_hash,
             duration_us: self.uint(self.get(row, "duration_us")?, &what)?,
             fuel_consumed: self.uint(self.get(row, "fuel_consumed")?, &what)?,
+            journal,
+            attempt,
         })
     }
 
-    /// A row of `journal`.
-    fn journal_entry(
+    /// A row of `journal`, checked against its digests: a row that no
+    /// longer matches is returned with its fault (the caller decides
+    /// whether that is an error); one that does not decode is an error.
+    /// `position` is its place among its seq's rows, the entry index of a
+    /// row older than entry indexes.
+    fn journal_row(
         &self,
         run_id: &str,
+        position: u32,
         row: &impl StoredRow,
-    ) -> Result<JournalEntry, StoreError> {
+    ) -> Result<JournalRow, StoreError> {
         let seq: i64 = self.get(row, "seq")?;
-        let what = format!("journal entry at seq {seq} of run `{run_id}`");
-        Ok(JournalEntry {
+        let what = format!("journal entry {position} of step {seq} of run `{run_id}`");
+        let item: Option<i64> = self.get(row, "item_index")?;
+        let entry: Option<i64> = self.get(row, "entry_index")?;
+        let request: String = self.get(row, "request")?;
+        let response: String = self.get(row, "response")?;
+        let request_digest: Option<String> = self.get(row, "request_digest")?;
+        let digest: Option<String> = self.get(row, "digest")?;
+        let entry = JournalEntry {
             seq: self.uint(seq, &what)?,
             node_id: self.get(row, "node_id")?,
+            item: item.map(|i| self.uint(i, &what)).transpose()?,
+            entry: match entry {
+                Some(entry) => self.uint(entry, &what)?,
+                None => position,
+            },
             kind: self.get(row, "kind")?,
-            request: self.json(&self.get::<String>(row, "request")?, &what)?,
-            response: self.json(&self.get::<String>(row, "response")?, &what)?,
+            request: self.json(&request, &what)?,
+            response: self.json(&response, &what)?,
+        };
+        let fault = JournalDigest::mismatch(
+            run_id,
+            &entry,
+            &request,
+            &response,
+            request_digest.as_deref(),
+            digest.as_deref(),
+        );
+        Ok(JournalRow {
+            entry,
+            request_digest,
+            digest: digest.unwrap_or_default(),
+            fault,
+        })
+    }
+
+    /// A row of `node_cache`, checked against its digest and its output
+    /// against its hash.
+    fn cache_row(&self, row: &impl StoredRow) -> Result<CachedOutput, StoreError> {
+        let key: String = self.get(row, "key")?;
+        let what = format!("node cache entry {key}");
+        let output: String = self.get(row, "output")?;
+        let output_hash: String = self.get(row, "output_hash")?;
+        let run_id: String = self.get(row, "run_id")?;
+        let seq: i64 = self.get(row, "seq")?;
+        let node_id: String = self.get(row, "node_id")?;
+        let created_at: i64 = self.get(row, "created_at")?;
+        let expires_at: i64 = self.get(row, "expires_at")?;
+        let digest: String = self.get(row, "digest")?;
+        let expected = cache_digest(
+            &key,
+            &output,
+            &output_hash,
+            &run_id,
+            seq,
+            &node_id,
+            created_at,
+            expires_at,
+        );
+        if digest != expected {
+            return Err(self.corrupt(
+                &what,
+                format_args!(
+                    "what it stores no longer matches the digest recorded when run `{run_id}` \
+                     wrote it at checkpoint {seq}"
+                ),
+            ));
+        }
+        let output = self.json(&output, &what)?;
+        let actual = skillhost_model::hash_like(&output, &output_hash);
+        if actual != output_hash {
+            return Err(self.corrupt(
+                &what,
+                format_args!("its output hashes to {actual}, but {output_hash} was recorded"),
+            ));
+        }
+        Ok(CachedOutput {
+            seq: self.uint(seq, &what)?,
+            key,
+            output,
+            output_hash,
+            run_id,
+            node_id,
+            created_at_ms: created_at,
+            expires_at_ms: expires_at,
         })
     }
 

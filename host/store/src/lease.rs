@@ -55,6 +55,9 @@ pub struct PruneReport {
     pub runs: Vec<String>,
     /// Artifact blobs no run refers to any more, deleted with them.
     pub blobs: u64,
+    /// Node cache entries deleted: those the pruned runs wrote, and every
+    /// expired one.
+    pub cache_entries: u64,
 }
 
 /// A lease owner id for this process: host name, pid and a random suffix,
@@ -101,33 +104,9 @@ pub fn format_ms(ms: i64) -> String {
     )
 }
 
-/// Parses a duration like `7d`, `12h`, `30m`, `45s` or `500ms`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration; use e.g. 7d, 12h, 30m, 45s"))?;
-    let secs = match unit {
-        "ms" => return Ok(Duration::from_millis(n)),
-        "s" | "" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 7 * 86_400,
-        _ => {
-            return Err(format!(
-                "`{text}` has an unknown unit `{unit}`; use ms, s, m, h, d or w"
-            ));
-        }
-    };
-    n.checked_mul(secs)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("`{text}` is too long"))
-}
+/// How the store's commands name a duration (`7d`, `12h`, `30m`): the
+/// model's parser, shared with the scenario format (a node cache's `ttl`).
+pub use skillhost_model::parse_duration;
 
 /// The refusal of a fenced write: `fence` no longer matches the run's
 /// lease (`holder`, `generation`, `expires_at_ms` as read in the refused
@@ -170,22 +149,6 @@ mod tests {
         assert_eq!(format_ms(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(format_ms(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
         assert_eq!(format_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
-    }
-
-    #[test]
-    fn parses_durations() {
-        assert_eq!(
-            parse_duration("7d").unwrap(),
-            Duration::from_secs(7 * 86_400)
-        );
-        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(
-            parse_duration("2w").unwrap(),
-            Duration::from_secs(14 * 86_400)
-        );
-        assert!(parse_duration("d").is_err());
-        assert!(parse_duration("3 years").is_err());
     }
 
     #[test]

@@ -20,10 +20,12 @@
 //! both. Backend-neutral rules live in [`checkpoint`], [`state`],
 //! [`migrate`] and [`lease`].
 
+mod cache;
 pub mod checkpoint;
 mod codec;
 pub mod error;
 pub mod failpoint;
+mod journal;
 pub mod lease;
 pub mod migrate;
 mod postgres;
@@ -37,16 +39,22 @@ mod url;
 /// The run state and its changes and hashes, from `skillhost-model`.
 pub use skillhost_model::state;
 
+pub use cache::{CachedOutput, NewCacheEntry};
 pub use checkpoint::{
-    CheckpointRow, LoadedCheckpoint, SNAPSHOT_EVERY, START_NODE, StepCommit, is_snapshot_seq,
+    CheckpointDelta, CheckpointRow, LoadedCheckpoint, RunHistory, SNAPSHOT_EVERY, START_NODE,
+    StepCommit, is_snapshot_seq,
 };
 pub use error::StoreError;
 pub use lease::{
     CurrentCheckpoint, Lease, PruneReport, Retention, format_ms, new_owner_id, parse_duration,
 };
 pub use migrate::SCHEMA_VERSION;
-pub use rows::{ArtifactRow, JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
-pub use run::{NewRun, RunRow, RunStatus, UnknownRunStatus, UnreadableRun, new_run_id};
+pub use rows::{
+    ArtifactRow, JournalEntry, JournalRow, MapItemRow, NewArtifact, StepRow, blob_digest,
+};
+pub use run::{
+    ForkOrigin, NewRun, Provenance, RunRow, RunStatus, UnknownRunStatus, UnreadableRun, new_run_id,
+};
 pub use skillhost_model::{MAX_NESTING, TooDeep, check_change_nesting, check_nesting};
 pub use state::{
     ApplyError, FIELD_HASH_PREFIX, FieldHashes, InitialState, RunState, StateChange, apply,
@@ -278,7 +286,8 @@ impl Store {
 
     /// Writes one node's outcome in ONE transaction: the checkpoint (changes,
     /// plus the full state when a snapshot is due), the step row, the journal
-    /// entries, and the run's status (`running`), current node (the first of
+    /// entries, the node cache entry (replacing one under the same key), and
+    /// the run's status (`running`), current node (the first of
     /// `next_nodes`) and `last_seq`. Fails with [`StoreError::Conflict`],
     /// writing nothing, unless `commit.seq` is exactly the last seq + 1 and
     /// the run is not finished: the exactly-once guard on resume. Refuses
@@ -396,9 +405,20 @@ impl Store {
         dispatch!(self, s => s.steps(run_id).await)
     }
 
-    /// The run's recorded host calls, by seq, for replay.
+    /// The run's recorded host calls, by seq (and within a step by map item
+    /// and entry), each checked against its digests: a row edited or
+    /// damaged since it was committed is [`StoreError::Corrupt`], naming
+    /// the run, the seq and the entry.
     pub async fn journal(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
         dispatch!(self, s => s.journal(run_id).await)
+    }
+
+    /// [`journal`](Self::journal) with each row's digests and, for a row that
+    /// no longer matches them, why ([`JournalRow::fault`]), instead of an
+    /// error: a replay reports such a row as its step's divergence, and an
+    /// export carries the digests.
+    pub async fn journal_rows(&self, run_id: &str) -> Result<Vec<JournalRow>, StoreError> {
+        dispatch!(self, s => s.journal_rows(run_id).await)
     }
 
     /// The run's checkpoint history (without rebuilding states), by seq.
@@ -420,6 +440,13 @@ impl Store {
         }))
     }
 
+    /// The run's whole checkpoint history: the state it started from and
+    /// every checkpoint with its changes, each row verified against its
+    /// digest ([`StoreError::Corrupt`]). None for an unknown run.
+    pub async fn history(&self, run_id: &str) -> Result<Option<RunHistory>, StoreError> {
+        dispatch!(self, s => s.history(run_id).await)
+    }
+
     /// The state at checkpoint `seq`, rebuilt and verified. None if the run
     /// or that checkpoint does not exist.
     pub async fn state_at(
@@ -428,6 +455,15 @@ impl Store {
         seq: u64,
     ) -> Result<Option<LoadedCheckpoint>, StoreError> {
         dispatch!(self, s => s.state_at(run_id, seq).await)
+    }
+
+    /// The node cache's entry under `key`, if one is there and has not
+    /// expired: its output, verified against its hash and the row's digest
+    /// ([`StoreError::Corrupt`] when it does not match), with the run, seq
+    /// and node whose step recorded it. Entries are written by the commit of
+    /// that step ([`StepCommit::cache`]).
+    pub async fn cached_output(&self, key: &str) -> Result<Option<CachedOutput>, StoreError> {
+        dispatch!(self, s => s.cached_output(key).await)
     }
 
     /// Stores bytes under `name` in the run (replacing an artifact of that

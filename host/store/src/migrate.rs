@@ -50,6 +50,16 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "row_digests",
         sql: include_str!("../migrations/sqlite/0005_row_digests.sql"),
     },
+    Migration {
+        version: 6,
+        name: "replayable_journal",
+        sql: include_str!("../migrations/sqlite/0006_replayable_journal.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "node_cache",
+        sql: include_str!("../migrations/sqlite/0007_node_cache.sql"),
+    },
 ];
 
 /// The Postgres migrations: the same versions and names as [`SQLITE`], in
@@ -80,10 +90,20 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "row_digests",
         sql: include_str!("../migrations/postgres/0005_row_digests.sql"),
     },
+    Migration {
+        version: 6,
+        name: "replayable_journal",
+        sql: include_str!("../migrations/postgres/0006_replayable_journal.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "node_cache",
+        sql: include_str!("../migrations/postgres/0007_node_cache.sql"),
+    },
 ];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";

@@ -27,12 +27,25 @@ use std::future::Future;
 use sqlx::query::Query;
 use sqlx::{Database, Encode, Type};
 
-use crate::checkpoint::{CheckpointRow, LoadedCheckpoint, SnapshotPlan, rebuild};
+use crate::cache::CachedOutput;
+use crate::checkpoint::{CheckpointRow, LoadedCheckpoint, RunHistory, SnapshotPlan, rebuild};
 use crate::codec::{Codec, StoredRow, run_columns};
 use crate::error::StoreError;
 use crate::lease::{CurrentCheckpoint, Retention};
-use crate::rows::{ArtifactRow, JournalEntry, MapItemRow, StepRow};
+use crate::rows::{ArtifactRow, JournalEntry, JournalRow, MapItemRow, StepRow};
 use crate::run::{RunRow, RunStatus, UnreadableRun};
+
+/// How a journal row is named in errors: its run, seq, node, item and entry.
+pub(crate) fn journal_row_name(run_id: &str, entry: &JournalEntry) -> String {
+    let item = entry
+        .item
+        .map(|i| format!(", item {i}"))
+        .unwrap_or_default();
+    format!(
+        "journal entry {} of step {} (node `{}`{item}) of run `{run_id}`",
+        entry.entry, entry.seq, entry.node_id
+    )
+}
 
 /// A value bound to a read's `$N` parameter.
 #[derive(Debug, Clone, Copy)]
@@ -80,11 +93,14 @@ const STEPS: &str = "SELECT id, seq, node_id, attempt, status, started_at, durat
      input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail \
      FROM steps WHERE run_id = $1 ORDER BY id";
 
-const MAP_ITEMS: &str = "SELECT item_index, output, output_hash, duration_us, fuel_consumed \
+const MAP_ITEMS: &str = "SELECT item_index, output, output_hash, duration_us, fuel_consumed, \
+     attempt, journal, digest \
      FROM map_items WHERE run_id = $1 AND node_id = $2 AND visit = $3 ORDER BY item_index";
 
-const JOURNAL: &str = "SELECT seq, node_id, kind, request, response FROM journal \
-     WHERE run_id = $1 ORDER BY seq, id";
+/// A run's journal in the order it was committed: by step, and within a
+/// step by map item and entry, as the commit inserts them.
+const JOURNAL: &str = "SELECT seq, node_id, item_index, entry_index, kind, request, response, \
+     request_digest, digest FROM journal WHERE run_id = $1 ORDER BY seq, id";
 
 const CHECKPOINTS: &str = "SELECT seq, node_id, next_nodes, state_hash, is_snapshot, bytes, \
      created_at FROM checkpoints WHERE run_id = $1 ORDER BY seq";
@@ -103,6 +119,19 @@ const HISTORY: &str = "\
         (SELECT MAX(s.seq) FROM checkpoints AS s \
          WHERE s.run_id = $1 AND s.is_snapshot = TRUE AND s.seq <= target.seq), 0) \
     ORDER BY c.seq";
+
+/// Every checkpoint of run $1 with its changes, by seq, and the state of
+/// checkpoint 0 (the only one a whole history needs).
+const WHOLE_HISTORY: &str = "\
+    SELECT c.seq, c.node_id, c.next_nodes, c.is_snapshot, \
+        CASE WHEN c.seq = 0 THEN c.state END AS state, c.changes, \
+        c.state_hash, c.visits, c.digest, \
+        (SELECT r.digest FROM runs AS r WHERE r.id = $1) AS run_digest \
+    FROM checkpoints AS c WHERE c.run_id = $1 ORDER BY c.seq";
+
+/// The node cache's entry under key $1 that has not expired at $2.
+const NODE_CACHE: &str = "SELECT key, output, output_hash, run_id, seq, node_id, created_at, \
+     expires_at, digest FROM node_cache WHERE key = $1 AND expires_at > $2";
 
 const ARTIFACTS: &str = "SELECT name, digest, media_type, size, created_at FROM artifacts \
      WHERE run_id = $1 ORDER BY name";
@@ -206,11 +235,37 @@ pub(crate) trait Reads: Codec + Sync {
             .collect()
     }
 
-    async fn journal(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+    /// Every journal row of the run, each with its fault if it no longer
+    /// matches its digest.
+    async fn journal_rows(&self, run_id: &str) -> Result<Vec<JournalRow>, StoreError> {
         let action = format!("reading the journal of run `{run_id}`");
         let rows = self.fetch(JOURNAL, &[Param::Text(run_id)], &action).await?;
-        rows.iter()
-            .map(|row| self.journal_entry(run_id, row))
+        let mut out: Vec<JournalRow> = Vec::with_capacity(rows.len());
+        // A row's place among its step's rows: the entry index of a row
+        // written before entry indexes were.
+        let (mut seq, mut position) = (None, 0u32);
+        for row in &rows {
+            let this: i64 = self.get(row, "seq")?;
+            if seq != Some(this) {
+                (seq, position) = (Some(this), 0);
+            }
+            out.push(self.journal_row(run_id, position, row)?);
+            position += 1;
+        }
+        Ok(out)
+    }
+
+    /// The run's journal, every row checked against its digests: the first
+    /// that does not match is [`StoreError::Corrupt`] naming the run, the
+    /// seq and the entry.
+    async fn journal(&self, run_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        self.journal_rows(run_id)
+            .await?
+            .into_iter()
+            .map(|row| match row.fault {
+                None => Ok(row.entry),
+                Some(detail) => Err(self.corrupt(journal_row_name(run_id, &row.entry), detail)),
+            })
             .collect()
     }
 
@@ -267,6 +322,28 @@ pub(crate) trait Reads: Codec + Sync {
             (Some(last), Some(seq)) if last.seq as i64 != seq => Ok(None),
             _ => rebuild(self.db(), run_id, rows).map(Some),
         }
+    }
+
+    async fn history(&self, run_id: &str) -> Result<Option<RunHistory>, StoreError> {
+        let action = format!("reading the checkpoint history of run `{run_id}`");
+        let rows = self
+            .fetch(WHOLE_HISTORY, &[Param::Text(run_id)], &action)
+            .await?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let rows = rows
+            .iter()
+            .map(|row| self.stored_checkpoint(run_id, row))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        crate::checkpoint::history(self.db(), run_id, rows).map(Some)
+    }
+
+    async fn cached_output(&self, key: &str) -> Result<Option<CachedOutput>, StoreError> {
+        let action = format!("reading node cache entry {key}");
+        let params = [Param::Text(key), Param::Int(crate::codec::now_ms())];
+        let rows = self.fetch(NODE_CACHE, &params, &action).await?;
+        rows.first().map(|row| self.cache_row(row)).transpose()
     }
 
     async fn artifacts(&self, run_id: &str) -> Result<Vec<ArtifactRow>, StoreError> {

@@ -38,16 +38,68 @@ pub struct MapItemRow {
     pub output_hash: String,
     pub duration_us: u64,
     pub fuel_consumed: u64,
+    /// The host calls the item's call made (their `seq` is 0: the node's
+    /// commit sets it). A resumed map node that reuses the item commits
+    /// them with the node, so its journal stays whole.
+    pub journal: Vec<JournalEntry>,
+    /// The attempt the output came from, 1-based.
+    pub attempt: u32,
 }
 
-/// A recorded host call (llm, http, clock, random) for replay.
+/// One recorded host call whose answer came from outside the run (`kv`,
+/// `http`, `llm`), committed with the step whose call made it: what a
+/// replay answers that call with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JournalEntry {
     pub seq: u64,
     pub node_id: String,
+    /// The index of the map item whose call made it; None for the call of
+    /// a skill node.
+    pub item: Option<u32>,
+    /// Its place in its call's journal, from 0 (each map item's call has a
+    /// journal of its own).
+    pub entry: u32,
+    /// The capability: `kv`, `http`, `llm`.
     pub kind: String,
     pub request: Value,
     pub response: Value,
+}
+
+impl JournalEntry {
+    /// The SHA-256 (lowercase hex) of the canonical JSON of its request:
+    /// what a replay's request must hash to.
+    pub fn request_digest(&self) -> String {
+        skillhost_model::state_hash(&self.request)
+    }
+
+    /// The digest its row carries in run `run_id`
+    /// ([`journal::JournalDigest`](crate::journal)): of its request and
+    /// response as stored, and of its run, seq, node, item, entry index and
+    /// kind. Not a signature: it catches a row edited or damaged without
+    /// the digest being recomputed.
+    pub fn digest(&self, run_id: &str) -> String {
+        crate::journal::JournalDigest::of(
+            run_id,
+            self,
+            &self.request.to_string(),
+            &self.response.to_string(),
+        )
+    }
+}
+
+/// A journal entry as it was read, with the digests that pin it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalRow {
+    pub entry: JournalEntry,
+    /// The request digest recorded with it (None in rows older than schema
+    /// version 6).
+    pub request_digest: Option<String>,
+    /// The row's digest as recorded ([`JournalEntry::digest`]), or
+    /// `legacy` for rows older than schema version 6, which have none.
+    pub digest: String,
+    /// Why the row no longer matches its digest (it was edited or damaged
+    /// after it was committed); None when it does.
+    pub fault: Option<String>,
 }
 
 /// An artifact as stored: a name in a run pointing at a content-addressed blob.

@@ -1,6 +1,7 @@
 //! Runs: one row per execution of a scenario, with its status, input, outcome
 //! and (for scale-out) its lease.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -94,6 +95,40 @@ pub struct NewRun {
     /// Shared by the runs of a scenario, with its JSON and hash.
     pub initial_state: Arc<InitialState>,
     pub start_node: String,
+    /// The visit counts checkpoint 0 starts with: empty for a new run, the
+    /// counts at the checkpoint a fork starts from.
+    pub start_visits: BTreeMap<String, u32>,
+    /// Which code the run uses and where it came from; pinned by the run's
+    /// digest.
+    pub provenance: Provenance,
+}
+
+/// Which code a run uses and where it came from, recorded when it is
+/// created, so that a replay or an audit can say exactly what ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The SHA-256 (lowercase hex) of each component the run uses, by the
+    /// scenario's skill alias.
+    pub components: BTreeMap<String, String>,
+    /// The run and checkpoint this run was forked from (`host runs fork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
+}
+
+impl Provenance {
+    /// As the store keeps it: canonical JSON (keys sorted), so that its
+    /// digest does not depend on how it was built.
+    pub fn to_json_text(&self) -> String {
+        let value = serde_json::to_value(self).expect("a provenance serialises");
+        skillhost_model::canonical_json(&value)
+    }
+}
+
+/// Where a forked run started: a checkpoint of another run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkOrigin {
+    pub run_id: String,
+    pub seq: u64,
 }
 
 /// A run as stored.
@@ -120,6 +155,9 @@ pub struct RunRow {
     /// Bumped every time the lease changes hands; fences a runner that lost
     /// its lease: its writes are refused once this moved on.
     pub lease_generation: u64,
+    /// The components the run uses and where it was forked from; None for
+    /// runs created before the store recorded them (schema version 6).
+    pub provenance: Option<Provenance>,
 }
 
 /// A run row that could not be read back: it does not decode, or no

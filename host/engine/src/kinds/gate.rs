@@ -27,6 +27,7 @@ pub(crate) fn run(
             journal: Vec::new(),
             logs_dropped: 0,
             usage: Default::default(),
+            cache: None,
         })
         .map_err(|f| (f, None));
     result.into()

@@ -5,8 +5,10 @@
 //! crash inside a map re-runs only the items that had not finished.
 //!
 //! The node's journal is every item's, in item order, whatever order the
-//! items finished in. An item finished before a crash and reused on resume
-//! brings no journal: its map item row keeps its output, not its host calls.
+//! items finished in, each entry naming its item: every item's call has a
+//! journal of its own, which a replay answers that item's call from. An
+//! item finished before a crash and reused on resume brings its journal and
+//! its attempt from its map item row, so the node's commit holds them all.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use crate::node::{
 };
 use crate::run::{empty_step, now_ms};
 use crate::{Event, RunContext};
-use skillhost_runtime::{JournalRecord, TokenUsage};
+use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{MapNode, Node};
 use skillhost_store::{JournalEntry, MapItemRow, RunState, StepRow, state_hash};
 
@@ -89,6 +91,11 @@ async fn run_items(
     let total = inputs.len();
 
     let mut outputs: BTreeMap<usize, Value> = BTreeMap::new();
+    // By item index, so the node's journal is in item order.
+    let mut journals: BTreeMap<usize, Vec<JournalEntry>> = BTreeMap::new();
+    // The items whose output came from an attempt after the first (their
+    // `wasi:random` seed depends on it): kept in the step for a replay.
+    let mut later_attempts: BTreeMap<usize, u32> = BTreeMap::new();
     let mut fuel_total = 0;
     let mut logs_dropped = 0;
     if let Some(store) = cx.store {
@@ -101,6 +108,12 @@ async fn run_items(
             if index < total {
                 fuel_total += row.fuel_consumed;
                 outputs.insert(index, row.output);
+                if !row.journal.is_empty() {
+                    journals.insert(index, row.journal);
+                }
+                if row.attempt > 1 {
+                    later_attempts.insert(index, row.attempt);
+                }
                 cx.emit(|| Event::MapItemFinished {
                     run_id: cx.run_id.clone(),
                     node: node.id.clone(),
@@ -126,19 +139,18 @@ async fn run_items(
     let mut usage = TokenUsage::default();
     let mut step_usage = TokenUsage::default();
     let mut failed_steps = Vec::new();
-    // By item index, so the node's journal is in item order.
-    let mut journals: BTreeMap<usize, Vec<JournalRecord>> = BTreeMap::new();
     let mut running = JoinSet::new();
     loop {
         while running.len() < map.concurrency.max(1) && first_failure.is_none() {
             let Some(index) = queue.next() else { break };
-            let (run_id, node_id, skill, plan, input, events) = (
+            let (run_id, node_id, skill, plan, input, events, replay) = (
                 cx.run_id.clone(),
                 node.id.clone(),
                 skill.clone(),
                 plan.clone(),
                 inputs[index].clone(),
                 cx.events.clone(),
+                cx.replay.clone(),
             );
             running.spawn_blocking(move || {
                 let attempts = call_with_retries(
@@ -149,6 +161,7 @@ async fn run_items(
                     &plan,
                     &input,
                     &*events,
+                    replay.as_deref(),
                 );
                 (index, attempts)
             });
@@ -177,8 +190,9 @@ async fn run_items(
         failed_steps.extend(failed);
         fuel_total += report.fuel_consumed;
         logs_dropped += report.logs_dropped;
-        if !report.journal.is_empty() {
-            journals.insert(index, std::mem::take(&mut report.journal));
+        let journal = journal_entries(&node.id, Some(index), std::mem::take(&mut report.journal));
+        if attempt > 1 {
+            later_attempts.insert(index, attempt);
         }
         let mut result = report.result.map_err(Some);
         if let Ok(output) = &result
@@ -203,6 +217,9 @@ async fn run_items(
                         output: output.clone(),
                         duration_us: report.duration.as_micros() as u64,
                         fuel_consumed: report.fuel_consumed,
+                        // No allocation for an item that journaled nothing.
+                        journal: journal.clone(),
+                        attempt,
                     };
                     if let Err(e) = store.record_map_item(&row).await {
                         first_failure.get_or_insert(NodeFailure::new("store-error", e.to_string()));
@@ -228,6 +245,10 @@ async fn run_items(
                 first_failure.get_or_insert(failure);
             }
         }
+        // The host calls were made whatever became of the item.
+        if !journal.is_empty() {
+            journals.insert(index, journal);
+        }
     }
     if let Some(store) = cx.store {
         for step in &failed_steps {
@@ -237,13 +258,18 @@ async fn run_items(
                 .map_err(|e| fail(NodeFailure::new("store-error", e.to_string())))?;
         }
     }
-    let journal = node_journal(&node.id, journals);
+    let journal: Vec<JournalEntry> = journals.into_values().flatten().collect();
     let mut step = empty_step(cx, node, 1);
     step.started_at_ms = started_at_ms;
     step.fuel_consumed = Some(fuel_total);
-    if cx.store.is_some() {
-        add_usage(&mut step, step_usage);
-    }
+    let item_attempts = (!later_attempts.is_empty()).then(|| {
+        Value::Object(
+            later_attempts
+                .iter()
+                .map(|(index, attempt)| (index.to_string(), json!(attempt)))
+                .collect(),
+        )
+    });
     let failed_after_calls = |mut f: NodeFailure, step: &StepRow| {
         f.journal = journal.clone();
         f.usage = usage;
@@ -253,11 +279,17 @@ async fn run_items(
         // The step row is the failing item's last attempt, as its error
         // says; the attempts before it are rows of their own already.
         step.attempt = failure.attempt;
+        if let Some(item_attempts) = item_attempts {
+            step.detail = Some(json!({ ITEM_ATTEMPTS: item_attempts }));
+        }
+        if cx.store.is_some() {
+            add_usage(&mut step, step_usage);
+        }
         return Err(failed_after_calls(failure, &step));
     }
 
     let output = Value::Array(outputs.into_values().collect());
-    if cx.store.is_some() {
+    if cx.keeps_records() {
         step.output_hash = Some(state_hash(&output));
     }
     vars.set("output", &output);
@@ -274,6 +306,9 @@ async fn run_items(
     if logs_dropped > 0 {
         detail["logs_dropped"] = json!(logs_dropped);
     }
+    if let Some(item_attempts) = item_attempts {
+        detail[ITEM_ATTEMPTS] = item_attempts;
+    }
     step.detail = Some(detail);
     add_usage(&mut step, step_usage);
     Ok(NodeSuccess {
@@ -284,13 +319,10 @@ async fn run_items(
         journal,
         logs_dropped,
         usage,
+        cache: None,
     })
 }
 
-/// The items' journals, one after the other in item order.
-fn node_journal(node_id: &str, journals: BTreeMap<usize, Vec<JournalRecord>>) -> Vec<JournalEntry> {
-    journals
-        .into_values()
-        .flat_map(|records| journal_entries(node_id, records))
-        .collect()
-}
+/// The key of a map step's detail that holds, by item index, the attempt
+/// each item's output came from when it was not the first.
+pub(crate) const ITEM_ATTEMPTS: &str = "item_attempts";

@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::RunContext;
 use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Node, NodeBody};
-use skillhost_store::{JournalEntry, NewArtifact, RunState, StateChange, StepRow};
+use skillhost_store::{JournalEntry, NewArtifact, NewCacheEntry, RunState, StateChange, StepRow};
 
 /// What running a node did.
 pub(crate) enum Outcome {
@@ -54,6 +54,9 @@ pub(crate) struct NodeSuccess {
     pub logs_dropped: u64,
     /// The tokens the node's `llm` completions used, every attempt's.
     pub usage: TokenUsage,
+    /// The node cache entry the node's output becomes, committed with its
+    /// checkpoint (a cached node's call that made no journaled host call).
+    pub cache: Option<NewCacheEntry>,
 }
 
 /// A failure of one node, before routing decides what it means for the run.

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::{NodeFailure, NodeSuccess, Outcome};
 use crate::RunContext;
+use crate::cache::{self, Lookup};
 use crate::call::{Attempts, CallPlan, call_node_skill, journal_entries, usage_detail};
 use crate::node::{
     artifacts, base_vars, check_constraints, check_post, check_pre, map_input, skill_of, writes,
@@ -40,10 +41,21 @@ async fn run_call(
         .map_err(|f| (f, None))?;
     check_pre(node, &call.pre, &vars).map_err(|f| (f, None))?;
 
-    let plan = CallPlan::new(call, &skill, tokens_left);
-    let durable = cx.store.is_some();
+    let durable = cx.keeps_records();
     let started_at_ms = now_ms();
-    let attempts = call_node_skill(cx, &node.id, &skill, &plan, &input).await;
+    // A cached node first asks the store; a hit stands for the call. A node
+    // without `cache` does not even build the lookup.
+    let lookup = match call.cache {
+        Some(_) => cache::lookup(cx, call, &skill, &input).await,
+        None => Lookup::Off,
+    };
+    let attempts = match &lookup {
+        Lookup::Hit(hit) => cache::attempts_of(hit),
+        Lookup::Off | Lookup::Miss { .. } => {
+            let plan = CallPlan::new(call, &skill, tokens_left);
+            call_node_skill(cx, &node.id, &skill, &plan, &input).await
+        }
+    };
     let usage = attempts.usage();
     let Attempts {
         mut report,
@@ -53,7 +65,7 @@ async fn run_call(
     } = attempts;
     // The host calls were made whatever happens to the node now: a failure
     // commits them like a success, and counts their tokens.
-    let journal = journal_entries(&node.id, std::mem::take(&mut report.journal));
+    let journal = journal_entries(&node.id, None, std::mem::take(&mut report.journal));
     let failed_after_call = |mut f: NodeFailure, step: &StepRow| {
         f.attempt = attempt;
         f.journal = journal.clone();
@@ -91,6 +103,14 @@ async fn run_call(
     }
     check_constraints(node, "output", call.output_constraints.as_deref(), &output)
         .map_err(|f| failed_after_call(f, &step))?;
+    // Only a call that made no journaled host call is recorded: its output
+    // is a function of the key. It is committed only if the node succeeds.
+    let cache = match (&lookup, call.cache) {
+        (Lookup::Miss { key, .. }, Some(spec)) if journal.is_empty() => {
+            Some(cache::entry(key.clone(), &output, spec.ttl_ms))
+        }
+        _ => None,
+    };
     vars.set_owned("output", output);
     let verified = check_post(node, &call.post, &vars).map_err(|f| failed_after_call(f, &step))?;
     // The step row's detail is only ever stored.
@@ -114,6 +134,17 @@ async fn run_call(
         if let Some(verified) = verified_quotes {
             detail.insert("verified_quotes".into(), verified);
         }
+        match &lookup {
+            Lookup::Hit(hit) => {
+                detail.insert("cached".into(), cache::hit_detail(hit));
+            }
+            Lookup::Miss {
+                refused: Some(why), ..
+            } => {
+                detail.insert("cache_refused".into(), json!(why));
+            }
+            Lookup::Off | Lookup::Miss { .. } => {}
+        }
         if !report.logs.is_empty() {
             detail.insert("logs".into(), json!(report.logs));
         }
@@ -132,6 +163,7 @@ async fn run_call(
         journal,
         logs_dropped: report.logs_dropped,
         usage,
+        cache,
     })
 }
 

@@ -15,6 +15,7 @@
 
 mod artifacts;
 mod boundaries;
+mod cache;
 mod events;
 mod failures;
 mod integrity;
@@ -22,6 +23,7 @@ mod kinds;
 mod llm;
 mod map;
 mod postgres;
+mod replay;
 mod resume;
 mod routing;
 mod rules;

@@ -59,7 +59,7 @@ impl MapNode {
 /// the rest of the node checked; the scenario is rejected either way.
 pub(crate) fn parse(p: &mut Parser<'_>, decl: &mut NodeDecl, cx: &NodeContext<'_>) -> MapNode {
     let node = cx.node();
-    let call = skill::parse(p, decl, cx);
+    let call = skill::parse_call(p, decl, cx);
     let concurrency = match decl.concurrency.take() {
         None => DEFAULT_MAP_CONCURRENCY,
         Some(c) if *c.get_ref() >= 1 => *c.get_ref() as usize,

@@ -35,7 +35,7 @@ use crate::{Expr, SkillRef};
 pub use fail::FailNode;
 pub use gate::GateNode;
 pub use map::{DEFAULT_MAP_CONCURRENCY, MapNode};
-pub use skill::{ArtifactSpec, CitationSpec, PostCheck, RetrySpec, SkillCall};
+pub use skill::{ArtifactSpec, CacheSpec, CitationSpec, PostCheck, RetrySpec, SkillCall};
 
 /// The kinds of node, as written in `kind = "…"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -502,6 +502,7 @@ suggestions = ["s"]
 artifacts = [{{ name = "a.md", from = "'x'" }}]
 input_schema = {{ type = "object" }}
 output_schema = {{ type = "object" }}
+cache = {{ ttl = "1h" }}
 "#
         )
     }

@@ -39,6 +39,7 @@ pub const KEYS: &[&str] = &[
     "artifacts",
     "input_schema",
     "output_schema",
+    "cache",
 ];
 
 /// A call of a skill with everything around it: the input mapping, the
@@ -78,6 +79,19 @@ pub struct SkillCall {
     pub input_constraints: Option<Arc<CompiledSchema>>,
     /// Extra JSON Schema the skill's output must satisfy: `output_schema`.
     pub output_constraints: Option<Arc<CompiledSchema>>,
+    /// `cache = { ttl = "1h" }` (skill nodes only): reuse a recorded output of
+    /// the same component with the same grants and input.
+    pub cache: Option<CacheSpec>,
+}
+
+/// How long a skill node's recorded outputs are reused: the node cache's
+/// key is the component's digest, the node's grants and its canonical
+/// input; only calls that made no journaled host call are recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSpec {
+    /// How long an entry is served after it was recorded, in milliseconds.
+    pub ttl_ms: u64,
+    pub line: usize,
 }
 
 /// One artifact of a node: `from` (CEL, sees `output`) gives a string, stored
@@ -184,8 +198,50 @@ impl SkillCall {
     }
 }
 
-/// Parses a skill node's call; a map node's call too.
+/// Parses a skill node: its call, and its `cache`.
 pub(crate) fn parse(p: &mut Parser<'_>, decl: &mut NodeDecl, cx: &NodeContext<'_>) -> SkillCall {
+    let mut call = parse_call(p, decl, cx);
+    call.cache = decl.cache.take().and_then(|cache| {
+        let line = p.line(&cache);
+        let ttl = cache.into_inner().ttl;
+        let ttl_line = p.line(&ttl);
+        match skillhost_model::parse_duration(ttl.get_ref()) {
+            Ok(ttl) if !ttl.is_zero() => Some(CacheSpec {
+                ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+                line,
+            }),
+            Ok(_) => {
+                p.reporter.error(
+                    ttl_line,
+                    cx.node(),
+                    codes::INVALID_VALUE,
+                    "`cache.ttl` is zero, so nothing would ever be reused; give how long a \
+                     recorded output is reused, e.g. `cache = { ttl = \"1h\" }`, or remove \
+                     `cache`",
+                );
+                None
+            }
+            Err(e) => {
+                p.reporter.error(
+                    ttl_line,
+                    cx.node(),
+                    codes::INVALID_VALUE,
+                    format!("`cache.ttl`: {e}, as in `cache = {{ ttl = \"1h\" }}`"),
+                );
+                None
+            }
+        }
+    });
+    call
+}
+
+/// Parses the call of a skill node or of a map node (everything but a skill
+/// node's `cache`).
+pub(crate) fn parse_call(
+    p: &mut Parser<'_>,
+    decl: &mut NodeDecl,
+    cx: &NodeContext<'_>,
+) -> SkillCall {
     let node = cx.node();
     let kind = decl.kind;
     let skill = match decl.skill.take() {
@@ -312,6 +368,7 @@ pub(crate) fn parse(p: &mut Parser<'_>, decl: &mut NodeDecl, cx: &NodeContext<'_
         artifacts,
         input_constraints,
         output_constraints,
+        cache: None,
     }
 }
 

@@ -19,8 +19,9 @@ use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::query::QueryScalar;
 
 use super::PgStore;
+use crate::cache::{CacheBinds, NewCacheEntry};
 use crate::checkpoint::{EncodedCheckpoint, RunDigest, START_NODE, StepCommit};
-use crate::codec::{ACTIVE, Codec, StepBinds, now_ms};
+use crate::codec::{ACTIVE, Codec, JournalBinds, MapItemBinds, StepBinds, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, holds, lease_lost};
 use crate::read::Reads;
@@ -55,8 +56,8 @@ static MAP_ITEM_STATEMENT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH f AS ({FENCED_RUN}), \
          i AS (INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
-             output_hash, duration_us, fuel_consumed, created_at) \
-             SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM f \
+             output_hash, duration_us, fuel_consumed, created_at, attempt, journal, digest) \
+             SELECT f.id, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 FROM f \
              ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING) \
          SELECT COUNT(*) FROM f"
     )
@@ -103,6 +104,14 @@ const CHECKPOINT_STATEMENT: &str = "\
             updated_at = excluded.updated_at) \
     SELECT 1 FROM r";
 
+/// What a checkpoint commit writes besides the checkpoint and its step row.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Extra<'a> {
+    journal: &'a [JournalEntry],
+    artifacts: &'a [NewArtifact],
+    cache: Option<&'a NewCacheEntry>,
+}
+
 /// One checkpoint commit, converted and range-checked, ready to bind.
 #[derive(Debug)]
 pub(super) struct Prepared {
@@ -144,6 +153,8 @@ pub(super) struct PreparedRun {
     pub(super) digest: String,
     /// The run's digest.
     pub(super) run_digest: String,
+    /// The run's provenance, as stored.
+    pub(super) provenance: String,
 }
 
 /// A run's final status, ready to bind.
@@ -198,14 +209,21 @@ impl PgStore {
         status: RunStatus,
         task_id: Option<&str>,
     ) -> Result<(), StoreError> {
-        let encoded = EncodedCheckpoint::initial(&run.id, &run.start_node, &run.initial_state);
+        let encoded = EncodedCheckpoint::initial(
+            &run.id,
+            &run.start_node,
+            &run.initial_state,
+            &run.start_visits,
+        );
         let input = run.input.to_string();
+        let provenance = run.provenance.to_json_text();
         let run_digest = RunDigest::of(
             &run.id,
             &run.scenario_name,
             &run.scenario_path,
             &run.scenario_digest,
             &input,
+            &provenance,
         );
         let prepared = PreparedRun {
             id: run.id.clone(),
@@ -225,6 +243,7 @@ impl PgStore {
             bytes: encoded.bytes as i64,
             digest: encoded.digest,
             run_digest,
+            provenance,
         };
         match &self.group {
             Some(group) => group.create(prepared, &self.db).await,
@@ -241,8 +260,9 @@ impl PgStore {
         let inserted = sqlx::query(
             "WITH r AS ( \
                  INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, \
-                     input, current_node, last_seq, created_at, updated_at, task_id, digest) \
-                 VALUES ($1, $12, $13, $14, $15, $16, $17, 0, $10, $10, $11, $19) \
+                     input, current_node, last_seq, created_at, updated_at, task_id, digest, \
+                     provenance) \
+                 VALUES ($1, $12, $13, $14, $15, $16, $17, 0, $10, $10, $11, $19, $20) \
                  RETURNING id, task_id), \
              c AS ( \
                  INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, \
@@ -274,6 +294,7 @@ impl PgStore {
         .bind(&run.start_node)
         .bind(&run.digest)
         .bind(&run.run_digest)
+        .bind(&run.provenance)
         .execute(&self.pool)
         .await;
         match inserted {
@@ -360,31 +381,39 @@ impl PgStore {
             fence: fence.cloned(),
         };
         match &self.group {
-            // Journal entries and artifacts are rare: those commits go alone.
-            Some(group) if commit.journal.is_empty() && artifacts.is_empty() => {
+            // Journal entries, artifacts and cache entries are rare: those
+            // commits go alone.
+            Some(group)
+                if commit.journal.is_empty() && artifacts.is_empty() && commit.cache.is_none() =>
+            {
                 group.commit(prepared, &self.db).await
             }
             _ => {
-                self.commit_direct(&prepared, &commit.journal, artifacts)
-                    .await
+                let extra = Extra {
+                    journal: &commit.journal,
+                    artifacts,
+                    cache: commit.cache.as_ref(),
+                };
+                self.commit_direct(&prepared, extra).await
             }
         }
     }
 
     /// A commit in a transaction of its own.
     pub(super) async fn commit_prepared(&self, prepared: &Prepared) -> Result<(), StoreError> {
-        self.commit_direct(prepared, &[], &[]).await
+        self.commit_direct(prepared, Extra::default()).await
     }
 
-    /// One commit in a transaction of its own. Without journal entries or
-    /// artifacts that is one statement ([`CHECKPOINT_STATEMENT`]) in an
-    /// implicit transaction: one round trip, COMMIT included.
-    async fn commit_direct(
-        &self,
-        p: &Prepared,
-        journal: &[JournalEntry],
-        artifacts: &[NewArtifact],
-    ) -> Result<(), StoreError> {
+    /// One commit in a transaction of its own. Without journal entries,
+    /// artifacts or a cache entry that is one statement
+    /// ([`CHECKPOINT_STATEMENT`]) in an implicit transaction: one round
+    /// trip, COMMIT included.
+    async fn commit_direct(&self, p: &Prepared, extra: Extra<'_>) -> Result<(), StoreError> {
+        let Extra {
+            journal,
+            artifacts,
+            cache,
+        } = extra;
         let run_id = p.run_id.as_str();
         let seq = p.seq;
         let step = &p.step;
@@ -410,7 +439,7 @@ impl PgStore {
             .bind(p.bytes)
             .bind(&p.digest);
 
-        if journal.is_empty() && artifacts.is_empty() {
+        if journal.is_empty() && artifacts.is_empty() && cache.is_none() {
             // Nothing is written before COMMIT that is not in this one
             // statement, so "inside the commit" is just before it.
             crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
@@ -439,24 +468,59 @@ impl PgStore {
             }
         }
         if !journal.is_empty() {
-            let mut seqs = Vec::with_capacity(journal.len());
-            for entry in journal {
-                seqs.push(self.int(entry.seq, "journal seq")?);
-            }
-            let column =
-                |f: fn(&JournalEntry) -> String| -> Vec<String> { journal.iter().map(f).collect() };
+            let rows = journal
+                .iter()
+                .map(|entry| JournalBinds::new(self, run_id, entry))
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            let text =
+                |f: fn(&JournalBinds) -> String| -> Vec<String> { rows.iter().map(f).collect() };
             sqlx::query(
-                "INSERT INTO journal (run_id, seq, node_id, kind, request, response, created_at) \
-                 SELECT $1, * , $6 FROM UNNEST($2::bigint[], $3::text[], $4::text[], \
-                     $5::text[], $7::text[])",
+                "INSERT INTO journal (run_id, seq, node_id, kind, request, response, created_at, \
+                     item_index, entry_index, request_digest, digest) \
+                 SELECT $1, u.seq, u.node_id, u.kind, u.request, u.response, $2, u.item_index, \
+                     u.entry_index, u.request_digest, u.digest \
+                 FROM UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], \
+                     $8::bigint[], $9::bigint[], $10::text[], $11::text[]) WITH ORDINALITY \
+                 AS u(seq, node_id, kind, request, response, item_index, entry_index, \
+                     request_digest, digest, ord) \
+                 ORDER BY u.ord",
             )
             .bind(run_id)
-            .bind(seqs)
-            .bind(column(|e| e.node_id.clone()))
-            .bind(column(|e| e.kind.clone()))
-            .bind(column(|e| e.request.to_string()))
             .bind(now)
-            .bind(column(|e| e.response.to_string()))
+            .bind(rows.iter().map(|r| r.seq).collect::<Vec<i64>>())
+            .bind(text(|r| r.node_id.to_owned()))
+            .bind(text(|r| r.kind.to_owned()))
+            .bind(text(|r| r.request.clone()))
+            .bind(text(|r| r.response.clone()))
+            .bind(rows.iter().map(|r| r.item).collect::<Vec<Option<i64>>>())
+            .bind(rows.iter().map(|r| r.entry).collect::<Vec<i64>>())
+            .bind(text(|r| r.request_digest.clone()))
+            .bind(text(|r| r.digest.clone()))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        }
+        if let Some(entry) = cache {
+            let entry = CacheBinds::new(entry, run_id, seq, &p.node_id, now);
+            sqlx::query(
+                "INSERT INTO node_cache (key, output, output_hash, run_id, seq, node_id, \
+                     created_at, expires_at, digest) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 ON CONFLICT (key) DO UPDATE SET output = excluded.output, \
+                     output_hash = excluded.output_hash, run_id = excluded.run_id, \
+                     seq = excluded.seq, node_id = excluded.node_id, \
+                     created_at = excluded.created_at, expires_at = excluded.expires_at, \
+                     digest = excluded.digest",
+            )
+            .bind(&entry.key)
+            .bind(&entry.output)
+            .bind(&entry.output_hash)
+            .bind(run_id)
+            .bind(seq)
+            .bind(&p.node_id)
+            .bind(now)
+            .bind(entry.expires_at)
+            .bind(&entry.digest)
             .execute(&mut *tx)
             .await
             .map_err(|e| self.error(e, &action))?;
@@ -689,8 +753,10 @@ impl PgStore {
         let duration = self.int(item.duration_us, "item duration")?;
         let fuel = self.int(item.fuel_consumed, "item fuel")?;
         let output = item.output.to_string();
+        let (attempt, journal, digest) = MapItemBinds::of(item);
         let (owner, generation) = self.fence_binds(fence)?;
         let (action, output, owner) = (&action, &output, &owner);
+        let (journal, digest) = (&journal, &digest);
         let sql = MAP_ITEM_STATEMENT.as_str();
         // Idempotent (the first durable output wins), so safe to retry.
         let found: i64 = self
@@ -707,6 +773,9 @@ impl PgStore {
                     .bind(duration)
                     .bind(fuel)
                     .bind(now_ms())
+                    .bind(attempt)
+                    .bind(journal)
+                    .bind(digest)
                     .fetch_one(&self.pool)
                     .await
                     .map_err(|e| self.write_error(e, &item.run_id, action))

@@ -332,6 +332,7 @@ impl PgStore {
             .bind(START_NODE)
             .bind(text(|r| r.digest.clone()))
             .bind(text(|r| r.run_digest.clone()))
+            .bind(text(|r| r.provenance.clone()))
             .fetch_all(&self.pool)
             .await
     }
@@ -372,15 +373,15 @@ const CREATE_STATEMENT: &str = "\
         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
             $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[], $11::text[], \
             $12::text[], $13::text[], $14::text[], $15::bigint[], $18::text[], \
-            $19::text[]) WITH ORDINALITY \
+            $19::text[], $20::text[]) WITH ORDINALITY \
         AS u(id, scenario_name, scenario_path, scenario_digest, status, input, start_node, \
             task_id, next_nodes, is_snapshot, state, changes, state_hash, visits, bytes, \
-            digest, run_digest, ord)), \
+            digest, run_digest, provenance, ord)), \
     r AS ( \
         INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
-            current_node, last_seq, created_at, updated_at, task_id, digest) \
+            current_node, last_seq, created_at, updated_at, task_id, digest, provenance) \
         SELECT id, scenario_name, scenario_path, scenario_digest, status, input, \
-            start_node, 0, $16, $16, task_id, run_digest FROM u ORDER BY id \
+            start_node, 0, $16, $16, task_id, run_digest, provenance FROM u ORDER BY id \
         ON CONFLICT (id) DO NOTHING \
         RETURNING id, task_id), \
     c AS ( \

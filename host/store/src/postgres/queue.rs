@@ -261,6 +261,12 @@ impl PgStore {
                 .await
                 .map_err(|e| self.error(e, action))?;
             }
+            let cache_entries = sqlx::query(crate::cache::PRUNE_CACHE)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.error(e, action))?
+                .rows_affected();
             let blobs = sqlx::query(
                 "DELETE FROM blobs WHERE NOT EXISTS \
                  (SELECT 1 FROM artifacts AS a WHERE a.digest = blobs.digest)",
@@ -271,7 +277,11 @@ impl PgStore {
             .rows_affected();
             tx.commit().await.map_err(|e| self.error(e, action))?;
             runs.sort();
-            Ok(PruneReport { runs, blobs })
+            Ok(PruneReport {
+                runs,
+                blobs,
+                cache_entries,
+            })
         })
         .await
     }

@@ -12,8 +12,9 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use serde_json::Value;
 
 use super::SqliteStore;
+use crate::cache::CacheBinds;
 use crate::checkpoint::{EncodedCheckpoint, RunDigest, START_NODE, StepCommit};
-use crate::codec::{ACTIVE, Codec, StepBinds, now_ms};
+use crate::codec::{ACTIVE, Codec, JournalBinds, MapItemBinds, StepBinds, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, holds, lease_lost};
 use crate::refusal;
@@ -59,15 +60,22 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let action = format_args!("creating run `{}`", run.id).to_string();
         let now = now_ms();
-        let encoded = EncodedCheckpoint::initial(&run.id, &run.start_node, &run.initial_state);
+        let encoded = EncodedCheckpoint::initial(
+            &run.id,
+            &run.start_node,
+            &run.initial_state,
+            &run.start_visits,
+        );
         let hash = run.initial_state.hash();
         let input = run.input.to_string();
+        let provenance = run.provenance.to_json_text();
         let digest = RunDigest::of(
             &run.id,
             &run.scenario_name,
             &run.scenario_path,
             &run.scenario_digest,
             &input,
+            &provenance,
         );
         self.writer
             .write(&action, |tx| {
@@ -87,6 +95,7 @@ impl SqliteStore {
                         now,
                         task_id,
                         digest,
+                        provenance,
                     ],
                 );
                 if let Err(e) = inserted {
@@ -143,20 +152,17 @@ impl SqliteStore {
         let journal = commit
             .journal
             .iter()
-            .map(|entry| {
-                Ok((
-                    self.int(entry.seq, "journal seq")?,
-                    entry.request.to_string(),
-                    entry.response.to_string(),
-                    entry,
-                ))
-            })
+            .map(|entry| JournalBinds::new(self, run_id, entry))
             .collect::<Result<Vec<_>, StoreError>>()?;
         let blobs: Vec<(String, &NewArtifact)> = artifacts
             .iter()
             .map(|a| (blob_digest(&a.bytes), a))
             .collect();
         let now = now_ms();
+        let cache = commit
+            .cache
+            .as_ref()
+            .map(|entry| CacheBinds::new(entry, run_id, seq, &commit.node_id, now));
 
         self.write_fenced(fence, &action, |tx| {
             // The checkpoint goes first: the `checkpoints_in_sequence`
@@ -203,19 +209,42 @@ impl SqliteStore {
                 )
             })
             .map_err(|e| self.sq(e, &action))?;
-            for (entry_seq, request, response, entry) in &journal {
+            for entry in &journal {
                 execute(
                     tx,
                     "INSERT INTO journal (run_id, seq, node_id, kind, request, response, \
-                         created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                         created_at, item_index, entry_index, request_digest, digest) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                     params![
                         run_id,
-                        entry_seq,
+                        entry.seq,
                         entry.node_id,
                         entry.kind,
-                        request,
-                        response,
-                        now
+                        entry.request,
+                        entry.response,
+                        now,
+                        entry.item,
+                        entry.entry,
+                        entry.request_digest,
+                        entry.digest,
+                    ],
+                )
+                .map_err(|e| self.sq(e, &action))?;
+            }
+            if let Some(entry) = &cache {
+                execute(
+                    tx,
+                    UPSERT_CACHE_SQL,
+                    params![
+                        entry.key,
+                        entry.output,
+                        entry.output_hash,
+                        run_id,
+                        seq,
+                        commit.node_id,
+                        now,
+                        entry.expires_at,
+                        entry.digest,
                     ],
                 )
                 .map_err(|e| self.sq(e, &action))?;
@@ -374,6 +403,7 @@ impl SqliteStore {
         let duration_us = self.int(item.duration_us, "item duration")?;
         let fuel_consumed = self.int(item.fuel_consumed, "item fuel")?;
         let output = item.output.to_string();
+        let (attempt, journal, digest) = MapItemBinds::of(item);
         let now = now_ms();
         self.write_fenced(fence, &action, |tx| {
             // Idempotent: a resumed map re-records items it already had;
@@ -381,8 +411,9 @@ impl SqliteStore {
             execute(
                 tx,
                 "INSERT INTO map_items (run_id, node_id, visit, item_index, output, \
-                     output_hash, duration_us, fuel_consumed, created_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                     output_hash, duration_us, fuel_consumed, created_at, attempt, journal, \
+                     digest) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) \
                      ON CONFLICT (run_id, node_id, visit, item_index) DO NOTHING",
                 params![
                     item.run_id,
@@ -394,6 +425,9 @@ impl SqliteStore {
                     duration_us,
                     fuel_consumed,
                     now,
+                    attempt,
+                    journal,
+                    digest,
                 ],
             )
             .map_err(|e| self.sq_write(e, &item.run_id, &action))?;
@@ -426,12 +460,12 @@ impl SqliteStore {
 // The write statements, each prepared once on the writer connection. They use
 // SQLite's `?N` parameters (the reads, through sqlx, use `$N`).
 
-/// A new run ($1..$10: id, scenario name, path, digest, status, input,
-/// current node, now, task id, the run's digest).
+/// A new run ($1..$11: id, scenario name, path, digest, status, input,
+/// current node, now, task id, the run's digest, its provenance).
 const INSERT_RUN_SQL: &str = "\
 INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
-    current_node, last_seq, created_at, updated_at, task_id, digest) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8, ?9, ?10)";
+    current_node, last_seq, created_at, updated_at, task_id, digest, provenance) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8, ?9, ?10, ?11)";
 
 /// A checkpoint ($1 run id, $2 seq, $3 node, $4 next nodes, $5 is_snapshot,
 /// $6 state, $7 changes, $8 state hash, $9 visits, $10 bytes, $11 now,
@@ -468,6 +502,17 @@ INSERT INTO task_checkpoints (task_id, run_id, seq, node_id, next_nodes, state_h
     ON CONFLICT (task_id) DO UPDATE SET run_id = excluded.run_id, seq = excluded.seq, \
     node_id = excluded.node_id, next_nodes = excluded.next_nodes, \
     state_hash = excluded.state_hash, updated_at = excluded.updated_at";
+
+/// A node cache entry ($1 key, $2 output, $3 output hash, $4 run id, $5 seq,
+/// $6 node, $7 now, $8 expiry, $9 the row's digest), replacing one under
+/// the same key (expired, or written by a run that raced this one).
+const UPSERT_CACHE_SQL: &str = "\
+INSERT INTO node_cache (key, output, output_hash, run_id, seq, node_id, created_at, \
+    expires_at, digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+    ON CONFLICT (key) DO UPDATE SET output = excluded.output, \
+    output_hash = excluded.output_hash, run_id = excluded.run_id, seq = excluded.seq, \
+    node_id = excluded.node_id, created_at = excluded.created_at, \
+    expires_at = excluded.expires_at, digest = excluded.digest";
 
 /// The message of the `checkpoints_in_sequence` trigger (migration 0001).
 const SEQUENCE_GUARD: &str = "skillhost: checkpoint out of sequence";

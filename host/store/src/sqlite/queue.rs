@@ -244,7 +244,7 @@ impl SqliteStore {
     ) -> Result<PruneReport, StoreError> {
         let action = "pruning finished runs";
         let now = now_ms();
-        let (mut runs, blobs) = self
+        let (mut runs, blobs, cache_entries) = self
             .writer
             .write(action, |tx| {
                 let runs = tx
@@ -262,6 +262,9 @@ impl SqliteStore {
                             .collect::<rusqlite::Result<Vec<String>>>()
                     })
                     .map_err(|e| self.sq(e, action))?;
+                let cache_entries = tx
+                    .execute(crate::cache::PRUNE_CACHE, params![now])
+                    .map_err(|e| self.sq(e, action))?;
                 let blobs = tx
                     .execute(
                         "DELETE FROM blobs WHERE NOT EXISTS \
@@ -269,10 +272,14 @@ impl SqliteStore {
                         [],
                     )
                     .map_err(|e| self.sq(e, action))?;
-                Ok((runs, blobs as u64))
+                Ok((runs, blobs as u64, cache_entries as u64))
             })
             .await?;
         runs.sort();
-        Ok(PruneReport { runs, blobs })
+        Ok(PruneReport {
+            runs,
+            blobs,
+            cache_entries,
+        })
     }
 }

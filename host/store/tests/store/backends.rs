@@ -24,24 +24,37 @@ use sqlx::{Connection, PgConnection, SqliteConnection};
 
 /// What schema version 5 added, taken out again (both backends), to make
 /// a database of an older version.
-const UNDO_5: &str =
+pub(crate) const UNDO_5: &str =
     "ALTER TABLE runs DROP COLUMN digest; ALTER TABLE checkpoints DROP COLUMN digest;";
 
+/// What schema version 7 added, taken out again (both backends).
+pub(crate) const UNDO_7: &str = "DROP TABLE node_cache;";
+
+/// What schema version 6 added, taken out again (both backends).
+pub(crate) const UNDO_6: &str = "ALTER TABLE journal DROP COLUMN item_index; \
+     ALTER TABLE journal DROP COLUMN entry_index; \
+     ALTER TABLE journal DROP COLUMN request_digest; \
+     ALTER TABLE journal DROP COLUMN digest; \
+     ALTER TABLE runs DROP COLUMN provenance; \
+     ALTER TABLE map_items DROP COLUMN attempt; \
+     ALTER TABLE map_items DROP COLUMN journal; \
+     ALTER TABLE map_items DROP COLUMN digest;";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Sqlite,
     Postgres,
 }
 
 /// One test's database: a fresh SQLite file or a fresh Postgres database.
-struct Db {
-    kind: Kind,
-    url: String,
+pub(crate) struct Db {
+    pub(crate) kind: Kind,
+    pub(crate) url: String,
     _dir: Option<tempfile::TempDir>,
 }
 
 impl Db {
-    async fn new(kind: Kind) -> Db {
+    pub(crate) async fn new(kind: Kind) -> Db {
         match kind {
             Kind::Sqlite => {
                 let dir = tempfile::tempdir().unwrap();
@@ -60,14 +73,14 @@ impl Db {
         }
     }
 
-    async fn open(&self) -> Store {
+    pub(crate) async fn open(&self) -> Store {
         Store::open(&self.url)
             .await
             .unwrap_or_else(|e| panic!("open {}: {e}", self.url))
     }
 
     /// Runs SQL on a plain connection, beside the store (to tamper with it).
-    async fn exec(&self, sql: &str) {
+    pub(crate) async fn exec(&self, sql: &str) {
         match self.kind {
             Kind::Sqlite => {
                 let mut conn = SqliteConnection::connect(&self.url).await.unwrap();
@@ -83,7 +96,7 @@ impl Db {
     }
 
     /// One integer from a plain connection.
-    async fn count(&self, sql: &str) -> i64 {
+    pub(crate) async fn count(&self, sql: &str) -> i64 {
         match self.kind {
             Kind::Sqlite => {
                 let mut conn = SqliteConnection::connect(&self.url).await.unwrap();
@@ -105,7 +118,8 @@ impl Db {
     }
 }
 
-/// Instantiates each `async fn name(kind: Kind)` once per backend.
+/// Instantiates each `async fn name(kind: Kind)` once per backend (in the
+/// module that invokes it, which names `Kind`).
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -568,6 +582,8 @@ async fn map_items_are_idempotent_and_ordered(kind: Kind) {
         output,
         duration_us: 10,
         fuel_consumed: 100,
+        journal: Vec::new(),
+        attempt: 1,
     };
     for index in [2, 0, 1] {
         store
@@ -1135,6 +1151,8 @@ async fn prune_deletes_only_old_finished_runs(kind: Kind) {
                     output_hash: state_hash(&json!({"item": 0})),
                     duration_us: 1,
                     fuel_consumed: 1,
+                    journal: Vec::new(),
+                    attempt: 1,
                 })
                 .await
                 .unwrap();
@@ -1368,6 +1386,8 @@ async fn sqlite_migrates_a_version_3_database() {
          UPDATE skillhost_meta SET value = '3' WHERE key = 'schema_version'; ",
     )
     .await;
+    db.exec(UNDO_7).await;
+    db.exec(UNDO_6).await;
     db.exec(UNDO_5).await;
     assert_eq!(db.count("SELECT COUNT(*) FROM task_checkpoints").await, 2);
 
@@ -1692,7 +1712,7 @@ async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
     };
     db.exec(&format!(
         "CREATE INDEX runs_by_updated ON runs (updated_at) \
-         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {UNDO_5} \
+         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {UNDO_7} {UNDO_6} {UNDO_5} \
          UPDATE skillhost_meta SET value = '2' WHERE key = 'schema_version'"
     ))
     .await;
@@ -1743,6 +1763,8 @@ async fn a_stale_runner_writes_no_failed_steps_map_items_or_artifacts(kind: Kind
         output_hash: state_hash(&json!({"item": index})),
         duration_us: 1,
         fuel_consumed: 1,
+        journal: Vec::new(),
+        attempt: 1,
     };
     let failed = StepRow {
         status: "failed".into(),
@@ -1815,6 +1837,8 @@ async fn every_read_reports_a_tampered_value_as_corrupt(kind: Kind) {
             output_hash: state_hash(&json!({"i": 0})),
             duration_us: 10,
             fuel_consumed: 100,
+            journal: Vec::new(),
+            attempt: 1,
         })
         .await
         .unwrap();
@@ -1868,7 +1892,7 @@ async fn every_read_reports_a_tampered_value_as_corrupt(kind: Kind) {
     );
     corrupt(
         store.journal("r").await.unwrap_err(),
-        "journal entry at seq 1 of run `r`",
+        "journal entry 0 of step 1 of run `r`",
         "not valid JSON",
     );
     corrupt(
@@ -1989,6 +2013,8 @@ async fn everything_a_resume_trusts_is_checked_against_its_digest(kind: Kind) {
             output,
             duration_us: 10,
             fuel_consumed: 100,
+            journal: Vec::new(),
+            attempt: 1,
         })
         .await
         .unwrap();
@@ -2076,6 +2102,8 @@ async fn values_nested_too_deep_are_refused_at_write_and_never_overflow_a_read(k
             output_hash: "h".into(),
             duration_us: 1,
             fuel_consumed: 1,
+            journal: Vec::new(),
+            attempt: 1,
         })
         .await
         .unwrap_err();
@@ -2131,7 +2159,8 @@ async fn values_nested_too_deep_are_refused_at_write_and_never_overflow_a_read(k
     for (run_id, depth) in [("deep-200", 200), ("deep-20000", 20_000)] {
         let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
         db.exec(&format!(
-            "UPDATE runs SET input = '{nested}', digest = 'legacy' WHERE id = '{run_id}'; \
+            "UPDATE runs SET input = '{nested}', digest = 'legacy', provenance = NULL \
+                 WHERE id = '{run_id}'; \
              UPDATE checkpoints SET state = '{{\"log\":{nested}}}', next_nodes = '{nested}', \
                  digest = NULL WHERE run_id = '{run_id}'"
         ))

@@ -1,5 +1,8 @@
 //! The store's integration tests: the suite that runs on both backends
-//! (SQLite files and real Postgres servers), and what only SQLite has.
+//! (SQLite files and real Postgres servers), what a replay and an audit
+//! read (`replay.rs`, on both too), and what only SQLite has.
 
+#[macro_use]
 mod backends;
+mod replay;
 mod sqlite;
