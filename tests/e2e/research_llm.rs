@@ -234,3 +234,32 @@ fn a_quote_the_abstract_does_not_have_fails_the_summaries_by_the_citation_check(
     );
     assert!(!dir.path().join("report.md").exists());
 }
+
+#[test]
+fn the_run_replays_with_the_model_gone_and_no_provider_configured() {
+    let mut server = FakeLlmServer::start_with(summariser(first_sentence));
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = configure_local(dir.path(), &server);
+    let out = run_research(dir.path(), &scenario);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run_id = json(&out)["run_id"].as_str().unwrap().to_string();
+    let asked = server.request_count();
+    assert_eq!(asked, 4);
+
+    // No model to ask, and no configuration naming one: every completion
+    // comes from the journal, and every step is what it was.
+    server.stop();
+    std::fs::remove_dir_all(dir.path().join("xdg-config")).unwrap();
+    let replay = host(dir.path(), &["replay", &run_id, "--json"], None);
+    assert!(replay.status.success(), "{}", stderr(&replay));
+    let report = json(&replay);
+    assert_eq!(report["diverged_at"], Value::Null, "{report}");
+    let steps = report["steps"].as_array().unwrap();
+    assert!(steps.iter().all(|s| s["status"] == "same"), "{report}");
+    let served: u64 = steps
+        .iter()
+        .map(|s| s["calls_served"].as_u64().unwrap())
+        .sum();
+    assert_eq!(served, 4, "{report}");
+    assert_eq!(server.request_count(), asked);
+}

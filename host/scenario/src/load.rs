@@ -107,14 +107,26 @@ pub fn load_with(
     resolver: &dyn ComponentResolver,
 ) -> Result<LoadedScenario, CheckReport> {
     let (scenario, reporter) = parse_checked(path)?;
-    load_skills(scenario, reporter, runtime, resolver)
+    load_skills(scenario, reporter, runtime, resolver, Providers::Checked)
+}
+
+/// Whether loading checks every `llm` grant against the runtime's
+/// providers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Providers {
+    /// A run will ask them: a provider the host lacks is an error.
+    Checked,
+    /// A replay answers every completion from the journal and asks no
+    /// provider, so it needs none configured (on another machine, say).
+    NotNeeded,
 }
 
 /// [`load`] of a scenario's text (`path` names it in diagnostics and
 /// anchors its relative paths; it need not exist), with the components of
 /// the skills in `components` (by alias) read from the paths given there
 /// instead of the scenario's: how a replay loads an exported run, whose
-/// components are found by digest (registry components included).
+/// components are found by digest (registry components included). Its
+/// `llm` grants need no provider configured: a replay asks none.
 pub fn load_text_with_components(
     text: &str,
     path: &Path,
@@ -127,7 +139,13 @@ pub fn load_text_with_components(
             skill.component = ComponentSource::File(component.clone());
         }
     }
-    load_skills(scenario, reporter, runtime, &NoRegistry)
+    load_skills(
+        scenario,
+        reporter,
+        runtime,
+        &NoRegistry,
+        Providers::NotNeeded,
+    )
 }
 
 /// Loads a parsed scenario's skills (registry components through
@@ -137,6 +155,7 @@ fn load_skills(
     mut reporter: Reporter,
     runtime: &Runtime,
     resolver: &dyn ComponentResolver,
+    providers: Providers,
 ) -> Result<LoadedScenario, CheckReport> {
     let mut skills = BTreeMap::new();
     for (alias, skill) in &scenario.skills {
@@ -165,7 +184,9 @@ fn load_skills(
         }
     }
     check::check_skills(&scenario, &skills, &mut reporter);
-    check::check_llm_providers(&scenario, &runtime.backends().llm, &mut reporter);
+    if providers == Providers::Checked {
+        check::check_llm_providers(&scenario, &runtime.backends().llm, &mut reporter);
+    }
     typeflow::check_types(&scenario, &skills, &mut reporter);
     let report = reporter.finish();
     if !report.is_ok() {
