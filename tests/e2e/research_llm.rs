@@ -263,3 +263,54 @@ fn the_run_replays_with_the_model_gone_and_no_provider_configured() {
     assert_eq!(served, 4, "{report}");
     assert_eq!(server.request_count(), asked);
 }
+
+#[test]
+fn a_run_killed_inside_the_summaries_counts_every_committed_completion_after_resume() {
+    use std::os::unix::process::ExitStatusExt;
+    let server = FakeLlmServer::start_with(summariser(first_sentence));
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = configure_local(dir.path(), &server);
+    let out = host(
+        dir.path(),
+        &[
+            "run",
+            &scenario,
+            "--input",
+            r#"{"query": "retrieval augmented generation", "max_papers": 4}"#,
+            "--events",
+        ],
+        Some("map-item:paper_summarize:1"),
+    );
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    let started: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let id = started["run_id"].as_str().unwrap();
+    let asked_before = server.request_count();
+    assert!(asked_before >= 1, "no completion before the kill");
+
+    let out = host(
+        dir.path(),
+        &[
+            "resume",
+            id,
+            "--out",
+            &dir.path().join("report.md").display().to_string(),
+            "--json",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The items finished before the kill are reused, with their journal:
+    // their completions count in the node's usage as the others do, four
+    // in all, whatever was asked again.
+    let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
+    assert_eq!(shown["usage"]["calls"], 4, "{shown}");
+    let step = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["node"] == "paper_summarize" && s["status"] == "ok")
+        .unwrap();
+    assert_eq!(step["detail"]["usage"]["calls"], 4, "{step}");
+    assert!(server.request_count() >= 4);
+}

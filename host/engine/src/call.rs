@@ -118,6 +118,25 @@ pub(crate) fn usage_detail(usage: TokenUsage) -> Option<Value> {
 }
 
 /// Adds `usage` to a step row's detail, when there is any.
+/// The tokens the `llm` completions in `journal` used, read back from
+/// their recorded answers: a map item reused on resume brings its journal
+/// but no usage of its own, and its completions were paid for all the same.
+pub(crate) fn journal_usage(journal: &[JournalEntry]) -> TokenUsage {
+    let mut usage = TokenUsage::default();
+    for entry in journal.iter().filter(|e| e.kind == "llm") {
+        let Some(ok) = entry.response.get("ok") else {
+            continue;
+        };
+        let tokens = |key: &str| ok.get(key).and_then(Value::as_u64).unwrap_or(0);
+        usage.add(TokenUsage {
+            input_tokens: tokens("input_tokens"),
+            output_tokens: tokens("output_tokens"),
+            calls: 1,
+        });
+    }
+    usage
+}
+
 pub(crate) fn add_usage(step: &mut StepRow, usage: TokenUsage) {
     if usage.is_zero() {
         return;

@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::{NodeFailure, NodeSuccess, Outcome};
-use crate::call::{Attempts, CallPlan, add_usage, call_with_retries, journal_entries};
+use crate::call::{
+    Attempts, CallPlan, add_usage, call_with_retries, journal_entries, journal_usage,
+};
 use crate::node::{
     artifacts, base_vars, check_constraints, check_post, check_pre, map_input, skill_of, writes,
 };
@@ -98,6 +100,9 @@ async fn run_items(
     let mut later_attempts: BTreeMap<usize, u32> = BTreeMap::new();
     let mut fuel_total = 0;
     let mut logs_dropped = 0;
+    // The completions of items finished before a crash: counted with the
+    // node, which commits them.
+    let mut reused_usage = TokenUsage::default();
     if let Some(store) = cx.store {
         let done = store
             .map_items(&cx.run_id, &node.id, visit)
@@ -109,6 +114,7 @@ async fn run_items(
                 fuel_total += row.fuel_consumed;
                 outputs.insert(index, row.output);
                 if !row.journal.is_empty() {
+                    reused_usage.add(journal_usage(&row.journal));
                     journals.insert(index, row.journal);
                 }
                 if row.attempt > 1 {
@@ -136,8 +142,8 @@ async fn run_items(
     let mut first_failure: Option<NodeFailure> = None;
     // Every attempt's, and the last attempts' alone (the step row's: the
     // rows of retried attempts hold their own).
-    let mut usage = TokenUsage::default();
-    let mut step_usage = TokenUsage::default();
+    let mut usage = reused_usage;
+    let mut step_usage = reused_usage;
     let mut failed_steps = Vec::new();
     let mut running = JoinSet::new();
     loop {
