@@ -13,6 +13,7 @@ pub mod call;
 pub mod capabilities;
 pub mod engine;
 pub mod error;
+pub mod imports;
 pub mod journal;
 pub mod limits;
 pub mod schema;
@@ -138,6 +139,8 @@ impl Runtime {
         if let Some(skill) = self.lock_loaded().get(&digest) {
             return Ok(skill.clone());
         }
+        // Milliseconds, before a compile that may take tens of seconds.
+        imports::check(&bytes, origin)?;
         let (component, stats) =
             self.inner
                 .cache

@@ -261,6 +261,7 @@ mod tests {
         CallState::new(
             Arc::from("unit"),
             &options,
+            &options.grants,
             &Backends {
                 kv: backend,
                 ..Backends::default()

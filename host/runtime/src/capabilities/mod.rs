@@ -207,6 +207,14 @@ macro_rules! capabilities {
                 }
             }
 
+            /// Takes the grant of `capability` away, if it has one.
+            pub(crate) fn revoke(&mut self, capability: Capability) {
+                match capability {
+                    $( Capability::$always => {} )*
+                    $( Capability::$granted => self.$granted_mod = None, )*
+                }
+            }
+
             pub fn is_granted(&self, capability: Capability) -> bool {
                 match capability {
                     $( Capability::$always => true, )*
