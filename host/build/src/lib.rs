@@ -5,7 +5,8 @@
 //! ([`recipe`]) that recognises its skills, reads their identity, finds a
 //! toolchain and builds a core module or a component: Rust
 //! ([`recipe::rust`]), JavaScript ([`recipe::js`]), Python
-//! ([`recipe::python`]) and C ([`recipe::c`]). The second half is written once
+//! ([`recipe::python`]), Zig ([`recipe::zig`]) and C ([`recipe::c`]). The
+//! second half is written once
 //! here for every recipe: encode a core module into a component, hoist its
 //! memory, check that it is a skill and add the standard wasm metadata
 //! ([`componentize`](mod@componentize), [`hoist`]), write the file
@@ -228,6 +229,7 @@ pub fn build_skill(opts: &BuildOptions) -> Result<BuildReport, BuildError> {
         Some(Language::Rust) => build_with(&recipe::rust::Rust, opts, started),
         Some(Language::JavaScript) => build_with(&recipe::js::JavaScript, opts, started),
         Some(Language::Python) => build_with(&recipe::python::Python, opts, started),
+        Some(Language::Zig) => build_with(&recipe::zig::Zig, opts, started),
         Some(Language::C) => build_with(&recipe::c::C, opts, started),
         None => Err(BuildError::NoManifest { dir: dir.clone() }),
     }

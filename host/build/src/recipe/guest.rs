@@ -162,6 +162,28 @@ pub fn run(mut cmd: Command, package: &str, quiet: bool) -> Result<(), BuildErro
     })
 }
 
+/// Runs `cmd` and returns what it printed on stdout; its stderr is the
+/// error if it fails.
+pub fn capture(mut cmd: Command, package: &str) -> Result<Vec<u8>, BuildError> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| BuildError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+    if out.status.success() {
+        return Ok(out.stdout);
+    }
+    Err(BuildError::ToolFailed {
+        package: package.to_string(),
+        program,
+        status: out.status.to_string(),
+        tail: crate::tail(&String::from_utf8_lossy(&out.stderr), STDERR_TAIL_LINES),
+    })
+}
+
 /// Creates `dir` (and its parents).
 pub fn create_dir(dir: &Path) -> Result<(), BuildError> {
     std::fs::create_dir_all(dir).map_err(|source| BuildError::Io {

@@ -43,6 +43,7 @@ pub mod guest;
 pub mod js;
 pub mod python;
 pub mod rust;
+pub mod zig;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -163,6 +164,7 @@ pub enum Language {
     #[serde(rename = "javascript")]
     JavaScript,
     Python,
+    Zig,
     C,
 }
 
@@ -170,11 +172,13 @@ impl Language {
     /// Every language, in the order their recipes are tried: a directory
     /// with a manifest file (`Cargo.toml`, `package.json`, `pyproject.toml`)
     /// is that language's whatever else it holds; C is recognised by its
-    /// sources.
-    pub const ALL: [Language; 4] = [
+    /// sources (Zig's first, whose bindings are C's: a Zig skill may hold C
+    /// files too).
+    pub const ALL: [Language; 5] = [
         Language::Rust,
         Language::JavaScript,
         Language::Python,
+        Language::Zig,
         Language::C,
     ];
 
@@ -189,6 +193,7 @@ impl Language {
             Language::Rust => rust::Rust.claims(dir),
             Language::JavaScript => js::JavaScript.claims(dir),
             Language::Python => python::Python.claims(dir),
+            Language::Zig => zig::Zig.claims(dir),
             Language::C => c::C.claims(dir),
         }
     }
@@ -199,6 +204,7 @@ impl Language {
             Language::Rust => rust::Rust.marker(),
             Language::JavaScript => js::JavaScript.marker(),
             Language::Python => python::Python.marker(),
+            Language::Zig => zig::Zig.marker(),
             Language::C => c::C.marker(),
         }
     }
@@ -209,6 +215,7 @@ impl Language {
             Language::Rust => rust::Rust.kind(),
             Language::JavaScript => js::JavaScript.kind(),
             Language::Python => python::Python.kind(),
+            Language::Zig => zig::Zig.kind(),
             Language::C => c::C.kind(),
         }
     }
@@ -220,6 +227,7 @@ impl fmt::Display for Language {
             Language::Rust => "Rust",
             Language::JavaScript => "JavaScript",
             Language::Python => "Python",
+            Language::Zig => "Zig",
             Language::C => "C",
         })
     }
