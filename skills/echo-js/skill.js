@@ -27,7 +27,9 @@ function asSkillError(error) {
 
 export function run(input) {
   try {
-    const output = echo(input.message, input.repeat);
+    // componentize-qjs hands a `u32` above 2^31 over as a negative number:
+    // `>>> 0` reads it back as the unsigned value it is.
+    const output = echo(input.message, input.repeat >>> 0);
     log("info", `echo: ${output.length} characters`);
     return output;
   } catch (error) {

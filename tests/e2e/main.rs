@@ -8,6 +8,7 @@ mod crash;
 mod engine;
 mod http;
 mod layout;
+mod polyglot;
 mod research;
 mod scripts;
 mod workers;
