@@ -57,7 +57,7 @@ fn call(dir: &Path, component: &str, input: &Value) -> (Option<i32>, Value) {
         // Input that does not fit is refused before the call: one line.
         return (out.status.code(), json!({ "stderr": stderr(&out) }));
     }
-    let mut report: Value =
+    let report: Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
     let name = report["skill"].as_str().unwrap_or_default().to_string();
     let text = report.to_string().replace(&format!("`{name}`"), "`echo`");

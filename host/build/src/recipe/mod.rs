@@ -171,8 +171,8 @@ pub enum Language {
 impl Language {
     /// Every language, in the order their recipes are tried: a directory
     /// with a manifest file (`Cargo.toml`, `package.json`, `pyproject.toml`)
-    /// is that language's whatever else it holds; C is recognised by its
-    /// sources (Zig's first, whose bindings are C's: a Zig skill may hold C
+    /// is that language's whatever else it holds; Zig and C are recognised
+    /// by their sources beside `wit/`, Zig first (a Zig skill may hold C
     /// files too).
     pub const ALL: [Language; 5] = [
         Language::Rust,
