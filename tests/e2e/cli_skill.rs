@@ -326,3 +326,77 @@ to = "done"
         Some(format!("logs: {dropped} line(s) dropped past the call's log budget").as_str())
     );
 }
+
+/// `kv-probe` with a manifest that declares no capability, as a Python or
+/// JavaScript toolchain makes it: the component imports `kv`, the skill
+/// does not ask for it.
+fn undeclared_kv_probe(dir: &std::path::Path) -> String {
+    let path = dir.join("undeclared.wasm");
+    let component = skillhost_tests::fixture_component_with("kv-probe", |wat| {
+        wat.replace(
+            "(i32.store (i32.const 1060) (i32.const 1))",
+            "(i32.store (i32.const 1060) (i32.const 0))",
+        )
+    });
+    std::fs::write(&path, component).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn an_import_the_manifest_does_not_declare_is_shown_denied_and_needs_no_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = undeclared_kv_probe(dir.path());
+
+    let out = host(&["skill", "inspect", &probe, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["capabilities"], json!([]));
+    assert_eq!(value["imported_capabilities"], json!(["kv"]));
+    assert_eq!(value["denied_imports"], json!(["kv"]));
+    let out = host(&["skill", "inspect", &probe]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("denied        kv (imported, not declared"),
+        "{text}"
+    );
+
+    // `skill call` follows the same rule: a grant does not reach it.
+    let input = r#"{"key": "greeting"}"#;
+    let out = host(&[
+        "skill", "call", &probe, "--input", input, "--grant", "kv=ns",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[capability-denied]"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The checker asks for no grant of what the manifest does not declare.
+    let scenario = dir.path().join("probe.toml");
+    std::fs::write(
+        &scenario,
+        r#"[scenario]
+name = "probe"
+
+[skills.probe]
+component = "undeclared.wasm"
+
+[[node]]
+id = "read"
+skill = "probe"
+input = { key = "'greeting'" }
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "read"
+to = "done"
+"#,
+    )
+    .unwrap();
+    let out = host(&["check", &scenario.display().to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

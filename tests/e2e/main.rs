@@ -9,6 +9,7 @@ mod engine;
 mod http;
 mod layout;
 mod llm;
+mod polyglot;
 mod registry;
 mod replay;
 mod research;

@@ -34,6 +34,12 @@ pub fn repo_root() -> PathBuf {
 /// Componentizes `fixtures/<name>.wat` against `fixtures/<name>.wit` and the
 /// skill contract in `wit/`.
 pub fn fixture_component(name: &str) -> Vec<u8> {
+    fixture_component_with(name, |wat| wat)
+}
+
+/// [`fixture_component`] with the WAT text changed by `edit` first (a
+/// variant of a fixture: another manifest, say).
+pub fn fixture_component_with(name: &str, edit: impl FnOnce(String) -> String) -> Vec<u8> {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("support/fixtures");
     let mut resolve = Resolve::default();
     resolve
@@ -46,7 +52,8 @@ pub fn fixture_component(name: &str) -> Vec<u8> {
     let world = resolve
         .select_world(&[package], None)
         .expect("select world");
-    let mut module = wat::parse_file(fixtures.join(format!("{name}.wat"))).expect("parse WAT");
+    let text = std::fs::read_to_string(fixtures.join(format!("{name}.wat"))).expect("read WAT");
+    let mut module = wat::parse_str(edit(text)).expect("parse WAT");
     embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8).unwrap();
     ComponentEncoder::default()
         .module(&module)

@@ -3,8 +3,10 @@
 //! Owns the whole path from a skill's directory to a component file. The
 //! guest language decides the first half: each language is a recipe
 //! ([`recipe`]) that recognises its skills, reads their identity, finds a
-//! toolchain and builds a core module or a component; Rust
-//! ([`recipe::rust`]) is the one there is. The second half is written once
+//! toolchain and builds a core module or a component: Rust
+//! ([`recipe::rust`]), JavaScript ([`recipe::js`]), Python
+//! ([`recipe::python`]), Zig ([`recipe::zig`]) and C ([`recipe::c`]). The
+//! second half is written once
 //! here for every recipe: encode a core module into a component, hoist its
 //! memory, check that it is a skill and add the standard wasm metadata
 //! ([`componentize`](mod@componentize), [`hoist`]), write the file
@@ -169,6 +171,28 @@ pub enum BuildError {
         value: String,
         message: String,
     },
+    /// A file of a skill in a language other than Rust that cannot be
+    /// used (a `pyproject.toml` without `[project]`, a WIT folder that does
+    /// not parse).
+    #[error("`{}`: {message}", path.display())]
+    BadSkillFile { path: PathBuf, message: String },
+    /// The guest toolchain of a language other than Rust is not installed.
+    #[error("no {tool} on this machine to build {language} skills; install it: {install}")]
+    MissingTool {
+        language: Language,
+        tool: &'static str,
+        install: &'static str,
+    },
+    /// The guest toolchain of a language other than Rust failed.
+    #[error(
+        "`{program}` failed building `{package}` ({status}); fix what it reported (last lines below) and rebuild:\n{tail}"
+    )]
+    ToolFailed {
+        package: String,
+        program: String,
+        status: String,
+        tail: String,
+    },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -183,7 +207,9 @@ impl BuildError {
     pub fn is_environment(&self) -> bool {
         matches!(
             self,
-            BuildError::NoToolchain { .. } | BuildError::Spawn { .. }
+            BuildError::NoToolchain { .. }
+                | BuildError::Spawn { .. }
+                | BuildError::MissingTool { .. }
         )
     }
 }
@@ -201,6 +227,10 @@ pub fn build_skill(opts: &BuildOptions) -> Result<BuildReport, BuildError> {
     }
     match Language::detect(dir) {
         Some(Language::Rust) => build_with(&recipe::rust::Rust, opts, started),
+        Some(Language::JavaScript) => build_with(&recipe::js::JavaScript, opts, started),
+        Some(Language::Python) => build_with(&recipe::python::Python, opts, started),
+        Some(Language::Zig) => build_with(&recipe::zig::Zig, opts, started),
+        Some(Language::C) => build_with(&recipe::c::C, opts, started),
         None => Err(BuildError::NoManifest { dir: dir.clone() }),
     }
 }
@@ -212,12 +242,14 @@ fn build_with<R: Recipe>(
     opts: &BuildOptions,
     started: Instant,
 ) -> Result<BuildReport, BuildError> {
-    let skill = recipe.read(&opts.skill_dir, opts)?;
+    // Toolchains run in the skill's directory: every path they are given
+    // is absolute.
+    let skill = recipe.read(&absolute(&opts.skill_dir)?, opts)?;
     let identity = recipe.identity(&skill);
     let toolchain = recipe.toolchain(&skill, opts)?;
     let build_dir = match &opts.target_dir {
         Some(dir) => absolute(dir)?,
-        None => recipe.default_build_dir(&skill),
+        None => absolute(&recipe.default_build_dir(&skill))?,
     };
     let out = match &opts.out {
         Some(out) => out.clone(),
@@ -344,11 +376,10 @@ mod tests {
     #[test]
     fn a_directory_no_recipe_claims_lists_what_each_looks_for() {
         let tmp = tempfile::tempdir().unwrap();
-        // Files of languages there is no recipe for yet, and a `Cargo.toml`
-        // that is a directory: nothing here is a skill.
-        std::fs::write(tmp.path().join("package.json"), "{}").unwrap();
-        std::fs::write(tmp.path().join("pyproject.toml"), "").unwrap();
+        // C sources without a world, a Go module, and a `Cargo.toml` that
+        // is a directory: nothing here is a skill.
         std::fs::write(tmp.path().join("skill.c"), "").unwrap();
+        std::fs::write(tmp.path().join("go.mod"), "").unwrap();
         std::fs::create_dir(tmp.path().join("Cargo.toml")).unwrap();
         let err = build_skill(&BuildOptions::new(tmp.path())).unwrap_err();
         assert!(matches!(err, BuildError::NoManifest { .. }), "{err}");
@@ -362,15 +393,6 @@ mod tests {
             assert!(message.contains(language.marker()), "{language}: {message}");
             assert!(message.contains(language.kind()), "{language}: {message}");
         }
-        // With Rust the only recipe, the message is the one from before
-        // there were recipes.
-        assert_eq!(
-            message,
-            format!(
-                "no Cargo.toml in `{}`: a skill is a Rust crate; see sdk/README.md to create one",
-                tmp.path().display()
-            )
-        );
     }
 
     #[test]

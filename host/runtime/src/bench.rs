@@ -194,12 +194,15 @@ impl RuntimeBench {
             self.fresh_call(&skill).into_result().map_err(failed)?;
         }
         let mut samples = Vec::with_capacity(settings.calls);
+        let mut fuel = Vec::with_capacity(settings.calls);
         for _ in 0..settings.calls {
             let start = Instant::now();
             let report = self.fresh_call(&skill);
             samples.push(start.elapsed());
+            fuel.push(report.fuel_consumed);
             report.into_result().map_err(failed)?;
         }
+        fuel.sort_unstable();
         Ok(RuntimeFigures {
             fresh_call: median(samples),
             compile,
@@ -208,6 +211,7 @@ impl RuntimeBench {
             input_bytes: self.input_bytes(),
             component_bytes: self.component.len(),
             skill: skill.name.clone(),
+            fuel_per_call: fuel[fuel.len() / 2],
         })
     }
 }
@@ -226,6 +230,9 @@ pub struct RuntimeFigures {
     pub component_bytes: usize,
     /// The skill's name, from its manifest.
     pub skill: String,
+    /// Fuel one call consumes, instantiation included (the median): what a
+    /// node's `fuel` limit must allow for this skill.
+    pub fuel_per_call: u64,
 }
 
 impl RuntimeFigures {
@@ -253,6 +260,7 @@ impl RuntimeFigures {
             "input_bytes": self.input_bytes,
             "component_bytes": self.component_bytes,
             "skill": self.skill,
+            "fuel_per_call": self.fuel_per_call,
         })
     }
 }
@@ -272,12 +280,13 @@ impl fmt::Display for RuntimeFigures {
             "compile:              {:.3} ms median",
             self.compile_ms()
         )?;
-        write!(
+        writeln!(
             f,
             "load from cache:      {:.3} ms median ({:.1}x faster than compiling)",
             self.cached_load_ms(),
             self.cache_speedup()
-        )
+        )?;
+        write!(f, "fuel per call:        {}", self.fuel_per_call)
     }
 }
 
@@ -303,17 +312,19 @@ mod tests {
             input_bytes: 99,
             component_bytes: 1234,
             skill: "echo".into(),
+            fuel_per_call: 6_900,
         };
         // The keys in the order `host bench runtime --json` has always printed them.
         assert_eq!(
             figures.to_json().to_string(),
-            r#"{"fresh_call_us":12.35,"compile_ms":40.0,"cached_load_ms":0.4,"cache_speedup":100.0,"calls":20,"input_bytes":99,"component_bytes":1234,"skill":"echo"}"#
+            r#"{"fresh_call_us":12.35,"compile_ms":40.0,"cached_load_ms":0.4,"cache_speedup":100.0,"calls":20,"input_bytes":99,"component_bytes":1234,"skill":"echo","fuel_per_call":6900}"#
         );
         assert_eq!(
             figures.to_string(),
             "fresh instance + call: 12.35 µs median over 20 calls (99 byte input)\n\
              compile:              40.000 ms median\n\
-             load from cache:      0.400 ms median (100.0x faster than compiling)"
+             load from cache:      0.400 ms median (100.0x faster than compiling)\n\
+             fuel per call:        6900"
         );
     }
 }

@@ -128,7 +128,14 @@ pub struct CallState {
 }
 
 impl CallState {
-    pub(crate) fn new(skill: Arc<str>, options: &CallOptions, backends: &Backends) -> Self {
+    /// The state of a call with `options`, granted `grants` (the options',
+    /// less what the skill did not declare).
+    pub(crate) fn new(
+        skill: Arc<str>,
+        options: &CallOptions,
+        grants: &Grants,
+        backends: &Backends,
+    ) -> Self {
         CallState {
             scope: CallScope {
                 skill,
@@ -136,7 +143,7 @@ impl CallState {
                 journal: Journal::new(&options.journal),
                 deadline: Instant::now() + options.limits.timeout,
             },
-            capabilities: CapabilityCalls::new(options, backends),
+            capabilities: CapabilityCalls::new(options, grants, backends),
             limiter: CallLimiter::new(&options.limits),
             wasi: None,
             random_seed: options.random_seed,
@@ -178,7 +185,9 @@ impl Skill {
         };
 
         let limits = &options.limits;
-        let state = CallState::new(self.name_arc.clone(), options, self.backends());
+        let declared = self.declared_grants(&options.grants);
+        let grants = declared.as_ref().unwrap_or(&options.grants);
+        let state = CallState::new(self.name_arc.clone(), options, grants, self.backends());
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|state| &mut state.limiter);
         // What the guest may hand the host in one call (the output's lift

@@ -26,6 +26,18 @@ pub enum LoadError {
     CoreModule { origin: String },
     #[error("`{origin}` is not a valid component: {message}")]
     Compile { origin: String, message: String },
+    /// Found before compiling: an import the host cannot link, with the fix.
+    #[error("`{origin}` imports `{import}`, which Skillhost does not provide: {fix}")]
+    Unprovided {
+        origin: String,
+        import: String,
+        fix: String,
+    },
+    /// Found before compiling: the component-model async ABI.
+    #[error(
+        "`{origin}` uses the component-model async ABI ({what}), which Skillhost does not run: every call is one synchronous call on a fresh instance; rebuild it with the synchronous ABI (componentize-qjs: `--sync`, as `host skill build` does; Rust: no `async` exports)"
+    )]
+    AsyncAbi { origin: String, what: String },
     #[error(
         "skill `{skill}` does not export `{export}`; a skill's world must include `skillhost:skill/base` and `export run: func(input: T) -> result<U, skill-error>`"
     )]

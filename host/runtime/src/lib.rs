@@ -14,6 +14,7 @@ pub mod capabilities;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod imports;
 pub mod journal;
 pub mod limits;
 pub mod schema;
@@ -150,6 +151,8 @@ impl Runtime {
         if let Some(skill) = self.lock_loaded().get(&digest) {
             return Ok(skill.clone());
         }
+        // Milliseconds, before a compile that may take tens of seconds.
+        imports::check(&bytes, origin)?;
         let (component, stats) =
             self.inner
                 .cache

@@ -2,9 +2,18 @@
 //! `run` export, its manifest, and what it imports.
 //!
 //! Loading checks everything that can be checked without running the skill:
-//! that it is a component, that it imports nothing the host does not provide,
-//! that `run` has the contract's shape and plain-data types, and that its
-//! manifest is readable and sane. A skill that loads can be called.
+//! that it is a component, that it imports nothing the host does not provide
+//! (what can be told from the bytes is checked before compiling, in
+//! [`crate::imports`]), that `run` has the contract's shape and plain-data
+//! types, and that its manifest is readable and sane. A skill that loads can
+//! be called.
+//!
+//! What a skill may use is what its manifest declares, not what it imports:
+//! the toolchains of Python and JavaScript import every interface of the
+//! skill's world whether the code calls it or not. A capability the skill
+//! imports without declaring it stays linked to its denying instance in
+//! every call, whatever the call grants; one it declares is what a scenario
+//! must grant.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
@@ -18,7 +27,7 @@ use crate::bridge;
 use crate::cache::{LoadStats, sha256_hex};
 use crate::call::{CallOptions, CallState};
 use crate::capabilities::bindings::skillhost::skill::types as wit_types;
-use crate::capabilities::{Backends, CONTRACT_PACKAGE, Capability};
+use crate::capabilities::{Backends, CONTRACT_PACKAGE, Capability, Grants};
 use crate::error::LoadError;
 use crate::schema::{self, SkillInterface};
 
@@ -53,8 +62,15 @@ pub struct Skill {
     pub imports: Vec<String>,
     /// Every export, by name.
     pub exports: Vec<String>,
-    /// The host capabilities the component imports.
+    /// The capabilities the manifest declares: what a scenario must grant
+    /// (`log` is always granted), and the only ones a call can use.
     pub capabilities: BTreeSet<Capability>,
+    /// The capabilities the component imports (its toolchain may import
+    /// more than it uses).
+    pub imported_capabilities: BTreeSet<Capability>,
+    /// Imported but not declared: linked to their denying instances in every
+    /// call, whatever the call grants. Empty for most skills.
+    undeclared: Vec<Capability>,
     pub input_type: Type,
     pub output_type: Type,
     pub load_stats: LoadStats,
@@ -109,6 +125,26 @@ impl Skill {
     /// runtime. A pure skill never blocks and may be called anywhere.
     pub fn needs_blocking_thread(&self) -> bool {
         self.needs_blocking_thread
+    }
+
+    /// The capabilities the component imports but its manifest does not
+    /// declare: every call of them is denied (`capability-not-granted`).
+    pub fn undeclared_imports(&self) -> &[Capability] {
+        &self.undeclared
+    }
+
+    /// `grants` without the capabilities the skill imports but does not
+    /// declare, or `None` when there is nothing to take away (the usual
+    /// case, which allocates nothing).
+    pub(crate) fn declared_grants(&self, grants: &Grants) -> Option<Grants> {
+        if !self.undeclared.iter().any(|c| grants.is_granted(*c)) {
+            return None;
+        }
+        let mut declared = grants.clone();
+        for capability in &self.undeclared {
+            declared.revoke(*capability);
+        }
+        Some(declared)
     }
 
     /// The backends of the runtime that loaded the skill.
@@ -184,14 +220,14 @@ pub(crate) fn load(
     }
 
     let mut imports = Vec::new();
-    let mut capabilities = BTreeSet::new();
+    let mut imported_capabilities = BTreeSet::new();
     let mut type_only = Vec::new();
     let mut uses_wasi = false;
     for (name, item) in ty.imports(&engine) {
         let item = item.ty;
         imports.push(name.to_string());
         if let Some(capability) = Capability::from_import(name) {
-            capabilities.insert(capability);
+            imported_capabilities.insert(capability);
         } else if is_wasi(name) {
             // WASI is linked, and the linker names any interface it lacks.
             uses_wasi = true;
@@ -250,9 +286,20 @@ pub(crate) fn load(
         read_manifest(&pre, &runtime.backends, &provisional)?
     };
     let name = manifest.id.clone();
-    let needs_blocking_thread = uses_wasi
-        || capabilities.contains(&Capability::Http)
-        || capabilities.contains(&Capability::Llm);
+    // `validate_manifest` accepted only known names.
+    let capabilities: BTreeSet<Capability> = manifest
+        .capabilities
+        .iter()
+        .filter_map(|c| Capability::from_name(c))
+        .collect();
+    let undeclared: Vec<Capability> = imported_capabilities
+        .iter()
+        .filter(|c| !c.always_granted() && !capabilities.contains(c))
+        .copied()
+        .collect();
+    // An undeclared `http` or `llm` is denied before it could block.
+    let usable = |c: Capability| imported_capabilities.contains(&c) && capabilities.contains(&c);
+    let needs_blocking_thread = uses_wasi || usable(Capability::Http) || usable(Capability::Llm);
     Ok(Skill {
         needs_blocking_thread,
         name_arc: Arc::from(name.as_str()),
@@ -263,6 +310,8 @@ pub(crate) fn load(
         imports,
         exports,
         capabilities,
+        imported_capabilities,
+        undeclared,
         input_type,
         output_type,
         load_stats,
@@ -360,7 +409,7 @@ fn read_manifest(
     };
     let mut options = CallOptions::default();
     options.limits.timeout = MANIFEST_TIMEOUT;
-    let state = CallState::new(Arc::from(provisional), &options, backends);
+    let state = CallState::new(Arc::from(provisional), &options, &options.grants, backends);
     let mut store = Store::new(pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
     store

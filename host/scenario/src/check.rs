@@ -399,6 +399,8 @@ pub(crate) fn check_skills(s: &Scenario, skills: &BTreeMap<String, Arc<Skill>>, 
         };
         let node_id = Some(node.id.as_str());
 
+        // What the manifest declares: an import it does not declare is
+        // denied in every call, so it needs no grant.
         for capability in &skill.capabilities {
             if capability.always_granted()
                 || call.grants.is_granted(*capability)
@@ -411,9 +413,9 @@ pub(crate) fn check_skills(s: &Scenario, skills: &BTreeMap<String, Arc<Skill>>, 
                 node_id,
                 codes::CAPABILITY_NOT_GRANTED,
                 format!(
-                    "skill `{alias}` imports capability `{capability}`, which this node does \
-                     not grant; add it to the node, e.g. `capabilities = {{ {capability} = \
-                     {} }}`",
+                    "skill `{alias}` declares capability `{capability}` in its manifest, which \
+                     this node does not grant; add it to the node, e.g. `capabilities = {{ \
+                     {capability} = {} }}`",
                     example_grant(capability.name())
                 ),
             );

@@ -72,7 +72,7 @@ pub mod codes {
     pub const INPUT_MISSING_FIELD: &str = "input-missing-field";
     /// An input mapping with a field the skill's input does not have.
     pub const INPUT_UNKNOWN_FIELD: &str = "input-unknown-field";
-    /// A skill imports a capability the node does not grant.
+    /// A skill declares a capability the node does not grant.
     pub const CAPABILITY_NOT_GRANTED: &str = "capability-not-granted";
     /// A reducer that does not fit the field's type (append into a string).
     pub const REDUCER_TYPE: &str = "reducer-type";

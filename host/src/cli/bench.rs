@@ -58,11 +58,14 @@ pub struct RuntimeBenchArgs {
     /// Compilations and cached loads to time.
     #[arg(long, default_value_t = RuntimeBenchSettings::default().loads)]
     loads: usize,
-    /// Benchmark this component instead of the shipped `echo` skill.
-    #[arg(long, value_name = "WASM", requires = "input", conflicts_with = "echo")]
+    /// Benchmark this component instead of the shipped `echo` skill (any
+    /// skill, in any language: `skills/echo-py` builds one that takes echo's
+    /// input).
+    #[arg(long, value_name = "WASM", conflicts_with = "echo")]
     component: Option<PathBuf>,
-    /// The input for `--component`: inline JSON or @FILE.
-    #[arg(long, value_name = "JSON|@FILE")]
+    /// The input for `--component`: inline JSON or @FILE [default: the
+    /// `echo` input, for the echo skills of every language].
+    #[arg(long, value_name = "JSON|@FILE", requires = "component")]
     input: Option<String>,
     #[command(flatten)]
     echo: EchoArgs,
@@ -168,7 +171,8 @@ fn runtime_bench(args: RuntimeBenchArgs) -> CliResult {
             let component = read_component(path)?;
             RuntimeBench::new(component, read_json_arg(input)?)
         }
-        _ => RuntimeBench::echo(args.echo.read()?),
+        (Some(path), None) => RuntimeBench::echo(read_component(path)?),
+        (None, _) => RuntimeBench::echo(args.echo.read()?),
     }
     .map_err(bench_failure)?;
     let figures = bench

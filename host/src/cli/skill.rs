@@ -19,7 +19,7 @@ use skillhost_runtime::{CallError, CallOptions, Grants, Limits, Runtime, Skill};
 
 #[derive(Debug, Subcommand)]
 pub enum SkillCommand {
-    /// Build a Rust skill crate into a component.
+    /// Build a skill's source directory into a component.
     Build(build::BuildArgs),
     /// Show a component's manifest, imports, exports, WIT and JSON Schemas.
     Inspect(InspectArgs),
@@ -147,6 +147,11 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
     let metadata = metadata_json(skill.bytes());
     let m = &skill.manifest;
     let capabilities: Vec<String> = skill.capabilities.iter().map(|c| c.to_string()).collect();
+    let undeclared: Vec<String> = skill
+        .undeclared_imports()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
     if args.json {
         return print_json(&json!({
             "name": m.id,
@@ -158,6 +163,8 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
             "world": interface.world,
             "capabilities": capabilities,
             "declared_capabilities": m.capabilities,
+            "imported_capabilities": skill.imported_capabilities.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+            "denied_imports": undeclared,
             "retry": m.retry,
             "estimated_duration_ms": m.estimated_duration_ms,
             "imports": skill.imports,
@@ -203,7 +210,16 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
         }
     }
     println!("world         {}", interface.world);
-    println!("capabilities  {}", list(&capabilities));
+    println!(
+        "capabilities  {} (declared; a scenario grants them)",
+        list(&capabilities)
+    );
+    if !undeclared.is_empty() {
+        println!(
+            "denied        {} (imported, not declared: every call is refused with capability-not-granted)",
+            undeclared.join(", ")
+        );
+    }
     println!(
         "retry         {} attempt(s), first backoff {} ms",
         m.retry.max_attempts, m.retry.initial_backoff_ms

@@ -31,15 +31,19 @@
 //!   [`Language::claims`], [`Language::marker`], [`Language::kind`] and in
 //!   `build_skill`'s dispatch.
 //!
-//! Some shared pieces still speak Rust, because Rust is all they have
-//! served; the second recipe generalises what it needs: the
-//! [`BuildError::NoToolchain`] message says "Rust toolchain",
-//! [`BuildError::NotASkill`] for a module without a `component-type`
-//! section points at `skillhost_sdk::generate!`,
-//! [`BuildError::InvalidMetadata`] names `Cargo.toml`, and
-//! [`BuildOptions`]' `wasi` and `toolchain` are the Rust recipe's.
+//! The recipes other than Rust's share [`guest`]: the world read from
+//! `wit/`, finding a program, running a toolchain with its output kept for
+//! the error. A missing toolchain of theirs is
+//! [`BuildError::MissingTool`] with its install command;
+//! [`BuildError::NoToolchain`] is Rust's, and [`BuildOptions`]' `wasi` and
+//! `toolchain` are the Rust recipe's.
 
+pub mod c;
+pub mod guest;
+pub mod js;
+pub mod python;
 pub mod rust;
+pub mod zig;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -157,11 +161,26 @@ impl fmt::Display for ArtifactKind {
 #[serde(rename_all = "kebab-case")]
 pub enum Language {
     Rust,
+    #[serde(rename = "javascript")]
+    JavaScript,
+    Python,
+    Zig,
+    C,
 }
 
 impl Language {
-    /// Every language, in the order their recipes are tried.
-    pub const ALL: [Language; 1] = [Language::Rust];
+    /// Every language, in the order their recipes are tried: a directory
+    /// with a manifest file (`Cargo.toml`, `package.json`, `pyproject.toml`)
+    /// is that language's whatever else it holds; Zig and C are recognised
+    /// by their sources beside `wit/`, Zig first (a Zig skill may hold C
+    /// files too).
+    pub const ALL: [Language; 5] = [
+        Language::Rust,
+        Language::JavaScript,
+        Language::Python,
+        Language::Zig,
+        Language::C,
+    ];
 
     /// The language of the skill in `dir`: the first whose recipe claims it.
     pub fn detect(dir: &Path) -> Option<Language> {
@@ -172,6 +191,10 @@ impl Language {
     pub fn claims(self, dir: &Path) -> bool {
         match self {
             Language::Rust => rust::Rust.claims(dir),
+            Language::JavaScript => js::JavaScript.claims(dir),
+            Language::Python => python::Python.claims(dir),
+            Language::Zig => zig::Zig.claims(dir),
+            Language::C => c::C.claims(dir),
         }
     }
 
@@ -179,6 +202,10 @@ impl Language {
     pub fn marker(self) -> &'static str {
         match self {
             Language::Rust => rust::Rust.marker(),
+            Language::JavaScript => js::JavaScript.marker(),
+            Language::Python => python::Python.marker(),
+            Language::Zig => zig::Zig.marker(),
+            Language::C => c::C.marker(),
         }
     }
 
@@ -186,6 +213,10 @@ impl Language {
     pub fn kind(self) -> &'static str {
         match self {
             Language::Rust => rust::Rust.kind(),
+            Language::JavaScript => js::JavaScript.kind(),
+            Language::Python => python::Python.kind(),
+            Language::Zig => zig::Zig.kind(),
+            Language::C => c::C.kind(),
         }
     }
 }
@@ -194,6 +225,10 @@ impl fmt::Display for Language {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Language::Rust => "Rust",
+            Language::JavaScript => "JavaScript",
+            Language::Python => "Python",
+            Language::Zig => "Zig",
+            Language::C => "C",
         })
     }
 }
@@ -232,6 +267,21 @@ mod tests {
         std::fs::write(tmp.path().join("package.json"), "{}").unwrap();
         std::fs::write(tmp.path().join("pyproject.toml"), "").unwrap();
         assert_eq!(Language::detect(tmp.path()), Some(Language::Rust));
+    }
+
+    #[test]
+    fn each_language_is_detected_by_its_files_in_precedence_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        // C sources alone are not a skill: they need the world beside them.
+        std::fs::write(dir.join("skill.c"), "").unwrap();
+        assert_eq!(Language::detect(dir), None);
+        std::fs::create_dir(dir.join("wit")).unwrap();
+        assert_eq!(Language::detect(dir), Some(Language::C));
+        std::fs::write(dir.join("pyproject.toml"), "").unwrap();
+        assert_eq!(Language::detect(dir), Some(Language::Python));
+        std::fs::write(dir.join("package.json"), "{}").unwrap();
+        assert_eq!(Language::detect(dir), Some(Language::JavaScript));
     }
 
     #[test]

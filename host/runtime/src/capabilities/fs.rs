@@ -21,8 +21,8 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::fs::{self as wit, DirEntry, EntryKind};
 use super::{
-    Backends, Capability, GrantError, Grantable, GuestError, HasHostCall, HostCall, HostCapability,
-    guest_error,
+    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
+    HostCapability, guest_error,
 };
 use crate::call::{CallOptions, CallState};
 
@@ -38,9 +38,9 @@ pub(crate) struct FsCall {
 impl HostCapability for Fs {
     type Call = FsCall;
 
-    fn new_call(options: &CallOptions, _backends: &Backends) -> FsCall {
+    fn new_call(options: &CallOptions, grants: &Grants, _backends: &Backends) -> FsCall {
         FsCall {
-            grant: options.grants.fs.clone(),
+            grant: grants.fs.clone(),
             memory_limit: options.limits.memory_bytes,
         }
     }

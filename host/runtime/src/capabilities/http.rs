@@ -59,8 +59,8 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::http::{self as wit, Request, Response};
 use super::{
-    Backends, Capability, GrantError, Grantable, GuestError, HasHostCall, HostCall, HostCapability,
-    guest_error,
+    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
+    HostCapability, guest_error,
 };
 use crate::call::{CallOptions, CallState};
 use crate::journal::JournalValue;
@@ -601,10 +601,9 @@ pub(crate) struct HttpCall {
 impl HostCapability for Http {
     type Call = HttpCall;
 
-    fn new_call(options: &CallOptions, backends: &Backends) -> HttpCall {
+    fn new_call(_options: &CallOptions, grants: &Grants, backends: &Backends) -> HttpCall {
         HttpCall {
-            access: options
-                .grants
+            access: grants
                 .http
                 .as_ref()
                 .map(|grant| (grant.clone(), backends.http.clone())),

@@ -23,8 +23,8 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::kv as wit;
 use super::{
-    Backends, Capability, GrantError, Grantable, GuestError, HasHostCall, HostCall, HostCapability,
-    guest_error,
+    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
+    HostCapability, guest_error,
 };
 use crate::call::{CallOptions, CallState};
 
@@ -123,9 +123,9 @@ struct KvAccess {
 impl HostCapability for Kv {
     type Call = KvCall;
 
-    fn new_call(options: &CallOptions, backends: &Backends) -> KvCall {
+    fn new_call(_options: &CallOptions, grants: &Grants, backends: &Backends) -> KvCall {
         KvCall {
-            access: options.grants.kv.as_ref().map(|grant| KvAccess {
+            access: grants.kv.as_ref().map(|grant| KvAccess {
                 grant: grant.clone(),
                 backend: backends.kv.clone(),
             }),
@@ -261,6 +261,7 @@ mod tests {
         CallState::new(
             Arc::from("unit"),
             &options,
+            &options.grants,
             &Backends {
                 kv: backend,
                 ..Backends::default()

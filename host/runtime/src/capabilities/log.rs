@@ -2,12 +2,18 @@
 //! the call's report. Always granted: it reaches nothing outside the host, so
 //! it has no grant, no backend and no journal. Every line is sanitised on the
 //! way in ([`sanitize`]): what a skill logs is shown on terminals.
+//!
+//! Unlike the other capabilities, its host functions see the call's WASI
+//! state besides its own instance: the lines a guest finished printing on
+//! stdout or stderr join the log before each `log` line, so the log keeps
+//! the order in which both were written.
 
-use wasmtime::component::Linker;
+use wasmtime::component::{HasData, Linker};
 
 use super::bindings::skillhost::skill::log::{self as wit, Level};
-use super::{Backends, HasHostCall, HostCall, HostCapability};
-use crate::call::{CallOptions, CallState, LogLevel, LogLine};
+use super::wasi::WasiState;
+use super::{Backends, Grants, HostCapability};
+use crate::call::{CallOptions, CallScope, CallState, LogLevel, LogLine};
 
 pub(crate) struct Log;
 
@@ -66,7 +72,7 @@ pub(crate) fn sanitize(message: String) -> String {
 impl HostCapability for Log {
     type Call = LogCall;
 
-    fn new_call(options: &CallOptions, _backends: &Backends) -> LogCall {
+    fn new_call(options: &CallOptions, _grants: &Grants, _backends: &Backends) -> LogCall {
         LogCall {
             lines: Vec::new(),
             dropped: 0,
@@ -76,15 +82,32 @@ impl HostCapability for Log {
     }
 
     fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-        wit::add_to_linker::<CallState, HasHostCall<LogCall>>(linker, |state| HostCall {
-            cap: &mut state.capabilities.log,
-            scope: &mut state.scope,
+        wit::add_to_linker::<CallState, LogHost<'static>>(linker, |state| LogHost {
+            log: &mut state.capabilities.log,
+            scope: &state.scope,
+            // `None` for a skill that has not touched WASI: nothing to do.
+            wasi: state.wasi.as_deref(),
         })
     }
 }
 
-impl wit::Host for HostCall<'_, LogCall> {
+/// What a `log` call sees: the call's log, its scope, and its WASI state.
+struct LogHost<'a> {
+    log: &'a mut LogCall,
+    scope: &'a CallScope,
+    wasi: Option<&'a WasiState>,
+}
+
+impl HasData for LogHost<'static> {
+    type Data<'a> = LogHost<'a>;
+}
+
+impl wit::Host for LogHost<'_> {
     fn log(&mut self, level: Level, message: String) {
+        let skill = self.scope.skill_name();
+        if let Some(wasi) = self.wasi {
+            wasi.take_lines(&mut |level, line| self.log.push(skill, level, line));
+        }
         let level = match level {
             Level::Trace => LogLevel::Trace,
             Level::Debug => LogLevel::Debug,
@@ -92,6 +115,6 @@ impl wit::Host for HostCall<'_, LogCall> {
             Level::Warn => LogLevel::Warn,
             Level::Error => LogLevel::Error,
         };
-        self.cap.push(self.scope.skill_name(), level, message);
+        self.log.push(skill, level, message);
     }
 }

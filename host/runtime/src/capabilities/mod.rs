@@ -71,7 +71,7 @@ pub(crate) trait HostCapability {
     /// The per-call instance for a call with `options` (its grants, limits
     /// and budget), reaching `backends`. Runs once per call: a capability
     /// the call is not granted must cost nothing here.
-    fn new_call(options: &CallOptions, backends: &Backends) -> Self::Call;
+    fn new_call(options: &CallOptions, grants: &Grants, backends: &Backends) -> Self::Call;
 
     /// Adds the capability's interface to `linker`.
     fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()>;
@@ -209,6 +209,14 @@ macro_rules! capabilities {
                 }
             }
 
+            /// Takes the grant of `capability` away, if it has one.
+            pub(crate) fn revoke(&mut self, capability: Capability) {
+                match capability {
+                    $( Capability::$always => {} )*
+                    $( Capability::$granted => self.$granted_mod = None, )*
+                }
+            }
+
             pub fn is_granted(&self, capability: Capability) -> bool {
                 match capability {
                     $( Capability::$always => true, )*
@@ -225,10 +233,12 @@ macro_rules! capabilities {
         }
 
         impl CapabilityCalls {
-            pub(crate) fn new(options: &CallOptions, backends: &Backends) -> Self {
+            /// `grants`: the call's, less what the skill's manifest does
+            /// not declare (`options.grants` is what the node granted).
+            pub(crate) fn new(options: &CallOptions, grants: &Grants, backends: &Backends) -> Self {
                 CapabilityCalls {
-                    $( $always_mod: $always_mod::$always_host::new_call(options, backends), )*
-                    $( $granted_mod: $granted_mod::$granted_host::new_call(options, backends), )*
+                    $( $always_mod: $always_mod::$always_host::new_call(options, grants, backends), )*
+                    $( $granted_mod: $granted_mod::$granted_host::new_call(options, grants, backends), )*
                 }
             }
         }

@@ -5,7 +5,10 @@
 //! - no preopened directories, no environment, no arguments, no sockets, no
 //!   name lookup (wasmtime-wasi's defaults, never widened here);
 //! - stdin is empty; stdout and stderr are captured into the call's log
-//!   (stdout as `info`, stderr as `warn`), up to the call's log budget: what
+//!   (stdout as `info`, stderr as `warn`), line by line in the order the
+//!   lines were written, among the `log` capability's lines too (a line
+//!   joins the log when its newline is written; what is left unfinished
+//!   joins at the end of the call), up to the call's log budget: what
 //!   is written past it is accepted and dropped, and the dropped lines are
 //!   counted like the `log` capability's, so a chatty skill neither fails
 //!   nor grows the host;
@@ -60,8 +63,8 @@ pub type RandomSeed = [u8; 32];
 pub(crate) struct WasiState {
     ctx: WasiCtx,
     table: ResourceTable,
-    stdout: Capture,
-    stderr: Capture,
+    /// What the guest printed, both streams.
+    output: Output,
     /// The virtual monotonic clock, in nanoseconds: shared by the context's
     /// clock and the timers.
     clock: Arc<AtomicU64>,
@@ -69,13 +72,12 @@ pub(crate) struct WasiState {
 
 impl WasiState {
     fn new(output_capacity: usize, seed: &RandomSeed) -> Self {
-        let stdout = Capture::new(output_capacity);
-        let stderr = Capture::new(output_capacity);
+        let output = Output::new(output_capacity);
         let clock = Arc::new(AtomicU64::new(0));
         let insecure_seed = derive_seed(seed, b"insecure-seed");
         let ctx = WasiCtx::builder()
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
+            .stdout(output.stream(Stream::Stdout))
+            .stderr(output.stream(Stream::Stderr))
             .wall_clock(FixedWallClock)
             .monotonic_clock(VirtualClock { now: clock.clone() })
             .secure_random(StdRng::from_seed(derive_seed(seed, b"random")))
@@ -87,73 +89,144 @@ impl WasiState {
         WasiState {
             ctx,
             table: ResourceTable::new(),
-            stdout,
-            stderr,
+            output,
             clock,
         }
     }
 
-    /// Moves what the guest printed into the call's log, and says how many
-    /// lines were dropped past the budget (a partial line counts as one).
-    pub(crate) fn drain_output(&self, state_logs: &mut impl FnMut(LogLevel, String)) -> u64 {
-        let mut dropped = 0;
-        for (pipe, level) in [
-            (&self.stdout, LogLevel::Info),
-            (&self.stderr, LogLevel::Warn),
-        ] {
-            let bytes = pipe.contents();
-            let text = String::from_utf8_lossy(&bytes);
-            for line in text.lines().filter(|l| !l.is_empty()) {
-                state_logs(level, line.to_string());
-            }
-            dropped += pipe.dropped_lines();
+    /// Moves the lines the guest has finished printing into the call's log,
+    /// in the order they were finished: the `log` capability calls it before
+    /// each of its own lines, so the two stay in the order they were written.
+    pub(crate) fn take_lines(&self, log: &mut impl FnMut(LogLevel, String)) {
+        let lines = std::mem::take(&mut self.output.lock().lines);
+        for (level, line) in lines {
+            log(level, line);
         }
-        dropped
+    }
+
+    /// Moves everything the guest printed that is not in the log yet (its
+    /// unfinished last lines too, stdout's first) into the call's log, and
+    /// says how many lines were dropped past the budget (a partial line
+    /// counts as one).
+    pub(crate) fn drain_output(&self, log: &mut impl FnMut(LogLevel, String)) -> u64 {
+        self.take_lines(log);
+        let mut output = self.output.lock();
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            let rest = std::mem::take(&mut output.partial[stream as usize]);
+            let text = String::from_utf8_lossy(&rest);
+            if !text.is_empty() {
+                log(stream.level(), text.into_owned());
+            }
+        }
+        output.dropped_newlines
+            + output
+                .dropped_partial
+                .iter()
+                .map(|&p| u64::from(p))
+                .sum::<u64>()
     }
 }
 
-/// One of the guest's output streams: keeps up to its capacity, accepts and
-/// counts the rest. Refusing the write instead (as wasmtime-wasi's memory
-/// pipe does) traps the guest, and a skill must not fail for printing.
-#[derive(Clone)]
-struct Capture {
-    inner: Arc<Mutex<Captured>>,
+/// The guest's two output streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Stdout = 0,
+    Stderr = 1,
 }
 
-struct Captured {
-    kept: Vec<u8>,
+impl Stream {
+    /// The level a line of the stream is logged at.
+    fn level(self) -> LogLevel {
+        match self {
+            Stream::Stdout => LogLevel::Info,
+            Stream::Stderr => LogLevel::Warn,
+        }
+    }
+}
+
+/// What the guest printed on stdout and stderr: its finished lines in the
+/// order they were finished, and each stream's unfinished line. Keeps up to
+/// its capacity (both streams together), accepts and counts the rest.
+/// Refusing the write instead (as wasmtime-wasi's memory pipe does) traps the
+/// guest, and a skill must not fail for printing.
+#[derive(Clone)]
+struct Output {
+    inner: Arc<Mutex<Printed>>,
+}
+
+struct Printed {
+    /// Finished lines not yet in the call's log; empty lines are left out.
+    lines: Vec<(LogLevel, String)>,
+    /// Each stream's unfinished line.
+    partial: [Vec<u8>; 2],
+    /// Bytes kept so far, over both streams.
+    kept: usize,
     capacity: usize,
     /// Newlines in the dropped bytes.
     dropped_newlines: u64,
-    /// Whether dropped bytes follow the last dropped newline.
-    dropped_partial: bool,
+    /// Per stream: whether dropped bytes follow its last dropped newline.
+    dropped_partial: [bool; 2],
 }
 
-impl Capture {
+impl Output {
     fn new(capacity: usize) -> Self {
-        Capture {
-            inner: Arc::new(Mutex::new(Captured {
-                kept: Vec::new(),
+        Output {
+            inner: Arc::new(Mutex::new(Printed {
+                lines: Vec::new(),
+                partial: [Vec::new(), Vec::new()],
+                kept: 0,
                 capacity,
                 dropped_newlines: 0,
-                dropped_partial: false,
+                dropped_partial: [false; 2],
             })),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Captured> {
-        // Every write leaves the buffer whole; a poisoned lock is usable.
+    fn stream(&self, stream: Stream) -> Capture {
+        Capture {
+            output: self.clone(),
+            stream,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Printed> {
+        // Every write leaves the buffers whole; a poisoned lock is usable.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
 
-    fn contents(&self) -> Vec<u8> {
-        self.lock().kept.clone()
+impl Printed {
+    fn write(&mut self, stream: Stream, bytes: &[u8]) {
+        let room = self.capacity.saturating_sub(self.kept);
+        let keep = bytes.len().min(room);
+        self.kept += keep;
+        let partial = &mut self.partial[stream as usize];
+        for piece in bytes[..keep].split_inclusive(|&b| b == b'\n') {
+            match piece.strip_suffix(b"\n") {
+                Some(end) => {
+                    partial.extend_from_slice(end);
+                    let line = std::mem::take(partial);
+                    if !line.is_empty() {
+                        let text = String::from_utf8_lossy(&line).into_owned();
+                        self.lines.push((stream.level(), text));
+                    }
+                }
+                None => partial.extend_from_slice(piece),
+            }
+        }
+        let rest = &bytes[keep..];
+        if !rest.is_empty() {
+            self.dropped_newlines += rest.iter().filter(|&&b| b == b'\n').count() as u64;
+            self.dropped_partial[stream as usize] = rest.last() != Some(&b'\n');
+        }
     }
+}
 
-    fn dropped_lines(&self) -> u64 {
-        let captured = self.lock();
-        captured.dropped_newlines + u64::from(captured.dropped_partial)
-    }
+/// One of the guest's output streams, writing into the shared [`Output`].
+#[derive(Clone)]
+struct Capture {
+    output: Output,
+    stream: Stream,
 }
 
 impl IsTerminal for Capture {
@@ -180,16 +253,7 @@ impl Pollable for Capture {
 
 impl OutputStream for Capture {
     fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
-        let mut captured = self.lock();
-        let room = captured.capacity.saturating_sub(captured.kept.len());
-        let keep = bytes.len().min(room);
-        captured.kept.extend_from_slice(&bytes[..keep]);
-        let rest = &bytes[keep..];
-        if !rest.is_empty() {
-            let newlines = rest.iter().filter(|&&b| b == b'\n').count() as u64;
-            captured.dropped_newlines += newlines;
-            captured.dropped_partial = rest.last() != Some(&b'\n');
-        }
+        self.output.lock().write(self.stream, &bytes);
         Ok(())
     }
 
@@ -199,7 +263,7 @@ impl OutputStream for Capture {
 
     fn check_write(&mut self) -> StreamResult<usize> {
         // Always room: what does not fit is dropped, not refused.
-        Ok(self.lock().capacity.max(4096))
+        Ok(self.output.lock().capacity.max(4096))
     }
 }
 

@@ -381,3 +381,63 @@ fn a_call_without_journaled_host_calls_has_an_empty_unallocated_journal() {
     assert!(report.journal.is_empty());
     assert_eq!(report.journal.capacity(), 0);
 }
+
+/// `kv-probe` with a manifest that declares no capability: its toolchain
+/// imported `kv`, its author did not ask for it.
+fn undeclared_probe(kv: Arc<dyn KvBackend>) -> Probe {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        backends: Backends {
+            kv,
+            ..Backends::default()
+        },
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime");
+    let component = skillhost_tests::fixture_component_with("kv-probe", |wat| {
+        let declared = "(i32.store (i32.const 1060) (i32.const 1))";
+        assert!(wat.contains(declared));
+        wat.replace(declared, "(i32.store (i32.const 1060) (i32.const 0))")
+    });
+    let skill = runtime
+        .load_bytes(component, "undeclared.wasm")
+        .expect("load the probe");
+    Probe {
+        _cache: cache,
+        _runtime: runtime,
+        skill,
+    }
+}
+
+#[test]
+fn capabilities_are_what_the_manifest_declares_not_what_is_imported() {
+    let declared = probe(greeting_kv());
+    assert_eq!(declared.skill.capabilities, [Capability::Kv].into());
+    assert!(declared.skill.undeclared_imports().is_empty());
+
+    let kv = greeting_kv();
+    let probe = undeclared_probe(kv.clone());
+    assert!(probe.skill.capabilities.is_empty());
+    assert!(probe.skill.imported_capabilities.contains(&Capability::Kv));
+    assert_eq!(probe.skill.undeclared_imports(), [Capability::Kv]);
+}
+
+#[test]
+fn an_undeclared_import_is_denied_even_when_the_call_grants_it() {
+    let kv = greeting_kv();
+    let probe = undeclared_probe(kv.clone());
+    let report = read(
+        &probe.skill,
+        "greeting",
+        &granted("probe", JournalMode::Record),
+    );
+    assert_eq!(report.denied, [Capability::Kv]);
+    match report.result {
+        Err(CallError::CapabilityDenied { capability, .. }) => assert_eq!(capability, "kv"),
+        other => panic!("expected capability-denied, got {other:?}"),
+    }
+    // The denying instance has no backend to reach.
+    assert!(kv.seen().is_empty(), "{:?}", kv.seen());
+    assert!(report.journal.is_empty());
+}

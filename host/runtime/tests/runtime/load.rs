@@ -158,6 +158,53 @@ fn an_unknown_import_is_named_at_load() {
 }
 
 #[test]
+fn an_import_the_host_cannot_provide_is_refused_before_compiling_with_the_fix() {
+    let bytes = skillhost_tests::dummy_component(
+        "package test:web@0.1.0;
+         package wasi:http@0.2.3 { interface types { handle: func(url: string) -> u32; } }
+         world web {
+             include skillhost:skill/base@0.1.0;
+             use skillhost:skill/types@0.1.0.{skill-error};
+             import wasi:http/types@0.2.3;
+             record input { url: string }
+             export run: func(input: input) -> result<input, skill-error>;
+         }",
+    );
+    let err = load_err(bytes, "web.wasm");
+    match &err {
+        LoadError::Unprovided { origin, import, .. } => {
+            assert_eq!(origin, "web.wasm");
+            assert_eq!(import, "wasi:http/types@0.2.3");
+        }
+        other => panic!("expected an unprovided import, got {other:?}"),
+    }
+    assert!(err.to_string().contains("-d http fetch-event"), "{err}");
+}
+
+#[test]
+fn the_async_abi_is_refused_before_compiling_saying_to_build_sync() {
+    let bytes = wat::parse_str(
+        r#"(component
+             (core module $m
+               (func (export "run") (result i32) (i32.const 0))
+               (func (export "callback") (param i32 i32 i32) (result i32) (i32.const 0)))
+             (core instance $i (instantiate $m))
+             (func (export "run") (result u32)
+               (canon lift (core func $i "run") async (callback (core func $i "callback")))))"#,
+    )
+    .expect("the WAT parses");
+    let err = load_err(bytes, "qjs.wasm");
+    match &err {
+        LoadError::AsyncAbi { origin, what } => {
+            assert_eq!(origin, "qjs.wasm");
+            assert_eq!(what, "an async lift");
+        }
+        other => panic!("expected the async ABI, got {other:?}"),
+    }
+    assert!(err.to_string().contains("--sync"), "{err}");
+}
+
+#[test]
 fn every_type_kind_round_trips_through_a_real_call() {
     let cache = tempfile::tempdir().unwrap();
     let runtime = skillhost_tests::runtime(cache.path());

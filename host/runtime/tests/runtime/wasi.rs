@@ -158,6 +158,32 @@ fn output_lines_reach_the_log_sanitised() {
     still_serves(&skill);
 }
 
+#[test]
+fn printed_lines_and_log_lines_keep_the_order_they_were_written_in() {
+    use skillhost_runtime::LogLevel::{Info, Warn};
+    let (_cache, skill) = probe();
+    // stdout: a finished line and an unfinished one; then a `log` line; then
+    // a line on stderr. The unfinished line joins the log when the call ends.
+    let report = run(&skill, "lfirst\nunfinished", 0, &CallOptions::default());
+    let lines: Vec<_> = report
+        .logs
+        .iter()
+        .map(|l| (l.level, l.message.as_str()))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            (Info, "first"),
+            (Info, "between"),
+            (Warn, "after"),
+            (Info, "unfinished")
+        ]
+    );
+    assert_eq!(report.logs_dropped, 0);
+    report.into_result().unwrap();
+    still_serves(&skill);
+}
+
 /// Loading a WASI skill on an async runtime's thread: its manifest prints and
 /// sleeps, which block on tokio, and must not panic the host (the resume
 /// path and the workers load scenarios inside a runtime).

@@ -1,5 +1,7 @@
-//! `host skill build`: a Rust skill crate to a component file, with the
-//! toolchain this machine has (see `scripts/install-wasm-toolchain.sh`).
+//! `host skill build`: a skill's source directory (Rust, JavaScript, Python
+//! or C) to a component file, with the toolchain this machine has (see
+//! `scripts/install-wasm-toolchain.sh` and
+//! `scripts/install-guest-toolchains.sh`).
 
 use std::path::PathBuf;
 
@@ -9,9 +11,11 @@ use skillhost_build::{BuildOptions, ToolchainChoice, build_skill};
 
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
-    /// The skill's directory (the one holding its Cargo.toml), e.g. skills/echo.
+    /// The skill's directory (its Cargo.toml, package.json, pyproject.toml,
+    /// or C sources beside wit/), e.g. skills/echo.
     pub skill_dir: PathBuf,
-    /// Where to write the component [default: <cargo target dir>/skill-build/<name>.wasm].
+    /// Where to write the component [default: <build dir>/<name>.wasm; for
+    /// Rust, <cargo target dir>/skill-build, else <skill>/target/skill-build].
     #[arg(long, short, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Build for WASI (wasm32-wasip1 + preview1 adapter), for skills that use
@@ -84,8 +88,9 @@ pub fn run(args: BuildArgs) -> anyhow::Result<()> {
         }
     );
     println!(
-        "  time    {:.1} s (cargo {:.1} s)",
+        "  time    {:.1} s ({} toolchain {:.1} s)",
         report.total_time.as_secs_f64(),
+        report.language,
         report.cargo_time.as_secs_f64()
     );
     Ok(())

@@ -68,8 +68,8 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::llm::{self as wit, Completion, CompletionRequest, Role};
 use super::{
-    Backends, Capability, GrantError, Grantable, GuestError, HasHostCall, HostCall, HostCapability,
-    guest_error,
+    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
+    HostCapability, guest_error,
 };
 use crate::call::{CallOptions, CallState};
 use crate::journal::JournalValue;
@@ -264,10 +264,9 @@ pub(crate) struct LlmCall {
 impl HostCapability for Llm {
     type Call = LlmCall;
 
-    fn new_call(options: &CallOptions, backends: &Backends) -> LlmCall {
+    fn new_call(options: &CallOptions, grants: &Grants, backends: &Backends) -> LlmCall {
         LlmCall {
-            access: options
-                .grants
+            access: grants
                 .llm
                 .as_ref()
                 .map(|grant| (grant.clone(), backends.llm.clone())),

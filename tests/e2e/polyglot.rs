@@ -1,0 +1,121 @@
+//! Skills in every supported language, through the real `host` binary:
+//! `skills/echo-c`, `echo-zig`, `echo-js` and `echo-py` are built from
+//! source with `host skill build` (the toolchains of
+//! `scripts/install-guest-toolchains.sh`), then called with the same inputs
+//! as the shipped Rust `echo`, and must answer exactly as it does: output,
+//! error code and message, log lines, exit code, manifest. A missing
+//! toolchain fails the test with the command that installs it.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::{Value, json};
+use skillhost_tests::cli::{host, stderr};
+
+/// The echo skills of the other languages, by directory under `skills/`.
+const ECHOES: [&str; 4] = ["echo-c", "echo-zig", "echo-js", "echo-py"];
+
+/// Builds `skills/<name>` into `dir/<name>.wasm` and returns the file.
+fn build(dir: &Path, name: &str) -> String {
+    let source = skillhost_tests::repo_root().join("skills").join(name);
+    let out = dir.join(format!("{name}.wasm"));
+    let result = host(
+        dir,
+        &[
+            "skill",
+            "build",
+            &source.display().to_string(),
+            "--out",
+            &out.display().to_string(),
+            "--target-dir",
+            &dir.join(format!("build-{name}")).display().to_string(),
+            "--quiet",
+        ],
+        None,
+    );
+    assert!(
+        result.status.success(),
+        "building {name} failed (exit {:?}); install its toolchain as the error says \
+         (scripts/install-guest-toolchains.sh installs them all):\n{}",
+        result.status.code(),
+        stderr(&result)
+    );
+    out.display().to_string()
+}
+
+/// `host skill call --json` of `component` with `input`: the exit code and
+/// the report, with the skill's name replaced by `echo` so that the skills
+/// of every language compare equal.
+fn call(dir: &Path, component: &str, input: &Value) -> (Option<i32>, Value) {
+    let input = input.to_string();
+    let out: Output = host(
+        dir,
+        &["skill", "call", component, "--input", &input, "--json"],
+        None,
+    );
+    if out.stdout.is_empty() {
+        // Input that does not fit is refused before the call: one line.
+        return (out.status.code(), json!({ "stderr": stderr(&out) }));
+    }
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    let name = report["skill"].as_str().unwrap_or_default().to_string();
+    let text = report.to_string().replace(&format!("`{name}`"), "`echo`");
+    let mut report: Value = serde_json::from_str(&text).unwrap();
+    let object = report.as_object_mut().unwrap();
+    // What differs by language and by run, not by behaviour.
+    for key in ["skill", "fuel_consumed", "memory_peak_bytes", "duration_us"] {
+        object.remove(key);
+    }
+    if let Some(error) = object.get_mut("error").and_then(Value::as_object_mut) {
+        error.remove("skill");
+    }
+    (out.status.code(), report)
+}
+
+#[test]
+fn the_echo_skill_of_every_language_behaves_exactly_like_the_rust_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let rust = skillhost_tests::dist("echo").display().to_string();
+    let inputs = [
+        json!({ "message": "héllo ", "repeat": 3 }),
+        json!({ "message": "😀a", "repeat": 2 }),
+        json!({ "message": "abc", "repeat": 0 }),
+        json!({ "message": "", "repeat": 7 }),
+        json!({ "message": "0123456789", "repeat": 200_000 }),
+        json!({ "message": "x", "repeat": 4_294_967_295_u32 }),
+        json!({ "message": "no repeat" }),
+    ];
+    let expected: Vec<_> = inputs.iter().map(|i| call(dir.path(), &rust, i)).collect();
+    // The cases above cover success, the skill's error and refused input.
+    assert_eq!(expected[0].0, Some(0));
+    assert_eq!(
+        expected[0].1["output"],
+        json!({"message": "héllo héllo héllo ", "length": 18})
+    );
+    assert_eq!(expected[4].0, Some(1));
+    assert_eq!(expected[4].1["error"]["code"], "invalid-input");
+    assert_eq!(expected[6].0, Some(2));
+
+    let manifest = |component: &str| {
+        let out = host(dir.path(), &["skill", "inspect", component, "--json"], None);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let value: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            value["capabilities"].clone(),
+            value["retry"].clone(),
+            value["estimated_duration_ms"].clone(),
+            value["input_schema"].clone(),
+            value["output_schema"].clone(),
+        )
+    };
+    let rust_manifest = manifest(&rust);
+    for name in ECHOES {
+        let component = build(dir.path(), name);
+        assert_eq!(manifest(&component), rust_manifest, "{name}'s manifest");
+        for (input, want) in inputs.iter().zip(&expected) {
+            let got = call(dir.path(), &component, input);
+            assert_eq!(&got, want, "{name} with input {input}");
+        }
+    }
+}
