@@ -333,3 +333,60 @@ fn an_input_above_the_limit_is_refused_before_the_database_is_opened() {
     );
     assert!(refused(&out, "submit").contains("--max-input-bytes"));
 }
+
+/// A run killed part-way is not continued with other code: its component
+/// changed on disk (the same skill, one custom section longer), so `host
+/// resume` refuses, naming the skill and both digests; `--allow-changed`
+/// continues it deliberately, and the run still shows the component it
+/// started with.
+#[test]
+fn resume_refuses_a_run_whose_component_changed_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = skillhost_tests::dist("echo");
+    std::fs::copy(&echo, dir.path().join("echo.wasm")).unwrap();
+    let text = std::fs::read_to_string(scenario())
+        .unwrap()
+        .replace("../../../skills/dist/echo.wasm", "echo.wasm");
+    let file = dir.path().join("crash.toml");
+    std::fs::write(&file, text).unwrap();
+    let file = file.display().to_string();
+
+    let out = host(
+        dir.path(),
+        &["run", &file, "--events"],
+        Some("after-commit:second"),
+    );
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    let first: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let id = first["run_id"].as_str().unwrap().to_string();
+    let started_with =
+        json(&host(dir.path(), &["runs", "show", &id, "--json"], None))["components"]["echo"]
+            .clone();
+
+    // The same component with an empty custom section appended: it loads
+    // and behaves the same, and its SHA-256 is another.
+    let mut bytes = std::fs::read(&echo).unwrap();
+    bytes.extend_from_slice(&[0x00, 0x05, 0x04, b'n', b'o', b't', b'e']);
+    std::fs::write(dir.path().join("echo.wasm"), &bytes).unwrap();
+
+    let out = host(dir.path(), &["resume", &id], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("skill `echo` was sha256:"), "{said}");
+    assert!(said.contains("--allow-changed"), "{said}");
+    let shown = json(&host(dir.path(), &["runs", "show", &id, "--json"], None));
+    // Refused before any node ran: still unfinished (its lease given back
+    // to the queue), and resumable.
+    assert!(
+        matches!(shown["status"].as_str(), Some("running" | "queued")),
+        "{shown}"
+    );
+    assert_eq!(shown["steps"].as_array().unwrap().len(), 2, "{shown}");
+
+    let out = host(dir.path(), &["resume", &id, "--allow-changed"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = json(&host(dir.path(), &["runs", "show", &id, "--json"], None));
+    assert_eq!(shown["status"], "completed");
+    assert_eq!(shown["components"]["echo"], started_with);
+}

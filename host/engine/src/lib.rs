@@ -65,7 +65,7 @@ pub enum EngineError {
     )]
     RunFinished { id: String, status: String },
     #[error(
-        "run `{id}` was started from scenario `{scenario}` with digest {expected}, but the file now has digest {found}; resume it with the scenario it started with"
+        "run `{id}` was started from scenario `{scenario}` with digest {expected}, but the file now has digest {found}; resume it with the scenario it started with, or continue it with the changed scenario with `host resume {id} --allow-changed`"
     )]
     ScenarioChanged {
         id: String,
@@ -73,6 +73,10 @@ pub enum EngineError {
         expected: String,
         found: String,
     },
+    #[error(
+        "run `{id}` started with other code than it would continue with: {changes}; a run in flight never switches code silently: resume it with the components it started with (`host runs show {id}` lists them), or continue it with the new ones with `host resume {id} --allow-changed`"
+    )]
+    ComponentsChanged { id: String, changes: String },
     #[error("run `{id}` has no checkpoint to resume from")]
     NoCheckpoint { id: String },
     #[error(
@@ -226,10 +230,37 @@ impl Engine {
     }
 
     /// Continues an unfinished run from its last checkpoint.
+    ///
+    /// A run never switches code silently: one whose scenario file or any of
+    /// whose components (by the SHA-256 it recorded when it started) differ
+    /// from `loaded`'s is refused ([`EngineError::ScenarioChanged`],
+    /// [`EngineError::ComponentsChanged`]). See [`Engine::resume_changed`].
     pub async fn resume(
         &self,
         loaded: &LoadedScenario,
         run_id: &str,
+    ) -> Result<RunOutcome, EngineError> {
+        self.resume_with(loaded, run_id, false).await
+    }
+
+    /// [`Engine::resume`] that continues a run whose scenario or components
+    /// changed since it started (`host resume --allow-changed`): the
+    /// deliberate upgrade of a run in flight. The run keeps the components
+    /// it recorded when it started, so `host runs show` and a replay say
+    /// which code it began with; a replay of it reports the changed ones.
+    pub async fn resume_changed(
+        &self,
+        loaded: &LoadedScenario,
+        run_id: &str,
+    ) -> Result<RunOutcome, EngineError> {
+        self.resume_with(loaded, run_id, true).await
+    }
+
+    async fn resume_with(
+        &self,
+        loaded: &LoadedScenario,
+        run_id: &str,
+        allow_changed: bool,
     ) -> Result<RunOutcome, EngineError> {
         let scenario = &*loaded.scenario;
         let Some(store) = &self.store else {
@@ -251,13 +282,26 @@ impl Engine {
                 status: run.status.as_str().to_string(),
             });
         }
-        if run.scenario_digest != scenario.digest {
+        if run.scenario_digest != scenario.digest && !allow_changed {
             return Err(EngineError::ScenarioChanged {
                 id: run_id.to_string(),
                 scenario: run.scenario_name.clone(),
                 expected: run.scenario_digest.clone(),
                 found: scenario.digest.clone(),
             });
+        }
+        // A run created before components were recorded has nothing to
+        // compare with.
+        if let Some(provenance) = &run.provenance
+            && !allow_changed
+        {
+            let changes = component_changes(&provenance.components, &loaded.component_digests());
+            if !changes.is_empty() {
+                return Err(EngineError::ComponentsChanged {
+                    id: run_id.to_string(),
+                    changes: changes.join("; "),
+                });
+            }
         }
         let checkpoint =
             store
@@ -455,6 +499,39 @@ pub fn tokens_used(steps: &[StepRow]) -> TokenUsage {
         used.add(usage);
     }
     used
+}
+
+/// What differs between the components a run `started` with and those it
+/// would `continue` with, by skill alias, one phrase each.
+fn component_changes(
+    started: &BTreeMap<String, String>,
+    now: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let short = |digest: &str| digest.get(..12).unwrap_or(digest).to_string();
+    let mut changes = Vec::new();
+    for (alias, digest) in started {
+        match now.get(alias) {
+            Some(current) if current == digest => {}
+            Some(current) => changes.push(format!(
+                "skill `{alias}` was sha256:{}…, now sha256:{}…",
+                short(digest),
+                short(current)
+            )),
+            None => changes.push(format!(
+                "skill `{alias}` (sha256:{}…) is no longer in the scenario",
+                short(digest)
+            )),
+        }
+    }
+    for (alias, digest) in now {
+        if !started.contains_key(alias) {
+            changes.push(format!(
+                "skill `{alias}` (sha256:{}…) was not in the run's scenario",
+                short(digest)
+            ));
+        }
+    }
+    changes
 }
 
 /// Where a run loop starts: a checkpoint without its state.

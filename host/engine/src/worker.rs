@@ -347,8 +347,14 @@ impl Job {
                 }
             }
             Ran::Ended(Err(EngineError::Store(e))) => self.store_failure(lease, e).await,
-            Ran::Ended(Err(e @ EngineError::ScenarioChanged { .. })) => {
-                let error = json!({"code": "scenario-changed", "message": e.to_string()});
+            Ran::Ended(Err(
+                e @ (EngineError::ScenarioChanged { .. } | EngineError::ComponentsChanged { .. }),
+            )) => {
+                let code = match e {
+                    EngineError::ScenarioChanged { .. } => "scenario-changed",
+                    _ => "components-changed",
+                };
+                let error = json!({"code": code, "message": e.to_string()});
                 match fenced
                     .finish_run(&run_id, RunStatus::Failed, None, Some(&error))
                     .await

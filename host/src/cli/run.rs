@@ -56,6 +56,9 @@ pub struct RunArgs {
 pub struct ResumeArgs {
     /// The run id (see `host runs list`).
     pub run_id: String,
+    /// Continue the run although its scenario file or components changed since it started (a deliberate upgrade of a run in flight); without it such a run is refused, naming what changed.
+    #[arg(long)]
+    pub allow_changed: bool,
     #[command(flatten)]
     pub db: DatabaseArgs,
     #[command(flatten)]
@@ -239,7 +242,10 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             e => store_error(e),
         })?;
         let engine = Engine::new(Some(lease.store().clone()), sink(args.events));
-        let outcome = engine.resume(&loaded, &args.run_id).await;
+        let outcome = match args.allow_changed {
+            true => engine.resume_changed(&loaded, &args.run_id).await,
+            false => engine.resume(&loaded, &args.run_id).await,
+        };
         // A finished run released its lease already; an unfinished one goes
         // back to the queue. Failing to give it back only delays that until
         // the lease expires, so the outcome is reported either way.
