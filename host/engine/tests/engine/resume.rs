@@ -375,7 +375,8 @@ async fn a_run_is_resumed_only_with_the_scenario_it_started_with() {
         err.to_string(),
         format!(
             "run `{run_id}` was started from scenario `loop` with digest {expected}, but the \
-             file now has digest {found}; resume it with the scenario it started with"
+             file now has digest {found}; resume it with the scenario it started with, or \
+             continue it with the changed scenario with `host resume {run_id} --allow-changed`"
         )
     );
     // Refused without touching the run: with its own scenario it resumes.
