@@ -36,6 +36,12 @@ pub mod codes {
     pub const MISSING_SKILL: &str = "missing-skill";
     /// A map node without `over`.
     pub const MISSING_OVER: &str = "missing-over";
+    /// An approval node without `prompt`.
+    pub const MISSING_PROMPT: &str = "missing-prompt";
+    /// An approval node without `answer`, or with no field in it.
+    pub const MISSING_ANSWER: &str = "missing-answer";
+    /// An approval node's `prompt` that is not a string.
+    pub const PROMPT_TYPE: &str = "prompt-type";
     /// A skill component that is missing or does not load.
     pub const SKILL_LOAD: &str = "skill-load";
     /// A node no path from `start` or `on_failure` reaches.

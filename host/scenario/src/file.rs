@@ -139,6 +139,12 @@ pub struct NodeDecl {
     pub input_schema: Option<Spanned<Value>>,
     pub output_schema: Option<Spanned<Value>>,
     pub cache: Option<Spanned<CacheDecl>>,
+    /// An approval node's prompt (CEL string).
+    pub prompt: Option<Spanned<String>>,
+    /// An approval node's answer fields, declared like `[input]`'s.
+    pub answer: Option<Spanned<Entries<Spanned<InputFieldDecl>>>>,
+    /// Where an approval node goes when nobody answered within `timeout_ms`.
+    pub on_timeout: Option<Spanned<String>>,
 }
 
 /// `cache = { ttl = "1h" }`
@@ -180,6 +186,9 @@ impl NodeDecl {
             input_schema,
             output_schema,
             cache,
+            prompt,
+            answer,
+            on_timeout,
         } = self;
         [
             at("skill", skill),
@@ -201,6 +210,9 @@ impl NodeDecl {
             at("input_schema", input_schema),
             at("output_schema", output_schema),
             at("cache", cache),
+            at("prompt", prompt),
+            at("answer", answer),
+            at("on_timeout", on_timeout),
         ]
         .into_iter()
         .flatten()

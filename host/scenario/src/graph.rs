@@ -2,12 +2,13 @@
 //! node kind, an arrow per edge, branches labelled with their CEL guard.
 //!
 //! Shapes: skill = box, map = stacked box, gate = diamond, end = rounded
-//! (stadium), fail = octagon. The `on_failure` handler gets a dashed arrow
+//! (stadium), fail = octagon, approval = parallelogram (its `on_timeout`
+//! a dashed arrow labelled `timeout`). The `on_failure` handler gets a dashed arrow
 //! from a `failure` marker, since any node may route there.
 
 use std::fmt::Write as _;
 
-use super::{Node, NodeKind, Route, Scenario};
+use super::{Node, NodeBody, NodeKind, Route, Scenario};
 
 /// The graph in Mermaid `flowchart` syntax.
 pub fn to_mermaid(s: &Scenario) -> String {
@@ -19,6 +20,7 @@ pub fn to_mermaid(s: &Scenario) -> String {
             NodeKind::Skill => format!("{id}[\"{label}\"]"),
             NodeKind::Map => format!("{id}[[\"{label}\"]]"),
             NodeKind::Gate => format!("{id}{{\"{label}\"}}"),
+            NodeKind::Approval => format!("{id}[/\"{label}\"/]"),
             NodeKind::End => format!("{id}([\"{label}\"])"),
             NodeKind::Fail => format!("{id}{{{{\"{label}\"}}}}"),
         };
@@ -49,6 +51,9 @@ pub fn to_mermaid(s: &Scenario) -> String {
                 let _ = writeln!(out, "    {from} -->|else| {}", mermaid_id(otherwise));
             }
         }
+        if let Some(to) = on_timeout(node) {
+            let _ = writeln!(out, "    {from} -.->|timeout| {}", mermaid_id(to));
+        }
     }
     if let Some(handler) = &s.on_failure {
         let _ = writeln!(
@@ -71,6 +76,7 @@ pub fn to_dot(s: &Scenario) -> String {
             NodeKind::Skill => "shape=box",
             NodeKind::Map => "shape=box3d",
             NodeKind::Gate => "shape=diamond",
+            NodeKind::Approval => "shape=parallelogram",
             NodeKind::End => "shape=box, style=rounded",
             NodeKind::Fail => "shape=octagon",
         };
@@ -114,6 +120,13 @@ pub fn to_dot(s: &Scenario) -> String {
                 );
             }
         }
+        if let Some(to) = on_timeout(node) {
+            let _ = writeln!(
+                out,
+                "    {from} -> {} [label=\"timeout\", style=dashed];",
+                dot_string(to)
+            );
+        }
     }
     if let Some(handler) = &s.on_failure {
         let _ = writeln!(
@@ -126,12 +139,24 @@ pub fn to_dot(s: &Scenario) -> String {
     out
 }
 
+/// Where an approval node goes when nobody answered in time.
+fn on_timeout(node: &Node) -> Option<&str> {
+    match &node.body {
+        NodeBody::Approval(approval) => approval
+            .timeout
+            .as_ref()
+            .map(|timeout| timeout.on_timeout.as_str()),
+        _ => None,
+    }
+}
+
 /// `id` and what it runs: `paper_summarize (map: summarize)`.
 fn node_label(node: &Node) -> String {
     match (node.kind(), node.skill()) {
         (NodeKind::Skill, Some(skill)) => format!("{}\n{skill}", node.id),
         (NodeKind::Map, Some(skill)) => format!("{}\nmap: {skill}", node.id),
         (NodeKind::Gate, _) => format!("{}\ngate", node.id),
+        (NodeKind::Approval, _) => format!("{}\napproval", node.id),
         (NodeKind::End, _) => format!("{}\nend", node.id),
         (NodeKind::Fail, _) => format!("{}\nfail", node.id),
         _ => node.id.clone(),

@@ -42,9 +42,9 @@ pub use load::{
     load_with, parse_file, parse_str, resolve,
 };
 pub use node::{
-    ArtifactSpec, CacheSpec, CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, FailNode, GateNode,
-    MapNode, Node, NodeBody, NodeExpr, NodeKind, PostCheck, Reducer, RetrySpec, Route, SkillCall,
-    Write,
+    ANSWER_VARS, ApprovalNode, ApprovalTimeout, ArtifactSpec, CacheSpec, CitationSpec, Condition,
+    DEFAULT_MAP_CONCURRENCY, FailNode, GateNode, MapNode, Node, NodeBody, NodeExpr, NodeKind,
+    PostCheck, Reducer, RetrySpec, Route, SkillCall, Write,
 };
 
 /// The name of the state field the engine appends node failures to. Always

@@ -245,6 +245,25 @@ impl<'r> Parser<'r> {
             );
         }
 
+        for node in &nodes {
+            if let crate::NodeBody::Approval(crate::ApprovalNode {
+                timeout: Some(timeout),
+                ..
+            }) = &node.body
+                && !ids.contains(&timeout.on_timeout)
+            {
+                self.reporter.error(
+                    timeout.line,
+                    Some(&node.id),
+                    codes::UNKNOWN_NODE,
+                    format!(
+                        "`on_timeout` names node `{}`, which is not declared",
+                        timeout.on_timeout
+                    ),
+                );
+            }
+        }
+
         Scenario {
             name: header.name.into_inner(),
             version: header.version,
@@ -269,6 +288,17 @@ impl<'r> Parser<'r> {
     }
 
     fn inputs(&mut self, decls: file::Entries<Spanned<file::InputFieldDecl>>) -> Vec<InputField> {
+        self.fields("input", None, decls)
+    }
+
+    /// Fields declared like `[input]`'s (the run input, an approval's
+    /// answer): `what` names them in messages.
+    pub(crate) fn fields(
+        &mut self,
+        what: &str,
+        node: Option<&str>,
+        decls: file::Entries<Spanned<file::InputFieldDecl>>,
+    ) -> Vec<InputField> {
         let mut fields = Vec::new();
         for (name, decl) in decls.0 {
             let line = self.line(&name);
@@ -278,10 +308,10 @@ impl<'r> Parser<'r> {
             {
                 self.reporter.error(
                     line,
-                    None,
+                    node,
                     codes::TYPE_MISMATCH,
                     format!(
-                        "input `{}`: default {default} is not of type {}",
+                        "{what} `{}`: default {default} is not of type {}",
                         name.get_ref(),
                         decl.ty
                     ),
@@ -294,9 +324,9 @@ impl<'r> Parser<'r> {
             {
                 self.reporter.error(
                     line,
-                    None,
+                    node,
                     codes::INVALID_VALUE,
-                    format!("input `{}`: bad pattern: {e}", name.get_ref()),
+                    format!("{what} `{}`: bad pattern: {e}", name.get_ref()),
                 );
             }
             fields.push(InputField::from_decl(name.get_ref(), &decl, line));

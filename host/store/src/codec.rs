@@ -38,7 +38,7 @@ macro_rules! run_columns {
     () => {
         "id, scenario_name, scenario_path, scenario_digest, status, input, result, error, \
          current_node, last_seq, lease_owner, lease_expires_at, lease_generation, created_at, \
-         updated_at, digest, provenance"
+         updated_at, digest, provenance, wait_deadline, cancel_requested_at, cancel_requested_by"
     };
 }
 pub(crate) use run_columns;
@@ -231,6 +231,26 @@ pub(crate) trait Codec {
         })
     }
 
+    /// A row of the waits table.
+    fn wait_row(&self, row: &impl StoredRow) -> Result<crate::wait::WaitRow, StoreError> {
+        let run_id: String = self.get(row, "run_id")?;
+        let seq: i64 = self.get(row, "seq")?;
+        let what = |column: &str| format!("{column} of the wait of run `{run_id}` at {seq}");
+        let schema: String = self.get(row, "answer_schema")?;
+        Ok(crate::wait::WaitRow {
+            seq: self.uint(seq, what("seq"))?,
+            node_id: self.get(row, "node_id")?,
+            prompt: self.get(row, "prompt")?,
+            answer_schema: self.json(&schema, what("answer_schema"))?,
+            created_at_ms: self.get(row, "created_at")?,
+            deadline_ms: self.get(row, "deadline")?,
+            answer: self.opt_json(self.get(row, "answer")?, what("answer"))?,
+            answered_by: self.get(row, "answered_by")?,
+            answered_at_ms: self.get(row, "answered_at")?,
+            run_id,
+        })
+    }
+
     /// A row of [`RUN_COLUMNS`], checked against the run's digest.
     fn run_row(&self, row: &impl StoredRow) -> Result<RunRow, StoreError> {
         let id: String = self.get(row, "id")?;
@@ -279,6 +299,9 @@ pub(crate) trait Codec {
             lease_generation: self
                 .uint(self.get(row, "lease_generation")?, what("lease_generation"))?,
             provenance,
+            wait_deadline_ms: self.get(row, "wait_deadline")?,
+            cancel_requested_at_ms: self.get(row, "cancel_requested_at")?,
+            cancel_requested_by: self.get(row, "cancel_requested_by")?,
             id,
         })
     }

@@ -84,6 +84,20 @@ pub enum StoreError {
         now: String,
     },
 
+    /// A checkpoint of a run whose cancel was asked for (`host runs cancel`
+    /// while it was running): the run ends at this node boundary.
+    #[error(
+        "run `{run_id}` in {db}: cancelled by `{by}` at {}; its next checkpoint was refused \
+         and nothing was written",
+        super::lease::format_ms(*at_ms)
+    )]
+    CancelRequested {
+        db: String,
+        run_id: String,
+        by: String,
+        at_ms: i64,
+    },
+
     /// Stored history that does not reproduce what was recorded. Never
     /// papered over: the caller decides (fork from an earlier checkpoint,
     /// restore a backup).
@@ -123,6 +137,12 @@ impl StoreError {
     /// exactly-once guard fired.
     pub fn is_conflict(&self) -> bool {
         matches!(self, StoreError::Conflict { .. })
+    }
+
+    /// True when a checkpoint was refused because the run's cancel was
+    /// asked for: the run ends as cancelled.
+    pub fn is_cancel_requested(&self) -> bool {
+        matches!(self, StoreError::CancelRequested { .. })
     }
 
     /// True when a write was fenced off because the runner lost its lease.

@@ -35,6 +35,7 @@ pub mod rows;
 pub mod run;
 mod sqlite;
 mod url;
+pub mod wait;
 
 /// The run state and its changes and hashes, from `skillhost-model`.
 pub use skillhost_model::state;
@@ -61,6 +62,7 @@ pub use state::{
     canonical_json, hash_like, state_hash, state_hash_like, try_apply,
 };
 pub use url::redact as redact_url;
+pub use wait::{Cancelled, NewWait, WaitRow};
 
 /// What a run ends with, as the store keeps it: the JSON text of a value, or
 /// of a live [`RunState`] (written from its shared fields, without copying
@@ -373,6 +375,58 @@ impl Store {
         Ok(())
     }
 
+    /// Puts the run in `waiting` at its last checkpoint (`wait.seq`) for an
+    /// answer, in one transaction: the wait (prompt, answer schema, deadline
+    /// from now + `timeout_ms`; a wait already recorded at that checkpoint
+    /// keeps its own) and the run's status, its lease released. Refused
+    /// when the run moved on or finished ([`StoreError::Conflict`]), its
+    /// cancel was asked for ([`StoreError::CancelRequested`]), or this
+    /// handle's lease on it was lost. Returns the wait's deadline.
+    pub async fn wait_run(&self, wait: &NewWait) -> Result<Option<i64>, StoreError> {
+        let fence = self.fence_for(&wait.run_id);
+        dispatch!(self, s => s.wait_run(wait, fence).await)
+    }
+
+    /// Records `answer` (checked against the wait's schema by the caller)
+    /// by `by` for the wait of a run waiting at checkpoint `seq`, and queues
+    /// the run again, in one transaction. Refused ([`StoreError::Conflict`],
+    /// nothing written) unless the run is waiting there, its wait is not
+    /// answered and its deadline has not passed.
+    pub async fn answer_wait(
+        &self,
+        run_id: &str,
+        seq: u64,
+        answer: &Value,
+        by: &str,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, s => s.answer_wait(run_id, seq, answer, by).await)
+    }
+
+    /// The run's waits, by seq (answered ones with their answers).
+    pub async fn waits(&self, run_id: &str) -> Result<Vec<WaitRow>, StoreError> {
+        dispatch!(self, s => s.waits(run_id).await)
+    }
+
+    /// The run's wait at checkpoint `seq`, if it waited there.
+    pub async fn wait_at(&self, run_id: &str, seq: u64) -> Result<Option<WaitRow>, StoreError> {
+        dispatch!(self, s => s.wait_at(run_id, seq).await)
+    }
+
+    /// Cancels a run on behalf of `by`: a queued or waiting run ends as
+    /// `cancelled` with `error` now ([`Cancelled::Now`]); a running one gets
+    /// a cancel request, which refuses its next checkpoint
+    /// ([`StoreError::CancelRequested`]) so that its runner ends it there
+    /// ([`Cancelled::Requested`]). A finished run is refused
+    /// ([`StoreError::Conflict`]), with nothing changed.
+    pub async fn cancel_run(
+        &self,
+        run_id: &str,
+        by: &str,
+        error: &Value,
+    ) -> Result<Cancelled, StoreError> {
+        dispatch!(self, s => s.cancel_run(run_id, by, error).await)
+    }
+
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
         dispatch!(self, s => s.run(run_id).await)
     }
@@ -521,7 +575,8 @@ impl Store {
     }
 
     /// Claims one run for `owner`: first a running run whose lease expired (a
-    /// dead runner's), else the oldest queued run. On Postgres concurrent
+    /// dead runner's), then a waiting run whose wait timed out (its approval
+    /// node takes its `on_timeout` route), else the oldest queued run. On Postgres concurrent
     /// claimers skip each other's rows (`FOR UPDATE SKIP LOCKED`). The run is
     /// returned as it is after the claim (status running, leased).
     pub async fn claim_run(

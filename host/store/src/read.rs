@@ -1,5 +1,5 @@
 //! The read half of the store, written once for both backends: runs,
-//! steps, map items, the journal, checkpoints and rebuilt states, artifacts,
+//! waits, steps, map items, the journal, checkpoints and rebuilt states, artifacts,
 //! where tasks stand, and retention settings.
 //!
 //! Every read is one statement that both backends accept as written: `$N`
@@ -34,6 +34,7 @@ use crate::error::StoreError;
 use crate::lease::{CurrentCheckpoint, Retention};
 use crate::rows::{ArtifactRow, JournalEntry, JournalRow, MapItemRow, StepRow};
 use crate::run::{RunRow, RunStatus, UnreadableRun};
+use crate::wait::WaitRow;
 
 /// How a journal row is named in errors: its run, seq, node, item and entry.
 pub(crate) fn journal_row_name(run_id: &str, entry: &JournalEntry) -> String {
@@ -88,6 +89,12 @@ const RUNS: &str = concat!(
     " FROM runs WHERE (CAST($1 AS TEXT) IS NULL OR status = $1) \
      ORDER BY created_at DESC, id DESC LIMIT $2"
 );
+
+const WAITS: &str = "SELECT run_id, seq, node_id, prompt, answer_schema, created_at, deadline, \
+     answer, answered_by, answered_at FROM waits WHERE run_id = $1 ORDER BY seq";
+
+const WAIT: &str = "SELECT run_id, seq, node_id, prompt, answer_schema, created_at, deadline, \
+     answer, answered_by, answered_at FROM waits WHERE run_id = $1 AND seq = $2";
 
 const STEPS: &str = "SELECT id, seq, node_id, attempt, status, started_at, duration_us, \
      input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail \
@@ -209,6 +216,22 @@ pub(crate) trait Reads: Codec + Sync {
                 })
             })
             .collect())
+    }
+
+    async fn waits(&self, run_id: &str) -> Result<Vec<WaitRow>, StoreError> {
+        let action = format!("reading the waits of run `{run_id}`");
+        let rows = self.fetch(WAITS, &[Param::Text(run_id)], &action).await?;
+        rows.iter().map(|row| self.wait_row(row)).collect()
+    }
+
+    async fn wait_at(&self, run_id: &str, seq: u64) -> Result<Option<WaitRow>, StoreError> {
+        let action = format!("reading the wait of run `{run_id}` at checkpoint {seq}");
+        let params = [
+            Param::Text(run_id),
+            Param::Int(self.int(seq, "checkpoint seq")?),
+        ];
+        let rows = self.fetch(WAIT, &params, &action).await?;
+        rows.first().map(|row| self.wait_row(row)).transpose()
     }
 
     async fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {

@@ -13,7 +13,7 @@ use crate::error::StoreError;
 use crate::lease::{Lease, lease_lost};
 use crate::run::RunStatus;
 
-fn is_finished(status: &str) -> bool {
+pub(crate) fn is_finished(status: &str) -> bool {
     status.parse().is_ok_and(RunStatus::is_finished)
 }
 
@@ -71,6 +71,55 @@ pub(crate) fn not_next(
             ),
         ),
     }
+}
+
+/// A checkpoint refused because a cancel was asked for at `at_ms` by `by`
+/// (None: the run has no cancel request, so this is not why).
+pub(crate) fn cancel_requested(
+    db: &str,
+    run_id: &str,
+    request: (Option<i64>, Option<String>),
+) -> Option<StoreError> {
+    let (Some(at_ms), by) = request else {
+        return None;
+    };
+    Some(StoreError::CancelRequested {
+        db: db.to_owned(),
+        run_id: run_id.to_owned(),
+        by: by.unwrap_or_else(|| "someone".to_owned()),
+        at_ms,
+    })
+}
+
+/// Why an answer was not recorded, from the run's status (`answered`:
+/// its wait was answered already) and its wait's deadline.
+pub(crate) fn not_waiting(
+    db: &str,
+    run_id: &str,
+    status: &str,
+    deadline: Option<i64>,
+) -> StoreError {
+    let why = match (status, deadline) {
+        ("answered", _) => "its wait was answered already".to_owned(),
+        ("waiting", Some(deadline)) => format!(
+            "its wait timed out at {}; it goes on along its approval node's `on_timeout` \
+             route when it is resumed",
+            crate::lease::format_ms(deadline)
+        ),
+        (status, _) => format!("it is {status}, not waiting for an answer"),
+    };
+    conflict(db, run_id, format!("the answer was not recorded: {why}"))
+}
+
+/// A cancel of a run that already finished.
+pub(crate) fn nothing_to_cancel(db: &str, run_id: &str, status: RunStatus) -> StoreError {
+    conflict(
+        db,
+        run_id,
+        format!(
+            "the run is already {status}; only queued, waiting and running runs can be cancelled"
+        ),
+    )
 }
 
 /// Why a run was not finished, from its current status (None: no such

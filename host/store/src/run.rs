@@ -158,6 +158,17 @@ pub struct RunRow {
     /// The components the run uses and where it was forked from; None for
     /// runs created before the store recorded them (schema version 6).
     pub provenance: Option<Provenance>,
+    /// When a waiting run's wait times out (its approval node then takes
+    /// its `on_timeout` route); None when it waits for ever or is not
+    /// waiting.
+    #[serde(default)]
+    pub wait_deadline_ms: Option<i64>,
+    /// When a cancel was asked for while the run was running, and by whom:
+    /// its next checkpoint is refused and it ends as cancelled.
+    #[serde(default)]
+    pub cancel_requested_at_ms: Option<i64>,
+    #[serde(default)]
+    pub cancel_requested_by: Option<String>,
 }
 
 /// A run row that could not be read back: it does not decode, or no

@@ -15,6 +15,7 @@
 //! (`KEYS`), used for the hint that says where a key does belong; a test
 //! checks that every parser takes exactly its `KEYS`.
 
+pub mod approval;
 pub mod end;
 pub mod fail;
 pub mod gate;
@@ -32,6 +33,7 @@ use crate::file::{ConditionDecl, NodeDecl, WriteDecl};
 use crate::parse::{Parser, placeholder};
 use crate::{Expr, SkillRef};
 
+pub use approval::{ANSWER_VARS, ApprovalNode, ApprovalTimeout};
 pub use fail::FailNode;
 pub use gate::GateNode;
 pub use map::{DEFAULT_MAP_CONCURRENCY, MapNode};
@@ -47,6 +49,8 @@ pub enum NodeKind {
     Map,
     /// Runs no skill: conditions, writes and routing only.
     Gate,
+    /// Waits for a person's answer.
+    Approval,
     /// Ends the run as failed.
     Fail,
     /// Ends the run as completed.
@@ -54,10 +58,11 @@ pub enum NodeKind {
 }
 
 impl NodeKind {
-    pub const ALL: [NodeKind; 5] = [
+    pub const ALL: [NodeKind; 6] = [
         NodeKind::Skill,
         NodeKind::Map,
         NodeKind::Gate,
+        NodeKind::Approval,
         NodeKind::Fail,
         NodeKind::End,
     ];
@@ -67,6 +72,7 @@ impl NodeKind {
             NodeKind::Skill => "skill",
             NodeKind::Map => "map",
             NodeKind::Gate => "gate",
+            NodeKind::Approval => "approval",
             NodeKind::Fail => "fail",
             NodeKind::End => "end",
         }
@@ -84,6 +90,7 @@ impl NodeKind {
             NodeKind::Skill => skill::KEYS,
             NodeKind::Map => map::KEYS,
             NodeKind::Gate => gate::KEYS,
+            NodeKind::Approval => approval::KEYS,
             NodeKind::Fail => fail::KEYS,
             NodeKind::End => end::KEYS,
         }
@@ -120,6 +127,7 @@ pub enum NodeBody {
     Skill(SkillCall),
     Map(MapNode),
     Gate(GateNode),
+    Approval(ApprovalNode),
     Fail(FailNode),
     End,
 }
@@ -130,6 +138,7 @@ impl NodeBody {
             NodeBody::Skill(_) => NodeKind::Skill,
             NodeBody::Map(_) => NodeKind::Map,
             NodeBody::Gate(_) => NodeKind::Gate,
+            NodeBody::Approval(_) => NodeKind::Approval,
             NodeBody::Fail(_) => NodeKind::Fail,
             NodeBody::End => NodeKind::End,
         }
@@ -168,7 +177,7 @@ impl Node {
         match &self.body {
             NodeBody::Skill(call) => Some(call),
             NodeBody::Map(map) => Some(&map.call),
-            NodeBody::Gate(_) | NodeBody::Fail(_) | NodeBody::End => None,
+            NodeBody::Gate(_) | NodeBody::Approval(_) | NodeBody::Fail(_) | NodeBody::End => None,
         }
     }
 
@@ -181,6 +190,7 @@ impl Node {
     pub fn writes(&self) -> &[Write] {
         match &self.body {
             NodeBody::Gate(gate) => &gate.writes,
+            NodeBody::Approval(approval) => &approval.writes,
             _ => self.call().map_or(&[], |call| &call.writes),
         }
     }
@@ -189,13 +199,15 @@ impl Node {
     pub fn max_visits(&self) -> Option<u32> {
         match &self.body {
             NodeBody::Gate(gate) => gate.max_visits,
+            NodeBody::Approval(approval) => approval.max_visits,
             _ => self.call().and_then(|call| call.max_visits),
         }
     }
 
-    /// Every node this one can route to, in edge order.
+    /// Every node this one can route to, in edge order (an approval's
+    /// `on_timeout` last).
     pub fn successors(&self) -> Vec<&str> {
-        match &self.route {
+        let mut next = match &self.route {
             Route::End => Vec::new(),
             Route::Next(next) => vec![next.as_str()],
             Route::Branches {
@@ -206,6 +218,22 @@ impl Node {
                 .map(|(_, to)| to.as_str())
                 .chain(std::iter::once(otherwise.as_str()))
                 .collect(),
+        };
+        if let NodeBody::Approval(ApprovalNode {
+            timeout: Some(timeout),
+            ..
+        }) = &self.body
+        {
+            next.push(timeout.on_timeout.as_str());
+        }
+        next
+    }
+
+    /// The variables the node's edges see: an approval's see its answer.
+    pub fn edge_vars(&self) -> &'static [&'static str] {
+        match self.body {
+            NodeBody::Approval(_) => ANSWER_VARS,
+            _ => BASE_VARS,
         }
     }
 
@@ -217,6 +245,7 @@ impl Node {
             NodeBody::Skill(call) => call.expressions(BASE_VARS, &mut all),
             NodeBody::Map(map) => map.expressions(&mut all),
             NodeBody::Gate(gate) => gate.expressions(&mut all),
+            NodeBody::Approval(approval) => approval.expressions(&mut all),
             NodeBody::Fail(fail) => fail.expressions(&mut all),
             NodeBody::End => {}
         }
@@ -225,7 +254,7 @@ impl Node {
                 all.push(NodeExpr {
                     what: format!("branches[{i}]"),
                     expr: guard,
-                    vars: BASE_VARS,
+                    vars: self.edge_vars(),
                 });
             }
         }
@@ -319,6 +348,7 @@ pub(crate) fn parse(
         NodeKind::Skill => NodeBody::Skill(skill::parse(p, &mut decl, &cx)),
         NodeKind::Map => NodeBody::Map(map::parse(p, &mut decl, &cx)),
         NodeKind::Gate => NodeBody::Gate(gate::parse(p, &mut decl, &cx)),
+        NodeKind::Approval => NodeBody::Approval(approval::parse(p, &mut decl, &cx)),
         NodeKind::Fail => NodeBody::Fail(fail::parse(p, &mut decl, &cx)),
         NodeKind::End => end::parse(p, &mut decl, &cx),
     };
@@ -327,7 +357,7 @@ pub(crate) fn parse(
     // A skill's config defaults, with the scenario's `[config]` over them.
     let alias = match &body {
         NodeBody::Skill(call) | NodeBody::Map(MapNode { call, .. }) => Some(&call.skill),
-        NodeBody::Gate(_) | NodeBody::Fail(_) | NodeBody::End => None,
+        NodeBody::Gate(_) | NodeBody::Approval(_) | NodeBody::Fail(_) | NodeBody::End => None,
     };
     let mut config = alias
         .and_then(|alias| skills.get(alias))
@@ -503,6 +533,9 @@ artifacts = [{{ name = "a.md", from = "'x'" }}]
 input_schema = {{ type = "object" }}
 output_schema = {{ type = "object" }}
 cache = {{ ttl = "1h" }}
+prompt = "'p'"
+answer = {{ ok = {{ type = "boolean" }} }}
+on_timeout = "n"
 "#
         )
     }
@@ -531,6 +564,7 @@ cache = {{ ttl = "1h" }}
                 NodeKind::Skill => drop(skill::parse(&mut p, &mut decl, &cx)),
                 NodeKind::Map => drop(map::parse(&mut p, &mut decl, &cx)),
                 NodeKind::Gate => drop(gate::parse(&mut p, &mut decl, &cx)),
+                NodeKind::Approval => drop(approval::parse(&mut p, &mut decl, &cx)),
                 NodeKind::Fail => drop(fail::parse(&mut p, &mut decl, &cx)),
                 NodeKind::End => drop(end::parse(&mut p, &mut decl, &cx)),
             }

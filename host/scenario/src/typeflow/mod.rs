@@ -58,6 +58,17 @@ pub(crate) fn check_types(s: &Scenario, skills: &BTreeMap<String, Arc<Skill>>, r
     }
 }
 
+/// The type of a field declared like `[input]`'s.
+fn field_ty(f: &crate::InputField) -> Ty {
+    // `items` is kept only in the field's schema.
+    let items = f
+        .schema
+        .get("items")
+        .and_then(|i| i.get("type"))
+        .and_then(|t| serde_json::from_value::<FieldType>(t.clone()).ok());
+    Ty::of_field(f.ty, items)
+}
+
 /// The types of the variables every expression may see.
 struct Roots {
     input: Ty,
@@ -71,12 +82,7 @@ impl Roots {
             .iter()
             .map(|f| {
                 // `items` is kept only in the field's schema.
-                let items = f
-                    .schema
-                    .get("items")
-                    .and_then(|i| i.get("type"))
-                    .and_then(|t| serde_json::from_value::<FieldType>(t.clone()).ok());
-                (f.name.clone(), Ty::of_field(f.ty, items))
+                (f.name.clone(), field_ty(f))
             })
             .collect();
         let mut state: Vec<(String, Ty)> = s
@@ -120,7 +126,9 @@ impl Roots {
                         "input" => self.input.clone(),
                         "state" => self.state.clone(),
                         "config" => config.clone(),
-                        "output" => output.clone(),
+                        // An approval's answer stands where a skill's
+                        // output would.
+                        "output" | "answer" => output.clone(),
                         "item" => item.clone(),
                         "index" => Ty::Int,
                         // The quotes the citation checks verified.
@@ -136,10 +144,15 @@ impl Roots {
 
 /// What an expression of a node is for, when that constrains its type.
 enum Role<'a> {
-    Input { field: &'a str, call: &'a SkillCall },
+    Input {
+        field: &'a str,
+        call: &'a SkillCall,
+    },
     Guard,
     Write(&'a Write),
     Over,
+    /// An approval's prompt: a string.
+    Prompt,
 }
 
 fn pre_and_writes<'a>(pre: &'a [Condition], writes: &'a [Write]) -> Vec<(&'a Expr, Role<'a>)> {
@@ -153,6 +166,10 @@ fn roles(node: &Node) -> Vec<(&Expr, Role<'_>)> {
     let mut roles = Vec::new();
     match &node.body {
         NodeBody::Gate(gate) => roles.extend(pre_and_writes(&gate.pre, &gate.writes)),
+        NodeBody::Approval(approval) => {
+            roles.push((&approval.prompt, Role::Prompt));
+            roles.extend(pre_and_writes(&[], &approval.writes));
+        }
         NodeBody::Skill(_) | NodeBody::Map(_) => {
             if let NodeBody::Map(map) = &node.body {
                 roles.push((&map.over, Role::Over));
@@ -201,6 +218,18 @@ fn check_node(
                 over.items().unwrap_or(Ty::Dyn),
             )
         }
+        // An approval's writes and edges see its answer, typed by `answer`.
+        NodeBody::Approval(approval) => (
+            Ty::Record {
+                fields: approval
+                    .answer
+                    .iter()
+                    .map(|f| (f.name.clone(), field_ty(f)))
+                    .collect(),
+                closed: true,
+            },
+            Ty::Dyn,
+        ),
         _ => (one_output, Ty::Dyn),
     };
     let roles = roles(node);
@@ -232,7 +261,18 @@ fn check_node(
                     input_fits(field, &call.skill, skill, expr, &ty, node_id, r);
                 }
             }
-            Some(Role::Over) | None => {}
+            Some(Role::Prompt) if !ty.is_unknown() && *ty.some() != Ty::String => r.error(
+                expr.line,
+                node_id,
+                codes::PROMPT_TYPE,
+                format!(
+                    "prompt: `{}` is {}, but a prompt is text shown to whoever answers; give a \
+                     string (convert with `string(…)`)",
+                    expr.source,
+                    article(ty.some())
+                ),
+            ),
+            Some(Role::Over | Role::Prompt) | None => {}
         }
     }
 }

@@ -82,7 +82,7 @@ const CHECKPOINT_STATEMENT: &str = "\
         UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
             status = 'running' \
         WHERE id = $1 AND last_seq = $2 - 1 \
-            AND status IN ('queued', 'running', 'waiting') \
+            AND status IN ('queued', 'running', 'waiting') AND cancel_requested_at IS NULL \
             AND ($5::text IS NULL OR (lease_owner = $5 AND lease_generation = $6)) \
         RETURNING id, task_id), \
     c AS ( \
@@ -546,8 +546,18 @@ impl PgStore {
     /// run is missing; a lost lease (before whatever else moved on since);
     /// the run is finished; or the checkpoint is not the next in sequence.
     async fn why_not_written(&self, p: &Prepared, action: &str) -> StoreError {
-        let row = sqlx::query_as::<_, (String, i64, Option<String>, i64, Option<i64>)>(
-            "SELECT status, last_seq, lease_owner, lease_generation, lease_expires_at \
+        type Row = (
+            String,
+            i64,
+            Option<String>,
+            i64,
+            Option<i64>,
+            Option<i64>,
+            Option<String>,
+        );
+        let row = sqlx::query_as::<_, Row>(
+            "SELECT status, last_seq, lease_owner, lease_generation, lease_expires_at, \
+                 cancel_requested_at, cancel_requested_by \
              FROM runs WHERE id = $1",
         )
         .bind(&p.run_id)
@@ -555,10 +565,18 @@ impl PgStore {
         .await;
         match (row, &p.fence) {
             (Err(e), _) => self.error(e, action),
-            (Ok(Some((_, _, holder, generation, expires))), Some(fence))
+            (Ok(Some((_, _, holder, generation, expires, ..))), Some(fence))
                 if !holds(fence, holder.as_deref(), generation) =>
             {
                 lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
+            }
+            (Ok(Some((status, _, _, _, _, Some(at), by))), _) if !refusal::is_finished(&status) => {
+                StoreError::CancelRequested {
+                    db: self.db.clone(),
+                    run_id: p.run_id.clone(),
+                    by: by.unwrap_or_else(|| "someone".to_owned()),
+                    at_ms: at,
+                }
             }
             (Ok(run), _) => refusal::not_next(
                 &self.db,

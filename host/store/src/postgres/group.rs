@@ -447,6 +447,7 @@ const BATCH_STATEMENT: &str = "\
         FROM u \
         WHERE runs.id = u.run_id AND runs.last_seq = u.seq - 1 \
             AND runs.status IN ('queued', 'running', 'waiting') \
+            AND runs.cancel_requested_at IS NULL \
             AND (u.owner IS NULL \
                 OR (runs.lease_owner = u.owner AND runs.lease_generation = u.generation)) \
         RETURNING runs.id, runs.task_id, u.ord), \

@@ -53,6 +53,7 @@ mod commit;
 mod group;
 mod migrate;
 mod queue;
+mod wait;
 
 /// How long a connection attempt may take before `open` gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -156,6 +156,10 @@ impl PgStore {
                  AND lease_expires_at < {NOW_MS} ORDER BY lease_expires_at LIMIT 1 \
                  FOR UPDATE SKIP LOCKED"
             ),
+            format!(
+                "SELECT id FROM runs WHERE status = 'waiting' AND wait_deadline <= {NOW_MS} \
+                 ORDER BY wait_deadline LIMIT 1 FOR UPDATE SKIP LOCKED"
+            ),
             "SELECT id FROM runs WHERE status = 'queued' ORDER BY created_at, id LIMIT 1 \
              FOR UPDATE SKIP LOCKED"
                 .to_owned(),
@@ -164,7 +168,7 @@ impl PgStore {
                 "WITH pick AS ({pick}) \
                  UPDATE runs SET lease_owner = $1, lease_generation = runs.lease_generation + 1, \
                    lease_expires_at = {NOW_MS} + $2, heartbeat_at = {NOW_MS}, \
-                   status = 'running', updated_at = {NOW_MS} \
+                   status = 'running', wait_deadline = NULL, updated_at = {NOW_MS} \
                  FROM pick WHERE runs.id = pick.id RETURNING {returning}"
             );
             let sql = &sql;

@@ -33,7 +33,7 @@ impl SqliteStore {
 
     /// A write transaction (see `writer`) that, with a `fence`, first checks
     /// the lease under the write lock: `work` writes only while it holds.
-    async fn write_fenced<T>(
+    pub(super) async fn write_fenced<T>(
         &self,
         fence: Option<&Lease>,
         action: &str,
@@ -306,22 +306,38 @@ impl SqliteStore {
         }
     }
 
-    /// Why the sequence guard refused a checkpoint.
+    /// Why the sequence guard refused a checkpoint: a cancel was asked
+    /// for, or the run is finished, or the checkpoint is not the next.
     fn why_not_next(&self, tx: &Transaction<'_>, run_id: &str, seq: u64) -> StoreError {
         let row = tx
             .query_row(
-                "SELECT status, last_seq FROM runs WHERE id = ?1",
+                "SELECT status, last_seq, cancel_requested_at, cancel_requested_by \
+                 FROM runs WHERE id = ?1",
                 params![run_id],
-                |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)),
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, Option<i64>>(2)?,
+                        row.get::<_, Option<String>>(3)?,
+                    ))
+                },
             )
             .optional();
+        if let Ok(Some((status, _, at, by))) = &row
+            && !refusal::is_finished(status)
+            && let Some(cancelled) = refusal::cancel_requested(&self.db, run_id, (*at, by.clone()))
+        {
+            return cancelled;
+        }
         match row {
             Err(e) => self.sq(e, &format!("checking run `{run_id}`")),
             Ok(run) => refusal::not_next(
                 &self.db,
                 run_id,
                 seq,
-                run.as_ref().map(|(status, last)| (status.as_str(), *last)),
+                run.as_ref()
+                    .map(|(status, last, ..)| (status.as_str(), *last)),
             ),
         }
     }

@@ -34,6 +34,7 @@ use crate::{StoreOptions, SyncMode};
 mod commit;
 mod migrate;
 mod queue;
+mod wait;
 mod writer;
 
 use writer::Writer;

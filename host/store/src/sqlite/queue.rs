@@ -170,6 +170,8 @@ impl SqliteStore {
                 for pick in [
                     "SELECT id FROM runs WHERE status = 'running' AND lease_owner IS NOT NULL \
                      AND lease_expires_at < ?2 ORDER BY lease_expires_at LIMIT 1",
+                    "SELECT id FROM runs WHERE status = 'waiting' AND wait_deadline <= ?2 \
+                     ORDER BY wait_deadline LIMIT 1",
                     "SELECT id FROM runs WHERE status = 'queued' ORDER BY created_at, id LIMIT 1",
                 ] {
                     let claimed = tx
@@ -177,7 +179,7 @@ impl SqliteStore {
                             "UPDATE runs SET lease_owner = ?1, \
                                lease_generation = lease_generation + 1, \
                                lease_expires_at = ?2 + ?3, heartbeat_at = ?2, status = 'running', \
-                               updated_at = ?2 \
+                               wait_deadline = NULL, updated_at = ?2 \
                              WHERE id = ({pick}) RETURNING id"
                         ))
                         .and_then(|mut statement| {
