@@ -58,6 +58,23 @@ pub enum Event {
         node: String,
         next: Vec<String>,
     },
+    /// The run waits at an approval node for an answer (`host runs answer`).
+    RunWaiting {
+        run_id: String,
+        node: String,
+        /// The checkpoint it waits at.
+        seq: u64,
+        prompt: String,
+        /// When its wait times out (Unix ms), if it does.
+        deadline_ms: Option<i64>,
+    },
+    /// A waiting run was answered and queued again.
+    RunAnswered {
+        run_id: String,
+        node: String,
+        seq: u64,
+        by: String,
+    },
     RunFinished {
         run_id: String,
         status: String,

@@ -20,6 +20,12 @@
 //! run step by step from its record and compares every hash,
 //! [`Engine::fork`] starts a new run from any checkpoint of one, and a skill
 //! node with `cache` reuses an output an earlier call recorded (`cache.rs`).
+//!
+//! People act on runs from outside ([`control`]): an approval node makes a
+//! run wait for an answer, which [`Engine::answer`] records (the run then
+//! continues from that boundary when it is resumed), and [`Engine::cancel`]
+//! ends a queued or waiting run at once and a running one at its next node
+//! boundary (its next checkpoint is refused).
 
 // A node failure carries its report and the step row to store with it. It is
 // built at most once per failed node, never on the hot path, so boxing it would
@@ -29,6 +35,7 @@
 pub mod bench;
 mod cache;
 mod call;
+pub mod control;
 pub mod events;
 mod kinds;
 pub mod lease;
@@ -43,6 +50,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+pub use control::{Answered, describe_fields};
 pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
 use run::drive;
 use skillhost_runtime::TokenUsage;
@@ -77,6 +85,49 @@ pub enum EngineError {
         "run `{id}` started with other code than it would continue with: {changes}; a run in flight never switches code silently: resume it with the components it started with (`host runs show {id}` lists them), or continue it with the new ones with `host resume {id} --allow-changed`"
     )]
     ComponentsChanged { id: String, changes: String },
+    #[error(
+        "run `{id}` is waiting for an answer at node `{node}` ({prompt}); answer it with `host runs answer {id} --data JSON` (or `host runs approve|reject {id}` for a yes/no answer), or cancel it with `host runs cancel {id}`"
+    )]
+    Waiting {
+        id: String,
+        node: String,
+        prompt: String,
+    },
+    #[error(
+        "run `{id}` is {status}, not waiting for an answer; only a run waiting at an approval node can be answered (`host runs list --status waiting`)"
+    )]
+    NotWaiting { id: String, status: String },
+    #[error(
+        "run `{id}` was already answered at node `{node}` by `{by}` at {at} and is {status} now; an answer is given once (see it with `host runs show {id}`)"
+    )]
+    AlreadyAnswered {
+        id: String,
+        node: String,
+        by: String,
+        at: String,
+        status: String,
+    },
+    #[error(
+        "run `{id}` stopped waiting at node `{node}`: its wait timed out at {deadline}, so it takes the node's `on_timeout` route; continue it with `host resume {id}` (a worker does that by itself)"
+    )]
+    WaitTimedOut {
+        id: String,
+        node: String,
+        deadline: String,
+    },
+    #[error(
+        "the answer does not fit node `{node}`'s answer shape: {message}; run `{id}` is still waiting and nothing was written. The answer is a JSON object with {fields}"
+    )]
+    InvalidAnswer {
+        id: String,
+        node: String,
+        message: String,
+        fields: String,
+    },
+    #[error(
+        "run `{id}` is already {status}; there is nothing to cancel (only queued, waiting and running runs can be cancelled)"
+    )]
+    NothingToCancel { id: String, status: String },
     #[error("run `{id}` has no checkpoint to resume from")]
     NoCheckpoint { id: String },
     #[error(
@@ -115,6 +166,23 @@ pub struct RunOutcome {
     /// What the run's `llm` completions used, the nodes before a resume
     /// included (from their step rows).
     pub tokens_used: TokenUsage,
+    /// A run that stopped to wait for an answer (status `waiting`): where,
+    /// and what it asks.
+    pub waiting: Option<Waiting>,
+}
+
+/// Where a run waits for an answer, and what it asks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waiting {
+    /// The approval node.
+    pub node_id: String,
+    /// The checkpoint it waits at.
+    pub seq: u64,
+    pub prompt: String,
+    /// The JSON Schema an answer must fit.
+    pub answer_schema: Value,
+    /// When the wait times out (Unix ms), if it does.
+    pub deadline_ms: Option<i64>,
 }
 
 pub struct Engine {
@@ -151,6 +219,10 @@ pub(crate) struct RunContext<'a> {
     /// Set while a replay re-executes one recorded step: the journals and
     /// attempts its calls are answered with. None in a run.
     pub replay: Option<Arc<replay::StepReplay>>,
+    /// The run's wait at the checkpoint it resumed from, when it resumed at
+    /// an approval node: the answer (or the timeout) that node goes on
+    /// with.
+    pub wait: Option<skillhost_store::WaitRow>,
 }
 
 impl Engine {
@@ -310,12 +382,36 @@ impl Engine {
                 .ok_or_else(|| EngineError::NoCheckpoint {
                     id: run_id.to_string(),
                 })?;
+        // A run at an approval node goes on with its wait's answer (or
+        // timeout); one still waiting for an answer is not resumed.
+        let at_approval = checkpoint
+            .next_nodes
+            .first()
+            .and_then(|next| scenario.node(next))
+            .is_some_and(|node| node.kind() == skillhost_scenario::NodeKind::Approval);
+        let wait = match at_approval || run.status == RunStatus::Waiting {
+            true => store.wait_at(run_id, checkpoint.seq).await?,
+            false => None,
+        };
+        if run.status == RunStatus::Waiting
+            && run.cancel_requested_at_ms.is_none()
+            && let Some(wait) = &wait
+            && wait.answer.is_none()
+            && !wait.is_due(run::now_ms())
+        {
+            return Err(EngineError::Waiting {
+                id: run_id.to_string(),
+                node: wait.node_id.clone(),
+                prompt: wait.prompt.clone(),
+            });
+        }
         self.emit(|| Event::RunStarted {
             run_id: run_id.to_string(),
             scenario: scenario.name.clone(),
             resumed: true,
         });
-        let cx = self.context(loaded, run_id.to_string(), run.input.clone());
+        let mut cx = self.context(loaded, run_id.to_string(), run.input.clone());
+        cx.wait = wait;
         let from = Position {
             seq: checkpoint.seq,
             node_id: checkpoint.node_id,
@@ -323,6 +419,11 @@ impl Engine {
             visits: checkpoint.visits,
         };
         let state = RunState::from_value(checkpoint.state);
+        // A cancel asked for while no process ran it: it ends here.
+        if let Some(at_ms) = run.cancel_requested_at_ms {
+            let by = run.cancel_requested_by.as_deref().unwrap_or("someone");
+            return run::cancel(&cx, &from, state, by, at_ms).await;
+        }
         // What the run used before: its budget counts it, and its outcome
         // reports the whole run's. A scenario that grants no model used
         // none, and a worker's resume of it reads no steps for it.
@@ -483,6 +584,7 @@ impl Engine {
             store: self.store.as_ref(),
             events: self.events.clone(),
             replay: None,
+            wait: None,
         }
     }
 }

@@ -16,13 +16,14 @@ use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
-use crate::kinds::{self, Finish, NodeFailure, NodeSuccess, Outcome};
+use crate::kinds::{self, Finish, NodeFailure, NodeSuccess, Outcome, Wait};
 use crate::node::node_config;
-use crate::{EngineError, Event, Position, RunContext, RunOutcome, state};
+use crate::{EngineError, Event, Position, RunContext, RunOutcome, Waiting, state};
 use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Node, Route, Severity, Vars};
 use skillhost_store::{
-    FieldHashes, NewArtifact, RunState, RunStatus, StateChange, StepCommit, StepRow,
+    FieldHashes, NewArtifact, NewWait, RunState, RunStatus, StateChange, StepCommit, StepRow,
+    StoreError,
 };
 
 /// The run loop, from `checkpoint` with `state` until an end or fail node.
@@ -51,13 +52,41 @@ pub(crate) async fn drive(
         return run.failed(None).await;
     };
     loop {
-        match run.run_node(&current).await? {
-            NodeEnd::Next(Some(next)) => current = next,
-            NodeEnd::Next(None) => return run.failed(None).await,
-            NodeEnd::Finish(Finish::Completed) => return run.completed().await,
-            NodeEnd::Finish(Finish::Failed(report)) => return run.failed(Some(report)).await,
+        match run.run_node(&current).await {
+            Ok(NodeEnd::Next(Some(next))) => current = next,
+            Ok(NodeEnd::Next(None)) => return run.failed(None).await,
+            Ok(NodeEnd::Finish(Finish::Completed)) => return run.completed().await,
+            Ok(NodeEnd::Finish(Finish::Failed(report))) => return run.failed(Some(report)).await,
+            Ok(NodeEnd::Wait(node, wait)) => return run.waiting(node, wait).await,
+            // A cancel asked for while the run ran: the store refused the
+            // checkpoint of the node that just ended, and the run ends at
+            // that boundary.
+            Err(EngineError::Store(StoreError::CancelRequested { by, at_ms, .. })) => {
+                return run.cancelled(&by, at_ms).await;
+            }
+            Err(e) => return Err(e),
         }
     }
+}
+
+/// Ends a run whose cancel was asked for before it was resumed, at
+/// `checkpoint`, without running a node.
+pub(crate) async fn cancel(
+    cx: &RunContext<'_>,
+    checkpoint: &Position,
+    state: RunState,
+    by: &str,
+    at_ms: i64,
+) -> Result<RunOutcome, EngineError> {
+    let run = Run::new(
+        cx,
+        checkpoint.seq,
+        checkpoint.visits.clone(),
+        state,
+        FieldHashes::default(),
+        TokenUsage::default(),
+    );
+    run.cancelled(by, at_ms).await
 }
 
 /// What one node of a replayed step did: the commit the run loop would have
@@ -99,9 +128,9 @@ pub(crate) async fn replay_step(
     run.captured = Some(None);
     let ended = run.run_node(current).await?;
     let commit = run.captured.take().flatten();
-    // A node that finished the run is not a step; one that went on was
-    // recorded.
-    debug_assert!(matches!(ended, NodeEnd::Finish(_)) != commit.is_some());
+    // A node that finished the run (or made it wait) is not a step; one that
+    // went on was recorded.
+    debug_assert!(matches!(ended, NodeEnd::Finish(_) | NodeEnd::Wait(..)) != commit.is_some());
     Ok(ReplayedStep {
         node_id: current.clone(),
         commit,
@@ -114,6 +143,8 @@ enum NodeEnd {
     Next(Option<String>),
     /// The node ended the run.
     Finish(Finish),
+    /// The run waits at this node for an answer.
+    Wait(String, Wait),
 }
 
 /// A run in progress: its live state and everything its checkpoints carry.
@@ -204,8 +235,16 @@ impl<'c, 'a> Run<'c, 'a> {
                     .scenario
                     .token_budget
                     .map(|budget| budget.saturating_sub(self.tokens_used.total()));
-                let outcome =
-                    kinds::run(cx, node, &self.state, visit, &self.came_from, tokens_left).await;
+                let outcome = kinds::run(
+                    cx,
+                    node,
+                    &self.state,
+                    visit,
+                    &self.came_from,
+                    tokens_left,
+                    self.seq,
+                )
+                .await;
                 self.charge(node, outcome)
             }
         };
@@ -215,6 +254,7 @@ impl<'c, 'a> Run<'c, 'a> {
         let elapsed_us = node_started.elapsed().as_micros() as u64;
         let next = match outcome {
             Outcome::Finish(finish) => return Ok(NodeEnd::Finish(finish)),
+            Outcome::Wait(wait) => return Ok(NodeEnd::Wait(node.id.clone(), wait)),
             Outcome::Fail(failure, mut step) => {
                 if let Some(step) = &mut step {
                     step.duration_us = elapsed_us;
@@ -246,7 +286,15 @@ impl<'c, 'a> Run<'c, 'a> {
     ) -> Result<(), EngineError> {
         match (&mut self.captured, self.cx.store) {
             (Some(captured), _) => *captured = Some(commit),
-            (None, Some(store)) => store.commit_step_with_artifacts(&commit, artifacts).await?,
+            (None, Some(store)) => {
+                if let Err(e) = store.commit_step_with_artifacts(&commit, artifacts).await {
+                    // The run ends at the checkpoint before this one.
+                    if e.is_cancel_requested() {
+                        self.seq = commit.seq - 1;
+                    }
+                    return Err(e.into());
+                }
+            }
             (None, None) => {}
         }
         Ok(())
@@ -265,7 +313,7 @@ impl<'c, 'a> Run<'c, 'a> {
         let usage = match &outcome {
             Outcome::Advance(success) => success.usage,
             Outcome::Fail(failure, _) => failure.usage,
-            Outcome::Finish(_) => return outcome,
+            Outcome::Finish(_) | Outcome::Wait(_) => return outcome,
         };
         if usage.is_zero() {
             return outcome;
@@ -347,7 +395,11 @@ impl<'c, 'a> Run<'c, 'a> {
             }
         }
 
-        let next = match next_node(cx, node, &self.state) {
+        let route = match success.route.take() {
+            Some(to) => Ok(to),
+            None => next_node(cx, node, &self.state, success.answer.as_ref()),
+        };
+        let next = match route {
             Ok(next) => next,
             Err(mut failure) => {
                 undo.revert(Arc::make_mut(&mut self.state));
@@ -521,6 +573,96 @@ impl<'c, 'a> Run<'c, 'a> {
         Ok(handler)
     }
 
+    /// The run waits at `node_id` for an answer: records the wait at the
+    /// run's last checkpoint (the run holds no lease while it waits) and
+    /// ends the run loop.
+    async fn waiting(self, node_id: String, wait: Wait) -> Result<RunOutcome, EngineError> {
+        let cx = self.cx;
+        let Some(store) = cx.store else {
+            return Err(EngineError::Internal {
+                run: cx.run_id.clone(),
+                message: format!("node `{node_id}` waits, but the run has no database"),
+            });
+        };
+        let recorded = store
+            .wait_run(&NewWait {
+                run_id: cx.run_id.clone(),
+                seq: self.seq,
+                node_id: node_id.clone(),
+                prompt: wait.prompt.clone(),
+                answer_schema: wait.answer_schema.clone(),
+                timeout_ms: wait.timeout_ms,
+            })
+            .await;
+        let deadline_ms = match recorded {
+            Ok(deadline) => deadline,
+            Err(StoreError::CancelRequested { by, at_ms, .. }) => {
+                return self.cancelled(&by, at_ms).await;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        cx.emit(|| Event::RunWaiting {
+            run_id: cx.run_id.clone(),
+            node: node_id.clone(),
+            seq: self.seq,
+            prompt: wait.prompt.clone(),
+            deadline_ms,
+        });
+        Ok(RunOutcome {
+            run_id: cx.run_id.clone(),
+            status: RunStatus::Waiting,
+            state: Arc::unwrap_or_clone(self.state),
+            failure: None,
+            warnings: self.warnings,
+            nodes_run: self.nodes_run,
+            last_seq: self.seq,
+            artifacts: self.artifacts,
+            summary: Map::new(),
+            tokens_used: self.tokens_used,
+            waiting: Some(Waiting {
+                node_id,
+                seq: self.seq,
+                prompt: wait.prompt,
+                answer_schema: wait.answer_schema,
+                deadline_ms,
+            }),
+        })
+    }
+
+    /// Ends the run as cancelled by `by` (asked at `at_ms`), at its last
+    /// checkpoint: the node whose checkpoint was refused is not kept.
+    async fn cancelled(self, by: &str, at_ms: i64) -> Result<RunOutcome, EngineError> {
+        let cx = self.cx;
+        let error = json!({
+            "code": "cancelled",
+            "message": format!(
+                "cancelled by `{by}`; the run stopped at its node boundary after checkpoint {}",
+                self.seq
+            ),
+            "by": by,
+            "requested_at": at_ms,
+        });
+        if let Some(store) = cx.store {
+            store
+                .finish_run(&cx.run_id, RunStatus::Cancelled, None, Some(&error))
+                .await?;
+        }
+        self.finished("cancelled");
+        Ok(RunOutcome {
+            run_id: cx.run_id.clone(),
+            status: RunStatus::Cancelled,
+            state: Arc::unwrap_or_clone(self.state),
+            failure: Some(error),
+            warnings: self.warnings,
+            nodes_run: self.nodes_run,
+            last_seq: self.seq,
+            artifacts: self.artifacts,
+            summary: Map::new(),
+            tokens_used: self.tokens_used,
+            waiting: None,
+        })
+    }
+
     /// Ends the run as completed.
     async fn completed(self) -> Result<RunOutcome, EngineError> {
         let cx = self.cx;
@@ -543,6 +685,7 @@ impl<'c, 'a> Run<'c, 'a> {
             artifacts: self.artifacts,
             summary,
             tokens_used: self.tokens_used,
+            waiting: None,
         })
     }
 
@@ -584,6 +727,7 @@ impl<'c, 'a> Run<'c, 'a> {
             artifacts: self.artifacts,
             summary: Map::new(),
             tokens_used: self.tokens_used,
+            waiting: None,
         })
     }
 
@@ -596,11 +740,13 @@ impl<'c, 'a> Run<'c, 'a> {
     }
 }
 
-/// The node a successful node leads to.
+/// The node a successful node leads to. An approval's edges see its
+/// `answer`.
 fn next_node(
     cx: &RunContext<'_>,
     node: &Node,
     state: &Arc<RunState>,
+    answer: Option<&Arc<Value>>,
 ) -> Result<String, NodeFailure> {
     match &node.route {
         Route::Next(to) => Ok(to.clone()),
@@ -612,6 +758,9 @@ fn next_node(
             vars.set_shared("input", cx.input.clone())
                 .set_state("state", state.clone())
                 .set_shared("config", node_config(cx, node));
+            if let Some(answer) = answer {
+                vars.set_shared("answer", answer.clone());
+            }
             for (guard, to) in branches {
                 match guard.eval_bool(&vars) {
                     Ok(true) => return Ok(to.clone()),

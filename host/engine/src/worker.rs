@@ -3,7 +3,8 @@
 //! coordination engine; there is no cluster of our own.
 //!
 //! A worker loop: claim a run (a dead runner's run whose lease expired
-//! first, else the oldest queued one; `FOR UPDATE SKIP LOCKED` on Postgres),
+//! first, then a waiting run whose wait timed out, else the oldest queued
+//! one, an answered run among them; `FOR UPDATE SKIP LOCKED` on Postgres),
 //! hold its lease through the lease service ([`crate::lease`]: a store
 //! handle fenced by the lease, renewed every third of its time to live), run
 //! it from its last checkpoint through the engine on that handle, and stop
@@ -105,6 +106,10 @@ pub enum WorkerEvent {
 pub struct WorkerReport {
     pub completed: usize,
     pub failed: usize,
+    /// Runs that stopped to wait for an answer at an approval node.
+    pub waiting: usize,
+    /// Runs that ended as cancelled (at a node boundary).
+    pub cancelled: usize,
     pub released: usize,
     pub lease_lost: usize,
     pub errors: usize,
@@ -266,6 +271,8 @@ fn tally(report: &mut WorkerReport, done: Result<Outcome, tokio::task::JoinError
     match done {
         Ok(Outcome::Completed) => report.completed += 1,
         Ok(Outcome::Failed) => report.failed += 1,
+        Ok(Outcome::Waiting) => report.waiting += 1,
+        Ok(Outcome::Cancelled) => report.cancelled += 1,
         Ok(Outcome::Released) => report.released += 1,
         Ok(Outcome::LeaseLost) => report.lease_lost += 1,
         Ok(Outcome::Error) | Err(_) => report.errors += 1,
@@ -275,6 +282,8 @@ fn tally(report: &mut WorkerReport, done: Result<Outcome, tokio::task::JoinError
 enum Outcome {
     Completed,
     Failed,
+    Waiting,
+    Cancelled,
     Released,
     LeaseLost,
     Error,
@@ -324,6 +333,9 @@ impl Job {
         let engine = Engine::new(Some(fenced.clone()), events);
         let mut stop = self.stop.clone();
         let result = tokio::select! {
+            // The engine's result first: a run that waits for an answer
+            // gave its lease back, and a renewal may find it gone at once.
+            biased;
             result = engine.resume(&loaded, &run_id) => Ran::Ended(result),
             message = lease.lost() => Ran::LeaseLost(message),
             _ = stop.wait_for(|stop| *stop) => Ran::Stopped,
@@ -340,10 +352,11 @@ impl Job {
                     status: outcome.status.as_str().into(),
                     nodes_run: outcome.nodes_run,
                 });
-                if outcome.status == RunStatus::Completed {
-                    Outcome::Completed
-                } else {
-                    Outcome::Failed
+                match outcome.status {
+                    RunStatus::Completed => Outcome::Completed,
+                    RunStatus::Waiting => Outcome::Waiting,
+                    RunStatus::Cancelled => Outcome::Cancelled,
+                    _ => Outcome::Failed,
                 }
             }
             Ran::Ended(Err(EngineError::Store(e))) => self.store_failure(lease, e).await,

@@ -73,6 +73,14 @@ enum RunsCommand {
     Export(runs::ExportArgs),
     /// Start a new run from a checkpoint of RUN, with state fields replaced, and run it to its end.
     Fork(run::ForkArgs),
+    /// Answer a run waiting at an approval node, then continue it (SQLite: here; Postgres: a worker).
+    Answer(run::AnswerArgs),
+    /// Answer `true` to a waiting run whose answer is one yes/no field.
+    Approve(run::ShorthandArgs),
+    /// Answer `false` to a waiting run whose answer is one yes/no field.
+    Reject(run::ShorthandArgs),
+    /// Cancel a run: queued or waiting at once, running at its next node boundary.
+    Cancel(runs::CancelArgs),
     /// Delete the history of old finished runs (never queued or running ones).
     Prune(runs::PruneArgs),
     /// Per-scenario retention for `prune`: list, or `SCENARIO 30d`, or `SCENARIO off`.
@@ -131,6 +139,10 @@ pub fn main() -> ExitCode {
             RunsCommand::Artifact(args) => runs::artifact(args),
             RunsCommand::Export(args) => runs::export(args),
             RunsCommand::Fork(args) => run::fork(args, &globals),
+            RunsCommand::Answer(args) => run::answer(args, &globals),
+            RunsCommand::Approve(args) => run::verdict(args, true, &globals),
+            RunsCommand::Reject(args) => run::verdict(args, false, &globals),
+            RunsCommand::Cancel(args) => runs::cancel(args),
             RunsCommand::Prune(args) => runs::prune(args),
             RunsCommand::Retention(args) => runs::retention(args),
         },

@@ -1,7 +1,9 @@
-//! `host run`, `host resume` and `host runs fork`: running a scenario, from
-//! its start, from an unfinished run's last checkpoint, or from any
-//! checkpoint of a run with state fields replaced, and reporting the outcome
-//! (all three print it the same way).
+//! `host run`, `host resume`, `host runs fork` and `host runs
+//! answer|approve|reject`: running a scenario, from its start, from an
+//! unfinished run's last checkpoint, from any checkpoint of a run with state
+//! fields replaced, or on from the approval node a run waited at once it is
+//! answered, and reporting the outcome (all of them print it the same way;
+//! a run that stops to wait prints how to answer it).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -16,7 +18,7 @@ use super::common::{
     store_error, tokio_runtime, write_output_file,
 };
 use skillhost_engine::lease::{self, RunLease};
-use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, RunOutcome};
+use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, NoEvents, RunOutcome};
 use skillhost_scenario::LoadedScenario;
 use skillhost_scenario::checks::artifact_name;
 use skillhost_store::{RunStatus, StoreError, new_owner_id};
@@ -75,6 +77,58 @@ pub struct ResumeArgs {
     /// Replace files that already exist where --out writes (a symlink there is replaced, not followed).
     #[arg(long, requires = "out")]
     pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// The waiting run (see `host runs list --status waiting`).
+    pub run_id: String,
+    /// The answer: a JSON object of the approval node's `answer` fields, inline or @FILE.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub data: String,
+    #[command(flatten)]
+    pub input_limit: InputLimitArgs,
+    #[command(flatten)]
+    pub verdict: VerdictArgs,
+}
+
+/// What `host runs approve|reject` take, and `answer` too.
+#[derive(Debug, Args)]
+pub struct VerdictArgs {
+    /// The waiting run (see `host runs list --status waiting`).
+    #[arg(skip)]
+    pub run_id: String,
+    /// Who answers, recorded with the answer (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Only record the answer and queue the run for a worker; by default a run in a SQLite database is continued here, as `host resume` does.
+    #[arg(long)]
+    pub queue: bool,
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+    /// Print the outcome as one JSON object.
+    #[arg(long, conflicts_with = "events")]
+    pub json: bool,
+    /// Stream events as NDJSON on stdout while the run continues; the summary goes to stderr.
+    #[arg(long)]
+    pub events: bool,
+    /// Where to write the run's artifacts when it continues here (as `host resume --out`).
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Replace files that already exist where --out writes.
+    #[arg(long, requires = "out")]
+    pub force: bool,
+}
+
+/// `host runs approve|reject RUN`.
+#[derive(Debug, Args)]
+pub struct ShorthandArgs {
+    /// The waiting run (see `host runs list --status waiting`).
+    pub run_id: String,
+    #[command(flatten)]
+    pub verdict: VerdictArgs,
 }
 
 #[derive(Debug, Args)]
@@ -198,7 +252,11 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
             .await
             .map_err(engine_failure)?;
         let report = Report::new(args.json, args.events);
-        finish(&engine, &loaded, outcome, report, out).await
+        let database = match engine.store() {
+            Some(store) => database_flag(&args.db, store),
+            None => String::new(),
+        };
+        finish(&engine, &loaded, outcome, report, out, &database).await
     })
 }
 
@@ -227,20 +285,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             )));
         }
         let loaded = load_scenario(&run.scenario_path, globals, args.registry, args.json)?;
-        // One runner per run: refused, naming the holder and the expiry,
-        // while a worker (or another resume) holds it. A lease lost while
-        // resuming shows as the refusal of the next write it fences.
-        let lease = RunLease::acquire(
-            &store,
-            &args.run_id,
-            &new_owner_id("resume"),
-            lease::DEFAULT_TTL,
-        )
-        .await
-        .map_err(|e| match e {
-            StoreError::Leased { .. } => Failure::bad_input(e),
-            e => store_error(e),
-        })?;
+        let lease = lease_run(&store, &args.run_id, "resume").await?;
         let engine = Engine::new(Some(lease.store().clone()), sink(args.events));
         let outcome = match args.allow_changed {
             true => engine.resume_changed(&loaded, &args.run_id).await,
@@ -256,6 +301,155 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             outcome.map_err(engine_failure)?,
             Report::new(args.json, args.events),
             out,
+            &database_flag(&args.db, &store),
+        )
+        .await
+    })
+}
+
+/// One runner per run: refused, naming the holder and the expiry, while a
+/// worker (or another resume) holds it. A lease lost while running shows
+/// as the refusal of the next write it fences.
+async fn lease_run(
+    store: &skillhost_store::Store,
+    run_id: &str,
+    who: &str,
+) -> Result<RunLease, Failure> {
+    RunLease::acquire(store, run_id, &new_owner_id(who), lease::DEFAULT_TTL)
+        .await
+        .map_err(|e| match e {
+            StoreError::Leased { .. } => Failure::bad_input(e),
+            e => store_error(e),
+        })
+}
+
+/// ` --database URL` when the database is not the default one, for the
+/// commands a run's output suggests.
+fn database_flag(db: &DatabaseArgs, store: &skillhost_store::Store) -> String {
+    match db.is_default() {
+        true => String::new(),
+        false => format!(" --database {}", store.url_for_display()),
+    }
+}
+
+pub fn answer(args: AnswerArgs, globals: &Globals) -> CliResult {
+    let data = read_run_input(&args.data, args.input_limit)?;
+    let verdict = VerdictArgs {
+        run_id: args.run_id,
+        ..args.verdict
+    };
+    answer_run(verdict, Answer::Data(data), globals)
+}
+
+/// `host runs approve` (`yes`) or `reject`: the answer's one boolean field.
+pub fn verdict(args: ShorthandArgs, yes: bool, globals: &Globals) -> CliResult {
+    let verdict = VerdictArgs {
+        run_id: args.run_id,
+        ..args.verdict
+    };
+    answer_run(verdict, Answer::Verdict(yes), globals)
+}
+
+enum Answer {
+    Data(Value),
+    /// The value of the answer's only field, a boolean.
+    Verdict(bool),
+}
+
+/// Records the answer, then continues the run here (SQLite, without
+/// `--queue`) or leaves it queued for a worker.
+fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult {
+    let out = Out::checked(args.out.as_deref(), args.force)?;
+    let by = args
+        .by
+        .clone()
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|name| !name.trim().is_empty())
+        .unwrap_or_else(|| "cli".into());
+    let run_id = args.run_id.as_str();
+    tokio_runtime()?.block_on(async {
+        let store = args.db.open_for_run(run_id).await?;
+        let run = fetch_run(&store, run_id).await?;
+        let database = database_flag(&args.db, &store);
+        let data = match answer {
+            Answer::Data(data) => data,
+            Answer::Verdict(yes) => {
+                let wait = store
+                    .wait_at(run_id, run.last_seq)
+                    .await
+                    .map_err(store_error)?;
+                let field = wait.as_ref().and_then(|w| {
+                    skillhost_scenario::node::approval::boolean_field(&w.answer_schema)
+                        .map(str::to_owned)
+                });
+                match (wait, field) {
+                    (_, Some(field)) => json!({ field: yes }),
+                    (Some(wait), None) => {
+                        return Err(Failure::bad_input(format!(
+                            "run `{run_id}` waits at node `{}` for an answer with {}, not one \
+                             yes/no field; give it with `host runs answer {run_id} --data \
+                             JSON{database}`",
+                            wait.node_id,
+                            skillhost_engine::describe_fields(&wait.answer_schema)
+                        )));
+                    }
+                    // Not waiting: the engine says so.
+                    (None, None) => json!({}),
+                }
+            }
+        };
+        let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents));
+        let answered = engine
+            .answer(run_id, data, &by)
+            .await
+            .map_err(|e| match e {
+                skillhost_engine::EngineError::Store(e) if e.is_conflict() => Failure::bad_input(e),
+                e => engine_failure(e),
+            })?;
+        let recorded = format!(
+            "run {run_id} answered at node `{}` by {by}: {}",
+            answered.node_id, answered.answer
+        );
+        if args.queue || store.backend_name() != "sqlite" {
+            let next = format!(
+                "run {run_id} is queued: a worker continues it from node `{}` (`host \
+                 worker{database}`), or continue it here with `host resume {run_id}{database}`",
+                answered.node_id
+            );
+            if args.json {
+                return print_json(&json!({
+                    "run_id": run_id, "status": "queued", "node": answered.node_id,
+                    "answer": answered.answer, "by": by,
+                }));
+            }
+            println!("{recorded}");
+            println!("{next}");
+            return Ok(());
+        }
+        eprintln!("{recorded}");
+        let loaded = load_scenario(&run.scenario_path, globals, args.registry, args.json)?;
+        let lease =
+            match RunLease::acquire(&store, run_id, &new_owner_id("answer"), lease::DEFAULT_TTL)
+                .await
+            {
+                Ok(lease) => lease,
+                // A worker claimed it between the answer and here: it runs it.
+                Err(StoreError::Leased { owner, .. }) => {
+                    println!("run {run_id} is queued and `{owner}` took it; it continues there");
+                    return Ok(());
+                }
+                Err(e) => return Err(store_error(e)),
+            };
+        let engine = Engine::new(Some(lease.store().clone()), sink(args.events));
+        let outcome = engine.resume(&loaded, run_id).await;
+        let _ = lease.release().await;
+        finish(
+            &engine,
+            &loaded,
+            outcome.map_err(engine_failure)?,
+            Report::new(args.json, args.events),
+            out,
+            &database,
         )
         .await
     })
@@ -273,6 +467,7 @@ pub fn fork(args: ForkArgs, globals: &Globals) -> CliResult {
         let store = args.db.open_for_run(&args.run_id).await?;
         let run = fetch_run(&store, &args.run_id).await?;
         let loaded = load_scenario(&run.scenario_path, globals, args.registry, args.json)?;
+        let database = database_flag(&args.db, &store);
         let engine = Engine::new(Some(store), sink(args.events));
         let outcome = engine
             .fork(&loaded, &args.run_id, args.at, &set)
@@ -284,6 +479,7 @@ pub fn fork(args: ForkArgs, globals: &Globals) -> CliResult {
             outcome,
             Report::new(args.json, args.events),
             out,
+            &database,
         )
         .await
     })
@@ -342,15 +538,33 @@ impl Report {
     }
 }
 
-/// Prints the outcome, writes the run's artifacts; a failed run is exit 1.
+/// Prints the outcome, writes the run's artifacts; a failed or cancelled
+/// run is exit 1, one that waits for an answer exit 0 with how to give it.
+/// `database`: the ` --database URL` the commands it suggests need.
 async fn finish(
     engine: &Engine,
     loaded: &LoadedScenario,
     outcome: RunOutcome,
     report: Report,
     out: Out<'_>,
+    database: &str,
 ) -> CliResult {
-    let failed = outcome.status == RunStatus::Failed;
+    let failed = matches!(outcome.status, RunStatus::Failed | RunStatus::Cancelled);
+    let waiting = outcome.waiting.as_ref().map(|wait| {
+        let answer = format!(
+            "host runs answer {} --data '{}'{database}",
+            outcome.run_id,
+            example_answer(&wait.answer_schema)
+        );
+        let shorthand =
+            skillhost_scenario::node::approval::boolean_field(&wait.answer_schema).map(|_| {
+                format!(
+                    "host runs approve {id}{database}  /  host runs reject {id}{database}",
+                    id = outcome.run_id
+                )
+            });
+        (wait, answer, shorthand)
+    });
     let written = write_artifacts(engine, &outcome, out).await?;
     let line = |text: String| {
         if report == Report::Events {
@@ -371,6 +585,15 @@ async fn finish(
             "warnings": outcome.warnings,
             "nodes_run": outcome.nodes_run,
             "usage": outcome.tokens_used.to_json(),
+            "waiting": waiting.as_ref().map(|(wait, answer, shorthand)| json!({
+                "node": wait.node_id,
+                "seq": wait.seq,
+                "prompt": wait.prompt,
+                "answer_schema": wait.answer_schema,
+                "deadline_ms": wait.deadline_ms,
+                "answer_command": answer,
+                "shorthand": shorthand,
+            })),
         }))?;
     } else {
         eprintln!(
@@ -392,6 +615,26 @@ async fn finish(
         if let Some(report) = &outcome.failure {
             print_failure(report);
         }
+        if let Some((wait, answer, shorthand)) = &waiting {
+            line(format!(
+                "waiting at node `{}`: {}",
+                wait.node_id, wait.prompt
+            ));
+            line(format!(
+                "the answer: {}",
+                skillhost_engine::describe_fields(&wait.answer_schema)
+            ));
+            if let Some(deadline) = wait.deadline_ms {
+                line(format!(
+                    "it times out at {}, then takes the node's `on_timeout` route",
+                    skillhost_store::format_ms(deadline)
+                ));
+            }
+            line(format!("answer with: {answer}"));
+            if let Some(shorthand) = shorthand {
+                line(format!("         or: {shorthand}"));
+            }
+        }
         for (label, value) in &outcome.summary {
             let value = match value {
                 Value::String(s) => s.clone(),
@@ -410,6 +653,28 @@ async fn finish(
         return Err(Failure::failed(""));
     }
     Ok(())
+}
+
+/// An answer that fits `schema`, to show in the command that gives one:
+/// each field's default, else a value of its type.
+fn example_answer(schema: &Value) -> String {
+    let mut example = serde_json::Map::new();
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (name, field) in properties {
+            let value = field.get("default").cloned().unwrap_or_else(|| {
+                match field.get("type").and_then(Value::as_str) {
+                    Some("boolean") => json!(true),
+                    Some("string") => json!("…"),
+                    Some("integer") | Some("number") => json!(0),
+                    Some("array") => json!([]),
+                    Some("object") => json!({}),
+                    _ => Value::Null,
+                }
+            });
+            example.insert(name.clone(), value);
+        }
+    }
+    Value::Object(example).to_string()
 }
 
 /// Where `--out` sends a run's artifacts, checked before the run starts so

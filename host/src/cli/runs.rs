@@ -17,7 +17,8 @@ use super::common::{
 use skillhost_engine::replay::{ReplayError, RunExport};
 use skillhost_runtime::TokenUsage;
 use skillhost_store::{
-    JournalEntry, RunRow, RunStatus, StepRow, Store, StoreError, parse_duration,
+    Cancelled, JournalEntry, RunRow, RunStatus, StepRow, Store, StoreError, format_ms,
+    parse_duration,
 };
 
 #[derive(Debug, Args)]
@@ -31,6 +32,20 @@ pub struct ListArgs {
     #[arg(long, default_value_t = 50)]
     limit: u32,
     /// Print the runs as a JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The run to cancel (see `host runs list`).
+    run_id: String,
+    /// Who cancels it, recorded with the run (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    by: Option<String>,
+    #[command(flatten)]
+    db: DatabaseArgs,
+    /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
 }
@@ -108,6 +123,52 @@ pub struct RetentionArgs {
 
 pub fn list(args: ListArgs) -> CliResult {
     tokio_runtime()?.block_on(list_runs(args))
+}
+
+pub fn cancel(args: CancelArgs) -> CliResult {
+    tokio_runtime()?.block_on(cancel_run(args))
+}
+
+/// A queued or waiting run ends now; a running one at its next node
+/// boundary. A finished run is refused (exit 2), with nothing changed.
+async fn cancel_run(args: CancelArgs) -> CliResult {
+    let store = args.db.open_for_run(&args.run_id).await?;
+    let by = who(args.by);
+    let engine =
+        skillhost_engine::Engine::new(Some(store), std::sync::Arc::new(skillhost_engine::NoEvents));
+    let cancelled = engine
+        .cancel(&args.run_id, &by)
+        .await
+        .map_err(|e| match e {
+            skillhost_engine::EngineError::Store(e) => store_error(e),
+            e => Failure::bad_input(e.to_string()),
+        })?;
+    let (status, text) = match cancelled {
+        Cancelled::Now(was) => (
+            "cancelled",
+            format!("run {} cancelled by {by} (it was {was})", args.run_id),
+        ),
+        Cancelled::Requested => (
+            "cancel-requested",
+            format!(
+                "run {} is running: it ends as cancelled at its next node boundary (asked by \
+                 {by}); `host runs show {}` shows when it did",
+                args.run_id, args.run_id
+            ),
+        ),
+    };
+    if args.json {
+        return print_json(&json!({"run_id": args.run_id, "result": status, "by": by}));
+    }
+    println!("{text}");
+    Ok(())
+}
+
+/// Who acts: `--by`, else `$USER`, else `cli`.
+fn who(by: Option<String>) -> String {
+    by.or_else(|| std::env::var("USER").ok())
+        .filter(|name| !name.trim().is_empty())
+        .unwrap_or_else(|| "cli".into())
 }
 
 pub fn show(args: ShowArgs) -> CliResult {
@@ -269,6 +330,7 @@ async fn show_run(args: ShowArgs) -> CliResult {
         .map(|c| c.state);
     let usage = skillhost_engine::tokens_used(&steps);
     let components = run.provenance.as_ref().map(|p| &p.components);
+    let waits = store.waits(&args.run_id).await.map_err(store_error)?;
     if args.json {
         return print_json(&json!({
             "id": run.id,
@@ -282,6 +344,15 @@ async fn show_run(args: ShowArgs) -> CliResult {
             "error": run.error,
             "last_seq": run.last_seq,
             "usage": usage.to_json(),
+            "waits": waits.iter().map(|w| json!({
+                "seq": w.seq, "node": w.node_id, "prompt": w.prompt,
+                "answer_schema": w.answer_schema, "created_at_ms": w.created_at_ms,
+                "deadline_ms": w.deadline_ms, "answer": w.answer,
+                "answered_by": w.answered_by, "answered_at_ms": w.answered_at_ms,
+            })).collect::<Vec<_>>(),
+            "cancel_requested": run.cancel_requested_at_ms.map(|at| json!({
+                "at_ms": at, "by": run.cancel_requested_by,
+            })),
             "steps": steps.iter().map(|s| json!({
                 "seq": s.seq, "node": s.node_id, "attempt": s.attempt, "status": s.status,
                 "duration_us": s.duration_us, "input_hash": s.input_hash, "output_hash": s.output_hash,
@@ -310,6 +381,45 @@ async fn show_run(args: ShowArgs) -> CliResult {
             "forked    from run {} at checkpoint {}",
             origin.run_id, origin.seq
         );
+    }
+    if let Some(at) = run.cancel_requested_at_ms {
+        println!(
+            "cancel    asked by {} at {}; the run ends at its next node boundary",
+            run.cancel_requested_by.as_deref().unwrap_or("someone"),
+            format_ms(at)
+        );
+    }
+    for wait in &waits {
+        println!(
+            "approval  node `{}` at checkpoint {}: {}",
+            wait.node_id, wait.seq, wait.prompt
+        );
+        match (&wait.answer, wait.deadline_ms) {
+            (Some(answer), _) => println!(
+                "          answered by {} at {}: {answer}",
+                wait.answered_by.as_deref().unwrap_or("?"),
+                wait.answered_at_ms.map(format_ms).unwrap_or_default()
+            ),
+            (None, deadline) if run.status == RunStatus::Waiting && wait.seq == run.last_seq => {
+                println!(
+                    "          waiting since {}{}; answer with `host runs answer {} --data JSON` \
+                     ({})",
+                    format_ms(wait.created_at_ms),
+                    deadline
+                        .map(|d| format!(", times out at {}", format_ms(d)))
+                        .unwrap_or_default(),
+                    run.id,
+                    skillhost_engine::describe_fields(&wait.answer_schema)
+                )
+            }
+            (None, Some(deadline)) => {
+                println!(
+                    "          not answered; timed out at {}",
+                    format_ms(deadline)
+                )
+            }
+            (None, None) => println!("          not answered"),
+        }
     }
     match components {
         Some(components) => {

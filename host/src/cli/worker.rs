@@ -125,8 +125,14 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             );
         } else {
             eprintln!(
-                "worker stopped: {} completed, {} failed, {} released, {} lost to other workers, {} errors",
-                report.completed, report.failed, report.released, report.lease_lost, report.errors
+                "worker stopped: {} completed, {} failed, {} waiting, {} cancelled, {} released, {} lost to other workers, {} errors",
+                report.completed,
+                report.failed,
+                report.waiting,
+                report.cancelled,
+                report.released,
+                report.lease_lost,
+                report.errors
             );
         }
         Ok(())

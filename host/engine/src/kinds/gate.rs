@@ -28,6 +28,8 @@ pub(crate) fn run(
             logs_dropped: 0,
             usage: Default::default(),
             cache: None,
+            answer: None,
+            route: None,
         })
         .map_err(|f| (f, None));
     result.into()

@@ -326,6 +326,8 @@ async fn run_items(
         logs_dropped,
         usage,
         cache: None,
+        answer: None,
+        route: None,
     })
 }
 

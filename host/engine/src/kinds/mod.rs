@@ -6,6 +6,7 @@
 //! what it calls, checks what it checks, and returns the state changes it
 //! wants (or why it failed, or how the run ends).
 
+pub(crate) mod approval;
 mod end;
 mod fail;
 mod gate;
@@ -31,6 +32,19 @@ pub(crate) enum Outcome {
     Fail(NodeFailure, Option<StepRow>),
     /// The run ends here.
     Finish(Finish),
+    /// The run waits here for a person's answer (an approval node): it is
+    /// recorded at the run's last checkpoint, and the run loop ends.
+    Wait(Wait),
+}
+
+/// What a run waiting for an answer shows and expects.
+#[derive(Debug, Clone)]
+pub(crate) struct Wait {
+    pub prompt: String,
+    /// The JSON Schema an answer must fit.
+    pub answer_schema: Value,
+    /// How long it waits before its `on_timeout` route; None: for ever.
+    pub timeout_ms: Option<u64>,
 }
 
 /// How a run ends.
@@ -57,6 +71,11 @@ pub(crate) struct NodeSuccess {
     /// The node cache entry the node's output becomes, committed with its
     /// checkpoint (a cached node's call that made no journaled host call).
     pub cache: Option<NewCacheEntry>,
+    /// The answer an approval was given: its edges see it as `answer`.
+    pub answer: Option<Arc<Value>>,
+    /// Where the run goes instead of along the node's edges (an approval
+    /// whose wait timed out goes to its `on_timeout`).
+    pub route: Option<String>,
 }
 
 /// A failure of one node, before routing decides what it means for the run.
@@ -89,7 +108,8 @@ impl NodeFailure {
 }
 
 /// Runs `node` over `state`: its `visit`-th visit, reached from `came_from`,
-/// with `tokens_left` of the run's token budget (`None`: no budget).
+/// with `tokens_left` of the run's token budget (`None`: no budget), from
+/// checkpoint `at_seq`.
 pub(crate) async fn run(
     cx: &RunContext<'_>,
     node: &Node,
@@ -97,11 +117,13 @@ pub(crate) async fn run(
     visit: u32,
     came_from: &str,
     tokens_left: Option<u64>,
+    at_seq: u64,
 ) -> Outcome {
     match &node.body {
         NodeBody::Skill(call) => skill::run(cx, node, call, state, tokens_left).await,
         NodeBody::Map(map) => map::run(cx, node, map, state, visit, tokens_left).await,
         NodeBody::Gate(gate) => gate::run(cx, node, gate, state),
+        NodeBody::Approval(approval) => approval::run(cx, node, approval, state, at_seq),
         NodeBody::Fail(fail) => fail::run(cx, node, fail, state, came_from),
         NodeBody::End => end::run(),
     }

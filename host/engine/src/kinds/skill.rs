@@ -164,6 +164,8 @@ async fn run_call(
         logs_dropped: report.logs_dropped,
         usage,
         cache,
+        answer: None,
+        route: None,
     })
 }
 

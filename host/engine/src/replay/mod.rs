@@ -362,6 +362,7 @@ pub async fn replay(
                 store: None,
                 events: Arc::new(NoEvents),
                 replay: Some(replay.clone()),
+                wait: None,
             };
             let position = Position {
                 seq: before.seq,
@@ -615,6 +616,8 @@ pub(crate) struct StepReplay {
     attempts: HashMap<usize, u32>,
     /// The attempt of the step's row: a skill node's call's.
     step_attempt: u32,
+    /// An approval step's recorded decision (its answer, or its timeout).
+    pub(crate) approval: Option<Value>,
     /// Host calls answered from the journal so far.
     served: AtomicUsize,
     /// The calls made (by map item), and the divergences they found.
@@ -679,6 +682,11 @@ impl StepReplay {
             journals,
             attempts,
             step_attempt: step.attempt,
+            approval: step
+                .detail
+                .as_ref()
+                .and_then(|detail| detail.get(crate::kinds::approval::DETAIL))
+                .cloned(),
             served: AtomicUsize::new(0),
             found: Mutex::new((BTreeSet::new(), Vec::new())),
         })

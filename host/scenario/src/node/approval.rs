@@ -76,21 +76,31 @@ impl ApprovalNode {
         input::apply_defaults(&self.answer, answer);
     }
 
-    /// The single boolean field of an answer that has exactly one field, a
-    /// boolean: what `host runs approve` and `reject` set.
+    /// The yes/no field of the answer, if it has one: what `host runs
+    /// approve` and `reject` set.
     pub fn boolean_field(&self) -> Option<&str> {
         boolean_field(&self.answer_schema)
     }
 }
 
-/// The name of the only field of an answer schema, when it has exactly one
-/// required or optional field and that field is a boolean.
+/// The yes/no field of an answer schema: its only boolean field that must
+/// be given, when every other field may be left out (it has a default, or
+/// is optional). An answer of that shape is given by `host runs approve`
+/// and `reject` alone.
 pub fn boolean_field(schema: &Value) -> Option<&str> {
     let properties = schema.get("properties")?.as_object()?;
-    let mut fields = properties.iter();
-    let (name, field) = fields.next()?;
+    let required: Vec<&str> = schema
+        .get("required")?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let [name] = required.as_slice() else {
+        return None;
+    };
+    let field = properties.get(*name)?;
     let boolean = field.get("type").and_then(Value::as_str) == Some(FieldType::Boolean.name());
-    (fields.next().is_none() && boolean).then_some(name.as_str())
+    boolean.then_some(*name)
 }
 
 pub(crate) fn parse(p: &mut Parser<'_>, decl: &mut NodeDecl, cx: &NodeContext<'_>) -> ApprovalNode {
