@@ -13,6 +13,7 @@
 //! Scenario files: those of `tests/e2e/engine/` where they fit (by path,
 //! never copied), and `scenarios/` next to this file for the rest.
 
+mod approval;
 mod artifacts;
 mod boundaries;
 mod cache;
@@ -301,7 +302,9 @@ pub fn event_node(event: &Event) -> Option<&str> {
         | Event::NodeFinished { node, .. }
         | Event::NodeFailed { node, .. }
         | Event::RuleWarning { node, .. }
-        | Event::CheckpointWritten { node, .. } => Some(node),
+        | Event::CheckpointWritten { node, .. }
+        | Event::RunWaiting { node, .. }
+        | Event::RunAnswered { node, .. } => Some(node),
         Event::RunStarted { .. } | Event::RunFinished { .. } => None,
     }
 }
