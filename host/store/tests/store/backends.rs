@@ -30,6 +30,32 @@ pub(crate) const UNDO_5: &str =
 /// What schema version 7 added, taken out again (both backends).
 pub(crate) const UNDO_7: &str = "DROP TABLE node_cache;";
 
+/// What schema version 8 added (waits, cancel requests), taken out again.
+/// SQLite's sequence trigger goes back to version 1's first: a column it
+/// reads cannot be dropped.
+pub(crate) fn undo_8(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Sqlite => {
+            "DROP TRIGGER checkpoints_in_sequence; \
+             CREATE TRIGGER checkpoints_in_sequence BEFORE INSERT ON checkpoints \
+             WHEN NEW.seq > 0 AND NOT EXISTS ( \
+                 SELECT 1 FROM runs WHERE id = NEW.run_id AND last_seq = NEW.seq - 1 \
+                   AND status IN ('queued', 'running', 'waiting')) \
+             BEGIN SELECT RAISE(ABORT, 'skillhost: checkpoint out of sequence'); END; \
+             DROP TABLE waits; DROP INDEX runs_wait_due; \
+             ALTER TABLE runs DROP COLUMN wait_deadline; \
+             ALTER TABLE runs DROP COLUMN cancel_requested_at; \
+             ALTER TABLE runs DROP COLUMN cancel_requested_by;"
+        }
+        Kind::Postgres => {
+            "DROP TABLE waits; DROP INDEX runs_wait_due; \
+             ALTER TABLE runs DROP COLUMN wait_deadline; \
+             ALTER TABLE runs DROP COLUMN cancel_requested_at; \
+             ALTER TABLE runs DROP COLUMN cancel_requested_by;"
+        }
+    }
+}
+
 /// What schema version 6 added, taken out again (both backends).
 pub(crate) const UNDO_6: &str = "ALTER TABLE journal DROP COLUMN item_index; \
      ALTER TABLE journal DROP COLUMN entry_index; \
@@ -1386,6 +1412,7 @@ async fn sqlite_migrates_a_version_3_database() {
          UPDATE skillhost_meta SET value = '3' WHERE key = 'schema_version'; ",
     )
     .await;
+    db.exec(undo_8(db.kind)).await;
     db.exec(UNDO_7).await;
     db.exec(UNDO_6).await;
     db.exec(UNDO_5).await;
@@ -1706,13 +1733,15 @@ async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
     let store = db.open().await;
     store.create_run(&new_run("kept", json!({}))).await.unwrap();
     store.close().await;
+    let undo_8 = undo_8(kind);
     let undo_3 = match kind {
         Kind::Sqlite => "",
         Kind::Postgres => "ALTER TABLE runs RESET (fillfactor);",
     };
     db.exec(&format!(
         "CREATE INDEX runs_by_updated ON runs (updated_at) \
-         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {UNDO_7} {UNDO_6} {UNDO_5} \
+         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {undo_8} {UNDO_7} \
+         {UNDO_6} {UNDO_5} \
          UPDATE skillhost_meta SET value = '2' WHERE key = 'schema_version'"
     ))
     .await;

@@ -6,3 +6,4 @@
 mod backends;
 mod replay;
 mod sqlite;
+mod waits;
