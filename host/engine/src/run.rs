@@ -584,6 +584,7 @@ impl<'c, 'a> Run<'c, 'a> {
                 message: format!("node `{node_id}` waits, but the run has no database"),
             });
         };
+        skillhost_store::failpoint::hit(|| format!("before-wait:{node_id}"));
         let recorded = store
             .wait_run(&NewWait {
                 run_id: cx.run_id.clone(),
@@ -601,6 +602,7 @@ impl<'c, 'a> Run<'c, 'a> {
             }
             Err(e) => return Err(e.into()),
         };
+        skillhost_store::failpoint::hit(|| format!("after-wait:{node_id}"));
         cx.emit(|| Event::RunWaiting {
             run_id: cx.run_id.clone(),
             node: node_id.clone(),

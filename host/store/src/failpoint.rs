@@ -6,7 +6,9 @@
 //! Points: `before-commit:<node>`, `in-commit:<node>` (on SQLite inside the
 //! store's transaction, after its writes, before COMMIT; on Postgres, where a
 //! commit is one statement, just before that statement), `after-commit:<node>`,
-//! `map-item:<node>:<index>` (after the item is stored).
+//! `map-item:<node>:<index>` (after the item is stored), `before-wait:<node>`
+//! and `after-wait:<node>` (around the write that puts a run in `waiting` at
+//! an approval node).
 
 use std::sync::OnceLock;
 
