@@ -628,3 +628,115 @@ fn every_shipped_scenario_still_checks_clean() {
         }
     }
 }
+
+/// An approval node: `body` is its keys after `id` and `kind`.
+fn approval_node(body: &str) -> String {
+    scenario(
+        ECHO_DECLARATIONS,
+        &format!(
+            r#"[[node]]
+id = "ask"
+kind = "approval"
+{body}
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[node]]
+id = "late"
+kind = "end"
+
+[[edge]]
+from = "ask"
+branches = [{{ when = "answer.ok", to = "done" }}, {{ else = "late" }}]"#
+        ),
+    )
+}
+
+/// The checker knows an approval's prompt is text, that its answer has the
+/// declared fields with their types (in writes and in its edges' guards),
+/// that `on_timeout` is a node and comes with `timeout_ms`, and that the
+/// node has a prompt and an answer with at least one field.
+#[test]
+fn approval_nodes_are_checked_with_the_answer_typed() {
+    let good = r#"prompt = "'go on with ' + input.message + '?'"
+answer = { ok = { type = "boolean" }, note = { type = "string", default = "" } }
+writes = [{ field = "flag", from = "answer.ok" }, { field = "echoed", from = "answer.note" }]
+timeout_ms = 1000
+on_timeout = "late""#;
+    assert_loads(&approval_node(good));
+
+    let cases: [(&str, &str, &str); 7] = [
+        (
+            r#"prompt = "size(input.message)"
+answer = { ok = { type = "boolean" } }"#,
+            codes::PROMPT_TYPE,
+            "a prompt is text",
+        ),
+        (
+            r#"prompt = "'p'"
+answer = { ok = { type = "boolean" } }
+writes = [{ field = "length", from = "answer.ok" }]"#,
+            codes::WRITE_TYPE,
+            "state `length` is declared integer",
+        ),
+        (
+            r#"prompt = "'p'"
+answer = { ok = { type = "boolean" } }
+writes = [{ field = "flag", from = "answer.nosuch" }]"#,
+            codes::UNKNOWN_FIELD,
+            "nosuch",
+        ),
+        (
+            r#"answer = { ok = { type = "boolean" } }"#,
+            codes::MISSING_PROMPT,
+            "needs `prompt`",
+        ),
+        (r#"prompt = "'p'""#, codes::MISSING_ANSWER, "needs `answer`"),
+        (
+            r#"prompt = "'p'"
+answer = { ok = { type = "boolean" } }
+timeout_ms = 1000
+on_timeout = "nowhere""#,
+            codes::UNKNOWN_NODE,
+            "`nowhere`",
+        ),
+        (
+            r#"prompt = "'p'"
+answer = { ok = { type = "boolean" } }
+timeout_ms = 1000"#,
+            codes::INVALID_VALUE,
+            "needs `on_timeout`",
+        ),
+    ];
+    for (body, code, says) in cases {
+        let errors = errors(&approval_node(body));
+        let hit = errors
+            .iter()
+            .find(|d| d.code == code)
+            .unwrap_or_else(|| panic!("no `{code}` for:\n{body}\nfound: {:?}", codes_of(&errors)));
+        assert_eq!(hit.node.as_deref(), Some("ask"), "{hit}");
+        assert!(hit.message.contains(says), "`{says}` in {hit}");
+    }
+}
+
+/// An approval's `on_timeout` is drawn as a dashed edge.
+#[test]
+fn an_approval_and_its_timeout_are_drawn() {
+    let text = approval_node(
+        r#"prompt = "'p'"
+answer = { ok = { type = "boolean" } }
+timeout_ms = 1000
+on_timeout = "late""#,
+    );
+    let loaded = load(&text).unwrap_or_else(|report| panic!("{report}"));
+    let mermaid = skillhost_scenario::to_mermaid(&loaded.scenario);
+    assert!(mermaid.contains(r#"ask[/"ask"#), "{mermaid}");
+    assert!(mermaid.contains("ask -.->|timeout| late"), "{mermaid}");
+    let dot = skillhost_scenario::to_dot(&loaded.scenario);
+    assert!(
+        dot.contains(r#""ask" -> "late" [label="timeout", style=dashed];"#),
+        "{dot}"
+    );
+}
