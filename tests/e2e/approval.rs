@@ -147,6 +147,14 @@ fn an_approval_waits_across_a_process_exit_and_the_answer_continues_it() {
     );
     assert!(wait["answered_at_ms"].is_i64());
 
+    // A replay takes the recorded answer.
+    let out = run_host(dir, None, &["replay", &id], 0);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("replayed 3 of 3 step(s)"),
+        "{}",
+        out_text(&out)
+    );
+
     // Twice: refused, nothing changed.
     let out = run_host(dir, None, &["runs", "reject", &id, "--by", "bob"], 2);
     assert!(
