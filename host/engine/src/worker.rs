@@ -18,7 +18,8 @@
 //! does), or write to a run without its lease.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,6 +51,40 @@ pub struct WorkerConfig {
     pub grace: Duration,
     /// Exit once nothing is claimable and nothing is in flight.
     pub exit_when_idle: bool,
+    /// How the scenario of a claimed run is loaded.
+    pub loader: ScenarioLoader,
+}
+
+/// How a worker loads a scenario file: the file alone by default
+/// (`skillhost_scenario::load`, local components only); `host worker`
+/// gives one that also resolves `oci://` components as `host run` does
+/// (the scenario's lock, the registry cache). It is called on a blocking
+/// thread and returns the checker's report as text on failure.
+#[derive(Clone)]
+pub struct ScenarioLoader(Arc<LoadFn>);
+
+type LoadFn = dyn Fn(&Path, &Runtime) -> Result<LoadedScenario, String> + Send + Sync;
+
+impl ScenarioLoader {
+    pub fn new(
+        load: impl Fn(&Path, &Runtime) -> Result<LoadedScenario, String> + Send + Sync + 'static,
+    ) -> Self {
+        ScenarioLoader(Arc::new(load))
+    }
+}
+
+impl Default for ScenarioLoader {
+    fn default() -> Self {
+        ScenarioLoader::new(|path, runtime| {
+            skillhost_scenario::load(path, runtime).map_err(|report| report.to_string())
+        })
+    }
+}
+
+impl fmt::Debug for ScenarioLoader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ScenarioLoader")
+    }
 }
 
 impl Default for WorkerConfig {
@@ -61,6 +96,7 @@ impl Default for WorkerConfig {
             poll_interval: Duration::from_millis(250),
             grace: Duration::from_secs(10),
             exit_when_idle: false,
+            loader: ScenarioLoader::default(),
         }
     }
 }
@@ -121,27 +157,40 @@ struct Scenarios {
 
 impl Scenarios {
     /// The scenario a run was started from, as loaded by this worker. The
-    /// engine then checks that its digest is the run's.
-    async fn get(&self, runtime: &Runtime, run: &RunRow) -> Result<Arc<LoadedScenario>, String> {
+    /// engine then checks that its digest and its components' are the
+    /// run's. A scenario loaded earlier is reused while its digest and its
+    /// components are the run's; otherwise it is loaded again (the file
+    /// changed, or a registry tag now names other code), so one worker
+    /// serves runs queued before and after a change.
+    async fn get(
+        &self,
+        runtime: &Runtime,
+        loader: &ScenarioLoader,
+        run: &RunRow,
+    ) -> Result<Arc<LoadedScenario>, String> {
         let path = PathBuf::from(&run.scenario_path);
         if let Some(loaded) = self.by_path.lock().unwrap().get(&path)
             && loaded.scenario.digest == run.scenario_digest
+            && run
+                .provenance
+                .as_ref()
+                .is_none_or(|p| p.components == loaded.component_digests())
         {
             return Ok(loaded.clone());
         }
         let runtime = runtime.clone();
         let load_path = path.clone();
-        let loaded =
-            tokio::task::spawn_blocking(move || skillhost_scenario::load(&load_path, &runtime))
-                .await
-                .map_err(|e| format!("loading scenario `{}` panicked: {e}", path.display()))?
-                .map_err(|report| {
-                    format!(
-                        "scenario `{}` of run `{}` cannot be loaded on this worker:\n{report}",
-                        path.display(),
-                        run.id
-                    )
-                })?;
+        let load = loader.0.clone();
+        let loaded = tokio::task::spawn_blocking(move || load(&load_path, &runtime))
+            .await
+            .map_err(|e| format!("loading scenario `{}` panicked: {e}", path.display()))?
+            .map_err(|report| {
+                format!(
+                    "scenario `{}` of run `{}` cannot be loaded on this worker:\n{report}",
+                    path.display(),
+                    run.id
+                )
+            })?;
         let loaded = Arc::new(loaded);
         self.by_path.lock().unwrap().insert(path, loaded.clone());
         Ok(loaded)
@@ -296,7 +345,11 @@ impl Job {
         let lease = RunLease::hold(&self.store, lease, self.config.lease_ttl);
         let fenced = lease.store().clone();
 
-        let loaded = match self.scenarios.get(&self.runtime, &run).await {
+        let loaded = match self
+            .scenarios
+            .get(&self.runtime, &self.config.loader, &run)
+            .await
+        {
             Ok(loaded) => loaded,
             Err(message) => {
                 // The run cannot make progress anywhere this file is missing

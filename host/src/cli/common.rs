@@ -68,6 +68,7 @@ impl Failure {
 pub type CliResult = Result<(), Failure>;
 
 /// Global options every subcommand may need.
+#[derive(Debug, Clone)]
 pub struct Globals {
     pub cache_dir: Option<PathBuf>,
     pub no_cache: bool,
@@ -482,14 +483,25 @@ pub fn load_checked(
     registry: RegistryArgs,
 ) -> Result<Result<LoadedScenario, (CheckReport, bool)>, Failure> {
     let runtime = globals.runtime(Some(scenario_dir(path)))?;
+    Ok(load_with_registry(path, &runtime, globals, registry))
+}
+
+/// [`load_checked`] on a runtime the caller made (a worker's, shared by
+/// every run it claims).
+pub fn load_with_registry(
+    path: &Path,
+    runtime: &Runtime,
+    globals: &Globals,
+    registry: RegistryArgs,
+) -> Result<LoadedScenario, (CheckReport, bool)> {
     let components = ScenarioComponents {
         globals,
         options: registry.options(),
         state: std::cell::RefCell::new(None),
         environment: std::cell::Cell::new(false),
     };
-    Ok(scenario::load_with(path, &runtime, &components)
-        .map_err(|report| (report, components.environment.get())))
+    scenario::load_with(path, runtime, &components)
+        .map_err(|report| (report, components.environment.get()))
 }
 
 /// The scenario loader's view of the registry: each `oci://` component

@@ -6,8 +6,8 @@ use clap::Args;
 use serde_json::json;
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, RegistryArgs,
-    checked_input, load_scenario, print_json, read_run_input, store_error, tokio_runtime,
+    CliResult, DatabaseArgs, Durability, Globals, InputLimitArgs, RegistryArgs, checked_input,
+    load_scenario, print_json, read_run_input, store_error, tokio_runtime,
 };
 use skillhost_store::{NewRun, Provenance, new_run_id};
 
@@ -24,6 +24,10 @@ pub struct SubmitArgs {
     pub task_id: Option<String>,
     #[command(flatten)]
     pub input_limit: InputLimitArgs,
+    /// How registry (`oci://`) components are resolved; the run records the
+    /// digest of each, and a worker refuses to run other code for it.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     #[command(flatten)]
     pub db: DatabaseArgs,
     /// Print `{"run_id": …}` instead of the bare id.
@@ -33,23 +37,9 @@ pub struct SubmitArgs {
 
 pub fn submit(args: SubmitArgs, globals: &Globals) -> CliResult {
     let input = read_run_input(&args.input, args.input_limit)?;
-    let loaded = load_scenario(&args.scenario, globals, RegistryArgs::default(), args.json)?;
+    let loaded = load_scenario(&args.scenario, globals, args.registry, args.json)?;
     let input = checked_input(&loaded, input)?;
     let scenario = &*loaded.scenario;
-    // A worker loads the scenario itself and pulls nothing: refuse now
-    // rather than queue a run no worker can start.
-    if let Some((alias, skill)) = scenario.skills.iter().find(|(_, s)| {
-        matches!(
-            s.component,
-            skillhost_scenario::ComponentSource::Registry(_)
-        )
-    }) {
-        return Err(Failure::bad_input(format!(
-            "scenario `{}`: skill `{alias}` is a registry component (`{}`), and `host worker`              does not resolve registry components; run it with `host run`, or name the              component's file (`host skill pull REF --out FILE`)",
-            scenario.path.display(),
-            skill.component
-        )));
-    }
     // Workers may run in another directory: store the absolute path.
     let path = std::fs::canonicalize(&scenario.path).unwrap_or_else(|_| scenario.path.clone());
     let run = NewRun {

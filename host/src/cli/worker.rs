@@ -11,15 +11,20 @@ use clap::Args;
 use serde_json::json;
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Failure, Globals, duration_arg, tokio_runtime,
+    CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs, duration_arg,
+    load_with_registry, tokio_runtime,
 };
-use skillhost_engine::worker::{self, WorkerConfig, WorkerEvent};
+use skillhost_engine::worker::{self, ScenarioLoader, WorkerConfig, WorkerEvent};
 use skillhost_store::new_owner_id;
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
+    /// How registry (`oci://`) components are resolved, as for `host run`:
+    /// the scenario's lock, the registry cache, then the registry.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Runs executed at the same time.
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
@@ -63,6 +68,7 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             poll_interval: args.poll,
             grace: args.grace,
             exit_when_idle: args.exit_when_idle,
+            loader: scenario_loader(globals.clone(), args.registry),
         };
         let json_out = args.json;
         let events: worker::WorkerEvents = Arc::new(move |event: &WorkerEvent| {
@@ -130,5 +136,16 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             );
         }
         Ok(())
+    })
+}
+
+/// Loads a claimed run's scenario with its `oci://` components resolved as
+/// `host run` resolves them (the scenario's lock and trust policy, the
+/// registry cache, `--locked`, `--offline`). The engine then refuses a run
+/// whose components are not the ones it was started with.
+fn scenario_loader(globals: Globals, registry: RegistryArgs) -> ScenarioLoader {
+    ScenarioLoader::new(move |path, runtime| {
+        load_with_registry(path, runtime, &globals, registry)
+            .map_err(|(report, _)| report.to_string())
     })
 }
