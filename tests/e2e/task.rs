@@ -343,3 +343,41 @@ fn the_scenario_passes_the_checker() {
     assert_eq!(report["errors"], json!([]));
     assert_eq!(report["warnings"], json!([]), "{report}");
 }
+
+#[test]
+fn a_task_the_skills_cannot_read_ends_in_the_error_handler() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = |data_dir: &str, criteria: Value| {
+        json!({
+            "task_id": "bad",
+            "goal": "g",
+            "data_dir": data_dir,
+            "columns": {"category": "weather", "amount": "precipitation"},
+            "criteria": criteria,
+        })
+        .to_string()
+    };
+    for (input, expected) in [
+        (
+            task("data/no-such-folder", json!({})),
+            "task-context cannot list the task's folder `data/no-such-folder`",
+        ),
+        // A misspelt criterion is refused, not silently left unchecked.
+        (
+            task("data/seattle-weather", json!({"no_negative_amount": true})),
+            "$.criteria.no_negative_amount: unknown field",
+        ),
+    ] {
+        let out = host(
+            dir.path(),
+            &["run", "task", "--input", &input, "--json"],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let failure = &json(&out)["failure"];
+        assert_eq!(failure["node"], "load_context");
+        assert_eq!(failure["handler"], "task_error");
+        let message = failure["message"].as_str().unwrap();
+        assert!(message.contains(expected), "{message}");
+    }
+}
