@@ -143,7 +143,7 @@ fn data_file(path: String, text: &str, columns: &Columns) -> Result<DataFile, Sk
             format!("`{path}` is empty; a CSV file starts with a header line"),
         ));
     };
-    let header: Vec<String> = header.split(',').map(|c| c.trim().to_string()).collect();
+    let header: Vec<String> = header_fields(header);
     for (name, column) in [("category", &columns.category), ("amount", &columns.amount)] {
         if !header.contains(column) {
             return Err(SkillError::new(
@@ -157,6 +157,30 @@ fn data_file(path: String, text: &str, columns: &Columns) -> Result<DataFile, Sk
     }
     let rows = u32::try_from(lines.count()).unwrap_or(u32::MAX);
     Ok(DataFile { path, header, rows })
+}
+
+/// The column names of a header line: fields separated by `,`, each
+/// optionally quoted with `"` (a quote inside doubled), trimmed. The same
+/// reading as `task-dispatch`'s, so both find a column at the same place.
+fn header_fields(line: &str) -> Vec<String> {
+    let mut fields = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            ('"', true) => quoted = false,
+            ('"', false) if field.is_empty() => quoted = true,
+            (',', false) => fields.push(std::mem::take(&mut field)),
+            _ => field.push(c),
+        }
+    }
+    fields.push(field);
+    fields.into_iter().map(|f| f.trim().to_string()).collect()
 }
 
 #[cfg(test)]
@@ -202,7 +226,7 @@ mod tests {
     fn reads_headers_and_counts_data_lines() {
         let dir = folder(&[
             ("b.csv", "kind,amount\na,1\n\nb,2\n"),
-            ("a.csv", "amount,kind\n1,a\n"),
+            ("a.csv", "\"amount\", kind\n1,a\n"),
             ("notes.txt", "ignored"),
         ]);
         testing::set_fs_root(&dir);
