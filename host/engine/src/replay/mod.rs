@@ -362,6 +362,7 @@ pub async fn replay(
                 store: None,
                 events: Arc::new(NoEvents),
                 replay: Some(replay.clone()),
+                allow_changed: false,
             };
             let position = Position {
                 seq: before.seq,
