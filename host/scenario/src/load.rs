@@ -222,7 +222,8 @@ fn subgraphs<T>(
                     id,
                     codes::SUBGRAPH_NOT_FOUND,
                     format!(
-                        "subgraph scenario `{}` does not exist (looked for `{}`); the path is                          relative to this scenario's file",
+                        "subgraph scenario `{}` does not exist (looked for `{}`); the path is \
+                         relative to this scenario's file",
                         subgraph.written,
                         subgraph.path.display()
                     ),
@@ -236,15 +237,15 @@ fn subgraphs<T>(
                 id,
                 codes::SUBGRAPH_CYCLE,
                 format!(
-                    "subgraph scenario `{}` includes itself: {cycle}; a scenario cannot run                      itself as a step, directly or through others",
+                    "subgraph scenario `{}` includes itself: {cycle}; a scenario cannot run \
+                     itself as a step, directly or through others",
                     subgraph.written
                 ),
             );
             continue;
         }
-        chain.0.push(canonical);
+        // The child's loading adds its own file to the chain.
         let loaded = load(&subgraph.path, chain);
-        chain.0.pop();
         match loaded {
             Ok(child) => {
                 let (child_scenario, warnings) = parts(&child);
