@@ -99,6 +99,20 @@ fn a_parent_gets_its_childs_state_and_runs_show_links_both_ways() {
         "{text}"
     );
 
+    // A parent is exported as it is; a replay re-executes its child runs
+    // one by one, not inside it.
+    let out = host_on(dir.path(), None, &["runs", "export", &parent], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = host_on(dir.path(), None, &["replay", &parent], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("(subgraph node `summarise`), which a replay does not re-execute"),
+        "{}",
+        stderr(&out)
+    );
+    let out = host_on(dir.path(), None, &["replay", &child], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+
     // `runs list` lists the child, marked as one.
     let listed = json(&host_on(
         dir.path(),

@@ -521,6 +521,20 @@ fn parse_text(text: &str, path: &Path) -> Result<(Scenario, Reporter), CheckRepo
     Ok((parsed.scenario, reporter))
 }
 
+/// The id of the first subgraph node of a scenario's text, if it has one:
+/// read as TOML only, without looking for its children (a replay, which
+/// does not re-execute child runs, asks).
+pub fn first_subgraph_node(text: &str) -> Option<String> {
+    let file: toml::Value = toml::from_str(text).ok()?;
+    file.get("node")?
+        .as_array()?
+        .iter()
+        .find(|node| node.get("kind").and_then(toml::Value::as_str) == Some("subgraph"))?
+        .get("id")?
+        .as_str()
+        .map(str::to_string)
+}
+
 /// Finds the scenario `host run NAME` means: an existing file, else
 /// `examples/NAME/scenario.toml` (under the current directory, then under the
 /// repository this binary was built from), else `./NAME.toml`.
