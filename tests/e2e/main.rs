@@ -15,5 +15,6 @@ mod replay;
 mod research;
 mod research_llm;
 mod scripts;
+mod subgraph;
 mod task;
 mod workers;

@@ -5,7 +5,7 @@
 //! The core is small ([`run`]): ask the node's kind what happened, apply its
 //! state changes, evaluate the rules, pick the next node, commit. Each kind
 //! of node is one module under [`kinds`] (skill, map fan-out, gate, end,
-//! fail) that returns what happened and never commits or routes itself;
+//! fail, subgraph: another scenario as a child run) that returns what happened and never commits or routes itself;
 //! retries are the calling kinds' business ([`call`]), failure routing the
 //! core's. No model and no clock decide where a run goes: only the
 //! scenario's CEL guards over the state.
@@ -48,8 +48,8 @@ use run::drive;
 use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Configs, LoadedScenario, Scenario};
 use skillhost_store::{
-    FieldHashes, ForkOrigin, InitialState, NewArtifact, NewRun, Provenance, RunState, RunStatus,
-    START_NODE, StepRow, Store, StoreError,
+    FieldHashes, ForkOrigin, InitialState, NewArtifact, NewRun, ParentLink, Provenance, RunState,
+    RunStatus, START_NODE, StepRow, Store, StoreError,
 };
 
 /// Why a run could not be started or continued (as opposed to a run that
@@ -151,6 +151,9 @@ pub(crate) struct RunContext<'a> {
     /// Set while a replay re-executes one recorded step: the journals and
     /// attempts its calls are answered with. None in a run.
     pub replay: Option<Arc<replay::StepReplay>>,
+    /// The run was resumed with `--allow-changed`: a child run a subgraph
+    /// node continues may have changed too.
+    pub allow_changed: bool,
 }
 
 impl Engine {
@@ -174,8 +177,19 @@ impl Engine {
     pub async fn start(
         &self,
         loaded: &LoadedScenario,
+        input: Value,
+        run_id: Option<String>,
+    ) -> Result<RunOutcome, EngineError> {
+        self.start_run(loaded, input, run_id, None).await
+    }
+
+    /// [`Engine::start`], for a child run when `parent` says whose.
+    pub(crate) async fn start_run(
+        &self,
+        loaded: &LoadedScenario,
         mut input: Value,
         run_id: Option<String>,
+        parent: Option<ParentLink>,
     ) -> Result<RunOutcome, EngineError> {
         let scenario = &*loaded.scenario;
         scenario.apply_input_defaults(&mut input);
@@ -201,6 +215,7 @@ impl Engine {
                     provenance: Provenance {
                         components: loaded.component_digests(),
                         forked_from: None,
+                        parent,
                     },
                 })
                 .await?;
@@ -256,7 +271,7 @@ impl Engine {
         self.resume_with(loaded, run_id, true).await
     }
 
-    async fn resume_with(
+    pub(crate) async fn resume_with(
         &self,
         loaded: &LoadedScenario,
         run_id: &str,
@@ -315,7 +330,8 @@ impl Engine {
             scenario: scenario.name.clone(),
             resumed: true,
         });
-        let cx = self.context(loaded, run_id.to_string(), run.input.clone());
+        let mut cx = self.context(loaded, run_id.to_string(), run.input.clone());
+        cx.allow_changed = allow_changed;
         let from = Position {
             seq: checkpoint.seq,
             node_id: checkpoint.node_id,
@@ -437,6 +453,7 @@ impl Engine {
                         run_id: from.to_string(),
                         seq,
                     }),
+                    parent: None,
                 },
             })
             .await?;
@@ -468,7 +485,7 @@ impl Engine {
         .await
     }
 
-    fn context<'a>(
+    pub(crate) fn context<'a>(
         &'a self,
         loaded: &'a LoadedScenario,
         run_id: String,
@@ -483,6 +500,7 @@ impl Engine {
             store: self.store.as_ref(),
             events: self.events.clone(),
             replay: None,
+            allow_changed: false,
         }
     }
 }

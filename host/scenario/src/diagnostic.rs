@@ -98,6 +98,14 @@ pub mod codes {
     /// An `llm` grant's provider takes its key from an environment variable
     /// that is not set.
     pub const LLM_API_KEY_MISSING: &str = "llm-api-key-missing";
+    /// A subgraph node without `scenario`.
+    pub const MISSING_SCENARIO: &str = "missing-scenario";
+    /// A subgraph's scenario file does not exist or cannot be read.
+    pub const SUBGRAPH_NOT_FOUND: &str = "subgraph-not-found";
+    /// A scenario that runs itself, directly or through others.
+    pub const SUBGRAPH_CYCLE: &str = "subgraph-cycle";
+    /// A subgraph's scenario does not pass its own checks.
+    pub const SUBGRAPH_INVALID: &str = "subgraph-invalid";
 
     // Warnings.
     /// A declared state field that no node writes.

@@ -139,6 +139,8 @@ pub struct NodeDecl {
     pub input_schema: Option<Spanned<Value>>,
     pub output_schema: Option<Spanned<Value>>,
     pub cache: Option<Spanned<CacheDecl>>,
+    /// A subgraph node's scenario file, relative to this one.
+    pub scenario: Option<Spanned<String>>,
 }
 
 /// `cache = { ttl = "1h" }`
@@ -180,6 +182,7 @@ impl NodeDecl {
             input_schema,
             output_schema,
             cache,
+            scenario,
         } = self;
         [
             at("skill", skill),
@@ -201,6 +204,7 @@ impl NodeDecl {
             at("input_schema", input_schema),
             at("output_schema", output_schema),
             at("cache", cache),
+            at("scenario", scenario),
         ]
         .into_iter()
         .flatten()

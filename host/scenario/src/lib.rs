@@ -44,7 +44,7 @@ pub use load::{
 pub use node::{
     ArtifactSpec, CacheSpec, CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, FailNode, GateNode,
     MapNode, Node, NodeBody, NodeExpr, NodeKind, PostCheck, Reducer, RetrySpec, Route, SkillCall,
-    Write,
+    SubgraphNode, Write,
 };
 
 /// The name of the state field the engine appends node failures to. Always
@@ -64,7 +64,9 @@ pub struct Scenario {
     pub path: PathBuf,
     /// Its directory: relative paths in the file resolve here.
     pub dir: PathBuf,
-    /// SHA-256 (hex) of the file's bytes.
+    /// SHA-256 (hex) of the file's bytes; for a scenario with subgraph
+    /// nodes, of those bytes and every child's digest (`load.rs`), so that
+    /// a change to a child is a change to its parent.
     pub digest: String,
     /// The first node: `[scenario] start`, else the first `[[node]]`.
     pub start: String,
@@ -94,6 +96,9 @@ pub struct Scenario {
     /// `[trust] keys`: public keys (absolute paths) that every registry
     /// component must be signed by, besides the host config's.
     pub trust_keys: Vec<PathBuf>,
+    /// The scenario each subgraph node runs, by node id: filled in by the
+    /// loader once the child has parsed and passed its checks.
+    pub subgraphs: BTreeMap<String, Arc<Scenario>>,
 }
 
 impl Scenario {

@@ -252,6 +252,7 @@ impl<'r> Parser<'r> {
             dir: self.dir.clone(),
             path,
             digest,
+            subgraphs: BTreeMap::new(),
             start,
             on_failure: header.on_failure.map(Spanned::into_inner),
             token_budget: header.token_budget.map(Spanned::into_inner),

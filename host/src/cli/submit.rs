@@ -54,6 +54,7 @@ pub fn submit(args: SubmitArgs, globals: &Globals) -> CliResult {
         provenance: Provenance {
             components: loaded.component_digests(),
             forked_from: None,
+            parent: None,
         },
     };
     let rt = tokio_runtime()?;

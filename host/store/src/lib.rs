@@ -53,7 +53,8 @@ pub use rows::{
     ArtifactRow, JournalEntry, JournalRow, MapItemRow, NewArtifact, StepRow, blob_digest,
 };
 pub use run::{
-    ForkOrigin, NewRun, Provenance, RunRow, RunStatus, UnknownRunStatus, UnreadableRun, new_run_id,
+    ForkOrigin, NewRun, ParentLink, Provenance, RunRow, RunStatus, UnknownRunStatus, UnreadableRun,
+    new_run_id,
 };
 pub use skillhost_model::{MAX_NESTING, TooDeep, check_change_nesting, check_nesting};
 pub use state::{
@@ -398,6 +399,23 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<Result<RunRow, UnreadableRun>>, StoreError> {
         dispatch!(self, s => s.list_runs_each(status, limit).await)
+    }
+
+    /// The child runs of `run_id` (those its subgraph nodes started),
+    /// oldest first.
+    pub async fn children(&self, run_id: &str) -> Result<Vec<RunRow>, StoreError> {
+        dispatch!(self, s => s.children(run_id).await)
+    }
+
+    /// The child run that visit `visit` of subgraph node `node` of run
+    /// `run_id` started, if it started one.
+    pub async fn child(
+        &self,
+        run_id: &str,
+        node: &str,
+        visit: u32,
+    ) -> Result<Option<RunRow>, StoreError> {
+        dispatch!(self, s => s.child(run_id, node, visit).await)
     }
 
     /// Every attempt of the run, in the order they were recorded.

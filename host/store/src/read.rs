@@ -89,6 +89,19 @@ const RUNS: &str = concat!(
      ORDER BY created_at DESC, id DESC LIMIT $2"
 );
 
+const CHILDREN: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs WHERE parent_run_id = $1 ORDER BY created_at, id"
+);
+
+const CHILD: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs WHERE parent_run_id = $1 AND parent_node = $2 AND parent_visit = $3 \
+     ORDER BY created_at, id"
+);
+
 const STEPS: &str = "SELECT id, seq, node_id, attempt, status, started_at, duration_us, \
      input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail \
      FROM steps WHERE run_id = $1 ORDER BY id";
@@ -209,6 +222,41 @@ pub(crate) trait Reads: Codec + Sync {
                 })
             })
             .collect())
+    }
+
+    async fn children(&self, run_id: &str) -> Result<Vec<RunRow>, StoreError> {
+        let action = format!("reading the child runs of run `{run_id}`");
+        let rows = self
+            .fetch(CHILDREN, &[Param::Text(run_id)], &action)
+            .await?;
+        rows.iter().map(|row| self.run_row(row)).collect()
+    }
+
+    async fn child(
+        &self,
+        run_id: &str,
+        node: &str,
+        visit: u32,
+    ) -> Result<Option<RunRow>, StoreError> {
+        let action = format!("reading the child run of node `{node}` of run `{run_id}`");
+        let params = [
+            Param::Text(run_id),
+            Param::Text(node),
+            Param::Int(i64::from(visit)),
+        ];
+        let rows = self.fetch(CHILD, &params, &action).await?;
+        // The link is checked against the row's digest-pinned provenance,
+        // not only the computed columns.
+        for row in &rows {
+            let run = self.run_row(row)?;
+            if run
+                .parent()
+                .is_some_and(|p| p.run_id == run_id && p.node == node && p.visit == visit)
+            {
+                return Ok(Some(run));
+            }
+        }
+        Ok(None)
     }
 
     async fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {

@@ -11,6 +11,7 @@ mod fail;
 mod gate;
 pub(crate) mod map;
 pub(crate) mod skill;
+mod subgraph;
 
 use std::sync::Arc;
 
@@ -104,6 +105,7 @@ pub(crate) async fn run(
         NodeBody::Gate(gate) => gate::run(cx, node, gate, state),
         NodeBody::Fail(fail) => fail::run(cx, node, fail, state, came_from),
         NodeBody::End => end::run(),
+        NodeBody::Subgraph(subgraph) => subgraph::run(cx, node, subgraph, state, visit).await,
     }
 }
 

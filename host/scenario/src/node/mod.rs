@@ -20,6 +20,7 @@ pub mod fail;
 pub mod gate;
 pub mod map;
 pub mod skill;
+pub mod subgraph;
 
 use std::collections::BTreeMap;
 
@@ -36,6 +37,7 @@ pub use fail::FailNode;
 pub use gate::GateNode;
 pub use map::{DEFAULT_MAP_CONCURRENCY, MapNode};
 pub use skill::{ArtifactSpec, CacheSpec, CitationSpec, PostCheck, RetrySpec, SkillCall};
+pub use subgraph::SubgraphNode;
 
 /// The kinds of node, as written in `kind = "…"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -51,15 +53,18 @@ pub enum NodeKind {
     Fail,
     /// Ends the run as completed.
     End,
+    /// Runs another scenario file as a child run.
+    Subgraph,
 }
 
 impl NodeKind {
-    pub const ALL: [NodeKind; 5] = [
+    pub const ALL: [NodeKind; 6] = [
         NodeKind::Skill,
         NodeKind::Map,
         NodeKind::Gate,
         NodeKind::Fail,
         NodeKind::End,
+        NodeKind::Subgraph,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,6 +74,7 @@ impl NodeKind {
             NodeKind::Gate => "gate",
             NodeKind::Fail => "fail",
             NodeKind::End => "end",
+            NodeKind::Subgraph => "subgraph",
         }
     }
 
@@ -86,6 +92,7 @@ impl NodeKind {
             NodeKind::Gate => gate::KEYS,
             NodeKind::Fail => fail::KEYS,
             NodeKind::End => end::KEYS,
+            NodeKind::Subgraph => subgraph::KEYS,
         }
     }
 }
@@ -122,6 +129,7 @@ pub enum NodeBody {
     Gate(GateNode),
     Fail(FailNode),
     End,
+    Subgraph(SubgraphNode),
 }
 
 impl NodeBody {
@@ -132,6 +140,7 @@ impl NodeBody {
             NodeBody::Gate(_) => NodeKind::Gate,
             NodeBody::Fail(_) => NodeKind::Fail,
             NodeBody::End => NodeKind::End,
+            NodeBody::Subgraph(_) => NodeKind::Subgraph,
         }
     }
 }
@@ -168,7 +177,15 @@ impl Node {
         match &self.body {
             NodeBody::Skill(call) => Some(call),
             NodeBody::Map(map) => Some(&map.call),
-            NodeBody::Gate(_) | NodeBody::Fail(_) | NodeBody::End => None,
+            NodeBody::Gate(_) | NodeBody::Fail(_) | NodeBody::End | NodeBody::Subgraph(_) => None,
+        }
+    }
+
+    /// The subgraph a subgraph node runs.
+    pub fn subgraph(&self) -> Option<&SubgraphNode> {
+        match &self.body {
+            NodeBody::Subgraph(subgraph) => Some(subgraph),
+            _ => None,
         }
     }
 
@@ -181,6 +198,7 @@ impl Node {
     pub fn writes(&self) -> &[Write] {
         match &self.body {
             NodeBody::Gate(gate) => &gate.writes,
+            NodeBody::Subgraph(subgraph) => &subgraph.writes,
             _ => self.call().map_or(&[], |call| &call.writes),
         }
     }
@@ -189,6 +207,7 @@ impl Node {
     pub fn max_visits(&self) -> Option<u32> {
         match &self.body {
             NodeBody::Gate(gate) => gate.max_visits,
+            NodeBody::Subgraph(subgraph) => subgraph.max_visits,
             _ => self.call().and_then(|call| call.max_visits),
         }
     }
@@ -219,6 +238,7 @@ impl Node {
             NodeBody::Gate(gate) => gate.expressions(&mut all),
             NodeBody::Fail(fail) => fail.expressions(&mut all),
             NodeBody::End => {}
+            NodeBody::Subgraph(subgraph) => subgraph.expressions(&mut all),
         }
         if let Route::Branches { branches, .. } = &self.route {
             for (i, (guard, _)) in branches.iter().enumerate() {
@@ -321,13 +341,14 @@ pub(crate) fn parse(
         NodeKind::Gate => NodeBody::Gate(gate::parse(p, &mut decl, &cx)),
         NodeKind::Fail => NodeBody::Fail(fail::parse(p, &mut decl, &cx)),
         NodeKind::End => end::parse(p, &mut decl, &cx),
+        NodeKind::Subgraph => NodeBody::Subgraph(subgraph::parse(p, &mut decl, &cx)),
     };
     not_allowed(p, &decl, &id);
 
     // A skill's config defaults, with the scenario's `[config]` over them.
     let alias = match &body {
         NodeBody::Skill(call) | NodeBody::Map(MapNode { call, .. }) => Some(&call.skill),
-        NodeBody::Gate(_) | NodeBody::Fail(_) | NodeBody::End => None,
+        NodeBody::Gate(_) | NodeBody::Fail(_) | NodeBody::End | NodeBody::Subgraph(_) => None,
     };
     let mut config = alias
         .and_then(|alias| skills.get(alias))
@@ -503,6 +524,7 @@ artifacts = [{{ name = "a.md", from = "'x'" }}]
 input_schema = {{ type = "object" }}
 output_schema = {{ type = "object" }}
 cache = {{ ttl = "1h" }}
+scenario = "child.toml"
 "#
         )
     }
@@ -533,6 +555,7 @@ cache = {{ ttl = "1h" }}
                 NodeKind::Gate => drop(gate::parse(&mut p, &mut decl, &cx)),
                 NodeKind::Fail => drop(fail::parse(&mut p, &mut decl, &cx)),
                 NodeKind::End => drop(end::parse(&mut p, &mut decl, &cx)),
+                NodeKind::Subgraph => drop(subgraph::parse(&mut p, &mut decl, &cx)),
             }
             let left: Vec<&str> = decl.present_keys().into_iter().map(|(k, _)| k).collect();
             let taken: Vec<&str> = all.iter().copied().filter(|k| !left.contains(k)).collect();
