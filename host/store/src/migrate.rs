@@ -60,6 +60,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "node_cache",
         sql: include_str!("../migrations/sqlite/0007_node_cache.sql"),
     },
+    Migration {
+        version: 8,
+        name: "queue_flow_control",
+        sql: include_str!("../migrations/sqlite/0008_queue_flow_control.sql"),
+    },
 ];
 
 /// The Postgres migrations: the same versions and names as [`SQLITE`], in
@@ -100,10 +105,15 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "node_cache",
         sql: include_str!("../migrations/postgres/0007_node_cache.sql"),
     },
+    Migration {
+        version: 8,
+        name: "queue_flow_control",
+        sql: include_str!("../migrations/postgres/0008_queue_flow_control.sql"),
+    },
 ];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";
