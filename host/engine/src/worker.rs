@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::lease::RunLease;
+use crate::schedule::{self, Scheduler};
 use crate::{Engine, EngineError, EventSink, NoEvents};
 use skillhost_runtime::Runtime;
 use skillhost_scenario::LoadedScenario;
@@ -98,6 +100,22 @@ pub enum WorkerEvent {
     Stopping {
         in_flight: usize,
     },
+    /// A schedule's tick was due and this worker queued its run.
+    Scheduled {
+        run_id: String,
+        scenario: String,
+        schedule: String,
+        /// The tick, UTC ISO 8601.
+        tick: String,
+    },
+    /// A schedule missed more ticks than the catch-up limit: the older
+    /// ones, up to and including this one, were not queued.
+    TicksSkipped {
+        scenario: String,
+        schedule: String,
+        newest_skipped: String,
+        catch_up: usize,
+    },
 }
 
 /// Counts of what a worker did, returned when it stops.
@@ -108,6 +126,8 @@ pub struct WorkerReport {
     pub released: usize,
     pub lease_lost: usize,
     pub errors: usize,
+    /// Schedule ticks whose runs this worker queued.
+    pub scheduled: usize,
 }
 
 /// Receives worker events (the CLI prints them).
@@ -151,6 +171,74 @@ impl Scenarios {
 /// Runs the worker loop until `shutdown` turns true (or, with
 /// `exit_when_idle`, until there is nothing left to do).
 pub async fn run(
+    store: Store,
+    runtime: Runtime,
+    config: WorkerConfig,
+    shutdown: watch::Receiver<bool>,
+    events: WorkerEvents,
+) -> WorkerReport {
+    run_with_schedules(store, runtime, config, None, shutdown, events).await
+}
+
+/// [`run`], queueing the runs of `scheduler`'s ticks as they come due
+/// (beside the claims, so a worker busy with runs still queues them). A
+/// first pass is made before anything is claimed, so with
+/// `exit_when_idle` the worker runs the ticks due when it started
+/// (missed ones, up to the catch-up limit) and exits.
+pub async fn run_with_schedules(
+    store: Store,
+    runtime: Runtime,
+    config: WorkerConfig,
+    scheduler: Option<Scheduler>,
+    shutdown: watch::Receiver<bool>,
+    events: WorkerEvents,
+) -> WorkerReport {
+    let scheduled = Arc::new(AtomicUsize::new(0));
+    let scheduling = match scheduler {
+        Some(mut scheduler) => {
+            let report =
+                |events: &WorkerEvents, scheduled: &AtomicUsize, done: Vec<WorkerEvent>| {
+                    for event in done {
+                        if matches!(event, WorkerEvent::Scheduled { .. }) {
+                            scheduled.fetch_add(1, Ordering::Relaxed);
+                        }
+                        events(&event);
+                    }
+                };
+            report(
+                &events,
+                &scheduled,
+                scheduler.pass(schedule::now_ms()).await,
+            );
+            let (events, scheduled, mut shutdown) =
+                (events.clone(), scheduled.clone(), shutdown.clone());
+            let cap = config.poll_interval.max(Duration::from_millis(10));
+            Some(tokio::spawn(async move {
+                loop {
+                    let wait = scheduler.wait(schedule::now_ms(), cap);
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = shutdown.changed() => return,
+                    }
+                    report(
+                        &events,
+                        &scheduled,
+                        scheduler.pass(schedule::now_ms()).await,
+                    );
+                }
+            }))
+        }
+        None => None,
+    };
+    let mut report = claim_and_run(store, runtime, config, shutdown, events).await;
+    if let Some(scheduling) = scheduling {
+        scheduling.abort();
+    }
+    report.scheduled = scheduled.load(Ordering::Relaxed);
+    report
+}
+
+async fn claim_and_run(
     store: Store,
     runtime: Runtime,
     config: WorkerConfig,
