@@ -31,7 +31,6 @@ pub const DEFAULT_CATCH_UP: usize = 10;
 
 /// The schedules of some scenarios, and when each is next due.
 pub struct Scheduler {
-    store: Store,
     entries: Vec<Entry>,
     /// At most this many missed ticks per schedule are queued, the newest.
     pub catch_up: usize,
@@ -53,7 +52,6 @@ impl Scheduler {
     /// scenario without one, or whose runs a worker could not start, naming
     /// it; `now_ms` is when it starts (see the module's catch-up rule).
     pub fn new(
-        store: Store,
         scenarios: Vec<Arc<LoadedScenario>>,
         catch_up: usize,
         now_ms: i64,
@@ -82,7 +80,6 @@ impl Scheduler {
             }
         }
         Ok(Scheduler {
-            store,
             entries,
             catch_up: catch_up.max(1),
             started_ms: now_ms,
@@ -110,10 +107,10 @@ impl Scheduler {
         }
     }
 
-    /// Queues the run of every tick due at `now_ms` (Unix ms) that no
-    /// worker has queued yet, and says what it did. A schedule whose store
+    /// Queues in `store` the run of every tick due at `now_ms` (Unix ms)
+    /// that no worker has queued yet, and says what it did. A schedule whose store
     /// calls fail is tried again at the next pass.
-    pub async fn pass(&mut self, now_ms: i64) -> Vec<WorkerEvent> {
+    pub async fn pass(&mut self, store: &Store, now_ms: i64) -> Vec<WorkerEvent> {
         let mut events = Vec::new();
         for entry in &mut self.entries {
             if now_ms < entry.next_due_ms {
@@ -129,8 +126,7 @@ impl Scheduler {
                     scenario.path.display()
                 ),
             };
-            let last = match self
-                .store
+            let last = match store
                 .last_schedule_tick(&scenario.name, &schedule.name)
                 .await
             {
@@ -159,8 +155,7 @@ impl Scheduler {
                     ..RunRequest::default()
                 };
                 let queued = match new_queued_run(loaded, schedule.input.clone(), request) {
-                    Ok((run, options)) => self
-                        .store
+                    Ok((run, options)) => store
                         .enqueue_run_with(&run, &options)
                         .await
                         .map(|admission| (run.id, admission))

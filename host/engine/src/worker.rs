@@ -208,10 +208,14 @@ pub async fn run_with_schedules(
             report(
                 &events,
                 &scheduled,
-                scheduler.pass(schedule::now_ms()).await,
+                scheduler.pass(&store, schedule::now_ms()).await,
             );
-            let (events, scheduled, mut shutdown) =
-                (events.clone(), scheduled.clone(), shutdown.clone());
+            let (store, events, scheduled, mut shutdown) = (
+                store.clone(),
+                events.clone(),
+                scheduled.clone(),
+                shutdown.clone(),
+            );
             let cap = config.poll_interval.max(Duration::from_millis(10));
             Some(tokio::spawn(async move {
                 loop {
@@ -223,7 +227,7 @@ pub async fn run_with_schedules(
                     report(
                         &events,
                         &scheduled,
-                        scheduler.pass(schedule::now_ms()).await,
+                        scheduler.pass(&store, schedule::now_ms()).await,
                     );
                 }
             }))

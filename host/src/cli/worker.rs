@@ -74,6 +74,12 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
         .iter()
         .map(|name| load_scenario(name, globals, RegistryArgs::default(), args.json).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
+    let scheduler = match scheduled.is_empty() {
+        true => None,
+        false => Some(
+            Scheduler::new(scheduled, args.catch_up, schedule::now_ms()).map_err(engine_failure)?,
+        ),
+    };
     // One runtime for every run the worker claims: its providers come from
     // the configuration of the directory it is started in.
     let runtime = globals.runtime_here()?;
@@ -156,13 +162,6 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             }
             let _ = shutdown_tx.send(true);
         });
-        let scheduler = match scheduled.is_empty() {
-            true => None,
-            false => Some(
-                Scheduler::new(store.clone(), scheduled, args.catch_up, schedule::now_ms())
-                    .map_err(engine_failure)?,
-            ),
-        };
         if let Some(scheduler) = &scheduler
             && !json_out
         {
