@@ -3,7 +3,9 @@
 //! coordination engine; there is no cluster of our own.
 //!
 //! A worker loop: claim a run (a dead runner's run whose lease expired
-//! first, else the oldest queued one; `FOR UPDATE SKIP LOCKED` on Postgres),
+//! first, else the queued one of the highest priority, oldest first, that
+//! its scenario's concurrency limit and key let start: the store decides,
+//! `FOR UPDATE SKIP LOCKED` on Postgres),
 //! hold its lease through the lease service ([`crate::lease`]: a store
 //! handle fenced by the lease, renewed every third of its time to live), run
 //! it from its last checkpoint through the engine on that handle, and stop
@@ -12,6 +14,9 @@
 //! grace period, then stops them (a node in flight is either committed or
 //! discarded whole) and releases their leases so another worker resumes
 //! them at once instead of after expiry.
+//!
+//! With a [`Scheduler`] (`host worker --schedules`), a task beside the
+//! loop queues the runs of schedule ticks as they come due.
 //!
 //! Owns: the claim/run/release cycle. Must not: print (the CLI turns
 //! [`WorkerEvent`]s into lines), renew leases itself (the lease service
