@@ -59,7 +59,27 @@ async fn two_workers_queue_each_tick_once_and_a_late_one_catches_up(db: &str) {
     let scenario = fixture("queue/scheduled.toml");
     let a = Worker::start(db, &["--schedules", &scenario]);
     let b = Worker::start(db, &["--schedules", &scenario]);
-    std::thread::sleep(Duration::from_millis(4_300));
+    // Until a few ticks came due (the workers start from when they
+    // started, which a busy machine makes late).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    // (On SQLite the file appears with the first run.)
+    let queued = || {
+        let out = host(db, &["runs", "list", "--json", "--limit", "1000"]);
+        match out.status.success() {
+            true => serde_json::from_slice::<Vec<Value>>(&out.stdout)
+                .unwrap()
+                .len(),
+            false => 0,
+        }
+    };
+    while queued() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no three ticks in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(1_100));
     let (status_a, events_a) = a.stop();
     let (status_b, events_b) = b.stop();
     assert!(status_a.success() && status_b.success());

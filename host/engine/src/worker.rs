@@ -187,8 +187,8 @@ pub async fn run(
 
 /// [`run`], queueing the runs of `scheduler`'s ticks as they come due
 /// (beside the claims, so a worker busy with runs still queues them). A
-/// first pass is made before anything is claimed, so with
-/// `exit_when_idle` the worker runs the ticks due when it started
+/// first pass is made before anything is claimed; with `exit_when_idle`
+/// it is the only one: the worker runs the ticks due when it started
 /// (missed ones, up to the catch-up limit) and exits.
 pub async fn run_with_schedules(
     store: Store,
@@ -215,27 +215,33 @@ pub async fn run_with_schedules(
                 &scheduled,
                 scheduler.pass(&store, schedule::now_ms()).await,
             );
-            let (store, events, scheduled, mut shutdown) = (
-                store.clone(),
-                events.clone(),
-                scheduled.clone(),
-                shutdown.clone(),
-            );
-            let cap = config.poll_interval.max(Duration::from_millis(10));
-            Some(tokio::spawn(async move {
-                loop {
-                    let wait = scheduler.wait(schedule::now_ms(), cap);
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = shutdown.changed() => return,
+            // A batch worker queues what was due when it started, runs it
+            // and exits: ticks coming due meanwhile would keep it busy.
+            if config.exit_when_idle {
+                None
+            } else {
+                let (store, events, scheduled, mut shutdown) = (
+                    store.clone(),
+                    events.clone(),
+                    scheduled.clone(),
+                    shutdown.clone(),
+                );
+                let cap = config.poll_interval.max(Duration::from_millis(10));
+                Some(tokio::spawn(async move {
+                    loop {
+                        let wait = scheduler.wait(schedule::now_ms(), cap);
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = shutdown.changed() => return,
+                        }
+                        report(
+                            &events,
+                            &scheduled,
+                            scheduler.pass(&store, schedule::now_ms()).await,
+                        );
                     }
-                    report(
-                        &events,
-                        &scheduled,
-                        scheduler.pass(&store, schedule::now_ms()).await,
-                    );
-                }
-            }))
+                }))
+            }
         }
         None => None,
     };

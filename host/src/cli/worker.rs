@@ -38,7 +38,8 @@ pub struct WorkerArgs {
     /// before they are stopped and given back to the queue.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_arg)]
     pub grace: Duration,
-    /// Exit once the queue is empty and nothing is in flight.
+    /// Exit once the queue is empty and nothing is in flight (with
+    /// --schedules: having queued only the ticks due when it started).
     #[arg(long)]
     pub exit_when_idle: bool,
     /// The lease owner id (default: worker@HOST:PID:RANDOM).
