@@ -10,6 +10,7 @@ mod http;
 mod layout;
 mod llm;
 mod polyglot;
+mod queue;
 mod registry;
 mod replay;
 mod research;

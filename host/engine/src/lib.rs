@@ -33,8 +33,10 @@ pub mod events;
 mod kinds;
 pub mod lease;
 mod node;
+pub mod queue;
 pub mod replay;
 mod run;
+pub mod schedule;
 pub mod state;
 pub mod worker;
 
@@ -48,8 +50,8 @@ use run::drive;
 use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Configs, LoadedScenario, Scenario};
 use skillhost_store::{
-    FieldHashes, ForkOrigin, InitialState, NewArtifact, NewRun, ParentLink, Provenance, RunState,
-    RunStatus, START_NODE, StepRow, Store, StoreError,
+    Admission, FieldHashes, ForkOrigin, InitialState, NewArtifact, NewRun, ParentLink, Provenance,
+    RunState, RunStatus, START_NODE, StepRow, Store, StoreError,
 };
 
 /// Why a run could not be started or continued (as opposed to a run that
@@ -89,10 +91,23 @@ pub enum EngineError {
     ForkGoesNowhere { id: String, seq: u64 },
     #[error("--set {field}: {message}")]
     InvalidFork { field: String, message: String },
+    #[error("scenario `{scenario}` cannot be queued: {message}")]
+    NotQueueable { scenario: String, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("run `{run}`: {message}")]
     Internal { run: String, message: String },
+}
+
+/// What [`Engine::start_with`] did.
+#[derive(Debug, Clone)]
+// One per start, matched at once: boxing the outcome would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Started {
+    /// It created the run and ran it to its end.
+    Ran(RunOutcome),
+    /// A live run holds the request's idempotency key: nothing was started.
+    Existing { run_id: String },
 }
 
 /// How a run ended.
@@ -187,39 +202,47 @@ impl Engine {
     pub(crate) async fn start_run(
         &self,
         loaded: &LoadedScenario,
-        mut input: Value,
+        input: Value,
         run_id: Option<String>,
         parent: Option<ParentLink>,
     ) -> Result<RunOutcome, EngineError> {
-        let scenario = &*loaded.scenario;
-        scenario.apply_input_defaults(&mut input);
-        scenario
-            .validate_input(&input)
-            .map_err(|message| EngineError::InvalidInput {
-                scenario: scenario.name.clone(),
-                message,
-            })?;
-        let run_id = run_id.unwrap_or_else(skillhost_store::new_run_id);
-        let initial = &loaded.initial_state;
-        if let Some(store) = &self.store {
-            store
-                .create_run(&NewRun {
-                    id: run_id.clone(),
-                    scenario_name: scenario.name.clone(),
-                    scenario_path: scenario.path.display().to_string(),
-                    scenario_digest: scenario.digest.clone(),
-                    input: input.clone(),
-                    initial_state: initial.clone(),
-                    start_node: scenario.start.clone(),
-                    start_visits: BTreeMap::new(),
-                    provenance: Provenance {
-                        components: loaded.component_digests(),
-                        forked_from: None,
-                        parent,
-                    },
-                })
-                .await?;
+        let request = queue::RunRequest {
+            run_id,
+            parent,
+            ..queue::RunRequest::default()
+        };
+        match self.start_with(loaded, input, request).await? {
+            Started::Ran(outcome) => Ok(outcome),
+            // Only a request with a key meets an existing run.
+            Started::Existing { run_id } => Err(EngineError::Internal {
+                run: run_id,
+                message: "a start without an idempotency key met an existing run".into(),
+            }),
         }
+    }
+
+    /// [`start`](Self::start) with a request: an idempotency key whose live
+    /// run is returned ([`Started::Existing`], nothing run) instead of
+    /// starting another, a task, a priority. The run carries its scenario's
+    /// flow control, so queued runs count it. Without a store there is
+    /// nothing to hold a key, and the run just starts.
+    pub async fn start_with(
+        &self,
+        loaded: &LoadedScenario,
+        input: Value,
+        request: queue::RunRequest,
+    ) -> Result<Started, EngineError> {
+        let scenario = &*loaded.scenario;
+        let (run, options) = queue::new_run(loaded, input, request)?;
+        let initial = &loaded.initial_state;
+        if let Some(store) = &self.store
+            && let Admission::Existing { run_id } = store.create_run_with(&run, &options).await?
+        {
+            return Ok(Started::Existing { run_id });
+        }
+        let NewRun {
+            id: run_id, input, ..
+        } = run;
         self.emit(|| Event::RunStarted {
             run_id: run_id.clone(),
             scenario: scenario.name.clone(),
@@ -242,6 +265,7 @@ impl Engine {
             TokenUsage::default(),
         )
         .await
+        .map(Started::Ran)
     }
 
     /// Continues an unfinished run from its last checkpoint.

@@ -3,7 +3,9 @@
 //! coordination engine; there is no cluster of our own.
 //!
 //! A worker loop: claim a run (a dead runner's run whose lease expired
-//! first, else the oldest queued one; `FOR UPDATE SKIP LOCKED` on Postgres),
+//! first, else the queued one of the highest priority, oldest first, that
+//! its scenario's concurrency limit and key let start: the store decides,
+//! `FOR UPDATE SKIP LOCKED` on Postgres),
 //! hold its lease through the lease service ([`crate::lease`]: a store
 //! handle fenced by the lease, renewed every third of its time to live), run
 //! it from its last checkpoint through the engine on that handle, and stop
@@ -13,6 +15,9 @@
 //! discarded whole) and releases their leases so another worker resumes
 //! them at once instead of after expiry.
 //!
+//! With a [`Scheduler`] (`host worker --schedules`), a task beside the
+//! loop queues the runs of schedule ticks as they come due.
+//!
 //! Owns: the claim/run/release cycle. Must not: print (the CLI turns
 //! [`WorkerEvent`]s into lines), renew leases itself (the lease service
 //! does), or write to a run without its lease.
@@ -20,6 +25,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +35,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::lease::RunLease;
+use crate::schedule::{self, Scheduler};
 use crate::{Engine, EngineError, EventSink, NoEvents};
 use skillhost_runtime::Runtime;
 use skillhost_scenario::LoadedScenario;
@@ -134,6 +141,22 @@ pub enum WorkerEvent {
     Stopping {
         in_flight: usize,
     },
+    /// A schedule's tick was due and this worker queued its run.
+    Scheduled {
+        run_id: String,
+        scenario: String,
+        schedule: String,
+        /// The tick, UTC ISO 8601.
+        tick: String,
+    },
+    /// A schedule missed more ticks than the catch-up limit: the older
+    /// ones, up to and including this one, were not queued.
+    TicksSkipped {
+        scenario: String,
+        schedule: String,
+        newest_skipped: String,
+        catch_up: usize,
+    },
 }
 
 /// Counts of what a worker did, returned when it stops.
@@ -144,6 +167,8 @@ pub struct WorkerReport {
     pub released: usize,
     pub lease_lost: usize,
     pub errors: usize,
+    /// Schedule ticks whose runs this worker queued.
+    pub scheduled: usize,
 }
 
 /// Receives worker events (the CLI prints them).
@@ -200,6 +225,84 @@ impl Scenarios {
 /// Runs the worker loop until `shutdown` turns true (or, with
 /// `exit_when_idle`, until there is nothing left to do).
 pub async fn run(
+    store: Store,
+    runtime: Runtime,
+    config: WorkerConfig,
+    shutdown: watch::Receiver<bool>,
+    events: WorkerEvents,
+) -> WorkerReport {
+    run_with_schedules(store, runtime, config, None, shutdown, events).await
+}
+
+/// [`run`], queueing the runs of `scheduler`'s ticks as they come due
+/// (beside the claims, so a worker busy with runs still queues them). A
+/// first pass is made before anything is claimed; with `exit_when_idle`
+/// it is the only one: the worker runs the ticks due when it started
+/// (missed ones, up to the catch-up limit) and exits.
+pub async fn run_with_schedules(
+    store: Store,
+    runtime: Runtime,
+    config: WorkerConfig,
+    scheduler: Option<Scheduler>,
+    shutdown: watch::Receiver<bool>,
+    events: WorkerEvents,
+) -> WorkerReport {
+    let scheduled = Arc::new(AtomicUsize::new(0));
+    let scheduling = match scheduler {
+        Some(mut scheduler) => {
+            let report =
+                |events: &WorkerEvents, scheduled: &AtomicUsize, done: Vec<WorkerEvent>| {
+                    for event in done {
+                        if matches!(event, WorkerEvent::Scheduled { .. }) {
+                            scheduled.fetch_add(1, Ordering::Relaxed);
+                        }
+                        events(&event);
+                    }
+                };
+            report(
+                &events,
+                &scheduled,
+                scheduler.pass(&store, schedule::now_ms()).await,
+            );
+            // A batch worker queues what was due when it started, runs it
+            // and exits: ticks coming due meanwhile would keep it busy.
+            if config.exit_when_idle {
+                None
+            } else {
+                let (store, events, scheduled, mut shutdown) = (
+                    store.clone(),
+                    events.clone(),
+                    scheduled.clone(),
+                    shutdown.clone(),
+                );
+                let cap = config.poll_interval.max(Duration::from_millis(10));
+                Some(tokio::spawn(async move {
+                    loop {
+                        let wait = scheduler.wait(schedule::now_ms(), cap);
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = shutdown.changed() => return,
+                        }
+                        report(
+                            &events,
+                            &scheduled,
+                            scheduler.pass(&store, schedule::now_ms()).await,
+                        );
+                    }
+                }))
+            }
+        }
+        None => None,
+    };
+    let mut report = claim_and_run(store, runtime, config, shutdown, events).await;
+    if let Some(scheduling) = scheduling {
+        scheduling.abort();
+    }
+    report.scheduled = scheduled.load(Ordering::Relaxed);
+    report
+}
+
+async fn claim_and_run(
     store: Store,
     runtime: Runtime,
     config: WorkerConfig,

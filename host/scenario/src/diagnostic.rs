@@ -55,6 +55,10 @@ pub mod codes {
     /// A skill, map or gate node without an outgoing edge.
     pub const MISSING_EDGE: &str = "missing-edge";
     pub const CEL_SYNTAX: &str = "cel-syntax";
+    /// A `[[schedule]]` cron expression that does not parse.
+    pub const BAD_CRON: &str = "bad-cron";
+    /// A `[[schedule]]` input that does not fit `[input]`.
+    pub const SCHEDULE_INPUT: &str = "schedule-input";
     /// An expression over the expression budget: too long, too deep, too
     /// many nested comprehensions, or a constant that does too much work.
     pub const CEL_BUDGET: &str = "cel-budget";

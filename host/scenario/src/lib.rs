@@ -22,6 +22,7 @@ pub mod load;
 mod locate;
 pub mod node;
 pub mod parse;
+pub mod queue;
 mod typeflow;
 
 use std::collections::BTreeMap;
@@ -46,6 +47,7 @@ pub use node::{
     MapNode, Node, NodeBody, NodeExpr, NodeKind, PostCheck, Reducer, RetrySpec, Route, SkillCall,
     SubgraphNode, Write,
 };
+pub use queue::{DueTicks, QueuePolicy, Schedule};
 
 /// The name of the state field the engine appends node failures to. Always
 /// present, never declared.
@@ -93,6 +95,12 @@ pub struct Scenario {
     /// `[summary]`: label -> CEL (sees `input`, `state`, `config`), evaluated
     /// when a run completes, in file order.
     pub summary: Vec<(String, Expr)>,
+    /// `[scenario] priority`, `concurrency`, `concurrency_key`: how its
+    /// runs are claimed from the queue.
+    pub queue: QueuePolicy,
+    /// `[[schedule]]`: the cron entries `host worker --schedules` enqueues
+    /// its runs by, in file order.
+    pub schedules: Vec<Schedule>,
     /// `[trust] keys`: public keys (absolute paths) that every registry
     /// component must be signed by, besides the host config's.
     pub trust_keys: Vec<PathBuf>,

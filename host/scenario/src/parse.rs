@@ -129,6 +129,8 @@ impl<'r> Parser<'r> {
             );
         }
 
+        let queue = self.queue_policy(&header);
+        let schedules = self.schedules(file.schedules);
         let inputs = self.inputs(file.input);
         let state = self.state(file.state);
         let skills = self.skills(file.skills);
@@ -265,6 +267,8 @@ impl<'r> Parser<'r> {
             nodes,
             rules,
             summary,
+            queue,
+            schedules,
             trust_keys,
         }
     }

@@ -65,6 +65,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "subgraph_runs",
         sql: include_str!("../migrations/sqlite/0008_subgraph_runs.sql"),
     },
+    Migration {
+        version: 9,
+        name: "queue_flow_control",
+        sql: include_str!("../migrations/sqlite/0009_queue_flow_control.sql"),
+    },
 ];
 
 /// The Postgres migrations: the same versions and names as [`SQLITE`], in
@@ -110,10 +115,15 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "subgraph_runs",
         sql: include_str!("../migrations/postgres/0008_subgraph_runs.sql"),
     },
+    Migration {
+        version: 9,
+        name: "queue_flow_control",
+        sql: include_str!("../migrations/postgres/0009_queue_flow_control.sql"),
+    },
 ];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";

@@ -167,6 +167,9 @@ const CURRENT_CHECKPOINT: &str = "\
         WHERE r.id = $1 AND r.task_id IS NULL) AS found \
     ORDER BY pick LIMIT 1";
 
+const LAST_SCHEDULE_TICK: &str = "SELECT tick_ms FROM schedule_ticks \
+     WHERE scenario_name = $1 AND schedule = $2 ORDER BY tick_ms DESC LIMIT 1";
+
 const RETENTION: &str = "SELECT scenario_name, keep_ms FROM retention ORDER BY scenario_name";
 
 /// Reading a store, on either backend.
@@ -426,6 +429,25 @@ pub(crate) trait Reads: Codec + Sync {
         rows.first()
             .map(|row| self.current_checkpoint_row(task_id, row))
             .transpose()
+    }
+
+    async fn last_schedule_tick(
+        &self,
+        scenario: &str,
+        schedule: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        let action = format!("reading the last tick of schedule `{schedule}` of `{scenario}`");
+        let rows = self
+            .fetch(
+                LAST_SCHEDULE_TICK,
+                &[Param::Text(scenario), Param::Text(schedule)],
+                &action,
+            )
+            .await?;
+        rows.first()
+            .map(|row| row.column::<i64>("tick_ms"))
+            .transpose()
+            .map_err(|e| self.error(e, &action))
     }
 
     async fn retention(&self) -> Result<Vec<Retention>, StoreError> {

@@ -10,6 +10,7 @@ use super::SqliteStore;
 use crate::codec::{ACTIVE, Codec, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, PruneReport, ttl_ms};
+use crate::queue::{PRUNE_IDEMPOTENCY_KEYS, pick_queued};
 use crate::read::Reads;
 use crate::refusal;
 use crate::run::RunRow;
@@ -167,10 +168,13 @@ impl SqliteStore {
             .writer
             .write(action, |tx| {
                 // A dead runner's run first (its lease expired), then the queue.
+                // One writer at a time, so the counts the queue's pick reads
+                // cannot change before it commits.
+                let queued = format!("SELECT id FROM ({})", pick_queued(""));
                 for pick in [
                     "SELECT id FROM runs WHERE status = 'running' AND lease_owner IS NOT NULL \
                      AND lease_expires_at < ?2 ORDER BY lease_expires_at LIMIT 1",
-                    "SELECT id FROM runs WHERE status = 'queued' ORDER BY created_at, id LIMIT 1",
+                    queued.as_str(),
                 ] {
                     let claimed = tx
                         .prepare_cached(&format!(
@@ -264,6 +268,8 @@ impl SqliteStore {
                     .map_err(|e| self.sq(e, action))?;
                 let cache_entries = tx
                     .execute(crate::cache::PRUNE_CACHE, params![now])
+                    .map_err(|e| self.sq(e, action))?;
+                tx.execute(PRUNE_IDEMPOTENCY_KEYS, params![now])
                     .map_err(|e| self.sq(e, action))?;
                 let blobs = tx
                     .execute(

@@ -33,6 +33,14 @@ pub(crate) const UNDO_8: &str = "DROP INDEX runs_by_parent; \
      ALTER TABLE runs DROP COLUMN parent_node; \
      ALTER TABLE runs DROP COLUMN parent_visit;";
 
+/// What schema version 9 added, taken out again (both backends).
+pub(crate) const UNDO_9: &str = "DROP TABLE schedule_ticks; DROP TABLE idempotency_keys; \
+     DROP INDEX runs_running_by_scenario; DROP INDEX runs_queued; \
+     ALTER TABLE runs DROP COLUMN priority; \
+     ALTER TABLE runs DROP COLUMN concurrency_limit; \
+     ALTER TABLE runs DROP COLUMN concurrency_key; \
+     CREATE INDEX runs_queued ON runs (created_at, id) WHERE status = 'queued';";
+
 /// What schema version 7 added, taken out again (both backends).
 pub(crate) const UNDO_7: &str = "DROP TABLE node_cache;";
 
@@ -1392,6 +1400,7 @@ async fn sqlite_migrates_a_version_3_database() {
          UPDATE skillhost_meta SET value = '3' WHERE key = 'schema_version'; ",
     )
     .await;
+    db.exec(UNDO_9).await;
     db.exec(UNDO_8).await;
     db.exec(UNDO_7).await;
     db.exec(UNDO_6).await;
@@ -1719,7 +1728,7 @@ async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
     };
     db.exec(&format!(
         "CREATE INDEX runs_by_updated ON runs (updated_at) \
-         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {UNDO_8} {UNDO_7} {UNDO_6} {UNDO_5} \
+         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {UNDO_9} {UNDO_8} {UNDO_7} {UNDO_6} {UNDO_5} \
          UPDATE skillhost_meta SET value = '2' WHERE key = 'schema_version'"
     ))
     .await;
