@@ -15,4 +15,5 @@ mod replay;
 mod research;
 mod research_llm;
 mod scripts;
+mod skill_new;
 mod workers;
