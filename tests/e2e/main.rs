@@ -2,6 +2,7 @@
 //! files and real Postgres servers. One test binary, one module per area.
 
 mod authoring;
+mod cache;
 mod check;
 mod cli_skill;
 mod crash;
