@@ -97,3 +97,41 @@ fn cache_lists_what_a_call_compiled_and_prunes_it() {
         2
     );
 }
+
+/// `host skill build` compiles what it built into the host's cache: the
+/// first call loads it from there.
+#[test]
+fn skill_build_compiles_into_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("echo-c.wasm");
+    let source = skillhost_tests::repo_root().join("skills/echo-c");
+    let out = host(
+        dir.path(),
+        &[
+            "skill",
+            "build",
+            &source.display().to_string(),
+            "--out",
+            &out_file.display().to_string(),
+            "--target-dir",
+            &dir.path().join("build").display().to_string(),
+            "--json",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "install the C toolchain as the error says (scripts/install-guest-toolchains.sh c): {}",
+        stderr(&out)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["precompiled"]["source"], "compiled", "{report}");
+    let listed = cache(dir.path(), &["list"]);
+    let entries = listed["compiled"]["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{listed}");
+    assert_eq!(entries[0]["origin"], out_file.display().to_string());
+    assert_eq!(
+        entries[0]["component"],
+        format!("sha256:{}", report["sha256"].as_str().unwrap())
+    );
+}

@@ -80,17 +80,7 @@ pub struct CallArgs {
 
 pub fn run(command: SkillCommand, globals: &Globals) -> CliResult {
     match command {
-        SkillCommand::Build(args) => build::run(args).map_err(|e| {
-            // A missing toolchain is the machine's problem, not the input's.
-            let environment = e
-                .downcast_ref::<skillhost_build::BuildError>()
-                .is_some_and(|e| e.is_environment());
-            if environment {
-                Failure::environment(format!("{e:#}"))
-            } else {
-                Failure::bad_input(format!("{e:#}"))
-            }
-        }),
+        SkillCommand::Build(args) => build::run(args, globals),
         SkillCommand::New(args) => new::run(args),
         SkillCommand::Inspect(args) => inspect(args, globals),
         SkillCommand::Call(args) => call(args, globals),
