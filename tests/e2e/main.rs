@@ -2,6 +2,7 @@
 //! files and real Postgres servers. One test binary, one module per area.
 
 mod authoring;
+mod cache;
 mod check;
 mod cli_skill;
 mod crash;
@@ -16,6 +17,7 @@ mod replay;
 mod research;
 mod research_llm;
 mod scripts;
+mod skill_new;
 mod subgraph;
 mod task;
 mod workers;

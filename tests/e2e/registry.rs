@@ -153,6 +153,29 @@ fn push_pull_and_inspect_a_component() {
     ok(&out);
     let pulled = json(&out);
     assert_eq!(pulled["digest"], digest.as_str());
+    // Compiled into the host's cache as it is pulled, and listed there as
+    // the component of its reference.
+    assert!(
+        matches!(
+            pulled["precompiled"]["source"].as_str(),
+            Some("compiled" | "cache")
+        ),
+        "{pulled}"
+    );
+    let out = host(dir.path(), &["cache", "list", "--json"]);
+    ok(&out);
+    let listed = json(&out);
+    let from_registry = listed["compiled"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["reference"]
+                .as_str()
+                .is_some_and(|r| r.ends_with("skills/echo:0.1.0"))
+        })
+        .count();
+    assert_eq!(from_registry, 1, "{listed}");
     assert_eq!(
         std::fs::read(&file).unwrap(),
         std::fs::read(dist("echo")).unwrap()

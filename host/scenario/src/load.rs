@@ -380,7 +380,7 @@ fn load_skills(
     providers: Providers,
     subgraphs: BTreeMap<String, LoadedScenario>,
 ) -> Result<LoadedScenario, CheckReport> {
-    let mut skills = BTreeMap::new();
+    let mut files = Vec::new();
     for (alias, skill) in &scenario.skills {
         let file = match &skill.component {
             ComponentSource::File(path) => path.clone(),
@@ -394,9 +394,15 @@ fn load_skills(
                 }
             }
         };
-        match runtime.load_file(&file) {
+        files.push((alias, skill, file));
+    }
+    // The skills that miss the cache compile side by side.
+    let paths: Vec<PathBuf> = files.iter().map(|(_, _, file)| file.clone()).collect();
+    let mut skills = BTreeMap::new();
+    for ((alias, skill, _), loaded) in files.iter().zip(runtime.load_files(&paths)) {
+        match loaded {
             Ok(loaded) => {
-                skills.insert(alias.clone(), loaded);
+                skills.insert(alias.to_string(), loaded);
             }
             Err(e) => reporter.error(
                 skill.line,
