@@ -3,6 +3,7 @@
 
 mod approval;
 mod authoring;
+mod cache;
 mod check;
 mod cli_skill;
 mod crash;
@@ -11,9 +12,13 @@ mod http;
 mod layout;
 mod llm;
 mod polyglot;
+mod queue;
 mod registry;
 mod replay;
 mod research;
 mod research_llm;
 mod scripts;
+mod skill_new;
+mod subgraph;
+mod task;
 mod workers;

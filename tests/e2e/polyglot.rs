@@ -4,7 +4,8 @@
 //! `scripts/install-guest-toolchains.sh`), then called with the same inputs
 //! as the shipped Rust `echo`, and must answer exactly as it does: output,
 //! error code and message, log lines, exit code, manifest. A missing
-//! toolchain fails the test with the command that installs it.
+//! toolchain fails the test with the command that installs it. Likewise
+//! `skills/text-stats-py` against the Rust `text-stats`, through `fs`.
 
 use std::path::Path;
 use std::process::Output;
@@ -118,4 +119,100 @@ fn the_echo_skill_of_every_language_behaves_exactly_like_the_rust_one() {
             assert_eq!(&got, want, "{name} with input {input}");
         }
     }
+}
+
+/// `skills/text-stats-py`, a skill that reads files through `fs`, built from
+/// source: its unit tests pass under `python3 -m unittest`, its component
+/// imports no contract interface but `log` and `fs`, and it answers exactly
+/// as the Rust `text-stats` does, errors included.
+#[test]
+fn text_stats_in_python_answers_exactly_like_the_rust_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = skillhost_tests::repo_root().join("skills/text-stats-py");
+    let unittest = std::process::Command::new("python3")
+        .args(["-m", "unittest"])
+        .current_dir(&source)
+        // No bytecode left in the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python3 (apt-get install -y python3)");
+    assert!(
+        unittest.status.success(),
+        "{}",
+        String::from_utf8_lossy(&unittest.stderr)
+    );
+
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir_all(corpus.join("sub")).unwrap();
+    std::fs::write(corpus.join("poem.txt"), "one two\ntwo three three\n").unwrap();
+    std::fs::write(
+        corpus.join("prose.txt"),
+        "The cat sat.\r\nThe dog didn't!\n\nÉte été ÉTÉ — 'quoted' x\nw1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w1",
+    )
+    .unwrap();
+    std::fs::write(corpus.join("empty.txt"), "").unwrap();
+    std::fs::write(corpus.join("binary.bin"), [0xc3, 0x28]).unwrap();
+
+    let python = build(dir.path(), "text-stats-py");
+    let out = host(dir.path(), &["skill", "inspect", &python, "--json"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let inspected: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let contract: Vec<&str> = inspected["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|i| i.starts_with("skillhost:"))
+        .collect();
+    assert_eq!(
+        contract,
+        [
+            "skillhost:skill/log@0.1.0",
+            "skillhost:skill/types@0.1.0",
+            "skillhost:skill/fs@0.1.0"
+        ]
+    );
+    assert_eq!(inspected["capabilities"], json!(["log", "fs"]));
+
+    let rust = skillhost_tests::dist("text-stats").display().to_string();
+    let grant = format!("fs={}", corpus.display());
+    let call = |component: &str, path: &str| {
+        let input = json!({ "path": path }).to_string();
+        let out = host(
+            dir.path(),
+            &[
+                "skill", "call", component, "--input", &input, "--grant", &grant, "--json",
+            ],
+            None,
+        );
+        let mut report: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        let name = report["skill"].as_str().unwrap_or_default().to_string();
+        let text = report
+            .to_string()
+            .replace(&format!("`{name}`"), "`text-stats`");
+        report = serde_json::from_str(&text).unwrap();
+        let object = report.as_object_mut().unwrap();
+        for key in ["skill", "fuel_consumed", "memory_peak_bytes", "duration_us"] {
+            object.remove(key);
+        }
+        if let Some(error) = object.get_mut("error").and_then(Value::as_object_mut) {
+            error.remove("skill");
+        }
+        (out.status.code(), report)
+    };
+    for path in [
+        "poem.txt",
+        "prose.txt",
+        "empty.txt",
+        "binary.bin",
+        "missing.txt",
+        "sub",
+        "../escape.txt",
+        "",
+    ] {
+        let want = call(&rust, path);
+        assert_eq!(call(&python, path), want, "path {path:?}");
+    }
+    assert_eq!(call(&rust, "poem.txt").1["output"]["words"], 5);
 }

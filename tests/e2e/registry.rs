@@ -153,6 +153,29 @@ fn push_pull_and_inspect_a_component() {
     ok(&out);
     let pulled = json(&out);
     assert_eq!(pulled["digest"], digest.as_str());
+    // Compiled into the host's cache as it is pulled, and listed there as
+    // the component of its reference.
+    assert!(
+        matches!(
+            pulled["precompiled"]["source"].as_str(),
+            Some("compiled" | "cache")
+        ),
+        "{pulled}"
+    );
+    let out = host(dir.path(), &["cache", "list", "--json"]);
+    ok(&out);
+    let listed = json(&out);
+    let from_registry = listed["compiled"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["reference"]
+                .as_str()
+                .is_some_and(|r| r.ends_with("skills/echo:0.1.0"))
+        })
+        .count();
+    assert_eq!(from_registry, 1, "{listed}");
     assert_eq!(
         std::fs::read(&file).unwrap(),
         std::fs::read(dist("echo")).unwrap()
@@ -311,14 +334,8 @@ fn the_research_scenario_runs_from_the_registry_locked_and_offline() {
         std::fs::read_to_string(&local_report).unwrap()
     );
 
-    // `host graph` resolves the same way; `host submit` refuses, since a
-    // worker does not pull.
+    // `host graph` resolves the same way.
     ok(&host(dir.path(), &["graph", remote.to_str().unwrap()]));
-    let out = host(
-        dir.path(),
-        &["submit", remote.to_str().unwrap(), "--input", QUERY],
-    );
-    fails(&out, 2, &["registry component", "host worker"]);
 
     // With the registry stopped, it runs from the lock and the cache.
     registry.stop();
@@ -371,6 +388,112 @@ fn the_research_scenario_runs_from_the_registry_locked_and_offline() {
     .unwrap();
     let out = run_research(dir.path(), &remote, &report, &["--locked"]);
     fails(&out, 2, &["skill `writer`", "the lock pins"]);
+}
+
+#[test]
+fn a_worker_runs_registry_components_only_as_they_were_submitted() {
+    let registry = TestRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    for skill in RESEARCH_SKILLS {
+        push(dir.path(), &registry, skill, "0.1.0", &[]);
+    }
+    let remote = research_scenario(dir.path(), |s| {
+        registry.reference(&format!("skills/{s}:0.1.0"))
+    });
+    let scenario = remote.to_str().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("queue.db").display());
+    let db = db.as_str();
+    let submit = |dir: &Path| {
+        let out = host(
+            dir,
+            &[
+                "submit",
+                scenario,
+                "--input",
+                QUERY,
+                "--database",
+                db,
+                "--json",
+            ],
+        );
+        ok(&out);
+        json(&out)["run_id"].as_str().unwrap().to_string()
+    };
+    let drain = |dir: &Path| {
+        ok(&host(
+            dir,
+            &[
+                "worker",
+                "--database",
+                db,
+                "--exit-when-idle",
+                "--concurrency",
+                "1",
+            ],
+        ))
+    };
+    let show = |dir: &Path, run: &str| {
+        let out = host(dir, &["runs", "show", run, "--database", db, "--json"]);
+        ok(&out);
+        json(&out)
+    };
+
+    // A worker pulls what the run was submitted with and runs it to the
+    // report a local run writes.
+    let first = submit(dir.path());
+    drain(dir.path());
+    assert_eq!(show(dir.path(), &first)["status"], "completed");
+    let report = dir.path().join("report.md");
+    ok(&host(
+        dir.path(),
+        &[
+            "runs",
+            "artifact",
+            &first,
+            "report.md",
+            "--database",
+            db,
+            "--out",
+            report.to_str().unwrap(),
+        ],
+    ));
+    let local = dir.path().join("local-report.md");
+    let local_scenario = skillhost_tests::repo_root().join("examples/research/scenario.toml");
+    ok(&run_research(dir.path(), &local_scenario, &local, &[]));
+    assert_eq!(
+        std::fs::read_to_string(&report).unwrap(),
+        std::fs::read_to_string(&local).unwrap()
+    );
+
+    // The tag moves after a run was queued, to a build with the same
+    // interface and other bytes (a custom section appended): the worker
+    // resolves the new code, and the run is refused rather than switched.
+    let second = submit(dir.path());
+    let mut rebuilt = std::fs::read(dist("claim-synthesis")).unwrap();
+    let name = b"rebuilt";
+    let payload = b"another build";
+    rebuilt.extend_from_slice(&[0, (1 + name.len() + payload.len()) as u8, name.len() as u8]);
+    rebuilt.extend_from_slice(name);
+    rebuilt.extend_from_slice(payload);
+    let rebuilt_path = dir.path().join("claim-synthesis-rebuilt.wasm");
+    std::fs::write(&rebuilt_path, rebuilt).unwrap();
+    ok(&host(
+        dir.path(),
+        &[
+            "skill",
+            "push",
+            rebuilt_path.to_str().unwrap(),
+            &registry.reference("skills/claim-synthesis:0.1.0"),
+        ],
+    ));
+    drain(dir.path());
+    let shown = show(dir.path(), &second);
+    assert_eq!(shown["status"], "failed", "{shown}");
+    let error = shown["error"].to_string();
+    assert!(
+        error.contains("components-changed") && error.contains("synthesis"),
+        "{error}"
+    );
 }
 
 #[test]

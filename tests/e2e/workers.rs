@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use skillhost_store::{RunStatus, Store};
 
-fn fixture(path: &str) -> String {
+pub(crate) fn fixture(path: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("e2e")
         .join(path)
@@ -29,7 +29,7 @@ fn cache_dir() -> &'static Path {
     DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
 }
 
-fn host_command(db: &str, args: &[&str]) -> Command {
+pub(crate) fn host_command(db: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(skillhost_tests::cli::host_bin());
     cmd.args(args)
         .env("SKILLHOST_CACHE_DIR", cache_dir())
@@ -39,11 +39,11 @@ fn host_command(db: &str, args: &[&str]) -> Command {
     cmd
 }
 
-fn host(db: &str, args: &[&str]) -> Output {
+pub(crate) fn host(db: &str, args: &[&str]) -> Output {
     host_command(db, args).output().expect("run host")
 }
 
-fn ok(out: Output) -> String {
+pub(crate) fn ok(out: Output) -> String {
     assert!(
         out.status.success(),
         "host failed ({:?}): {}{}",
@@ -65,14 +65,14 @@ fn submit(db: &str, scenario: &str, input: &Value) -> String {
 }
 
 /// A `host worker` process, its NDJSON events collected as they come.
-struct Worker {
+pub(crate) struct Worker {
     child: Child,
     events: Receiver<Value>,
     seen: Vec<Value>,
 }
 
 impl Worker {
-    fn start(db: &str, extra: &[&str]) -> Worker {
+    pub(crate) fn start(db: &str, extra: &[&str]) -> Worker {
         let mut args = vec!["worker", "--json", "--poll", "50ms"];
         args.extend_from_slice(extra);
         let mut child = host_command(db, &args)
@@ -97,7 +97,7 @@ impl Worker {
     }
 
     /// Waits for an event named `name`; returns it.
-    fn wait_for(&mut self, name: &str, timeout: Duration) -> Value {
+    pub(crate) fn wait_for(&mut self, name: &str, timeout: Duration) -> Value {
         if let Some(event) = self.seen.iter().find(|e| e["event"] == name) {
             return event.clone();
         }
@@ -122,7 +122,7 @@ impl Worker {
     }
 
     /// SIGTERM, then the exit status and every event it printed.
-    fn stop(mut self) -> (std::process::ExitStatus, Vec<Value>) {
+    pub(crate) fn stop(mut self) -> (std::process::ExitStatus, Vec<Value>) {
         self.signal(libc::SIGTERM);
         let status = self.child.wait().unwrap();
         while let Ok(event) = self.events.recv_timeout(Duration::from_millis(500)) {
@@ -140,7 +140,7 @@ impl Drop for Worker {
 }
 
 /// Waits until every run in `ids` is finished; panics after `timeout`.
-async fn wait_finished(store: &Store, ids: &[String], timeout: Duration) {
+pub(crate) async fn wait_finished(store: &Store, ids: &[String], timeout: Duration) {
     let deadline = Instant::now() + timeout;
     loop {
         let mut pending = Vec::new();

@@ -22,6 +22,7 @@ pub fn new_run(id: &str, initial_state: Value) -> NewRun {
         provenance: Provenance {
             components: BTreeMap::from([("probe".into(), "c".repeat(64))]),
             forked_from: None,
+            parent: None,
         },
     }
 }

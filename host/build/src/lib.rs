@@ -12,11 +12,15 @@
 //! ([`componentize`](mod@componentize), [`hoist`]), write the file
 //! atomically, and report.
 //!
+//! [`scaffold`] writes a new skill's directory from the templates of each
+//! language (`host skill new`).
+//!
 //! It must not load or run components (that is `runtime`'s job).
 
 pub mod componentize;
 pub mod hoist;
 pub mod recipe;
+pub mod scaffold;
 
 // The Rust recipe's modules, where they were before there were recipes.
 pub use recipe::rust::{package, toolchain};

@@ -117,7 +117,8 @@ impl Engine {
     /// as `cancelled` now; a running one at its next node boundary, where
     /// its runner (this process or another, a worker included) finds its
     /// checkpoint refused. A finished run is
-    /// [`EngineError::NothingToCancel`], with nothing changed.
+    /// [`EngineError::NothingToCancel`], with nothing changed. The run's
+    /// unfinished child runs (subgraph nodes) are cancelled with it.
     pub async fn cancel(&self, run_id: &str, by: &str) -> Result<Cancelled, EngineError> {
         let store = self.store.as_ref().ok_or_else(|| EngineError::Internal {
             run: run_id.to_string(),
@@ -151,6 +152,21 @@ impl Engine {
                 status: RunStatus::Cancelled.as_str().to_string(),
                 duration_ms: 0,
             });
+        }
+        // A subgraph node's child run is part of its parent: cancelling the
+        // parent cancels the children still going, at their next node
+        // boundary (they run inside the parent's node), and so down their
+        // own subgraphs. The child ending as cancelled fails the parent's
+        // node, whose checkpoint the parent's own cancel request refuses.
+        for child in store.children(run_id).await? {
+            if child.status.is_finished() {
+                continue;
+            }
+            match Box::pin(self.cancel(&child.id, by)).await {
+                // It finished in between: nothing left to cancel.
+                Ok(_) | Err(EngineError::NothingToCancel { .. }) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(cancelled)
     }

@@ -5,7 +5,7 @@
 //! The core is small ([`run`]): ask the node's kind what happened, apply its
 //! state changes, evaluate the rules, pick the next node, commit. Each kind
 //! of node is one module under [`kinds`] (skill, map fan-out, gate, end,
-//! fail) that returns what happened and never commits or routes itself;
+//! fail, subgraph: another scenario as a child run) that returns what happened and never commits or routes itself;
 //! retries are the calling kinds' business ([`call`]), failure routing the
 //! core's. No model and no clock decide where a run goes: only the
 //! scenario's CEL guards over the state.
@@ -40,8 +40,10 @@ pub mod events;
 mod kinds;
 pub mod lease;
 mod node;
+pub mod queue;
 pub mod replay;
 mod run;
+pub mod schedule;
 pub mod state;
 pub mod worker;
 
@@ -56,8 +58,8 @@ use run::drive;
 use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Configs, LoadedScenario, Scenario};
 use skillhost_store::{
-    FieldHashes, ForkOrigin, InitialState, NewArtifact, NewRun, Provenance, RunState, RunStatus,
-    START_NODE, StepRow, Store, StoreError,
+    Admission, FieldHashes, ForkOrigin, InitialState, NewArtifact, NewRun, ParentLink, Provenance,
+    RunState, RunStatus, START_NODE, StepRow, Store, StoreError,
 };
 
 /// Why a run could not be started or continued (as opposed to a run that
@@ -140,10 +142,23 @@ pub enum EngineError {
     ForkGoesNowhere { id: String, seq: u64 },
     #[error("--set {field}: {message}")]
     InvalidFork { field: String, message: String },
+    #[error("scenario `{scenario}` cannot be queued: {message}")]
+    NotQueueable { scenario: String, message: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("run `{run}`: {message}")]
     Internal { run: String, message: String },
+}
+
+/// What [`Engine::start_with`] did.
+#[derive(Debug, Clone)]
+// One per start, matched at once: boxing the outcome would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Started {
+    /// It created the run and ran it to its end.
+    Ran(RunOutcome),
+    /// A live run holds the request's idempotency key: nothing was started.
+    Existing { run_id: String },
 }
 
 /// How a run ended.
@@ -223,6 +238,9 @@ pub(crate) struct RunContext<'a> {
     /// an approval node: the answer (or the timeout) that node goes on
     /// with.
     pub wait: Option<skillhost_store::WaitRow>,
+    /// The run was resumed with `--allow-changed`: a child run a subgraph
+    /// node continues may have changed too.
+    pub allow_changed: bool,
 }
 
 impl Engine {
@@ -246,37 +264,57 @@ impl Engine {
     pub async fn start(
         &self,
         loaded: &LoadedScenario,
-        mut input: Value,
+        input: Value,
         run_id: Option<String>,
     ) -> Result<RunOutcome, EngineError> {
-        let scenario = &*loaded.scenario;
-        scenario.apply_input_defaults(&mut input);
-        scenario
-            .validate_input(&input)
-            .map_err(|message| EngineError::InvalidInput {
-                scenario: scenario.name.clone(),
-                message,
-            })?;
-        let run_id = run_id.unwrap_or_else(skillhost_store::new_run_id);
-        let initial = &loaded.initial_state;
-        if let Some(store) = &self.store {
-            store
-                .create_run(&NewRun {
-                    id: run_id.clone(),
-                    scenario_name: scenario.name.clone(),
-                    scenario_path: scenario.path.display().to_string(),
-                    scenario_digest: scenario.digest.clone(),
-                    input: input.clone(),
-                    initial_state: initial.clone(),
-                    start_node: scenario.start.clone(),
-                    start_visits: BTreeMap::new(),
-                    provenance: Provenance {
-                        components: loaded.component_digests(),
-                        forked_from: None,
-                    },
-                })
-                .await?;
+        self.start_run(loaded, input, run_id, None).await
+    }
+
+    /// [`Engine::start`], for a child run when `parent` says whose.
+    pub(crate) async fn start_run(
+        &self,
+        loaded: &LoadedScenario,
+        input: Value,
+        run_id: Option<String>,
+        parent: Option<ParentLink>,
+    ) -> Result<RunOutcome, EngineError> {
+        let request = queue::RunRequest {
+            run_id,
+            parent,
+            ..queue::RunRequest::default()
+        };
+        match self.start_with(loaded, input, request).await? {
+            Started::Ran(outcome) => Ok(outcome),
+            // Only a request with a key meets an existing run.
+            Started::Existing { run_id } => Err(EngineError::Internal {
+                run: run_id,
+                message: "a start without an idempotency key met an existing run".into(),
+            }),
         }
+    }
+
+    /// [`start`](Self::start) with a request: an idempotency key whose live
+    /// run is returned ([`Started::Existing`], nothing run) instead of
+    /// starting another, a task, a priority. The run carries its scenario's
+    /// flow control, so queued runs count it. Without a store there is
+    /// nothing to hold a key, and the run just starts.
+    pub async fn start_with(
+        &self,
+        loaded: &LoadedScenario,
+        input: Value,
+        request: queue::RunRequest,
+    ) -> Result<Started, EngineError> {
+        let scenario = &*loaded.scenario;
+        let (run, options) = queue::new_run(loaded, input, request)?;
+        let initial = &loaded.initial_state;
+        if let Some(store) = &self.store
+            && let Admission::Existing { run_id } = store.create_run_with(&run, &options).await?
+        {
+            return Ok(Started::Existing { run_id });
+        }
+        let NewRun {
+            id: run_id, input, ..
+        } = run;
         self.emit(|| Event::RunStarted {
             run_id: run_id.clone(),
             scenario: scenario.name.clone(),
@@ -299,6 +337,7 @@ impl Engine {
             TokenUsage::default(),
         )
         .await
+        .map(Started::Ran)
     }
 
     /// Continues an unfinished run from its last checkpoint.
@@ -328,7 +367,7 @@ impl Engine {
         self.resume_with(loaded, run_id, true).await
     }
 
-    async fn resume_with(
+    pub(crate) async fn resume_with(
         &self,
         loaded: &LoadedScenario,
         run_id: &str,
@@ -412,6 +451,7 @@ impl Engine {
         });
         let mut cx = self.context(loaded, run_id.to_string(), run.input.clone());
         cx.wait = wait;
+        cx.allow_changed = allow_changed;
         let from = Position {
             seq: checkpoint.seq,
             node_id: checkpoint.node_id,
@@ -538,6 +578,7 @@ impl Engine {
                         run_id: from.to_string(),
                         seq,
                     }),
+                    parent: None,
                 },
             })
             .await?;
@@ -569,7 +610,7 @@ impl Engine {
         .await
     }
 
-    fn context<'a>(
+    pub(crate) fn context<'a>(
         &'a self,
         loaded: &'a LoadedScenario,
         run_id: String,
@@ -585,6 +626,7 @@ impl Engine {
             events: self.events.clone(),
             replay: None,
             wait: None,
+            allow_changed: false,
         }
     }
 }

@@ -52,10 +52,15 @@ pub(crate) fn check_constraints(
     })
 }
 
-/// Evaluates the node's input mapping into the skill's input object.
-pub(crate) fn map_input(node: &Node, call: &SkillCall, vars: &Vars) -> Result<Value, NodeFailure> {
+/// Evaluates a node's input mapping into the input object of what it
+/// calls (a skill, a child run).
+pub(crate) fn map_input(
+    node: &Node,
+    mapping: &[(String, skillhost_scenario::Expr)],
+    vars: &Vars,
+) -> Result<Value, NodeFailure> {
     let mut input = Map::new();
-    for (field, expr) in &call.input {
+    for (field, expr) in mapping {
         let value = expr.eval(vars).map_err(|e| {
             NodeFailure::new(
                 "input-mapping-failed",

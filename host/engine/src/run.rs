@@ -785,7 +785,7 @@ fn next_node(
 }
 
 /// The scenario's `[summary]`; an expression that fails shows its error.
-fn summarize(cx: &RunContext<'_>, state: &Arc<RunState>) -> Map<String, Value> {
+pub(crate) fn summarize(cx: &RunContext<'_>, state: &Arc<RunState>) -> Map<String, Value> {
     if cx.scenario.summary.is_empty() {
         return Map::new();
     }

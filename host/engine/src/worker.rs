@@ -3,8 +3,10 @@
 //! coordination engine; there is no cluster of our own.
 //!
 //! A worker loop: claim a run (a dead runner's run whose lease expired
-//! first, then a waiting run whose wait timed out, else the oldest queued
-//! one, an answered run among them; `FOR UPDATE SKIP LOCKED` on Postgres),
+//! first, then a waiting run whose wait timed out, else the queued one of
+//! the highest priority, oldest first, an answered run among them; the last
+//! two only as their scenario's concurrency limit and key let them start:
+//! the store decides, `FOR UPDATE SKIP LOCKED` on Postgres),
 //! hold its lease through the lease service ([`crate::lease`]: a store
 //! handle fenced by the lease, renewed every third of its time to live), run
 //! it from its last checkpoint through the engine on that handle, and stop
@@ -14,12 +16,17 @@
 //! discarded whole) and releases their leases so another worker resumes
 //! them at once instead of after expiry.
 //!
+//! With a [`Scheduler`] (`host worker --schedules`), a task beside the
+//! loop queues the runs of schedule ticks as they come due.
+//!
 //! Owns: the claim/run/release cycle. Must not: print (the CLI turns
 //! [`WorkerEvent`]s into lines), renew leases itself (the lease service
 //! does), or write to a run without its lease.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +36,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::lease::RunLease;
+use crate::schedule::{self, Scheduler};
 use crate::{Engine, EngineError, EventSink, NoEvents};
 use skillhost_runtime::Runtime;
 use skillhost_scenario::LoadedScenario;
@@ -51,6 +59,40 @@ pub struct WorkerConfig {
     pub grace: Duration,
     /// Exit once nothing is claimable and nothing is in flight.
     pub exit_when_idle: bool,
+    /// How the scenario of a claimed run is loaded.
+    pub loader: ScenarioLoader,
+}
+
+/// How a worker loads a scenario file: the file alone by default
+/// (`skillhost_scenario::load`, local components only); `host worker`
+/// gives one that also resolves `oci://` components as `host run` does
+/// (the scenario's lock, the registry cache). It is called on a blocking
+/// thread and returns the checker's report as text on failure.
+#[derive(Clone)]
+pub struct ScenarioLoader(Arc<LoadFn>);
+
+type LoadFn = dyn Fn(&Path, &Runtime) -> Result<LoadedScenario, String> + Send + Sync;
+
+impl ScenarioLoader {
+    pub fn new(
+        load: impl Fn(&Path, &Runtime) -> Result<LoadedScenario, String> + Send + Sync + 'static,
+    ) -> Self {
+        ScenarioLoader(Arc::new(load))
+    }
+}
+
+impl Default for ScenarioLoader {
+    fn default() -> Self {
+        ScenarioLoader::new(|path, runtime| {
+            skillhost_scenario::load(path, runtime).map_err(|report| report.to_string())
+        })
+    }
+}
+
+impl fmt::Debug for ScenarioLoader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ScenarioLoader")
+    }
 }
 
 impl Default for WorkerConfig {
@@ -62,6 +104,7 @@ impl Default for WorkerConfig {
             poll_interval: Duration::from_millis(250),
             grace: Duration::from_secs(10),
             exit_when_idle: false,
+            loader: ScenarioLoader::default(),
         }
     }
 }
@@ -99,6 +142,22 @@ pub enum WorkerEvent {
     Stopping {
         in_flight: usize,
     },
+    /// A schedule's tick was due and this worker queued its run.
+    Scheduled {
+        run_id: String,
+        scenario: String,
+        schedule: String,
+        /// The tick, UTC ISO 8601.
+        tick: String,
+    },
+    /// A schedule missed more ticks than the catch-up limit: the older
+    /// ones, up to and including this one, were not queued.
+    TicksSkipped {
+        scenario: String,
+        schedule: String,
+        newest_skipped: String,
+        catch_up: usize,
+    },
 }
 
 /// Counts of what a worker did, returned when it stops.
@@ -113,6 +172,8 @@ pub struct WorkerReport {
     pub released: usize,
     pub lease_lost: usize,
     pub errors: usize,
+    /// Schedule ticks whose runs this worker queued.
+    pub scheduled: usize,
 }
 
 /// Receives worker events (the CLI prints them).
@@ -126,27 +187,40 @@ struct Scenarios {
 
 impl Scenarios {
     /// The scenario a run was started from, as loaded by this worker. The
-    /// engine then checks that its digest is the run's.
-    async fn get(&self, runtime: &Runtime, run: &RunRow) -> Result<Arc<LoadedScenario>, String> {
+    /// engine then checks that its digest and its components' are the
+    /// run's. A scenario loaded earlier is reused while its digest and its
+    /// components are the run's; otherwise it is loaded again (the file
+    /// changed, or a registry tag now names other code), so one worker
+    /// serves runs queued before and after a change.
+    async fn get(
+        &self,
+        runtime: &Runtime,
+        loader: &ScenarioLoader,
+        run: &RunRow,
+    ) -> Result<Arc<LoadedScenario>, String> {
         let path = PathBuf::from(&run.scenario_path);
         if let Some(loaded) = self.by_path.lock().unwrap().get(&path)
             && loaded.scenario.digest == run.scenario_digest
+            && run
+                .provenance
+                .as_ref()
+                .is_none_or(|p| p.components == loaded.component_digests())
         {
             return Ok(loaded.clone());
         }
         let runtime = runtime.clone();
         let load_path = path.clone();
-        let loaded =
-            tokio::task::spawn_blocking(move || skillhost_scenario::load(&load_path, &runtime))
-                .await
-                .map_err(|e| format!("loading scenario `{}` panicked: {e}", path.display()))?
-                .map_err(|report| {
-                    format!(
-                        "scenario `{}` of run `{}` cannot be loaded on this worker:\n{report}",
-                        path.display(),
-                        run.id
-                    )
-                })?;
+        let load = loader.0.clone();
+        let loaded = tokio::task::spawn_blocking(move || load(&load_path, &runtime))
+            .await
+            .map_err(|e| format!("loading scenario `{}` panicked: {e}", path.display()))?
+            .map_err(|report| {
+                format!(
+                    "scenario `{}` of run `{}` cannot be loaded on this worker:\n{report}",
+                    path.display(),
+                    run.id
+                )
+            })?;
         let loaded = Arc::new(loaded);
         self.by_path.lock().unwrap().insert(path, loaded.clone());
         Ok(loaded)
@@ -156,6 +230,84 @@ impl Scenarios {
 /// Runs the worker loop until `shutdown` turns true (or, with
 /// `exit_when_idle`, until there is nothing left to do).
 pub async fn run(
+    store: Store,
+    runtime: Runtime,
+    config: WorkerConfig,
+    shutdown: watch::Receiver<bool>,
+    events: WorkerEvents,
+) -> WorkerReport {
+    run_with_schedules(store, runtime, config, None, shutdown, events).await
+}
+
+/// [`run`], queueing the runs of `scheduler`'s ticks as they come due
+/// (beside the claims, so a worker busy with runs still queues them). A
+/// first pass is made before anything is claimed; with `exit_when_idle`
+/// it is the only one: the worker runs the ticks due when it started
+/// (missed ones, up to the catch-up limit) and exits.
+pub async fn run_with_schedules(
+    store: Store,
+    runtime: Runtime,
+    config: WorkerConfig,
+    scheduler: Option<Scheduler>,
+    shutdown: watch::Receiver<bool>,
+    events: WorkerEvents,
+) -> WorkerReport {
+    let scheduled = Arc::new(AtomicUsize::new(0));
+    let scheduling = match scheduler {
+        Some(mut scheduler) => {
+            let report =
+                |events: &WorkerEvents, scheduled: &AtomicUsize, done: Vec<WorkerEvent>| {
+                    for event in done {
+                        if matches!(event, WorkerEvent::Scheduled { .. }) {
+                            scheduled.fetch_add(1, Ordering::Relaxed);
+                        }
+                        events(&event);
+                    }
+                };
+            report(
+                &events,
+                &scheduled,
+                scheduler.pass(&store, schedule::now_ms()).await,
+            );
+            // A batch worker queues what was due when it started, runs it
+            // and exits: ticks coming due meanwhile would keep it busy.
+            if config.exit_when_idle {
+                None
+            } else {
+                let (store, events, scheduled, mut shutdown) = (
+                    store.clone(),
+                    events.clone(),
+                    scheduled.clone(),
+                    shutdown.clone(),
+                );
+                let cap = config.poll_interval.max(Duration::from_millis(10));
+                Some(tokio::spawn(async move {
+                    loop {
+                        let wait = scheduler.wait(schedule::now_ms(), cap);
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = shutdown.changed() => return,
+                        }
+                        report(
+                            &events,
+                            &scheduled,
+                            scheduler.pass(&store, schedule::now_ms()).await,
+                        );
+                    }
+                }))
+            }
+        }
+        None => None,
+    };
+    let mut report = claim_and_run(store, runtime, config, shutdown, events).await;
+    if let Some(scheduling) = scheduling {
+        scheduling.abort();
+    }
+    report.scheduled = scheduled.load(Ordering::Relaxed);
+    report
+}
+
+async fn claim_and_run(
     store: Store,
     runtime: Runtime,
     config: WorkerConfig,
@@ -305,7 +457,11 @@ impl Job {
         let lease = RunLease::hold(&self.store, lease, self.config.lease_ttl);
         let fenced = lease.store().clone();
 
-        let loaded = match self.scenarios.get(&self.runtime, &run).await {
+        let loaded = match self
+            .scenarios
+            .get(&self.runtime, &self.config.loader, &run)
+            .await
+        {
             Ok(loaded) => loaded,
             Err(message) => {
                 // The run cannot make progress anywhere this file is missing

@@ -8,6 +8,15 @@
 //! renamed into place, so a reader never sees half a blob and a blob that
 //! does not match is never stored), and checking a blob's digest again
 //! before it is used. Must not: talk to a registry.
+//!
+//! For `host cache list|prune`: [`Cache::entries`] lists the blobs, each
+//! with what it is to the tags recorded here (a component, manifest, config
+//! of `REF`), the temporary files being written, and the tag records;
+//! [`RegistryEntry::remove`] unlinks one. A blob's age is the time since it
+//! was stored (pulls of a stored blob do not touch it). Unlinking is safe
+//! while another process reads: an open blob stays readable, and one found
+//! missing is pulled again (or, offline, reported as not cached). A tag
+//! whose manifest is pruned is pruned with it.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -218,6 +227,183 @@ impl Cache {
     }
 }
 
+/// How long a temporary file may be written before it is taken for the
+/// leftover of a pull that died.
+pub const PARTIAL_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// What a file of the registry cache is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EntryKind {
+    /// `blobs/sha256/HEX`.
+    Blob,
+    /// A blob being written (`.partial-*`), or left by a pull that died.
+    Partial,
+    /// `tags/HASH`: the digest a reference last resolved to.
+    Tag,
+}
+
+/// One file of the registry cache.
+#[derive(Debug, Clone)]
+pub struct RegistryEntry {
+    pub path: PathBuf,
+    pub kind: EntryKind,
+    /// A blob's digest (`sha256:HEX`), or the manifest a tag points at.
+    pub digest: Option<String>,
+    /// What it is to the tags recorded here: `component of REF`,
+    /// `manifest of REF`, `config of REF`; for a tag, its reference.
+    pub role: Option<String>,
+    pub size: u64,
+    pub modified: std::time::SystemTime,
+}
+
+impl RegistryEntry {
+    /// Time since it was stored, zero if the clock says the future.
+    pub fn age(&self, now: std::time::SystemTime) -> std::time::Duration {
+        now.duration_since(self.modified).unwrap_or_default()
+    }
+
+    /// Whether `prune` removes it: a blob when `all` or at least
+    /// `older_than` old; a temporary file only past [`PARTIAL_GRACE`] too;
+    /// a tag record only with `all` (a tag whose manifest goes is removed
+    /// by [`Cache::prune_dangling_tags`]).
+    pub fn prunable(
+        &self,
+        now: std::time::SystemTime,
+        older_than: std::time::Duration,
+        all: bool,
+    ) -> bool {
+        let age = self.age(now);
+        match self.kind {
+            EntryKind::Blob => all || age >= older_than,
+            EntryKind::Partial => age >= PARTIAL_GRACE && (all || age >= older_than),
+            EntryKind::Tag => all,
+        }
+    }
+
+    /// Unlinks it; one already gone is not an error.
+    pub fn remove(&self) -> std::io::Result<()> {
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The parts of a manifest `entries` reads to name its blobs.
+#[derive(Deserialize)]
+struct ManifestDigests {
+    config: Option<Described>,
+    #[serde(default)]
+    layers: Vec<Described>,
+}
+
+#[derive(Deserialize)]
+struct Described {
+    digest: String,
+}
+
+impl Cache {
+    /// Every file of the cache: blobs (named by the tags recorded here where
+    /// one leads to them), temporary files and tag records, sorted by kind
+    /// and path.
+    pub fn entries(&self) -> Result<Vec<RegistryEntry>> {
+        let io = |path: &Path, e: std::io::Error| OciError::cache(path, e);
+        let mut entries = Vec::new();
+        let tags_dir = self.root.join("tags");
+        let mut roles: std::collections::HashMap<String, String> = Default::default();
+        for file in std::fs::read_dir(&tags_dir).map_err(|e| io(&tags_dir, e))? {
+            let file = file.map_err(|e| io(&tags_dir, e))?;
+            let path = file.path();
+            let Ok(meta) = file.metadata() else { continue };
+            let record: Option<TagRecord> = std::fs::read(&path)
+                .ok()
+                .and_then(|text| serde_json::from_slice(&text).ok());
+            if let Some(record) = &record {
+                roles.insert(
+                    record.digest.clone(),
+                    format!("manifest of {}", record.reference),
+                );
+                let manifest = self
+                    .blob_path(&record.digest)
+                    .ok()
+                    .and_then(|p| std::fs::read(p).ok())
+                    .and_then(|m| serde_json::from_slice::<ManifestDigests>(&m).ok());
+                if let Some(manifest) = manifest {
+                    if let Some(config) = manifest.config {
+                        roles.insert(config.digest, format!("config of {}", record.reference));
+                    }
+                    for layer in manifest.layers {
+                        roles.insert(layer.digest, format!("component of {}", record.reference));
+                    }
+                }
+            }
+            entries.push(RegistryEntry {
+                path,
+                kind: EntryKind::Tag,
+                digest: record.as_ref().map(|r| r.digest.clone()),
+                role: record.map(|r| r.reference),
+                size: meta.len(),
+                modified: meta.modified().map_err(|e| io(&file.path(), e))?,
+            });
+        }
+        let blobs = self.root.join("blobs").join("sha256");
+        for file in std::fs::read_dir(&blobs).map_err(|e| io(&blobs, e))? {
+            let file = file.map_err(|e| io(&blobs, e))?;
+            let name = file.file_name().to_string_lossy().into_owned();
+            let (kind, digest) = if name.starts_with(".partial-") {
+                (EntryKind::Partial, None)
+            } else if parse_digest(&format!("sha256:{name}")).is_ok() {
+                (EntryKind::Blob, Some(format!("sha256:{name}")))
+            } else {
+                continue;
+            };
+            // Removed by another process since the listing: not an entry.
+            let Ok(meta) = file.metadata() else { continue };
+            entries.push(RegistryEntry {
+                path: file.path(),
+                kind,
+                role: digest.as_ref().and_then(|d| roles.get(d).cloned()),
+                digest,
+                size: meta.len(),
+                modified: meta.modified().map_err(|e| io(&file.path(), e))?,
+            });
+        }
+        entries.sort_by(|a, b| (a.kind as u8, &a.path).cmp(&(b.kind as u8, &b.path)));
+        Ok(entries)
+    }
+
+    /// Removes the tag records whose manifest is no longer stored (after a
+    /// prune), so the cache never claims a tag it cannot serve; returns
+    /// them. With `dry_run`, `removed` (the blobs a prune would remove) are
+    /// taken as gone and nothing is deleted.
+    pub fn prune_dangling_tags(
+        &self,
+        removed: &[String],
+        dry_run: bool,
+    ) -> Result<Vec<RegistryEntry>> {
+        let mut dangling = Vec::new();
+        for entry in self.entries()? {
+            if entry.kind != EntryKind::Tag {
+                continue;
+            }
+            let gone = match &entry.digest {
+                Some(digest) => removed.contains(digest) || !self.has_blob(digest),
+                None => false,
+            };
+            if gone {
+                if !dry_run {
+                    entry
+                        .remove()
+                        .map_err(|e| OciError::cache(&entry.path, e))?;
+                }
+                dangling.push(entry);
+            }
+        }
+        Ok(dangling)
+    }
+}
+
 /// A blob being streamed into the cache; dropped without
 /// [`finish`](BlobWriter::finish), it leaves nothing behind.
 pub struct BlobWriter {
@@ -304,5 +490,62 @@ mod tests {
         assert_eq!(cache.tag(&r).unwrap(), Some(digest.clone()));
         assert_eq!(cache.tag(&r.pinned(&digest)).unwrap(), Some(digest));
         assert!(cache.blob_path("sha256:../../etc/passwd").is_err());
+    }
+
+    #[test]
+    fn entries_name_their_blobs_by_tag_and_a_pruned_manifest_takes_its_tag() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let layer = digest_of(b"component bytes");
+        let config = digest_of(b"{}");
+        let manifest = format!(
+            r#"{{"config": {{"digest": "{config}"}}, "layers": [{{"digest": "{layer}"}}]}}"#
+        );
+        let manifest_digest = digest_of(manifest.as_bytes());
+        cache.put_blob(&layer, b"component bytes", "r").unwrap();
+        cache.put_blob(&config, b"{}", "r").unwrap();
+        cache
+            .put_blob(&manifest_digest, manifest.as_bytes(), "r")
+            .unwrap();
+        let r = ComponentRef::parse("127.0.0.1:5000/skills/echo:1").unwrap();
+        cache.record_tag(&r, &manifest_digest).unwrap();
+        std::fs::write(dir.path().join("blobs/sha256/.partial-x"), b"half").unwrap();
+
+        let entries = cache.entries().unwrap();
+        let role = |digest: &str| {
+            entries
+                .iter()
+                .find(|e| e.kind == EntryKind::Blob && e.digest.as_deref() == Some(digest))
+                .and_then(|e| e.role.clone())
+                .unwrap()
+        };
+        assert_eq!(role(&layer), "component of 127.0.0.1:5000/skills/echo:1");
+        assert_eq!(role(&config), "config of 127.0.0.1:5000/skills/echo:1");
+        assert_eq!(
+            role(&manifest_digest),
+            "manifest of 127.0.0.1:5000/skills/echo:1"
+        );
+        let partial = entries
+            .iter()
+            .find(|e| e.kind == EntryKind::Partial)
+            .unwrap();
+        let now = std::time::SystemTime::now();
+        assert!(!partial.prunable(now, std::time::Duration::ZERO, true));
+
+        // A dry run removes nothing.
+        let would = cache
+            .prune_dangling_tags(std::slice::from_ref(&manifest_digest), true)
+            .unwrap();
+        assert_eq!(would.len(), 1);
+        assert!(cache.tag(&r).unwrap().is_some());
+        let manifest_entry = entries
+            .iter()
+            .find(|e| {
+                e.digest.as_deref() == Some(manifest_digest.as_str()) && e.kind == EntryKind::Blob
+            })
+            .unwrap();
+        manifest_entry.remove().unwrap();
+        assert_eq!(cache.prune_dangling_tags(&[], false).unwrap().len(), 1);
+        assert_eq!(cache.tag(&r).unwrap(), None);
     }
 }

@@ -139,6 +139,62 @@ impl Runtime {
         self.load_bytes(bytes, &path.display().to_string())
     }
 
+    /// Loads the components at `paths`, answering in their order: the
+    /// distinct files on up to one thread per core, so that the skills of a
+    /// scenario that miss the cache compile side by side (a Python or
+    /// JavaScript component takes seconds; wasmtime parallelises within one
+    /// component's functions, but reading, checking, the module-level work
+    /// and writing the cache entry are serial per component). A single file,
+    /// or files already loaded, cost no thread.
+    pub fn load_files(&self, paths: &[PathBuf]) -> Vec<Result<Arc<Skill>, LoadError>> {
+        let mut distinct: Vec<&Path> = Vec::new();
+        for path in paths {
+            if !distinct.contains(&path.as_path()) {
+                distinct.push(path);
+            }
+        }
+        let mut loaded: Vec<Option<Result<Arc<Skill>, LoadError>>> =
+            distinct.iter().map(|_| None).collect();
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(distinct.len());
+        if workers > 1 {
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let slots: Vec<Mutex<Option<_>>> = distinct.iter().map(|_| Mutex::new(None)).collect();
+            std::thread::scope(|scope| {
+                for _ in 0..workers {
+                    scope.spawn(|| {
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(path) = distinct.get(i) else { break };
+                            let result = self.load_file(path);
+                            *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+                        }
+                    });
+                }
+            });
+            for (slot, out) in slots.into_iter().zip(&mut loaded) {
+                *out = slot.into_inner().unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        paths
+            .iter()
+            .map(|path| {
+                let i = distinct.iter().position(|d| *d == path.as_path());
+                match i.and_then(|i| loaded[i].take()) {
+                    Some(Ok(skill)) => {
+                        // The same file again later in `paths`.
+                        loaded[i.expect("found")] = Some(Ok(skill.clone()));
+                        Ok(skill)
+                    }
+                    Some(Err(e)) => Err(e),
+                    // One worker, or an error already handed out.
+                    None => self.load_file(path),
+                }
+            })
+            .collect()
+    }
+
     /// Loads a component from memory; `origin` names it in errors.
     pub fn load_bytes(
         &self,

@@ -26,6 +26,7 @@ pub(crate) fn check_scenario(s: &Scenario, broken_edges: &BTreeSet<String>, r: &
     references(s, r);
     writes(s, r);
     unused(s, r);
+    crate::queue::check_inputs(s, r);
 }
 
 // ---- the graph -----------------------------------------------------------
@@ -234,6 +235,18 @@ fn references(s: &Scenario, r: &mut Reporter) {
     for (label, expr) in &s.summary {
         let what = format!("summary `{label}`");
         check_expr(s, &declared_input, None, &what, expr, BASE_VARS, r);
+    }
+    if let Some(key) = &s.queue.concurrency_key {
+        let what = "`[scenario] concurrency_key`";
+        check_expr(
+            s,
+            &declared_input,
+            None,
+            what,
+            key,
+            crate::queue::KEY_VARS,
+            r,
+        );
     }
 }
 

@@ -61,6 +61,10 @@ pub mod codes {
     /// A skill, map or gate node without an outgoing edge.
     pub const MISSING_EDGE: &str = "missing-edge";
     pub const CEL_SYNTAX: &str = "cel-syntax";
+    /// A `[[schedule]]` cron expression that does not parse.
+    pub const BAD_CRON: &str = "bad-cron";
+    /// A `[[schedule]]` input that does not fit `[input]`.
+    pub const SCHEDULE_INPUT: &str = "schedule-input";
     /// An expression over the expression budget: too long, too deep, too
     /// many nested comprehensions, or a constant that does too much work.
     pub const CEL_BUDGET: &str = "cel-budget";
@@ -104,6 +108,16 @@ pub mod codes {
     /// An `llm` grant's provider takes its key from an environment variable
     /// that is not set.
     pub const LLM_API_KEY_MISSING: &str = "llm-api-key-missing";
+    /// A subgraph node without `scenario`.
+    pub const MISSING_SCENARIO: &str = "missing-scenario";
+    /// A subgraph's scenario file does not exist or cannot be read.
+    pub const SUBGRAPH_NOT_FOUND: &str = "subgraph-not-found";
+    /// A scenario that runs itself, directly or through others.
+    pub const SUBGRAPH_CYCLE: &str = "subgraph-cycle";
+    /// A subgraph's scenario does not pass its own checks.
+    pub const SUBGRAPH_INVALID: &str = "subgraph-invalid";
+    /// A subgraph's scenario has an approval node: a child run cannot wait.
+    pub const SUBGRAPH_APPROVAL: &str = "subgraph-approval";
 
     // Warnings.
     /// A declared state field that no node writes.

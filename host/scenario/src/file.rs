@@ -41,6 +41,21 @@ pub struct ScenarioFile {
     /// `[trust]`: the keys its registry components must be signed by.
     #[serde(default)]
     pub trust: TrustDecl,
+    /// `[[schedule]]`: cron entries `host worker --schedules` enqueues runs by.
+    #[serde(default, rename = "schedule")]
+    pub schedules: Vec<Spanned<ScheduleDecl>>,
+}
+
+/// `[[schedule]] cron = "0 * * * *", input = { … }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleDecl {
+    /// What the schedule's ticks are recorded under (default: its position,
+    /// `1`, `2`, …).
+    pub name: Option<Spanned<String>>,
+    pub cron: Spanned<String>,
+    #[serde(default)]
+    pub input: Map<String, Value>,
 }
 
 /// `[trust] keys = ["publisher.pub"]`.
@@ -64,6 +79,12 @@ pub struct Header {
     /// The most tokens (input and output) the `llm` completions of one run
     /// may use.
     pub token_budget: Option<Spanned<u64>>,
+    /// Queued runs of a higher priority are claimed first.
+    pub priority: Option<Spanned<i64>>,
+    /// The most runs of this scenario running at once, across all workers.
+    pub concurrency: Option<Spanned<i64>>,
+    /// CEL over `input`: runs with the same value run one at a time.
+    pub concurrency_key: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -145,6 +166,8 @@ pub struct NodeDecl {
     pub answer: Option<Spanned<Entries<Spanned<InputFieldDecl>>>>,
     /// Where an approval node goes when nobody answered within `timeout_ms`.
     pub on_timeout: Option<Spanned<String>>,
+    /// A subgraph node's scenario file, relative to this one.
+    pub scenario: Option<Spanned<String>>,
 }
 
 /// `cache = { ttl = "1h" }`
@@ -189,6 +212,7 @@ impl NodeDecl {
             prompt,
             answer,
             on_timeout,
+            scenario,
         } = self;
         [
             at("skill", skill),
@@ -213,6 +237,7 @@ impl NodeDecl {
             at("prompt", prompt),
             at("answer", answer),
             at("on_timeout", on_timeout),
+            at("scenario", scenario),
         ]
         .into_iter()
         .flatten()

@@ -3,7 +3,9 @@
 //!
 //! Shapes: skill = box, map = stacked box, gate = diamond, end = rounded
 //! (stadium), fail = octagon, approval = parallelogram (its `on_timeout`
-//! a dashed arrow labelled `timeout`). The `on_failure` handler gets a dashed arrow
+//! a dashed arrow labelled `timeout`), subgraph = a cluster (Mermaid
+//! `subgraph`, DOT `cluster_…`) holding the child scenario's graph, its ids
+//! prefixed with the node's (`NODE__id`). The `on_failure` handler gets a dashed arrow
 //! from a `failure` marker, since any node may route there.
 
 use std::fmt::Write as _;
@@ -13,9 +15,19 @@ use super::{Node, NodeBody, NodeKind, Route, Scenario};
 /// The graph in Mermaid `flowchart` syntax.
 pub fn to_mermaid(s: &Scenario) -> String {
     let mut out = String::from("flowchart TD\n");
+    mermaid_body(s, "", "    ", &mut out);
+    out
+}
+
+/// The nodes and edges of `s`, ids prefixed with `prefix` (a subgraph's
+/// nodes are `NODE__id`, so two files may use the same ids), lines indented
+/// by `indent`. A subgraph node is a Mermaid `subgraph` holding its child's
+/// graph, and edges to and from it are the cluster's.
+fn mermaid_body(s: &Scenario, prefix: &str, indent: &str, out: &mut String) {
+    let id_of = |id: &str| mermaid_id(&format!("{prefix}{id}"));
     for node in &s.nodes {
         let label = mermaid_text(&node_label(node));
-        let id = mermaid_id(&node.id);
+        let id = id_of(&node.id);
         let shape = match node.kind() {
             NodeKind::Skill => format!("{id}[\"{label}\"]"),
             NodeKind::Map => format!("{id}[[\"{label}\"]]"),
@@ -23,18 +35,33 @@ pub fn to_mermaid(s: &Scenario) -> String {
             NodeKind::Approval => format!("{id}[/\"{label}\"/]"),
             NodeKind::End => format!("{id}([\"{label}\"])"),
             NodeKind::Fail => format!("{id}{{{{\"{label}\"}}}}"),
+            NodeKind::Subgraph => {
+                let _ = writeln!(out, "{indent}subgraph {id} [\"{label}\"]");
+                match s.subgraphs.get(&node.id) {
+                    Some(child) => {
+                        let inner = format!("{indent}    ");
+                        mermaid_body(child, &format!("{prefix}{}__", node.id), &inner, out);
+                    }
+                    None => {
+                        let _ = writeln!(out, "{indent}    {id}__missing[\"(not loaded)\"]");
+                    }
+                }
+                let _ = writeln!(out, "{indent}end");
+                continue;
+            }
         };
-        let _ = writeln!(out, "    {shape}");
+        let _ = writeln!(out, "{indent}{shape}");
     }
     if !s.start.is_empty() {
-        let _ = writeln!(out, "    start__((start)) --> {}", mermaid_id(&s.start));
+        let start = mermaid_id(&format!("{prefix}start__"));
+        let _ = writeln!(out, "{indent}{start}((start)) --> {}", id_of(&s.start));
     }
     for node in &s.nodes {
-        let from = mermaid_id(&node.id);
+        let from = id_of(&node.id);
         match &node.route {
             Route::End => {}
             Route::Next(to) => {
-                let _ = writeln!(out, "    {from} --> {}", mermaid_id(to));
+                let _ = writeln!(out, "{indent}{from} --> {}", id_of(to));
             }
             Route::Branches {
                 branches,
@@ -43,26 +70,26 @@ pub fn to_mermaid(s: &Scenario) -> String {
                 for (guard, to) in branches {
                     let _ = writeln!(
                         out,
-                        "    {from} -->|\"{}\"| {}",
+                        "{indent}{from} -->|\"{}\"| {}",
                         mermaid_text(&guard.source),
-                        mermaid_id(to)
+                        id_of(to)
                     );
                 }
-                let _ = writeln!(out, "    {from} -->|else| {}", mermaid_id(otherwise));
+                let _ = writeln!(out, "{indent}{from} -->|else| {}", id_of(otherwise));
             }
         }
         if let Some(to) = on_timeout(node) {
-            let _ = writeln!(out, "    {from} -.->|timeout| {}", mermaid_id(to));
+            let _ = writeln!(out, "{indent}{from} -.->|timeout| {}", id_of(to));
         }
     }
     if let Some(handler) = &s.on_failure {
+        let failure = mermaid_id(&format!("{prefix}failure__"));
         let _ = writeln!(
             out,
-            "    failure__((on failure)) -.-> {}",
-            mermaid_id(handler)
+            "{indent}{failure}((on failure)) -.-> {}",
+            id_of(handler)
         );
     }
-    out
 }
 
 /// The graph in Graphviz DOT.
@@ -71,7 +98,39 @@ pub fn to_dot(s: &Scenario) -> String {
     let _ = writeln!(out, "digraph {} {{", dot_string(&s.name));
     out.push_str("    rankdir=TB;\n    node [fontname=\"Helvetica\", fontsize=11];\n");
     out.push_str("    edge [fontname=\"Helvetica\", fontsize=9];\n");
+    if !s.subgraphs.is_empty() {
+        // Edges may end at a cluster's border (`lhead`, `ltail`).
+        out.push_str("    compound=true;\n");
+    }
+    dot_body(s, "", "    ", &mut out);
+    out.push_str("}\n");
+    out
+}
+
+/// Where an edge to or from node `id` of `s` attaches: the node itself, or
+/// for a subgraph node, its child's start node inside the cluster, with
+/// the attribute that clips the edge at the cluster's border.
+fn dot_end(s: &Scenario, prefix: &str, id: &str) -> (String, Option<String>) {
+    let mut prefix = prefix.to_string();
+    let mut scenario = s;
+    let mut id = id.to_string();
+    let mut cluster = None;
+    // A child whose start is a subgraph node too: go down to a real node,
+    // clipping at the outermost cluster.
+    while let Some(child) = scenario.subgraphs.get(&id) {
+        if cluster.is_none() {
+            cluster = Some(format!("cluster_{prefix}{id}"));
+        }
+        prefix = format!("{prefix}{id}__");
+        scenario = child;
+        id = child.start.clone();
+    }
+    (format!("{prefix}{id}"), cluster)
+}
+
+fn dot_body(s: &Scenario, prefix: &str, indent: &str, out: &mut String) {
     for node in &s.nodes {
+        let id = format!("{prefix}{}", node.id);
         let shape = match node.kind() {
             NodeKind::Skill => "shape=box",
             NodeKind::Map => "shape=box3d",
@@ -79,64 +138,105 @@ pub fn to_dot(s: &Scenario) -> String {
             NodeKind::Approval => "shape=parallelogram",
             NodeKind::End => "shape=box, style=rounded",
             NodeKind::Fail => "shape=octagon",
+            NodeKind::Subgraph => {
+                let _ = writeln!(
+                    out,
+                    "{indent}subgraph {} {{\n{indent}    label={};\n{indent}    style=dashed;",
+                    dot_string(&format!("cluster_{id}")),
+                    dot_string(&node_label(node))
+                );
+                let inner = format!("{indent}    ");
+                match s.subgraphs.get(&node.id) {
+                    Some(child) => dot_body(child, &format!("{id}__"), &inner, out),
+                    None => {
+                        let _ = writeln!(
+                            out,
+                            "{inner}{} [label=\"(not loaded)\", shape=plaintext];",
+                            dot_string(&id)
+                        );
+                    }
+                }
+                let _ = writeln!(out, "{indent}}}");
+                continue;
+            }
         };
         let _ = writeln!(
             out,
-            "    {} [label={}, {shape}];",
-            dot_string(&node.id),
+            "{indent}{} [label={}, {shape}];",
+            dot_string(&id),
             dot_string(&node_label(node))
         );
     }
-    if !s.start.is_empty() {
+    let edge = |from: &str, to: &str, label: Option<&str>, dashed: bool, out: &mut String| {
+        let (from, tail) = dot_end(s, prefix, from);
+        let (to, head) = dot_end(s, prefix, to);
+        let mut attributes = Vec::new();
+        if let Some(label) = label {
+            attributes.push(format!("label={}", dot_string(label)));
+        }
+        if dashed {
+            attributes.push("style=dashed".to_owned());
+        }
+        if let Some(tail) = tail {
+            attributes.push(format!("ltail={}", dot_string(&tail)));
+        }
+        if let Some(head) = head {
+            attributes.push(format!("lhead={}", dot_string(&head)));
+        }
+        let attributes = if attributes.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", attributes.join(", "))
+        };
         let _ = writeln!(
             out,
-            "    \"start__\" [label=\"start\", shape=circle];\n    \"start__\" -> {};",
-            dot_string(&s.start)
+            "{indent}{} -> {}{attributes};",
+            dot_string(&from),
+            dot_string(&to)
+        );
+    };
+    if !s.start.is_empty() {
+        let start = format!("{prefix}start__");
+        let (to, head) = dot_end(s, prefix, &s.start);
+        let head = head.map_or(String::new(), |h| format!(" [lhead={}]", dot_string(&h)));
+        let _ = writeln!(
+            out,
+            "{indent}{} [label=\"start\", shape=circle];\n{indent}{} -> {}{head};",
+            dot_string(&start),
+            dot_string(&start),
+            dot_string(&to)
         );
     }
     for node in &s.nodes {
-        let from = dot_string(&node.id);
         match &node.route {
             Route::End => {}
-            Route::Next(to) => {
-                let _ = writeln!(out, "    {from} -> {};", dot_string(to));
-            }
+            Route::Next(to) => edge(&node.id, to, None, false, out),
             Route::Branches {
                 branches,
                 otherwise,
             } => {
                 for (guard, to) in branches {
-                    let _ = writeln!(
-                        out,
-                        "    {from} -> {} [label={}];",
-                        dot_string(to),
-                        dot_string(&guard.source)
-                    );
+                    edge(&node.id, to, Some(&guard.source), false, out);
                 }
-                let _ = writeln!(
-                    out,
-                    "    {from} -> {} [label=\"else\"];",
-                    dot_string(otherwise)
-                );
+                edge(&node.id, otherwise, Some("else"), false, out);
             }
         }
         if let Some(to) = on_timeout(node) {
-            let _ = writeln!(
-                out,
-                "    {from} -> {} [label=\"timeout\", style=dashed];",
-                dot_string(to)
-            );
+            edge(&node.id, to, Some("timeout"), true, out);
         }
     }
     if let Some(handler) = &s.on_failure {
+        let failure = format!("{prefix}failure__");
+        let (to, head) = dot_end(s, prefix, handler);
+        let head = head.map_or(String::new(), |h| format!(", lhead={}", dot_string(&h)));
         let _ = writeln!(
             out,
-            "    \"failure__\" [label=\"on failure\", shape=circle];\n    \"failure__\" -> {} [style=dashed];",
-            dot_string(handler)
+            "{indent}{} [label=\"on failure\", shape=circle];\n{indent}{} -> {} [style=dashed{head}];",
+            dot_string(&failure),
+            dot_string(&failure),
+            dot_string(&to)
         );
     }
-    out.push_str("}\n");
-    out
 }
 
 /// Where an approval node goes when nobody answered in time.
@@ -159,6 +259,10 @@ fn node_label(node: &Node) -> String {
         (NodeKind::Approval, _) => format!("{}\napproval", node.id),
         (NodeKind::End, _) => format!("{}\nend", node.id),
         (NodeKind::Fail, _) => format!("{}\nfail", node.id),
+        (NodeKind::Subgraph, _) => match node.subgraph() {
+            Some(subgraph) => format!("{}\nsubgraph: {}", node.id, subgraph.written),
+            None => node.id.clone(),
+        },
         _ => node.id.clone(),
     }
 }

@@ -22,6 +22,7 @@ pub mod load;
 mod locate;
 pub mod node;
 pub mod parse;
+pub mod queue;
 mod typeflow;
 
 use std::collections::BTreeMap;
@@ -44,8 +45,9 @@ pub use load::{
 pub use node::{
     ANSWER_VARS, ApprovalNode, ApprovalTimeout, ArtifactSpec, CacheSpec, CitationSpec, Condition,
     DEFAULT_MAP_CONCURRENCY, FailNode, GateNode, MapNode, Node, NodeBody, NodeExpr, NodeKind,
-    PostCheck, Reducer, RetrySpec, Route, SkillCall, Write,
+    PostCheck, Reducer, RetrySpec, Route, SkillCall, SubgraphNode, Write,
 };
+pub use queue::{DueTicks, QueuePolicy, Schedule};
 
 /// The name of the state field the engine appends node failures to. Always
 /// present, never declared.
@@ -64,7 +66,9 @@ pub struct Scenario {
     pub path: PathBuf,
     /// Its directory: relative paths in the file resolve here.
     pub dir: PathBuf,
-    /// SHA-256 (hex) of the file's bytes.
+    /// SHA-256 (hex) of the file's bytes; for a scenario with subgraph
+    /// nodes, of those bytes and every child's digest (`load.rs`), so that
+    /// a change to a child is a change to its parent.
     pub digest: String,
     /// The first node: `[scenario] start`, else the first `[[node]]`.
     pub start: String,
@@ -91,9 +95,18 @@ pub struct Scenario {
     /// `[summary]`: label -> CEL (sees `input`, `state`, `config`), evaluated
     /// when a run completes, in file order.
     pub summary: Vec<(String, Expr)>,
+    /// `[scenario] priority`, `concurrency`, `concurrency_key`: how its
+    /// runs are claimed from the queue.
+    pub queue: QueuePolicy,
+    /// `[[schedule]]`: the cron entries `host worker --schedules` enqueues
+    /// its runs by, in file order.
+    pub schedules: Vec<Schedule>,
     /// `[trust] keys`: public keys (absolute paths) that every registry
     /// component must be signed by, besides the host config's.
     pub trust_keys: Vec<PathBuf>,
+    /// The scenario each subgraph node runs, by node id: filled in by the
+    /// loader once the child has parsed and passed its checks.
+    pub subgraphs: BTreeMap<String, Arc<Scenario>>,
 }
 
 impl Scenario {

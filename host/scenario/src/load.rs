@@ -14,7 +14,7 @@ use super::check;
 use super::diagnostic::{Reporter, codes};
 use super::parse;
 use super::typeflow;
-use super::{ComponentSource, Scenario};
+use super::{ComponentSource, Node, NodeKind, Scenario, SubgraphNode};
 use skillhost_model::InitialState;
 use skillhost_runtime::{Runtime, Skill};
 
@@ -32,16 +32,31 @@ pub struct LoadedScenario {
     /// The scenario's `[config]` and each node's, as expressions see them:
     /// built once here, shared by every run.
     pub configs: Arc<Configs>,
+    /// The child scenario each subgraph node runs, loaded like this one
+    /// (same runtime, same resolver), by node id. Its `scenario` is the
+    /// same as `scenario.subgraphs`' entry.
+    pub subgraphs: BTreeMap<String, Arc<LoadedScenario>>,
 }
 
 impl LoadedScenario {
     /// The SHA-256 of each loaded component, by skill alias: what a run
     /// records as the code it uses.
+    ///
+    /// A subgraph's components are its parent's too, as `NODE/ALIAS`
+    /// (nested: `NODE/NODE/ALIAS`): a child's code that changed is a change
+    /// to the run that runs it.
     pub fn component_digests(&self) -> BTreeMap<String, String> {
-        self.skills
+        let mut digests: BTreeMap<String, String> = self
+            .skills
             .iter()
             .map(|(alias, skill)| (alias.clone(), skill.digest.clone()))
-            .collect()
+            .collect();
+        for (node, child) in &self.subgraphs {
+            for (alias, digest) in child.component_digests() {
+                digests.insert(format!("{node}/{alias}"), digest);
+            }
+        }
+        digests
     }
 }
 
@@ -106,8 +121,250 @@ pub fn load_with(
     runtime: &Runtime,
     resolver: &dyn ComponentResolver,
 ) -> Result<LoadedScenario, CheckReport> {
-    let (scenario, reporter) = parse_checked(path)?;
-    load_skills(scenario, reporter, runtime, resolver, Providers::Checked)
+    let mut chain = Chain::default();
+    load_tree(path, runtime, resolver, &mut chain)
+}
+
+/// Loads the scenario at `path` and, first, the scenarios its subgraph
+/// nodes run; `chain` holds the files being loaded around it.
+fn load_tree(
+    path: &Path,
+    runtime: &Runtime,
+    resolver: &dyn ComponentResolver,
+    chain: &mut Chain,
+) -> Result<LoadedScenario, CheckReport> {
+    let (mut scenario, mut reporter) = parse_checked(path)?;
+    let entered = chain.enter(path);
+    let children = subgraphs(
+        &mut scenario,
+        &mut reporter,
+        chain,
+        |child, chain| load_tree(child, runtime, resolver, chain),
+        |loaded| (loaded.scenario.clone(), loaded.warnings.clone()),
+    );
+    chain.leave(entered);
+    load_skills(
+        scenario,
+        reporter,
+        runtime,
+        resolver,
+        Providers::Checked,
+        children,
+    )
+}
+
+/// The scenario files being loaded, outermost first (canonical paths): a
+/// subgraph naming one of them would include itself.
+#[derive(Default)]
+struct Chain(Vec<PathBuf>);
+
+impl Chain {
+    /// Adds `path`; whether it was added (a file that cannot be made
+    /// canonical was not, and its loading reports why).
+    fn enter(&mut self, path: &Path) -> bool {
+        match path.canonicalize() {
+            Ok(path) => {
+                self.0.push(path);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn leave(&mut self, entered: bool) {
+        if entered {
+            self.0.pop();
+        }
+    }
+
+    /// The files from `path`'s place in the chain to its end, then `path`
+    /// again: the cycle a subgraph naming `path` would close; None when it
+    /// closes none.
+    fn cycle(&self, path: &Path) -> Option<String> {
+        let at = self.0.iter().position(|p| p == path)?;
+        let files: Vec<String> = self.0[at..]
+            .iter()
+            .chain(std::iter::once(&path.to_path_buf()))
+            .map(|p| format!("`{}`", p.display()))
+            .collect();
+        Some(files.join(" → "))
+    }
+}
+
+/// Loads (with `load`) the child of every subgraph node of `scenario`,
+/// reporting a file that does not exist, one that closes a cycle of
+/// inclusions, and a child that does not pass its checks (its own
+/// diagnostics follow the node's); checks each node's input mapping
+/// against its child's `[input]`; puts the children in
+/// `scenario.subgraphs` and their digests into `scenario.digest`.
+/// `parts` gives a loaded child's scenario and warnings.
+fn subgraphs<T>(
+    scenario: &mut Scenario,
+    reporter: &mut Reporter,
+    chain: &mut Chain,
+    mut load: impl FnMut(&Path, &mut Chain) -> Result<T, CheckReport>,
+    parts: impl Fn(&T) -> (Arc<Scenario>, Vec<Diagnostic>),
+) -> BTreeMap<String, T> {
+    let mut children = BTreeMap::new();
+    for node in &scenario.nodes {
+        let Some(subgraph) = node.subgraph() else {
+            continue;
+        };
+        if subgraph.written.is_empty() {
+            continue; // reported when it parsed
+        }
+        let id = Some(node.id.as_str());
+        let canonical = match subgraph.path.canonicalize() {
+            Ok(canonical) if canonical.is_file() => canonical,
+            _ => {
+                reporter.error(
+                    subgraph.path_line,
+                    id,
+                    codes::SUBGRAPH_NOT_FOUND,
+                    format!(
+                        "subgraph scenario `{}` does not exist (looked for `{}`); the path is \
+                         relative to this scenario's file",
+                        subgraph.written,
+                        subgraph.path.display()
+                    ),
+                );
+                continue;
+            }
+        };
+        if let Some(cycle) = chain.cycle(&canonical) {
+            reporter.error(
+                subgraph.path_line,
+                id,
+                codes::SUBGRAPH_CYCLE,
+                format!(
+                    "subgraph scenario `{}` includes itself: {cycle}; a scenario cannot run \
+                     itself as a step, directly or through others",
+                    subgraph.written
+                ),
+            );
+            continue;
+        }
+        // The child's loading adds its own file to the chain.
+        let loaded = load(&subgraph.path, chain);
+        match loaded {
+            Ok(child) => {
+                let (child_scenario, warnings) = parts(&child);
+                reporter.report.warnings.extend(warnings);
+                check_child_input(node, subgraph, &child_scenario, reporter);
+                check_child_waits(node, subgraph, &child_scenario, reporter);
+                children.insert(node.id.clone(), (child_scenario, child));
+            }
+            Err(report) => {
+                reporter.error(
+                    subgraph.path_line,
+                    id,
+                    codes::SUBGRAPH_INVALID,
+                    format!(
+                        "subgraph scenario `{}` does not pass its checks ({} error(s), listed \
+                         with its file)",
+                        subgraph.written,
+                        report.errors.len()
+                    ),
+                );
+                reporter.report.errors.extend(report.errors);
+                reporter.report.warnings.extend(report.warnings);
+            }
+        }
+    }
+    if !children.is_empty() {
+        let mut text = format!("scenario {}\n", scenario.digest);
+        for (node, (child, _)) in &children {
+            text.push_str(&format!("subgraph {node} {}\n", child.digest));
+        }
+        scenario.digest = skillhost_runtime::cache::sha256_hex(text.as_bytes());
+    }
+    children
+        .into_iter()
+        .map(|(node, (child_scenario, child))| {
+            scenario.subgraphs.insert(node.clone(), child_scenario);
+            (node, child)
+        })
+        .collect()
+}
+
+/// A subgraph's child may not wait for a person: a child run runs inside
+/// its parent's node, which has no way to wait with it, so an approval
+/// node in the child scenario is refused here rather than failing the run.
+/// (A grandchild's approval fails the child's own load, so its direct
+/// nodes are all there is to look at.)
+fn check_child_waits(
+    node: &Node,
+    subgraph: &SubgraphNode,
+    child: &Scenario,
+    reporter: &mut Reporter,
+) {
+    let approvals: Vec<String> = child
+        .nodes
+        .iter()
+        .filter(|n| n.kind() == NodeKind::Approval)
+        .map(|n| format!("`{}`", n.id))
+        .collect();
+    if approvals.is_empty() {
+        return;
+    }
+    reporter.error(
+        subgraph.path_line,
+        Some(node.id.as_str()),
+        codes::SUBGRAPH_APPROVAL,
+        format!(
+            "subgraph scenario `{}` has approval node(s) {}: a child run cannot wait for a \
+             person; run that scenario on its own, or move the approval into this scenario \
+             before or after node `{}`",
+            subgraph.written,
+            approvals.join(", "),
+            node.id
+        ),
+    );
+}
+
+/// A subgraph node's input mapping against its child's `[input]`: every
+/// field it maps is declared there, and every required field without a
+/// default is mapped. (Values are checked when the child starts.)
+fn check_child_input(
+    node: &Node,
+    subgraph: &SubgraphNode,
+    child: &Scenario,
+    reporter: &mut Reporter,
+) {
+    let id = Some(node.id.as_str());
+    for (field, expr) in &subgraph.input {
+        if !child.input.iter().any(|f| &f.name == field) {
+            let declared: Vec<String> = child.input.iter().map(|f| f.name.clone()).collect();
+            reporter.error(
+                expr.line,
+                id,
+                codes::INPUT_UNKNOWN_FIELD,
+                format!(
+                    "input `{field}` is not a field of subgraph scenario `{}`'s [input] \
+                     (its fields: {})",
+                    subgraph.written,
+                    parse::list_or_none(&declared)
+                ),
+            );
+        }
+    }
+    for field in &child.input {
+        if field.required
+            && field.default.is_none()
+            && !subgraph.input.iter().any(|(name, _)| *name == field.name)
+        {
+            reporter.error(
+                node.line,
+                id,
+                codes::INPUT_MISSING_FIELD,
+                format!(
+                    "subgraph scenario `{}` requires input `{}` ({}); map it in `input = {{ {} \
+                     = \"<CEL>\" }}`",
+                    subgraph.written, field.name, field.ty, field.name
+                ),
+            );
+        }
+    }
 }
 
 /// Whether loading checks every `llm` grant against the runtime's
@@ -145,6 +402,7 @@ pub fn load_text_with_components(
         runtime,
         &NoRegistry,
         Providers::NotNeeded,
+        BTreeMap::new(),
     )
 }
 
@@ -156,8 +414,9 @@ fn load_skills(
     runtime: &Runtime,
     resolver: &dyn ComponentResolver,
     providers: Providers,
+    subgraphs: BTreeMap<String, LoadedScenario>,
 ) -> Result<LoadedScenario, CheckReport> {
-    let mut skills = BTreeMap::new();
+    let mut files = Vec::new();
     for (alias, skill) in &scenario.skills {
         let file = match &skill.component {
             ComponentSource::File(path) => path.clone(),
@@ -171,9 +430,15 @@ fn load_skills(
                 }
             }
         };
-        match runtime.load_file(&file) {
+        files.push((alias, skill, file));
+    }
+    // The skills that miss the cache compile side by side.
+    let paths: Vec<PathBuf> = files.iter().map(|(_, _, file)| file.clone()).collect();
+    let mut skills = BTreeMap::new();
+    for ((alias, skill, _), loaded) in files.iter().zip(runtime.load_files(&paths)) {
+        match loaded {
             Ok(loaded) => {
-                skills.insert(alias.clone(), loaded);
+                skills.insert(alias.to_string(), loaded);
             }
             Err(e) => reporter.error(
                 skill.line,
@@ -198,6 +463,10 @@ fn load_skills(
         scenario: Arc::new(scenario),
         skills,
         warnings: report.warnings,
+        subgraphs: subgraphs
+            .into_iter()
+            .map(|(node, child)| (node, Arc::new(child)))
+            .collect(),
     })
 }
 
@@ -207,7 +476,8 @@ fn load_skills(
 /// `dyn`). Enough to draw the graph or validate the format.
 /// Returns the scenario and its warnings.
 pub fn parse_file(path: &Path) -> Result<(Scenario, Vec<Diagnostic>), CheckReport> {
-    let (scenario, mut reporter) = parse_checked(path)?;
+    let mut chain = Chain::default();
+    let (scenario, mut reporter) = parse_tree(path, &mut chain)?;
     typeflow::check_types(&scenario, &BTreeMap::new(), &mut reporter);
     let report = reporter.finish();
     if report.is_ok() {
@@ -220,7 +490,8 @@ pub fn parse_file(path: &Path) -> Result<(Scenario, Vec<Diagnostic>), CheckRepor
 /// [`parse_file`] on text already read; `path` names it in diagnostics and
 /// anchors its relative paths.
 pub fn parse_str(text: &str, path: &Path) -> Result<(Scenario, Vec<Diagnostic>), CheckReport> {
-    let (scenario, mut reporter) = parse_text(text, path)?;
+    let (scenario, reporter) = parse_text(text, path)?;
+    let (scenario, mut reporter) = with_children(path, scenario, reporter, &mut Chain::default());
     typeflow::check_types(&scenario, &BTreeMap::new(), &mut reporter);
     let report = reporter.finish();
     if report.is_ok() {
@@ -228,6 +499,40 @@ pub fn parse_str(text: &str, path: &Path) -> Result<(Scenario, Vec<Diagnostic>),
     } else {
         Err(report)
     }
+}
+
+/// [`parse_checked`], and the same for every subgraph's scenario, nested.
+fn parse_tree(path: &Path, chain: &mut Chain) -> Result<(Scenario, Reporter), CheckReport> {
+    let (scenario, reporter) = parse_checked(path)?;
+    Ok(with_children(path, scenario, reporter, chain))
+}
+
+/// Parses every subgraph's scenario of `scenario` (read from `path`) into
+/// `scenario.subgraphs`, nested.
+fn with_children(
+    path: &Path,
+    mut scenario: Scenario,
+    mut reporter: Reporter,
+    chain: &mut Chain,
+) -> (Scenario, Reporter) {
+    let entered = chain.enter(path);
+    subgraphs(
+        &mut scenario,
+        &mut reporter,
+        chain,
+        |child, chain| {
+            let (child, mut reporter) = parse_tree(child, chain)?;
+            typeflow::check_types(&child, &BTreeMap::new(), &mut reporter);
+            let report = reporter.finish();
+            if !report.is_ok() {
+                return Err(report);
+            }
+            Ok((Arc::new(child), report.warnings))
+        },
+        |(child, warnings)| (child.clone(), warnings.clone()),
+    );
+    chain.leave(entered);
+    (scenario, reporter)
 }
 
 /// Reads, parses and checks; errors found so far stay in the reporter.
@@ -256,6 +561,20 @@ fn parse_text(text: &str, path: &Path) -> Result<(Scenario, Reporter), CheckRepo
     };
     check::check_scenario(&parsed.scenario, &parsed.broken_edges, &mut reporter);
     Ok((parsed.scenario, reporter))
+}
+
+/// The id of the first subgraph node of a scenario's text, if it has one:
+/// read as TOML only, without looking for its children (a replay, which
+/// does not re-execute child runs, asks).
+pub fn first_subgraph_node(text: &str) -> Option<String> {
+    let file: toml::Value = toml::from_str(text).ok()?;
+    file.get("node")?
+        .as_array()?
+        .iter()
+        .find(|node| node.get("kind").and_then(toml::Value::as_str) == Some("subgraph"))?
+        .get("id")?
+        .as_str()
+        .map(str::to_string)
 }
 
 /// Finds the scenario `host run NAME` means: an existing file, else

@@ -129,6 +129,8 @@ impl<'r> Parser<'r> {
             );
         }
 
+        let queue = self.queue_policy(&header);
+        let schedules = self.schedules(file.schedules);
         let inputs = self.inputs(file.input);
         let state = self.state(file.state);
         let skills = self.skills(file.skills);
@@ -271,6 +273,7 @@ impl<'r> Parser<'r> {
             dir: self.dir.clone(),
             path,
             digest,
+            subgraphs: BTreeMap::new(),
             start,
             on_failure: header.on_failure.map(Spanned::into_inner),
             token_budget: header.token_budget.map(Spanned::into_inner),
@@ -283,6 +286,8 @@ impl<'r> Parser<'r> {
             nodes,
             rules,
             summary,
+            queue,
+            schedules,
             trust_keys,
         }
     }

@@ -1090,3 +1090,173 @@ fn registry_components_are_resolved_by_the_caller() {
     );
     assert_eq!(report.errors[0].code, codes::SKILL_LOAD);
 }
+
+// ---- the queue: flow control and schedules ---------------------------------
+
+/// A scenario with one pass-through node, `[scenario]` extra keys and
+/// `[[schedule]]` tables appended.
+fn queued_scenario(header: &str, tables: &str) -> String {
+    format!(
+        "[scenario]\nname = \"q\"\n{header}\n\
+         [input]\ncustomer = {{ type = \"string\" }}\nsize = {{ type = \"integer\", default = 1 }}\n\n\
+         [[node]]\nid = \"done\"\nkind = \"end\"\n\n{tables}"
+    )
+}
+
+fn parse_queued(header: &str, tables: &str) -> Result<skillhost_scenario::Scenario, CheckReport> {
+    let path = fixtures().join("valid/queued.toml");
+    skillhost_scenario::parse_str(&queued_scenario(header, tables), &path).map(|(s, _)| s)
+}
+
+#[test]
+fn flow_control_keys_are_read_and_the_key_is_evaluated_over_the_input() {
+    let scenario = parse_queued(
+        "priority = -3\nconcurrency = 2\nconcurrency_key = \"input.customer\"",
+        "",
+    )
+    .unwrap();
+    assert_eq!(scenario.queue.priority, -3);
+    assert_eq!(scenario.queue.concurrency, Some(2));
+    let key = |input: Value| scenario.queue.key_for(&input).unwrap();
+    assert_eq!(key(json!({"customer": "acme"})), Some("acme".into()));
+    // Not a string: its canonical JSON, so equal values make equal keys.
+    let scenario = parse_queued("concurrency_key = \"{'b': input.size, 'a': 1}\"", "").unwrap();
+    assert_eq!(
+        scenario.queue.key_for(&json!({"size": 5})).unwrap(),
+        Some(r#"{"a":1,"b":5}"#.into())
+    );
+    // Without the keys: priority 0, no limit, no key.
+    let plain = parse_queued("", "").unwrap();
+    assert_eq!(plain.queue.priority, 0);
+    assert_eq!(plain.queue.concurrency, None);
+    assert_eq!(
+        plain.queue.key_for(&json!({"customer": "x"})).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn zero_or_negative_concurrency_is_refused_with_what_to_write() {
+    for bad in ["0", "-1"] {
+        let report = parse_queued(&format!("concurrency = {bad}"), "").unwrap_err();
+        only_one(&report);
+        let d = &report.errors[0];
+        assert_eq!((d.code, d.line), (codes::INVALID_VALUE, 3), "{report}");
+        assert!(
+            d.message
+                .contains(&format!("`[scenario] concurrency` is {bad}"))
+                && d.message.contains("from 1"),
+            "{report}"
+        );
+    }
+}
+
+#[test]
+fn a_concurrency_key_that_does_not_compile_or_reads_state_is_refused() {
+    let report = parse_queued("concurrency_key = \"input.customer +\"", "").unwrap_err();
+    only_one(&report);
+    let d = &report.errors[0];
+    assert_eq!((d.code, d.line), (codes::CEL_SYNTAX, 3), "{report}");
+    assert!(
+        d.message.contains("`[scenario] concurrency_key`"),
+        "{report}"
+    );
+
+    let report = parse_queued("concurrency_key = \"state.x\"", "").unwrap_err();
+    let d = &report.errors[0];
+    assert_eq!(d.code, codes::UNKNOWN_VARIABLE, "{report}");
+    assert!(d.message.contains("available: input"), "{report}");
+
+    let report = parse_queued("concurrency_key = \"input.nope\"", "").unwrap_err();
+    assert_eq!(report.errors[0].code, codes::UNDECLARED_INPUT, "{report}");
+}
+
+#[test]
+fn schedules_are_read_with_their_names_and_due_ticks() {
+    let scenario = parse_queued(
+        "",
+        "[[schedule]]\ncron = \"*/10 * * * * *\"\ninput = { customer = \"acme\" }\n\n\
+         [[schedule]]\nname = \"hourly\"\ncron = \"0 * * * *\"\ninput = { customer = \"b\", size = 2 }\n",
+    )
+    .unwrap();
+    let names: Vec<&str> = scenario.schedules.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["1", "hourly"]);
+    let every_ten = &scenario.schedules[0];
+    assert_eq!(every_ten.input, json!({"customer": "acme"}));
+    // 2026-01-01T00:00:00Z.
+    let t0: i64 = 1_767_225_600_000;
+    assert_eq!(every_ten.next_after(t0), Some(t0 + 10_000));
+    assert_eq!(every_ten.next_after(t0 + 1), Some(t0 + 10_000));
+    // Due: strictly after the last, up to and including now, newest `limit`.
+    let due = every_ten.due_ticks(t0, t0 + 35_000, 10);
+    assert_eq!(due.ticks, [t0 + 10_000, t0 + 20_000, t0 + 30_000]);
+    assert_eq!(due.skipped_newest, None);
+    let due = every_ten.due_ticks(t0, t0 + 60_000, 2);
+    assert_eq!(due.ticks, [t0 + 50_000, t0 + 60_000]);
+    assert_eq!(due.skipped_newest, Some(t0 + 40_000));
+    assert!(every_ten.due_ticks(t0, t0 + 9_999, 10).ticks.is_empty());
+    // A long gap costs `limit` steps, not one per missed tick.
+    let week = 7 * 86_400_000;
+    let due = every_ten.due_ticks(t0, t0 + week, 3);
+    assert_eq!(due.ticks.len(), 3);
+    assert_eq!(due.ticks[2], t0 + week);
+    let hourly = &scenario.schedules[1];
+    assert_eq!(hourly.next_after(t0), Some(t0 + 3_600_000));
+}
+
+#[test]
+fn a_cron_that_does_not_parse_names_the_schedule_and_what_is_wrong() {
+    for bad in ["61 * * * *", "* * *", "every hour", "* * * * * * 2030"] {
+        let report = parse_queued(
+            "",
+            &format!("[[schedule]]\nname = \"nightly\"\ncron = \"{bad}\"\n"),
+        )
+        .unwrap_err();
+        only_one(&report);
+        let d = &report.errors[0];
+        assert_eq!((d.code, d.line), (codes::BAD_CRON, 14), "{bad}: {report}");
+        assert!(
+            d.message.starts_with(&format!(
+                "[[schedule]] `nightly`: cron `{bad}` does not parse: "
+            )),
+            "{report}"
+        );
+        assert!(d.message.contains("0 * * * *"), "{report}");
+        assert!(d.to_string().contains("valid/queued.toml:14: "), "{d}");
+    }
+}
+
+#[test]
+fn a_schedule_input_must_fit_the_scenarios_input_and_names_are_unique() {
+    let report = parse_queued(
+        "",
+        "[[schedule]]\ncron = \"0 * * * *\"\ninput = { size = 2 }\n",
+    )
+    .unwrap_err();
+    only_one(&report);
+    let d = &report.errors[0];
+    assert_eq!((d.code, d.line), (codes::SCHEDULE_INPUT, 12), "{report}");
+    assert!(d.message.contains("[[schedule]] `1`"), "{report}");
+    assert!(d.message.contains("customer"), "{report}");
+
+    let report = parse_queued(
+        "",
+        "[[schedule]]\nname = \"a\"\ncron = \"0 * * * *\"\ninput = { customer = \"x\" }\n\n\
+         [[schedule]]\nname = \"a\"\ncron = \"5 * * * *\"\ninput = { customer = \"y\" }\n",
+    )
+    .unwrap_err();
+    only_one(&report);
+    assert!(
+        report.errors[0]
+            .message
+            .contains("another schedule has this name")
+    );
+
+    // A key the table does not have (a time zone: schedules are UTC).
+    let report = parse_queued(
+        "",
+        "[[schedule]]\ncron = \"0 * * * *\"\ntimezone = \"Europe/Paris\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(report.errors[0].code, codes::TOML, "{report}");
+}

@@ -30,7 +30,9 @@ use skillhost_oci::{
 };
 use skillhost_runtime::{HostConfig, Runtime, RuntimeConfig};
 use skillhost_scenario::{self as scenario, CheckReport, LoadedScenario, Scenario};
-use skillhost_store::{RunRow, Store, StoreError, StoreOptions, SyncMode, parse_duration};
+use skillhost_store::{
+    IdempotencyKey, RunRow, Store, StoreError, StoreOptions, SyncMode, parse_duration,
+};
 
 /// A failure with its exit code.
 #[derive(Debug)]
@@ -68,6 +70,7 @@ impl Failure {
 pub type CliResult = Result<(), Failure>;
 
 /// Global options every subcommand may need.
+#[derive(Debug, Clone)]
 pub struct Globals {
     pub cache_dir: Option<PathBuf>,
     pub no_cache: bool,
@@ -310,6 +313,70 @@ pub struct InputLimitArgs {
     pub max_input_bytes: u64,
 }
 
+/// `--idempotency-key` and `--idempotency-ttl`, on every command that
+/// starts a run.
+#[derive(Debug, Clone, Args)]
+pub struct IdempotencyArgs {
+    /// Start the run only if no run started with this key within its TTL;
+    /// otherwise print that run (its id on stdout) and start nothing. Two
+    /// starts racing with one key, on any number of hosts, start one run.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// How long a key holds the run it started.
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = duration_arg,
+          requires = "idempotency_key")]
+    pub idempotency_ttl: Duration,
+}
+
+impl IdempotencyArgs {
+    /// The key, refusing an empty one.
+    pub fn key(&self) -> Result<Option<IdempotencyKey>, Failure> {
+        match &self.idempotency_key {
+            Some(key) if key.trim().is_empty() => Err(Failure::bad_input(
+                "--idempotency-key is empty; give the key that names this request (an order \
+                 id, a message id), or leave the flag out",
+            )),
+            Some(key) => Ok(Some(IdempotencyKey {
+                key: key.clone(),
+                ttl: self.idempotency_ttl,
+            })),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Reports that `run_id` already holds `key`, so nothing was started: its
+/// id on stdout (as a new run's would be), or `{"run_id", "status",
+/// "existing": true}` with `--json`, and a line on stderr saying so.
+pub async fn report_existing_run(store: &Store, run_id: &str, key: &str, json: bool) -> CliResult {
+    let run = fetch_run(store, run_id).await?;
+    if json {
+        return print_json(&serde_json::json!({
+            "run_id": run.id,
+            "status": run.status.as_str(),
+            "existing": true,
+            "idempotency_key": key,
+        }));
+    }
+    eprintln!(
+        "run `{}` ({}) already holds idempotency key `{key}`: nothing was started; see it with \
+         `host runs show {}`",
+        run.id, run.status, run.id
+    );
+    println!("{}", run.id);
+    Ok(())
+}
+
+/// An engine error as the CLI reports it: the store's and the engine's own
+/// failures are the environment's (exit 3), the rest the input's (exit 2).
+pub fn engine_failure(e: skillhost_engine::EngineError) -> Failure {
+    use skillhost_engine::EngineError::*;
+    match e {
+        Store(_) | Internal { .. } => Failure::environment(e.to_string()),
+        _ => Failure::bad_input(e.to_string()),
+    }
+}
+
 /// Reads a run's `--input` like [`read_json_arg`], refusing one larger
 /// than `limit.max_input_bytes` before it is read whole or parsed (and so
 /// before any database is opened).
@@ -482,14 +549,25 @@ pub fn load_checked(
     registry: RegistryArgs,
 ) -> Result<Result<LoadedScenario, (CheckReport, bool)>, Failure> {
     let runtime = globals.runtime(Some(scenario_dir(path)))?;
+    Ok(load_with_registry(path, &runtime, globals, registry))
+}
+
+/// [`load_checked`] on a runtime the caller made (a worker's, shared by
+/// every run it claims).
+pub fn load_with_registry(
+    path: &Path,
+    runtime: &Runtime,
+    globals: &Globals,
+    registry: RegistryArgs,
+) -> Result<LoadedScenario, (CheckReport, bool)> {
     let components = ScenarioComponents {
         globals,
         options: registry.options(),
         state: std::cell::RefCell::new(None),
         environment: std::cell::Cell::new(false),
     };
-    Ok(scenario::load_with(path, &runtime, &components)
-        .map_err(|report| (report, components.environment.get())))
+    scenario::load_with(path, runtime, &components)
+        .map_err(|report| (report, components.environment.get()))
 }
 
 /// The scenario loader's view of the registry: each `oci://` component

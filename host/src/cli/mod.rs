@@ -16,6 +16,7 @@
 //! in the library, so what two commands share is an argument or a helper.
 
 mod bench;
+mod cache;
 mod check;
 mod checkpoints;
 mod common;
@@ -116,6 +117,9 @@ enum Command {
     /// Measure the runtime and the engine.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// List or prune the compiled-component and registry caches.
+    #[command(subcommand)]
+    Cache(cache::CacheCommand),
 }
 
 pub fn main() -> ExitCode {
@@ -151,6 +155,7 @@ pub fn main() -> ExitCode {
         Command::Worker(args) => worker::worker(args, &globals),
         Command::Checkpoints(args) => checkpoints::checkpoints(args),
         Command::Bench(command) => bench::run(command, &globals),
+        Command::Cache(command) => cache::run(command, &globals),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -13,12 +13,13 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Failure, Globals, InputLimitArgs, RegistryArgs,
-    check_output_path, checked_input, fetch_run, load_scenario, print_json, read_run_input,
-    store_error, tokio_runtime, write_output_file,
+    CliResult, DatabaseArgs, Durability, Failure, Globals, IdempotencyArgs, InputLimitArgs,
+    RegistryArgs, check_output_path, checked_input, engine_failure, fetch_run, load_scenario,
+    print_json, read_run_input, report_existing_run, store_error, tokio_runtime, write_output_file,
 };
 use skillhost_engine::lease::{self, RunLease};
-use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, NoEvents, RunOutcome};
+use skillhost_engine::queue::RunRequest;
+use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, NoEvents, RunOutcome, Started};
 use skillhost_scenario::LoadedScenario;
 use skillhost_scenario::checks::artifact_name;
 use skillhost_store::{RunStatus, StoreError, new_owner_id};
@@ -36,6 +37,8 @@ pub struct RunArgs {
     pub db: DatabaseArgs,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    #[command(flatten)]
+    pub idempotency: IdempotencyArgs,
     /// `normal` survives any kill of the process; `full` also fsyncs every
     /// checkpoint (survives power loss); `none` keeps no database.
     #[arg(long, value_enum, default_value_t = Durability::Normal)]
@@ -239,6 +242,13 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
     let input = read_run_input(&args.input, args.input_limit)?;
     let loaded = load_scenario(&args.scenario, globals, args.registry, args.json)?;
     let input = checked_input(&loaded, input)?;
+    let idempotency = args.idempotency.key()?;
+    if idempotency.is_some() && args.durability == Durability::None {
+        return Err(Failure::bad_input(
+            "--idempotency-key needs a database to remember the key in; leave out \
+             `--durability none`",
+        ));
+    }
     let out = Out::checked(args.out.as_deref(), args.force)?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
@@ -247,10 +257,23 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
             durability => Some(args.db.open_with(durability).await?),
         };
         let engine = Engine::new(store, sink(args.events));
-        let outcome = engine
-            .start(&loaded, input, None)
+        let key = idempotency.as_ref().map(|k| k.key.clone());
+        let request = RunRequest {
+            idempotency,
+            ..RunRequest::default()
+        };
+        let outcome = match engine
+            .start_with(&loaded, input, request)
             .await
-            .map_err(engine_failure)?;
+            .map_err(engine_failure)?
+        {
+            Started::Ran(outcome) => outcome,
+            Started::Existing { run_id } => {
+                let store = engine.store().expect("a key is refused without a store");
+                let key = key.unwrap_or_default();
+                return report_existing_run(store, &run_id, &key, args.json).await;
+            }
+        };
         let report = Report::new(args.json, args.events);
         let database = match engine.store() {
             Some(store) => database_flag(&args.db, store),
@@ -506,14 +529,6 @@ fn parse_set(arg: &str) -> Result<(String, Value), Failure> {
         ))
     })?;
     Ok((field.to_string(), value))
-}
-
-fn engine_failure(e: skillhost_engine::EngineError) -> Failure {
-    use skillhost_engine::EngineError::*;
-    match e {
-        Store(_) | Internal { .. } => Failure::environment(e.to_string()),
-        _ => Failure::bad_input(e.to_string()),
-    }
 }
 
 /// How `host run` and `host resume` report the outcome.

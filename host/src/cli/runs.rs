@@ -229,6 +229,7 @@ async fn list_runs(args: ListArgs) -> CliResult {
                     "current_node": r.current_node, "last_seq": r.last_seq,
                     "created_at_ms": r.created_at_ms, "updated_at_ms": r.updated_at_ms,
                     "forked_from": forked_from(r),
+                    "parent": parent_of(r),
                 })
             })
             .chain(
@@ -247,14 +248,19 @@ async fn list_runs(args: ListArgs) -> CliResult {
         "{:<36}  {:<16} {:<10} {:>5}  node",
         "run", "scenario", "status", "seq"
     );
-    for r in runs {
+    for r in &runs {
+        // A child run (a subgraph node's) is listed too, marked with its
+        // parent: it is a run of its own, with its own history.
+        let child = r.parent().map_or(String::new(), |p| {
+            format!("  (child of {} at `{}`)", p.run_id, p.node)
+        });
         println!(
-            "{:<36}  {:<16} {:<10} {:>5}  {}",
+            "{:<36}  {:<16} {:<10} {:>5}  {}{child}",
             r.id,
             r.scenario_name,
             r.status.as_str(),
             r.last_seq,
-            r.current_node.unwrap_or_default()
+            r.current_node.as_deref().unwrap_or_default()
         );
     }
     for bad in &unreadable {
@@ -331,6 +337,7 @@ async fn show_run(args: ShowArgs) -> CliResult {
     let usage = skillhost_engine::tokens_used(&steps);
     let components = run.provenance.as_ref().map(|p| &p.components);
     let waits = store.waits(&args.run_id).await.map_err(store_error)?;
+    let children = store.children(&args.run_id).await.map_err(store_error)?;
     if args.json {
         return print_json(&json!({
             "id": run.id,
@@ -339,6 +346,11 @@ async fn show_run(args: ShowArgs) -> CliResult {
             "scenario_digest": run.scenario_digest,
             "components": components,
             "forked_from": forked_from(&run),
+            "parent": parent_of(&run),
+            "children": children.iter().map(|c| json!({
+                "id": c.id, "scenario": c.scenario_name, "status": c.status.as_str(),
+                "node": c.parent().map(|p| &p.node), "visit": c.parent().map(|p| p.visit),
+            })).collect::<Vec<_>>(),
             "status": run.status.as_str(),
             "input": run.input,
             "error": run.error,
@@ -421,6 +433,26 @@ async fn show_run(args: ShowArgs) -> CliResult {
             (None, None) => println!("          not answered"),
         }
     }
+    if let Some(parent) = run.parent() {
+        println!(
+            "parent    run {} (node `{}`, visit {}): `host runs show {}`",
+            parent.run_id, parent.node, parent.visit, parent.run_id
+        );
+    }
+    if !children.is_empty() {
+        println!("children");
+        for child in &children {
+            let (node, visit) = child
+                .parent()
+                .map_or(("?", 0), |p| (p.node.as_str(), p.visit));
+            println!(
+                "  {}  {:<16} {:<10} node `{node}`, visit {visit}",
+                child.id,
+                child.scenario_name,
+                child.status.as_str()
+            );
+        }
+    }
     match components {
         Some(components) => {
             println!("components");
@@ -461,6 +493,10 @@ async fn show_run(args: ShowArgs) -> CliResult {
             {
                 println!("{:>6}{}", "", journal_line(entry));
             }
+        }
+        let child_run = s.detail.as_ref().and_then(|d| d.get("child_run_id"));
+        if let Some(child) = child_run.and_then(Value::as_str) {
+            println!("{:>6}child run: {child} (`host runs show {child}`)", "");
         }
         let step_usage = s.detail.as_ref().and_then(|d| d.get("usage"));
         if let Some(used) = step_usage.and_then(TokenUsage::from_json) {
@@ -532,6 +568,16 @@ fn usage_text(usage: TokenUsage) -> String {
 fn forked_from(run: &RunRow) -> Value {
     match run.provenance.as_ref().and_then(|p| p.forked_from.as_ref()) {
         Some(origin) => json!({ "run_id": origin.run_id, "seq": origin.seq }),
+        None => Value::Null,
+    }
+}
+
+/// The run and subgraph node that started a child run, as `runs list
+/// --json` and `runs show --json` print it (null for a run that is not a
+/// child).
+fn parent_of(run: &RunRow) -> Value {
+    match run.parent() {
+        Some(p) => json!({ "run_id": p.run_id, "node": p.node, "visit": p.visit }),
         None => Value::Null,
     }
 }

@@ -1,7 +1,9 @@
-//! `host skill build|inspect|call`: working with one skill component; and
+//! `host skill new|build|inspect|call`: writing a skill and working with one
+//! skill component; and
 //! `push|publish|pull|keygen|sign`, with registries (`skill/registry.rs`).
 
 mod build;
+mod new;
 mod registry;
 
 use std::path::PathBuf;
@@ -19,6 +21,8 @@ use skillhost_runtime::{CallError, CallOptions, Grants, Limits, Runtime, Skill};
 
 #[derive(Debug, Subcommand)]
 pub enum SkillCommand {
+    /// Write a new skill's directory in a language (rust, python, js, c, zig): world, code, unit test, README.
+    New(new::NewArgs),
     /// Build a skill's source directory into a component.
     Build(build::BuildArgs),
     /// Show a component's manifest, imports, exports, WIT and JSON Schemas.
@@ -76,17 +80,8 @@ pub struct CallArgs {
 
 pub fn run(command: SkillCommand, globals: &Globals) -> CliResult {
     match command {
-        SkillCommand::Build(args) => build::run(args).map_err(|e| {
-            // A missing toolchain is the machine's problem, not the input's.
-            let environment = e
-                .downcast_ref::<skillhost_build::BuildError>()
-                .is_some_and(|e| e.is_environment());
-            if environment {
-                Failure::environment(format!("{e:#}"))
-            } else {
-                Failure::bad_input(format!("{e:#}"))
-            }
-        }),
+        SkillCommand::Build(args) => build::run(args, globals),
+        SkillCommand::New(args) => new::run(args),
         SkillCommand::Inspect(args) => inspect(args, globals),
         SkillCommand::Call(args) => call(args, globals),
         SkillCommand::Push(args) => registry::push(args, globals),

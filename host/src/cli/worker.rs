@@ -2,7 +2,9 @@
 //! (Postgres for scale-out over machines; SQLite works for one machine). The
 //! loop, leases and shutdown are the engine's (`skillhost_engine::worker`);
 //! this module turns flags into its configuration, signals into its shutdown,
-//! and its events into lines.
+//! and its events into lines. With `--schedules`, it loads those scenarios
+//! and hands their `[[schedule]]` entries to the engine's scheduler
+//! (`skillhost_engine::schedule`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,15 +13,21 @@ use clap::Args;
 use serde_json::json;
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Failure, Globals, duration_arg, tokio_runtime,
+    CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs, duration_arg,
+    engine_failure, load_scenario, load_with_registry, tokio_runtime,
 };
-use skillhost_engine::worker::{self, WorkerConfig, WorkerEvent};
+use skillhost_engine::schedule::{self, DEFAULT_CATCH_UP, Scheduler};
+use skillhost_engine::worker::{self, ScenarioLoader, WorkerConfig, WorkerEvent};
 use skillhost_store::new_owner_id;
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
+    /// How registry (`oci://`) components are resolved, as for `host run`:
+    /// the scenario's lock, the registry cache, then the registry.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Runs executed at the same time.
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
@@ -34,13 +42,23 @@ pub struct WorkerArgs {
     /// before they are stopped and given back to the queue.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_arg)]
     pub grace: Duration,
-    /// Exit once the queue is empty and nothing is in flight.
+    /// Exit once the queue is empty and nothing is in flight (with
+    /// --schedules: having queued only the ticks due when it started).
     #[arg(long)]
     pub exit_when_idle: bool,
     /// The lease owner id (default: worker@HOST:PID:RANDOM).
     #[arg(long, value_name = "ID")]
     pub owner: Option<String>,
-    /// Print events as NDJSON on stdout (claimed, finished, released, lease_lost, error).
+    /// Also queue the runs of these scenarios' `[[schedule]]` entries, one
+    /// per tick, exactly once across all workers doing the same.
+    #[arg(long, value_name = "SCENARIO", num_args = 1..)]
+    pub schedules: Vec<String>,
+    /// When a schedule missed ticks (no worker was running), queue at most
+    /// this many of them, the newest; older ones are skipped and reported.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CATCH_UP, requires = "schedules")]
+    pub catch_up: usize,
+    /// Print events as NDJSON on stdout (claimed, finished, released, lease_lost, error,
+    /// scheduled, ticks_skipped).
     #[arg(long)]
     pub json: bool,
 }
@@ -49,6 +67,24 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
     if args.concurrency == 0 {
         return Err(Failure::bad_input("--concurrency must be at least 1"));
     }
+    if args.catch_up == 0 {
+        return Err(Failure::bad_input(
+            "--catch-up must be at least 1 (the tick that is due now counts as one)",
+        ));
+    }
+    // Each scenario loaded and checked now: a bad cron, or an input that
+    // does not fit, stops the worker before it starts.
+    let scheduled = args
+        .schedules
+        .iter()
+        .map(|name| load_scenario(name, globals, args.registry, args.json).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let scheduler = match scheduled.is_empty() {
+        true => None,
+        false => Some(
+            Scheduler::new(scheduled, args.catch_up, schedule::now_ms()).map_err(engine_failure)?,
+        ),
+    };
     // One runtime for every run the worker claims: its providers come from
     // the configuration of the directory it is started in.
     let runtime = globals.runtime_here()?;
@@ -63,6 +99,7 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             poll_interval: args.poll,
             grace: args.grace,
             exit_when_idle: args.exit_when_idle,
+            loader: scenario_loader(globals.clone(), args.registry),
         };
         let json_out = args.json;
         let events: worker::WorkerEvents = Arc::new(move |event: &WorkerEvent| {
@@ -96,6 +133,21 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
                 WorkerEvent::Stopping { in_flight } => {
                     eprintln!("stopping: waiting for {in_flight} run(s) in flight")
                 }
+                WorkerEvent::Scheduled {
+                    run_id,
+                    scenario,
+                    schedule,
+                    tick,
+                } => eprintln!("queued   {run_id} ({scenario}, schedule `{schedule}`, tick {tick})"),
+                WorkerEvent::TicksSkipped {
+                    scenario,
+                    schedule,
+                    newest_skipped,
+                    catch_up,
+                } => eprintln!(
+                    "skipped  missed ticks of {scenario} schedule `{schedule}` up to \
+                     {newest_skipped} (only the newest {catch_up} are caught up; --catch-up)"
+                ),
             }
         });
         if !json_out {
@@ -116,7 +168,24 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             }
             let _ = shutdown_tx.send(true);
         });
-        let report = worker::run(store.clone(), runtime, config, shutdown_rx, events).await;
+        if let Some(scheduler) = &scheduler
+            && !json_out
+        {
+            eprintln!(
+                "queueing the runs of {} schedule(s), catching up at most {} missed tick(s) each",
+                scheduler.len(),
+                scheduler.catch_up
+            );
+        }
+        let report = worker::run_with_schedules(
+            store.clone(),
+            runtime,
+            config,
+            scheduler,
+            shutdown_rx,
+            events,
+        )
+        .await;
         store.close().await;
         if json_out {
             println!(
@@ -125,16 +194,28 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             );
         } else {
             eprintln!(
-                "worker stopped: {} completed, {} failed, {} waiting, {} cancelled, {} released, {} lost to other workers, {} errors",
+                "worker stopped: {} completed, {} failed, {} waiting, {} cancelled, {} released, {} lost to other workers, {} errors, {} scheduled",
                 report.completed,
                 report.failed,
                 report.waiting,
                 report.cancelled,
                 report.released,
                 report.lease_lost,
-                report.errors
+                report.errors,
+                report.scheduled
             );
         }
         Ok(())
+    })
+}
+
+/// Loads a claimed run's scenario with its `oci://` components resolved as
+/// `host run` resolves them (the scenario's lock and trust policy, the
+/// registry cache, `--locked`, `--offline`). The engine then refuses a run
+/// whose components are not the ones it was started with.
+fn scenario_loader(globals: Globals, registry: RegistryArgs) -> ScenarioLoader {
+    ScenarioLoader::new(move |path, runtime| {
+        load_with_registry(path, runtime, &globals, registry)
+            .map_err(|(report, _)| report.to_string())
     })
 }

@@ -41,6 +41,70 @@ pub struct CurrentCheckpoint {
     pub updated_at_ms: i64,
 }
 
+/// How a new run enters the store beyond its [`NewRun`](super::NewRun):
+/// its task, how the queue treats it, and a key that makes its creation
+/// happen once. `Default` is a plain run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// The task the run works on ([`Store::current_checkpoint`]); none: the
+    /// run is its own task.
+    ///
+    /// [`Store::current_checkpoint`]: super::Store::current_checkpoint
+    pub task_id: Option<String>,
+    /// Queued runs of a higher priority are claimed first.
+    pub priority: i64,
+    /// The most runs of the run's scenario (by name) running at once; a
+    /// claim skips the run while that many are.
+    pub concurrency_limit: Option<u32>,
+    /// A claim skips the run while a run of its scenario with the same key
+    /// is running.
+    pub concurrency_key: Option<String>,
+    /// The run is created only if no live run holds this key.
+    pub idempotency: Option<IdempotencyKey>,
+    /// The run is created only if its schedule's tick has no run yet.
+    pub schedule_tick: Option<ScheduleTick>,
+}
+
+impl RunOptions {
+    /// Nothing but (maybe) a task: a run the fast path creates.
+    pub(crate) fn is_plain(&self) -> bool {
+        self.priority == 0
+            && self.concurrency_limit.is_none()
+            && self.concurrency_key.is_none()
+            && self.idempotency.is_none()
+            && self.schedule_tick.is_none()
+    }
+}
+
+/// An idempotency key and how long it holds the run it started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKey {
+    pub key: String,
+    pub ttl: Duration,
+}
+
+/// How long an idempotency key holds its run unless told otherwise.
+pub const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// One tick of one `[[schedule]]` of the run's scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleTick {
+    /// The schedule's name within its scenario.
+    pub schedule: String,
+    /// The tick, Unix milliseconds.
+    pub tick_ms: i64,
+}
+
+/// What creating a run with [`RunOptions`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// The run was created.
+    Created,
+    /// Nothing was written: a live idempotency key, or the schedule's
+    /// tick, already has this run.
+    Existing { run_id: String },
+}
+
 /// A per-scenario retention setting for `host runs prune`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retention {

@@ -29,6 +29,7 @@ mod journal;
 pub mod lease;
 pub mod migrate;
 mod postgres;
+mod queue;
 mod read;
 mod refusal;
 pub mod rows;
@@ -47,14 +48,16 @@ pub use checkpoint::{
 };
 pub use error::StoreError;
 pub use lease::{
-    CurrentCheckpoint, Lease, PruneReport, Retention, format_ms, new_owner_id, parse_duration,
+    Admission, CurrentCheckpoint, DEFAULT_IDEMPOTENCY_TTL, IdempotencyKey, Lease, PruneReport,
+    Retention, RunOptions, ScheduleTick, format_ms, new_owner_id, parse_duration,
 };
 pub use migrate::SCHEMA_VERSION;
 pub use rows::{
     ArtifactRow, JournalEntry, JournalRow, MapItemRow, NewArtifact, StepRow, blob_digest,
 };
 pub use run::{
-    ForkOrigin, NewRun, Provenance, RunRow, RunStatus, UnknownRunStatus, UnreadableRun, new_run_id,
+    ForkOrigin, NewRun, ParentLink, Provenance, RunRow, RunStatus, UnknownRunStatus, UnreadableRun,
+    new_run_id,
 };
 pub use skillhost_model::{MAX_NESTING, TooDeep, check_change_nesting, check_nesting};
 pub use state::{
@@ -235,22 +238,39 @@ impl Store {
     /// Refuses ([`StoreError::Invalid`]) an input or initial state nested
     /// deeper than [`MAX_NESTING`].
     pub async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        self.create(run, RunStatus::Running, None).await
+        self.create(run, RunStatus::Running, &RunOptions::default())
+            .await
+            .map(drop)
+    }
+
+    /// [`create_run`](Self::create_run) with options: an idempotency key
+    /// whose live run is returned instead of creating another
+    /// ([`Admission::Existing`], nothing written), and what a queue claim
+    /// would read (a run created running is counted by the concurrency
+    /// limits of the runs its scenario queues).
+    pub async fn create_run_with(
+        &self,
+        run: &NewRun,
+        options: &RunOptions,
+    ) -> Result<Admission, StoreError> {
+        self.create(run, RunStatus::Running, options).await
     }
 
     async fn create(
         &self,
         run: &NewRun,
         status: RunStatus,
-        task_id: Option<&str>,
-    ) -> Result<(), StoreError> {
+        options: &RunOptions,
+    ) -> Result<Admission, StoreError> {
         self.check_new_run(run)?;
-        dispatch!(self, s => s.create_run(run, status, task_id).await)?;
-        self.plans.set(
-            &run.id,
-            checkpoint::EncodedCheckpoint::initial_plan(&run.initial_state),
-        );
-        Ok(())
+        let admission = dispatch!(self, s => s.create_run(run, status, options).await)?;
+        if admission == Admission::Created {
+            self.plans.set(
+                &run.id,
+                checkpoint::EncodedCheckpoint::initial_plan(&run.initial_state),
+            );
+        }
+        Ok(admission)
     }
 
     /// A run whose input or initial state could not be read back is not
@@ -271,7 +291,9 @@ impl Store {
     /// Like [`create_run`](Self::create_run), but the run waits in the queue
     /// (status `queued`) for a worker.
     pub async fn enqueue_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        self.create(run, RunStatus::Queued, None).await
+        self.create(run, RunStatus::Queued, &RunOptions::default())
+            .await
+            .map(drop)
     }
 
     /// [`enqueue_run`](Self::enqueue_run) for a task: the run's checkpoints
@@ -283,7 +305,38 @@ impl Store {
         run: &NewRun,
         task_id: Option<&str>,
     ) -> Result<(), StoreError> {
-        self.create(run, RunStatus::Queued, task_id).await
+        let options = RunOptions {
+            task_id: task_id.map(str::to_owned),
+            ..RunOptions::default()
+        };
+        self.create(run, RunStatus::Queued, &options)
+            .await
+            .map(drop)
+    }
+
+    /// [`enqueue_run`](Self::enqueue_run) with options: its task, its
+    /// priority, concurrency limit and key (which [`claim_run`](Self::claim_run)
+    /// obeys), and an idempotency key or a schedule's tick that makes it
+    /// happen once: when the key is live, or the tick has its run already
+    /// (another worker queued it), nothing is written and that run is
+    /// returned ([`Admission::Existing`]). Of any number of callers racing
+    /// with the same key or tick, on any number of hosts, one creates the run.
+    pub async fn enqueue_run_with(
+        &self,
+        run: &NewRun,
+        options: &RunOptions,
+    ) -> Result<Admission, StoreError> {
+        self.create(run, RunStatus::Queued, options).await
+    }
+
+    /// The newest tick of `schedule` of `scenario` that has a run, if any
+    /// (Unix ms): where a worker's catch-up starts.
+    pub async fn last_schedule_tick(
+        &self,
+        scenario: &str,
+        schedule: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        dispatch!(self, s => s.last_schedule_tick(scenario, schedule).await)
     }
 
     /// Writes one node's outcome in ONE transaction: the checkpoint (changes,
@@ -454,6 +507,23 @@ impl Store {
         dispatch!(self, s => s.list_runs_each(status, limit).await)
     }
 
+    /// The child runs of `run_id` (those its subgraph nodes started),
+    /// oldest first.
+    pub async fn children(&self, run_id: &str) -> Result<Vec<RunRow>, StoreError> {
+        dispatch!(self, s => s.children(run_id).await)
+    }
+
+    /// The child run that visit `visit` of subgraph node `node` of run
+    /// `run_id` started, if it started one.
+    pub async fn child(
+        &self,
+        run_id: &str,
+        node: &str,
+        visit: u32,
+    ) -> Result<Option<RunRow>, StoreError> {
+        dispatch!(self, s => s.child(run_id, node, visit).await)
+    }
+
     /// Every attempt of the run, in the order they were recorded.
     pub async fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
         dispatch!(self, s => s.steps(run_id).await)
@@ -576,9 +646,15 @@ impl Store {
 
     /// Claims one run for `owner`: first a running run whose lease expired (a
     /// dead runner's), then a waiting run whose wait timed out (its approval
-    /// node takes its `on_timeout` route), else the oldest queued run. On Postgres concurrent
-    /// claimers skip each other's rows (`FOR UPDATE SKIP LOCKED`). The run is
-    /// returned as it is after the claim (status running, leased).
+    /// node takes its `on_timeout` route), else the queued run of the
+    /// highest priority, oldest first; either of the last two only if its
+    /// flow control lets it run: fewer running runs of its scenario than its
+    /// concurrency limit, and none with its concurrency key (waiting runs
+    /// do not count). On Postgres concurrent claimers skip each other's rows (`FOR
+    /// UPDATE SKIP LOCKED`), and the limits of a scenario are checked again
+    /// under a lock of that scenario's claims, so any number of workers obey
+    /// them. The run is returned as it is after the claim (status running,
+    /// leased).
     pub async fn claim_run(
         &self,
         owner: &str,

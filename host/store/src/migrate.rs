@@ -62,8 +62,18 @@ pub(crate) const SQLITE: &[Migration] = &[
     },
     Migration {
         version: 8,
+        name: "subgraph_runs",
+        sql: include_str!("../migrations/sqlite/0008_subgraph_runs.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "queue_flow_control",
+        sql: include_str!("../migrations/sqlite/0009_queue_flow_control.sql"),
+    },
+    Migration {
+        version: 10,
         name: "approvals_cancel",
-        sql: include_str!("../migrations/sqlite/0008_approvals_cancel.sql"),
+        sql: include_str!("../migrations/sqlite/0010_approvals_cancel.sql"),
     },
 ];
 
@@ -107,13 +117,23 @@ pub(crate) const POSTGRES: &[Migration] = &[
     },
     Migration {
         version: 8,
+        name: "subgraph_runs",
+        sql: include_str!("../migrations/postgres/0008_subgraph_runs.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "queue_flow_control",
+        sql: include_str!("../migrations/postgres/0009_queue_flow_control.sql"),
+    },
+    Migration {
+        version: 10,
         name: "approvals_cancel",
-        sql: include_str!("../migrations/postgres/0008_approvals_cancel.sql"),
+        sql: include_str!("../migrations/postgres/0010_approvals_cancel.sql"),
     },
 ];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 10;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";

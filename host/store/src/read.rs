@@ -96,6 +96,19 @@ const WAITS: &str = "SELECT run_id, seq, node_id, prompt, answer_schema, created
 const WAIT: &str = "SELECT run_id, seq, node_id, prompt, answer_schema, created_at, deadline, \
      answer, answered_by, answered_at FROM waits WHERE run_id = $1 AND seq = $2";
 
+const CHILDREN: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs WHERE parent_run_id = $1 ORDER BY created_at, id"
+);
+
+const CHILD: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs WHERE parent_run_id = $1 AND parent_node = $2 AND parent_visit = $3 \
+     ORDER BY created_at, id"
+);
+
 const STEPS: &str = "SELECT id, seq, node_id, attempt, status, started_at, duration_us, \
      input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail \
      FROM steps WHERE run_id = $1 ORDER BY id";
@@ -160,6 +173,9 @@ const CURRENT_CHECKPOINT: &str = "\
         FROM runs AS r JOIN checkpoints AS c ON c.run_id = r.id AND c.seq = r.last_seq \
         WHERE r.id = $1 AND r.task_id IS NULL) AS found \
     ORDER BY pick LIMIT 1";
+
+const LAST_SCHEDULE_TICK: &str = "SELECT tick_ms FROM schedule_ticks \
+     WHERE scenario_name = $1 AND schedule = $2 ORDER BY tick_ms DESC LIMIT 1";
 
 const RETENTION: &str = "SELECT scenario_name, keep_ms FROM retention ORDER BY scenario_name";
 
@@ -232,6 +248,41 @@ pub(crate) trait Reads: Codec + Sync {
         ];
         let rows = self.fetch(WAIT, &params, &action).await?;
         rows.first().map(|row| self.wait_row(row)).transpose()
+    }
+
+    async fn children(&self, run_id: &str) -> Result<Vec<RunRow>, StoreError> {
+        let action = format!("reading the child runs of run `{run_id}`");
+        let rows = self
+            .fetch(CHILDREN, &[Param::Text(run_id)], &action)
+            .await?;
+        rows.iter().map(|row| self.run_row(row)).collect()
+    }
+
+    async fn child(
+        &self,
+        run_id: &str,
+        node: &str,
+        visit: u32,
+    ) -> Result<Option<RunRow>, StoreError> {
+        let action = format!("reading the child run of node `{node}` of run `{run_id}`");
+        let params = [
+            Param::Text(run_id),
+            Param::Text(node),
+            Param::Int(i64::from(visit)),
+        ];
+        let rows = self.fetch(CHILD, &params, &action).await?;
+        // The link is checked against the row's digest-pinned provenance,
+        // not only the computed columns.
+        for row in &rows {
+            let run = self.run_row(row)?;
+            if run
+                .parent()
+                .is_some_and(|p| p.run_id == run_id && p.node == node && p.visit == visit)
+            {
+                return Ok(Some(run));
+            }
+        }
+        Ok(None)
     }
 
     async fn steps(&self, run_id: &str) -> Result<Vec<StepRow>, StoreError> {
@@ -401,6 +452,25 @@ pub(crate) trait Reads: Codec + Sync {
         rows.first()
             .map(|row| self.current_checkpoint_row(task_id, row))
             .transpose()
+    }
+
+    async fn last_schedule_tick(
+        &self,
+        scenario: &str,
+        schedule: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        let action = format!("reading the last tick of schedule `{schedule}` of `{scenario}`");
+        let rows = self
+            .fetch(
+                LAST_SCHEDULE_TICK,
+                &[Param::Text(scenario), Param::Text(schedule)],
+                &action,
+            )
+            .await?;
+        rows.first()
+            .map(|row| row.column::<i64>("tick_ms"))
+            .transpose()
+            .map_err(|e| self.error(e, &action))
     }
 
     async fn retention(&self) -> Result<Vec<Retention>, StoreError> {

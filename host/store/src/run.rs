@@ -113,6 +113,21 @@ pub struct Provenance {
     /// The run and checkpoint this run was forked from (`host runs fork`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// The run whose subgraph node started this one (a child run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+}
+
+/// Where a child run comes from: the visit of a subgraph node of its
+/// parent. A parent's node finds the child it started by this link (so a
+/// resumed parent continues its child instead of starting another).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentLink {
+    pub run_id: String,
+    /// The parent's subgraph node.
+    pub node: String,
+    /// Which visit of that node (1 for the first).
+    pub visit: u32,
 }
 
 impl Provenance {
@@ -169,6 +184,13 @@ pub struct RunRow {
     pub cancel_requested_at_ms: Option<i64>,
     #[serde(default)]
     pub cancel_requested_by: Option<String>,
+}
+
+impl RunRow {
+    /// The parent of a child run (one a subgraph node started).
+    pub fn parent(&self) -> Option<&ParentLink> {
+        self.provenance.as_ref()?.parent.as_ref()
+    }
 }
 
 /// A run row that could not be read back: it does not decode, or no

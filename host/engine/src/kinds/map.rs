@@ -81,7 +81,7 @@ async fn run_items(
     for (index, item) in items.iter().enumerate() {
         let mut item_vars = base_vars(cx, node, state);
         item_vars.set("item", item).set("index", &json!(index));
-        let input = map_input(node, call, &item_vars).map_err(fail)?;
+        let input = map_input(node, &call.input, &item_vars).map_err(fail)?;
         check_constraints(node, "input", call.input_constraints.as_deref(), &input).map_err(
             |mut f| {
                 f.message = format!("{} (item {index})", f.message);

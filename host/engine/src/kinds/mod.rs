@@ -12,6 +12,7 @@ mod fail;
 mod gate;
 pub(crate) mod map;
 pub(crate) mod skill;
+mod subgraph;
 
 use std::sync::Arc;
 
@@ -126,6 +127,7 @@ pub(crate) async fn run(
         NodeBody::Approval(approval) => approval::run(cx, node, approval, state, at_seq),
         NodeBody::Fail(fail) => fail::run(cx, node, fail, state, came_from),
         NodeBody::End => end::run(),
+        NodeBody::Subgraph(subgraph) => subgraph::run(cx, node, subgraph, state, visit).await,
     }
 }
 

@@ -36,7 +36,7 @@ async fn run_call(
 ) -> Result<NodeSuccess, (NodeFailure, Option<StepRow>)> {
     let skill = skill_of(cx, node, call).map_err(|f| (f, None))?;
     let mut vars = base_vars(cx, node, state);
-    let input = map_input(node, call, &vars).map_err(|f| (f, None))?;
+    let input = map_input(node, &call.input, &vars).map_err(|f| (f, None))?;
     check_constraints(node, "input", call.input_constraints.as_deref(), &input)
         .map_err(|f| (f, None))?;
     check_pre(node, &call.pre, &vars).map_err(|f| (f, None))?;

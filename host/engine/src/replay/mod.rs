@@ -81,6 +81,10 @@ pub enum ReplayError {
     #[error("the scenario `{}` does not load:\n{report}", path.display())]
     ScenarioInvalid { path: PathBuf, report: String },
     #[error(
+        "run `{id}` runs another scenario as a child run (subgraph node `{node}`), which a replay does not re-execute; replay each child run on its own (`host runs show {id}` lists them)"
+    )]
+    HasSubgraphs { id: String, node: String },
+    #[error(
         "{} component(s) the run used cannot be found: {}. Put each one back where the scenario expects it, or pass --components DIR holding it as <sha256>.wasm (`host runs export RUN --components DIR` writes them)",
         missing.len(),
         missing.iter().map(|m| format!("skill `{}` (sha256 {}; looked at {})", m.alias, m.digest, m.looked.join(", "))).collect::<Vec<_>>().join("; ")
@@ -217,6 +221,14 @@ pub fn load_exported(
 ) -> Result<LoadedScenario, ReplayError> {
     let recorded = Path::new(&export.scenario.path);
     let found = skillhost_store::blob_digest(export.scenario.text.as_bytes());
+    // A scenario with subgraph nodes has a digest over its children's too;
+    // its runs are not replayed as one.
+    if let Some(node) = skillhost_scenario::load::first_subgraph_node(&export.scenario.text) {
+        return Err(ReplayError::HasSubgraphs {
+            id: export.run.id.clone(),
+            node,
+        });
+    }
     if found != export.scenario.digest {
         return Err(ReplayError::ScenarioChanged {
             path: recorded.to_path_buf(),
@@ -363,6 +375,7 @@ pub async fn replay(
                 events: Arc::new(NoEvents),
                 replay: Some(replay.clone()),
                 wait: None,
+                allow_changed: false,
             };
             let position = Position {
                 seq: before.seq,

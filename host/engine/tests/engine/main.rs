@@ -28,6 +28,7 @@ mod replay;
 mod resume;
 mod routing;
 mod rules;
+mod subgraph;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -67,3 +67,48 @@ fn a_tampered_cache_entry_is_recompiled_and_replaced_not_executed() {
     assert_eq!(load_source(cache.path(), &echo), LoadSource::Compiled);
     assert_eq!(std::fs::read(&entry).unwrap(), written);
 }
+
+/// `load_files`: the distinct files of a list compiled side by side, each
+/// answer in the list's order, a file named twice loaded once, a failure
+/// reported in its place; and a new process finds them all in the cache.
+#[test]
+fn load_files_compiles_distinct_files_in_parallel_and_answers_in_order() {
+    let cache = tempfile::tempdir().unwrap();
+    let echo = skillhost_tests::dist("echo");
+    let fail = skillhost_tests::dist("fail");
+    let stats = skillhost_tests::dist("text-stats");
+    let missing = cache.path().join("missing.wasm");
+    let paths = vec![
+        echo.clone(),
+        fail.clone(),
+        missing.clone(),
+        echo.clone(),
+        stats.clone(),
+    ];
+    let runtime = skillhost_tests::runtime(cache.path());
+    let loaded = runtime.load_files(&paths);
+    assert_eq!(loaded.len(), 5);
+    let name = |i: usize| loaded[i].as_ref().unwrap().name.clone();
+    assert_eq!(name(0), "echo");
+    assert_eq!(name(1), "fail");
+    assert_eq!(name(3), "echo");
+    assert_eq!(name(4), "text-stats");
+    assert!(std::sync::Arc::ptr_eq(
+        loaded[0].as_ref().unwrap(),
+        loaded[3].as_ref().unwrap()
+    ));
+    let err = loaded[2].as_ref().err().unwrap().to_string();
+    assert!(err.contains("missing.wasm"), "{err}");
+    for i in [0, 1, 4] {
+        assert_eq!(
+            loaded[i].as_ref().unwrap().load_stats.source,
+            LoadSource::Compiled
+        );
+    }
+    assert_eq!(entries(cache.path()).len(), 3);
+
+    let again = skillhost_tests::runtime(cache.path()).load_files(&[echo, fail, stats]);
+    for skill in again {
+        assert_eq!(skill.unwrap().load_stats.source, LoadSource::Cache);
+    }
+}

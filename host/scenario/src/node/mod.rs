@@ -21,6 +21,7 @@ pub mod fail;
 pub mod gate;
 pub mod map;
 pub mod skill;
+pub mod subgraph;
 
 use std::collections::BTreeMap;
 
@@ -38,6 +39,7 @@ pub use fail::FailNode;
 pub use gate::GateNode;
 pub use map::{DEFAULT_MAP_CONCURRENCY, MapNode};
 pub use skill::{ArtifactSpec, CacheSpec, CitationSpec, PostCheck, RetrySpec, SkillCall};
+pub use subgraph::SubgraphNode;
 
 /// The kinds of node, as written in `kind = "…"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -55,16 +57,19 @@ pub enum NodeKind {
     Fail,
     /// Ends the run as completed.
     End,
+    /// Runs another scenario file as a child run.
+    Subgraph,
 }
 
 impl NodeKind {
-    pub const ALL: [NodeKind; 6] = [
+    pub const ALL: [NodeKind; 7] = [
         NodeKind::Skill,
         NodeKind::Map,
         NodeKind::Gate,
         NodeKind::Approval,
         NodeKind::Fail,
         NodeKind::End,
+        NodeKind::Subgraph,
     ];
 
     pub fn name(self) -> &'static str {
@@ -75,6 +80,7 @@ impl NodeKind {
             NodeKind::Approval => "approval",
             NodeKind::Fail => "fail",
             NodeKind::End => "end",
+            NodeKind::Subgraph => "subgraph",
         }
     }
 
@@ -93,6 +99,7 @@ impl NodeKind {
             NodeKind::Approval => approval::KEYS,
             NodeKind::Fail => fail::KEYS,
             NodeKind::End => end::KEYS,
+            NodeKind::Subgraph => subgraph::KEYS,
         }
     }
 }
@@ -130,6 +137,7 @@ pub enum NodeBody {
     Approval(ApprovalNode),
     Fail(FailNode),
     End,
+    Subgraph(SubgraphNode),
 }
 
 impl NodeBody {
@@ -141,6 +149,7 @@ impl NodeBody {
             NodeBody::Approval(_) => NodeKind::Approval,
             NodeBody::Fail(_) => NodeKind::Fail,
             NodeBody::End => NodeKind::End,
+            NodeBody::Subgraph(_) => NodeKind::Subgraph,
         }
     }
 }
@@ -177,7 +186,19 @@ impl Node {
         match &self.body {
             NodeBody::Skill(call) => Some(call),
             NodeBody::Map(map) => Some(&map.call),
-            NodeBody::Gate(_) | NodeBody::Approval(_) | NodeBody::Fail(_) | NodeBody::End => None,
+            NodeBody::Gate(_)
+            | NodeBody::Approval(_)
+            | NodeBody::Fail(_)
+            | NodeBody::End
+            | NodeBody::Subgraph(_) => None,
+        }
+    }
+
+    /// The subgraph a subgraph node runs.
+    pub fn subgraph(&self) -> Option<&SubgraphNode> {
+        match &self.body {
+            NodeBody::Subgraph(subgraph) => Some(subgraph),
+            _ => None,
         }
     }
 
@@ -191,6 +212,7 @@ impl Node {
         match &self.body {
             NodeBody::Gate(gate) => &gate.writes,
             NodeBody::Approval(approval) => &approval.writes,
+            NodeBody::Subgraph(subgraph) => &subgraph.writes,
             _ => self.call().map_or(&[], |call| &call.writes),
         }
     }
@@ -200,6 +222,7 @@ impl Node {
         match &self.body {
             NodeBody::Gate(gate) => gate.max_visits,
             NodeBody::Approval(approval) => approval.max_visits,
+            NodeBody::Subgraph(subgraph) => subgraph.max_visits,
             _ => self.call().and_then(|call| call.max_visits),
         }
     }
@@ -248,6 +271,7 @@ impl Node {
             NodeBody::Approval(approval) => approval.expressions(&mut all),
             NodeBody::Fail(fail) => fail.expressions(&mut all),
             NodeBody::End => {}
+            NodeBody::Subgraph(subgraph) => subgraph.expressions(&mut all),
         }
         if let Route::Branches { branches, .. } = &self.route {
             for (i, (guard, _)) in branches.iter().enumerate() {
@@ -351,13 +375,18 @@ pub(crate) fn parse(
         NodeKind::Approval => NodeBody::Approval(approval::parse(p, &mut decl, &cx)),
         NodeKind::Fail => NodeBody::Fail(fail::parse(p, &mut decl, &cx)),
         NodeKind::End => end::parse(p, &mut decl, &cx),
+        NodeKind::Subgraph => NodeBody::Subgraph(subgraph::parse(p, &mut decl, &cx)),
     };
     not_allowed(p, &decl, &id);
 
     // A skill's config defaults, with the scenario's `[config]` over them.
     let alias = match &body {
         NodeBody::Skill(call) | NodeBody::Map(MapNode { call, .. }) => Some(&call.skill),
-        NodeBody::Gate(_) | NodeBody::Approval(_) | NodeBody::Fail(_) | NodeBody::End => None,
+        NodeBody::Gate(_)
+        | NodeBody::Approval(_)
+        | NodeBody::Fail(_)
+        | NodeBody::End
+        | NodeBody::Subgraph(_) => None,
     };
     let mut config = alias
         .and_then(|alias| skills.get(alias))
@@ -536,6 +565,7 @@ cache = {{ ttl = "1h" }}
 prompt = "'p'"
 answer = {{ ok = {{ type = "boolean" }} }}
 on_timeout = "n"
+scenario = "child.toml"
 "#
         )
     }
@@ -567,6 +597,7 @@ on_timeout = "n"
                 NodeKind::Approval => drop(approval::parse(&mut p, &mut decl, &cx)),
                 NodeKind::Fail => drop(fail::parse(&mut p, &mut decl, &cx)),
                 NodeKind::End => drop(end::parse(&mut p, &mut decl, &cx)),
+                NodeKind::Subgraph => drop(subgraph::parse(&mut p, &mut decl, &cx)),
             }
             let left: Vec<&str> = decl.present_keys().into_iter().map(|(k, _)| k).collect();
             let taken: Vec<&str> = all.iter().copied().filter(|k| !left.contains(k)).collect();

@@ -42,6 +42,33 @@ pub const KEYS: &[&str] = &[
     "cache",
 ];
 
+/// `input = { field = "CEL", … }`: an input mapping, in file order (a
+/// skill node's, a map node's, a subgraph node's).
+pub(crate) fn input_mapping(
+    p: &mut Parser<'_>,
+    node: Option<&str>,
+    decl: Option<Spanned<file::Entries<Spanned<String>>>>,
+) -> Vec<(String, Expr)> {
+    decl.map(|entries| {
+        entries
+            .into_inner()
+            .0
+            .into_iter()
+            .map(|(field, source)| {
+                let what = format!("input `{}`", field.get_ref());
+                // A field whose expression does not compile is still
+                // mapped, so the checker does not also call it missing;
+                // the scenario is rejected either way.
+                let expr = p
+                    .expr(node, &what, &source)
+                    .unwrap_or_else(|| placeholder(p.line(&source)));
+                (field.into_inner(), expr)
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
 /// A call of a skill with everything around it: the input mapping, the
 /// checks on both sides, limits, grants, and what the result is written to.
 #[derive(Debug, Clone)]
@@ -273,27 +300,7 @@ pub(crate) fn parse_call(
         }
     };
 
-    let input = decl
-        .input
-        .take()
-        .map(|entries| {
-            entries
-                .into_inner()
-                .0
-                .into_iter()
-                .map(|(field, source)| {
-                    let what = format!("input `{}`", field.get_ref());
-                    // A field whose expression does not compile is still
-                    // mapped, so the checker does not also call it missing;
-                    // the scenario is rejected either way.
-                    let expr = p
-                        .expr(node, &what, &source)
-                        .unwrap_or_else(|| placeholder(p.line(&source)));
-                    (field.into_inner(), expr)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let input = input_mapping(p, node, decl.input.take());
 
     let writes = writes(p, node, decl.writes.take());
     let pre = conditions(p, node, decl.pre.take());

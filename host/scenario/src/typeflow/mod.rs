@@ -187,6 +187,9 @@ fn roles(node: &Node) -> Vec<(&Expr, Role<'_>)> {
                 }));
             }
         }
+        NodeBody::Subgraph(subgraph) => {
+            roles.extend(pre_and_writes(&subgraph.pre, &subgraph.writes))
+        }
         NodeBody::Fail(_) | NodeBody::End => {}
     }
     if let Route::Branches { branches, .. } = &node.route {

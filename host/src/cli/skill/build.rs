@@ -1,13 +1,17 @@
 //! `host skill build`: a skill's source directory (Rust, JavaScript, Python
 //! or C) to a component file, with the toolchain this machine has (see
 //! `scripts/install-wasm-toolchain.sh` and
-//! `scripts/install-guest-toolchains.sh`).
+//! `scripts/install-guest-toolchains.sh`). The component is then compiled
+//! into the host's cache (unless `--no-cache`), so the first run that uses
+//! it loads it in milliseconds instead of compiling it (seconds for Python
+//! and JavaScript).
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use skillhost_build::{BuildOptions, ToolchainChoice, build_skill};
+use skillhost_runtime::LoadSource;
+
+use super::super::common::{Failure, Globals};
 
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
@@ -46,7 +50,72 @@ pub enum ToolchainArg {
     Debian,
 }
 
-pub fn run(args: BuildArgs) -> anyhow::Result<()> {
+/// What compiling the built component into the cache took, if it was.
+#[derive(serde::Serialize)]
+pub(super) struct Precompiled {
+    /// `compiled`, or `cache` when an identical component was there already.
+    pub(super) source: &'static str,
+    pub(super) ms: u64,
+}
+
+/// Compiles the component at `path` into the host's cache (a no-op with
+/// `--no-cache`). A component the runtime refuses is reported as the
+/// build's failure: no run could use it.
+pub(super) fn precompile(
+    path: &std::path::Path,
+    globals: &Globals,
+) -> Result<Option<Precompiled>, Failure> {
+    if globals.no_cache {
+        return Ok(None);
+    }
+    let runtime = globals.runtime(None)?;
+    let skill = runtime.load_file(path).map_err(|e| {
+        Failure::bad_input(format!(
+            "built `{}`, but the host cannot load it: {e}",
+            path.display()
+        ))
+    })?;
+    Ok(Some(Precompiled {
+        source: match skill.load_stats.source {
+            LoadSource::Compiled => "compiled",
+            LoadSource::Cache => "cache",
+        },
+        ms: skill.load_stats.elapsed.as_millis() as u64,
+    }))
+}
+
+pub fn run(args: BuildArgs, globals: &Globals) -> Result<(), Failure> {
+    let json = args.json;
+    let report = build(args)?;
+    let precompiled = precompile(&report.output, globals)?;
+    if json {
+        let mut value = serde_json::to_value(&report)
+            .map_err(|e| Failure::environment(format!("encoding the build report: {e}")))?;
+        value["precompiled"] = serde_json::to_value(&precompiled).unwrap_or_default();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    print_report(&report);
+    if let Some(p) = precompiled {
+        println!(
+            "  cache   {} in {:.1} s: runs load it from the host's cache",
+            if p.source == "compiled" {
+                "compiled"
+            } else {
+                "already compiled, loaded"
+            },
+            p.ms as f64 / 1000.0
+        );
+    }
+    Ok(())
+}
+
+/// The build itself; a missing toolchain is the machine's problem (exit
+/// 3), anything else the input's (2).
+fn build(args: BuildArgs) -> Result<skillhost_build::BuildReport, Failure> {
     let opts = BuildOptions {
         skill_dir: args.skill_dir,
         out: args.out,
@@ -59,14 +128,16 @@ pub fn run(args: BuildArgs) -> anyhow::Result<()> {
         target_dir: args.target_dir,
         quiet: args.quiet || args.json,
     };
-    let report = build_skill(&opts)?;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).context("encoding the build report")?
-        );
-        return Ok(());
-    }
+    build_skill(&opts).map_err(|e| {
+        if e.is_environment() {
+            Failure::environment(format!("{:#}", anyhow::Error::from(e)))
+        } else {
+            Failure::bad_input(format!("{:#}", anyhow::Error::from(e)))
+        }
+    })
+}
+
+fn print_report(report: &skillhost_build::BuildReport) {
     println!(
         "built {} {} -> {}",
         report.package,
@@ -93,5 +164,4 @@ pub fn run(args: BuildArgs) -> anyhow::Result<()> {
         report.language,
         report.cargo_time.as_secs_f64()
     );
-    Ok(())
 }

@@ -163,8 +163,11 @@ pub fn pull(args: PullArgs, globals: &Globals) -> CliResult {
     if let Some(out) = &args.out {
         copy_out(&resolved.path, out, args.force)?;
     }
+    // Compiled now, so the first run that uses it loads it from the cache.
+    let precompiled = super::build::precompile(&resolved.path, globals)?;
     if args.json {
         return print_json(&json!({
+            "precompiled": precompiled,
             "reference": resolved.reference.to_string(),
             "digest": resolved.digest,
             "layer": resolved.layer,
@@ -185,6 +188,17 @@ pub fn pull(args: PullArgs, globals: &Globals) -> CliResult {
         args.out.as_deref().unwrap_or(&resolved.path).display()
     );
     println!("{}", resolved.digest);
+    if let Some(p) = precompiled {
+        println!(
+            "{} into the host's cache in {:.1} s",
+            if p.source == "compiled" {
+                "compiled"
+            } else {
+                "already compiled, loaded"
+            },
+            p.ms as f64 / 1000.0
+        );
+    }
     Ok(())
 }
 

@@ -19,11 +19,12 @@ use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::query::QueryScalar;
 
 use super::PgStore;
+use super::queue::NOW_MS;
 use crate::cache::{CacheBinds, NewCacheEntry};
 use crate::checkpoint::{EncodedCheckpoint, RunDigest, START_NODE, StepCommit};
 use crate::codec::{ACTIVE, Codec, JournalBinds, MapItemBinds, StepBinds, now_ms};
 use crate::error::StoreError;
-use crate::lease::{Lease, holds, lease_lost};
+use crate::lease::{Admission, Lease, RunOptions, holds, lease_lost, ttl_ms};
 use crate::read::Reads;
 use crate::refusal;
 use crate::rows::{JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
@@ -185,13 +186,34 @@ impl PgStore {
         &self,
         run: &NewRun,
         status: RunStatus,
-        task_id: Option<&str>,
-    ) -> Result<(), StoreError> {
+        options: &RunOptions,
+    ) -> Result<Admission, StoreError> {
+        if options.is_plain() {
+            let task_id = options.task_id.as_deref();
+            return self
+                .retrying(|maybe_done| async move {
+                    match self.create_run_once(run, status, task_id).await {
+                        // An earlier attempt may have committed before the
+                        // connection broke. (Otherwise the run is another
+                        // caller's: a conflict.)
+                        Err(e) if maybe_done && e.is_conflict() && self.is_same_run(run).await => {
+                            Ok(())
+                        }
+                        other => other,
+                    }
+                })
+                .await
+                .map(|()| Admission::Created);
+        }
         self.retrying(|maybe_done| async move {
-            match self.create_run_once(run, status, task_id).await {
-                // An earlier attempt may have committed before the connection
-                // broke. (Otherwise the run is another caller's: a conflict.)
-                Err(e) if maybe_done && e.is_conflict() && self.is_same_run(run).await => Ok(()),
+            match self.create_keyed_once(run, status, options).await {
+                Err(e) if maybe_done && e.is_conflict() && self.is_same_run(run).await => {
+                    Ok(Admission::Created)
+                }
+                // The key's run is this one: an earlier attempt committed.
+                Ok(Admission::Existing { run_id }) if maybe_done && run_id == run.id => {
+                    Ok(Admission::Created)
+                }
                 other => other,
             }
         })
@@ -203,12 +225,7 @@ impl PgStore {
             if row.scenario_digest == run.scenario_digest && row.input == run.input)
     }
 
-    async fn create_run_once(
-        &self,
-        run: &NewRun,
-        status: RunStatus,
-        task_id: Option<&str>,
-    ) -> Result<(), StoreError> {
+    fn prepare_run(&self, run: &NewRun, status: RunStatus, task_id: Option<&str>) -> PreparedRun {
         let encoded = EncodedCheckpoint::initial(
             &run.id,
             &run.start_node,
@@ -225,7 +242,7 @@ impl PgStore {
             &input,
             &provenance,
         );
-        let prepared = PreparedRun {
+        PreparedRun {
             id: run.id.clone(),
             scenario_name: run.scenario_name.clone(),
             scenario_path: run.scenario_path.clone(),
@@ -244,11 +261,107 @@ impl PgStore {
             digest: encoded.digest,
             run_digest,
             provenance,
-        };
+        }
+    }
+
+    async fn create_run_once(
+        &self,
+        run: &NewRun,
+        status: RunStatus,
+        task_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let prepared = self.prepare_run(run, status, task_id);
         match &self.group {
             Some(group) => group.create(prepared, &self.db).await,
             None => self.insert_run(&prepared).await,
         }
+    }
+
+    /// A run with flow control or a key, in one transaction: the run as
+    /// [`insert_run`](Self::insert_run) writes it, its flow control, then
+    /// its keys. A key another transaction holds (it waits for that one to
+    /// end) rolls everything back and names the holder. Not grouped: these
+    /// are the rare runs, and each must see the others' keys.
+    async fn create_keyed_once(
+        &self,
+        run: &NewRun,
+        status: RunStatus,
+        options: &RunOptions,
+    ) -> Result<Admission, StoreError> {
+        let action = format!("creating run `{}`", run.id);
+        let action = action.as_str();
+        let prepared = self.prepare_run(run, status, options.task_id.as_deref());
+        let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
+        self.insert_run_on(&mut *tx, &prepared).await?;
+        sqlx::query(
+            "UPDATE runs SET priority = $2, concurrency_limit = $3, concurrency_key = $4 \
+             WHERE id = $1",
+        )
+        .bind(&run.id)
+        .bind(options.priority)
+        .bind(options.concurrency_limit.map(i64::from))
+        .bind(&options.concurrency_key)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| self.error(e, action))?;
+        if let Some(idempotency) = &options.idempotency {
+            // A live key is left alone (`WHERE` false: no row returned); an
+            // expired one is taken over.
+            let taken: Option<String> = sqlx::query_scalar(&format!(
+                "INSERT INTO idempotency_keys (key, run_id, created_at, expires_at) \
+                 VALUES ($1, $2, {NOW_MS}, {NOW_MS} + $3) \
+                 ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id, \
+                   created_at = excluded.created_at, expires_at = excluded.expires_at \
+                 WHERE idempotency_keys.expires_at <= excluded.created_at \
+                 RETURNING run_id"
+            ))
+            .bind(&idempotency.key)
+            .bind(&run.id)
+            .bind(ttl_ms(idempotency.ttl))
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, action))?;
+            if taken.is_none() {
+                // A fresh statement sees the holder's committed row.
+                let holder: String =
+                    sqlx::query_scalar("SELECT run_id FROM idempotency_keys WHERE key = $1")
+                        .bind(&idempotency.key)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(|e| self.error(e, action))?;
+                tx.rollback().await.map_err(|e| self.error(e, action))?;
+                return Ok(Admission::Existing { run_id: holder });
+            }
+        }
+        if let Some(tick) = &options.schedule_tick {
+            let taken: Option<String> = sqlx::query_scalar(&format!(
+                "INSERT INTO schedule_ticks (scenario_name, schedule, tick_ms, run_id, created_at) \
+                 VALUES ($1, $2, $3, $4, {NOW_MS}) ON CONFLICT DO NOTHING RETURNING run_id"
+            ))
+            .bind(&run.scenario_name)
+            .bind(&tick.schedule)
+            .bind(tick.tick_ms)
+            .bind(&run.id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, action))?;
+            if taken.is_none() {
+                let holder: String = sqlx::query_scalar(
+                    "SELECT run_id FROM schedule_ticks \
+                     WHERE scenario_name = $1 AND schedule = $2 AND tick_ms = $3",
+                )
+                .bind(&run.scenario_name)
+                .bind(&tick.schedule)
+                .bind(tick.tick_ms)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| self.error(e, action))?;
+                tx.rollback().await.map_err(|e| self.error(e, action))?;
+                return Ok(Admission::Existing { run_id: holder });
+            }
+        }
+        tx.commit().await.map_err(|e| self.error(e, action))?;
+        Ok(Admission::Created)
     }
 
     /// Creates one run as one statement, so one round trip with its
@@ -256,6 +369,15 @@ impl PgStore {
     /// Checkpoint 0 needs no sequence guard: it is written with its run,
     /// and a second run with the same id is refused (`runs_pkey`).
     pub(super) async fn insert_run(&self, run: &PreparedRun) -> Result<(), StoreError> {
+        self.insert_run_on(&self.pool, run).await
+    }
+
+    /// [`insert_run`](Self::insert_run) on a connection or transaction.
+    async fn insert_run_on<'e>(
+        &self,
+        executor: impl sqlx::PgExecutor<'e>,
+        run: &PreparedRun,
+    ) -> Result<(), StoreError> {
         let now = now_ms();
         let inserted = sqlx::query(
             "WITH r AS ( \
@@ -295,7 +417,7 @@ impl PgStore {
         .bind(&run.digest)
         .bind(&run.run_digest)
         .bind(&run.provenance)
-        .execute(&self.pool)
+        .execute(executor)
         .await;
         match inserted {
             Ok(_) => Ok(()),

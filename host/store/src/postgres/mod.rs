@@ -20,7 +20,9 @@
 //!   one), moves the run, writes the step row and, for a run with a task
 //!   id, upserts the task row.
 //!   Journal entries and artifacts (rare) follow in an explicit transaction.
-//!   `create_run` and `finish_run` are one statement each too. Concurrent
+//!   `create_run` and `finish_run` are one statement each too (a run with
+//!   flow control, an idempotency key or a schedule tick is created in one
+//!   transaction instead, so its key is taken with it). Concurrent
 //!   commits are batched (`group.rs`).
 //! - Lease times use the database's clock, so workers on different machines
 //!   agree on expiry.

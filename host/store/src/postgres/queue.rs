@@ -6,15 +6,37 @@
 
 use std::time::Duration;
 
+use sqlx::postgres::PgRow;
+
 use super::PgStore;
 use crate::codec::{ACTIVE, Codec, RUN_COLUMNS, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, PruneReport, ttl_ms};
+use crate::queue::{FLOW_ALLOWS, PRUNE_IDEMPOTENCY_KEYS, pick_queued, pick_timed_out_wait};
 use crate::refusal;
 use crate::run::RunRow;
 
+/// How many flow-controlled runs one claim passes over when a concurrent
+/// claim took their last slot; the next poll tries again.
+const CLAIM_TRIES: usize = 4;
+
+/// Which flow-controlled pick [`PgStore::claim_flow`] makes.
+#[derive(Clone, Copy)]
+enum Pick {
+    Queued,
+    TimedOutWait,
+}
+
+/// What a claim sets on the run it takes (`$1` owner, `$2` lease ttl); a
+/// waiting run taken past its deadline waits no more.
+const CLAIM_SET: &str = "lease_owner = $1, lease_generation = runs.lease_generation + 1, \
+    lease_expires_at = (extract(epoch from statement_timestamp()) * 1000)::bigint + $2, \
+    heartbeat_at = (extract(epoch from statement_timestamp()) * 1000)::bigint, \
+    status = 'running', wait_deadline = NULL, \
+    updated_at = (extract(epoch from statement_timestamp()) * 1000)::bigint";
+
 /// The database's clock in Unix milliseconds.
-const NOW_MS: &str = "(extract(epoch from statement_timestamp()) * 1000)::bigint";
+pub(super) const NOW_MS: &str = "(extract(epoch from statement_timestamp()) * 1000)::bigint";
 
 impl PgStore {
     pub async fn acquire_lease(
@@ -147,51 +169,127 @@ impl PgStore {
             .map(|c| format!("runs.{}", c.trim()))
             .collect::<Vec<_>>()
             .join(", ");
-        // A dead runner's run first (its lease expired), then the queue. A
+        // A dead runner's run first (its lease expired), then a wait that
+        // timed out, then the queue (see `store::queue`). A
         // claim that committed but whose answer was lost leaves a lease that
         // expires and is claimed again, so retrying is safe.
-        for pick in [
-            format!(
-                "SELECT id FROM runs WHERE status = 'running' AND lease_owner IS NOT NULL \
-                 AND lease_expires_at < {NOW_MS} ORDER BY lease_expires_at LIMIT 1 \
-                 FOR UPDATE SKIP LOCKED"
-            ),
-            format!(
-                "SELECT id FROM runs WHERE status = 'waiting' AND wait_deadline <= {NOW_MS} \
-                 ORDER BY wait_deadline LIMIT 1 FOR UPDATE SKIP LOCKED"
-            ),
-            "SELECT id FROM runs WHERE status = 'queued' ORDER BY created_at, id LIMIT 1 \
-             FOR UPDATE SKIP LOCKED"
-                .to_owned(),
-        ] {
-            let sql = format!(
-                "WITH pick AS ({pick}) \
-                 UPDATE runs SET lease_owner = $1, lease_generation = runs.lease_generation + 1, \
-                   lease_expires_at = {NOW_MS} + $2, heartbeat_at = {NOW_MS}, \
-                   status = 'running', wait_deadline = NULL, updated_at = {NOW_MS} \
-                 FROM pick WHERE runs.id = pick.id RETURNING {returning}"
-            );
-            let sql = &sql;
-            let row = self
+        let takeover = format!(
+            "WITH pick AS (SELECT id FROM runs WHERE status = 'running' \
+               AND lease_owner IS NOT NULL AND lease_expires_at < {NOW_MS} \
+               ORDER BY lease_expires_at LIMIT 1 FOR UPDATE SKIP LOCKED) \
+             UPDATE runs SET {CLAIM_SET} FROM pick WHERE runs.id = pick.id RETURNING {returning}"
+        );
+        let takeover = &takeover;
+        let returning = &returning;
+        let mut row = self
+            .retrying(|_| async move {
+                sqlx::query(takeover)
+                    .bind(owner)
+                    .bind(ttl_ms(ttl))
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|e| self.error(e, "claiming a run"))
+            })
+            .await?;
+        if row.is_none() {
+            row = self
                 .retrying(|_| async move {
-                    sqlx::query(sql)
-                        .bind(owner)
-                        .bind(ttl_ms(ttl))
-                        .fetch_optional(&self.pool)
+                    self.claim_flow(owner, ttl, returning, Pick::TimedOutWait)
                         .await
-                        .map_err(|e| self.error(e, "claiming a run"))
                 })
                 .await?;
-            if let Some(row) = row {
-                let run = self.run_row(&row)?;
-                let lease = Lease {
-                    run_id: run.id.clone(),
-                    owner: owner.to_owned(),
-                    generation: run.lease_generation,
-                    expires_at_ms: run.lease_expires_at_ms.unwrap_or_default(),
-                };
-                return Ok(Some((run, lease)));
+        }
+        if row.is_none() {
+            row = self
+                .retrying(
+                    |_| async move { self.claim_flow(owner, ttl, returning, Pick::Queued).await },
+                )
+                .await?;
+        }
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let run = self.run_row(&row)?;
+        let lease = Lease {
+            run_id: run.id.clone(),
+            owner: owner.to_owned(),
+            generation: run.lease_generation,
+            expires_at_ms: run.lease_expires_at_ms.unwrap_or_default(),
+        };
+        Ok(Some((run, lease)))
+    }
+
+    /// Claims the queued run, or the timed-out waiting run, that
+    /// `store::queue` picks, in one transaction: the
+    /// pick locks its row (`SKIP LOCKED`: concurrent claimers take
+    /// different runs); a flow-controlled run's limits are checked again
+    /// under a transaction lock on its scenario's claims, in a statement
+    /// that sees every claim committed before the lock was granted, so two
+    /// claimers never both count a last free slot. A run found held back
+    /// then is passed over for the next.
+    async fn claim_flow(
+        &self,
+        owner: &str,
+        ttl: Duration,
+        returning: &str,
+        which: Pick,
+    ) -> Result<Option<PgRow>, StoreError> {
+        let (action, pick, status) = match which {
+            Pick::Queued => (
+                "claiming a queued run",
+                pick_queued(" AND q.id <> ALL($1)"),
+                "queued",
+            ),
+            Pick::TimedOutWait => (
+                "claiming a waiting run past its deadline",
+                pick_timed_out_wait(NOW_MS, " AND q.id <> ALL($1)"),
+                "waiting",
+            ),
+        };
+        let pick = format!("{pick} FOR UPDATE OF q SKIP LOCKED");
+        let claim = format!(
+            "UPDATE runs SET {CLAIM_SET} WHERE runs.id = $3 AND runs.status = '{status}' \
+             RETURNING {returning}"
+        );
+        let recheck = format!("SELECT ({FLOW_ALLOWS}) FROM runs AS q WHERE q.id = $1");
+        let mut passed_over: Vec<String> = Vec::new();
+        for _ in 0..CLAIM_TRIES {
+            let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
+            let picked: Option<(String, String, bool)> = sqlx::query_as(&pick)
+                .bind(&passed_over)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| self.error(e, action))?;
+            let Some((run_id, scenario, limited)) = picked else {
+                tx.rollback().await.map_err(|e| self.error(e, action))?;
+                return Ok(None);
+            };
+            if limited {
+                sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                    .bind(format!("skillhost.claim:{scenario}"))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                let allowed: bool = sqlx::query_scalar(&recheck)
+                    .bind(&run_id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                if !allowed {
+                    tx.rollback().await.map_err(|e| self.error(e, action))?;
+                    passed_over.push(run_id);
+                    continue;
+                }
             }
+            let row = sqlx::query(&claim)
+                .bind(owner)
+                .bind(ttl_ms(ttl))
+                .bind(&run_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| self.error(e, action))?;
+            tx.commit().await.map_err(|e| self.error(e, action))?;
+            return Ok(Some(row));
         }
         Ok(None)
     }
@@ -265,6 +363,11 @@ impl PgStore {
                 .await
                 .map_err(|e| self.error(e, action))?;
             }
+            sqlx::query(PRUNE_IDEMPOTENCY_KEYS)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.error(e, action))?;
             let cache_entries = sqlx::query(crate::cache::PRUNE_CACHE)
                 .bind(now_ms())
                 .execute(&mut *tx)

@@ -16,7 +16,7 @@ use crate::cache::CacheBinds;
 use crate::checkpoint::{EncodedCheckpoint, RunDigest, START_NODE, StepCommit};
 use crate::codec::{ACTIVE, Codec, JournalBinds, MapItemBinds, StepBinds, now_ms};
 use crate::error::StoreError;
-use crate::lease::{Lease, holds, lease_lost};
+use crate::lease::{Admission, Lease, RunOptions, holds, lease_lost, ttl_ms};
 use crate::refusal;
 use crate::rows::{MapItemRow, NewArtifact, StepRow, blob_digest};
 use crate::run::{NewRun, RunStatus};
@@ -56,8 +56,8 @@ impl SqliteStore {
         &self,
         run: &NewRun,
         status: RunStatus,
-        task_id: Option<&str>,
-    ) -> Result<(), StoreError> {
+        options: &RunOptions,
+    ) -> Result<Admission, StoreError> {
         let action = format_args!("creating run `{}`", run.id).to_string();
         let now = now_ms();
         let encoded = EncodedCheckpoint::initial(
@@ -77,8 +77,17 @@ impl SqliteStore {
             &input,
             &provenance,
         );
+        let task_id = options.task_id.as_deref();
         self.writer
             .write(&action, |tx| {
+                // One writer at a time: a key looked up here is still free
+                // when this transaction writes it.
+                if let Some(holder) = self
+                    .key_holder(tx, run, options, now)
+                    .map_err(|e| self.sq(e, &action))?
+                {
+                    return Ok(Admission::Existing { run_id: holder });
+                }
                 // The run's row goes first, so a duplicate id fails before
                 // anything else is written.
                 let inserted = execute(
@@ -96,6 +105,9 @@ impl SqliteStore {
                         task_id,
                         digest,
                         provenance,
+                        options.priority,
+                        options.concurrency_limit,
+                        options.concurrency_key,
                     ],
                 );
                 if let Err(e) = inserted {
@@ -124,10 +136,77 @@ impl SqliteStore {
                             params![task_id, run.id, START_NODE, encoded.next_nodes, hash, now],
                         ),
                     })
+                    .and_then(|_| self.take_keys(tx, run, options, now))
                     .map_err(|e| self.sq(e, &action))?;
-                Ok(())
+                Ok(Admission::Created)
             })
             .await
+    }
+
+    /// The run that already holds the idempotency key or the schedule tick
+    /// of `options`, if one does (an expired key holds nothing).
+    fn key_holder(
+        &self,
+        tx: &Transaction<'_>,
+        run: &NewRun,
+        options: &RunOptions,
+        now: i64,
+    ) -> rusqlite::Result<Option<String>> {
+        if let Some(idempotency) = &options.idempotency {
+            let holder = tx
+                .prepare_cached(
+                    "SELECT run_id FROM idempotency_keys WHERE key = ?1 AND expires_at > ?2",
+                )?
+                .query_row(params![idempotency.key, now], |row| row.get(0))
+                .optional()?;
+            if holder.is_some() {
+                return Ok(holder);
+            }
+        }
+        if let Some(tick) = &options.schedule_tick {
+            return tx
+                .prepare_cached(
+                    "SELECT run_id FROM schedule_ticks \
+                     WHERE scenario_name = ?1 AND schedule = ?2 AND tick_ms = ?3",
+                )?
+                .query_row(
+                    params![run.scenario_name, tick.schedule, tick.tick_ms],
+                    |row| row.get(0),
+                )
+                .optional();
+        }
+        Ok(None)
+    }
+
+    /// Records that `run` holds the keys of `options` (an expired
+    /// idempotency key is taken over).
+    fn take_keys(
+        &self,
+        tx: &Transaction<'_>,
+        run: &NewRun,
+        options: &RunOptions,
+        now: i64,
+    ) -> rusqlite::Result<usize> {
+        let mut written = 0;
+        if let Some(idempotency) = &options.idempotency {
+            written += execute(
+                tx,
+                "INSERT INTO idempotency_keys (key, run_id, created_at, expires_at) \
+                 VALUES (?1, ?2, ?3, ?3 + ?4) \
+                 ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id, \
+                   created_at = excluded.created_at, expires_at = excluded.expires_at",
+                params![idempotency.key, run.id, now, ttl_ms(idempotency.ttl)],
+            )?;
+        }
+        if let Some(tick) = &options.schedule_tick {
+            written += execute(
+                tx,
+                "INSERT INTO schedule_ticks (scenario_name, schedule, tick_ms, run_id, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![run.scenario_name, tick.schedule, tick.tick_ms, run.id, now],
+            )?;
+        }
+        Ok(written)
     }
 
     pub async fn commit_step(
@@ -480,8 +559,9 @@ impl SqliteStore {
 /// current node, now, task id, the run's digest, its provenance).
 const INSERT_RUN_SQL: &str = "\
 INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, input, \
-    current_node, last_seq, created_at, updated_at, task_id, digest, provenance) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8, ?9, ?10, ?11)";
+    current_node, last_seq, created_at, updated_at, task_id, digest, provenance, priority, \
+    concurrency_limit, concurrency_key) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
 /// A checkpoint ($1 run id, $2 seq, $3 node, $4 next nodes, $5 is_snapshot,
 /// $6 state, $7 changes, $8 state hash, $9 visits, $10 bytes, $11 now,

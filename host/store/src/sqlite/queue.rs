@@ -10,6 +10,7 @@ use super::SqliteStore;
 use crate::codec::{ACTIVE, Codec, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, PruneReport, ttl_ms};
+use crate::queue::{PRUNE_IDEMPOTENCY_KEYS, pick_queued, pick_timed_out_wait};
 use crate::read::Reads;
 use crate::refusal;
 use crate::run::RunRow;
@@ -166,13 +167,17 @@ impl SqliteStore {
         let claimed = self
             .writer
             .write(action, |tx| {
-                // A dead runner's run first (its lease expired), then the queue.
+                // A dead runner's run first (its lease expired), then a wait
+                // that timed out, then the queue (see `store::queue`). One
+                // writer at a time, so the counts the flow-controlled picks
+                // read cannot change before it commits.
+                let waits = format!("SELECT id FROM ({})", pick_timed_out_wait("?2", ""));
+                let queued = format!("SELECT id FROM ({})", pick_queued(""));
                 for pick in [
                     "SELECT id FROM runs WHERE status = 'running' AND lease_owner IS NOT NULL \
                      AND lease_expires_at < ?2 ORDER BY lease_expires_at LIMIT 1",
-                    "SELECT id FROM runs WHERE status = 'waiting' AND wait_deadline <= ?2 \
-                     ORDER BY wait_deadline LIMIT 1",
-                    "SELECT id FROM runs WHERE status = 'queued' ORDER BY created_at, id LIMIT 1",
+                    waits.as_str(),
+                    queued.as_str(),
                 ] {
                     let claimed = tx
                         .prepare_cached(&format!(
@@ -266,6 +271,8 @@ impl SqliteStore {
                     .map_err(|e| self.sq(e, action))?;
                 let cache_entries = tx
                     .execute(crate::cache::PRUNE_CACHE, params![now])
+                    .map_err(|e| self.sq(e, action))?;
+                tx.execute(PRUNE_IDEMPOTENCY_KEYS, params![now])
                     .map_err(|e| self.sq(e, action))?;
                 let blobs = tx
                     .execute(

@@ -27,13 +27,27 @@ use sqlx::{Connection, PgConnection, SqliteConnection};
 pub(crate) const UNDO_5: &str =
     "ALTER TABLE runs DROP COLUMN digest; ALTER TABLE checkpoints DROP COLUMN digest;";
 
+/// What schema version 8 added, taken out again (both backends).
+pub(crate) const UNDO_8: &str = "DROP INDEX runs_by_parent; \
+     ALTER TABLE runs DROP COLUMN parent_run_id; \
+     ALTER TABLE runs DROP COLUMN parent_node; \
+     ALTER TABLE runs DROP COLUMN parent_visit;";
+
+/// What schema version 9 added, taken out again (both backends).
+pub(crate) const UNDO_9: &str = "DROP TABLE schedule_ticks; DROP TABLE idempotency_keys; \
+     DROP INDEX runs_running_by_scenario; DROP INDEX runs_queued; \
+     ALTER TABLE runs DROP COLUMN priority; \
+     ALTER TABLE runs DROP COLUMN concurrency_limit; \
+     ALTER TABLE runs DROP COLUMN concurrency_key; \
+     CREATE INDEX runs_queued ON runs (created_at, id) WHERE status = 'queued';";
+
 /// What schema version 7 added, taken out again (both backends).
 pub(crate) const UNDO_7: &str = "DROP TABLE node_cache;";
 
-/// What schema version 8 added (waits, cancel requests), taken out again.
+/// What schema version 10 added (waits, cancel requests), taken out again.
 /// SQLite's sequence trigger goes back to version 1's first: a column it
 /// reads cannot be dropped.
-pub(crate) fn undo_8(kind: Kind) -> &'static str {
+pub(crate) fn undo_10(kind: Kind) -> &'static str {
     match kind {
         Kind::Sqlite => {
             "DROP TRIGGER checkpoints_in_sequence; \
@@ -1412,7 +1426,9 @@ async fn sqlite_migrates_a_version_3_database() {
          UPDATE skillhost_meta SET value = '3' WHERE key = 'schema_version'; ",
     )
     .await;
-    db.exec(undo_8(db.kind)).await;
+    db.exec(undo_10(db.kind)).await;
+    db.exec(UNDO_9).await;
+    db.exec(UNDO_8).await;
     db.exec(UNDO_7).await;
     db.exec(UNDO_6).await;
     db.exec(UNDO_5).await;
@@ -1733,15 +1749,15 @@ async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
     let store = db.open().await;
     store.create_run(&new_run("kept", json!({}))).await.unwrap();
     store.close().await;
-    let undo_8 = undo_8(kind);
+    let undo_10 = undo_10(kind);
     let undo_3 = match kind {
         Kind::Sqlite => "",
         Kind::Postgres => "ALTER TABLE runs RESET (fillfactor);",
     };
     db.exec(&format!(
         "CREATE INDEX runs_by_updated ON runs (updated_at) \
-         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {undo_8} {UNDO_7} \
-         {UNDO_6} {UNDO_5} \
+         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {undo_10} {UNDO_9} {UNDO_8} \
+         {UNDO_7} {UNDO_6} {UNDO_5} \
          UPDATE skillhost_meta SET value = '2' WHERE key = 'schema_version'"
     ))
     .await;

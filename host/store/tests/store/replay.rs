@@ -14,7 +14,7 @@ use skillhost_store::{
 };
 use skillhost_tests::store_fixtures::{commit, new_run, varied_change};
 
-use crate::backends::{Db, Kind, UNDO_6, UNDO_7, undo_8};
+use crate::backends::{Db, Kind, UNDO_6, UNDO_7, UNDO_8, UNDO_9, undo_10};
 
 both!(
     journal_rows_keep_their_item_and_entry_and_are_checked_against_their_digests,
@@ -146,6 +146,7 @@ async fn a_runs_provenance_and_start_are_recorded_and_pinned_by_its_digest(kind:
             run_id: "origin".into(),
             seq: 7,
         }),
+        parent: None,
     };
     fork.start_node = "n3".into();
     fork.start_visits = BTreeMap::from([("n1".into(), 2), ("n2".into(), 1)]);
@@ -329,7 +330,9 @@ async fn a_version_5_database_keeps_its_journal_as_legacy_rows(kind: Kind) {
     // What a host of schema version 5 would have left: no journal digests,
     // item or entry indexes, no provenance (a run older than digests here,
     // whose checkpoints keep theirs), map items without attempt or journal.
-    db.exec(undo_8(db.kind)).await;
+    db.exec(undo_10(db.kind)).await;
+    db.exec(UNDO_9).await;
+    db.exec(UNDO_8).await;
     db.exec(UNDO_7).await;
     db.exec(UNDO_6).await;
     db.exec(

@@ -1,5 +1,5 @@
--- Schema version 8 (Postgres): runs that wait for a person, and cancelling
--- runs. The twin of migrations/sqlite/0008_approvals_cancel.sql. Every
+-- Schema version 10 (Postgres): runs that wait for a person, and cancelling
+-- runs. The twin of migrations/sqlite/0010_approvals_cancel.sql. Every
 -- statement here may run again on a database that has it already.
 
 -- A waiting run's deadline (Unix ms; NULL: it waits for ever, or it is not

@@ -1,5 +1,5 @@
--- Schema version 8 (SQLite): runs that wait for a person, and cancelling
--- runs. The twin of migrations/postgres/0008_approvals_cancel.sql.
+-- Schema version 10 (SQLite): runs that wait for a person, and cancelling
+-- runs. The twin of migrations/postgres/0010_approvals_cancel.sql.
 
 -- A waiting run's deadline (Unix ms; NULL: it waits for ever, or it is not
 -- waiting): workers claim a waiting run once it passed, so that its

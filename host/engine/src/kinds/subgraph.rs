@@ -1,0 +1,245 @@
+//! A subgraph: another scenario run as one step, as a child run of its
+//! own (its own id, checkpoints and history, linked to this run's node
+//! and visit in the store). Its `input` mapping is the child's run input
+//! (checked against the child's `[input]` when it starts); its `writes`
+//! see `output`:
+//! `{run_id, status, state, summary}` of the child's end.
+//!
+//! A child that fails fails the node, with the child's error and run id;
+//! the core routes that like any node failure. A child started by an
+//! earlier process (which died before this node's checkpoint) is not
+//! started again: an unfinished one is resumed, a finished one's end is
+//! read back, so a crash inside the child resumes the child, then the
+//! parent, and no node of either runs twice.
+//!
+//! This module never commits the parent's step: the child's engine
+//! commits the child's own steps, and the core this node's.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::{NodeFailure, NodeSuccess, Outcome};
+use crate::node::{base_vars, check_pre, map_input, writes};
+use crate::run::{empty_step, summarize};
+use crate::{Engine, EngineError, RunContext, RunOutcome};
+use skillhost_scenario::{LoadedScenario, Node, SubgraphNode};
+use skillhost_store::{ParentLink, RunRow, RunState, RunStatus};
+
+pub(crate) async fn run(
+    cx: &RunContext<'_>,
+    node: &Node,
+    subgraph: &SubgraphNode,
+    state: &Arc<RunState>,
+    visit: u32,
+) -> Outcome {
+    run_child(cx, node, subgraph, state, visit)
+        .await
+        .map_err(|f| (f, None))
+        .into()
+}
+
+async fn run_child(
+    cx: &RunContext<'_>,
+    node: &Node,
+    subgraph: &SubgraphNode,
+    state: &Arc<RunState>,
+    visit: u32,
+) -> Result<NodeSuccess, NodeFailure> {
+    if cx.replay.is_some() {
+        return Err(NodeFailure::new(
+            "subgraph-not-replayable",
+            format!(
+                "node `{}` runs scenario `{}` as a child run, which a replay does not \
+                 re-execute; replay the child run itself (`host runs show {}` lists it)",
+                node.id, subgraph.written, cx.run_id
+            ),
+        ));
+    }
+    let child = cx.loaded.subgraphs.get(&node.id).ok_or_else(|| {
+        NodeFailure::new(
+            "subgraph-not-loaded",
+            format!(
+                "node `{}`: scenario `{}` was not loaded with its parent",
+                node.id, subgraph.written
+            ),
+        )
+    })?;
+    let vars = base_vars(cx, node, state);
+    check_pre(node, &subgraph.pre, &vars)?;
+    let input = map_input(node, &subgraph.input, &vars)?;
+
+    let engine = Engine::new(cx.store.cloned(), cx.events.clone());
+    let link = ParentLink {
+        run_id: cx.run_id.clone(),
+        node: node.id.clone(),
+        visit,
+    };
+    let earlier = match cx.store {
+        Some(store) => store
+            .child(&link.run_id, &link.node, link.visit)
+            .await
+            .map_err(|e| child_error(node, subgraph, None, EngineError::Store(e)))?,
+        None => None,
+    };
+    // The child's run loop is this future's own: boxed, since a run may
+    // hold subgraphs nested to any depth.
+    let end = match earlier {
+        Some(row) if row.status.is_finished() => recorded_end(&engine, child, row),
+        Some(row) => {
+            let id = row.id.clone();
+            Box::pin(engine.resume_with(child, &id, cx.allow_changed))
+                .await
+                .map(ChildEnd::from)
+                .map_err(|e| child_error(node, subgraph, Some(&id), e))?
+        }
+        None => Box::pin(engine.start_run(child, input, None, Some(link)))
+            .await
+            .map(ChildEnd::from)
+            .map_err(|e| child_error(node, subgraph, None, e))?,
+    };
+
+    if end.status != RunStatus::Completed {
+        return Err(child_failed(node, subgraph, &child.scenario.name, end));
+    }
+    let output = json!({
+        "run_id": end.run_id,
+        "status": end.status.as_str(),
+        "state": end.state,
+        "summary": end.summary,
+    });
+    let mut vars = vars;
+    vars.set_owned("output", output);
+    let changes = writes(cx, node, &subgraph.writes, &vars, state)?;
+    let mut step = empty_step(cx, node, 1);
+    if cx.keeps_records() {
+        step.detail = Some(json!({ "child_run_id": end.run_id }));
+    }
+    Ok(NodeSuccess {
+        changes,
+        step,
+        fuel_consumed: 0,
+        artifacts: Vec::new(),
+        journal: Vec::new(),
+        logs_dropped: 0,
+        usage: Default::default(),
+        cache: None,
+        answer: None,
+        route: None,
+    })
+}
+
+/// How a child run ended, whether this process ran it or read it back.
+struct ChildEnd {
+    run_id: String,
+    status: RunStatus,
+    state: Value,
+    summary: Map<String, Value>,
+    /// A failed child's report.
+    failure: Option<Value>,
+}
+
+impl From<RunOutcome> for ChildEnd {
+    fn from(outcome: RunOutcome) -> Self {
+        ChildEnd {
+            run_id: outcome.run_id,
+            status: outcome.status,
+            state: outcome.state.into_value(),
+            summary: outcome.summary,
+            failure: outcome.failure,
+        }
+    }
+}
+
+/// The end of a child that finished before this process reached its node
+/// (the parent died between the child's end and its own checkpoint): its
+/// stored final state and report; the summary is the child's `[summary]`
+/// over that state, as the child computed it.
+fn recorded_end(engine: &Engine, child: &LoadedScenario, row: RunRow) -> ChildEnd {
+    let state = row.result.clone().unwrap_or(Value::Null);
+    let summary = match row.status {
+        RunStatus::Completed => {
+            let cx = engine.context(child, row.id.clone(), row.input.clone());
+            summarize(&cx, &Arc::new(RunState::from_value(state.clone())))
+        }
+        _ => Map::new(),
+    };
+    ChildEnd {
+        run_id: row.id,
+        status: row.status,
+        state,
+        summary,
+        failure: row.error,
+    }
+}
+
+/// The node's failure for a child that ended other than completed.
+fn child_failed(
+    node: &Node,
+    subgraph: &SubgraphNode,
+    scenario: &str,
+    end: ChildEnd,
+) -> NodeFailure {
+    let report = end.failure.unwrap_or(Value::Null);
+    let said = |key: &str| {
+        report
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string()
+    };
+    let mut failure = NodeFailure::new(
+        "subgraph-failed",
+        format!(
+            "node `{}`: child run `{}` of scenario `{scenario}` ({}) ended {} at its node `{}`: \
+             {}: {}; see it with `host runs show {}`",
+            node.id,
+            end.run_id,
+            subgraph.written,
+            end.status.as_str(),
+            said("node"),
+            said("code"),
+            said("message"),
+            end.run_id
+        ),
+    );
+    if let Some(suggestions) = report.get("suggestions").and_then(Value::as_array) {
+        failure.suggestions = suggestions
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect();
+    }
+    failure.detail = json!({
+        "child_run_id": end.run_id,
+        "child_status": end.status.as_str(),
+        "child_error": report,
+    });
+    failure
+}
+
+/// The node's failure for a child that could not be started or continued
+/// (its input does not fit its `[input]`, its scenario changed, the store
+/// failed).
+fn child_error(
+    node: &Node,
+    subgraph: &SubgraphNode,
+    child_run: Option<&str>,
+    error: EngineError,
+) -> NodeFailure {
+    let code = match &error {
+        EngineError::InvalidInput { .. } => "subgraph-input",
+        _ => "subgraph-error",
+    };
+    let run = child_run.map_or(String::new(), |id| format!(" (child run `{id}`)"));
+    let mut failure = NodeFailure::new(
+        code,
+        format!(
+            "node `{}`: scenario `{}`{run}: {error}",
+            node.id, subgraph.written
+        ),
+    );
+    if let Some(id) = child_run {
+        failure.detail = json!({ "child_run_id": id });
+    }
+    failure
+}

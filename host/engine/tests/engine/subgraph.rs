@@ -1,0 +1,408 @@
+//! Subgraph nodes: another scenario run as one step, as a child run linked
+//! to its parent. A child that completes gives its state and summary to
+//! the node's writes; one that fails fails the node, which the parent
+//! routes to its failure handler; a run stopped inside its child, or after
+//! the child ended but before the parent's checkpoint, resumes the child
+//! and then the parent with nothing run twice, on SQLite and Postgres; and
+//! the scenarios the loader refuses: a missing file, a file that includes
+//! itself (directly or not), an input mapping that does not fit, a child
+//! with an approval node. Cancelling a parent cancels the child it runs.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use skillhost_engine::{EngineError, Event};
+use skillhost_scenario::codes;
+use skillhost_store::RunStatus;
+
+use crate::{Db, completed, crash, event_trail, failed, load, resume, run, run_both, runtime};
+
+fn fixture(name: &str) -> PathBuf {
+    skillhost_tests::repo_root()
+        .join("tests/e2e/subgraph")
+        .join(format!("{name}.toml"))
+}
+
+fn input() -> Value {
+    json!({ "text": "ab" })
+}
+
+/// The state an uninterrupted run of `parent.toml` on `input()` ends with.
+fn expected_state(child_run: &str) -> Value {
+    json!({
+        "trail": ["before", "c_check", "c_first", "c_second", "after:abab!"],
+        "report": "abab!",
+        "child_run": child_run,
+        "report_length": 5,
+        "errors": [],
+    })
+}
+
+/// `(node, status)` of each step of a run, in order.
+async fn steps(db: &Db, run_id: &str) -> Vec<(String, String)> {
+    db.steps(run_id)
+        .await
+        .into_iter()
+        .map(|s| (s.node_id, s.status))
+        .collect()
+}
+
+fn ok_steps(nodes: &[&str]) -> Vec<(String, String)> {
+    nodes
+        .iter()
+        .map(|n| (n.to_string(), "ok".to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_completed_child_gives_its_state_and_summary_to_the_writes() {
+    let loaded = load(&fixture("parent"));
+    let db = Db::sqlite().await;
+    let ran = run(Some(db.store.clone()), &loaded, input()).await;
+    completed(&ran);
+    let parent = &ran.outcome.run_id;
+    let state = ran.state();
+    let child_run = state["child_run"].as_str().unwrap().to_string();
+    assert_eq!(state, expected_state(&child_run));
+    // Without a store the child runs the same (with an id of its own).
+    let memory = run(None, &loaded, input()).await;
+    let memory_child = memory.state()["child_run"].as_str().unwrap().to_string();
+    assert_ne!(memory_child, child_run);
+    assert_eq!(memory.state(), expected_state(&memory_child));
+
+    // The child is a run of its own, linked to the parent's node and visit.
+    let children = db.store.children(parent).await.unwrap();
+    assert_eq!(children.len(), 1);
+    let child = &children[0];
+    assert_eq!(child.id, child_run);
+    assert_eq!(child.status, RunStatus::Completed);
+    assert_eq!(child.scenario_name, "summary");
+    assert_eq!(child.input, json!({ "text": "ab", "mode": "ok" }));
+    let link = child.parent().unwrap();
+    assert_eq!(
+        (link.run_id.as_str(), link.node.as_str(), link.visit),
+        (parent.as_str(), "summarise", 1)
+    );
+    assert_eq!(
+        db.store
+            .child(parent, "summarise", 1)
+            .await
+            .unwrap()
+            .map(|r| r.id),
+        Some(child_run.clone())
+    );
+    assert!(
+        db.store
+            .child(parent, "summarise", 2)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        db.store
+            .run(parent)
+            .await
+            .unwrap()
+            .unwrap()
+            .parent()
+            .is_none()
+    );
+
+    // Each run keeps its own history.
+    assert_eq!(
+        steps(&db, &child_run).await,
+        ok_steps(&["c_check", "c_first", "c_second"])
+    );
+    assert_eq!(
+        steps(&db, parent).await,
+        ok_steps(&["p_before", "summarise", "p_after"])
+    );
+    let node_step = db
+        .steps(parent)
+        .await
+        .into_iter()
+        .find(|s| s.node_id == "summarise")
+        .unwrap();
+    assert_eq!(node_step.detail, Some(json!({ "child_run_id": child_run })));
+
+    // The parent records its child's components as its own, by node.
+    let provenance = db.store.run(parent).await.unwrap().unwrap().provenance;
+    let components = provenance.unwrap().components;
+    assert_eq!(
+        components.keys().collect::<Vec<_>>(),
+        ["echo", "summarise/echo", "summarise/fail"]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_child_fails_the_node_and_the_parent_routes_it_to_on_failure() {
+    let loaded = load(&fixture("parent"));
+    let db = Db::sqlite().await;
+    let ran = run(
+        Some(db.store.clone()),
+        &loaded,
+        json!({ "text": "ab", "mode": "error" }),
+    )
+    .await;
+    failed(&ran);
+    let error = ran.last_error();
+    assert_eq!(error["code"], "subgraph-failed");
+    assert_eq!(error["node"], "summarise");
+    let child_run = error["detail"]["child_run_id"].as_str().unwrap();
+    assert_eq!(error["detail"]["child_status"], "failed");
+    assert_eq!(error["detail"]["child_error"]["code"], "requested-error");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains(child_run)
+            && message.contains("child.toml")
+            && message.contains("c_check")
+            && message.contains("requested-error"),
+        "{message}"
+    );
+    // The parent went to its failure handler, whose report is the run's.
+    assert_eq!(
+        ran.failure()["message"],
+        "the summary failed: subgraph-failed"
+    );
+    let child = db.store.run(child_run).await.unwrap().unwrap();
+    assert_eq!(child.status, RunStatus::Failed);
+    assert_eq!(child.parent().unwrap().node, "summarise");
+    assert_eq!(
+        steps(&db, &ran.outcome.run_id).await,
+        [
+            ("p_before".to_string(), "ok".to_string()),
+            ("summarise".to_string(), "failed".to_string())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_child_input_that_does_not_fit_its_input_fails_the_node() {
+    let loaded = load(&fixture("bad_input"));
+    let (ran, db) = run_both(&loaded, json!({})).await;
+    failed(&ran);
+    let error = ran.last_error();
+    assert_eq!(error["code"], "subgraph-input");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("summarise") && message.contains("child.toml") && message.contains("text"),
+        "{message}"
+    );
+    // Nothing was started for it.
+    assert!(
+        db.store
+            .children(&ran.outcome.run_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Starts `parent.toml` on `db`, stops it at the first event `at` matches,
+/// resumes the parent, and checks it ends as an uninterrupted run, with
+/// one child run, every node of both committed once. Returns the events of
+/// the resume.
+async fn crash_and_resume_parent(
+    db: &Db,
+    at: impl Fn(&Event) -> bool + Send + Sync + 'static,
+) -> Vec<Event> {
+    let loaded = load(&fixture("parent"));
+    let parent = crash(&db.url, &loaded, input(), at).await;
+    let children = db.store.children(&parent).await.unwrap();
+    assert_eq!(children.len(), 1, "the child started before the crash");
+    let child_run = children[0].id.clone();
+
+    let ran = resume(db.reopen().await, &loaded, &parent).await.unwrap();
+    completed(&ran);
+    assert_eq!(ran.state(), expected_state(&child_run));
+    let children = db.store.children(&parent).await.unwrap();
+    assert_eq!(
+        children
+            .iter()
+            .map(|r| (r.id.as_str(), r.status))
+            .collect::<Vec<_>>(),
+        [(child_run.as_str(), RunStatus::Completed)]
+    );
+    assert_eq!(
+        steps(db, &child_run).await,
+        ok_steps(&["c_check", "c_first", "c_second"])
+    );
+    assert_eq!(
+        steps(db, &parent).await,
+        ok_steps(&["p_before", "summarise", "p_after"])
+    );
+    ran.events
+}
+
+fn checkpoint_of(node: &'static str) -> impl Fn(&Event) -> bool + Send + Sync + 'static {
+    move |e| matches!(e, Event::CheckpointWritten { node: n, .. } if n == node)
+}
+
+#[tokio::test]
+async fn a_run_stopped_inside_its_child_resumes_the_child_then_the_parent() {
+    let db = Db::sqlite().await;
+    let events = crash_and_resume_parent(&db, checkpoint_of("c_first")).await;
+    // Only what had not committed runs: the child's last node, then the
+    // parent's.
+    let started: Vec<String> = event_trail(&events)
+        .into_iter()
+        .filter(|e| e.starts_with("node_started"))
+        .collect();
+    assert_eq!(
+        started,
+        [
+            "node_started:summarise",
+            "node_started:c_second",
+            "node_started:p_after"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_run_stopped_after_its_child_ended_reads_the_child_back() {
+    let db = Db::sqlite().await;
+    // The child's end is written; the parent's checkpoint of its node is not.
+    let events = crash_and_resume_parent(
+        &db,
+        |e| matches!(e, Event::RunFinished { status, .. } if status == "completed"),
+    )
+    .await;
+    let started: Vec<String> = event_trail(&events)
+        .into_iter()
+        .filter(|e| e.starts_with("node_started"))
+        .collect();
+    assert_eq!(started, ["node_started:summarise", "node_started:p_after"]);
+}
+
+#[tokio::test]
+async fn a_run_stopped_inside_its_child_on_postgres_resumes_the_child_then_the_parent() {
+    let db = Db::postgres().await;
+    crash_and_resume_parent(&db, checkpoint_of("c_second")).await;
+}
+
+/// Copies the subgraph fixtures into a directory of their own, with the
+/// components they name at the same relative place.
+fn copy_fixtures() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let scenarios = dir.path().join("tests/e2e/subgraph");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    for name in ["parent", "child"] {
+        std::fs::copy(fixture(name), scenarios.join(format!("{name}.toml"))).unwrap();
+    }
+    let dist = dir.path().join("skills/dist");
+    std::fs::create_dir_all(&dist).unwrap();
+    for skill in ["echo", "fail"] {
+        let from = skillhost_tests::repo_root().join(format!("skills/dist/{skill}.wasm"));
+        std::fs::copy(from, dist.join(format!("{skill}.wasm"))).unwrap();
+    }
+    dir
+}
+
+#[tokio::test]
+async fn a_changed_child_is_a_changed_parent() {
+    let dir = copy_fixtures();
+    let parent_path = dir.path().join("tests/e2e/subgraph/parent.toml");
+    let child_path = dir.path().join("tests/e2e/subgraph/child.toml");
+    let before = load(&parent_path);
+    let file_digest = skillhost_runtime::cache::sha256_hex(&std::fs::read(&parent_path).unwrap());
+    assert_ne!(
+        before.scenario.digest, file_digest,
+        "the digest covers the child"
+    );
+
+    let db = Db::sqlite().await;
+    let parent = crash(&db.url, &before, input(), checkpoint_of("c_first")).await;
+
+    // The child's file changes; the parent's does not.
+    let text = std::fs::read_to_string(&child_path).unwrap();
+    std::fs::write(&child_path, text.replace("'!'", "'?'")).unwrap();
+    let after = load(&parent_path);
+    assert_ne!(after.scenario.digest, before.scenario.digest);
+    let refused = resume(db.reopen().await, &after, &parent).await.err();
+    assert!(
+        matches!(refused, Some(EngineError::ScenarioChanged { .. })),
+        "{refused:?}"
+    );
+    // Nothing moved.
+    let child = &db.store.children(&parent).await.unwrap()[0];
+    assert_eq!(child.status, RunStatus::Running);
+    assert_eq!(child.last_seq, 2);
+}
+
+fn refused(path: &Path) -> skillhost_scenario::CheckReport {
+    match skillhost_scenario::load(path, runtime()) {
+        Ok(_) => panic!("{} loaded", path.display()),
+        Err(report) => report,
+    }
+}
+
+#[test]
+fn a_subgraph_file_that_does_not_exist_is_an_error_naming_node_and_file() {
+    let report = refused(&fixture("missing"));
+    let error = report.find(codes::SUBGRAPH_NOT_FOUND).expect("not found");
+    assert_eq!(error.node.as_deref(), Some("inner"));
+    assert!(error.file.ends_with("missing.toml"));
+    assert!(
+        error.message.contains("no_such_child.toml"),
+        "{}",
+        error.message
+    );
+    // The parse-only path (graphs) says the same.
+    let parsed = skillhost_scenario::parse_file(&fixture("missing")).unwrap_err();
+    assert!(parsed.find(codes::SUBGRAPH_NOT_FOUND).is_some());
+}
+
+#[test]
+fn a_scenario_that_includes_itself_is_an_error_naming_the_cycle() {
+    let report = refused(&fixture("self"));
+    let error = report.find(codes::SUBGRAPH_CYCLE).expect("cycle");
+    assert_eq!(error.node.as_deref(), Some("inner"));
+    assert_eq!(
+        error.message.matches("self.toml").count(),
+        3,
+        "{}",
+        error.message
+    );
+
+    // Through another file: the cycle names both, in order.
+    let report = refused(&fixture("cycle_a"));
+    let error = report.find(codes::SUBGRAPH_CYCLE).expect("cycle");
+    assert!(error.file.ends_with("cycle_b.toml"), "{error}");
+    let message = &error.message;
+    let a = message.find("cycle_a.toml").unwrap();
+    let b = message.find("cycle_b.toml").unwrap();
+    assert!(
+        a < b && message.rfind("cycle_a.toml").unwrap() > b,
+        "{message}"
+    );
+    // The outer file says which of its nodes leads there.
+    let invalid = report.find(codes::SUBGRAPH_INVALID).expect("invalid child");
+    assert!(invalid.file.ends_with("cycle_a.toml"), "{invalid}");
+    assert!(
+        skillhost_scenario::parse_file(&fixture("cycle_b"))
+            .unwrap_err()
+            .find(codes::SUBGRAPH_CYCLE)
+            .is_some()
+    );
+}
+
+#[test]
+fn an_input_mapping_that_does_not_fit_the_child_is_an_error() {
+    let report = refused(&fixture("unknown_input"));
+    let unknown = report.find(codes::INPUT_UNKNOWN_FIELD).expect("unknown");
+    assert!(unknown.message.contains("`txt`"), "{}", unknown.message);
+    assert!(unknown.message.contains("text, mode") || unknown.message.contains("`text`"));
+    let missing = report.find(codes::INPUT_MISSING_FIELD).expect("missing");
+    assert!(missing.message.contains("`text`"), "{}", missing.message);
+    assert_eq!(missing.node.as_deref(), Some("summarise"));
+}
+
+#[test]
+fn a_child_with_an_approval_node_is_an_error_naming_node_and_approval() {
+    let report = refused(&fixture("waits"));
+    let error = report.find(codes::SUBGRAPH_APPROVAL).expect("refused");
+    assert_eq!(error.node.as_deref(), Some("ask"));
+    assert!(error.file.ends_with("waits.toml"), "{error}");
+    assert!(error.message.contains("`approve`"), "{}", error.message);
+    assert!(error.message.contains("approval.toml"), "{}", error.message);
+}

@@ -1,0 +1,317 @@
+//! The queue's flow control on both backends: idempotency keys (a live key
+//! returns its run, an expired one starts anew, racing starts create one
+//! run), schedule ticks (one run per tick across racing workers, the last
+//! tick read back), and the claim's order and limits (priority, a
+//! concurrency key holding a second run until the first ends, a concurrency
+//! limit across concurrent claimers on several handles).
+
+use std::time::Duration;
+
+use serde_json::json;
+use skillhost_store::{
+    Admission, IdempotencyKey, RunOptions, RunStatus, ScheduleTick, Store, new_run_id,
+};
+use skillhost_tests::store_fixtures::new_run;
+
+use crate::backends::{Db, Kind};
+
+both!(
+    a_live_idempotency_key_returns_its_run_and_an_expired_one_starts_anew,
+    racing_starts_with_one_idempotency_key_create_one_run,
+    a_schedule_tick_is_queued_once_across_racing_workers,
+    claims_take_the_highest_priority_first_then_the_oldest,
+    a_concurrency_key_holds_a_second_run_until_the_first_ends,
+    a_concurrency_limit_caps_running_runs_across_concurrent_claimers,
+);
+
+const TTL: Duration = Duration::from_secs(60);
+
+fn keyed(key: &str, ttl: Duration) -> RunOptions {
+    RunOptions {
+        idempotency: Some(IdempotencyKey {
+            key: key.into(),
+            ttl,
+        }),
+        ..RunOptions::default()
+    }
+}
+
+/// Claims until nothing is claimable; the ids in claim order.
+async fn drain(store: &Store, owner: &str) -> Vec<String> {
+    let mut got = Vec::new();
+    while let Some((run, _)) = store.claim_run(owner, TTL).await.unwrap() {
+        got.push(run.id);
+    }
+    got
+}
+
+async fn a_live_idempotency_key_returns_its_run_and_an_expired_one_starts_anew(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let day = keyed("order-7", Duration::from_secs(86_400));
+    assert_eq!(
+        store
+            .enqueue_run_with(&new_run("first", json!({})), &day)
+            .await
+            .unwrap(),
+        Admission::Created
+    );
+    // A second submit, and a direct start, with the key: the first run,
+    // and nothing written.
+    for admission in [
+        store
+            .enqueue_run_with(&new_run("second", json!({})), &day)
+            .await,
+        store
+            .create_run_with(&new_run("third", json!({})), &day)
+            .await,
+    ] {
+        assert_eq!(
+            admission.unwrap(),
+            Admission::Existing {
+                run_id: "first".into()
+            }
+        );
+    }
+    assert!(store.run("second").await.unwrap().is_none());
+    assert!(store.run("third").await.unwrap().is_none());
+    assert_eq!(db.count("SELECT COUNT(*) FROM runs").await, 1);
+
+    // A key whose time is up holds nothing: the next start takes it over.
+    let brief = keyed("brief", Duration::from_millis(1));
+    store
+        .enqueue_run_with(&new_run("old", json!({})), &brief)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        store
+            .create_run_with(&new_run("new", json!({})), &brief)
+            .await
+            .unwrap(),
+        Admission::Created
+    );
+    assert_eq!(
+        store.run("new").await.unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    assert_eq!(
+        store
+            .enqueue_run_with(&new_run("newer", json!({})), &day)
+            .await
+            .unwrap(),
+        Admission::Existing {
+            run_id: "first".into()
+        }
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM idempotency_keys WHERE key = 'brief' AND run_id = 'new'")
+            .await,
+        1
+    );
+    // Pruning drops expired keys; a live one stays.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store.prune_runs(None).await.unwrap();
+    assert_eq!(db.count("SELECT COUNT(*) FROM idempotency_keys").await, 1);
+    store.close().await;
+}
+
+async fn racing_starts_with_one_idempotency_key_create_one_run(kind: Kind) {
+    let db = Db::new(kind).await;
+    let stores = [db.open().await, db.open().await];
+    let starts = (0..12).map(|i| {
+        let store = stores[i % 2].clone();
+        tokio::spawn(async move {
+            let id = format!("racer-{i}");
+            let options = keyed("the-one", TTL);
+            let admission = if i % 3 == 0 {
+                store
+                    .create_run_with(&new_run(&id, json!({})), &options)
+                    .await
+            } else {
+                store
+                    .enqueue_run_with(&new_run(&id, json!({})), &options)
+                    .await
+            };
+            match admission.unwrap() {
+                Admission::Created => id,
+                Admission::Existing { run_id } => run_id,
+            }
+        })
+    });
+    let mut winners = Vec::new();
+    for start in starts {
+        winners.push(start.await.unwrap());
+    }
+    winners.dedup();
+    assert_eq!(
+        winners.len(),
+        1,
+        "every start names the one run: {winners:?}"
+    );
+    assert_eq!(db.count("SELECT COUNT(*) FROM runs").await, 1);
+    assert!(stores[0].run(&winners[0]).await.unwrap().is_some());
+}
+
+async fn a_schedule_tick_is_queued_once_across_racing_workers(kind: Kind) {
+    let db = Db::new(kind).await;
+    let stores = [db.open().await, db.open().await];
+    assert_eq!(
+        stores[0]
+            .last_schedule_tick("demo", "hourly")
+            .await
+            .unwrap(),
+        None
+    );
+    for tick_ms in [3_600_000_i64, 7_200_000] {
+        let races = (0..8).map(|i| {
+            let store = stores[i % 2].clone();
+            tokio::spawn(async move {
+                let options = RunOptions {
+                    schedule_tick: Some(ScheduleTick {
+                        schedule: "hourly".into(),
+                        tick_ms,
+                    }),
+                    ..RunOptions::default()
+                };
+                store
+                    .enqueue_run_with(&new_run(&new_run_id(), json!({})), &options)
+                    .await
+                    .unwrap()
+            })
+        });
+        let mut created = 0;
+        for race in races {
+            if race.await.unwrap() == Admission::Created {
+                created += 1;
+            }
+        }
+        assert_eq!(created, 1, "tick {tick_ms}");
+    }
+    assert_eq!(db.count("SELECT COUNT(*) FROM runs").await, 2);
+    assert_eq!(
+        stores[1]
+            .last_schedule_tick("demo", "hourly")
+            .await
+            .unwrap(),
+        Some(7_200_000)
+    );
+    // Another schedule's, or another scenario's, ticks are their own.
+    assert_eq!(
+        stores[1]
+            .last_schedule_tick("demo", "nightly")
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        stores[1]
+            .last_schedule_tick("other", "hourly")
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+async fn claims_take_the_highest_priority_first_then_the_oldest(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    for (id, priority) in [
+        ("low", -1),
+        ("plain", 0),
+        ("high-1", 10),
+        ("mid", 5),
+        ("high-2", 10),
+    ] {
+        let options = RunOptions {
+            priority,
+            ..RunOptions::default()
+        };
+        store
+            .enqueue_run_with(&new_run(id, json!({})), &options)
+            .await
+            .unwrap();
+        // Distinct creation times, so "oldest first" is not a tie.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    assert_eq!(
+        drain(&store, "w").await,
+        ["high-1", "high-2", "mid", "plain", "low"]
+    );
+}
+
+async fn a_concurrency_key_holds_a_second_run_until_the_first_ends(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let per_customer = |customer: &str| RunOptions {
+        concurrency_key: Some(customer.into()),
+        ..RunOptions::default()
+    };
+    for (id, customer) in [("acme-1", "acme"), ("acme-2", "acme"), ("globex", "globex")] {
+        store
+            .enqueue_run_with(&new_run(id, json!({})), &per_customer(customer))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    // The second acme run waits; the other customer's does not.
+    assert_eq!(drain(&store, "w").await, ["acme-1", "globex"]);
+    assert_eq!(
+        store.run("acme-2").await.unwrap().unwrap().status,
+        RunStatus::Queued
+    );
+    store
+        .finish_run("acme-1", RunStatus::Completed, None, None)
+        .await
+        .unwrap();
+    assert_eq!(drain(&store, "w").await, ["acme-2"]);
+}
+
+async fn a_concurrency_limit_caps_running_runs_across_concurrent_claimers(kind: Kind) {
+    let db = Db::new(kind).await;
+    let stores = [db.open().await, db.open().await, db.open().await];
+    let limited = RunOptions {
+        concurrency_limit: Some(2),
+        ..RunOptions::default()
+    };
+    for i in 0..6 {
+        stores[0]
+            .enqueue_run_with(&new_run(&format!("limited-{i}"), json!({})), &limited)
+            .await
+            .unwrap();
+    }
+    // Another scenario's runs are not counted against this one's limit.
+    let mut other = new_run("other-scenario", json!({}));
+    other.scenario_name = "other".into();
+    stores[0].enqueue_run(&other).await.unwrap();
+
+    // Twelve claimers over three handles, at once.
+    let claims = (0..12).map(|i| {
+        let store = stores[i % 3].clone();
+        tokio::spawn(async move { drain(&store, &format!("w{i}")).await })
+    });
+    let mut claimed = Vec::new();
+    for claim in claims {
+        claimed.extend(claim.await.unwrap());
+    }
+    claimed.sort();
+    assert_eq!(claimed, ["limited-0", "limited-1", "other-scenario"]);
+    let running = "SELECT COUNT(*) FROM runs WHERE status = 'running' AND scenario_name = 'demo'";
+    assert_eq!(db.count(running).await, 2);
+
+    // One ends: exactly one more starts, the next oldest.
+    stores[1]
+        .finish_run("limited-0", RunStatus::Completed, None, None)
+        .await
+        .unwrap();
+    let claims = (0..6).map(|i| {
+        let store = stores[i % 3].clone();
+        tokio::spawn(async move { drain(&store, &format!("v{i}")).await })
+    });
+    let mut claimed = Vec::new();
+    for claim in claims {
+        claimed.extend(claim.await.unwrap());
+    }
+    assert_eq!(claimed, ["limited-2"]);
+    assert_eq!(db.count(running).await, 2);
+}

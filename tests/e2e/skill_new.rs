@@ -1,0 +1,277 @@
+//! `host skill new`: a skill scaffolded in each language, into a directory
+//! outside the repository, builds with `host skill build` (the toolchains
+//! of `scripts/install-guest-toolchains.sh`), answers `host skill call`,
+//! imports nothing of the contract but `log`, and its own unit test passes
+//! with its language's usual runner. A missing toolchain fails the test with
+//! the command that installs it. And what `skill new` refuses, it refuses
+//! without writing anything.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use skillhost_tests::cli::{host, host_command, stderr};
+
+/// Scaffolds `name` in `language` under `dir`, builds it into
+/// `dir/<name>.wasm` and checks what the component says and does.
+fn scaffold_build_and_call(dir: &Path, name: &str, language: &str) -> PathBuf {
+    let skill = dir.join(name);
+    let out = host(
+        dir,
+        &[
+            "skill",
+            "new",
+            name,
+            "--lang",
+            language,
+            "--dir",
+            &skill.display().to_string(),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    for file in [
+        "README.md",
+        "wit/world.wit",
+        "wit/deps/skillhost-skill/skill.wit",
+    ] {
+        assert!(skill.join(file).is_file(), "{language}: no {file}");
+    }
+    if language == "rust" {
+        // The same dependency versions as this repository: no network.
+        std::fs::copy(
+            skillhost_tests::repo_root().join("Cargo.lock"),
+            skill.join("Cargo.lock"),
+        )
+        .unwrap();
+    }
+
+    let component = dir.join(format!("{name}.wasm"));
+    // Rust's first build compiles std for the target: shared between runs.
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("skill-new-build");
+    let out = host(
+        dir,
+        &[
+            "skill",
+            "build",
+            &skill.display().to_string(),
+            "--out",
+            &component.display().to_string(),
+            "--target-dir",
+            &target_dir.join(language).display().to_string(),
+            "--quiet",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "building the new {language} skill failed (exit {:?}); install its toolchain as the \
+         error says (scripts/install-guest-toolchains.sh installs them all):\n{}",
+        out.status.code(),
+        stderr(&out)
+    );
+    let file = component.display().to_string();
+
+    let out = host(dir, &["skill", "inspect", &file, "--json"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let inspect: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(inspect["name"], name, "{language}");
+    assert_eq!(inspect["capabilities"], json!(["log"]), "{language}");
+    // Only what it uses of the contract, whatever the toolchain.
+    let contract: Vec<&str> = inspect["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|i| i.starts_with("skillhost:"))
+        .collect();
+    assert_eq!(
+        contract,
+        ["skillhost:skill/log@0.1.0", "skillhost:skill/types@0.1.0"],
+        "{language}"
+    );
+
+    let call = |input: &str| {
+        let out = host(
+            dir,
+            &["skill", "call", &file, "--input", input, "--json"],
+            None,
+        );
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{language}: {e}: {}", stderr(&out)));
+        (out.status.code(), report)
+    };
+    let (code, report) = call(r#"{"name": "Ada"}"#);
+    assert_eq!(code, Some(0), "{language}: {report}");
+    assert_eq!(report["output"], json!({"greeting": "Hello, Ada!"}));
+    assert_eq!(
+        report["logs"][0]["message"], "greeting Ada",
+        "{language}: {report}"
+    );
+    let (code, report) = call(r#"{"name": ""}"#);
+    assert_eq!(code, Some(1), "{language}: {report}");
+    assert_eq!(report["error"]["code"], "invalid-input", "{language}");
+    skill
+}
+
+/// Runs `program args` in `dir`, which must succeed; a program that is not
+/// installed fails naming `install`.
+fn unit_test(dir: &Path, program: &str, args: &[&str], install: &str) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{program}` ({e}); install it: {install}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "`{program} {}` failed in {}:\n{stdout}\n{}",
+        args.join(" "),
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[test]
+fn a_new_rust_skill_builds_calls_and_passes_cargo_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let skill = scaffold_build_and_call(dir.path(), "greet-rust", "rust");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["test", "--offline", "--quiet"])
+        .current_dir(&skill)
+        // Shared with the other out-of-tree crates' tests, so only the first
+        // builds the SDK's dependencies.
+        .env(
+            "CARGO_TARGET_DIR",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("out-of-tree-target"),
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("3 passed"), "{stdout}");
+}
+
+#[test]
+fn a_new_python_skill_builds_calls_and_passes_unittest() {
+    let dir = tempfile::tempdir().unwrap();
+    let skill = scaffold_build_and_call(dir.path(), "greet-py", "python");
+    let output = unit_test(
+        &skill,
+        "python3",
+        &["-m", "unittest"],
+        "apt-get install -y python3",
+    );
+    assert!(output.contains("Ran 2 tests"), "{output}");
+}
+
+#[test]
+fn a_new_js_skill_builds_calls_and_passes_node_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let skill = scaffold_build_and_call(dir.path(), "greet-js", "js");
+    let output = unit_test(&skill, "node", &["--test"], "apt-get install -y nodejs");
+    assert!(output.contains("# pass 2"), "{output}");
+}
+
+#[test]
+fn a_new_c_skill_builds_calls_and_passes_its_test_main() {
+    let dir = tempfile::tempdir().unwrap();
+    let skill = scaffold_build_and_call(dir.path(), "greet-c", "c");
+    std::fs::create_dir_all(skill.join("target")).unwrap();
+    // The command its README gives.
+    unit_test(
+        &skill,
+        "clang",
+        &[
+            "-Wall",
+            "-Werror",
+            "-I.",
+            "-o",
+            "target/greet_test",
+            "test/greet_test.c",
+            "greet.c",
+        ],
+        "apt-get install -y clang (or scripts/install-guest-toolchains.sh c)",
+    );
+    let output = unit_test(&skill, "target/greet_test", &[], "clang, above");
+    assert_eq!(output, "ok   greets by name\nok   refuses an empty name\n");
+}
+
+#[test]
+fn a_new_zig_skill_builds_calls_and_passes_zig_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let skill = scaffold_build_and_call(dir.path(), "greet-zig", "zig");
+    let output = unit_test(
+        &skill,
+        "python3",
+        &["-m", "ziglang", "test", "greet.zig"],
+        "pip install ziglang (or scripts/install-guest-toolchains.sh zig)",
+    );
+    assert!(output.contains("All 2 tests passed"), "{output}");
+}
+
+#[test]
+fn skill_new_refuses_bad_input_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = dir.path().join("taken");
+    std::fs::create_dir(&taken).unwrap();
+    std::fs::write(taken.join("notes.txt"), "mine").unwrap();
+    let new = |name: &str, language: &str, target: &Path| {
+        host(
+            dir.path(),
+            &[
+                "skill",
+                "new",
+                name,
+                "--lang",
+                language,
+                "--dir",
+                &target.display().to_string(),
+            ],
+            None,
+        )
+    };
+
+    let out = new("hello", "python", &taken);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("exists and is not empty"),
+        "{}",
+        stderr(&out)
+    );
+    let left: Vec<_> = std::fs::read_dir(&taken).unwrap().collect();
+    assert_eq!(left.len(), 1);
+
+    let fresh = dir.path().join("fresh");
+    for bad in ["Hello", "hello_world", "9lives", "a--b", "record"] {
+        let out = new(bad, "js", &fresh);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(
+            stderr(&out).contains(&format!("`{bad}` is not a valid skill name")),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = new("hello", "go", &fresh);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unknown language `go`; choose one of: rust, python, js, c, zig"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!fresh.exists());
+
+    // An empty directory is fine, and the default directory is ./NAME.
+    let out = host_command(dir.path(), &["skill", "new", "hello", "--lang", "c"], None)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.path().join("hello/skill.c").is_file());
+}
