@@ -9,11 +9,12 @@
 //! with an approval node. Cancelling a parent cancels the child it runs.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use skillhost_engine::{EngineError, Event};
+use skillhost_engine::{CollectEvents, Engine, EngineError, Event, EventSink};
 use skillhost_scenario::codes;
-use skillhost_store::RunStatus;
+use skillhost_store::{Cancelled, RunStatus, Store};
 
 use crate::{Db, completed, crash, event_trail, failed, load, resume, run, run_both, runtime};
 
@@ -405,4 +406,107 @@ fn a_child_with_an_approval_node_is_an_error_naming_node_and_approval() {
     assert!(error.file.ends_with("waits.toml"), "{error}");
     assert!(error.message.contains("`approve`"), "{}", error.message);
     assert!(error.message.contains("approval.toml"), "{}", error.message);
+}
+
+/// Cancels the parent run (the first run started), from another thread
+/// with its own store handle, when the child's node `at` starts.
+struct CancelParentAt {
+    url: String,
+    at: &'static str,
+    parent: Mutex<Option<String>>,
+    events: CollectEvents,
+}
+
+impl EventSink for CancelParentAt {
+    fn emit(&self, event: &Event) {
+        self.events.emit(event);
+        match event {
+            Event::RunStarted { run_id, .. } => {
+                self.parent.lock().unwrap().get_or_insert(run_id.clone());
+            }
+            Event::NodeStarted { node, .. } if node == self.at => {
+                let parent = self.parent.lock().unwrap().clone().unwrap();
+                let url = self.url.clone();
+                let cancelled = std::thread::spawn(move || {
+                    tokio::runtime::Runtime::new().unwrap().block_on(async {
+                        let store = Store::open(&url).await.unwrap();
+                        let engine = Engine::new(Some(store), Arc::new(CollectEvents::default()));
+                        engine.cancel(&parent, "dave").await.unwrap()
+                    })
+                })
+                .join()
+                .unwrap();
+                assert_eq!(cancelled, Cancelled::Requested);
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn cancelling_a_parent_cancels_the_child_it_runs(db: Db) {
+    let sink = Arc::new(CancelParentAt {
+        url: db.url.clone(),
+        at: "c_second",
+        parent: Mutex::new(None),
+        events: CollectEvents::default(),
+    });
+    let outcome = Engine::new(Some(db.store.clone()), sink.clone())
+        .start(&load(&fixture("parent")), input(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.status,
+        RunStatus::Cancelled,
+        "{:?}",
+        outcome.failure
+    );
+    let children = db.store.children(&outcome.run_id).await.unwrap();
+    assert_eq!(children.len(), 1);
+    let child = &children[0];
+    // The child's node in flight when the cancel came was not committed.
+    assert_eq!((child.status, child.last_seq), (RunStatus::Cancelled, 2));
+    assert_eq!(child.cancel_requested_by.as_deref(), Some("dave"));
+    assert_eq!(
+        steps(&db, &child.id).await,
+        ok_steps(&["c_check", "c_first"])
+    );
+    let parent = db.store.run(&outcome.run_id).await.unwrap().unwrap();
+    assert_eq!((parent.status, parent.last_seq), (RunStatus::Cancelled, 1));
+}
+
+#[tokio::test]
+async fn cancelling_a_parent_cancels_the_child_it_runs_sqlite() {
+    cancelling_a_parent_cancels_the_child_it_runs(Db::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn cancelling_a_parent_cancels_the_child_it_runs_postgres() {
+    cancelling_a_parent_cancels_the_child_it_runs(Db::postgres().await).await;
+}
+
+/// A parent and child left `running` by a process that died inside the
+/// child: cancelling the parent asks both to stop, and each ends as
+/// cancelled, without running a node, when it is resumed.
+#[tokio::test]
+async fn a_cancelled_parent_left_by_a_crash_and_its_child_end_when_resumed() {
+    let db = Db::sqlite().await;
+    let loaded = load(&fixture("parent"));
+    let parent = crash(&db.url, &loaded, input(), checkpoint_of("c_first")).await;
+    let child = db.store.children(&parent).await.unwrap()[0].id.clone();
+    let engine = Engine::new(Some(db.reopen().await), Arc::new(CollectEvents::default()));
+    assert_eq!(
+        engine.cancel(&parent, "erin").await.unwrap(),
+        Cancelled::Requested
+    );
+    let row = db.store.run(&child).await.unwrap().unwrap();
+    assert_eq!(row.cancel_requested_by.as_deref(), Some("erin"));
+    let resumed = resume(db.reopen().await, &loaded, &parent).await.unwrap();
+    assert_eq!(resumed.outcome.status, RunStatus::Cancelled);
+    assert_eq!(resumed.outcome.nodes_run, 0);
+    let child_loaded = load(&fixture("child"));
+    let resumed = resume(db.reopen().await, &child_loaded, &child)
+        .await
+        .unwrap();
+    assert_eq!(resumed.outcome.status, RunStatus::Cancelled);
+    assert_eq!(resumed.outcome.nodes_run, 0);
 }
