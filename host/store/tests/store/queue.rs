@@ -3,13 +3,16 @@
 //! run), schedule ticks (one run per tick across racing workers, the last
 //! tick read back), and the claim's order and limits (priority, a
 //! concurrency key holding a second run until the first ends, a concurrency
-//! limit across concurrent claimers on several handles).
+//! limit across concurrent claimers on several handles), and waits under
+//! those limits (a waiting run does not count; an answered run is claimed
+//! by its priority; a timed-out wait comes before queued runs, but within
+//! its scenario's limit).
 
 use std::time::Duration;
 
 use serde_json::json;
 use skillhost_store::{
-    Admission, IdempotencyKey, RunOptions, RunStatus, ScheduleTick, Store, new_run_id,
+    Admission, IdempotencyKey, NewWait, RunOptions, RunStatus, ScheduleTick, Store, new_run_id,
 };
 use skillhost_tests::store_fixtures::new_run;
 
@@ -22,6 +25,7 @@ both!(
     claims_take_the_highest_priority_first_then_the_oldest,
     a_concurrency_key_holds_a_second_run_until_the_first_ends,
     a_concurrency_limit_caps_running_runs_across_concurrent_claimers,
+    waiting_runs_do_not_count_and_answered_or_timed_out_ones_obey_the_limits,
 );
 
 const TTL: Duration = Duration::from_secs(60);
@@ -314,4 +318,117 @@ async fn a_concurrency_limit_caps_running_runs_across_concurrent_claimers(kind: 
     }
     assert_eq!(claimed, ["limited-2"]);
     assert_eq!(db.count(running).await, 2);
+}
+
+/// Puts running run `id` (at checkpoint 0) in `waiting`.
+async fn wait_at_start(store: &Store, id: &str, timeout_ms: Option<u64>) {
+    store
+        .wait_run(&NewWait {
+            run_id: id.into(),
+            seq: 0,
+            node_id: "ask".into(),
+            prompt: "go?".into(),
+            answer_schema: json!({"type": "object", "properties": {"go": {"type": "boolean"}}}),
+            timeout_ms,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store.run(id).await.unwrap().unwrap().status,
+        RunStatus::Waiting
+    );
+}
+
+async fn waiting_runs_do_not_count_and_answered_or_timed_out_ones_obey_the_limits(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let one_at_a_time = |priority: i64| RunOptions {
+        priority,
+        concurrency_limit: Some(1),
+        ..RunOptions::default()
+    };
+    let enqueue = |id: &'static str, options: RunOptions| {
+        let store = store.clone();
+        async move {
+            store
+                .enqueue_run_with(&new_run(id, json!({})), &options)
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+    };
+    let finish = |id: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .finish_run(id, RunStatus::Completed, None, None)
+                .await
+                .unwrap();
+        }
+    };
+
+    // `a` waits: it holds no slot, so `b` starts under a limit of 1.
+    enqueue("a", one_at_a_time(0)).await;
+    assert_eq!(drain(&store, "w").await, ["a"]);
+    wait_at_start(&store, "a", None).await;
+    enqueue("b", one_at_a_time(0)).await;
+    assert_eq!(drain(&store, "w").await, ["b"]);
+    enqueue("c", one_at_a_time(5)).await;
+
+    // Answered, `a` is queued again: held back while `b` runs, then
+    // claimed after `c`, whose priority is higher, although `a` is older.
+    store
+        .answer_wait("a", 0, &json!({"go": true}), "alice")
+        .await
+        .unwrap();
+    assert_eq!(drain(&store, "w").await, Vec::<String>::new());
+    finish("b").await;
+    assert_eq!(drain(&store, "w").await, ["c"]);
+    finish("c").await;
+    assert_eq!(drain(&store, "w").await, ["a"]);
+    finish("a").await;
+
+    // `t`'s wait times out while `u` holds the only slot: it is not
+    // claimed until `u` ends (a queued run of another scenario is), and
+    // then before a queued run with a higher priority.
+    enqueue("t", one_at_a_time(0)).await;
+    assert_eq!(drain(&store, "w").await, ["t"]);
+    wait_at_start(&store, "t", Some(50)).await;
+    enqueue("u", one_at_a_time(0)).await;
+    assert_eq!(drain(&store, "w").await, ["u"]);
+    let mut other = new_run("v", json!({}));
+    other.scenario_name = "other".into();
+    store
+        .enqueue_run_with(
+            &other,
+            &RunOptions {
+                priority: 100,
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let claimed = store.claim_run("w", TTL).await.unwrap().map(|(r, _)| r.id);
+    assert_eq!(claimed.as_deref(), Some("v"), "t is held back by u");
+    assert_eq!(
+        store.run("t").await.unwrap().unwrap().status,
+        RunStatus::Waiting
+    );
+    finish("u").await;
+    let mut queued = new_run("x", json!({}));
+    queued.scenario_name = "other".into();
+    store
+        .enqueue_run_with(
+            &queued,
+            &RunOptions {
+                priority: 100,
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let (run, _) = store.claim_run("w", TTL).await.unwrap().expect("t");
+    assert_eq!((run.id.as_str(), run.status), ("t", RunStatus::Running));
+    assert_eq!(run.wait_deadline_ms, None);
 }
