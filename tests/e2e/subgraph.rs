@@ -3,10 +3,11 @@
 //! `runs list` linking the two both ways; a failing child sending the
 //! parent to its failure handler; a process killed inside the child and
 //! `host resume PARENT` finishing the child, then the parent, with no node
-//! run twice, on SQLite and on Postgres; `host check` refusing a missing
-//! file, a file that includes itself (directly or not) and an input
-//! mapping the child does not take; `host graph` drawing the child as a
-//! cluster. Scenarios: `subgraph/`.
+//! run twice, on SQLite and on Postgres; `host runs cancel PARENT`
+//! reaching the child left by a killed process; `host check` refusing a
+//! missing file, a file that includes itself (directly or not), an input
+//! mapping the child does not take and a child with an approval node;
+//! `host graph` drawing the child as a cluster. Scenarios: `subgraph/`.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -282,7 +283,7 @@ fn check_refuses(name: &str) -> String {
 }
 
 #[test]
-fn host_check_refuses_a_missing_file_a_cycle_and_an_input_that_does_not_fit() {
+fn host_check_refuses_a_missing_file_a_cycle_an_input_that_does_not_fit_and_a_waiting_child() {
     let err = check_refuses("missing");
     assert!(
         err.contains("node `inner`: subgraph scenario `no_such_child.toml` does not exist"),
@@ -301,6 +302,14 @@ fn host_check_refuses_a_missing_file_a_cycle_and_an_input_that_does_not_fit() {
     assert!(err.contains(&format!("`{a}` → `{b}` → `{a}`")), "{err}");
     assert!(
         err.contains("subgraph scenario `cycle_b.toml` does not pass its checks"),
+        "{err}"
+    );
+
+    let err = check_refuses("waits");
+    assert!(
+        err.contains(
+            "node `ask`: subgraph scenario `../engine/approval.toml` has approval node(s) `approve`"
+        ),
         "{err}"
     );
 
@@ -349,4 +358,63 @@ fn host_graph_draws_the_child_as_a_cluster() {
     ] {
         assert!(dot.contains(line), "{line:?} in:\n{dot}");
     }
+}
+
+/// A process killed inside the child leaves both runs `running`; `host runs
+/// cancel PARENT` asks both to stop, and each ends as cancelled, running no
+/// node, when it is resumed.
+#[test]
+fn cancelling_a_parent_left_by_a_killed_process_cancels_its_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = host_on(
+        dir.path(),
+        None,
+        &[
+            "run",
+            &fixture("parent"),
+            "--input",
+            r#"{"text":"ab"}"#,
+            "--events",
+        ],
+        Some("after-commit:c_first"),
+    );
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    let first: Value = serde_json::from_str(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .expect("run_started"),
+    )
+    .unwrap();
+    let parent = first["run_id"].as_str().unwrap().to_string();
+    let child = shown(dir.path(), None, &parent)["children"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let out = host_on(
+        dir.path(),
+        None,
+        &["runs", "cancel", &parent, "--by", "carol", "--json"],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    for id in [&parent, &child] {
+        let run = shown(dir.path(), None, id);
+        assert_eq!(run["status"], "running", "{run}");
+        assert_eq!(run["cancel_requested"]["by"], "carol", "{run}");
+    }
+    for id in [&parent, &child] {
+        let out = host_on(dir.path(), None, &["resume", id, "--json"], None);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let run = shown(dir.path(), None, id);
+        assert_eq!(run["status"], "cancelled", "{run}");
+    }
+    // Nothing ran after the cancel: the child keeps the nodes it had
+    // committed, the parent its first.
+    assert_eq!(
+        ok_nodes(&shown(dir.path(), None, &child)),
+        ["c_check", "c_first"]
+    );
+    assert_eq!(ok_nodes(&shown(dir.path(), None, &parent)), ["p_before"]);
 }
