@@ -58,6 +58,18 @@ pub(super) struct Precompiled {
     pub(super) ms: u64,
 }
 
+impl Precompiled {
+    /// `compiled in 1.2 s`, or `already compiled, loaded in 0.1 s`.
+    pub(super) fn summary(&self) -> String {
+        let what = if self.source == "compiled" {
+            "compiled"
+        } else {
+            "already compiled, loaded"
+        };
+        format!("{what} in {:.1} s", self.ms as f64 / 1000.0)
+    }
+}
+
 /// Compiles the component at `path` into the host's cache (a no-op with
 /// `--no-cache`). A component the runtime refuses is reported as the
 /// build's failure: no run could use it.
@@ -101,13 +113,8 @@ pub fn run(args: BuildArgs, globals: &Globals) -> Result<(), Failure> {
     print_report(&report);
     if let Some(p) = precompiled {
         println!(
-            "  cache   {} in {:.1} s: runs load it from the host's cache",
-            if p.source == "compiled" {
-                "compiled"
-            } else {
-                "already compiled, loaded"
-            },
-            p.ms as f64 / 1000.0
+            "  cache   {}: runs load it from the host's cache",
+            p.summary()
         );
     }
     Ok(())

@@ -189,15 +189,7 @@ pub fn pull(args: PullArgs, globals: &Globals) -> CliResult {
     );
     println!("{}", resolved.digest);
     if let Some(p) = precompiled {
-        println!(
-            "{} into the host's cache in {:.1} s",
-            if p.source == "compiled" {
-                "compiled"
-            } else {
-                "already compiled, loaded"
-            },
-            p.ms as f64 / 1000.0
-        );
+        println!("cache {}: runs load it from the host's cache", p.summary());
     }
     Ok(())
 }
