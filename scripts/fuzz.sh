@@ -14,12 +14,18 @@
 # New inputs that found coverage go to fuzz/target/corpus/<target>/ (not the
 # committed corpus); a crash is written to fuzz/artifacts/<target>/, and the
 # command to reproduce it is printed.
+#
+# FUZZ_SEED fixes libFuzzer's random seed (default 1), so that a CI run
+# explores the same inputs each time and a pass or a failure is
+# reproducible; set FUZZ_SEED=0 for a fresh random seed each run (what a
+# long local hunt wants).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_only=0
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
 seconds="${1:-30}"
+seed="${FUZZ_SEED:-1}"
 shift || true
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
@@ -56,7 +62,7 @@ for target in "${targets[@]}"; do
   # -timeout makes a hang one, with room for the first input, which also
   # compiles the shipped components the targets load.
   if ! "$bin" "$scratch" "fuzz/corpus/$target" \
-      -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+      -max_total_time="$seconds" -seed="$seed" -timeout=60 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
       -max_len=16384 -print_final_stats=1 -artifact_prefix="$artifacts/" \
       > "$CARGO_TARGET_DIR/$target.log" 2>&1; then
     tail -n 60 "$CARGO_TARGET_DIR/$target.log"

@@ -89,7 +89,7 @@ pub(crate) fn table_at(text: &str, line: usize) -> Option<Table> {
             if start == 0 {
                 return None;
             }
-            if !top[start - 1] {
+            if !top.get(start - 1).copied().unwrap_or(false) {
                 continue;
             }
             if let Some(above) = header(lines[start - 1]) {
@@ -112,6 +112,7 @@ pub(crate) fn table_at(text: &str, line: usize) -> Option<Table> {
     if !h.array || h.path.len() != 1 {
         return None;
     }
+    let is_top = |i: usize| top.get(i).copied().unwrap_or(false);
     // The table's own keys: up to the next header.
     let key = |name: &str| {
         lines
@@ -120,10 +121,10 @@ pub(crate) fn table_at(text: &str, line: usize) -> Option<Table> {
             .skip(start)
             .take_while(|&(i, l)| {
                 let is_header = header(l).is_some();
-                !(is_header && (top[i] || i + 1 > line))
+                !(is_header && (is_top(i) || i + 1 > line))
             })
             .find_map(|(i, l)| {
-                if top[i] || i + 1 > line {
+                if is_top(i) || i + 1 > line {
                     string_value(l, name)
                 } else {
                     None
@@ -245,8 +246,11 @@ fn top_level_lines(text: &str) -> Vec<bool> {
                 _ => {}
             },
             S::Comment => {}
+            // An escape skips the byte after the backslash, but never a line
+            // break (a line-ending backslash in a multi-line string), which
+            // must still be counted.
             S::Basic => match b {
-                b'\\' => i += 1,
+                b'\\' if bytes.get(i + 1) != Some(&b'\n') => i += 1,
                 b'"' => s = S::Code,
                 _ => {}
             },
@@ -256,7 +260,7 @@ fn top_level_lines(text: &str) -> Vec<bool> {
                 }
             }
             S::MultiBasic => {
-                if b == b'\\' {
+                if b == b'\\' && bytes.get(i + 1) != Some(&b'\n') {
                     i += 1;
                 } else if rest.starts_with(b"\"\"\"") {
                     s = S::Code;
@@ -383,5 +387,34 @@ code = "always"
         // A broken header is no table's.
         let text = "[[node]]\nid = \"a\"\n[[node]\nid = \"b\"\n";
         assert_eq!(table_at(text, 3), None);
+    }
+
+    /// A line-ending backslash in a multi-line string continues the string
+    /// onto the next line; the line break is still a line (a fuzzer found
+    /// that skipping it left fewer line flags than lines, and an index out
+    /// of bounds).
+    #[test]
+    fn a_line_ending_backslash_is_still_a_line() {
+        let text = "[[node]]\nid = \"a\"\nprompt = \"\"\"one \\\ntwo \\\nthree\"\"\"\n[[node]]\nid = \"b\"\nx = \n";
+        assert_eq!(top_level_lines(text).len(), text.lines().count() + 1);
+        assert_eq!(
+            table_at(text, 8),
+            Some(Table::Node {
+                header: 6,
+                id: Some("b".into())
+            })
+        );
+        assert_eq!(
+            table_at(text, 4),
+            Some(Table::Node {
+                header: 1,
+                id: Some("a".into())
+            })
+        );
+        // Every line of a text that ends inside such a string, too.
+        let text = "[[node]]\nid = \"a\\\n\"\"\"\\\n\\\n";
+        for line in 0..=text.lines().count() + 1 {
+            let _ = table_at(text, line);
+        }
     }
 }
