@@ -11,14 +11,17 @@
 # Usage: scripts/fuzz.sh [--build-only] [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET defaults to 30; TARGET defaults to every target:
 #   scenario_check, json_bridge, checkpoint_load.
-# New inputs that found coverage go to fuzz/target/corpus/<target>/ (not the
-# committed corpus); a crash is written to fuzz/artifacts/<target>/, and the
-# command to reproduce it is printed.
+# New inputs that found coverage go to fuzz/target/corpus/<target>/ (a
+# throwaway directory at a fixed seed; never the committed corpus); a crash
+# is written to fuzz/artifacts/<target>/, and the command to reproduce it is
+# printed.
 #
-# FUZZ_SEED fixes libFuzzer's random seed (default 1), so that a CI run
-# explores the same inputs each time and a pass or a failure is
-# reproducible; set FUZZ_SEED=0 for a fresh random seed each run (what a
-# long local hunt wants).
+# FUZZ_SEED fixes libFuzzer's random seed (default 1) and then also the
+# number of inputs each target runs (about 30 s of CI's machine each,
+# SECONDS_PER_TARGET staying the cap), so a CI run tries exactly the same
+# inputs every time, on any machine: a pass or a failure is reproducible
+# here. FUZZ_SEED=0 takes a fresh random seed and runs for the time only
+# (what a long local hunt wants).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,20 +52,37 @@ cargo build --manifest-path fuzz/Cargo.toml --release --locked --target "$triple
   $(printf -- '--bin %s ' "${targets[@]}")
 [ "$build_only" = 1 ] && exit 0
 
+# Inputs per target at a fixed seed: about 30 s of each on CI's machine.
+runs_of() {
+  case "$1" in
+    scenario_check) echo 60000 ;;
+    json_bridge) echo 400000 ;;
+    checkpoint_load) echo 8000 ;;
+    *) echo -1 ;;
+  esac
+}
+
 failed=()
 for target in "${targets[@]}"; do
+  runs=-1
+  [ "$seed" != 0 ] && runs="$(runs_of "$target")"
   bin="$CARGO_TARGET_DIR/$triple/release/$target"
   scratch="$CARGO_TARGET_DIR/corpus/$target"
+  # At a fixed seed the run starts from the committed corpus alone (finds
+  # kept from earlier runs would change what it tries).
+  if [ "$seed" != 0 ]; then
+    scratch="$(mktemp -d)"
+  fi
   artifacts="fuzz/artifacts/$target"
   mkdir -p "$scratch" "$artifacts"
-  echo "== fuzzing $target for ${seconds}s (corpus fuzz/corpus/$target)"
+  echo "== fuzzing $target for ${seconds}s at most, seed $seed, $runs inputs (corpus fuzz/corpus/$target)"
   # New finds go to the scratch corpus (listed first); the committed one is
   # read only. -rss_limit_mb makes unbounded memory use a crash (and
   # -malloc_limit_mb a single huge allocation, where libFuzzer can see it);
   # -timeout makes a hang one, with room for the first input, which also
   # compiles the shipped components the targets load.
   if ! "$bin" "$scratch" "fuzz/corpus/$target" \
-      -max_total_time="$seconds" -seed="$seed" -timeout=60 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+      -max_total_time="$seconds" -seed="$seed" -runs="$runs" -timeout=60 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
       -max_len=16384 -print_final_stats=1 -artifact_prefix="$artifacts/" \
       > "$CARGO_TARGET_DIR/$target.log" 2>&1; then
     tail -n 60 "$CARGO_TARGET_DIR/$target.log"
