@@ -3,29 +3,16 @@
 //! citation checks against a deliberately bad synthesis skill, and a kill and
 //! resume that must reproduce the report byte for byte.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use skillhost_tests::cli::{host_command, json, stderr};
+use skillhost_tests::cli::{
+    host_command, host_in_repo as host, json, killed_and_resumed_match, stderr,
+};
+use skillhost_tests::repo_root;
 
 const QUERY: &str = r#"{"query": "retrieval augmented generation"}"#;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn host(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Output {
-    host_command(dir, args, failpoint)
-        .current_dir(repo())
-        .output()
-        .expect("run host")
-}
 
 #[test]
 fn research_produces_a_fully_cited_report() {
@@ -155,9 +142,9 @@ fn too_few_papers_end_in_the_failure_handler() {
 /// The research scenario with `claim_synthesis` run by the bad-synthesis
 /// fixture in `mode`.
 fn bad_synthesis_scenario(dir: &Path, mode: &str) -> PathBuf {
-    let research = repo().join("examples/research");
+    let research = repo_root().join("examples/research");
     let text = std::fs::read_to_string(research.join("scenario.toml")).unwrap();
-    let dist = repo().join("skills/dist");
+    let dist = repo_root().join("skills/dist");
     let text = text
         .replace("../../skills/dist/", &format!("{}/", dist.display()))
         .replace(
@@ -196,8 +183,8 @@ fn synthesis_fails(mode: &str, expect: &str) {
         ],
         None,
     )
-    .current_dir(repo())
-    .env("SKILLHOST_FS_ROOTS", repo().join("examples/research"))
+    .current_dir(repo_root())
+    .env("SKILLHOST_FS_ROOTS", repo_root().join("examples/research"))
     .output()
     .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -235,47 +222,13 @@ fn a_fabricated_quote_fails_at_synthesis() {
 #[test]
 fn killed_mid_run_and_resumed_gives_the_same_report() {
     let dir = tempfile::tempdir().unwrap();
-    let first = dir.path().join("first.md");
-    let out = host(
+    killed_and_resumed_match(
         dir.path(),
+        &["run", "research", "--input", QUERY],
         &[
-            "run",
-            "research",
-            "--input",
-            QUERY,
-            "--out",
-            first.to_str().unwrap(),
+            "map-item:paper_summarize:2",
+            "in-commit:claim_synthesis",
+            "before-commit:report_writer",
         ],
-        None,
     );
-    assert!(out.status.success(), "{}", stderr(&out));
-
-    for point in [
-        "map-item:paper_summarize:2",
-        "in-commit:claim_synthesis",
-        "before-commit:report_writer",
-    ] {
-        let out = host(
-            dir.path(),
-            &["run", "research", "--input", QUERY, "--events"],
-            Some(point),
-        );
-        assert_eq!(out.status.signal(), Some(9), "{point}: {}", stderr(&out));
-        let started: Value =
-            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap())
-                .unwrap();
-        let id = started["run_id"].as_str().unwrap();
-        let resumed = dir.path().join(format!("{}.md", point.replace(':', "-")));
-        let out = host(
-            dir.path(),
-            &["resume", id, "--out", resumed.to_str().unwrap()],
-            None,
-        );
-        assert!(out.status.success(), "{point}: {}", stderr(&out));
-        assert_eq!(
-            std::fs::read(&resumed).unwrap(),
-            std::fs::read(&first).unwrap(),
-            "the report after a kill at `{point}` differs"
-        );
-    }
 }

@@ -7,31 +7,15 @@
 //! through `host submit --task-id` and a worker, its task row pointing at
 //! the run's last checkpoint; and `host check` of the scenario.
 
-use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::Output;
-
 use serde_json::{Value, json};
 use skillhost_store::Store;
-use skillhost_tests::cli::{host_command, json, sqlite_url, stderr};
+use skillhost_tests::cli::{
+    host_in_repo as host, json, killed_and_resumed_match, sqlite_url, stderr,
+};
 
 const PASSES: &str = "@examples/task/inputs/seattle-precipitation.json";
 const FAILS: &str = "@examples/task/inputs/seattle-precipitation-strict.json";
 const HAND_ENTERED: &str = "data/seattle-weather/2016-hand-entered.csv";
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn host(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Output {
-    host_command(dir, args, failpoint)
-        .current_dir(repo())
-        .output()
-        .expect("run host")
-}
 
 fn nodes(shown: &Value) -> Vec<&str> {
     shown["steps"]
@@ -243,51 +227,19 @@ fn a_step_out_of_retries_marks_the_task_failed_with_the_findings() {
 #[test]
 fn killed_mid_run_and_resumed_gives_the_same_report() {
     let dir = tempfile::tempdir().unwrap();
-    let first = dir.path().join("first.md");
-    let out = host(
-        dir.path(),
-        &[
-            "run",
-            "task",
-            "--input",
-            PASSES,
-            "--out",
-            first.to_str().unwrap(),
-        ],
-        None,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-
     // Inside the first verification, after the retry was decided, and
     // before the summary's commit.
-    for point in [
-        "in-commit:verify_step",
-        "after-commit:retry_step",
-        "before-commit:finalize_summary",
-    ] {
-        let out = host(
-            dir.path(),
-            &["run", "task", "--input", PASSES, "--events"],
-            Some(point),
-        );
-        assert_eq!(out.status.signal(), Some(9), "{point}: {}", stderr(&out));
-        let started: Value =
-            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap())
-                .unwrap();
-        let id = started["run_id"].as_str().unwrap();
-        let resumed = dir.path().join(format!("{}.md", point.replace(':', "-")));
-        let out = host(
-            dir.path(),
-            &["resume", id, "--out", resumed.to_str().unwrap()],
-            None,
-        );
-        assert!(out.status.success(), "{point}: {}", stderr(&out));
-        assert_eq!(
-            std::fs::read_to_string(&resumed).unwrap(),
-            std::fs::read_to_string(&first).unwrap(),
-            "the report after a kill at `{point}` differs"
-        );
-        let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
+    let killed = killed_and_resumed_match(
+        dir.path(),
+        &["run", "task", "--input", PASSES],
+        &[
+            "in-commit:verify_step",
+            "after-commit:retry_step",
+            "before-commit:finalize_summary",
+        ],
+    );
+    for (point, id) in killed {
+        let shown = json(&host(dir.path(), &["runs", "show", &id, "--json"], None));
         let nodes = nodes(&shown);
         assert_eq!(
             nodes.iter().filter(|n| **n == "retry_step").count(),

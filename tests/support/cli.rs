@@ -98,3 +98,61 @@ pub fn json(out: &Output) -> Value {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Runs [`host_command`] from the repository's root, where the examples'
+/// relative paths (`research`, `@examples/…/inputs/…`) resolve.
+pub fn host_in_repo(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Output {
+    host_command(dir, args, failpoint)
+        .current_dir(crate::repo_root())
+        .output()
+        .expect("run host")
+}
+
+/// Kills `host run ARGS… --events` at each failpoint (SIGKILL), resumes the
+/// run with `host resume ID --out FILE`, and checks the file is byte for
+/// byte the one an uninterrupted `host run ARGS… --out FILE` wrote. Returns
+/// each failpoint with the id of the run killed there, for checks of its
+/// history.
+pub fn killed_and_resumed_match<'p>(
+    dir: &Path,
+    run: &[&str],
+    points: &[&'p str],
+) -> Vec<(&'p str, String)> {
+    use std::os::unix::process::ExitStatusExt;
+
+    let first = dir.join("uninterrupted.out");
+    let mut args = run.to_vec();
+    args.extend(["--out", first.to_str().unwrap()]);
+    let out = host_in_repo(dir, &args, None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let expected = std::fs::read(&first).unwrap();
+
+    let mut killed = Vec::new();
+    for &point in points {
+        let mut args = run.to_vec();
+        args.push("--events");
+        let out = host_in_repo(dir, &args, Some(point));
+        assert_eq!(out.status.signal(), Some(9), "{point}: {}", stderr(&out));
+        let started: Value = serde_json::from_str(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .next()
+                .unwrap_or_else(|| panic!("{point}: no event before the kill")),
+        )
+        .unwrap();
+        let id = started["run_id"].as_str().unwrap().to_owned();
+        let resumed = dir.join(format!("{}.out", point.replace(':', "-")));
+        let out = host_in_repo(
+            dir,
+            &["resume", &id, "--out", resumed.to_str().unwrap()],
+            None,
+        );
+        assert!(out.status.success(), "{point}: {}", stderr(&out));
+        assert!(
+            std::fs::read(&resumed).unwrap() == expected,
+            "the output after a kill at `{point}` differs from the uninterrupted run's"
+        );
+        killed.push((point, id));
+    }
+    killed
+}
