@@ -9,6 +9,7 @@ mod cli_skill;
 mod crash;
 mod engine;
 mod http;
+mod kv;
 mod layout;
 mod llm;
 mod polyglot;

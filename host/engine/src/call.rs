@@ -13,8 +13,8 @@ use crate::replay::StepReplay;
 use crate::run::now_ms;
 use crate::{Event, EventSink, RunContext};
 use skillhost_runtime::{
-    CallError, CallOptions, CallReport, JournalMode, JournalRecord, Limits, RandomSeed, Skill,
-    TokenUsage, derive_random_seed,
+    CallError, CallOptions, CallReport, JournalMode, JournalRecord, KvOverride, Limits, RandomSeed,
+    Skill, TokenUsage, derive_random_seed,
 };
 use skillhost_scenario::SkillCall;
 use skillhost_store::{JournalEntry, StepRow};
@@ -33,7 +33,12 @@ pub(crate) struct CallPlan {
 impl CallPlan {
     /// The node's limits and grants; its `retry`, else the skill manifest's;
     /// `tokens_left` of the run's token budget.
-    pub(crate) fn new(call: &SkillCall, skill: &Skill, tokens_left: Option<u64>) -> Self {
+    pub(crate) fn new(
+        call: &SkillCall,
+        skill: &Skill,
+        tokens_left: Option<u64>,
+        kv: Option<&KvOverride>,
+    ) -> Self {
         let mut limits = Limits::default();
         if let Some(ms) = call.timeout_ms {
             limits.timeout = Duration::from_millis(ms);
@@ -59,6 +64,8 @@ impl CallPlan {
                 // What is left when the node starts; each retry gets what
                 // the attempts before it left (`call_with_retries`).
                 token_budget: tokens_left,
+                // Only a call that may use `kv` carries the store's.
+                kv: kv.filter(|_| call.grants.kv.is_some()).cloned(),
             },
             max_attempts,
             backoff_ms,
@@ -253,7 +260,11 @@ pub(crate) async fn call_node_skill(
     input: &Value,
 ) -> Attempts {
     let replay = cx.replay.as_deref();
-    if (plan.max_attempts <= 1 || replay.is_some()) && !skill.needs_blocking_thread() {
+    // A call whose `kv` is the store's blocks on the store's async API.
+    if (plan.max_attempts <= 1 || replay.is_some())
+        && !skill.needs_blocking_thread()
+        && plan.options.kv.is_none()
+    {
         return call_with_retries(
             &cx.run_id,
             node_id,

@@ -38,6 +38,7 @@ mod call;
 pub mod control;
 pub mod events;
 mod kinds;
+pub mod kv;
 pub mod lease;
 mod node;
 pub mod queue;
@@ -203,6 +204,9 @@ pub struct Waiting {
 pub struct Engine {
     store: Option<Store>,
     events: Arc<dyn EventSink>,
+    /// Where calls' `kv` goes instead of the runtime's backend
+    /// ([`Engine::with_store_kv`]).
+    kv: Option<skillhost_runtime::KvOverride>,
 }
 
 impl RunContext<'_> {
@@ -231,6 +235,8 @@ pub(crate) struct RunContext<'a> {
     pub configs: &'a Configs,
     pub store: Option<&'a Store>,
     pub events: Arc<dyn EventSink>,
+    /// Where the calls' `kv` goes, when not the runtime's backend.
+    pub kv: Option<skillhost_runtime::KvOverride>,
     /// Set while a replay re-executes one recorded step: the journals and
     /// attempts its calls are answered with. None in a run.
     pub replay: Option<Arc<replay::StepReplay>>,
@@ -247,7 +253,29 @@ impl Engine {
     /// An engine that checkpoints to `store`, or runs without durability when
     /// `store` is `None` (`--durability none`).
     pub fn new(store: Option<Store>, events: Arc<dyn EventSink>) -> Self {
-        Engine { store, events }
+        Engine {
+            store,
+            events,
+            kv: None,
+        }
+    }
+
+    /// This engine with its store as the `kv` capability's backend
+    /// ([`kv::StoreKv`]): what skills set outlives the process and is
+    /// shared by every process and worker on the store. Without a store, or
+    /// outside a tokio runtime, the runtime's backend stays.
+    pub fn with_store_kv(mut self) -> Self {
+        if let (Some(store), Ok(handle)) = (&self.store, tokio::runtime::Handle::try_current()) {
+            self.kv = Some(kv::StoreKv::over(store.clone(), handle));
+        }
+        self
+    }
+
+    /// This engine with `kv` (an engine's, [`Engine::kv`]) as its calls'
+    /// `kv` backend: a subgraph's child runs with its parent's.
+    pub(crate) fn with_kv(mut self, kv: Option<skillhost_runtime::KvOverride>) -> Self {
+        self.kv = kv;
+        self
     }
 
     pub fn store(&self) -> Option<&Store> {
@@ -624,6 +652,7 @@ impl Engine {
             configs: &loaded.configs,
             store: self.store.as_ref(),
             events: self.events.clone(),
+            kv: self.kv.clone(),
             replay: None,
             wait: None,
             allow_changed: false,

@@ -486,7 +486,11 @@ impl Job {
         };
 
         let events: Arc<dyn EventSink> = Arc::new(NoEvents);
-        let engine = Engine::new(Some(fenced.clone()), events);
+        // The worker's kv is the store's, outside the run's lease: a skill's
+        // `set` is not a checkpoint of its run.
+        let engine = Engine::new(Some(fenced.clone()), events).with_kv(Some(
+            crate::kv::StoreKv::over(self.store.clone(), tokio::runtime::Handle::current()),
+        ));
         let mut stop = self.stop.clone();
         let result = tokio::select! {
             // The engine's result first: a run that waits for an answer

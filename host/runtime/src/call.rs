@@ -45,6 +45,10 @@ pub struct CallOptions {
     /// capability refuses a completion once nothing is left; the engine
     /// judges what a call used against the whole budget.
     pub token_budget: Option<u64>,
+    /// Where this call's `kv` goes instead of the runtime's backend
+    /// ([`Backends::kv`](crate::Backends)); `None`: the runtime's. Looked at
+    /// only when the call has a `kv` grant.
+    pub kv: Option<crate::capabilities::kv::KvOverride>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

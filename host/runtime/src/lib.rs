@@ -35,7 +35,8 @@ pub use capabilities::llm::{
 };
 pub use capabilities::wasi::{RandomSeed, derive_random_seed};
 pub use capabilities::{
-    Backends, Capability, GrantError, Grants, HttpBackend, KvBackend, MemoryKv, ReqwestHttp,
+    Backends, Capability, GrantError, Grants, HttpBackend, KvBackend, KvOverride, MemoryKv,
+    ReqwestHttp,
 };
 pub use config::{ConfigError, ConfigSource, HostConfig, Lookup};
 pub use engine::PoolConfig;

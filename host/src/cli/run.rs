@@ -256,7 +256,7 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
             Durability::None => None,
             durability => Some(args.db.open_with(durability).await?),
         };
-        let engine = Engine::new(store, sink(args.events));
+        let engine = Engine::new(store, sink(args.events)).with_store_kv();
         let key = idempotency.as_ref().map(|k| k.key.clone());
         let request = RunRequest {
             idempotency,
@@ -309,7 +309,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
         }
         let loaded = load_scenario(&run.scenario_path, globals, args.registry, args.json)?;
         let lease = lease_run(&store, &args.run_id, "resume").await?;
-        let engine = Engine::new(Some(lease.store().clone()), sink(args.events));
+        let engine = Engine::new(Some(lease.store().clone()), sink(args.events)).with_store_kv();
         let outcome = match args.allow_changed {
             true => engine.resume_changed(&loaded, &args.run_id).await,
             false => engine.resume(&loaded, &args.run_id).await,
@@ -421,7 +421,7 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
                 }
             }
         };
-        let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents));
+        let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents)).with_store_kv();
         let answered = engine
             .answer(run_id, data, &by)
             .await
@@ -463,7 +463,7 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
                 }
                 Err(e) => return Err(store_error(e)),
             };
-        let engine = Engine::new(Some(lease.store().clone()), sink(args.events));
+        let engine = Engine::new(Some(lease.store().clone()), sink(args.events)).with_store_kv();
         let outcome = engine.resume(&loaded, run_id).await;
         let _ = lease.release().await;
         finish(
@@ -491,7 +491,7 @@ pub fn fork(args: ForkArgs, globals: &Globals) -> CliResult {
         let run = fetch_run(&store, &args.run_id).await?;
         let loaded = load_scenario(&run.scenario_path, globals, args.registry, args.json)?;
         let database = database_flag(&args.db, &store);
-        let engine = Engine::new(Some(store), sink(args.events));
+        let engine = Engine::new(Some(store), sink(args.events)).with_store_kv();
         let outcome = engine
             .fork(&loaded, &args.run_id, args.at, &set)
             .await

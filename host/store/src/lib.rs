@@ -26,6 +26,7 @@ mod codec;
 pub mod error;
 pub mod failpoint;
 mod journal;
+mod kv;
 pub mod lease;
 pub mod migrate;
 mod postgres;
@@ -478,6 +479,29 @@ impl Store {
         error: &Value,
     ) -> Result<Cancelled, StoreError> {
         dispatch!(self, s => s.cancel_run(run_id, by, error).await)
+    }
+
+    /// The value of `key` in kv namespace `namespace`, if it is set.
+    pub async fn kv_get(&self, namespace: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        dispatch!(self, s => s.kv_get(namespace, key).await)
+    }
+
+    /// Sets `key` of kv namespace `namespace`, replacing its value, in a
+    /// transaction of its own (durable when it returns).
+    pub async fn kv_set(&self, namespace: &str, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        dispatch!(self, s => s.kv_set(namespace, key, value).await)
+    }
+
+    /// Removes `key` of kv namespace `namespace`; removing a key that is not
+    /// set is not an error.
+    pub async fn kv_delete(&self, namespace: &str, key: &str) -> Result<(), StoreError> {
+        dispatch!(self, s => s.kv_delete(namespace, key).await)
+    }
+
+    /// The keys of kv namespace `namespace` that start with `prefix`, in
+    /// byte order.
+    pub async fn kv_keys(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, StoreError> {
+        dispatch!(self, s => s.kv_keys(namespace, prefix).await)
     }
 
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {

@@ -75,6 +75,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "approvals_cancel",
         sql: include_str!("../migrations/sqlite/0010_approvals_cancel.sql"),
     },
+    Migration {
+        version: 11,
+        name: "kv",
+        sql: include_str!("../migrations/sqlite/0011_kv.sql"),
+    },
 ];
 
 /// The Postgres migrations: the same versions and names as [`SQLITE`], in
@@ -130,10 +135,15 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "approvals_cancel",
         sql: include_str!("../migrations/postgres/0010_approvals_cancel.sql"),
     },
+    Migration {
+        version: 11,
+        name: "kv",
+        sql: include_str!("../migrations/postgres/0011_kv.sql"),
+    },
 ];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 10;
+pub const SCHEMA_VERSION: u32 = 11;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";

@@ -179,6 +179,14 @@ const LAST_SCHEDULE_TICK: &str = "SELECT tick_ms FROM schedule_ticks \
 
 const RETENTION: &str = "SELECT scenario_name, keep_ms FROM retention ORDER BY scenario_name";
 
+const KV_GET: &str = "SELECT value FROM kv WHERE namespace = $1 AND key = $2";
+
+/// The keys of namespace $1 that start with $2, in byte order (Postgres's
+/// column is `COLLATE "C"`). A prefix compared as a prefix, not a `LIKE`
+/// pattern, so `%` and `_` in it mean themselves.
+const KV_KEYS: &str = "SELECT key FROM kv WHERE namespace = $1 \
+     AND substr(key, 1, length($2)) = $2 ORDER BY key";
+
 /// Reading a store, on either backend.
 pub(crate) trait Reads: Codec + Sync {
     type Row: StoredRow + Send;
@@ -470,6 +478,32 @@ pub(crate) trait Reads: Codec + Sync {
         rows.first()
             .map(|row| row.column::<i64>("tick_ms"))
             .transpose()
+            .map_err(|e| self.error(e, &action))
+    }
+
+    async fn kv_get(&self, namespace: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let action = format!("reading key `{key}` of kv namespace `{namespace}`");
+        let rows = self
+            .fetch(KV_GET, &[Param::Text(namespace), Param::Text(key)], &action)
+            .await?;
+        rows.first()
+            .map(|row| row.column::<Vec<u8>>("value"))
+            .transpose()
+            .map_err(|e| self.error(e, &action))
+    }
+
+    async fn kv_keys(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let action = format!("listing keys of kv namespace `{namespace}`");
+        let rows = self
+            .fetch(
+                KV_KEYS,
+                &[Param::Text(namespace), Param::Text(prefix)],
+                &action,
+            )
+            .await?;
+        rows.iter()
+            .map(|row| row.column::<String>("key"))
+            .collect::<Result<_, _>>()
             .map_err(|e| self.error(e, &action))
     }
 

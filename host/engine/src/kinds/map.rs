@@ -133,7 +133,7 @@ async fn run_items(
 
     // Items run at once, so each is given what was left when the node
     // started; the core judges the node's total against the budget.
-    let plan = CallPlan::new(call, &skill, tokens_left);
+    let plan = CallPlan::new(call, &skill, tokens_left, cx.kv.as_ref());
     let started_at_ms = now_ms();
     let mut queue = (0..total)
         .filter(|i| !outputs.contains_key(i))

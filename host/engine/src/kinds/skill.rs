@@ -52,7 +52,7 @@ async fn run_call(
     let attempts = match &lookup {
         Lookup::Hit(hit) => cache::attempts_of(hit),
         Lookup::Off | Lookup::Miss { .. } => {
-            let plan = CallPlan::new(call, &skill, tokens_left);
+            let plan = CallPlan::new(call, &skill, tokens_left, cx.kv.as_ref());
             call_node_skill(cx, &node.id, &skill, &plan, &input).await
         }
     };

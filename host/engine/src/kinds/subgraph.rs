@@ -69,7 +69,7 @@ async fn run_child(
     check_pre(node, &subgraph.pre, &vars)?;
     let input = map_input(node, &subgraph.input, &vars)?;
 
-    let engine = Engine::new(cx.store.cloned(), cx.events.clone());
+    let engine = Engine::new(cx.store.cloned(), cx.events.clone()).with_kv(cx.kv.clone());
     let link = ParentLink {
         run_id: cx.run_id.clone(),
         node: node.id.clone(),

@@ -373,6 +373,8 @@ pub async fn replay(
                 configs: &loaded.configs,
                 store: None,
                 events: Arc::new(NoEvents),
+                // A replay answers kv from the journal; no backend is asked.
+                kv: None,
                 replay: Some(replay.clone()),
                 wait: None,
                 allow_changed: false,

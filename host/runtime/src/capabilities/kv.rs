@@ -66,6 +66,18 @@ pub trait KvBackend: Send + Sync {
     fn list_keys(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, String>;
 }
 
+/// A call's own kv backend, in place of the runtime's
+/// ([`CallOptions::kv`]): the engine gives calls the store's kv, so that
+/// the data outlives the process and every worker on the store shares it.
+#[derive(Clone)]
+pub struct KvOverride(pub Arc<dyn KvBackend>);
+
+impl std::fmt::Debug for KvOverride {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KvOverride(..)")
+    }
+}
+
 type Entries = BTreeMap<(String, String), Vec<u8>>;
 
 /// A backend held in memory for the life of the runtime.
@@ -123,11 +135,14 @@ struct KvAccess {
 impl HostCapability for Kv {
     type Call = KvCall;
 
-    fn new_call(_options: &CallOptions, grants: &Grants, backends: &Backends) -> KvCall {
+    fn new_call(options: &CallOptions, grants: &Grants, backends: &Backends) -> KvCall {
         KvCall {
             access: grants.kv.as_ref().map(|grant| KvAccess {
                 grant: grant.clone(),
-                backend: backends.kv.clone(),
+                backend: match &options.kv {
+                    Some(KvOverride(backend)) => backend.clone(),
+                    None => backends.kv.clone(),
+                },
             }),
         }
     }

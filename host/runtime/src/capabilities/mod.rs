@@ -55,7 +55,7 @@ pub(crate) mod bindings {
 
 pub use bindings::skillhost::skill::types::SkillError as GuestError;
 pub use http::{HttpBackend, ReqwestHttp};
-pub use kv::{KvBackend, MemoryKv};
+pub use kv::{KvBackend, KvOverride, MemoryKv};
 pub use llm::{LlmProviders, TokenUsage};
 
 /// The version of the skill contract this host implements.

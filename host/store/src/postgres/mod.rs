@@ -53,6 +53,7 @@ use crate::{StoreOptions, SyncMode};
 
 mod commit;
 mod group;
+mod kv;
 mod migrate;
 mod queue;
 mod wait;

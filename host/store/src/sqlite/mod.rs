@@ -32,6 +32,7 @@ use crate::read::{Param, Reads};
 use crate::{StoreOptions, SyncMode};
 
 mod commit;
+mod kv;
 mod migrate;
 mod queue;
 mod wait;

@@ -41,6 +41,9 @@ pub(crate) const UNDO_9: &str = "DROP TABLE schedule_ticks; DROP TABLE idempoten
      ALTER TABLE runs DROP COLUMN concurrency_key; \
      CREATE INDEX runs_queued ON runs (created_at, id) WHERE status = 'queued';";
 
+/// What schema version 11 added (the `kv` table), taken out again.
+pub(crate) const UNDO_11: &str = "DROP TABLE kv;";
+
 /// What schema version 7 added, taken out again (both backends).
 pub(crate) const UNDO_7: &str = "DROP TABLE node_cache;";
 
@@ -202,7 +205,52 @@ both!(
     everything_a_resume_trusts_is_checked_against_its_digest,
     values_nested_too_deep_are_refused_at_write_and_never_overflow_a_read,
     checkpoint_bytes_stay_within_twice_the_deltas_plus_the_final_state,
+    kv_values_outlive_the_store_handle_and_list_by_prefix,
 );
+
+/// The `kv` capability's data: set, replace, list by a prefix (whose `%`
+/// and `_` are literal), delete, namespaces apart, any bytes, and all of it
+/// there again after the store is closed and reopened.
+async fn kv_values_outlive_the_store_handle_and_list_by_prefix(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    assert_eq!(store.kv_get("notes", "colour").await.unwrap(), None);
+    store.kv_set("notes", "colour", b"blue").await.unwrap();
+    store.kv_set("notes", "colour", b"green").await.unwrap();
+    store.kv_set("notes", "c%t", b"1").await.unwrap();
+    store.kv_set("notes", "cat", b"2").await.unwrap();
+    store.kv_set("notes", "c_t", &[0, 255, 1]).await.unwrap();
+    store.kv_set("other", "colour", b"red").await.unwrap();
+    assert_eq!(
+        store.kv_keys("notes", "c").await.unwrap(),
+        ["c%t", "c_t", "cat", "colour"]
+    );
+    assert_eq!(store.kv_keys("notes", "c%").await.unwrap(), ["c%t"]);
+    assert_eq!(store.kv_keys("notes", "c_").await.unwrap(), ["c_t"]);
+    assert_eq!(store.kv_keys("notes", "").await.unwrap().len(), 4);
+    assert_eq!(
+        store.kv_keys("nobody", "").await.unwrap(),
+        Vec::<String>::new()
+    );
+    store.kv_delete("notes", "cat").await.unwrap();
+    store.kv_delete("notes", "never-set").await.unwrap();
+    store.close().await;
+
+    let store = db.open().await;
+    assert_eq!(
+        store.kv_get("notes", "colour").await.unwrap().as_deref(),
+        Some(&b"green"[..])
+    );
+    assert_eq!(
+        store.kv_get("notes", "c_t").await.unwrap().as_deref(),
+        Some(&[0u8, 255, 1][..])
+    );
+    assert_eq!(
+        store.kv_get("other", "colour").await.unwrap().as_deref(),
+        Some(&b"red"[..])
+    );
+    assert_eq!(store.kv_get("notes", "cat").await.unwrap(), None);
+}
 
 async fn history_round_trips_over_forty_steps_across_snapshots(kind: Kind) {
     let db = Db::new(kind).await;
@@ -1426,6 +1474,7 @@ async fn sqlite_migrates_a_version_3_database() {
          UPDATE skillhost_meta SET value = '3' WHERE key = 'schema_version'; ",
     )
     .await;
+    db.exec(UNDO_11).await;
     db.exec(undo_10(db.kind)).await;
     db.exec(UNDO_9).await;
     db.exec(UNDO_8).await;
@@ -1756,7 +1805,7 @@ async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
     };
     db.exec(&format!(
         "CREATE INDEX runs_by_updated ON runs (updated_at) \
-         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {undo_10} {UNDO_9} {UNDO_8} \
+         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {UNDO_11} {undo_10} {UNDO_9} {UNDO_8} \
          {UNDO_7} {UNDO_6} {UNDO_5} \
          UPDATE skillhost_meta SET value = '2' WHERE key = 'schema_version'"
     ))
