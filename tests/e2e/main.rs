@@ -4,6 +4,7 @@
 mod approval;
 mod authoring;
 mod cache;
+mod chat;
 mod check;
 mod cli_skill;
 mod crash;

@@ -1,0 +1,176 @@
+//! `examples/chat` through the real binary: each tool's path, memory across
+//! processes, a page fetched from a real HTTP server under a grant naming
+//! it, a tool refused for a host that is not granted, the path without a
+//! tool, and a kill and resume giving the same reply.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+use skillhost_tests::cli::{host_in_repo as host, json, killed_and_resumed_match, stderr};
+use skillhost_tests::http_server::{HELLO, HttpServer};
+use skillhost_tests::repo_root;
+
+/// `host run chat --input {"message": …} --json` (from the repository's
+/// root, so `chat` is examples/chat).
+fn chat(dir: &Path, scenario: &str, message: &str) -> Output {
+    let input = serde_json::json!({ "message": message }).to_string();
+    host(dir, &["run", scenario, "--input", &input, "--json"], None)
+}
+
+fn completed(out: &Output) -> Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    let run = json(out);
+    assert_eq!(run["status"], "completed", "{run}");
+    run
+}
+
+/// The nodes a run went through, in order.
+fn path(dir: &Path, run: &Value) -> Vec<String> {
+    let id = run["run_id"].as_str().unwrap();
+    let shown = json(&host(dir, &["runs", "show", id, "--json"], None));
+    shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["node"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_calculation_goes_through_the_calculator_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = completed(&chat(dir.path(), "chat", "What is (2 + 3) * 4.5?"));
+    assert_eq!(run["summary"]["tool"], "calculate", "{run}");
+    assert_eq!(run["summary"]["reply"], "(2 + 3) * 4.5 = 22.5");
+    assert_eq!(
+        path(dir.path(), &run),
+        ["detect_tool", "needs_tools", "calculate", "respond"]
+    );
+}
+
+#[test]
+fn a_message_without_a_tool_goes_straight_to_the_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = completed(&chat(dir.path(), "chat", "hello there"));
+    assert_eq!(run["summary"]["tool"], "none");
+    assert_eq!(run["summary"]["rule"], "no-rule");
+    assert_eq!(
+        path(dir.path(), &run),
+        ["detect_tool", "needs_tools", "respond"]
+    );
+}
+
+#[test]
+fn memory_lasts_from_one_conversation_to_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let unknown = completed(&chat(dir.path(), "chat", "what is my favourite colour?"));
+    assert!(
+        unknown["summary"]["reply"]
+            .as_str()
+            .unwrap()
+            .starts_with("I don't know your favourite colour yet"),
+        "{unknown}"
+    );
+    completed(&chat(
+        dir.path(),
+        "chat",
+        "Remember that my favourite colour is green.",
+    ));
+    // Another process, another run: the value is in the run store.
+    let recalled = completed(&chat(dir.path(), "chat", "What is my favourite colour?"));
+    assert_eq!(
+        recalled["summary"]["reply"],
+        "Your favourite colour is green."
+    );
+    assert_eq!(
+        recalled["summary"]["sources"],
+        serde_json::json!(["memory:favourite-colour"])
+    );
+    let changed = completed(&chat(
+        dir.path(),
+        "chat",
+        "remember my favourite colour is blue",
+    ));
+    assert_eq!(
+        changed["summary"]["reply"],
+        "Noted: your favourite colour is blue.\n\n(it was green)"
+    );
+}
+
+#[test]
+fn a_file_of_the_granted_folder_is_read_and_one_outside_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = completed(&chat(dir.path(), "chat", "please read welcome.md"));
+    let reply = run["summary"]["reply"].as_str().unwrap();
+    assert!(reply.starts_with("welcome.md:\n\n# Welcome"), "{reply}");
+    assert_eq!(run["summary"]["sources"], serde_json::json!(["welcome.md"]));
+
+    let out = chat(dir.path(), "chat", "read ../scenario.toml");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let failed = json(&out);
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let error = failed["failure"].to_string();
+    assert!(error.contains("invalid-path"), "{error}");
+}
+
+/// The example with its `http` grant naming `server` instead of the public
+/// hosts (no network here), its components by absolute path.
+fn chat_granting(dir: &Path, server: &HttpServer) -> String {
+    let root = repo_root();
+    let text = std::fs::read_to_string(root.join("examples/chat/scenario.toml"))
+        .unwrap()
+        .replace(
+            r#"http = ["en.wikipedia.org", "www.gutenberg.org"]"#,
+            &format!(r#"http = ["{}"]"#, server.host_port()),
+        )
+        .replace(
+            "../../skills/dist/",
+            &format!("{}/", root.join("skills/dist").display()),
+        );
+    std::fs::create_dir_all(dir.join("files")).unwrap();
+    let path = dir.join("chat.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_page_is_fetched_from_a_granted_host_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = HttpServer::start();
+    let scenario = chat_granting(dir.path(), &server);
+    let url = server.url("/hello");
+    let run = completed(&chat(dir.path(), &scenario, &format!("fetch {url} please")));
+    assert_eq!(
+        run["summary"]["reply"],
+        format!("{url}:\n\n{HELLO}\n\n(HTTP 200, text/plain)")
+    );
+    assert_eq!(server.requests(), 1);
+
+    // The example as shipped does not grant this server: the tool is
+    // refused before any request leaves, and the run fails naming the grant.
+    let out = chat(dir.path(), "chat", &format!("fetch {url}"));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let error = json(&out)["failure"].to_string();
+    assert!(error.contains("host-not-granted"), "{error}");
+    assert!(error.contains("en.wikipedia.org"), "{error}");
+    assert_eq!(server.requests(), 1, "a request reached the server");
+}
+
+#[test]
+fn killed_mid_run_and_resumed_gives_the_same_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = r#"{"message": "what is 2 ^ 10 - 24"}"#;
+    killed_and_resumed_match(
+        dir.path(),
+        &["run", "chat", "--input", input],
+        &["after-commit:calculate", "before-commit:respond"],
+    );
+}
+
+#[test]
+fn the_scenario_passes_the_checker() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = host(dir.path(), &["check", "examples/chat/scenario.toml"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
