@@ -3,7 +3,8 @@
 //! completes without waiting; a risky one waits, its process exits 0, and
 //! an approval in a new process completes it with nothing before the
 //! approval run again; a wrong-shaped answer is exit 2 with the run still
-//! waiting; a SIGKILL while waiting, then a rejection, records the change
+//! waiting, and a replay of the approved run takes its recorded answer;
+//! a SIGKILL while waiting, then a rejection, records the change
 //! as declined; a request out of retries ends in `execution_failed`; the
 //! same approval path on Postgres with a `host worker`; `host check`, and
 //! the README's graph being what `host graph` draws.
@@ -217,6 +218,14 @@ fn a_risky_request_waits_and_an_approval_in_a_new_process_completes_it() {
     ] {
         assert!(record.contains(line), "missing {line:?} in\n{record}");
     }
+    // A replay re-executes every step from the record, the approval from its
+    // recorded answer, and finds the same hashes.
+    let out = run_host(dir, None, &["replay", &id], 0);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("replayed 8 of 8 step(s)"),
+        "{}",
+        out_text(&out)
+    );
     // Answered once: a second answer is refused and changes nothing.
     let out = run_host(dir, None, &["runs", "reject", &id], 2);
     assert!(
