@@ -26,7 +26,7 @@ fn approval() -> String {
     fixture("engine/approval.toml")
 }
 
-fn out_text(out: &Output) -> String {
+pub(super) fn out_text(out: &Output) -> String {
     format!(
         "status {:?}\nstdout: {}\nstderr: {}",
         out.status,
@@ -37,7 +37,7 @@ fn out_text(out: &Output) -> String {
 
 /// `host ARGS` with `--database DB` (None: the test directory's SQLite
 /// file); asserts the exit code.
-fn run_host(dir: &Path, db: Option<&str>, args: &[&str], code: i32) -> Output {
+pub(super) fn run_host(dir: &Path, db: Option<&str>, args: &[&str], code: i32) -> Output {
     let mut all: Vec<&str> = args.to_vec();
     if let Some(db) = db {
         all.extend(["--database", db]);
@@ -52,7 +52,7 @@ fn run_host(dir: &Path, db: Option<&str>, args: &[&str], code: i32) -> Output {
     out
 }
 
-fn show(dir: &Path, db: Option<&str>, id: &str) -> Value {
+pub(super) fn show(dir: &Path, db: Option<&str>, id: &str) -> Value {
     json(&run_host(dir, db, &["runs", "show", id, "--json"], 0))
 }
 
@@ -106,7 +106,7 @@ fn wrong_shape_is_refused(dir: &Path, db: Option<&str>, id: &str) {
     assert_eq!(shown["waits"][0]["answer"], Value::Null);
 }
 
-fn ok_nodes(shown: &Value) -> Vec<String> {
+pub(super) fn ok_nodes(shown: &Value) -> Vec<String> {
     shown["steps"]
         .as_array()
         .unwrap()
@@ -230,7 +230,13 @@ fn a_run_killed_around_its_wait_is_answerable() {
 }
 
 /// Waits until `check` holds for the run's `runs show`; panics after 60 s.
-fn wait_until(dir: &Path, db: Option<&str>, id: &str, what: &str, check: impl Fn(&Value) -> bool) {
+pub(super) fn wait_until(
+    dir: &Path,
+    db: Option<&str>,
+    id: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let shown = show(dir, db, id);
@@ -366,10 +372,10 @@ async fn cancel_of_each_status_postgres() {
 }
 
 /// A `host worker` on `db`, killed when dropped.
-struct Worker(Child);
+pub(super) struct Worker(Child);
 
 impl Worker {
-    fn start(dir: &Path, db: &str) -> Worker {
+    pub(super) fn start(dir: &Path, db: &str) -> Worker {
         let child = host_command(dir, &["worker", "--poll", "50ms", "--database", db], None)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

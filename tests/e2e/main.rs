@@ -2,6 +2,7 @@
 //! files and real Postgres servers. One test binary, one module per area.
 
 mod approval;
+mod approval_example;
 mod authoring;
 mod cache;
 mod chat;
