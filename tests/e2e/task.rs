@@ -333,3 +333,60 @@ fn a_task_the_skills_cannot_read_ends_in_the_error_handler() {
         assert!(message.contains(expected), "{message}");
     }
 }
+
+/// Two runs of one task submitted together, and a worker with room for
+/// both: the scenario's concurrency key (the task's id) runs them one after
+/// the other.
+#[test]
+fn runs_of_one_task_run_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let submit = |input: &str| {
+        let out = host(
+            dir.path(),
+            &["submit", "task", "--input", input, "--json"],
+            None,
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        json(&out)["run_id"].as_str().unwrap().to_owned()
+    };
+    let first = submit(PASSES);
+    let second = submit(PASSES);
+    let out = host(
+        dir.path(),
+        &["worker", "--exit-when-idle", "--concurrency", "2", "--json"],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The worker's events, as (event, run): with room for two runs, the
+    // second is claimed only once the first has finished.
+    let events: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| e["run_id"].is_string())
+        .map(|e| {
+            (
+                e["event"].as_str().unwrap().to_owned(),
+                e["run_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let at = |event: &str, run: &str| {
+        events
+            .iter()
+            .position(|(e, r)| e == event && r == run)
+            .unwrap_or_else(|| panic!("no `{event}` of {run} in {events:?}"))
+    };
+    let (a, b) = if at("claimed", &first) < at("claimed", &second) {
+        (&first, &second)
+    } else {
+        (&second, &first)
+    };
+    assert!(
+        at("finished", a) < at("claimed", b),
+        "runs of one task overlapped: {events:?}"
+    );
+    for id in [&first, &second] {
+        let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
+        assert_eq!(shown["status"], "completed", "{shown}");
+    }
+}
