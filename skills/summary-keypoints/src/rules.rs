@@ -143,8 +143,7 @@ fn push_trimmed(out: &mut Vec<(usize, usize)>, part: &str, base: usize, start: u
 /// does not qualify (no final `.`, `!` or `?`; fewer than 6 or more than 60
 /// words).
 fn score(sentence: &str, leads_paragraph: bool) -> Option<(i32, Vec<String>)> {
-    let last = sentence
-        .trim_end_matches(|c: char| matches!(c, ')' | ']' | '"' | '\'' | '\u{201d}' | '\u{2019}'));
+    let last = sentence.trim_end_matches([')', ']', '"', '\'', '\u{201d}', '\u{2019}']);
     if !last.ends_with(['.', '!', '?']) {
         return None;
     }
