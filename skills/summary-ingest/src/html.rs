@@ -74,8 +74,9 @@ pub fn to_text(html: &str) -> String {
         if !closing && HIDDEN.contains(&name.as_str()) && !tag.ends_with('/') {
             // Skip to the matching close tag (these elements do not nest).
             let close = format!("</{name}");
-            rest = find_ignore_case(rest, &close)
-                .map_or("", |at| rest[at..].find('>').map_or("", |gt| &rest[at + gt + 1..]));
+            rest = find_ignore_case(rest, &close).map_or("", |at| {
+                rest[at..].find('>').map_or("", |gt| &rest[at + gt + 1..])
+            });
         } else if name == "br" {
             out.line_break();
         } else if BLOCKS.contains(&name.as_str()) {

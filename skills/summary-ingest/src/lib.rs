@@ -75,7 +75,10 @@ impl Guest for SummaryIngest {
                 chars,
             });
         }
-        let chars = documents.iter().map(|d| d.chars).fold(0u32, u32::saturating_add);
+        let chars = documents
+            .iter()
+            .map(|d| d.chars)
+            .fold(0u32, u32::saturating_add);
         log::info(format!(
             "summary-ingest: {} document(s) in `{dir}`, {chars} character(s); {} left out",
             documents.len(),
@@ -152,8 +155,14 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("docs/sub")).unwrap();
         let files = [
-            ("b.md", "# Title\n\nSome *emphasis* and a [link](http://x).\n"),
-            ("a.txt", "\u{feff}Line one.\r\nLine two.\r\n\r\n\r\nNext.  \n"),
+            (
+                "b.md",
+                "# Title\n\nSome *emphasis* and a [link](http://x).\n",
+            ),
+            (
+                "a.txt",
+                "\u{feff}Line one.\r\nLine two.\r\n\r\n\r\nNext.  \n",
+            ),
             ("c.html", "<p>Fish &amp; chips</p><script>x()</script>"),
             ("d.csv", "a,b\n"),
             (".hidden.txt", "no"),
@@ -183,7 +192,11 @@ mod tests {
         std::fs::write(dir.join("docs/e.txt"), [0xff, 0xfe]).unwrap();
         let e = SummaryIngest::run(Input { dir: "docs".into() }).unwrap_err();
         assert_eq!(e.code, INVALID_DATA);
-        assert!(e.message.contains("`docs/e.txt` is not UTF-8"), "{}", e.message);
+        assert!(
+            e.message.contains("`docs/e.txt` is not UTF-8"),
+            "{}",
+            e.message
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
