@@ -98,3 +98,32 @@ pub fn json(out: &Output) -> Value {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Runs `host` with `args` (which must include `--events`) from `cwd` until
+/// the failpoint `point` kills it with SIGKILL, and returns the id of the
+/// run it started (the first event names it). Panics if the process was not
+/// killed there: the failpoint was not reached.
+pub fn run_killed_at(dir: &Path, cwd: &Path, args: &[&str], point: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let out = host_command(dir, args, Some(point))
+        .current_dir(cwd)
+        .output()
+        .expect("run host");
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "`{point}` did not kill the run: {}",
+        stderr(&out)
+    );
+    let first = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .map(str::to_string)
+        .unwrap_or_default();
+    let started: Value = serde_json::from_str(&first)
+        .unwrap_or_else(|e| panic!("the first event is not JSON ({e}): {first:?}"));
+    started["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the first event names no run: {started}"))
+        .to_string()
+}

@@ -1,0 +1,375 @@
+//! The summary workflow end to end through the real `host` binary:
+//! ingestion of text, Markdown and HTML from a granted folder, chunking by
+//! the C skill, key points per chunk (a map node), and a summary whose every
+//! sentence cites its chunk, with every quote verified by the citation
+//! check; a quote tampered on its way to the writer failing that check; a
+//! folder with too little text ending in its fail node; a kill at several
+//! points then `host resume` giving the same summary byte for byte; and the
+//! shipped C component being what its source builds to.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{Value, json};
+use skillhost_tests::cli::{host_command, json, run_killed_at, stderr};
+
+const CORPUS: &str = r#"{"dir": "corpus"}"#;
+
+/// `host` run from the repository's root, so `summary` names the example.
+fn host(dir: &Path, args: &[&str]) -> Output {
+    host_command(dir, args, None)
+        .current_dir(skillhost_tests::repo_root())
+        .output()
+        .expect("run host")
+}
+
+/// `text`'s characters from `start` to `end` (Unicode scalar values, the
+/// unit of the chunks' and the citation check's offsets).
+fn chars(text: &str, start: &Value, end: &Value) -> String {
+    let (start, end) = (
+        start.as_u64().unwrap() as usize,
+        end.as_u64().unwrap() as usize,
+    );
+    text.chars().skip(start).take(end - start).collect()
+}
+
+#[test]
+fn the_summary_cites_a_chunk_for_every_sentence_and_every_quote_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.md");
+    let out = host(
+        dir.path(),
+        &[
+            "run",
+            "summary",
+            "--input",
+            CORPUS,
+            "--out",
+            summary.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let outcome = json(&out);
+    assert_eq!(outcome["status"], "completed");
+    let state = &outcome["state"];
+
+    // Ingestion: the three formats, by file name; the CSV file left out;
+    // HTML reduced to its text (no tags, no script, entities decoded).
+    let documents = state["documents"].as_array().unwrap();
+    let sources: Vec<(&str, &str)> = documents
+        .iter()
+        .map(|d| (d["source"].as_str().unwrap(), d["format"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            ("rivers-and-deltas.md", "markdown"),
+            ("water-cycle.txt", "text"),
+            ("wetlands.html", "html")
+        ]
+    );
+    assert_eq!(state["skipped"], json!(["measurements.csv"]));
+    let html = documents[2]["text"].as_str().unwrap();
+    assert!(
+        html.starts_with("Why wetlands matter\n\nA wetland is land"),
+        "{html}"
+    );
+    assert!(html.contains(
+        "nitrogen & phosphorus before these reach rivers and the sea \u{2014} a service"
+    ));
+    for gone in ["<", "script text", "font-family", "The next paragraph"] {
+        assert!(!html.contains(gone), "{gone:?} in {html}");
+    }
+    let markdown = documents[0]["text"].as_str().unwrap();
+    assert!(
+        markdown.starts_with("Rivers and deltas\n\nA river is"),
+        "{markdown}"
+    );
+    assert!(
+        !markdown.contains("**") && !markdown.contains("# "),
+        "{markdown}"
+    );
+
+    // Chunking: every chunk is its document's text between its offsets.
+    let chunks = state["chunks"].as_array().unwrap();
+    assert!(chunks.len() >= documents.len(), "{chunks:?}");
+    for chunk in chunks {
+        let document = documents
+            .iter()
+            .find(|d| d["source"] == chunk["source"])
+            .expect("a chunk names a document");
+        assert_eq!(
+            chars(
+                document["text"].as_str().unwrap(),
+                &chunk["start"],
+                &chunk["end"]
+            ),
+            chunk["text"].as_str().unwrap(),
+            "{}",
+            chunk["id"]
+        );
+        assert!(chunk["text"].as_str().unwrap().chars().count() <= 800);
+    }
+    // One key-point result per chunk, each point a sentence of its chunk.
+    let keypoints = state["keypoints"].as_array().unwrap();
+    assert_eq!(keypoints.len(), chunks.len());
+    for (result, chunk) in keypoints.iter().zip(chunks) {
+        assert_eq!(result["chunk_id"], chunk["id"]);
+        for point in result["points"].as_array().unwrap() {
+            let text = chunk["text"].as_str().unwrap();
+            assert_eq!(
+                chars(text, &point["start"], &point["end"]),
+                point["quote"].as_str().unwrap()
+            );
+            assert!(!point["rules"].as_array().unwrap().is_empty());
+        }
+    }
+
+    // The summary: every sentence cites chunks that exist and quotes each.
+    let ids: Vec<&Value> = chunks.iter().map(|c| &c["id"]).collect();
+    let sentences = state["summary"]["sentences"].as_array().unwrap();
+    assert_eq!(sentences.len(), 6);
+    let mut quotes = 0;
+    for sentence in sentences {
+        let cited = sentence["chunk_ids"].as_array().unwrap();
+        assert!(!cited.is_empty(), "uncited {sentence}");
+        assert!(cited.iter().all(|id| ids.contains(&id)), "{sentence}");
+        quotes += sentence["quotes"].as_array().unwrap().len();
+    }
+    // Every document is heard.
+    for document in documents {
+        let source = document["source"].as_str().unwrap();
+        assert!(
+            sentences
+                .iter()
+                .any(|s| s["chunk_ids"][0].as_str().unwrap().starts_with(source)),
+            "no sentence from {source}"
+        );
+    }
+    // Every quote was verified by the host, with offsets in the chunk.
+    let citations = state["citations"].as_array().unwrap();
+    assert_eq!(citations.len(), quotes);
+    for c in citations {
+        let chunk = chunks.iter().find(|k| k["id"] == c["source_id"]).unwrap();
+        let matched = chars(chunk["text"].as_str().unwrap(), &c["start"], &c["end"]);
+        assert_eq!(matched, c["matched"].as_str().unwrap());
+        assert_eq!(matched, c["quote"].as_str().unwrap());
+    }
+    assert_eq!(outcome["summary"]["citations_verified"], json!(quotes));
+
+    // The artifact says each sentence with its numbered source.
+    let written = std::fs::read_to_string(&summary).unwrap();
+    assert!(written.starts_with("# Summary: corpus\n\n"), "{written}");
+    for sentence in sentences {
+        assert!(
+            written.contains(sentence["text"].as_str().unwrap()),
+            "{written}"
+        );
+    }
+    assert!(
+        written.contains("[1] `rivers-and-deltas.md#1`: `rivers-and-deltas.md`, characters 0-")
+    );
+    assert!(
+        written.ends_with("\n6 quote(s), each verified verbatim against the chunk it cites.\n")
+    );
+}
+
+#[test]
+fn too_little_content_ends_in_its_fail_node_with_the_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = host(
+        dir.path(),
+        &[
+            "run",
+            "summary",
+            "--input",
+            r#"{"dir": "too-short"}"#,
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let outcome = json(&out);
+    assert_eq!(outcome["status"], "failed");
+    let failure = outcome["failure"].to_string();
+    assert!(
+        failure.contains("`too-short` holds 23 character(s) of text in 1 document(s); at least 400 are needed to summarise"),
+        "{failure}"
+    );
+    assert!(
+        failure.contains("too_little_content") || failure.contains("enough_content"),
+        "{failure}"
+    );
+    // Nothing was chunked or summarised.
+    assert_eq!(outcome["state"]["chunks"], json!([]));
+}
+
+/// The summary scenario, copied to `dir` with its paths made absolute and
+/// every key point's quote altered on its way to the writer (one word
+/// changed), as a writer that misquotes would.
+fn tampered_scenario(dir: &Path) -> PathBuf {
+    let example = skillhost_tests::repo_root().join("examples/summary");
+    let text = std::fs::read_to_string(example.join("scenario.toml")).unwrap();
+    let dist = skillhost_tests::repo_root().join("skills/dist");
+    let tampered = "state.keypoints.map(k, {'chunk_id': k.chunk_id, 'source': k.source, \
+                    'points': k.points.map(p, {'chunk_id': p.chunk_id, 'quote': p.quote.replace('water', 'wine'), \
+                    'start': p.start, 'end': p.end, 'score': p.score, 'rules': p.rules})})";
+    let text = text
+        .replace("../../skills/dist/", &format!("{}/", dist.display()))
+        .replace(
+            r#"fs = "inputs""#,
+            &format!("fs = {:?}", example.join("inputs").display().to_string()),
+        )
+        .replace(
+            r#"keypoints = "state.keypoints""#,
+            &format!("keypoints = {tampered:?}"),
+        );
+    assert!(
+        text.contains("'wine'"),
+        "the scenario's input mapping changed"
+    );
+    let path = dir.join("summary-tampered.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_quote_tampered_on_its_way_to_the_writer_fails_the_citation_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = tampered_scenario(dir.path());
+    let out = host_command(
+        dir.path(),
+        &[
+            "run",
+            scenario.to_str().unwrap(),
+            "--input",
+            CORPUS,
+            "--json",
+        ],
+        None,
+    )
+    // The copy grants the inputs by absolute path, which a scenario may
+    // only do under a root the host allows.
+    .env(
+        "SKILLHOST_FS_ROOTS",
+        skillhost_tests::repo_root().join("examples/summary"),
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let outcome = json(&out);
+    assert_eq!(outcome["status"], "failed");
+    let error = &outcome["state"]["errors"][0];
+    assert_eq!(error["node"], "write_summary");
+    assert_eq!(error["code"], "citation-check-failed");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("S1") && message.contains("wine"),
+        "{message}"
+    );
+    // Nothing the writer produced reached the state.
+    assert_eq!(outcome["state"]["citations"], json!([]));
+    assert_eq!(outcome["state"]["summary"], json!({}));
+}
+
+#[test]
+fn killed_mid_run_and_resumed_gives_the_same_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.md");
+    let out = host(
+        dir.path(),
+        &[
+            "run",
+            "summary",
+            "--input",
+            CORPUS,
+            "--out",
+            first.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let root = skillhost_tests::repo_root();
+    // After the C skill's step, inside the map over the chunks, and before
+    // the summary's commit.
+    for point in [
+        "after-commit:chunk",
+        "map-item:key_points:3",
+        "before-commit:write_summary",
+    ] {
+        let id = run_killed_at(
+            dir.path(),
+            &root,
+            &["run", "summary", "--input", CORPUS, "--events"],
+            point,
+        );
+        let resumed = dir.path().join(format!("{}.md", point.replace(':', "-")));
+        let out = host(
+            dir.path(),
+            &["resume", &id, "--out", resumed.to_str().unwrap()],
+        );
+        assert!(out.status.success(), "{point}: {}", stderr(&out));
+        assert_eq!(
+            std::fs::read(&resumed).unwrap(),
+            std::fs::read(&first).unwrap(),
+            "the summary after a kill at `{point}` differs"
+        );
+    }
+}
+
+#[test]
+fn the_scenario_passes_the_checker_and_the_readme_shows_its_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = host(dir.path(), &["check", "summary", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["errors"], json!([]));
+    assert_eq!(report["warnings"], json!([]), "{report}");
+
+    let out = host(dir.path(), &["graph", "summary", "--format", "mermaid"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let graph = String::from_utf8(out.stdout).unwrap();
+    let readme =
+        std::fs::read_to_string(skillhost_tests::repo_root().join("examples/summary/README.md"))
+            .unwrap();
+    assert!(
+        readme.contains(&format!("```mermaid\n{graph}```")),
+        "examples/summary/README.md's graph is not `host graph summary --format mermaid`:\n{graph}"
+    );
+}
+
+/// The chunking skill is C, shipped built in `skills/dist` so the example
+/// runs without a C toolchain; built again here from `skills/summary-chunk`
+/// (clang and wasi-libc: `scripts/install-guest-toolchains.sh c`), it must
+/// give the same bytes.
+#[test]
+fn the_shipped_c_chunker_is_what_its_source_builds_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = skillhost_tests::repo_root();
+    let out_file = dir.path().join("summary-chunk.wasm");
+    let out = host(
+        dir.path(),
+        &[
+            "skill",
+            "build",
+            root.join("skills/summary-chunk").to_str().unwrap(),
+            "--out",
+            out_file.to_str().unwrap(),
+            "--target-dir",
+            dir.path().join("build").to_str().unwrap(),
+            "--quiet",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "building skills/summary-chunk failed; install the C toolchain with \
+         scripts/install-guest-toolchains.sh c:\n{}",
+        stderr(&out)
+    );
+    assert!(
+        std::fs::read(&out_file).unwrap()
+            == std::fs::read(skillhost_tests::dist("summary-chunk")).unwrap(),
+        "skills/dist/summary-chunk.wasm is not what skills/summary-chunk builds to; \
+         run scripts/build-skills.sh summary-chunk and commit skills/dist"
+    );
+}
