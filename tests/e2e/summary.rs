@@ -4,14 +4,17 @@
 //! sentence cites its chunk, with every quote verified by the citation
 //! check; a quote tampered on its way to the writer failing that check; a
 //! folder with too little text ending in its fail node; a kill at several
-//! points then `host resume` giving the same summary byte for byte; and the
-//! shipped C component being what its source builds to.
+//! points then `host resume` giving the same summary byte for byte; the
+//! shipped C component being what its source builds to; and the LLM
+//! variant (`llm.toml`) against the fake model provider, whose quotes the
+//! citation check verifies or refuses.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::{Value, json};
 use skillhost_tests::cli::{host_command, json, run_killed_at, stderr};
+use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply, ReceivedRequest};
 
 const CORPUS: &str = r#"{"dir": "corpus"}"#;
 
@@ -372,4 +375,125 @@ fn the_shipped_c_chunker_is_what_its_source_builds_to() {
         "skills/dist/summary-chunk.wasm is not what skills/summary-chunk builds to; \
          run scripts/build-skills.sh summary-chunk and commit skills/dist"
     );
+}
+
+/// `examples/summary/llm.toml` is `scenario.toml` with exactly the key-point
+/// skill, its `llm` grant and the name changed, so the two never drift.
+#[test]
+fn the_llm_variant_is_the_scenario_with_only_the_key_point_skill_changed() {
+    let example = skillhost_tests::repo_root().join("examples/summary");
+    let mut want = std::fs::read_to_string(example.join("scenario.toml")).unwrap();
+    for (from, to) in [
+        ("name = \"summary\"\n", "name = \"summary-llm\"\n"),
+        ("summary-keypoints.wasm", "summary-keypoints-llm.wasm"),
+        (
+            "concurrency = 4\n",
+            "concurrency = 4\ncapabilities = { llm = { provider = \"local\", \
+             model = \"qwen2.5:7b-instruct\", max_tokens = 512, temperature = 0 } }\n",
+        ),
+    ] {
+        assert_eq!(want.matches(from).count(), 1, "{from:?} in scenario.toml");
+        want = want.replace(from, to);
+    }
+    let got = std::fs::read_to_string(example.join("llm.toml")).unwrap();
+    let (header, rest) = got.split_at(got.find("# The summary workflow: read").unwrap());
+    assert!(header.lines().all(|l| l.starts_with('#')), "{header}");
+    assert!(
+        rest == want,
+        "examples/summary/llm.toml is not scenario.toml with the LLM key-point skill; make it so again"
+    );
+}
+
+/// The deterministic "model" of the LLM variant: for each chunk it is sent
+/// (everything after `Text:\n` in the last message, as the skill's prompt
+/// puts it), the point `quote` picks.
+fn picker(
+    quote: fn(&str) -> String,
+) -> impl Fn(&ReceivedRequest) -> Option<FakeReply> + Send + Sync + 'static {
+    move |request| {
+        let body = request.json();
+        let last = body["messages"].as_array()?.last()?["content"].as_str()?;
+        let (_, text) = last.split_once("Text:\n")?;
+        let answer = json!({ "points": [{ "quote": quote(text) }] });
+        Some(FakeReply::openai_content(&answer.to_string()))
+    }
+}
+
+/// Runs `examples/summary/llm.toml` on the corpus with the `local` provider
+/// pointing at `server`.
+fn run_with_model(dir: &Path, server: &FakeLlmServer) -> Output {
+    let config = dir.join("xdg-config/skillhost");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[llm.providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\n",
+            server.openai_base_url()
+        ),
+    )
+    .unwrap();
+    let summary = dir.join("summary.md");
+    host(
+        dir,
+        &[
+            "run",
+            "examples/summary/llm.toml",
+            "--input",
+            CORPUS,
+            "--out",
+            summary.to_str().unwrap(),
+            "--json",
+        ],
+    )
+}
+
+#[test]
+fn with_a_model_picking_the_key_points_every_quote_is_still_verified() {
+    // The chunk's first sentence, verbatim.
+    let server = FakeLlmServer::start_with(picker(|text| {
+        let end = text.find(". ").map_or(text.len(), |at| at + 1);
+        text[..end].to_string()
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_with_model(dir.path(), &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let outcome = json(&out);
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    let chunks = outcome["state"]["chunks"].as_array().unwrap().len();
+    assert_eq!(server.request_count(), chunks, "one completion per chunk");
+    assert_eq!(outcome["usage"]["calls"], json!(chunks));
+    let keypoints = outcome["state"]["keypoints"].as_array().unwrap();
+    assert!(
+        keypoints
+            .iter()
+            .all(|k| k["points"][0]["rules"] == json!(["model-rank:2"]))
+    );
+    let sentences = outcome["state"]["summary"]["sentences"].as_array().unwrap();
+    assert!(!sentences.is_empty());
+    assert_eq!(
+        outcome["state"]["citations"].as_array().unwrap().len(),
+        sentences.len()
+    );
+}
+
+#[test]
+fn a_model_that_paraphrases_fails_the_citation_check() {
+    let server = FakeLlmServer::start_with(picker(|_| {
+        "Water is the most important substance on the whole planet.".to_string()
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_with_model(dir.path(), &server);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let outcome = json(&out);
+    let failure = &outcome["failure"];
+    assert_eq!(failure["node"], "write_summary", "{failure}");
+    assert_eq!(failure["code"], "citation-check-failed", "{failure}");
+    assert!(
+        failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("Water is the most important substance"),
+        "{failure}"
+    );
+    assert!(!dir.path().join("summary.md").exists());
 }
