@@ -161,6 +161,25 @@ fn the_summary_cites_a_chunk_for_every_sentence_and_every_quote_verifies() {
     }
     assert_eq!(outcome["summary"]["citations_verified"], json!(quotes));
 
+    // The C skill's step is costed like the others in `runs show`.
+    let run_id = outcome["run_id"].as_str().unwrap();
+    let shown = json(&host(dir.path(), &["runs", "show", run_id, "--json"]));
+    let chunk_step = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["node"] == "chunk")
+        .unwrap();
+    assert_eq!(chunk_step["status"], "ok");
+    assert!(
+        chunk_step["fuel_consumed"].as_u64().unwrap() > 0,
+        "{chunk_step}"
+    );
+    assert_eq!(
+        chunk_step["detail"]["logs"][0]["message"],
+        "summary-chunk: 3 document(s), 6 chunk(s) of at most 800 characters"
+    );
+
     // The artifact says each sentence with its numbered source.
     let written = std::fs::read_to_string(&summary).unwrap();
     assert!(written.starts_with("# Summary: corpus\n\n"), "{written}");
@@ -194,15 +213,14 @@ fn too_little_content_ends_in_its_fail_node_with_the_count() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let outcome = json(&out);
     assert_eq!(outcome["status"], "failed");
-    let failure = outcome["failure"].to_string();
-    assert!(
-        failure.contains("`too-short` holds 23 character(s) of text in 1 document(s); at least 400 are needed to summarise"),
-        "{failure}"
+    let failure = &outcome["failure"];
+    assert_eq!(failure["node"], "enough_content", "{failure}");
+    assert_eq!(failure["handler"], "too_little_content", "{failure}");
+    assert_eq!(
+        failure["message"],
+        "`too-short` holds 23 character(s) of text in 1 document(s); at least 400 are needed to summarise"
     );
-    assert!(
-        failure.contains("too_little_content") || failure.contains("enough_content"),
-        "{failure}"
-    );
+    assert_eq!(failure["suggestions"].as_array().unwrap().len(), 2);
     // Nothing was chunked or summarised.
     assert_eq!(outcome["state"]["chunks"], json!([]));
 }
