@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds every skill in skills/*/ (or the ones named) into a component with
+# Builds every shipped skill in skills/*/ (every Rust skill, and any other
+# whose component is in skills/dist; or the ones named) into a component with
 # `host skill build`, then writes SHA256SUMS (sorted, `sha256sum` format) of
 # all the components in the output directory. A skill that fails to build is
 # reported at the end and makes the script fail; the others are still built.
@@ -20,7 +21,7 @@ names=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "unknown option $1; see $0 --help" >&2; exit 2 ;;
     *) names+=("${1%/}"); shift ;;
   esac
@@ -34,7 +35,10 @@ out="${out:-$root/skills/dist}"
 if [ "${#names[@]}" -eq 0 ]; then
   for dir in skills/*/; do
     name="$(basename "$dir")"
-    [ "$name" = dist ] || [ ! -f "$dir/Cargo.toml" ] || names+=("$name")
+    # Every Rust skill, and a skill in another language whose component
+    # is shipped (the others, like echo-c, are built by their tests).
+    [ "$name" = dist ] && continue
+    if [ -f "$dir/Cargo.toml" ] || [ -f "skills/dist/$name.wasm" ]; then names+=("$name"); fi
   done
 fi
 mkdir -p "$out"

@@ -23,5 +23,6 @@ mod research_llm;
 mod scripts;
 mod skill_new;
 mod subgraph;
+mod summary;
 mod task;
 mod workers;

@@ -118,8 +118,6 @@ pub fn killed_and_resumed_match<'p>(
     run: &[&str],
     points: &[&'p str],
 ) -> Vec<(&'p str, String)> {
-    use std::os::unix::process::ExitStatusExt;
-
     let first = dir.join("uninterrupted.out");
     let mut args = run.to_vec();
     args.extend(["--out", first.to_str().unwrap()]);
@@ -131,16 +129,7 @@ pub fn killed_and_resumed_match<'p>(
     for &point in points {
         let mut args = run.to_vec();
         args.push("--events");
-        let out = host_in_repo(dir, &args, Some(point));
-        assert_eq!(out.status.signal(), Some(9), "{point}: {}", stderr(&out));
-        let started: Value = serde_json::from_str(
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .next()
-                .unwrap_or_else(|| panic!("{point}: no event before the kill")),
-        )
-        .unwrap();
-        let id = started["run_id"].as_str().unwrap().to_owned();
+        let id = run_killed_at(dir, &crate::repo_root(), &args, point);
         let resumed = dir.join(format!("{}.out", point.replace(':', "-")));
         let out = host_in_repo(
             dir,
@@ -155,4 +144,33 @@ pub fn killed_and_resumed_match<'p>(
         killed.push((point, id));
     }
     killed
+}
+
+/// Runs `host` with `args` (which must include `--events`) from `cwd` until
+/// the failpoint `point` kills it with SIGKILL, and returns the id of the
+/// run it started (the first event names it). Panics if the process was not
+/// killed there: the failpoint was not reached.
+pub fn run_killed_at(dir: &Path, cwd: &Path, args: &[&str], point: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let out = host_command(dir, args, Some(point))
+        .current_dir(cwd)
+        .output()
+        .expect("run host");
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "`{point}` did not kill the run: {}",
+        stderr(&out)
+    );
+    let first = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .map(str::to_string)
+        .unwrap_or_default();
+    let started: Value = serde_json::from_str(&first)
+        .unwrap_or_else(|e| panic!("the first event is not JSON ({e}): {first:?}"));
+    started["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the first event names no run: {started}"))
+        .to_string()
 }
