@@ -227,6 +227,7 @@ n = { type = "integer" }
 [[node]]
 id = "count"
 kind = "gate"
+max_visits = 5
 writes = [{ field = "n", from = "state.n + 1" }]
 
 [[node]]
