@@ -7,35 +7,20 @@
 //! input of each kind), the token rules, and the pages.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use skillhost_tests::cli::{host_command, json as out_json, stderr};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use skillhost_tests::{free_port, repo_root};
 
 fn approval() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("e2e/engine/approval.toml")
         .display()
         .to_string()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A `host serve` process, killed when dropped.
@@ -57,7 +42,7 @@ impl Server {
             all.extend(["--database", db]);
         }
         let child = host_command(dir, &all, None)
-            .current_dir(repo())
+            .current_dir(repo_root())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -356,7 +341,7 @@ fn every_route(db: Option<&str>) {
         args.extend(["--database", db]);
     }
     let out = host_command(dir.path(), &args, None)
-        .current_dir(repo())
+        .current_dir(repo_root())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -639,7 +624,7 @@ mod browser {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(png.as_str().unwrap())
                 .unwrap();
-            let dir = repo().join("target/serve-screenshots");
+            let dir = repo_root().join("target/serve-screenshots");
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(dir.join(format!("{name}.png")), bytes).unwrap();
         }
@@ -676,7 +661,7 @@ mod browser {
             ],
             None,
         )
-        .current_dir(repo())
+        .current_dir(repo_root())
         .output()
         .unwrap();
         assert!(out.status.success(), "{}", stderr(&out));

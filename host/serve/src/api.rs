@@ -10,7 +10,8 @@
 //! JSON error rather than the framework's text.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -96,7 +97,24 @@ fn kind_of(value: &Value) -> &'static str {
     }
 }
 
-type Params = Query<HashMap<String, String>>;
+/// The query string's parameters; one that does not parse is the API's 400.
+pub(crate) struct Params(pub HashMap<String, String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Query::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map(|Query(params)| Params(params))
+            .map_err(|rejection| {
+                ApiError::bad_request(format!(
+                    "the query string does not parse: {}",
+                    rejection.body_text()
+                ))
+            })
+    }
+}
 
 /// A run's row, or 404.
 pub(crate) async fn find_run(state: &Shared, run_id: &str) -> Result<RunRow, ApiError> {
@@ -164,7 +182,7 @@ fn run_filter(params: &HashMap<String, String>) -> Result<RunFilter, ApiError> {
 
 async fn list_runs(
     State(state): State<Shared>,
-    Query(params): Params,
+    Params(params): Params,
 ) -> Result<Response, ApiError> {
     let filter = run_filter(&params)?;
     let page = filter.limit as usize;
@@ -297,7 +315,7 @@ async fn state_at(
 async fn diff(
     State(state): State<Shared>,
     Path(run_id): Path<String>,
-    Query(params): Params,
+    Params(params): Params,
 ) -> Result<Response, ApiError> {
     let bound = |name: &str| -> Result<u64, ApiError> {
         let text = params.get(name).ok_or_else(|| {
