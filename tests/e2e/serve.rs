@@ -709,13 +709,31 @@ mod browser {
         assert!(cited.as_u64().unwrap() >= 1, "no citation rows");
         driver.screenshot("research-run");
 
-        // A waiting run, answered from its page.
-        let (status, started) = server.post("/api/runs", &json!({"scenario": "approval"}));
-        assert_eq!(status, 201, "{started}");
-        let id = started["id"].as_str().unwrap().to_string();
-        poll(&server, &format!("/api/runs/{id}"), |d| {
+        // A run started from the form the list page generates from the
+        // scenario's [input], then answered from its page.
+        driver.open(&server.url("/"));
+        driver.until(
+            "the start form of `approval`",
+            "return !!document.querySelector('form[data-scenario=\"approval\"] input[name=\"action\"]')",
+        );
+        driver.script(
+            "document.querySelector('form[data-scenario=\"approval\"] input[name=\"action\"]').value = 'ship'",
+        );
+        driver.click("form[data-scenario=\"approval\"] button");
+        driver.until(
+            "the new run's page",
+            "return location.pathname.startsWith('/runs/')",
+        );
+        let path = driver.script("return location.pathname");
+        let id = path
+            .as_str()
+            .unwrap()
+            .trim_start_matches("/runs/")
+            .to_string();
+        let detail = poll(&server, &format!("/api/runs/{id}"), |d| {
             d["run"]["status"] == "waiting"
         });
+        assert_eq!(detail["run"]["input"]["action"], "ship");
         driver.open(&server.url(&format!("/runs/{id}")));
         driver.until(
             "the answer form",
