@@ -21,6 +21,7 @@ mod replay;
 mod research;
 mod research_llm;
 mod scripts;
+mod serve;
 mod skill_new;
 mod subgraph;
 mod summary;

@@ -31,6 +31,15 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// A TCP port on 127.0.0.1 that was free a moment ago, for a server a
+/// test starts in another process.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 /// Componentizes `fixtures/<name>.wat` against `fixtures/<name>.wit` and the
 /// skill contract in `wit/`.
 pub fn fixture_component(name: &str) -> Vec<u8> {

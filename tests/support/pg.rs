@@ -16,7 +16,6 @@
 //! the binary is killed.
 
 use std::io::Write;
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -24,6 +23,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use sqlx::{Connection, Executor, PgConnection};
+
+use crate::free_port;
 
 const INSTALL_HINT: &str = "PostgreSQL server binaries (initdb, pg_ctl, postgres) were not found \
     in `pg_config --bindir`, /usr/lib/postgresql/*/bin or PATH. Install them with \
@@ -330,11 +331,4 @@ fn chown(path: &Path, uid: u32, gid: u32) {
         path.display(),
         std::io::Error::last_os_error()
     );
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }

@@ -16,12 +16,13 @@
 //! watchdog process if the test process dies first.
 
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use crate::free_port;
 
 /// How `.ci/run` installs what these tests need (pinned there).
 pub const INSTALL_HINT: &str = "apt-get install -y docker-registry skopeo apache2-utils && \
@@ -378,13 +379,6 @@ pub fn skopeo(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("UTF-8 output")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// Writes `bytes` to `dir/name` and returns the path.

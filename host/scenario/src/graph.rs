@@ -240,7 +240,7 @@ fn dot_body(s: &Scenario, prefix: &str, indent: &str, out: &mut String) {
 }
 
 /// Where an approval node goes when nobody answered in time.
-fn on_timeout(node: &Node) -> Option<&str> {
+pub fn on_timeout(node: &Node) -> Option<&str> {
     match &node.body {
         NodeBody::Approval(approval) => approval
             .timeout
@@ -251,7 +251,7 @@ fn on_timeout(node: &Node) -> Option<&str> {
 }
 
 /// `id` and what it runs: `paper_summarize (map: summarize)`.
-fn node_label(node: &Node) -> String {
+pub fn node_label(node: &Node) -> String {
     match (node.kind(), node.skill()) {
         (NodeKind::Skill, Some(skill)) => format!("{}\n{skill}", node.id),
         (NodeKind::Map, Some(skill)) => format!("{}\nmap: {skill}", node.id),

@@ -810,3 +810,33 @@ pub fn write_output_file(path: &Path, bytes: &[u8], force: bool) -> Result<(), F
     })?;
     Ok(())
 }
+
+/// Loads a claimed run's scenario with its `oci://` components resolved as
+/// `host run` resolves them (the scenario's lock and trust policy, the
+/// registry cache, `--locked`, `--offline`). The engine then refuses a run
+/// whose components are not the ones it was started with.
+pub fn scenario_loader(
+    globals: Globals,
+    registry: RegistryArgs,
+) -> skillhost_engine::worker::ScenarioLoader {
+    skillhost_engine::worker::ScenarioLoader::new(move |path, runtime| {
+        load_with_registry(path, runtime, &globals, registry)
+            .map_err(|(report, _)| report.to_string())
+    })
+}
+
+/// A flag that turns true on SIGTERM or Ctrl-C: what a long-running command
+/// (`host worker`, `host serve`) stops on.
+pub fn shutdown_on_signals() -> Result<tokio::sync::watch::Receiver<bool>, Failure> {
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Failure::environment(format!("cannot watch SIGTERM: {e}")))?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        let _ = shutdown_tx.send(true);
+    });
+    Ok(shutdown_rx)
+}

@@ -25,6 +25,7 @@ mod lock;
 mod replay;
 mod run;
 mod runs;
+mod serve;
 mod skill;
 mod submit;
 mod worker;
@@ -120,6 +121,8 @@ enum Command {
     /// List or prune the compiled-component and registry caches.
     #[command(subcommand)]
     Cache(cache::CacheCommand),
+    /// Serve the HTTP API and the web run inspector over the database.
+    Serve(serve::ServeArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -133,6 +136,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Skill(command) => skill::run(command, &globals),
         Command::Run(args) => run::run(args, &globals),
+        Command::Serve(args) => serve::serve(args, &globals),
         Command::Resume(args) => run::resume(args, &globals),
         Command::Check(args) => check::check(args, &globals),
         Command::Graph(args) => graph::graph(args, &globals),

@@ -14,10 +14,10 @@ use serde_json::json;
 
 use super::common::{
     CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs, duration_arg,
-    engine_failure, load_scenario, load_with_registry, tokio_runtime,
+    engine_failure, load_scenario, scenario_loader, shutdown_on_signals, tokio_runtime,
 };
 use skillhost_engine::schedule::{self, DEFAULT_CATCH_UP, Scheduler};
-use skillhost_engine::worker::{self, ScenarioLoader, WorkerConfig, WorkerEvent};
+use skillhost_engine::worker::{self, WorkerConfig, WorkerEvent};
 use skillhost_store::new_owner_id;
 
 #[derive(Debug, Args)]
@@ -158,16 +158,7 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
                 args.lease_ttl
             );
         }
-        let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|e| Failure::environment(format!("cannot watch SIGTERM: {e}")))?;
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            let _ = shutdown_tx.send(true);
-        });
+        let shutdown_rx = shutdown_on_signals()?;
         if let Some(scheduler) = &scheduler
             && !json_out
         {
@@ -206,16 +197,5 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             );
         }
         Ok(())
-    })
-}
-
-/// Loads a claimed run's scenario with its `oci://` components resolved as
-/// `host run` resolves them (the scenario's lock and trust policy, the
-/// registry cache, `--locked`, `--offline`). The engine then refuses a run
-/// whose components are not the ones it was started with.
-fn scenario_loader(globals: Globals, registry: RegistryArgs) -> ScenarioLoader {
-    ScenarioLoader::new(move |path, runtime| {
-        load_with_registry(path, runtime, &globals, registry)
-            .map_err(|(report, _)| report.to_string())
     })
 }

@@ -57,8 +57,8 @@ pub use rows::{
     ArtifactRow, JournalEntry, JournalRow, MapItemRow, NewArtifact, StepRow, blob_digest,
 };
 pub use run::{
-    ForkOrigin, NewRun, ParentLink, Provenance, RunRow, RunStatus, UnknownRunStatus, UnreadableRun,
-    new_run_id,
+    ForkOrigin, NewRun, ParentLink, Provenance, RunCursor, RunFilter, RunRow, RunStatus,
+    UnknownRunStatus, UnreadableRun, new_run_id,
 };
 pub use skillhost_model::{MAX_NESTING, TooDeep, check_change_nesting, check_nesting};
 pub use state::{
@@ -529,6 +529,17 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<Result<RunRow, UnreadableRun>>, StoreError> {
         dispatch!(self, s => s.list_runs_each(status, limit).await)
+    }
+
+    /// One page of the runs list, newest first: [`RunFilter`]'s status,
+    /// scenario and cursor ([`RunCursor::after`] the last run of the
+    /// previous page), each row decoded and checked on its own as in
+    /// [`list_runs_each`](Self::list_runs_each).
+    pub async fn list_runs_page(
+        &self,
+        filter: &RunFilter,
+    ) -> Result<Vec<Result<RunRow, UnreadableRun>>, StoreError> {
+        dispatch!(self, s => s.list_runs_page(filter).await)
     }
 
     /// The child runs of `run_id` (those its subgraph nodes started),

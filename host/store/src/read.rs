@@ -33,7 +33,7 @@ use crate::codec::{Codec, StoredRow, run_columns};
 use crate::error::StoreError;
 use crate::lease::{CurrentCheckpoint, Retention};
 use crate::rows::{ArtifactRow, JournalEntry, JournalRow, MapItemRow, StepRow};
-use crate::run::{RunRow, RunStatus, UnreadableRun};
+use crate::run::{RunFilter, RunRow, RunStatus, UnreadableRun};
 use crate::wait::WaitRow;
 
 /// How a journal row is named in errors: its run, seq, node, item and entry.
@@ -88,6 +88,19 @@ const RUNS: &str = concat!(
     run_columns!(),
     " FROM runs WHERE (CAST($1 AS TEXT) IS NULL OR status = $1) \
      ORDER BY created_at DESC, id DESC LIMIT $2"
+);
+
+/// A page of runs: status $1 and scenario $2 if given, older than the
+/// cursor ($3 created_at, $4 id) if given, newest first, at most $5. The
+/// order is the `runs_by_created` index's, so a page costs its rows.
+const RUNS_PAGE: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM runs WHERE (CAST($1 AS TEXT) IS NULL OR status = $1) \
+     AND (CAST($2 AS TEXT) IS NULL OR scenario_name = $2) \
+     AND (CAST($3 AS BIGINT) IS NULL OR created_at < $3 \
+          OR (created_at = $3 AND id < CAST($4 AS TEXT))) \
+     ORDER BY created_at DESC, id DESC LIMIT $5"
 );
 
 const WAITS: &str = "SELECT run_id, seq, node_id, prompt, answer_schema, created_at, deadline, \
@@ -231,15 +244,36 @@ pub(crate) trait Reads: Codec + Sync {
             Param::Int(i64::from(limit)),
         ];
         let rows = self.fetch(RUNS, &params, "listing runs").await?;
-        Ok(rows
-            .iter()
-            .map(|row| {
-                self.run_row(row).map_err(|error| UnreadableRun {
-                    id: row.column("id").ok(),
-                    error: Box::new(error),
-                })
-            })
-            .collect())
+        Ok(rows.iter().map(|row| self.listed_run(row)).collect())
+    }
+
+    /// One page of the runs list: newest first, by `filter`'s status and
+    /// scenario, after its cursor; each row decoded and checked on its own.
+    async fn list_runs_page(
+        &self,
+        filter: &RunFilter,
+    ) -> Result<Vec<Result<RunRow, UnreadableRun>>, StoreError> {
+        let (before_ms, before_id) = match &filter.before {
+            Some(cursor) => (Some(cursor.created_at_ms), Some(cursor.id.as_str())),
+            None => (None, None),
+        };
+        let params = [
+            Param::MaybeText(filter.status.map(RunStatus::as_str)),
+            Param::MaybeText(filter.scenario.as_deref()),
+            Param::MaybeInt(before_ms),
+            Param::MaybeText(before_id),
+            Param::Int(i64::from(filter.limit)),
+        ];
+        let rows = self.fetch(RUNS_PAGE, &params, "listing runs").await?;
+        Ok(rows.iter().map(|row| self.listed_run(row)).collect())
+    }
+
+    /// A row of a runs list: the run, or why it cannot be read.
+    fn listed_run(&self, row: &Self::Row) -> Result<RunRow, UnreadableRun> {
+        self.run_row(row).map_err(|error| UnreadableRun {
+            id: row.column("id").ok(),
+            error: Box::new(error),
+        })
     }
 
     async fn waits(&self, run_id: &str) -> Result<Vec<WaitRow>, StoreError> {

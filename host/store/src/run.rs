@@ -193,6 +193,53 @@ impl RunRow {
     }
 }
 
+/// Which runs a page of the runs list holds
+/// ([`Store::list_runs_page`](crate::Store::list_runs_page)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunFilter {
+    pub status: Option<RunStatus>,
+    /// Only runs of the scenario with this name.
+    pub scenario: Option<String>,
+    /// Only runs listed after this one (older, or as old with a smaller id).
+    pub before: Option<RunCursor>,
+    pub limit: u32,
+}
+
+/// A place in the runs list (newest first): a run's creation time and id.
+/// As text, `MILLISECONDS.ID`, opaque to whoever pages with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCursor {
+    pub created_at_ms: i64,
+    pub id: String,
+}
+
+impl RunCursor {
+    /// The cursor of the page that follows `run`.
+    pub fn after(run: &RunRow) -> RunCursor {
+        RunCursor {
+            created_at_ms: run.created_at_ms,
+            id: run.id.clone(),
+        }
+    }
+
+    /// Reads a cursor written by [`Display`](std::fmt::Display); None for
+    /// anything else.
+    pub fn parse(text: &str) -> Option<RunCursor> {
+        let (ms, id) = text.split_once('.')?;
+        let created_at_ms = ms.parse().ok()?;
+        (!id.is_empty()).then(|| RunCursor {
+            created_at_ms,
+            id: id.to_string(),
+        })
+    }
+}
+
+impl std::fmt::Display for RunCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.created_at_ms, self.id)
+    }
+}
+
 /// A run row that could not be read back: it does not decode, or no
 /// longer matches its digest. Listed on its own so that the other runs
 /// still are.
@@ -219,6 +266,18 @@ mod tests {
             );
         }
         assert!("done".parse::<RunStatus>().is_err());
+    }
+
+    #[test]
+    fn cursors_round_trip() {
+        let cursor = RunCursor {
+            created_at_ms: 1_700_000_000_123,
+            id: new_run_id(),
+        };
+        assert_eq!(RunCursor::parse(&cursor.to_string()), Some(cursor));
+        for bad in ["", "12", "x.abc", "12.", ".abc"] {
+            assert_eq!(RunCursor::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]

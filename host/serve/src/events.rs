@@ -1,0 +1,190 @@
+//! Server-sent events, polled from the store: a run's live events
+//! (`/api/runs/{id}/events`: each step as it is recorded, and the run's
+//! status whenever it changes, ending after the run finishes) and the runs
+//! list's changes (`/api/events`: a run that appeared or moved). Polling
+//! the store, rather than listening to an engine in this process, shows
+//! runs that any process writes (`host run` on the same SQLite file, the
+//! workers of a Postgres database).
+//!
+//! Must not: keep a stream going after its client left or the server
+//! stopped (a send into a closed channel ends the poller).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use skillhost_store::{RunFilter, RunRow};
+
+use crate::Shared;
+use crate::api::{find_run, run_summary};
+use crate::error::ApiError;
+
+/// How many of the newest runs `/api/events` watches.
+pub const WATCHED_RUNS: u32 = 200;
+
+type Sender = mpsc::Sender<Event>;
+
+fn event(name: &str, data: &Value) -> Event {
+    Event::default().event(name).data(data.to_string())
+}
+
+/// An SSE response fed by `poller`, which gets the channel's sending end.
+fn stream_of<F>(state: &Shared, poller: impl FnOnce(Sender) -> F) -> Response
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel::<Event>(64);
+    let mut shutdown = state.shutdown.clone();
+    let task = poller(tx);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = task => {}
+            _ = shutdown.wait_for(|stop| *stop) => {}
+        }
+    });
+    let events = stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// `GET /api/runs/{id}/events`: `run` (the run's summary) first and on
+/// every change, `step` for each step row (those already recorded first),
+/// and `end` once the run has finished.
+pub(crate) async fn run_events(
+    State(state): State<Shared>,
+    Path(run_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let first = find_run(&state, &run_id).await?;
+    let poll_state = state.clone();
+    Ok(stream_of(&state, move |tx| async move {
+        follow_run(poll_state, first, tx).await;
+    }))
+}
+
+async fn follow_run(state: Shared, mut run: RunRow, tx: Sender) {
+    let mut steps_sent = 0usize;
+    let mut changed = true;
+    loop {
+        if changed {
+            match state.store.steps(&run.id).await {
+                Ok(steps) => {
+                    for step in steps.iter().skip(steps_sent) {
+                        if tx.send(event("step", &json!(step))).await.is_err() {
+                            return;
+                        }
+                    }
+                    steps_sent = steps.len().max(steps_sent);
+                }
+                Err(e) => {
+                    let _ = tx
+                        .send(event("error", &json!({"error": e.to_string()})))
+                        .await;
+                    return;
+                }
+            }
+            if tx.send(event("run", &run_summary(&run))).await.is_err() {
+                return;
+            }
+            if run.status.is_finished() {
+                let _ = tx.send(event("end", &run_summary(&run))).await;
+                return;
+            }
+        }
+        tokio::time::sleep(state.poll).await;
+        match state.store.run(&run.id).await {
+            Ok(Some(now)) => {
+                changed = now.status != run.status
+                    || now.last_seq != run.last_seq
+                    || now.updated_at_ms != run.updated_at_ms;
+                run = now;
+            }
+            // Pruned meanwhile.
+            Ok(None) => return,
+            Err(e) => {
+                let _ = tx
+                    .send(event("error", &json!({"error": e.to_string()})))
+                    .await;
+                return;
+            }
+        }
+        if tx.is_closed() {
+            return;
+        }
+    }
+}
+
+/// `GET /api/events`: `ready` once the poller has seen the runs there
+/// are, then `run` (the run's summary) for each run that appears or
+/// changes among the newest [`WATCHED_RUNS`].
+pub(crate) async fn runs_events(State(state): State<Shared>) -> Response {
+    let poll_state = state.clone();
+    stream_of(&state, move |tx| async move {
+        watch_runs(poll_state, tx).await;
+    })
+}
+
+async fn watch_runs(state: Shared, tx: Sender) {
+    let filter = RunFilter {
+        status: None,
+        scenario: None,
+        before: None,
+        limit: WATCHED_RUNS,
+    };
+    let mut seen: HashMap<String, (String, u64, i64)> = HashMap::new();
+    let mut first = true;
+    loop {
+        let rows = match state.store.list_runs_page(&filter).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                let _ = tx
+                    .send(event("error", &json!({"error": e.to_string()})))
+                    .await;
+                return;
+            }
+        };
+        // Oldest first, so that a client applying them in order ends with
+        // the newest on top.
+        for run in rows.iter().rev().filter_map(|row| row.as_ref().ok()) {
+            let mark = (
+                run.status.as_str().to_string(),
+                run.last_seq,
+                run.updated_at_ms,
+            );
+            if seen.get(&run.id) == Some(&mark) {
+                continue;
+            }
+            seen.insert(run.id.clone(), mark);
+            if !first && tx.send(event("run", &run_summary(run))).await.is_err() {
+                return;
+            }
+        }
+        // Forget runs that left the watched window.
+        if seen.len() > rows.len() {
+            let listed: std::collections::HashSet<&str> = rows
+                .iter()
+                .filter_map(|row| row.as_ref().ok().map(|run| run.id.as_str()))
+                .collect();
+            seen.retain(|id, _| listed.contains(id.as_str()));
+        }
+        if first {
+            first = false;
+            if tx.send(event("ready", &json!({}))).await.is_err() {
+                return;
+            }
+        }
+        tokio::time::sleep(state.poll).await;
+        if tx.is_closed() {
+            return;
+        }
+    }
+}
