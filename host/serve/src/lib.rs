@@ -113,7 +113,7 @@ pub fn router(
     shutdown: watch::Receiver<bool>,
 ) -> Router {
     let state = Arc::new(AppState {
-        engine: Engine::new(Some(store.clone()), Arc::new(NoEvents)),
+        engine: Engine::new(Some(store.clone()), Arc::new(NoEvents)).with_store_kv(),
         store,
         scenarios: scenarios
             .into_iter()
