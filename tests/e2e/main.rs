@@ -11,6 +11,7 @@ mod engine;
 mod http;
 mod layout;
 mod llm;
+mod mcp;
 mod polyglot;
 mod queue;
 mod registry;
