@@ -13,6 +13,7 @@ mod layout;
 mod llm;
 mod mcp;
 mod polyglot;
+mod progress;
 mod queue;
 mod registry;
 mod replay;
