@@ -21,6 +21,8 @@ fn offer() -> Vec<String> {
         "mcp".into(),
         "--scenario".into(),
         "examples/research/scenario.toml".into(),
+        "--scenario".into(),
+        "tests/e2e/engine/approval.toml".into(),
         "--skill".into(),
         dist.join("echo.wasm").display().to_string(),
         "--skill".into(),
@@ -58,7 +60,14 @@ fn check(out: &Value, dir: &Path) {
     names.sort();
     assert_eq!(
         names,
-        ["echo", "fail", "research", "run_answer", "run_status"]
+        [
+            "approval",
+            "echo",
+            "fail",
+            "research",
+            "run_answer",
+            "run_status"
+        ]
     );
 
     // The scenario: [input] as the input schema, [summary] in the output
@@ -136,6 +145,35 @@ fn check(out: &Value, dir: &Path) {
     );
     let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(shown["status"], "completed", "{shown}");
+
+    // A run waiting at an approval node: its id and what it asks; an answer
+    // that does not fit is refused and leaves it waiting; a good one
+    // continues it to its end.
+    let waiting = &out["approval"]["structured"];
+    assert_eq!(waiting["status"], "waiting", "{}", out["approval"]);
+    assert_eq!(waiting["waiting"]["node"], "approve");
+    assert_eq!(waiting["waiting"]["prompt"], "Run deploy (12 bytes)?");
+    assert_eq!(out["approval_bad_answer"]["is_error"], true);
+    assert!(
+        out["approval_bad_answer"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("approved"),
+        "{}",
+        out["approval_bad_answer"]
+    );
+    assert_eq!(
+        out["approval_waiting_status"]["structured"]["status"],
+        "waiting"
+    );
+    let answered = &out["approval_answered"];
+    assert_eq!(answered["is_error"], false, "{answered}");
+    assert_eq!(answered["structured"]["status"], "completed");
+    assert_eq!(answered["structured"]["run_id"], waiting["run_id"]);
+    assert_eq!(
+        answered["structured"]["summary"]["outcome"],
+        "executed deploy"
+    );
 
     // Arguments that do not fit: an isError result naming the field.
     let bad = &out["research_bad"];

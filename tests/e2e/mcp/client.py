@@ -65,6 +65,27 @@ async def exercise(session):
             for c in read.contents
         ]
 
+    # A run that waits at an approval node: its id comes back, and the run
+    # is answered (badly, then well) and continued through MCP.
+    waiting = await session.call_tool("approval", {})
+    out["approval"] = call_report(waiting)
+    if not waiting.is_error:
+        run_id = waiting.structured_content["run_id"]
+        out["approval_bad_answer"] = call_report(
+            await session.call_tool(
+                "run_answer", {"run_id": run_id, "answer": {"approved": "yes"}}
+            )
+        )
+        out["approval_waiting_status"] = call_report(
+            await session.call_tool("run_status", {"run_id": run_id})
+        )
+        out["approval_answered"] = call_report(
+            await session.call_tool(
+                "run_answer",
+                {"run_id": run_id, "answer": {"approved": True}, "by": "agent"},
+            )
+        )
+
     # Arguments that do not fit the scenario's [input].
     out["research_bad"] = call_report(await session.call_tool("research", {"query": 7}))
 
