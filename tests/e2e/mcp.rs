@@ -66,6 +66,7 @@ fn check(out: &Value, dir: &Path) {
             "fail",
             "research",
             "run_answer",
+            "run_cancel",
             "run_status"
         ]
     );
@@ -173,6 +174,23 @@ fn check(out: &Value, dir: &Path) {
     assert_eq!(
         answered["structured"]["summary"]["outcome"],
         "executed deploy"
+    );
+
+    // A waiting run cancelled: at once, and its status says so.
+    assert_eq!(
+        out["cancel"]["structured"]["status"], "cancelled",
+        "{}",
+        out["cancel"]
+    );
+    assert_eq!(out["cancel"]["structured"]["was"], "waiting");
+    assert_eq!(out["cancelled_status"]["is_error"], true);
+    assert!(
+        out["cancelled_status"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("is cancelled"),
+        "{}",
+        out["cancelled_status"]
     );
 
     // Arguments that do not fit: an isError result naming the field.

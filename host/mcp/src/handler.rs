@@ -24,7 +24,7 @@ use skillhost_engine::{Engine, NoEvents, RunOutcome, Started};
 use skillhost_runtime::{CallError, CallOptions};
 use skillhost_scenario::LoadedScenario;
 use skillhost_scenario::checks::schema::CompiledSchema;
-use skillhost_store::{RunStatus, Store, StoreError, new_owner_id};
+use skillhost_store::{Cancelled, RunStatus, Store, StoreError, new_owner_id};
 
 use crate::tools::{self, Entry, Kind};
 use crate::{McpError, Offer, SkillTool};
@@ -137,13 +137,12 @@ impl SkillhostMcp {
                     .await
             }
             Kind::RunStatus => self.status(str_arg(&arguments, "run_id")).await,
+            Kind::RunCancel => {
+                let by = by_arg(&arguments);
+                self.cancel(str_arg(&arguments, "run_id"), &by).await
+            }
             Kind::RunAnswer => {
-                let by = arguments
-                    .get("by")
-                    .and_then(Value::as_str)
-                    .filter(|by| !by.trim().is_empty())
-                    .unwrap_or("mcp")
-                    .to_string();
+                let by = by_arg(&arguments);
                 let answer = arguments.get("answer").cloned().unwrap_or(json!({}));
                 self.answer(str_arg(&arguments, "run_id"), answer, &by)
                     .await
@@ -316,6 +315,20 @@ impl SkillhostMcp {
         }
     }
 
+    /// `run_cancel`: as `host runs cancel`.
+    async fn cancel(&self, run_id: &str, by: &str) -> CallToolResult {
+        let engine = Engine::new(Some(self.inner.store.clone()), Arc::new(NoEvents));
+        match engine.cancel(run_id, by).await {
+            Ok(Cancelled::Now(was)) => structured_result(json!({
+                "run_id": run_id, "status": "cancelled", "was": was.as_str(), "by": by,
+            })),
+            Ok(Cancelled::Requested) => structured_result(json!({
+                "run_id": run_id, "status": "cancel-requested", "by": by,
+            })),
+            Err(e) => error_result(format!("run `{run_id}`: not cancelled: {e}")),
+        }
+    }
+
     /// `run_answer`: records the answer, then continues the run here.
     async fn answer(&self, run_id: &str, answer: Value, by: &str) -> CallToolResult {
         let store = &self.inner.store;
@@ -411,6 +424,16 @@ fn artifact_uri(run_id: &str, name: &str) -> String {
 
 fn no_run(run_id: &str) -> String {
     format!("no run `{run_id}` in this server's store; a scenario tool's result names its run id")
+}
+
+/// Who answers or cancels: `by`, else `mcp`.
+fn by_arg(arguments: &Value) -> String {
+    arguments
+        .get("by")
+        .and_then(Value::as_str)
+        .filter(|by| !by.trim().is_empty())
+        .unwrap_or("mcp")
+        .to_string()
 }
 
 fn str_arg<'a>(arguments: &'a Value, name: &str) -> &'a str {

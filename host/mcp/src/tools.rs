@@ -1,5 +1,6 @@
-//! The tools the server lists: one per scenario, one per skill, and the two
-//! that reach a run later by its id (`run_status`, `run_answer`); their
+//! The tools the server lists: one per scenario, one per skill, and those
+//! that reach a run later by its id (`run_status`, `run_answer`,
+//! `run_cancel`); their
 //! names, descriptions, JSON Schemas and annotations. Pure: builds
 //! definitions, runs nothing.
 
@@ -16,6 +17,8 @@ use crate::{McpError, SkillTool};
 pub const RUN_STATUS: &str = "run_status";
 /// The tool that answers a run waiting at an approval node and continues it.
 pub const RUN_ANSWER: &str = "run_answer";
+/// The tool that cancels a run.
+pub const RUN_CANCEL: &str = "run_cancel";
 
 /// How a skill's JSON is carried in a tool's object arguments and results:
 /// MCP wants both to be JSON objects, and a skill's `run` may take or
@@ -77,6 +80,7 @@ pub enum Kind {
     },
     RunStatus,
     RunAnswer,
+    RunCancel,
 }
 
 pub struct Entry {
@@ -253,9 +257,34 @@ pub fn entries(
     .with_annotations(ToolHintsForAnswer::annotations(
         scenarios.iter().map(|l| scenario_hints(&l.scenario)),
     ));
+    let cancel = Tool::new(
+        RUN_CANCEL,
+        "Cancel a run: a queued or waiting run at once, a running one at its next node \
+         boundary; a finished run is refused.",
+        object(json!({
+            "type": "object",
+            "properties": {
+                "run_id": run_id,
+                "by": {"type": "string", "description": "Who cancels, recorded with the run"},
+            },
+            "required": ["run_id"],
+            "additionalProperties": false,
+        })),
+    )
+    .with_annotations(
+        Hints::default()
+            .annotations("Cancel a run")
+            .read_only(false)
+            .idempotent(true)
+            .destructive(true),
+    );
     entries.push(Entry {
         tool: status,
         kind: Kind::RunStatus,
+    });
+    entries.push(Entry {
+        tool: cancel,
+        kind: Kind::RunCancel,
     });
     entries.push(Entry {
         tool: answer,
@@ -266,7 +295,7 @@ pub fn entries(
         if !seen.insert(entry.tool.name.to_string()) {
             return Err(McpError::Tools(format!(
                 "two tools are named `{}` (scenarios and skills are named by their `name` and \
-                 manifest id; `{RUN_STATUS}` and `{RUN_ANSWER}` are the server's own): offer \
+                 manifest id; `{RUN_STATUS}`, `{RUN_ANSWER}` and `{RUN_CANCEL}` are the server's own): offer \
                  only one of them",
                 entry.tool.name
             )));

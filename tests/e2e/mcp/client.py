@@ -86,6 +86,17 @@ async def exercise(session):
             )
         )
 
+    # Another waiting run, cancelled through MCP.
+    second = await session.call_tool("approval", {"action": "rollback"})
+    if not second.is_error:
+        run_id = second.structured_content["run_id"]
+        out["cancel"] = call_report(
+            await session.call_tool("run_cancel", {"run_id": run_id, "by": "agent"})
+        )
+        out["cancelled_status"] = call_report(
+            await session.call_tool("run_status", {"run_id": run_id})
+        )
+
     # Arguments that do not fit the scenario's [input].
     out["research_bad"] = call_report(await session.call_tool("research", {"query": 7}))
 
