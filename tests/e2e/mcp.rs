@@ -193,6 +193,16 @@ fn check(out: &Value, dir: &Path) {
         out["cancelled_status"]
     );
 
+    // A failed run: isError naming the node it failed at and the run.
+    let failed = &out["research_failed"];
+    assert_eq!(failed["is_error"], true);
+    let text = failed["text"].as_str().unwrap();
+    assert!(
+        text.contains("failed at node `discovery_validation`"),
+        "{text}"
+    );
+    assert!(text.contains("\"run_id\""), "{text}");
+
     // Arguments that do not fit: an isError result naming the field.
     let bad = &out["research_bad"];
     assert_eq!(bad["is_error"], true);

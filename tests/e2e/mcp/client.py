@@ -97,6 +97,11 @@ async def exercise(session):
             await session.call_tool("run_status", {"run_id": run_id})
         )
 
+    # A run that fails (too few papers): isError naming the node.
+    out["research_failed"] = call_report(
+        await session.call_tool("research", {"query": "zebrafish husbandry"})
+    )
+
     # Arguments that do not fit the scenario's [input].
     out["research_bad"] = call_report(await session.call_tool("research", {"query": 7}))
 
