@@ -124,6 +124,12 @@ impl Scenario {
         compiled.validate(input).map_err(|v| v.to_string())
     }
 
+    /// JSON Schema of the object `[summary]` yields over a completed run,
+    /// each label typed as the checker infers its expression.
+    pub fn summary_schema(&self) -> Value {
+        typeflow::summary_schema(self)
+    }
+
     pub fn node(&self, id: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.id == id)
     }

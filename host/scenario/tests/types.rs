@@ -740,3 +740,67 @@ on_timeout = "late""#,
         "{dot}"
     );
 }
+
+/// `[summary]`'s JSON Schema types each label as the checker infers its
+/// expression, and the values a real run would produce fit it.
+#[test]
+fn summary_schema_types_each_label() {
+    let text = scenario(
+        ECHO_DECLARATIONS,
+        r#"[[node]]
+id = "say"
+skill = "echo"
+input = { message = "input.message", repeat = "1" }
+writes = [{ field = "length", from = "output.length" }]
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "say"
+to = "done"
+
+[summary]
+text = "'n = ' + string(state.length)"
+length = "state.length"
+words = "input.words"
+twice = "config.times * 2"
+pair = "{'a': input.count, 'b': input.ratio > 0.1}"
+anything = "input.anything"
+"#,
+    );
+    let loaded = load(&text).unwrap_or_else(|report| panic!("{report}"));
+    let schema = loaded.scenario.summary_schema();
+    assert_eq!(
+        schema,
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "text": {"type": "string"},
+                "length": {"type": "integer"},
+                "words": {"type": "array", "items": {"type": "string"}},
+                "twice": {"type": "integer"},
+                "pair": {
+                    "type": "object",
+                    "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}},
+                    "additionalProperties": false,
+                },
+                "anything": {},
+            },
+            "required": ["text", "length", "words", "twice", "pair", "anything"],
+            "additionalProperties": false,
+        })
+    );
+    let fits = serde_json::json!({
+        "text": "n = 5", "length": 5, "words": ["a"], "twice": 4,
+        "pair": {"a": 2, "b": true}, "anything": [1, {"x": null}],
+    });
+    let compiled = skillhost_scenario::checks::schema::CompiledSchema::compile(&schema).unwrap();
+    assert!(compiled.validate(&fits).is_ok());
+    let misfit = serde_json::json!({
+        "text": "n = 5", "length": "5", "words": ["a"], "twice": 4,
+        "pair": {"a": 2, "b": true}, "anything": null,
+    });
+    assert!(compiled.validate(&misfit).is_err());
+}

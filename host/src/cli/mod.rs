@@ -22,6 +22,7 @@ mod checkpoints;
 mod common;
 mod graph;
 mod lock;
+mod mcp;
 mod replay;
 mod run;
 mod runs;
@@ -123,6 +124,8 @@ enum Command {
     Cache(cache::CacheCommand),
     /// Serve the HTTP API and the web run inspector over the database.
     Serve(serve::ServeArgs),
+    /// Serve scenarios and skills as the tools of a Model Context Protocol server (stdio, or --http ADDR).
+    Mcp(mcp::McpArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -141,6 +144,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => check::check(args, &globals),
         Command::Graph(args) => graph::graph(args, &globals),
         Command::Lock(args) => lock::lock(args, &globals),
+        Command::Mcp(args) => mcp::mcp(args, &globals),
         Command::Runs(command) => match command {
             RunsCommand::List(args) => runs::list(args),
             RunsCommand::Show(args) => runs::show(args),

@@ -163,20 +163,59 @@ pub struct ForkArgs {
 }
 
 /// The event sink a command prints through: NDJSON on stdout with `--events`,
-/// progress lines on stderr otherwise.
+/// progress on stderr otherwise: one live line on a terminal, a line per
+/// node when stderr is a file or a pipe.
 fn sink(events: bool) -> Arc<dyn EventSink> {
     if events {
         Arc::new(NdjsonEvents::new(std::io::stdout()))
     } else {
-        Arc::new(Progress {
-            terminal: std::io::stderr().is_terminal(),
-        })
+        let live = std::io::stderr().is_terminal().then(LiveLine::new);
+        Arc::new(Progress { live })
     }
 }
 
-/// Progress lines for people: one per node.
+/// Progress for people. On a terminal, one line redrawn in place (the node
+/// running, the steps finished, the time elapsed), so a 500-step loop does
+/// not print 500 lines; failures and warnings are printed above it. Else
+/// one line per finished node, for logs.
 struct Progress {
-    terminal: bool,
+    live: Option<LiveLine>,
+}
+
+/// The live line: an `indicatif` spinner whose position is the step count.
+struct LiveLine {
+    bar: indicatif::ProgressBar,
+}
+
+impl LiveLine {
+    fn new() -> LiveLine {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} step {pos} {msg}")
+        {
+            bar.set_style(style);
+        }
+        // Redraws the elapsed time while a long node runs.
+        bar.enable_steady_tick(std::time::Duration::from_millis(100));
+        LiveLine { bar }
+    }
+}
+
+impl Drop for LiveLine {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Progress {
+    /// A line above the live line, or on its own.
+    fn line(&self, text: String) {
+        match &self.live {
+            Some(live) => live.bar.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
 }
 
 impl EventSink for Progress {
@@ -188,7 +227,16 @@ impl EventSink for Progress {
                 resumed,
             } => {
                 let verb = if *resumed { "resuming" } else { "running" };
-                eprintln!("{verb} {scenario} (run {run_id})");
+                self.line(format!("{verb} {scenario} (run {run_id})"));
+            }
+            Event::NodeStarted { node, visit, .. } => {
+                if let Some(live) = &self.live {
+                    let visit = match *visit {
+                        0 | 1 => String::new(),
+                        n => format!(" (visit {n})"),
+                    };
+                    live.bar.set_message(format!("· {node}{visit}"));
+                }
             }
             Event::NodeFinished {
                 node,
@@ -196,12 +244,15 @@ impl EventSink for Progress {
                 logs_dropped,
                 ..
             } => {
-                eprintln!("  ok    {node:<24} {:>9.1} ms", *duration_us as f64 / 1e3);
+                match &self.live {
+                    Some(live) => live.bar.inc(1),
+                    None => eprintln!("  ok    {node:<24} {:>9.1} ms", *duration_us as f64 / 1e3),
+                }
                 if *logs_dropped > 0 {
-                    eprintln!(
+                    self.line(format!(
                         "  warn  {node:<24} {logs_dropped} log line(s) dropped: the skill wrote \
                          past its call's log budget"
-                    );
+                    ));
                 }
             }
             Event::NodeFailed {
@@ -213,17 +264,17 @@ impl EventSink for Progress {
             } => {
                 let message = error.get("message").and_then(Value::as_str).unwrap_or("");
                 let what = if *will_retry { "retry" } else { "FAIL" };
-                eprintln!("  {what:<5} {node:<24} attempt {attempt}: {message}");
+                self.line(format!(
+                    "  {what:<5} {node:<24} attempt {attempt}: {message}"
+                ));
             }
             Event::MapItemFinished {
-                node,
-                index,
-                total,
-                reused,
-                ..
-            } if self.terminal => {
-                let how = if *reused { "kept" } else { "done" };
-                eprintln!("        {node:<24} item {}/{total} {how}", index + 1);
+                node, index, total, ..
+            } => {
+                if let Some(live) = &self.live {
+                    live.bar
+                        .set_message(format!("· {node} item {}/{total}", index + 1));
+                }
             }
             Event::RuleWarning {
                 node,
@@ -231,7 +282,12 @@ impl EventSink for Progress {
                 message,
                 ..
             } => {
-                eprintln!("  warn  {node:<24} {code}: {message}");
+                self.line(format!("  warn  {node:<24} {code}: {message}"));
+            }
+            Event::RunWaiting { .. } | Event::RunFinished { .. } => {
+                if let Some(live) = &self.live {
+                    live.bar.finish_and_clear();
+                }
             }
             _ => {}
         }

@@ -58,6 +58,30 @@ pub(crate) fn check_types(s: &Scenario, skills: &BTreeMap<String, Arc<Skill>>, r
     }
 }
 
+/// The JSON Schema (draft 2020-12) of the object a completed run's
+/// `[summary]` yields: one property per label, typed as the checker infers
+/// its expression (`{}` where it cannot know). Every label is required: the
+/// engine evaluates each one. An expression that fails at run time yields
+/// an error string instead, which this schema need not allow: a consumer
+/// that validates against it sees that label as the one that failed.
+pub(crate) fn summary_schema(s: &Scenario) -> Value {
+    let roots = Roots::of(s);
+    let config = roots.config(&s.config);
+    let mut properties = serde_json::Map::new();
+    for (label, expr) in &s.summary {
+        let mut scope = roots.scope(BASE_VARS, &config, &Ty::Dyn, &Ty::Dyn);
+        let (ty, _) = infer(expr.ast(), &mut scope);
+        properties.insert(label.clone(), ty.json_schema());
+    }
+    let required: Vec<&String> = properties.keys().collect();
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
 /// The type of a field declared like `[input]`'s.
 fn field_ty(f: &crate::InputField) -> Ty {
     // `items` is kept only in the field's schema.

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use wasmtime::component::Type;
 
 use crate::FieldType;
@@ -201,6 +201,50 @@ impl Ty {
             }
             Type::Map(_) => Ty::List(Box::new(Ty::List(Box::new(Ty::Dyn)))),
             _ => Ty::Dyn,
+        }
+    }
+
+    /// The JSON Schema (draft 2020-12) of the JSON a value of this type
+    /// becomes. As loose as the type: `dyn` is `{}` (anything), a record's
+    /// fields are described but none is required (an open record may lack
+    /// them, and a closed one may hold `null` where the type was unsure).
+    pub fn json_schema(&self) -> Value {
+        match self {
+            Ty::Dyn | Ty::Empty => json!({}),
+            Ty::Null => json!({"type": "null"}),
+            Ty::Bool => json!({"type": "boolean"}),
+            Ty::Int | Ty::Uint => json!({"type": "integer"}),
+            Ty::Double | Ty::Number => json!({"type": "number"}),
+            Ty::String => json!({"type": "string"}),
+            // CEL bytes reach JSON as whatever the conversion makes of them.
+            Ty::Bytes => json!({}),
+            Ty::List(item) => json!({"type": "array", "items": item.json_schema()}),
+            Ty::Map(value) => {
+                json!({"type": "object", "additionalProperties": value.json_schema()})
+            }
+            Ty::Record { fields, closed } => {
+                let properties: serde_json::Map<String, Value> = fields
+                    .iter()
+                    .map(|(name, ty)| (name.clone(), ty.json_schema()))
+                    .collect();
+                let mut schema = json!({"type": "object", "properties": properties});
+                if *closed {
+                    schema["additionalProperties"] = json!(false);
+                }
+                schema
+            }
+            Ty::Option(inner) => json!({"anyOf": [inner.json_schema(), {"type": "null"}]}),
+            Ty::Variant(cases) => json!({
+                "oneOf": cases
+                    .iter()
+                    .map(|(case, ty)| json!({
+                        "type": "object",
+                        "properties": { case.as_str(): ty.json_schema() },
+                        "required": [case],
+                        "additionalProperties": false,
+                    }))
+                    .collect::<Vec<_>>()
+            }),
         }
     }
 

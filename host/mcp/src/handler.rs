@@ -1,0 +1,548 @@
+//! The MCP server's requests: `tools/list` and `tools/call` over the tools
+//! of `tools.rs`, and `resources/list`, `resources/templates/list` and
+//! `resources/read` over the artifacts of runs. A call's failure is a tool
+//! result with `isError` (arguments that do not fit the input schema too,
+//! as MCP asks, so a model can correct them); a protocol error is kept for
+//! an unknown tool or resource.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+use skillhost_engine::lease::{self, RunLease};
+use skillhost_engine::queue::RunRequest;
+use skillhost_engine::{Engine, NoEvents, RunOutcome, Started};
+use skillhost_runtime::{CallError, CallOptions};
+use skillhost_scenario::LoadedScenario;
+use skillhost_scenario::checks::schema::CompiledSchema;
+use skillhost_store::{Cancelled, RunStatus, Store, StoreError, new_owner_id};
+
+use crate::tools::{self, Entry, Kind};
+use crate::{McpError, Offer, SkillTool};
+
+/// The artifact resources' URI scheme: `skillhost://runs/RUN/artifacts/NAME`.
+const ARTIFACT_PREFIX: &str = "skillhost://runs/";
+
+/// The server; cheap to clone (one per HTTP session shares everything).
+#[derive(Clone)]
+pub struct SkillhostMcp {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    entries: Vec<Entry>,
+    by_name: HashMap<String, usize>,
+    /// Each tool's input schema, compiled once.
+    validators: Vec<CompiledSchema>,
+    /// Each scenario's `[summary]` labels with their schema, compiled once.
+    summaries: HashMap<String, Vec<(String, CompiledSchema)>>,
+    skills: Vec<SkillTool>,
+    scenarios: Vec<Arc<LoadedScenario>>,
+    store: Store,
+    /// The runs this server started or continued, newest last: their
+    /// artifacts are the resources it lists (any run's can be read).
+    runs: Mutex<Vec<String>>,
+}
+
+impl SkillhostMcp {
+    pub fn new(offer: Offer) -> Result<Self, McpError> {
+        let entries = tools::entries(&offer.scenarios, &offer.skills)?;
+        let mut validators = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            let schema = Value::Object((*entry.tool.input_schema).clone());
+            validators.push(CompiledSchema::compile(&schema).map_err(|e| {
+                McpError::Tools(format!(
+                    "tool `{}`: its input schema does not compile: {e}",
+                    entry.tool.name
+                ))
+            })?);
+        }
+        let mut summaries = HashMap::new();
+        for loaded in &offer.scenarios {
+            let schema = loaded.scenario.summary_schema();
+            let mut labels = Vec::new();
+            if let Some(properties) = schema["properties"].as_object() {
+                for (label, schema) in properties {
+                    let compiled = CompiledSchema::compile(schema).map_err(|e| {
+                        McpError::Tools(format!(
+                            "scenario `{}`: the schema of summary `{label}` does not compile: {e}",
+                            loaded.scenario.name
+                        ))
+                    })?;
+                    labels.push((label.clone(), compiled));
+                }
+            }
+            summaries.insert(loaded.scenario.name.clone(), labels);
+        }
+        let by_name = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.tool.name.to_string(), i))
+            .collect();
+        Ok(SkillhostMcp {
+            inner: Arc::new(Inner {
+                entries,
+                by_name,
+                validators,
+                summaries,
+                skills: offer.skills,
+                scenarios: offer.scenarios,
+                store: offer.store,
+                runs: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The tools, as `tools/list` returns them.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.inner.entries.iter().map(|e| e.tool.clone()).collect()
+    }
+
+    async fn call(&self, name: &str, arguments: Value) -> Result<CallToolResult, ErrorData> {
+        let inner = &*self.inner;
+        let Some(&index) = inner.by_name.get(name) else {
+            return Err(ErrorData::invalid_params(
+                format!("no tool named `{name}`; tools/list names the tools this server offers"),
+                None,
+            ));
+        };
+        let entry = &inner.entries[index];
+        let mut arguments = arguments;
+        if let Kind::Scenario(loaded) = &entry.kind {
+            loaded.scenario.apply_input_defaults(&mut arguments);
+        }
+        if let Err(problem) = inner.validators[index].validate(&arguments) {
+            return Ok(error_result(format!(
+                "invalid arguments for tool `{name}`: {problem}; its inputSchema (tools/list) \
+                 says which fields it takes"
+            )));
+        }
+        Ok(match &entry.kind {
+            Kind::Scenario(loaded) => self.start(loaded, arguments).await,
+            Kind::Skill {
+                index,
+                input,
+                output,
+            } => {
+                self.call_skill(*index, input.unwrap(arguments), *output)
+                    .await
+            }
+            Kind::RunStatus => self.status(str_arg(&arguments, "run_id")).await,
+            Kind::RunCancel => {
+                let by = by_arg(&arguments);
+                self.cancel(str_arg(&arguments, "run_id"), &by).await
+            }
+            Kind::RunAnswer => {
+                let by = by_arg(&arguments);
+                let answer = arguments.get("answer").cloned().unwrap_or(json!({}));
+                self.answer(str_arg(&arguments, "run_id"), answer, &by)
+                    .await
+            }
+        })
+    }
+
+    fn remember(&self, run_id: &str) {
+        let mut runs = self.inner.runs.lock().unwrap_or_else(|e| e.into_inner());
+        if !runs.iter().any(|r| r == run_id) {
+            runs.push(run_id.to_string());
+        }
+    }
+
+    /// A scenario tool's call: a new checkpointed run, to its end or its
+    /// first wait.
+    async fn start(&self, loaded: &Arc<LoadedScenario>, input: Value) -> CallToolResult {
+        let engine =
+            Engine::new(Some(self.inner.store.clone()), Arc::new(NoEvents)).with_store_kv();
+        match engine
+            .start_with(loaded, input, RunRequest::default())
+            .await
+        {
+            Ok(Started::Ran(outcome)) => {
+                self.remember(&outcome.run_id);
+                self.outcome_result(&loaded.scenario.name, outcome).await
+            }
+            Ok(Started::Existing { run_id }) => error_result(format!(
+                "scenario `{}`: a run with this key is live already: `{run_id}`",
+                loaded.scenario.name
+            )),
+            Err(e) => error_result(format!(
+                "scenario `{}`: the run could not go on: {e}",
+                loaded.scenario.name
+            )),
+        }
+    }
+
+    /// How a run that ended (or waits) is reported.
+    async fn outcome_result(&self, scenario: &str, outcome: RunOutcome) -> CallToolResult {
+        let run_id = outcome.run_id.clone();
+        match outcome.status {
+            RunStatus::Completed => {
+                let labels = self.inner.summaries.get(scenario);
+                for (label, schema) in labels.into_iter().flatten() {
+                    let value = outcome.summary.get(label).cloned().unwrap_or(Value::Null);
+                    if let Err(problem) = schema.validate(&value) {
+                        return error_result(format!(
+                            "run `{run_id}` of scenario `{scenario}` completed, but its summary \
+                             `{label}` is {value} and does not fit its type ({problem}); see the \
+                             run with `host runs show {run_id}`"
+                        ));
+                    }
+                }
+                let artifacts = self.artifacts(&run_id).await;
+                structured_result(json!({
+                    "run_id": run_id,
+                    "status": "completed",
+                    "summary": outcome.summary,
+                    "artifacts": artifacts,
+                }))
+            }
+            RunStatus::Waiting => {
+                let waiting = outcome.waiting.as_ref().map(|w| {
+                    json!({"node": w.node_id, "prompt": w.prompt, "answer_schema": w.answer_schema})
+                });
+                structured_result(json!({
+                    "run_id": run_id,
+                    "status": "waiting",
+                    "waiting": waiting,
+                    "artifacts": self.artifacts(&run_id).await,
+                }))
+            }
+            RunStatus::Failed => {
+                let failure = outcome.failure.unwrap_or(Value::Null);
+                error_result(format!(
+                    "run `{run_id}` of scenario `{scenario}` failed at node `{}` ({}): {}\n{}",
+                    failure["node"].as_str().unwrap_or("?"),
+                    failure["code"].as_str().unwrap_or("?"),
+                    failure["message"].as_str().unwrap_or(""),
+                    serde_json::to_string_pretty(&json!({"run_id": run_id, "failure": failure}))
+                        .unwrap_or_default()
+                ))
+            }
+            other => error_result(format!(
+                "run `{run_id}` of scenario `{scenario}` is {}; see it with run_status",
+                other.as_str()
+            )),
+        }
+    }
+
+    /// The artifacts of a run, as the results list them.
+    async fn artifacts(&self, run_id: &str) -> Vec<Value> {
+        self.inner
+            .store
+            .artifacts(run_id)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| {
+                json!({
+                    "uri": artifact_uri(run_id, &a.name),
+                    "name": a.name,
+                    "mime_type": a.media_type,
+                })
+            })
+            .collect()
+    }
+
+    /// A skill tool's call: one fresh instance, with the tool's grants.
+    async fn call_skill(&self, index: usize, input: Value, output: tools::Wrap) -> CallToolResult {
+        let tool = &self.inner.skills[index];
+        let skill = tool.skill.clone();
+        let options = CallOptions {
+            limits: tool.limits.clone(),
+            grants: tool.grants.clone(),
+            ..CallOptions::default()
+        };
+        // A call may block (WASI, `http`, `llm`), never on a runtime thread.
+        let report = tokio::task::spawn_blocking(move || skill.call(&input, &options)).await;
+        let name = &tool.skill.manifest.id;
+        match report.map(|r| r.result) {
+            Ok(Ok(value)) => structured_result(output.wrap(value)),
+            Ok(Err(CallError::InvalidInput { error, .. })) => error_result(format!(
+                "invalid arguments for tool `{name}`: {error}; its inputSchema (tools/list) says \
+                 which fields it takes"
+            )),
+            Ok(Err(e @ CallError::Skill { .. })) => error_result(format!(
+                "{e}\n{}",
+                serde_json::to_string_pretty(&e.to_json()).unwrap_or_default()
+            )),
+            Ok(Err(e)) => error_result(format!("[{}] {e}", e.kind())),
+            Err(e) => error_result(format!("skill `{name}`: the call did not finish: {e}")),
+        }
+    }
+
+    /// `run_status`: what the store knows of a run.
+    async fn status(&self, run_id: &str) -> CallToolResult {
+        let store = &self.inner.store;
+        let run = match store.run(run_id).await {
+            Ok(Some(run)) => run,
+            Ok(None) => return error_result(no_run(run_id)),
+            Err(e) => return error_result(format!("run `{run_id}`: cannot read it: {e}")),
+        };
+        let mut out = Map::new();
+        out.insert("run_id".into(), json!(run.id));
+        out.insert("scenario".into(), json!(run.scenario_name));
+        out.insert("status".into(), json!(run.status.as_str()));
+        out.insert("current_node".into(), json!(run.current_node));
+        out.insert("last_seq".into(), json!(run.last_seq));
+        if let Some(error) = &run.error {
+            out.insert("failure".into(), error.clone());
+        }
+        if run.status == RunStatus::Waiting
+            && let Ok(Some(wait)) = store.wait_at(run_id, run.last_seq).await
+        {
+            out.insert(
+                "waiting".into(),
+                json!({"node": wait.node_id, "prompt": wait.prompt, "answer_schema": wait.answer_schema}),
+            );
+        }
+        out.insert("artifacts".into(), json!(self.artifacts(run_id).await));
+        let out = Value::Object(out);
+        match run.status {
+            RunStatus::Failed | RunStatus::Cancelled => error_result(format!(
+                "run `{run_id}` is {}\n{}",
+                run.status.as_str(),
+                serde_json::to_string_pretty(&out).unwrap_or_default()
+            )),
+            _ => structured_result(out),
+        }
+    }
+
+    /// `run_cancel`: as `host runs cancel`.
+    async fn cancel(&self, run_id: &str, by: &str) -> CallToolResult {
+        let engine =
+            Engine::new(Some(self.inner.store.clone()), Arc::new(NoEvents)).with_store_kv();
+        match engine.cancel(run_id, by).await {
+            Ok(Cancelled::Now(was)) => structured_result(json!({
+                "run_id": run_id, "status": "cancelled", "was": was.as_str(), "by": by,
+            })),
+            Ok(Cancelled::Requested) => structured_result(json!({
+                "run_id": run_id, "status": "cancel-requested", "by": by,
+            })),
+            Err(e) => error_result(format!("run `{run_id}`: not cancelled: {e}")),
+        }
+    }
+
+    /// `run_answer`: records the answer, then continues the run here.
+    async fn answer(&self, run_id: &str, answer: Value, by: &str) -> CallToolResult {
+        let store = &self.inner.store;
+        let run = match store.run(run_id).await {
+            Ok(Some(run)) => run,
+            Ok(None) => return error_result(no_run(run_id)),
+            Err(e) => return error_result(format!("run `{run_id}`: cannot read it: {e}")),
+        };
+        let Some(loaded) = self
+            .inner
+            .scenarios
+            .iter()
+            .find(|l| l.scenario.path.display().to_string() == run.scenario_path)
+        else {
+            return error_result(format!(
+                "run `{run_id}` is a run of `{}`, which this server does not offer; answer it \
+                 with `host runs answer {run_id} --data JSON`",
+                run.scenario_path
+            ));
+        };
+        let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents)).with_store_kv();
+        if let Err(e) = engine.answer(run_id, answer, by).await {
+            return error_result(format!("run `{run_id}`: the answer was not taken: {e}"));
+        }
+        let lease = match RunLease::acquire(store, run_id, &new_owner_id("mcp"), lease::DEFAULT_TTL)
+            .await
+        {
+            Ok(lease) => lease,
+            // A worker took it between the answer and here: it runs it.
+            Err(StoreError::Leased { owner, .. }) => {
+                return structured_result(json!({
+                    "run_id": run_id, "status": "running",
+                    "artifacts": self.artifacts(run_id).await,
+                    "summary": {"continued_by": owner},
+                }));
+            }
+            Err(e) => return error_result(format!("run `{run_id}`: cannot take it: {e}")),
+        };
+        let engine = Engine::new(Some(lease.store().clone()), Arc::new(NoEvents)).with_store_kv();
+        let outcome = engine.resume(loaded, run_id).await;
+        let _ = lease.release().await;
+        self.remember(run_id);
+        match outcome {
+            Ok(outcome) => self.outcome_result(&loaded.scenario.name, outcome).await,
+            Err(e) => error_result(format!("run `{run_id}`: could not continue: {e}")),
+        }
+    }
+
+    async fn read_artifact(&self, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+        let not_found = || {
+            ErrorData::resource_not_found(
+                format!(
+                    "no resource `{uri}`: artifacts are {ARTIFACT_PREFIX}RUN_ID/artifacts/NAME \
+                     (resources/list)"
+                ),
+                None,
+            )
+        };
+        let (run_id, name) = uri
+            .strip_prefix(ARTIFACT_PREFIX)
+            .and_then(|rest| rest.split_once("/artifacts/"))
+            .ok_or_else(not_found)?;
+        let store = &self.inner.store;
+        let artifacts = store
+            .artifacts(run_id)
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("run `{run_id}`: {e}"), None))?;
+        let artifact = artifacts
+            .into_iter()
+            .find(|a| a.name == name)
+            .ok_or_else(not_found)?;
+        let bytes = store
+            .artifact_bytes(&artifact.digest)
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("run `{run_id}`: {e}"), None))?
+            .ok_or_else(not_found)?;
+        let contents = match String::from_utf8(bytes) {
+            Ok(text) => ResourceContents::text(text, uri),
+            Err(e) => ResourceContents::blob(
+                base64::engine::general_purpose::STANDARD.encode(e.as_bytes()),
+                uri,
+            ),
+        };
+        Ok(ReadResourceResult::new(vec![
+            contents.with_mime_type(artifact.media_type),
+        ]))
+    }
+}
+
+fn artifact_uri(run_id: &str, name: &str) -> String {
+    format!("{ARTIFACT_PREFIX}{run_id}/artifacts/{name}")
+}
+
+fn no_run(run_id: &str) -> String {
+    format!("no run `{run_id}` in this server's store; a scenario tool's result names its run id")
+}
+
+/// Who answers or cancels: `by`, else `mcp`.
+fn by_arg(arguments: &Value) -> String {
+    arguments
+        .get("by")
+        .and_then(Value::as_str)
+        .filter(|by| !by.trim().is_empty())
+        .unwrap_or("mcp")
+        .to_string()
+}
+
+fn str_arg<'a>(arguments: &'a Value, name: &str) -> &'a str {
+    arguments.get(name).and_then(Value::as_str).unwrap_or("")
+}
+
+/// A result with `structuredContent` and the same JSON as text.
+fn structured_result(value: Value) -> CallToolResult {
+    let text = serde_json::to_string(&value).unwrap_or_default();
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(value);
+    result
+}
+
+fn error_result(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+impl ServerHandler for SkillhostMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("skillhost", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Each scenario tool starts a durable, checkpointed run and returns its run id; a run \
+             that waits for an approval is answered with run_answer, and run_status reads any run \
+             later. Skill tools call one sandboxed WebAssembly skill. Run artifacts (reports) are \
+             resources.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let index = *self.inner.by_name.get(name)?;
+        Some(self.inner.entries[index].tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        self.call(&request.name, arguments).await.map(Into::into)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let runs = self
+            .inner
+            .runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut resources = Vec::new();
+        for run_id in runs.iter().rev() {
+            let artifacts = self
+                .inner
+                .store
+                .artifacts(run_id)
+                .await
+                .map_err(|e| ErrorData::internal_error(format!("run `{run_id}`: {e}"), None))?;
+            for a in artifacts {
+                resources.push(
+                    Resource::new(artifact_uri(run_id, &a.name), a.name.clone())
+                        .with_description(format!("artifact `{}` of run {run_id}", a.name))
+                        .with_mime_type(a.media_type)
+                        .with_size(a.size),
+                );
+            }
+        }
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new(
+                format!("{ARTIFACT_PREFIX}{{run_id}}/artifacts/{{name}}"),
+                "run-artifact",
+            )
+            .with_description("An artifact of any run in this server's store"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.read_artifact(&request.uri).await.map(Into::into)
+    }
+}

@@ -1,0 +1,112 @@
+//! `host mcp`: a Model Context Protocol server (the official Rust SDK,
+//! `rmcp`) over stdio or streamable HTTP that offers scenarios and skill
+//! components as MCP tools.
+//!
+//! This crate owns the mapping between MCP and the host's library: which
+//! tools exist and their schemas and annotations (`tools.rs`, the hints
+//! from grants in `hints.rs`), what a call does (a scenario: a real
+//! checkpointed run through the engine on the given store; a skill: one
+//! call of a fresh instance with the command line's grants), how results
+//! and failures are reported (`structuredContent` plus the same JSON as
+//! text; `isError` naming the node or field), and the artifacts of the runs
+//! it started as resources. It must not parse command lines, open
+//! databases or load scenarios itself (the `host` binary does, as for every
+//! command), nor keep any state of a run outside the store: a run id it
+//! hands out works with `host runs show` and `host runs answer` too.
+
+mod handler;
+mod hints;
+mod tools;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use skillhost_runtime::{Grants, Limits, Skill};
+use skillhost_scenario::LoadedScenario;
+use skillhost_store::Store;
+
+pub use handler::SkillhostMcp;
+pub use hints::Hints;
+
+/// A skill offered as a tool, with what each of its calls is granted.
+pub struct SkillTool {
+    pub skill: Arc<Skill>,
+    pub grants: Arc<Grants>,
+    pub limits: Limits,
+}
+
+/// What the server offers: each scenario and each skill is one tool.
+pub struct Offer {
+    pub scenarios: Vec<Arc<LoadedScenario>>,
+    pub skills: Vec<SkillTool>,
+    /// Where runs are checkpointed (`--database`, else the default SQLite).
+    pub store: Store,
+}
+
+/// Why the server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// Two tools would have the same name, or a name MCP does not allow.
+    #[error("{0}")]
+    Tools(String),
+    #[error("the MCP session over stdio failed: {0}")]
+    Stdio(String),
+    #[error("cannot listen on {addr}: {message}")]
+    Bind { addr: String, message: String },
+    #[error("the MCP HTTP server failed: {0}")]
+    Http(String),
+}
+
+/// Serves `offer` over stdin/stdout until the client closes the stream.
+pub async fn serve_stdio(offer: Offer) -> Result<(), McpError> {
+    let server = SkillhostMcp::new(offer)?;
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| McpError::Stdio(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| McpError::Stdio(e.to_string()))?;
+    Ok(())
+}
+
+/// Serves `offer` as streamable HTTP at `http://ADDR/mcp` until `shutdown`
+/// resolves; `bound` is told the address actually bound (port 0 picks one).
+pub async fn serve_http(
+    offer: Offer,
+    addr: &str,
+    bound: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), McpError> {
+    let server = SkillhostMcp::new(offer)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| McpError::Bind {
+            addr: addr.to_string(),
+            message: e.to_string(),
+        })?;
+    let local = listener.local_addr().map_err(|e| McpError::Bind {
+        addr: addr.to_string(),
+        message: e.to_string(),
+    })?;
+    let mut config = StreamableHttpServerConfig::default();
+    // The SDK accepts loopback `Host` headers only (against DNS rebinding);
+    // an address the operator chose to bind is theirs to be reached at.
+    if !local.ip().is_loopback() {
+        config.allowed_hosts.push(local.ip().to_string());
+        config.allowed_hosts.push(local.to_string());
+    }
+    let service: StreamableHttpService<SkillhostMcp, LocalSessionManager> =
+        StreamableHttpService::new(move || Ok(server.clone()), Default::default(), config);
+    let router = axum::Router::new().nest_service("/mcp", service);
+    bound(local);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| McpError::Http(e.to_string()))
+}

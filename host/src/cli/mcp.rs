@@ -1,0 +1,109 @@
+//! `host mcp`: scenarios and skill components as the tools of a Model
+//! Context Protocol server, over stdio (default) or streamable HTTP
+//! (`--http ADDR`, at `/mcp`). Loads what it is given and opens the store
+//! as `host run` and `host skill call` do; the server is `skillhost-mcp`'s.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::common::{
+    CliResult, DatabaseArgs, Failure, Globals, RegistryArgs, load_scenario, tokio_runtime,
+};
+use skillhost_mcp::{Offer, SkillTool};
+use skillhost_runtime::{Grants, Limits};
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// A scenario to offer as a tool (a name as for `host run`, or a file). Repeatable.
+    #[arg(long = "scenario", value_name = "FILE")]
+    scenarios: Vec<String>,
+    /// A skill component (.wasm) to offer as a tool. Repeatable.
+    #[arg(long = "skill", value_name = "FILE")]
+    skills: Vec<PathBuf>,
+    /// Grant the skill tools a capability, as `host skill call --grant` does: fs=DIR, kv=NAMESPACE, http=HOST[:PORT], llm=PROVIDER/MODEL. Repeatable. Scenarios keep their own grants.
+    #[arg(long = "grant", value_name = "CAP=VALUE")]
+    grants: Vec<String>,
+    /// Wall-clock limit for one skill tool call.
+    #[arg(long, value_name = "N", default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:7701 (port 0 picks one; the address is printed on stderr).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    #[command(flatten)]
+    db: DatabaseArgs,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
+    if args.scenarios.is_empty() && args.skills.is_empty() {
+        return Err(Failure::bad_input(
+            "give at least one --scenario FILE or --skill FILE to offer as a tool",
+        ));
+    }
+    let mut grants = Grants::default();
+    for spec in &args.grants {
+        grants.add_spec(spec).map_err(Failure::bad_input)?;
+    }
+    let limits = Limits {
+        timeout: Duration::from_millis(args.timeout_ms),
+        ..Limits::default()
+    };
+    limits.validate().map_err(Failure::bad_input)?;
+    let mut scenarios = Vec::new();
+    for name in &args.scenarios {
+        let registry = RegistryArgs {
+            locked: args.registry.locked,
+            offline: args.registry.offline,
+        };
+        scenarios.push(Arc::new(load_scenario(name, globals, registry, false)?));
+    }
+    let runtime = globals.runtime_here()?;
+    if let Some(grant) = &grants.llm {
+        runtime
+            .backends()
+            .llm
+            .check(&grant.provider)
+            .map_err(|problem| Failure::bad_input(format!("--grant llm: {problem}")))?;
+    }
+    let grants = Arc::new(grants);
+    let mut skills = Vec::new();
+    for path in &args.skills {
+        let skill = runtime.load_file(path).map_err(Failure::bad_input)?;
+        skills.push(SkillTool {
+            skill,
+            grants: grants.clone(),
+            limits: limits.clone(),
+        });
+    }
+    tokio_runtime()?.block_on(async {
+        let store = args.db.open().await?;
+        let offer = Offer {
+            scenarios,
+            skills,
+            store,
+        };
+        let served = match &args.http {
+            None => skillhost_mcp::serve_stdio(offer).await,
+            Some(addr) => {
+                let shutdown = async {
+                    let _ = tokio::signal::ctrl_c().await;
+                };
+                skillhost_mcp::serve_http(
+                    offer,
+                    addr,
+                    |bound| eprintln!("MCP server at http://{bound}/mcp"),
+                    shutdown,
+                )
+                .await
+            }
+        };
+        served.map_err(|e| match e {
+            skillhost_mcp::McpError::Tools(message) => Failure::bad_input(message),
+            e => Failure::environment(e),
+        })
+    })
+}

@@ -1,0 +1,307 @@
+//! `host mcp` driven by the official MCP Python SDK (`mcp` on PyPI, pinned
+//! in .ci/run), a client nobody here wrote, over stdio and over streamable
+//! HTTP: it lists the tools, runs the research scenario (a real
+//! checkpointed run, whose report it reads as a resource), calls skills,
+//! and sends arguments that do not fit. `mcp/client.py` does the talking
+//! and prints what the server answered; the checks are here.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use skillhost_tests::cli::{host_bin, host_command, sqlite_url};
+use skillhost_tests::repo_root;
+
+/// What `host mcp` offers in these tests.
+fn offer() -> Vec<String> {
+    let dist = repo_root().join("skills/dist");
+    vec![
+        "mcp".into(),
+        "--scenario".into(),
+        "examples/research/scenario.toml".into(),
+        "--scenario".into(),
+        "tests/e2e/engine/approval.toml".into(),
+        "--skill".into(),
+        dist.join("echo.wasm").display().to_string(),
+        "--skill".into(),
+        dist.join("fail.wasm").display().to_string(),
+    ]
+}
+
+/// Runs the Python client with `config`, returning what it printed.
+fn client(dir: &Path, config: Value) -> Value {
+    let file = dir.join("client.json");
+    std::fs::write(&file, config.to_string()).unwrap();
+    let out = Command::new("python3")
+        .arg(repo_root().join("tests/e2e/mcp/client.py"))
+        .arg(&file)
+        .output()
+        .expect("python3 with the `mcp` package (see .ci/run)");
+    assert!(
+        out.status.success(),
+        "the MCP client failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "client output is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// What both transports must show.
+fn check(out: &Value, dir: &Path) {
+    assert_eq!(out["server"], "skillhost");
+    let tools = out["tools"].as_object().unwrap();
+    let mut names: Vec<&str> = tools.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "approval",
+            "echo",
+            "fail",
+            "research",
+            "run_answer",
+            "run_cancel",
+            "run_status"
+        ]
+    );
+
+    // The scenario: [input] as the input schema, [summary] in the output
+    // schema, hints from its grants (fs only: read-only, idempotent, closed).
+    let research = &tools["research"];
+    assert_eq!(research["input_schema"]["required"], json!(["query"]));
+    assert_eq!(
+        research["input_schema"]["properties"]["query"]["type"],
+        "string"
+    );
+    assert_eq!(
+        research["output_schema"]["required"],
+        json!(["run_id", "status"])
+    );
+    assert!(research["output_schema"]["properties"]["summary"]["properties"].is_object());
+    assert_eq!(research["annotations"]["read_only_hint"], true);
+    assert_eq!(research["annotations"]["idempotent_hint"], true);
+    assert_eq!(research["annotations"]["open_world_hint"], false);
+
+    // A skill: its WIT's input and output as schemas.
+    let echo = &tools["echo"];
+    assert_eq!(
+        echo["input_schema"]["properties"]["message"]["type"],
+        "string"
+    );
+    assert_eq!(
+        echo["input_schema"]["properties"]["repeat"]["type"],
+        "integer"
+    );
+    assert_eq!(
+        echo["output_schema"]["properties"]["length"]["type"],
+        "integer"
+    );
+
+    // The research run: completed, checkpointed in the store the server
+    // was given, its report readable as a resource.
+    let run = &out["research"];
+    assert_eq!(run["is_error"], false, "{}", run["text"]);
+    let structured = &run["structured"];
+    assert_eq!(structured["status"], "completed");
+    let run_id = structured["run_id"].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(run["text"].as_str().unwrap()).unwrap(),
+        *structured
+    );
+    let artifact = &structured["artifacts"][0];
+    let uri = artifact["uri"].as_str().unwrap();
+    assert_eq!(
+        uri,
+        format!(
+            "skillhost://runs/{run_id}/artifacts/{}",
+            artifact["name"].as_str().unwrap()
+        )
+    );
+    assert!(
+        out["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == uri)
+    );
+    let report = out["report"][0]["text"].as_str().unwrap();
+    assert!(
+        report.starts_with('#') && report.contains("retrieval"),
+        "{report}"
+    );
+    assert_eq!(out["status"]["structured"]["status"], "completed");
+    let shown = host_command(dir, &["runs", "show", run_id, "--json"], None)
+        .output()
+        .unwrap();
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["status"], "completed", "{shown}");
+
+    // A run waiting at an approval node: its id and what it asks; an answer
+    // that does not fit is refused and leaves it waiting; a good one
+    // continues it to its end.
+    let waiting = &out["approval"]["structured"];
+    assert_eq!(waiting["status"], "waiting", "{}", out["approval"]);
+    assert_eq!(waiting["waiting"]["node"], "approve");
+    assert_eq!(waiting["waiting"]["prompt"], "Run deploy (12 bytes)?");
+    assert_eq!(out["approval_bad_answer"]["is_error"], true);
+    assert!(
+        out["approval_bad_answer"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("approved"),
+        "{}",
+        out["approval_bad_answer"]
+    );
+    assert_eq!(
+        out["approval_waiting_status"]["structured"]["status"],
+        "waiting"
+    );
+    let answered = &out["approval_answered"];
+    assert_eq!(answered["is_error"], false, "{answered}");
+    assert_eq!(answered["structured"]["status"], "completed");
+    assert_eq!(answered["structured"]["run_id"], waiting["run_id"]);
+    assert_eq!(
+        answered["structured"]["summary"]["outcome"],
+        "executed deploy"
+    );
+
+    // A waiting run cancelled: at once, and its status says so.
+    assert_eq!(
+        out["cancel"]["structured"]["status"], "cancelled",
+        "{}",
+        out["cancel"]
+    );
+    assert_eq!(out["cancel"]["structured"]["was"], "waiting");
+    assert_eq!(out["cancelled_status"]["is_error"], true);
+    assert!(
+        out["cancelled_status"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("is cancelled"),
+        "{}",
+        out["cancelled_status"]
+    );
+
+    // A failed run: isError naming the node it failed at and the run.
+    let failed = &out["research_failed"];
+    assert_eq!(failed["is_error"], true);
+    let text = failed["text"].as_str().unwrap();
+    assert!(
+        text.contains("failed at node `discovery_validation`"),
+        "{text}"
+    );
+    assert!(text.contains("\"run_id\""), "{text}");
+
+    // Arguments that do not fit: an isError result naming the field.
+    let bad = &out["research_bad"];
+    assert_eq!(bad["is_error"], true);
+    assert!(
+        bad["text"]
+            .as_str()
+            .unwrap()
+            .contains("invalid arguments for tool `research`"),
+        "{bad}"
+    );
+    let echo_bad = &out["echo_bad"];
+    assert_eq!(echo_bad["is_error"], true);
+    assert!(
+        echo_bad["text"].as_str().unwrap().contains("repeat"),
+        "{echo_bad}"
+    );
+
+    // Skills: an answer, and an `err` as an isError result naming the code.
+    assert_eq!(out["echo"]["is_error"], false);
+    assert_eq!(out["echo"]["structured"]["message"], "hihi");
+    let fail = &out["fail"];
+    assert_eq!(fail["is_error"], true);
+    assert!(
+        fail["text"].as_str().unwrap().contains("requested-error"),
+        "{fail}"
+    );
+
+    // Unknown things: a run (isError), a tool and a resource (protocol errors).
+    assert_eq!(out["unknown_run"]["is_error"], true);
+    assert!(
+        out["unknown_tool"]
+            .as_str()
+            .unwrap()
+            .contains("no_such_tool")
+    );
+    assert!(
+        out["unknown_resource"]
+            .as_str()
+            .unwrap()
+            .contains("no resource")
+    );
+}
+
+#[test]
+fn python_sdk_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = json!({
+        "SKILLHOST_CACHE_DIR": dir.path().join("cache"),
+        "SKILLHOST_DATABASE_URL": sqlite_url(dir.path()),
+        "XDG_CONFIG_HOME": dir.path().join("xdg-config"),
+        "SKILLHOST_REGISTRY_CACHE": dir.path().join("registry-cache"),
+        "DOCKER_CONFIG": dir.path().join("docker"),
+    });
+    let out = client(
+        dir.path(),
+        json!({
+            "transport": "stdio",
+            "command": host_bin(),
+            "args": offer(),
+            "env": env,
+            "cwd": repo_root(),
+        }),
+    );
+    assert_eq!(out["transport"], "stdio");
+    check(&out, dir.path());
+}
+
+#[test]
+fn python_sdk_over_streamable_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = offer();
+    args.extend(["--http".into(), "127.0.0.1:0".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut server = host_command(dir.path(), &args, None)
+        .current_dir(repo_root())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(server.stderr.take().unwrap());
+    let mut url = None;
+    let mut seen = String::new();
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+        if let Some(at) = line.trim().strip_prefix("MCP server at ") {
+            url = Some(at.to_string());
+            break;
+        }
+        seen.push_str(&line);
+        line.clear();
+    }
+    let Some(url) = url else {
+        let _ = server.kill();
+        panic!("`host mcp --http` printed no address:\n{seen}");
+    };
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let out = client(dir.path(), json!({"transport": "http", "url": url}));
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(out["transport"], "http");
+    check(&out, dir.path());
+}

@@ -1,0 +1,153 @@
+"""Drives `host mcp` with the official MCP Python SDK (`mcp` on PyPI), a
+client nobody here wrote, over stdio or streamable HTTP, and prints what the
+server answered as one JSON object for tests/e2e/mcp.rs to check.
+
+Usage: client.py CONFIG.json, where CONFIG holds either
+{"transport": "stdio", "command": ..., "args": [...], "env": {...}, "cwd": ...}
+or {"transport": "http", "url": "http://127.0.0.1:PORT/mcp"}.
+"""
+
+import json
+import sys
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+
+def text_of(result):
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+def call_report(result):
+    return {
+        "is_error": bool(result.is_error),
+        "structured": result.structured_content,
+        "text": text_of(result),
+    }
+
+
+async def exercise(session):
+    out = {}
+    init = await session.initialize()
+    out["server"] = init.server_info.name
+    tools = await session.list_tools()
+    out["tools"] = {
+        tool.name: {
+            "description": tool.description,
+            "input_schema": tool.input_schema,
+            "output_schema": tool.output_schema,
+            "annotations": tool.annotations.model_dump(exclude_none=True)
+            if tool.annotations
+            else None,
+        }
+        for tool in tools.tools
+    }
+
+    # A scenario: a real, checkpointed run. The SDK checks structuredContent
+    # against the advertised outputSchema itself.
+    research = await session.call_tool(
+        "research", {"query": "retrieval augmented generation"}
+    )
+    out["research"] = call_report(research)
+    if not research.is_error:
+        run_id = research.structured_content["run_id"]
+        status = await session.call_tool("run_status", {"run_id": run_id})
+        out["status"] = call_report(status)
+        resources = await session.list_resources()
+        out["resources"] = [str(r.uri) for r in resources.resources]
+        report_uri = research.structured_content["artifacts"][0]["uri"]
+        read = await session.read_resource(report_uri)
+        out["report"] = [
+            {"mime_type": c.mime_type, "text": getattr(c, "text", None)}
+            for c in read.contents
+        ]
+
+    # A run that waits at an approval node: its id comes back, and the run
+    # is answered (badly, then well) and continued through MCP.
+    waiting = await session.call_tool("approval", {})
+    out["approval"] = call_report(waiting)
+    if not waiting.is_error:
+        run_id = waiting.structured_content["run_id"]
+        out["approval_bad_answer"] = call_report(
+            await session.call_tool(
+                "run_answer", {"run_id": run_id, "answer": {"approved": "yes"}}
+            )
+        )
+        out["approval_waiting_status"] = call_report(
+            await session.call_tool("run_status", {"run_id": run_id})
+        )
+        out["approval_answered"] = call_report(
+            await session.call_tool(
+                "run_answer",
+                {"run_id": run_id, "answer": {"approved": True}, "by": "agent"},
+            )
+        )
+
+    # Another waiting run, cancelled through MCP.
+    second = await session.call_tool("approval", {"action": "rollback"})
+    if not second.is_error:
+        run_id = second.structured_content["run_id"]
+        out["cancel"] = call_report(
+            await session.call_tool("run_cancel", {"run_id": run_id, "by": "agent"})
+        )
+        out["cancelled_status"] = call_report(
+            await session.call_tool("run_status", {"run_id": run_id})
+        )
+
+    # A run that fails (too few papers): isError naming the node.
+    out["research_failed"] = call_report(
+        await session.call_tool("research", {"query": "zebrafish husbandry"})
+    )
+
+    # Arguments that do not fit the scenario's [input].
+    out["research_bad"] = call_report(await session.call_tool("research", {"query": 7}))
+
+    # Skills: one that answers, one whose `run` returns `err`, bad arguments.
+    out["echo"] = call_report(
+        await session.call_tool("echo", {"message": "hi", "repeat": 2})
+    )
+    out["echo_bad"] = call_report(
+        await session.call_tool("echo", {"message": "hi", "repeat": "two"})
+    )
+    out["fail"] = call_report(await session.call_tool("fail", {"mode": "error"}))
+    out["unknown_run"] = call_report(
+        await session.call_tool("run_status", {"run_id": "no-such-run"})
+    )
+    try:
+        await session.call_tool("no_such_tool", {})
+        out["unknown_tool"] = None
+    except MCPError as e:
+        out["unknown_tool"] = str(e)
+    try:
+        await session.read_resource("skillhost://runs/nope/artifacts/report.md")
+        out["unknown_resource"] = None
+    except MCPError as e:
+        out["unknown_resource"] = str(e)
+    return out
+
+
+async def main():
+    with open(sys.argv[1]) as f:
+        config = json.load(f)
+    if config["transport"] == "stdio":
+        params = StdioServerParameters(
+            command=config["command"],
+            args=config["args"],
+            env=config["env"],
+            cwd=config["cwd"],
+        )
+        transport = stdio_client(params)
+    else:
+        transport = streamable_http_client(config["url"])
+    async with transport as streams:
+        read, write = streams[0], streams[1]
+        async with ClientSession(read, write) as session:
+            out = await exercise(session)
+    out["transport"] = config["transport"]
+    print(json.dumps(out))
+
+
+anyio.run(main)
