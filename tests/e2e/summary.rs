@@ -13,17 +13,14 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::{Value, json};
-use skillhost_tests::cli::{host_command, json, run_killed_at, stderr};
+use skillhost_tests::cli::{host_command, host_in_repo, json, killed_and_resumed_match, stderr};
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply, ReceivedRequest};
 
 const CORPUS: &str = r#"{"dir": "corpus"}"#;
 
 /// `host` run from the repository's root, so `summary` names the example.
 fn host(dir: &Path, args: &[&str]) -> Output {
-    host_command(dir, args, None)
-        .current_dir(skillhost_tests::repo_root())
-        .output()
-        .expect("run host")
+    host_in_repo(dir, args, None)
 }
 
 /// `text`'s characters from `start` to `end` (Unicode scalar values, the
@@ -296,45 +293,17 @@ fn a_quote_tampered_on_its_way_to_the_writer_fails_the_citation_check() {
 #[test]
 fn killed_mid_run_and_resumed_gives_the_same_summary() {
     let dir = tempfile::tempdir().unwrap();
-    let first = dir.path().join("first.md");
-    let out = host(
-        dir.path(),
-        &[
-            "run",
-            "summary",
-            "--input",
-            CORPUS,
-            "--out",
-            first.to_str().unwrap(),
-        ],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let root = skillhost_tests::repo_root();
     // After the C skill's step, inside the map over the chunks, and before
     // the summary's commit.
-    for point in [
-        "after-commit:chunk",
-        "map-item:key_points:3",
-        "before-commit:write_summary",
-    ] {
-        let id = run_killed_at(
-            dir.path(),
-            &root,
-            &["run", "summary", "--input", CORPUS, "--events"],
-            point,
-        );
-        let resumed = dir.path().join(format!("{}.md", point.replace(':', "-")));
-        let out = host(
-            dir.path(),
-            &["resume", &id, "--out", resumed.to_str().unwrap()],
-        );
-        assert!(out.status.success(), "{point}: {}", stderr(&out));
-        assert_eq!(
-            std::fs::read(&resumed).unwrap(),
-            std::fs::read(&first).unwrap(),
-            "the summary after a kill at `{point}` differs"
-        );
-    }
+    killed_and_resumed_match(
+        dir.path(),
+        &["run", "summary", "--input", CORPUS],
+        &[
+            "after-commit:chunk",
+            "map-item:key_points:3",
+            "before-commit:write_summary",
+        ],
+    );
 }
 
 #[test]
