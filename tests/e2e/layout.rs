@@ -32,6 +32,25 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("skillhost-build", &[]),
     ("skillhost-oci", &[]),
     (
+        "skillhost-serve",
+        &[
+            "skillhost-model",
+            "skillhost-runtime",
+            "skillhost-scenario",
+            "skillhost-store",
+            "skillhost-engine",
+        ],
+    ),
+    (
+        "skillhost-mcp",
+        &[
+            "skillhost-runtime",
+            "skillhost-scenario",
+            "skillhost-store",
+            "skillhost-engine",
+        ],
+    ),
+    (
         "skillhost",
         &[
             "skillhost-model",
@@ -41,6 +60,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "skillhost-engine",
             "skillhost-build",
             "skillhost-oci",
+            "skillhost-serve",
+            "skillhost-mcp",
         ],
     ),
 ];
