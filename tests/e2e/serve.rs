@@ -230,6 +230,21 @@ fn every_route(db: Option<&str>) {
     let reply = server.post_raw("/api/runs", vec![b' '; 2 * 1024 * 1024], None);
     assert_eq!(reply.0, 413, "{reply:?}");
     assert!(error_of(&reply).contains("larger than"), "{reply:?}");
+    // The rest of that body was never read: the server says the connection
+    // is done, so no client sends its next request into it.
+    let response = server
+        .client
+        .post(server.url("/api/runs"))
+        .header("content-type", "application/json")
+        .body(vec![b' '; 2 * 1024 * 1024])
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+    assert_eq!(
+        response.headers().get("connection").map(|v| v.as_bytes()),
+        Some(&b"close"[..])
+    );
+    drop(response);
     assert_eq!(server.get("/api/runs").1["runs"], json!([]));
 
     // A run started after the list's stream connected shows on it, and

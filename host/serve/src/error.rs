@@ -44,7 +44,19 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(json!({ "error": self.message }))).into_response()
+        let mut response =
+            (self.status, axum::Json(json!({ "error": self.message }))).into_response();
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body was never read, so the connection cannot
+            // carry another request: say so, or a client that reuses it
+            // (reqwest's pool does) sends its next request into a closed
+            // socket.
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        response
     }
 }
 
