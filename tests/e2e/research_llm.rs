@@ -124,16 +124,14 @@ fn summariser(
     quote: fn(&str) -> String,
 ) -> impl Fn(&ReceivedRequest) -> Option<FakeReply> + Send + Sync + 'static {
     move |request| {
-        let body = request.json();
-        let last = body["messages"].as_array()?.last()?["content"].as_str()?;
-        let (_, abstract_) = last.split_once("Abstract:\n")?;
-        let first = first_sentence(abstract_);
+        let abstract_ = request.last_message_after("Abstract:\n")?;
+        let first = first_sentence(&abstract_);
         let answer = json!({
             "main_contributions": [first],
             "methodology": "A method the fake model describes in its own words.",
             "key_findings": [first],
             "limitations": [],
-            "quotes": [quote(abstract_)],
+            "quotes": [quote(&abstract_)],
         });
         Some(FakeReply::openai_content(&answer.to_string()))
     }
@@ -151,16 +149,7 @@ fn first_sentence(abstract_: &str) -> String {
 /// `examples/research-llm` with a host configuration in the user's
 /// configuration directory that points `local` at `server`.
 fn configure_local(dir: &Path, server: &FakeLlmServer) -> String {
-    let config = dir.join("xdg-config/skillhost");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("config.toml"),
-        format!(
-            "[llm.providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\n",
-            server.openai_base_url()
-        ),
-    )
-    .unwrap();
+    server.configure_user(dir);
     skillhost_tests::repo_root()
         .join("examples/research-llm/scenario.toml")
         .display()

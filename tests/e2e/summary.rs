@@ -398,10 +398,8 @@ fn picker(
     quote: fn(&str) -> String,
 ) -> impl Fn(&ReceivedRequest) -> Option<FakeReply> + Send + Sync + 'static {
     move |request| {
-        let body = request.json();
-        let last = body["messages"].as_array()?.last()?["content"].as_str()?;
-        let (_, text) = last.split_once("Text:\n")?;
-        let answer = json!({ "points": [{ "quote": quote(text) }] });
+        let text = request.last_message_after("Text:\n")?;
+        let answer = json!({ "points": [{ "quote": quote(&text) }] });
         Some(FakeReply::openai_content(&answer.to_string()))
     }
 }
@@ -409,16 +407,7 @@ fn picker(
 /// Runs `examples/summary/llm.toml` on the corpus with the `local` provider
 /// pointing at `server`.
 fn run_with_model(dir: &Path, server: &FakeLlmServer) -> Output {
-    let config = dir.join("xdg-config/skillhost");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("config.toml"),
-        format!(
-            "[llm.providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\n",
-            server.openai_base_url()
-        ),
-    )
-    .unwrap();
+    server.configure_user(dir);
     let summary = dir.join("summary.md");
     host(
         dir,

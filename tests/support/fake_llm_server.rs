@@ -118,6 +118,15 @@ impl ReceivedRequest {
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
     }
+
+    /// What the chat request's last message says after `marker` (where a
+    /// skill's prompt puts what it sends: `Abstract:\n`, `Text:\n`).
+    pub fn last_message_after(&self, marker: &str) -> Option<String> {
+        let body = self.json();
+        let last = body["messages"].as_array()?.last()?["content"].as_str()?;
+        let (_, after) = last.split_once(marker)?;
+        Some(after.to_string())
+    }
 }
 
 /// A test's own answer to each request the script does not answer: a
@@ -196,6 +205,24 @@ impl FakeLlmServer {
     /// `http://127.0.0.1:PORT/v1`: an `openai` provider's `base_url`.
     pub fn openai_base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// A host configuration whose provider `local` is this server, in the
+    /// `openai` format.
+    pub fn local_provider_config(&self) -> String {
+        format!(
+            "[llm.providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\n",
+            self.openai_base_url()
+        )
+    }
+
+    /// Writes [`local_provider_config`](Self::local_provider_config) as the
+    /// user's configuration of a `host` started by `cli::host_command(dir,
+    /// …)` (whose configuration directory is `dir/xdg-config`).
+    pub fn configure_user(&self, dir: &std::path::Path) {
+        let config = dir.join("xdg-config/skillhost");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("config.toml"), self.local_provider_config()).unwrap();
     }
 
     /// Queues `reply` for the next request not yet answered by the script.

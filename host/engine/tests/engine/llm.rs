@@ -36,10 +36,7 @@ fn setup(header: &str, ask: &str) -> Setup {
     .unwrap();
     std::fs::write(
         dir.path().join("skillhost.toml"),
-        format!(
-            "[llm.providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\n",
-            server.openai_base_url()
-        ),
+        server.local_provider_config(),
     )
     .unwrap();
     let path = dir.path().join("scenario.toml");
