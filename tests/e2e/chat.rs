@@ -174,3 +174,61 @@ fn the_scenario_passes_the_checker() {
     let out = host(dir.path(), &["check", "examples/chat/scenario.toml"], None);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// The Zig calculator on its own (`host skill call`): precedence, right
+/// associative powers, remainders and number formatting, and every bad
+/// expression refused as `invalid-input` naming what is wrong and where.
+#[test]
+fn the_calculator_evaluates_and_names_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let calc = repo_root().join("skills/dist/chat-calc.wasm");
+    let call = |expression: &str| {
+        let input = serde_json::json!({ "expression": expression }).to_string();
+        let out = host(
+            dir.path(),
+            &[
+                "skill",
+                "call",
+                calc.to_str().unwrap(),
+                "--input",
+                &input,
+                "--json",
+            ],
+            None,
+        );
+        (out.status.code(), json(&out))
+    };
+    for (expression, text) in [
+        ("2 + 3 * 4", "14"),
+        ("(2 + 3) * 4.5", "22.5"),
+        ("2 ^ 3 ^ 2", "512"),
+        ("-2 ^ 2", "-4"),
+        ("10 - 4 - 3", "3"),
+        ("17 % 5", "2"),
+        ("1 / 3", "0.333333333333"),
+    ] {
+        let (code, report) = call(expression);
+        assert_eq!(code, Some(0), "{expression}: {report}");
+        assert_eq!(report["output"]["text"], text, "{expression}: {report}");
+    }
+    let deep = format!("{}1{}", "(".repeat(100), ")".repeat(100));
+    let long = "1+".repeat(600);
+    for (expression, message) in [
+        ("1 / 0", "division by zero at character 3"),
+        ("2 +", "ends where a number was expected"),
+        ("(1 + 2", "the `(` at character 1 is not closed"),
+        ("1 + x", "unexpected `x` at character 5"),
+        ("1 + é", "unexpected `é` at character 5"),
+        ("1..2", "`1..2` at character 1 is not a number"),
+        ("", "the expression is empty"),
+        ("10 ^ 400", "not a finite number"),
+        (deep.as_str(), "nested more than 64 deep"),
+        (long.as_str(), "over 1000 characters"),
+    ] {
+        let (code, report) = call(expression);
+        assert_eq!(code, Some(1), "{expression}: {report}");
+        assert_eq!(report["error"]["code"], "invalid-input", "{report}");
+        let got = report["error"]["message"].as_str().unwrap();
+        assert!(got.contains(message), "{expression}: {got}");
+    }
+}
