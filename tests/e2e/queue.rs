@@ -295,7 +295,14 @@ async fn a_concurrency_key_holds_a_second_run(db: &str, workers: usize) {
             steps.first().unwrap().started_at_ms
         }
     };
-    let first_ended = store.run(&first).await.unwrap().unwrap().updated_at_ms;
+    // When the first run's last node ended, from its own step row: the
+    // run row's `updated_at` is not it, since releasing the lease after
+    // the final commit moves it again, after the next run may have started.
+    let first_ended = {
+        let steps = store.steps(&first).await.unwrap();
+        let last = steps.last().unwrap();
+        last.started_at_ms + i64::try_from(last.duration_us / 1000).unwrap()
+    };
     assert!(
         first_step(second.clone()).await >= first_ended,
         "the second acme run started before the first ended"
