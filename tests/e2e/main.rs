@@ -22,6 +22,7 @@ mod registry;
 mod replay;
 mod research;
 mod research_llm;
+mod router;
 mod scripts;
 mod serve;
 mod skill_new;

@@ -168,6 +168,8 @@ pub struct NodeDecl {
     pub on_timeout: Option<Spanned<String>>,
     /// A subgraph node's scenario file, relative to this one.
     pub scenario: Option<Spanned<String>>,
+    /// Whether a subgraph node's child's artifacts become this run's too.
+    pub keep_artifacts: Option<Spanned<bool>>,
 }
 
 /// `cache = { ttl = "1h" }`
@@ -213,6 +215,7 @@ impl NodeDecl {
             answer,
             on_timeout,
             scenario,
+            keep_artifacts,
         } = self;
         [
             at("skill", skill),
@@ -238,6 +241,7 @@ impl NodeDecl {
             at("answer", answer),
             at("on_timeout", on_timeout),
             at("scenario", scenario),
+            at("keep_artifacts", keep_artifacts),
         ]
         .into_iter()
         .flatten()

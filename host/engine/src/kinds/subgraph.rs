@@ -5,6 +5,10 @@
 //! see `output`:
 //! `{run_id, status, state, summary}` of the child's end.
 //!
+//! With `keep_artifacts`, the child's artifacts (all of them, read back
+//! from the store, so those a crashed child made before its resume too)
+//! are committed with this node as the parent's, under the same names.
+//!
 //! A child that fails fails the node, with the child's error and run id;
 //! the core routes that like any node failure. A child started by an
 //! earlier process (which died before this node's checkpoint) is not
@@ -24,7 +28,7 @@ use crate::node::{base_vars, check_pre, map_input, writes};
 use crate::run::{empty_step, summarize};
 use crate::{Engine, EngineError, RunContext, RunOutcome};
 use skillhost_scenario::{LoadedScenario, Node, SubgraphNode};
-use skillhost_store::{ParentLink, RunRow, RunState, RunStatus};
+use skillhost_store::{NewArtifact, ParentLink, RunRow, RunState, RunStatus};
 
 pub(crate) async fn run(
     cx: &RunContext<'_>,
@@ -84,7 +88,7 @@ async fn run_child(
     };
     // The child's run loop is this future's own: boxed, since a run may
     // hold subgraphs nested to any depth.
-    let end = match earlier {
+    let mut end = match earlier {
         Some(row) if row.status.is_finished() => recorded_end(&engine, child, row),
         Some(row) => {
             let id = row.id.clone();
@@ -102,6 +106,11 @@ async fn run_child(
     if end.status != RunStatus::Completed {
         return Err(child_failed(node, subgraph, &child.scenario.name, end));
     }
+    let artifacts = if subgraph.keep_artifacts {
+        child_artifacts(cx, node, subgraph, &mut end).await?
+    } else {
+        Vec::new()
+    };
     let output = json!({
         "run_id": end.run_id,
         "status": end.status.as_str(),
@@ -119,7 +128,7 @@ async fn run_child(
         changes,
         step,
         fuel_consumed: 0,
-        artifacts: Vec::new(),
+        artifacts,
         journal: Vec::new(),
         logs_dropped: 0,
         usage: Default::default(),
@@ -137,6 +146,9 @@ struct ChildEnd {
     summary: Map<String, Value>,
     /// A failed child's report.
     failure: Option<Value>,
+    /// The artifacts this process saw the child make (all of them only
+    /// when it ran the child from its start).
+    artifacts: Vec<NewArtifact>,
 }
 
 impl From<RunOutcome> for ChildEnd {
@@ -147,6 +159,7 @@ impl From<RunOutcome> for ChildEnd {
             state: outcome.state.into_value(),
             summary: outcome.summary,
             failure: outcome.failure,
+            artifacts: outcome.artifacts,
         }
     }
 }
@@ -170,7 +183,51 @@ fn recorded_end(engine: &Engine, child: &LoadedScenario, row: RunRow) -> ChildEn
         state,
         summary,
         failure: row.error,
+        artifacts: Vec::new(),
     }
+}
+
+/// Every artifact of a completed child, for `keep_artifacts`: from the
+/// store when there is one (a child resumed or read back made some of them
+/// in an earlier process), else the ones this process saw it make.
+async fn child_artifacts(
+    cx: &RunContext<'_>,
+    node: &Node,
+    subgraph: &SubgraphNode,
+    end: &mut ChildEnd,
+) -> Result<Vec<NewArtifact>, NodeFailure> {
+    let Some(store) = cx.store else {
+        return Ok(std::mem::take(&mut end.artifacts));
+    };
+    let failed = |e: skillhost_store::StoreError| {
+        child_error(node, subgraph, Some(&end.run_id), EngineError::Store(e))
+    };
+    let rows = store.artifacts(&end.run_id).await.map_err(failed)?;
+    let mut artifacts = Vec::with_capacity(rows.len());
+    for row in rows {
+        let bytes = store
+            .artifact_bytes(&row.digest)
+            .await
+            .map_err(failed)?
+            .ok_or_else(|| {
+                let mut failure = NodeFailure::new(
+                    "subgraph-error",
+                    format!(
+                        "node `{}`: artifact `{}` of child run `{}` is listed but its bytes \
+                         (sha256 {}) are not in the store",
+                        node.id, row.name, end.run_id, row.digest
+                    ),
+                );
+                failure.detail = json!({ "child_run_id": end.run_id });
+                failure
+            })?;
+        artifacts.push(NewArtifact {
+            name: row.name,
+            media_type: row.media_type,
+            bytes,
+        });
+    }
+    Ok(artifacts)
 }
 
 /// The node's failure for a child that ended other than completed.

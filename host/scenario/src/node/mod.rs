@@ -566,6 +566,7 @@ prompt = "'p'"
 answer = {{ ok = {{ type = "boolean" }} }}
 on_timeout = "n"
 scenario = "child.toml"
+keep_artifacts = true
 "#
         )
     }

@@ -1,7 +1,8 @@
 //! `kind = "subgraph"`: runs another scenario file as one step, as a child
 //! run of its own. Its `input` mapping (CEL over the parent's `input`,
 //! `state`, `config`) is the child's run input; its `writes` see `output`,
-//! the child's end: `{run_id, status, state, summary}`.
+//! the child's end: `{run_id, status, state, summary}`; with
+//! `keep_artifacts = true` the child's artifacts become the parent's too.
 //!
 //! Here is only the node as written: the child scenario itself is parsed,
 //! checked and loaded by the loader (`load.rs`), which also refuses a file
@@ -20,7 +21,14 @@ use crate::file::NodeDecl;
 use crate::parse::Parser;
 
 /// The keys a subgraph node reads.
-pub const KEYS: &[&str] = &["scenario", "input", "writes", "pre", "max_visits"];
+pub const KEYS: &[&str] = &[
+    "scenario",
+    "input",
+    "writes",
+    "pre",
+    "max_visits",
+    "keep_artifacts",
+];
 
 #[derive(Debug, Clone)]
 pub struct SubgraphNode {
@@ -37,6 +45,9 @@ pub struct SubgraphNode {
     /// See `output`: `{run_id, status, state, summary}` of the child.
     pub writes: Vec<Write>,
     pub max_visits: Option<u32>,
+    /// `keep_artifacts = true`: the child's artifacts become this run's
+    /// too, under their names and media types, committed with this node.
+    pub keep_artifacts: bool,
 }
 
 impl SubgraphNode {
@@ -85,5 +96,9 @@ pub(crate) fn parse(p: &mut Parser<'_>, decl: &mut NodeDecl, cx: &NodeContext<'_
         writes: writes(p, node, decl.writes.take()),
         pre: conditions(p, node, decl.pre.take()),
         max_visits: max_visits(p, node, decl.max_visits.take()),
+        keep_artifacts: decl
+            .keep_artifacts
+            .take()
+            .is_some_and(|keep| keep.into_inner()),
     }
 }
