@@ -8,6 +8,7 @@ use std::process::Output;
 
 use serde_json::Value;
 use skillhost_tests::cli::{host_in_repo as host, json, killed_and_resumed_match, stderr};
+use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
 use skillhost_tests::http_server::{HELLO, HttpServer};
 use skillhost_tests::repo_root;
 
@@ -231,4 +232,85 @@ fn the_calculator_evaluates_and_names_what_is_wrong() {
         let got = report["error"]["message"].as_str().unwrap();
         assert!(got.contains(message), "{expression}: {got}");
     }
+}
+
+#[test]
+fn the_llm_variant_is_the_scenario_with_only_the_reply_skill_changed() {
+    skillhost_tests::assert_variant_of_scenario(
+        "chat",
+        "llm.toml",
+        &[
+            ("name = \"chat\"\n", "name = \"chat-llm\"\n"),
+            ("chat-respond.wasm", "chat-respond-llm.wasm"),
+            (
+                "writes = [{ field = \"reply\", from = \"output\" }]\n",
+                "capabilities = { llm = { provider = \"local\", model = \"qwen2.5:7b-instruct\", \
+                 max_tokens = 400, temperature = 0 } }\n\
+                 post = [{ name = \"states_the_value\", when = \"!(state.tool_result.tool in \
+                 ['calculate', 'remember', 'recall']) || !state.tool_result.found || \
+                 output.text.contains(state.tool_result.outcome)\", message = \"the model's \
+                 reply does not state the value the tool returned\" }]\n\
+                 writes = [{ field = \"reply\", from = \"output\" }]\n",
+            ),
+        ],
+    );
+}
+
+/// `examples/chat/llm.toml` with the `local` provider pointing at a fake
+/// model server (a hosted model is not reachable here) that answers every
+/// request with `reply`.
+fn chat_with_model(dir: &Path, message: &str, reply: &str) -> (Output, FakeLlmServer) {
+    let server = FakeLlmServer::start();
+    server.push(FakeReply::openai_content(reply));
+    server.configure_user(dir);
+    (chat(dir, "examples/chat/llm.toml", message), server)
+}
+
+#[test]
+fn with_a_model_the_reply_is_its_own_and_rests_on_the_tool_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, server) = chat_with_model(
+        dir.path(),
+        "what is (2 + 3) * 4.5?",
+        "  (2 + 3) * 4.5 comes to 22.5.\n",
+    );
+    let run = completed(&out);
+    assert_eq!(
+        run["state"]["reply"]["text"],
+        "(2 + 3) * 4.5 comes to 22.5."
+    );
+    assert_eq!(run["usage"]["calls"], 1, "{run}");
+    // The model was shown the calculator's value, computed by the Zig skill.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].last_message_after("Tool result:\n").as_deref(),
+        Some("22.5")
+    );
+    assert_eq!(
+        path(dir.path(), &run),
+        ["detect_tool", "needs_tools", "calculate", "respond"]
+    );
+}
+
+#[test]
+fn a_model_reply_that_misstates_the_value_fails_its_postcondition() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, _server) = chat_with_model(
+        dir.path(),
+        "what is (2 + 3) * 4.5?",
+        "That is 23, give or take.",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let run = json(&out);
+    let failure = &run["failure"];
+    assert_eq!(failure["node"], "respond", "{failure}");
+    assert!(
+        failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("the model's reply does not state the value the tool returned"),
+        "{failure}"
+    );
+    assert!(!dir.path().join("reply.md").exists());
 }

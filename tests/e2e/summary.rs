@@ -368,26 +368,18 @@ fn the_shipped_c_chunker_is_what_its_source_builds_to() {
 /// skill, its `llm` grant and the name changed, so the two never drift.
 #[test]
 fn the_llm_variant_is_the_scenario_with_only_the_key_point_skill_changed() {
-    let example = skillhost_tests::repo_root().join("examples/summary");
-    let mut want = std::fs::read_to_string(example.join("scenario.toml")).unwrap();
-    for (from, to) in [
-        ("name = \"summary\"\n", "name = \"summary-llm\"\n"),
-        ("summary-keypoints.wasm", "summary-keypoints-llm.wasm"),
-        (
-            "concurrency = 4\n",
-            "concurrency = 4\ncapabilities = { llm = { provider = \"local\", \
-             model = \"qwen2.5:7b-instruct\", max_tokens = 512, temperature = 0 } }\n",
-        ),
-    ] {
-        assert_eq!(want.matches(from).count(), 1, "{from:?} in scenario.toml");
-        want = want.replace(from, to);
-    }
-    let got = std::fs::read_to_string(example.join("llm.toml")).unwrap();
-    let (header, rest) = got.split_at(got.find("# The summary workflow: read").unwrap());
-    assert!(header.lines().all(|l| l.starts_with('#')), "{header}");
-    assert!(
-        rest == want,
-        "examples/summary/llm.toml is not scenario.toml with the LLM key-point skill; make it so again"
+    skillhost_tests::assert_variant_of_scenario(
+        "summary",
+        "llm.toml",
+        &[
+            ("name = \"summary\"\n", "name = \"summary-llm\"\n"),
+            ("summary-keypoints.wasm", "summary-keypoints-llm.wasm"),
+            (
+                "concurrency = 4\n",
+                "concurrency = 4\ncapabilities = { llm = { provider = \"local\", \
+                 model = \"qwen2.5:7b-instruct\", max_tokens = 512, temperature = 0 } }\n",
+            ),
+        ],
     );
 }
 

@@ -122,3 +122,27 @@ pub fn dummy_component(wit: &str) -> Vec<u8> {
         .encode()
         .expect("componentize dummy")
 }
+
+/// Checks that `examples/<example>/<variant>` is its `scenario.toml` with
+/// exactly `changes` made (each `from` found once), after a header of
+/// comment lines that ends where `scenario.toml` begins: a variant (the
+/// same workflow with a model-backed skill, say) that cannot drift.
+pub fn assert_variant_of_scenario(example: &str, variant: &str, changes: &[(&str, &str)]) {
+    let dir = repo_root().join("examples").join(example);
+    let mut want = std::fs::read_to_string(dir.join("scenario.toml")).unwrap();
+    for (from, to) in changes {
+        assert_eq!(want.matches(from).count(), 1, "{from:?} in scenario.toml");
+        want = want.replace(from, to);
+    }
+    let first_line = want.lines().next().unwrap().to_string();
+    let got = std::fs::read_to_string(dir.join(variant)).unwrap();
+    let start = got
+        .find(&format!("{first_line}\n"))
+        .unwrap_or_else(|| panic!("examples/{example}/{variant} lacks {first_line:?}"));
+    let (header, rest) = got.split_at(start);
+    assert!(header.lines().all(|l| l.starts_with('#')), "{header}");
+    assert!(
+        rest == want,
+        "examples/{example}/{variant} is not scenario.toml with only its changes; make it so again"
+    );
+}
