@@ -533,6 +533,7 @@ fn example_grant(capability: &str) -> &'static str {
         "kv" => "\"namespace\"",
         "http" => "[\"api.example.org\"]",
         "llm" => "\"local/qwen2.5:7b\"",
+        "sql" => "\"data/analytics.db\"",
         _ => "\"…\"",
     }
 }
