@@ -48,6 +48,10 @@ pub const MAX_ROWS: usize = 1000;
 pub const MAX_RESULT_BYTES: usize = 1 << 20;
 /// The longest one query may run, if the call's deadline is not sooner.
 pub const QUERY_TIME: Duration = Duration::from_secs(5);
+/// How long before the call's deadline a query is stopped, at most (a
+/// quarter of what is left, if less): time for the guest to get the error
+/// and return it.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(100);
 /// SQLite virtual-machine instructions between two looks at the clock.
 const PROGRESS_OPS: i32 = 4096;
 
@@ -313,6 +317,16 @@ impl ReadOnly {
                 "invalid-query",
                 format!("the statement takes {wanted} parameter(s) but {given} were given"),
             ),
+            // SQLite's own refusal of a function a view or trigger of the
+            // file calls that only a statement may (`load_extension`).
+            rusqlite::Error::SqliteFailure(_, Some(message))
+                if message.starts_with("unsafe use of") =>
+            {
+                guest_error(
+                    "not-allowed",
+                    format!("`sql` is read-only: the statement is refused: SQLite: {message}"),
+                )
+            }
             rusqlite::Error::SqliteFailure(_, Some(message)) => {
                 guest_error("invalid-query", format!("SQLite: {message}"))
             }
@@ -486,9 +500,13 @@ impl wit::Host for HostCall<'_, SqlCall> {
         let Some(grant) = self.cap.grant.clone() else {
             return Ok(Err(self.deny(Capability::Sql)));
         };
+        // The query stops a little before the call's deadline, so the guest
+        // still gets the `timeout` error back before the call is cut off.
         let now = Instant::now();
-        let deadline = self.scope.deadline().min(now + QUERY_TIME);
-        let time_limit = deadline.saturating_duration_since(now);
+        let call_left = self.scope.deadline().saturating_duration_since(now);
+        let margin = DEADLINE_MARGIN.min(call_left / 4);
+        let time_limit = QUERY_TIME.min(call_left - margin);
+        let deadline = now + time_limit;
         let request = json!({
             "statement": statement,
             "params": params.iter().map(value_to_json).collect::<Vec<_>>(),
