@@ -7,13 +7,16 @@
 //! bounds and a refused statement through the `analytics-sql` skill; a kill
 //! then `host resume` giving the same answer; a replay answering from the
 //! journal after the database changed; and the committed data being what
-//! its build script makes from the `palmerpenguins` package.
+//! its build script makes from the `palmerpenguins` package; and the
+//! `llm.toml` variant against the fake model provider: the same answer from
+//! the same plan, and an invented column refused before any query.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use skillhost_tests::cli::{host, host_in_repo, json, killed_and_resumed_match, stderr};
+use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
 
 const QUESTION: &str = "@examples/analytics/inputs/question.json";
 
@@ -617,5 +620,123 @@ fn the_committed_data_is_what_the_build_script_makes() {
     assert_eq!(
         rows(&dir.path().join("penguins.db"), schema),
         rows(&example().join("data/penguins.db"), schema)
+    );
+}
+
+/// `examples/analytics/llm.toml` is `scenario.toml` with exactly the
+/// planner, its `llm` grant and the name changed, so the two never drift.
+#[test]
+fn the_llm_variant_is_the_scenario_with_only_the_planner_changed() {
+    let mut want = std::fs::read_to_string(example().join("scenario.toml")).unwrap();
+    for (from, to) in [
+        ("name = \"analytics\"\n", "name = \"analytics-llm\"\n"),
+        ("analytics-plan.wasm", "analytics-plan-llm.wasm"),
+        (
+            "input = { question = \"input.question\" }\n",
+            "capabilities = { llm = { provider = \"local\", model = \"qwen2.5:7b-instruct\", \
+             max_tokens = 1024, temperature = 0 } }\ninput = { question = \"input.question\" }\n",
+        ),
+    ] {
+        assert_eq!(want.matches(from).count(), 1, "{from:?} in scenario.toml");
+        want = want.replace(from, to);
+    }
+    let got = std::fs::read_to_string(example().join("llm.toml")).unwrap();
+    let (header, rest) = got.split_at(got.find("# The analytics workflow: a question").unwrap());
+    assert!(header.lines().all(|l| l.starts_with('#')), "{header}");
+    assert!(
+        rest == want,
+        "examples/analytics/llm.toml is not scenario.toml with the LLM planner; make it so again"
+    );
+}
+
+/// Runs `examples/analytics/llm.toml` on the example's question with the
+/// `local` provider pointing at `server`, writing `answer.md` in `dir`.
+fn run_with_model(dir: &Path, server: &FakeLlmServer) -> Output {
+    server.configure_user(dir);
+    let answer = dir.join("answer.md");
+    host_in_repo(
+        dir,
+        &[
+            "run",
+            "examples/analytics/llm.toml",
+            "--input",
+            QUESTION,
+            "--out",
+            answer.to_str().unwrap(),
+            "--json",
+        ],
+        None,
+    )
+}
+
+#[test]
+fn with_a_model_planning_the_same_sub_tasks_the_answer_is_the_same() {
+    // The rule-based planner's plan for the example's question, as a model
+    // would answer it.
+    let plan = json!({ "tasks": [
+        { "source": "sql", "topic": "mean body_mass_g by species, sex", "measure": "body_mass_g",
+          "group_by": ["species", "sex"], "year": null },
+        { "source": "graph", "topic": "islands each species lives on", "relation": "lives-on", "terms": [] },
+        { "source": "documents", "topic": "what the documents say: collected", "terms": ["collected"] },
+        { "source": "documents", "topic": "what the documents say: license, cc-0", "terms": ["license", "cc-0"] },
+    ]});
+    let server = FakeLlmServer::start_with(move |request| {
+        request.last_message_after("Question:\n")?;
+        Some(FakeReply::openai_content(&plan.to_string()))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_with_model(dir.path(), &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let outcome = json(&out);
+    assert_eq!(outcome["usage"]["calls"], 1, "one completion: the plan");
+    assert_eq!(server.request_count(), 1);
+
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    let answer = rules.join("answer.md");
+    let out = host_in_repo(
+        &rules,
+        &[
+            "run",
+            "analytics",
+            "--input",
+            QUESTION,
+            "--out",
+            answer.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        std::fs::read(dir.path().join("answer.md")).unwrap() == std::fs::read(&answer).unwrap(),
+        "the answers of the two planners differ"
+    );
+}
+
+#[test]
+fn a_model_that_invents_a_column_is_refused_before_any_query() {
+    let server = FakeLlmServer::start_with(|_| {
+        let plan = json!({ "tasks": [
+            { "source": "sql", "topic": "wingspan", "measure": "wingspan_cm", "group_by": ["species"] },
+        ]});
+        Some(FakeReply::openai_content(&plan.to_string()))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_with_model(dir.path(), &server);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let failure = &json(&out)["failure"];
+    assert_eq!(failure["node"], "plan", "{failure}");
+    let message = failure["message"].as_str().unwrap();
+    assert!(
+        message.contains("measure `wingspan_cm` is not a column of the table"),
+        "{message}"
+    );
+    // Retried once (the skill's policy), then failed: no query ran.
+    assert_eq!(server.request_count(), 2);
+    assert!(
+        json(&out)["state"]["results"]
+            .as_array()
+            .unwrap()
+            .is_empty()
     );
 }
