@@ -15,10 +15,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use skillhost_tests::cli::{host, host_in_repo, json, killed_and_resumed_match, stderr};
+use skillhost_tests::cli::{
+    host, host_command, host_in_repo, json, killed_and_resumed_match, stderr,
+};
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
 
 const QUESTION: &str = "@examples/analytics/inputs/question.json";
+
+/// `host` run from `dir`, so the artifacts of a run without `--out` (kept in
+/// `.skillhost/runs/` of the working directory) stay in the test's directory.
+fn host_in(dir: &Path, args: &[&str]) -> Output {
+    host_command(dir, args, None)
+        .current_dir(dir)
+        .output()
+        .expect("run host")
+}
 
 fn example() -> PathBuf {
     skillhost_tests::repo_root().join("examples/analytics")
@@ -336,7 +347,7 @@ fn sql_must_be_granted_and_name_a_sqlite_file() {
         let scenario = example_copy(dir.path(), |text| {
             text.replace("sql = \"data/penguins.db\"", &format!("sql = \"{grant}\""))
         });
-        let out = host(
+        let out = host_in(
             dir.path(),
             &[
                 "run",
@@ -344,7 +355,6 @@ fn sql_must_be_granted_and_name_a_sqlite_file() {
                 "--input",
                 r#"{"question": "How many penguins?"}"#,
             ],
-            None,
         );
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         let error = stderr(&out);
@@ -523,7 +533,7 @@ fn a_replay_answers_sql_from_the_journal_after_the_database_changed() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = example_copy(dir.path(), |text| text);
     let question = r#"{"question": "How many penguins per species?", "min_support": 1}"#;
-    let out = host(
+    let out = host_in(
         dir.path(),
         &[
             "run",
@@ -532,7 +542,6 @@ fn a_replay_answers_sql_from_the_journal_after_the_database_changed() {
             question,
             "--json",
         ],
-        None,
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let run = json(&out);
@@ -566,7 +575,7 @@ fn a_replay_answers_sql_from_the_journal_after_the_database_changed() {
         .sum();
     assert_eq!(served, 1, "{report}");
 
-    let out = host(
+    let out = host_in(
         dir.path(),
         &[
             "run",
@@ -575,7 +584,6 @@ fn a_replay_answers_sql_from_the_journal_after_the_database_changed() {
             question,
             "--json",
         ],
-        None,
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let counted = figures(&json(&out)["state"]["accepted"][0]);
