@@ -9,7 +9,7 @@
 //!   that [`SkillError`], [`Manifest`] and friends are the same Rust types in
 //!   every skill and in this crate's helpers;
 //! - ergonomic wrappers over the host imports ([`log`], [`fs`], [`kv`],
-//!   [`http`], [`llm`]) that call the host on `wasm32` and, on native targets,
+//!   [`http`], [`llm`], [`sql`]) that call the host on `wasm32` and, on native targets,
 //!   behave like the host does (stderr, a directory set with
 //!   [`testing::set_fs_root`], an in-memory map), so `cargo test` of a skill's
 //!   logic needs no Wasm toolchain.
@@ -45,6 +45,7 @@ pub mod llm;
 pub mod log;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
+pub mod sql;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 
@@ -64,6 +65,7 @@ pub mod bindings {
                 import skillhost:skill/kv@0.1.0;
                 import skillhost:skill/http@0.1.0;
                 import skillhost:skill/llm@0.1.0;
+                import skillhost:skill/sql@0.1.0;
             }
         ",
         path: "wit",
@@ -107,7 +109,7 @@ pub mod __private {
 
     /// The capabilities a manifest may list (see `manifest.capabilities` in
     /// `wit/skill.wit`).
-    pub const CAPABILITIES: [&str; 5] = ["log", "fs", "kv", "http", "llm"];
+    pub const CAPABILITIES: [&str; 6] = ["log", "fs", "kv", "http", "llm", "sql"];
 
     /// Fails compilation (the call is in a `const`) for an unknown capability.
     pub const fn check_capability(name: &str) {
@@ -119,7 +121,7 @@ pub mod __private {
             i += 1;
         }
         panic!(
-            "unknown capability in skillhost_sdk::manifest!: use \"log\", \"fs\", \"kv\", \"http\" or \"llm\""
+            "unknown capability in skillhost_sdk::manifest!: use \"log\", \"fs\", \"kv\", \"http\", \"llm\" or \"sql\""
         );
     }
 
@@ -260,6 +262,7 @@ macro_rules! generate {
                     "skillhost:skill/kv@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::kv,
                     "skillhost:skill/http@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::http,
                     "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
+                    "skillhost:skill/sql@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::sql,
                 },
                 $($($option)*)?
             });

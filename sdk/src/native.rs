@@ -11,6 +11,7 @@ use std::rc::Rc;
 
 use crate::http::{Request, Response};
 use crate::llm::{Completion, CompletionRequest};
+use crate::sql::{QueryResult, Value};
 use crate::{DirEntry, EntryKind, Level, SkillError};
 
 const MAX_KEY_BYTES: usize = 1024;
@@ -18,6 +19,7 @@ const MAX_VALUE_BYTES: usize = 1 << 20;
 
 pub(crate) type HttpHandler = Rc<dyn Fn(&Request) -> Result<Response, SkillError>>;
 pub(crate) type LlmHandler = Rc<dyn Fn(&CompletionRequest) -> Result<Completion, SkillError>>;
+pub(crate) type SqlHandler = Rc<dyn Fn(&str, &[Value]) -> Result<QueryResult, SkillError>>;
 
 #[derive(Default)]
 pub(crate) struct State {
@@ -26,6 +28,7 @@ pub(crate) struct State {
     pub(crate) logs: Vec<(Level, String)>,
     pub(crate) http: Option<HttpHandler>,
     pub(crate) llm: Option<LlmHandler>,
+    pub(crate) sql: Option<SqlHandler>,
 }
 
 thread_local! {
@@ -217,4 +220,14 @@ pub(crate) fn llm_complete(request: &CompletionRequest) -> Result<Completion, Sk
         )
     })?;
     handler(request)
+}
+
+pub(crate) fn sql_query(statement: &str, params: &[Value]) -> Result<QueryResult, SkillError> {
+    let handler = with(|state| state.sql.clone()).ok_or_else(|| {
+        not_granted(
+            "sql",
+            "install a handler with skillhost_sdk::testing::set_sql_handler",
+        )
+    })?;
+    handler(statement, params)
 }

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use crate::http::{Request, Response};
 use crate::llm::{Completion, CompletionRequest};
 use crate::native::with;
+use crate::sql::{QueryResult, Value};
 use crate::{Level, SkillError};
 
 /// Grants `fs` on this thread: paths given to [`crate::fs`] resolve inside
@@ -54,6 +55,14 @@ pub fn set_llm_handler(
     handler: impl Fn(&CompletionRequest) -> Result<Completion, SkillError> + 'static,
 ) {
     with(|state| state.llm = Some(Rc::new(handler)));
+}
+
+/// Answers [`crate::sql::query`] on this thread with `handler` (the
+/// statement and its parameters).
+pub fn set_sql_handler(
+    handler: impl Fn(&str, &[Value]) -> Result<QueryResult, SkillError> + 'static,
+) {
+    with(|state| state.sql = Some(Rc::new(handler)));
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! End to end: the real `host` binary, as a user runs it, on real SQLite
 //! files and real Postgres servers. One test binary, one module per area.
 
+mod analytics;
 mod approval;
 mod approval_example;
 mod authoring;

@@ -245,7 +245,7 @@ mod tests {
         assert!(p3.contains("WASI 0.2"), "{p3}");
         let other = unprovided("wasi:keyvalue/store@0.2.0-draft").unwrap();
         assert!(other.contains("wasi:clocks"), "{other}");
-        let contract = unprovided("skillhost:skill/sql@0.1.0").unwrap();
+        let contract = unprovided("skillhost:skill/queue@0.1.0").unwrap();
         assert!(contract.contains("wit/skill.wit"), "{contract}");
         let future = unprovided("skillhost:skill/log@0.2.0").unwrap();
         assert!(future.contains("@0.1"), "{future}");

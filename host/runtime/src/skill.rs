@@ -120,7 +120,8 @@ impl Skill {
     /// and so must not run on an async runtime's worker thread: one that
     /// imports WASI (wasmtime-wasi drives WASI's streams and pollables by
     /// blocking on tokio, which panics there), `http` or `llm` (their
-    /// requests block the thread until they answer). Run such a call on a
+    /// requests block the thread until they answer), or `sql` (a query
+    /// runs on the calling thread, up to its time bound). Run such a call on a
     /// blocking thread (`tokio::task::spawn_blocking`) or outside any
     /// runtime. A pure skill never blocks and may be called anywhere.
     pub fn needs_blocking_thread(&self) -> bool {
@@ -297,9 +298,11 @@ pub(crate) fn load(
         .filter(|c| !c.always_granted() && !capabilities.contains(c))
         .copied()
         .collect();
-    // An undeclared `http` or `llm` is denied before it could block.
+    // An undeclared `http`, `llm` or `sql` is denied before it could block;
+    // a declared one waits on the network, a model or a query.
     let usable = |c: Capability| imported_capabilities.contains(&c) && capabilities.contains(&c);
-    let needs_blocking_thread = uses_wasi || usable(Capability::Http) || usable(Capability::Llm);
+    let needs_blocking_thread =
+        uses_wasi || usable(Capability::Http) || usable(Capability::Llm) || usable(Capability::Sql);
     Ok(Skill {
         needs_blocking_thread,
         name_arc: Arc::from(name.as_str()),

@@ -487,7 +487,7 @@ pub(crate) fn check_llm_providers(s: &Scenario, providers: &LlmProviders, r: &mu
 /// What a cached node's skill can make of its cache: a skill that imports
 /// WASI may read random bytes (seeded per run) or the time, so another
 /// run's output is not the one it would have made; a call that makes a
-/// journaled host call (kv, http, llm) depends on an answer from outside
+/// journaled host call (kv, http, llm, sql) depends on an answer from outside
 /// the run, so it is never cached. Both are warnings: the node runs.
 fn cache_limits(node: &Node, call: &SkillCall, skill: &Skill, r: &mut Reporter) {
     let alias = &call.skill;
@@ -507,11 +507,16 @@ fn cache_limits(node: &Node, call: &SkillCall, skill: &Skill, r: &mut Reporter) 
             ),
         );
     }
-    let outside: Vec<&str> = [Capability::Kv, Capability::Http, Capability::Llm]
-        .into_iter()
-        .filter(|c| skill.capabilities.contains(c) && call.grants.is_granted(*c))
-        .map(Capability::name)
-        .collect();
+    let outside: Vec<&str> = [
+        Capability::Kv,
+        Capability::Http,
+        Capability::Llm,
+        Capability::Sql,
+    ]
+    .into_iter()
+    .filter(|c| skill.capabilities.contains(c) && call.grants.is_granted(*c))
+    .map(Capability::name)
+    .collect();
     if !outside.is_empty() {
         r.warning(
             node.line,
@@ -533,6 +538,7 @@ fn example_grant(capability: &str) -> &'static str {
         "kv" => "\"namespace\"",
         "http" => "[\"api.example.org\"]",
         "llm" => "\"local/qwen2.5:7b\"",
+        "sql" => "\"data/analytics.db\"",
         _ => "\"…\"",
     }
 }

@@ -126,7 +126,7 @@ pub mod codes {
     pub const UNUSED_SKILL: &str = "unused-skill";
     /// A cached node whose skill's output may not be a function of its
     /// input (WASI's random bytes), or whose calls that reach outside the
-    /// run (kv, http, llm) are never cached.
+    /// run (kv, http, llm, sql) are never cached.
     pub const CACHE_LIMITED: &str = "cache-limited";
 }
 

@@ -640,7 +640,7 @@ fn replay_failure(e: ReplayError) -> Failure {
 
 /// One journaled host call of a step, on one line: its kind, what was asked
 /// and what came back (`http GET URL -> 200, 26 bytes`; `kv get KEY -> ok`;
-/// `llm local/MODEL, 2 message(s) -> 5 in, 7 out tokens`).
+/// `llm local/MODEL, 2 message(s) -> 5 in, 7 out tokens`; `sql SELECT … -> 6 row(s)`).
 fn journal_line(entry: &JournalEntry) -> String {
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_string();
     let asked = match entry.kind.as_str() {
@@ -667,6 +667,7 @@ fn journal_line(entry: &JournalEntry) -> String {
                 .and_then(Value::as_array)
                 .map_or(0, Vec::len)
         ),
+        "sql" => text(&entry.request, "statement"),
         _ => entry.request.to_string(),
     };
     let answer = match (entry.response.get("ok"), entry.response.get("error")) {
@@ -691,6 +692,10 @@ fn journal_line(entry: &JournalEntry) -> String {
                 tokens("output_tokens")
             )
         }
+        (Some(ok), None) if entry.kind == "sql" => format!(
+            "{} row(s)",
+            ok.get("rows").and_then(Value::as_array).map_or(0, Vec::len)
+        ),
         _ => "ok".to_string(),
     };
     let item = entry

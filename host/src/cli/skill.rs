@@ -58,7 +58,7 @@ pub struct CallArgs {
     /// The input: inline JSON, or @FILE.
     #[arg(long, value_name = "JSON|@FILE")]
     input: String,
-    /// Grant a capability: fs=DIR, kv=NAMESPACE, http=HOST[:PORT],… (or a JSON list or table of host patterns), llm=PROVIDER/MODEL (or a JSON table; the provider from the host's configuration, skillhost.toml here, $SKILLHOST_CONFIG or ~/.config/skillhost/config.toml), see docs/scenarios.md; log is always granted. Repeatable.
+    /// Grant a capability: fs=DIR, kv=NAMESPACE, http=HOST[:PORT],… (or a JSON list or table of host patterns), llm=PROVIDER/MODEL (or a JSON table; the provider from the host's configuration, skillhost.toml here, $SKILLHOST_CONFIG or ~/.config/skillhost/config.toml), sql=FILE (a SQLite database, read-only), see docs/scenarios.md; log is always granted. Repeatable.
     #[arg(long = "grant", value_name = "CAP=VALUE")]
     grants: Vec<String>,
     /// Wall-clock limit for the call.

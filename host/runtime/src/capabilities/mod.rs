@@ -28,6 +28,7 @@ pub mod http;
 pub mod kv;
 pub mod llm;
 pub mod log;
+pub mod sql;
 pub mod wasi;
 
 use std::fmt;
@@ -49,6 +50,7 @@ pub(crate) mod bindings {
             "skillhost:skill/kv": trappable,
             "skillhost:skill/http": trappable,
             "skillhost:skill/llm": trappable,
+            "skillhost:skill/sql": trappable,
         },
     });
 }
@@ -57,6 +59,7 @@ pub use bindings::skillhost::skill::types::SkillError as GuestError;
 pub use http::{HttpBackend, ReqwestHttp};
 pub use kv::{KvBackend, KvOverride, MemoryKv};
 pub use llm::{LlmProviders, TokenUsage};
+pub use sql::SqlGrant;
 
 /// The version of the skill contract this host implements.
 pub const CONTRACT_PACKAGE: &str = "skillhost:skill";
@@ -267,6 +270,8 @@ capabilities! {
         Http = "http" => http::Http(HttpGrant),
         /// Completions from a model provider of the host's configuration.
         Llm = "llm" => llm::Llm(LlmGrant),
+        /// Read-only queries over one SQLite database file.
+        Sql = "sql" => sql::Sql(SqlGrant),
     }
 }
 

@@ -1,4 +1,5 @@
-//! Where a scenario may point an `fs` grant.
+//! Where a scenario may point an `fs` grant, or an `sql` grant (a database
+//! file, under the same rules).
 //!
 //! A scenario is untrusted input: the directory it grants a skill is read
 //! into the skill, and whatever the skill returns can end up in the run's

@@ -607,7 +607,10 @@ fn grants(
         };
         let as_written = &value.get_ref().text();
         let mut value = as_written.clone();
-        if capability == Capability::Fs && !value.is_empty() {
+        // A path is resolved against the scenario's directory, for the
+        // directory `fs` reads and the database file `sql` queries alike.
+        let is_path = matches!(capability, Capability::Fs | Capability::Sql);
+        if is_path && !value.is_empty() {
             value = normalize(&p.dir.join(&value))
                 .to_string_lossy()
                 .into_owned();
@@ -619,9 +622,13 @@ fn grants(
             written.insert(name.clone(), value);
             continue;
         }
-        if capability == Capability::Fs
-            && let Some(fs) = &grants.fs
-            && let Err(rule) = fs_grant::check(&fs_policy(&p.dir), as_written, &fs.root)
+        let resolved = match capability {
+            Capability::Fs => grants.fs.as_ref().map(|fs| fs.root.as_path()),
+            Capability::Sql => grants.sql.as_ref().map(|sql| sql.path.as_path()),
+            _ => None,
+        };
+        if let Some(resolved) = resolved
+            && let Err(rule) = fs_grant::check(&fs_policy(&p.dir), as_written, resolved)
         {
             // The grant stays parsed (the load fails anyway), so the node is
             // not also reported as lacking it.
@@ -629,7 +636,7 @@ fn grants(
                 line,
                 node,
                 codes::BAD_GRANT,
-                format!("capability `fs`: {rule}"),
+                format!("capability `{name}`: {rule}"),
             );
             continue;
         }
