@@ -20,6 +20,7 @@ use skillhost_tests::cli::{
     example_checks_and_readme_shows_its_graph, host_in_repo, json, killed_and_resumed_match,
     shipped_skill_is_what_its_source_builds_to, stderr,
 };
+use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply, ReceivedRequest};
 
 const TALK: &str = r#"{"dir": "talk"}"#;
 const PPTX_MEDIA_TYPE: &str =
@@ -487,4 +488,131 @@ fn the_shipped_c_visual_skill_is_what_its_source_builds_to() {
         "ppt-visual",
         "scripts/install-guest-toolchains.sh c",
     );
+}
+
+/// `examples/ppt/llm.toml` is `scenario.toml` with exactly the outline
+/// skill, its `llm` grant and the name changed, so the two never drift.
+#[test]
+fn the_llm_variant_is_the_scenario_with_only_the_outline_skill_changed() {
+    let example = skillhost_tests::repo_root().join("examples/ppt");
+    let mut want = std::fs::read_to_string(example.join("scenario.toml")).unwrap();
+    let grant = "capabilities = { llm = { provider = \"local\", model = \"qwen2.5:7b-instruct\", \
+                 max_tokens = 2048, temperature = 0 } }\n";
+    for (from, to) in [
+        (
+            "name = \"ppt\"\n".to_string(),
+            "name = \"ppt-llm\"\n".to_string(),
+        ),
+        ("ppt-outline.wasm".into(), "ppt-outline-llm.wasm".into()),
+        (
+            "a deck needs at least three\"\n".into(),
+            format!("a deck needs at least three\"\n{grant}"),
+        ),
+    ] {
+        assert_eq!(want.matches(&from).count(), 1, "{from:?} in scenario.toml");
+        want = want.replace(&from, &to);
+    }
+    let got = std::fs::read_to_string(example.join("llm.toml")).unwrap();
+    let (header, rest) = got.split_at(got.find("# The slide deck workflow: analyse").unwrap());
+    assert!(header.lines().all(|l| l.starts_with('#')), "{header}");
+    assert!(
+        rest == want,
+        "examples/ppt/llm.toml is not scenario.toml with the LLM outline skill; make it so again"
+    );
+}
+
+/// The deterministic "model" of the LLM variant: from the content it is
+/// sent (after `Content:\n`), a section for each `## ` heading with the
+/// `- ` bullets under it, the first `sections` of them.
+fn outliner(sections: usize) -> impl Fn(&ReceivedRequest) -> Option<FakeReply> + Send + Sync {
+    move |request| {
+        let content = request.last_message_after("Content:\n")?;
+        let mut outline: Vec<Value> = Vec::new();
+        for line in content.lines() {
+            if let Some(title) = line.strip_prefix("## ") {
+                outline.push(json!({ "title": title, "points": [] }));
+            } else if let (Some(point), Some(last)) = (line.strip_prefix("- "), outline.last_mut())
+            {
+                last["points"].as_array_mut().unwrap().push(json!(point));
+            }
+        }
+        outline.truncate(sections);
+        let answer = json!({ "sections": outline });
+        Some(FakeReply::openai_content(&answer.to_string()))
+    }
+}
+
+/// Runs `examples/ppt/llm.toml` on `talk` with the `local` provider
+/// pointing at `server`.
+fn run_with_model(dir: &Path, server: &FakeLlmServer) -> Output {
+    server.configure_user(dir);
+    let deck = dir.join("deck.pptx");
+    host(
+        dir,
+        &[
+            "run",
+            "examples/ppt/llm.toml",
+            "--input",
+            TALK,
+            "--out",
+            deck.to_str().unwrap(),
+            "--json",
+        ],
+    )
+}
+
+#[test]
+fn with_a_model_outlining_the_deck_its_sections_become_the_slides() {
+    let server = FakeLlmServer::start_with(outliner(10));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_with_model(dir.path(), &server);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let outcome = json(&out);
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    assert_eq!(server.request_count(), 1, "one completion for the outline");
+    let request = server.requests()[0].json();
+    assert!(
+        request["response_format"]["json_schema"].is_object(),
+        "the outline's schema is sent: {request}"
+    );
+    // The model's sections (the `## ` headings, with their bullets) are
+    // the slides, in its order.
+    let slides = outcome["state"]["slides"].as_array().unwrap();
+    let titles: Vec<&str> = slides
+        .iter()
+        .map(|s| s["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "Why cycling matters",
+            "What the numbers say",
+            "Safe streets",
+            "What a city can do first",
+            "Next steps"
+        ]
+    );
+    assert_eq!(
+        slides[0]["bullets"],
+        json!([
+            "Half of all car trips in many cities are shorter than five kilometres",
+            "A bicycle lane carries several times more people than a car lane of the same width"
+        ])
+    );
+    assert_eq!(slides[2]["bullets"], json!([]));
+    let read = read_deck(&dir.path().join("deck.pptx"));
+    assert_eq!(read["slides"].as_array().unwrap().len(), 6);
+}
+
+#[test]
+fn a_model_outline_of_two_sections_ends_in_the_fail_node() {
+    let server = FakeLlmServer::start_with(outliner(2));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_with_model(dir.path(), &server);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let failure = &json(&out)["failure"];
+    assert_eq!(failure["node"], "outline", "{failure}");
+    assert_eq!(failure["handler"], "deck_error", "{failure}");
+    assert_eq!(failure["code"], "postcondition-failed", "{failure}");
+    assert!(!dir.path().join("deck.pptx").exists());
 }
