@@ -616,3 +616,42 @@ fn a_model_outline_of_two_sections_ends_in_the_fail_node() {
     assert_eq!(failure["code"], "postcondition-failed", "{failure}");
     assert!(!dir.path().join("deck.pptx").exists());
 }
+
+/// `host serve` hands the stored deck out as bytes with its media type, the
+/// same bytes `host run` wrote.
+#[test]
+fn host_serve_downloads_the_deck_with_its_media_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let (outcome, deck) = run_talk(dir.path());
+    let run_id = outcome["run_id"].as_str().unwrap();
+    let addr = format!("127.0.0.1:{}", skillhost_tests::free_port());
+    let mut serve =
+        skillhost_tests::cli::host_command(dir.path(), &["serve", "--addr", &addr], None)
+            .current_dir(skillhost_tests::repo_root())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start host serve");
+    let url = format!("http://{addr}/api/runs/{run_id}/artifacts/deck.pptx");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let response = loop {
+        match reqwest::blocking::get(&url) {
+            Ok(response) => break response,
+            Err(e) if std::time::Instant::now() > deadline => {
+                let _ = serve.kill();
+                panic!("host serve did not answer {url}: {e}");
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+        }
+    };
+    let status = response.status().as_u16();
+    let media_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let bytes = response.bytes().unwrap();
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(status, 200);
+    assert_eq!(media_type, PPTX_MEDIA_TYPE);
+    assert!(bytes[..] == std::fs::read(&deck).unwrap()[..]);
+}
