@@ -17,6 +17,7 @@ mod layout;
 mod llm;
 mod mcp;
 mod polyglot;
+mod ppt;
 mod progress;
 mod queue;
 mod registry;

@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::{Value, json};
-use skillhost_tests::cli::{host_command, host_in_repo, json, killed_and_resumed_match, stderr};
+use skillhost_tests::cli::{
+    example_checks_and_readme_shows_its_graph, host_command, host_in_repo, json,
+    killed_and_resumed_match, shipped_skill_is_what_its_source_builds_to, stderr,
+};
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply, ReceivedRequest};
 
 const CORPUS: &str = r#"{"dir": "corpus"}"#;
@@ -309,58 +312,19 @@ fn killed_mid_run_and_resumed_gives_the_same_summary() {
 #[test]
 fn the_scenario_passes_the_checker_and_the_readme_shows_its_graph() {
     let dir = tempfile::tempdir().unwrap();
-    let out = host(dir.path(), &["check", "summary", "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report = json(&out);
-    assert_eq!(report["ok"], true);
-    assert_eq!(report["errors"], json!([]));
-    assert_eq!(report["warnings"], json!([]), "{report}");
-
-    let out = host(dir.path(), &["graph", "summary", "--format", "mermaid"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let graph = String::from_utf8(out.stdout).unwrap();
-    let readme =
-        std::fs::read_to_string(skillhost_tests::repo_root().join("examples/summary/README.md"))
-            .unwrap();
-    assert!(
-        readme.contains(&format!("```mermaid\n{graph}```")),
-        "examples/summary/README.md's graph is not `host graph summary --format mermaid`:\n{graph}"
-    );
+    example_checks_and_readme_shows_its_graph(dir.path(), "summary");
 }
 
 /// The chunking skill is C, shipped built in `skills/dist` so the example
-/// runs without a C toolchain; built again here from `skills/summary-chunk`
-/// (clang and wasi-libc: `scripts/install-guest-toolchains.sh c`), it must
-/// give the same bytes.
+/// runs without a C toolchain; built again here from `skills/summary-chunk`,
+/// it must give the same bytes.
 #[test]
 fn the_shipped_c_chunker_is_what_its_source_builds_to() {
     let dir = tempfile::tempdir().unwrap();
-    let root = skillhost_tests::repo_root();
-    let out_file = dir.path().join("summary-chunk.wasm");
-    let out = host(
+    shipped_skill_is_what_its_source_builds_to(
         dir.path(),
-        &[
-            "skill",
-            "build",
-            root.join("skills/summary-chunk").to_str().unwrap(),
-            "--out",
-            out_file.to_str().unwrap(),
-            "--target-dir",
-            dir.path().join("build").to_str().unwrap(),
-            "--quiet",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "building skills/summary-chunk failed; install the C toolchain with \
-         scripts/install-guest-toolchains.sh c:\n{}",
-        stderr(&out)
-    );
-    assert!(
-        std::fs::read(&out_file).unwrap()
-            == std::fs::read(skillhost_tests::dist("summary-chunk")).unwrap(),
-        "skills/dist/summary-chunk.wasm is not what skills/summary-chunk builds to; \
-         run scripts/build-skills.sh summary-chunk and commit skills/dist"
+        "summary-chunk",
+        "scripts/install-guest-toolchains.sh c",
     );
 }
 

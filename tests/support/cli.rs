@@ -174,3 +174,57 @@ pub fn run_killed_at(dir: &Path, cwd: &Path, args: &[&str], point: &str) -> Stri
         .unwrap_or_else(|| panic!("the first event names no run: {started}"))
         .to_string()
 }
+
+/// Checks that the example `name` (`examples/NAME/scenario.toml`) passes
+/// `host check` without an error or warning, and that its README shows the
+/// graph `host graph NAME --format mermaid` draws, so the two never drift.
+pub fn example_checks_and_readme_shows_its_graph(dir: &Path, name: &str) {
+    let out = host_in_repo(dir, &["check", name, "--json"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["errors"], serde_json::json!([]));
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report}");
+
+    let out = host_in_repo(dir, &["graph", name, "--format", "mermaid"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let graph = String::from_utf8(out.stdout).unwrap();
+    let readme = crate::repo_root().join(format!("examples/{name}/README.md"));
+    let readme = std::fs::read_to_string(&readme).unwrap();
+    assert!(
+        readme.contains(&format!("```mermaid\n{graph}```")),
+        "examples/{name}/README.md's graph is not `host graph {name} --format mermaid`:\n{graph}"
+    );
+}
+
+/// Builds `skills/NAME` with `host skill build` into `dir` and checks it
+/// gives the bytes of the shipped `skills/dist/NAME.wasm`; `toolchain` says
+/// how to install what the build needs, shown when it fails.
+pub fn shipped_skill_is_what_its_source_builds_to(dir: &Path, name: &str, toolchain: &str) {
+    let root = crate::repo_root();
+    let out_file = dir.join(format!("{name}.wasm"));
+    let out = host_in_repo(
+        dir,
+        &[
+            "skill",
+            "build",
+            root.join("skills").join(name).to_str().unwrap(),
+            "--out",
+            out_file.to_str().unwrap(),
+            "--target-dir",
+            dir.join("build").to_str().unwrap(),
+            "--quiet",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "building skills/{name} failed; install its toolchain: {toolchain}:\n{}",
+        stderr(&out)
+    );
+    assert!(
+        std::fs::read(&out_file).unwrap() == std::fs::read(crate::dist(name)).unwrap(),
+        "skills/dist/{name}.wasm is not what skills/{name} builds to; \
+         run scripts/build-skills.sh {name} and commit skills/dist"
+    );
+}

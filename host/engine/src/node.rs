@@ -10,7 +10,9 @@ use crate::kinds::NodeFailure;
 use crate::{RunContext, state};
 use skillhost_runtime::Skill;
 use skillhost_scenario::checks::citations::{CitationInputs, check_citations};
-use skillhost_scenario::{ArtifactSpec, Condition, Node, PostCheck, SkillCall, Vars, Write};
+use skillhost_scenario::{
+    ArtifactEncoding, ArtifactSpec, Condition, Node, PostCheck, SkillCall, Vars, Write,
+};
 use skillhost_store::{NewArtifact, RunState};
 
 /// The variables every expression of a node sees.
@@ -183,7 +185,7 @@ pub(crate) fn artifacts(
             Ok(Value::String(text)) => Ok(NewArtifact {
                 name: spec.name.clone(),
                 media_type: spec.media_type.clone(),
-                bytes: text.into_bytes(),
+                bytes: artifact_bytes(node, spec, text)?,
             }),
             Ok(other) => Err(NodeFailure::new(
                 "artifact-failed",
@@ -201,6 +203,28 @@ pub(crate) fn artifacts(
             )),
         })
         .collect()
+}
+
+/// An artifact's string as the bytes its `encoding` says it is.
+fn artifact_bytes(node: &Node, spec: &ArtifactSpec, text: String) -> Result<Vec<u8>, NodeFailure> {
+    match spec.encoding {
+        ArtifactEncoding::Utf8 => Ok(text.into_bytes()),
+        ArtifactEncoding::Base64 => {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD
+                .decode(text.as_bytes())
+                .map_err(|e| {
+                    NodeFailure::new(
+                        "artifact-failed",
+                        format!(
+                            "node `{}`: artifact `{}` ({}) is declared `encoding = \"base64\"` \
+                             but its string is not base64 (standard alphabet, padded): {e}",
+                            node.id, spec.name, spec.from.source
+                        ),
+                    )
+                })
+        }
+    }
 }
 
 /// Turns the node's writes into state changes.

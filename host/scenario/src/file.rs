@@ -250,12 +250,14 @@ impl NodeDecl {
 }
 
 /// `artifacts = [{ name = "report.md", from = "output.markdown", media_type = "text/markdown" }]`
+/// (`encoding = "base64"` when `from` gives a file's bytes in base64).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArtifactDecl {
     pub name: Spanned<String>,
     pub from: Spanned<String>,
     pub media_type: Option<String>,
+    pub encoding: Option<Spanned<String>>,
 }
 
 fn skill_kind() -> NodeKind {

@@ -43,9 +43,9 @@ pub use load::{
     load_with, parse_file, parse_str, resolve,
 };
 pub use node::{
-    ANSWER_VARS, ApprovalNode, ApprovalTimeout, ArtifactSpec, CacheSpec, CitationSpec, Condition,
-    DEFAULT_MAP_CONCURRENCY, FailNode, GateNode, MapNode, Node, NodeBody, NodeExpr, NodeKind,
-    PostCheck, Reducer, RetrySpec, Route, SkillCall, SubgraphNode, Write,
+    ANSWER_VARS, ApprovalNode, ApprovalTimeout, ArtifactEncoding, ArtifactSpec, CacheSpec,
+    CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, FailNode, GateNode, MapNode, Node, NodeBody,
+    NodeExpr, NodeKind, PostCheck, Reducer, RetrySpec, Route, SkillCall, SubgraphNode, Write,
 };
 pub use queue::{DueTicks, QueuePolicy, Schedule};
 

@@ -589,6 +589,22 @@ fn artifact_names_that_are_not_plain_file_names() {
 }
 
 #[test]
+fn artifact_encodings_other_than_utf8_and_base64() {
+    let report = expect_error(
+        "bad_artifact_encoding",
+        codes::INVALID_VALUE,
+        11,
+        Some("say"),
+    );
+    only_one(&report);
+    let shown = report.errors[0].to_string();
+    assert!(
+        shown.contains("encoding `hex`") && shown.contains("`base64`"),
+        "{shown}"
+    );
+}
+
+#[test]
 fn llm_grants_of_providers_the_host_does_not_define() {
     let report = expect_error(
         "llm_provider_not_configured",

@@ -62,6 +62,12 @@ async fn a_map_nodes_artifacts_see_every_output_and_a_failing_summary_line_shows
                 media_type: "application/octet-stream".into(),
                 bytes: b"2".to_vec(),
             },
+            // `encoding = "base64"`: the bytes the string spells.
+            NewArtifact {
+                name: "blob.bin".into(),
+                media_type: "application/x-test".into(),
+                bytes: vec![0x00, 0xff, 0x0a],
+            },
         ]
     );
     let summary = &ran.outcome.summary;
@@ -98,4 +104,28 @@ async fn an_artifact_that_is_not_a_string_fails_its_node() {
     );
     assert_eq!(ran.state()["lines"], json!([]));
     assert!(ran.outcome.summary.is_empty());
+}
+
+#[tokio::test]
+async fn a_base64_artifact_whose_string_is_not_base64_fails_its_node() {
+    let loaded = load(&scenario("artifacts"));
+    let (ran, db) = run_both(&loaded, json!({ "blob": "not base64" })).await;
+    failed(&ran);
+    let error = ran.last_error();
+    assert_eq!(error["code"], "artifact-failed");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "node `fan`: artifact `blob.bin` (input.blob) is declared `encoding = \"base64\"` \
+             but its string is not base64"
+        ),
+        "{message}"
+    );
+    assert!(
+        db.store
+            .artifacts(&ran.outcome.run_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -38,7 +38,9 @@ pub use approval::{ANSWER_VARS, ApprovalNode, ApprovalTimeout};
 pub use fail::FailNode;
 pub use gate::GateNode;
 pub use map::{DEFAULT_MAP_CONCURRENCY, MapNode};
-pub use skill::{ArtifactSpec, CacheSpec, CitationSpec, PostCheck, RetrySpec, SkillCall};
+pub use skill::{
+    ArtifactEncoding, ArtifactSpec, CacheSpec, CitationSpec, PostCheck, RetrySpec, SkillCall,
+};
 pub use subgraph::SubgraphNode;
 
 /// The kinds of node, as written in `kind = "…"`.

@@ -122,12 +122,37 @@ pub struct CacheSpec {
 }
 
 /// One artifact of a node: `from` (CEL, sees `output`) gives a string, stored
-/// as UTF-8 bytes under `name`.
+/// under `name` as its UTF-8 bytes, or as the bytes it encodes in base64.
 #[derive(Debug, Clone)]
 pub struct ArtifactSpec {
     pub name: String,
     pub from: Expr,
     pub media_type: String,
+    pub encoding: ArtifactEncoding,
+}
+
+/// How an artifact's string becomes its bytes (`encoding` in the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArtifactEncoding {
+    /// The string's own UTF-8 bytes (`utf-8`, the default): a text file.
+    #[default]
+    Utf8,
+    /// The bytes the string spells in base64 (standard alphabet, padded),
+    /// the form a skill's `list<u8>` output takes: a binary file.
+    Base64,
+}
+
+impl ArtifactEncoding {
+    /// The names `encoding` accepts.
+    pub const NAMES: [&'static str; 2] = ["utf-8", "base64"];
+
+    pub fn parse(name: &str) -> Option<ArtifactEncoding> {
+        match name {
+            "utf-8" => Some(ArtifactEncoding::Utf8),
+            "base64" => Some(ArtifactEncoding::Base64),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -398,6 +423,27 @@ fn artifact(
         );
         return None;
     }
+    let encoding = match &a.encoding {
+        None => ArtifactEncoding::default(),
+        Some(given) => match ArtifactEncoding::parse(given.get_ref()) {
+            Some(encoding) => encoding,
+            None => {
+                let line = p.line(given);
+                p.reporter.error(
+                    line,
+                    node,
+                    codes::INVALID_VALUE,
+                    format!(
+                        "artifact `{name}`: encoding `{}` is not known; give `utf-8` (the \
+                         default: the string is the file) or `base64` (the string spells the \
+                         file's bytes, as a skill's `list<u8>` output does)",
+                        given.get_ref()
+                    ),
+                );
+                return None;
+            }
+        },
+    };
     let from = p.expr(node, &format!("artifact `{name}`"), &a.from)?;
     Some(ArtifactSpec {
         name,
@@ -406,6 +452,7 @@ fn artifact(
             .media_type
             .clone()
             .unwrap_or_else(|| "application/octet-stream".to_string()),
+        encoding,
     })
 }
 
