@@ -101,13 +101,19 @@ fn a_research_request_runs_the_research_workflow_and_hands_its_report_over() {
 }
 
 #[test]
-fn summary_and_chat_requests_reach_their_workflows() {
+fn summary_slides_and_chat_requests_reach_their_workflows() {
     let dir = tempfile::tempdir().unwrap();
     let (summary, outcome) = routed(dir.path(), "Summarise the corpus folder", "summary");
     assert_eq!(outcome["state"]["intent"]["folder"], "corpus");
     assert!(
         summary == direct(dir.path(), "summary", &json!({ "dir": "corpus" })),
         "the routed summary differs from `host run summary`'s"
+    );
+
+    let (deck, _) = routed(dir.path(), "make slides from the talk folder", "ppt");
+    assert!(
+        deck == direct(dir.path(), "ppt", &json!({ "dir": "talk" })),
+        "the routed deck differs from `host run ppt`'s"
     );
 
     let (reply, outcome) = routed(dir.path(), "what is (2 + 3) * 4.5?", "chat");
@@ -128,7 +134,8 @@ fn requests_no_workflow_takes_end_at_no_match_saying_why() {
     for (request, why) in [
         (
             "purple elephants dancing",
-            "no workflow matches the request: none of the research, summary or chat cues is in it",
+            "no workflow matches the request: none of the research, summary, slides or chat cues \
+             is in it",
         ),
         (
             "summarise the research papers",
@@ -137,6 +144,10 @@ fn requests_no_workflow_takes_end_at_no_match_saying_why() {
         (
             "summarise it for me",
             "the summary request names no folder: say which, e.g. \"summarise the corpus folder\"",
+        ),
+        (
+            "make slides about owls",
+            "the slides request names no folder: say which, e.g. \"make slides from the talk folder\"",
         ),
         (
             "research it",
@@ -150,7 +161,7 @@ fn requests_no_workflow_takes_end_at_no_match_saying_why() {
         let failure = &outcome["failure"];
         assert_eq!(failure["handler"], "no_match", "{request}: {failure}");
         assert_eq!(failure["message"], why, "{request}");
-        assert_eq!(failure["suggestions"].as_array().unwrap().len(), 3);
+        assert_eq!(failure["suggestions"].as_array().unwrap().len(), 4);
         // No workflow ran: no child run, no routed state.
         assert_eq!(outcome["state"]["routed"], json!({}), "{request}");
         let id = outcome["run_id"].as_str().unwrap();
@@ -204,6 +215,7 @@ fn the_graph_holds_every_workflow_and_the_readme_shows_it() {
     for cluster in [
         "subgraph research [\"research<br/>subgraph: ../research/scenario.toml\"]",
         "subgraph summary [\"summary<br/>subgraph: ../summary/scenario.toml\"]",
+        "subgraph ppt [\"ppt<br/>subgraph: ../ppt/scenario.toml\"]",
         "subgraph chat [\"chat<br/>subgraph: ../chat/scenario.toml\"]",
     ] {
         assert!(graph.contains(cluster), "{cluster} missing:\n{graph}");
@@ -212,6 +224,7 @@ fn the_graph_holds_every_workflow_and_the_readme_shows_it() {
     for node in [
         "research__claim_synthesis",
         "summary__key_points",
+        "ppt__export",
         "chat__calculate",
     ] {
         assert!(graph.contains(node), "{node} missing:\n{graph}");
@@ -227,7 +240,7 @@ fn the_graph_holds_every_workflow_and_the_readme_shows_it() {
     let out = host(dir.path(), &["graph", "router", "--format", "dot"], None);
     assert!(out.status.success(), "{}", stderr(&out));
     let dot = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(dot.matches("subgraph \"cluster_").count(), 3, "{dot}");
+    assert_eq!(dot.matches("subgraph \"cluster_").count(), 4, "{dot}");
 }
 
 /// `host skill call` of the shipped C skill: the rules, the arguments and
@@ -258,8 +271,8 @@ fn the_c_intent_rules_score_extract_and_refuse() {
         (
             "Summarize the folder `notes/week-1`",
             "summary",
-            0.75,
-            json!([["summary", 3]]),
+            0.67,
+            json!([["summary", 2]]),
             "",
             "notes/week-1",
             "",
@@ -281,6 +294,15 @@ fn the_c_intent_rules_score_extract_and_refuse() {
             "",
             "",
             "the water cycle",
+        ),
+        (
+            "make slides from the talk folder",
+            "ppt",
+            0.75,
+            json!([["ppt", 3]]),
+            "",
+            "talk",
+            "",
         ),
         (
             "hello, read welcome.md",
