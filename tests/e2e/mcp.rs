@@ -7,11 +7,11 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use skillhost_tests::cli::{host_bin, host_command, sqlite_url};
+use skillhost_tests::cli::{host_bin, host_command, sqlite_url, stderr};
 use skillhost_tests::repo_root;
 
 /// What `host mcp` offers in these tests.
@@ -270,38 +270,178 @@ fn python_sdk_over_stdio() {
     check(&out, dir.path());
 }
 
+/// A `host mcp --http 127.0.0.1:0` process, killed when dropped.
+struct HttpServer {
+    child: Child,
+    /// `http://127.0.0.1:PORT/mcp`, as the server printed it.
+    url: String,
+}
+
+impl HttpServer {
+    /// Starts `host ARGS --http 127.0.0.1:0` in the repository and waits
+    /// for the address it prints.
+    fn start(dir: &Path, args: &[String]) -> HttpServer {
+        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+        args.extend(["--http", "127.0.0.1:0"]);
+        let mut child = host_command(dir, &args, None)
+            .current_dir(repo_root())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        let mut line = String::new();
+        while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+            if let Some(at) = line.trim().strip_prefix("MCP server at ") {
+                let url = at.to_string();
+                // Keep draining stderr so the server never blocks on a full pipe.
+                std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+                return HttpServer { child, url };
+            }
+            seen.push_str(&line);
+            line.clear();
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("`host mcp --http` printed no address:\n{seen}");
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn python_sdk_over_streamable_http() {
     let dir = tempfile::tempdir().unwrap();
-    let mut args = offer();
-    args.extend(["--http".into(), "127.0.0.1:0".into()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut server = host_command(dir.path(), &args, None)
-        .current_dir(repo_root())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(server.stderr.take().unwrap());
-    let mut url = None;
-    let mut seen = String::new();
-    let mut line = String::new();
-    while stderr.read_line(&mut line).unwrap_or(0) > 0 {
-        if let Some(at) = line.trim().strip_prefix("MCP server at ") {
-            url = Some(at.to_string());
-            break;
-        }
-        seen.push_str(&line);
-        line.clear();
-    }
-    let Some(url) = url else {
-        let _ = server.kill();
-        panic!("`host mcp --http` printed no address:\n{seen}");
-    };
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    let out = client(dir.path(), json!({"transport": "http", "url": url}));
-    server.kill().unwrap();
-    server.wait().unwrap();
+    let server = HttpServer::start(dir.path(), &offer());
+    let out = client(dir.path(), json!({"transport": "http", "url": server.url}));
+    drop(server);
     assert_eq!(out["transport"], "http");
     check(&out, dir.path());
+}
+
+/// An echo-only offer behind a token.
+fn token_offer(extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "mcp".into(),
+        "--skill".into(),
+        repo_root()
+            .join("skills/dist/echo.wasm")
+            .display()
+            .to_string(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+#[test]
+fn a_token_guards_every_http_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+    let server = HttpServer::start(
+        dir.path(),
+        &token_offer(&["--token-file", token_file.to_str().unwrap()]),
+    );
+
+    // The official SDK with the header: a whole session goes through.
+    let with = client(
+        dir.path(),
+        json!({
+            "transport": "http",
+            "url": server.url,
+            "headers": {"Authorization": "Bearer s3cret-token"},
+            "exercise": "brief",
+        }),
+    );
+    assert_eq!(with["server"], "skillhost", "{with}");
+    assert_eq!(
+        with["tools"],
+        json!(["echo", "run_answer", "run_cancel", "run_status"])
+    );
+    assert_eq!(with["echo"]["structured"]["message"], "hihi");
+
+    // Without it, or with another: refused before any session exists.
+    for headers in [json!({}), json!({"Authorization": "Bearer s3cret-guess"})] {
+        let without = client(
+            dir.path(),
+            json!({
+                "transport": "http",
+                "url": server.url,
+                "headers": headers,
+                "exercise": "brief",
+            }),
+        );
+        let refused = without["refused"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the SDK got through with headers {headers}: {without}"));
+        // The refusal is a JSON-RPC error, so the SDK shows its message.
+        assert!(refused.contains("Authorization: Bearer"), "{refused}");
+    }
+
+    // Raw requests: every method needs the token; a refusal says why (a
+    // JSON-RPC error) with a Bearer challenge, and says nothing of the token.
+    let http = reqwest::blocking::Client::new();
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    });
+    let post = |authorization: Option<&str>| {
+        let mut request = http
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(initialize.to_string());
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        request.send().unwrap()
+    };
+    for authorization in [None, Some("Bearer wrong"), Some("Basic czNjcmV0LXRva2Vu")] {
+        let refused = post(authorization);
+        assert_eq!(refused.status().as_u16(), 401, "{authorization:?}");
+        assert_eq!(refused.headers()["www-authenticate"], "Bearer");
+        let body: Value = serde_json::from_str(&refused.text().unwrap()).unwrap();
+        assert_eq!(body["jsonrpc"], "2.0");
+        let error = body["error"]["message"].as_str().unwrap();
+        assert!(error.contains("Authorization: Bearer"), "{error}");
+        assert!(!error.contains("s3cret"), "{error}");
+    }
+    let get = http.get(&server.url).send().unwrap();
+    assert_eq!(get.status().as_u16(), 401);
+    let accepted = post(Some("Bearer s3cret-token"));
+    assert_eq!(accepted.status().as_u16(), 200);
+    assert!(accepted.headers().contains_key("mcp-session-id"));
+}
+
+#[test]
+fn a_non_loopback_http_address_needs_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let args = token_offer(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        host_command(dir.path(), &args, None).output().unwrap()
+    };
+    let out = run(&["--http", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--http 0.0.0.0:0 is not a loopback address")
+            && stderr(&out).contains("--token"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["--http", "127.0.0.1:0", "--token", " "]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("token is empty"), "{}", stderr(&out));
+    let out = run(&["--token", "s3cret"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("are for --http"), "{}", stderr(&out));
 }
