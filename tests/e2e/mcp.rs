@@ -445,3 +445,63 @@ fn a_non_loopback_http_address_needs_a_token() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("are for --http"), "{}", stderr(&out));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_through_mcp_live_in_postgres() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = offer();
+        args.extend(["--database".into(), db.clone()]);
+        let server = HttpServer::start(dir.path(), &args);
+        let out = client(
+            dir.path(),
+            json!({"transport": "http", "url": server.url, "exercise": "runs"}),
+        );
+        drop(server);
+
+        let research = &out["research"]["structured"];
+        assert_eq!(research["status"], "completed", "{}", out["research"]);
+        let run_id = research["run_id"].as_str().unwrap();
+        let status = &out["status"]["structured"];
+        assert_eq!(status["status"], "completed", "{}", out["status"]);
+        assert_eq!(status["run_id"], run_id);
+        assert_eq!(out["approval"]["structured"]["status"], "waiting");
+        assert_eq!(
+            out["approval_status"]["structured"]["status"], "waiting",
+            "{}",
+            out["approval_status"]
+        );
+        assert_eq!(
+            out["approval_answered"]["structured"]["status"], "completed",
+            "{}",
+            out["approval_answered"]
+        );
+
+        // Both runs are Postgres's: `host runs show` finds them there, and
+        // not in the SQLite file the command would use otherwise.
+        let approval_id = out["approval"]["structured"]["run_id"].as_str().unwrap();
+        for (id, steps_at_least) in [(run_id, 5), (approval_id, 2)] {
+            let shown = host_command(
+                dir.path(),
+                &["runs", "show", id, "--json", "--database", &db],
+                None,
+            )
+            .output()
+            .unwrap();
+            assert!(shown.status.success(), "{}", stderr(&shown));
+            let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+            assert_eq!(shown["status"], "completed", "{shown}");
+            assert!(
+                shown["steps"].as_array().unwrap().len() >= steps_at_least,
+                "{shown}"
+            );
+        }
+        let elsewhere = host_command(dir.path(), &["runs", "show", run_id], None)
+            .output()
+            .unwrap();
+        assert!(!elsewhere.status.success(), "{}", stderr(&elsewhere));
+    })
+    .await
+    .unwrap();
+}

@@ -6,7 +6,8 @@ Usage: client.py CONFIG.json, where CONFIG holds either
 {"transport": "stdio", "command": ..., "args": [...], "env": {...}, "cwd": ...}
 or {"transport": "http", "url": "http://127.0.0.1:PORT/mcp", "headers": {...}},
 and optionally "exercise": "brief" (list the tools and call `echo` only; a
-failure to connect is reported as {"refused": MESSAGE} instead of raised).
+failure to connect is reported as {"refused": MESSAGE} instead of raised) or
+"runs" (a research run and its status, an approval run answered).
 """
 
 import json
@@ -145,6 +146,33 @@ async def brief(session):
     }
 
 
+async def runs(session):
+    """A research run and its status; an approval run that waits, its
+    status, and the answer that continues it: what a store must hold."""
+    await session.initialize()
+    out = {}
+    research = await session.call_tool(
+        "research", {"query": "retrieval augmented generation"}
+    )
+    out["research"] = call_report(research)
+    run_id = research.structured_content["run_id"]
+    out["status"] = call_report(
+        await session.call_tool("run_status", {"run_id": run_id})
+    )
+    waiting = await session.call_tool("approval", {})
+    out["approval"] = call_report(waiting)
+    run_id = waiting.structured_content["run_id"]
+    out["approval_status"] = call_report(
+        await session.call_tool("run_status", {"run_id": run_id})
+    )
+    out["approval_answered"] = call_report(
+        await session.call_tool(
+            "run_answer", {"run_id": run_id, "answer": {"approved": True}}
+        )
+    )
+    return out
+
+
 def messages(error):
     """The messages of an error and of those it groups (anyio's task
     groups wrap the transport's failure)."""
@@ -170,7 +198,7 @@ async def main():
     else:
         client = create_mcp_http_client(headers=config.get("headers"))
         transport = streamable_http_client(config["url"], http_client=client)
-    run = brief if config.get("exercise") == "brief" else exercise
+    run = {"brief": brief, "runs": runs}.get(config.get("exercise"), exercise)
     try:
         async with transport as streams:
             read, write = streams[0], streams[1]
