@@ -88,8 +88,24 @@ fn check(out: &Value, dir: &Path) {
     assert_eq!(research["annotations"]["idempotent_hint"], true);
     assert_eq!(research["annotations"]["open_world_hint"], false);
 
-    // A skill: its WIT's input and output as schemas.
+    // A skill: its WIT's doc comments (world, then `run`) as its
+    // description, its fields' as theirs (written into the component by
+    // `host skill build`), its input and output as schemas.
     let echo = &tools["echo"];
+    assert_eq!(
+        echo["description"],
+        "Repeats a message: the demo and benchmark skill.\n\n\
+         Fails with `invalid-input` when the output would exceed 1 MiB."
+    );
+    assert_eq!(
+        echo["input_schema"]["properties"]["message"]["description"],
+        "The text to repeat."
+    );
+    // A `run` without docs: the world's alone, and the enum's cases'.
+    assert_eq!(
+        tools["fail"]["description"],
+        "A test skill for the host's error handling: it does what `mode` says."
+    );
     assert_eq!(
         echo["input_schema"]["properties"]["message"]["type"],
         "string"
