@@ -3,7 +3,9 @@
 //! HTTP: it lists the tools, runs the research scenario (a real
 //! checkpointed run, whose report it reads as a resource), calls skills,
 //! and sends arguments that do not fit. `mcp/client.py` does the talking
-//! and prints what the server answered; the checks are here.
+//! and prints what the server answered; the checks are here. MCP tasks are
+//! driven by the official TypeScript SDK (`mcp/tasks.mjs`, pinned in
+//! `mcp/package-lock.json`), the SDK that has client calls for them.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -520,4 +522,144 @@ async fn runs_through_mcp_live_in_postgres() {
     })
     .await
     .unwrap();
+}
+
+/// Runs the TypeScript SDK's task client against `url`.
+fn typescript_client(url: &str) -> Value {
+    let dir = repo_root().join("tests/e2e/mcp");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+        "the MCP TypeScript SDK is not installed: run `npm ci` in tests/e2e/mcp (.ci/run does)"
+    );
+    let out = Command::new("node")
+        .arg(dir.join("tasks.mjs"))
+        .arg(url)
+        .current_dir(&dir)
+        .output()
+        .expect("node (see .ci/run)");
+    assert!(
+        out.status.success(),
+        "the TypeScript MCP client failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "client output is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// The structured result without what differs between two runs (ids).
+fn without_ids(result: &Value) -> Value {
+    let mut result = result["structuredContent"].clone();
+    result["run_id"] = Value::Null;
+    for artifact in result["artifacts"].as_array_mut().into_iter().flatten() {
+        artifact["uri"] = Value::Null;
+    }
+    result
+}
+
+#[test]
+fn typescript_sdk_drives_scenarios_as_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(dir.path(), &offer());
+    let out = typescript_client(&server.url);
+    drop(server);
+    assert!(
+        out["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("research"))
+    );
+
+    // Created at once (working), polled to completed, its result fetched:
+    // the same as a plain call's, tied to its task.
+    let stream = out["stream"].as_array().unwrap();
+    let created = &stream[0];
+    assert_eq!(created["type"], "taskCreated", "{stream:?}");
+    assert_eq!(created["task"]["status"], "working");
+    let id = created["task"]["taskId"].as_str().unwrap();
+    let statuses: Vec<&Value> = stream[1..]
+        .iter()
+        .filter(|m| m["type"] == "taskStatus")
+        .map(|m| &m["status"])
+        .collect();
+    assert_eq!(statuses.last(), Some(&&json!("completed")), "{stream:?}");
+    let last = stream.last().unwrap();
+    assert_eq!(last["type"], "result", "{last}");
+    let result = &last["result"];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structuredContent"]["run_id"], id);
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id
+    );
+    assert_eq!(out["research_task"]["status"], "completed");
+    assert_eq!(
+        out["research_result"]["structuredContent"],
+        result["structuredContent"]
+    );
+    assert_eq!(without_ids(result), without_ids(&out["plain"]));
+    assert_eq!(result["structuredContent"]["status"], "completed");
+
+    // The task's id is the run's: the store has it.
+    let shown = host_command(dir.path(), &["runs", "show", id, "--json"], None)
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["status"], "completed");
+
+    // An approval run: input_required with its question, answered with
+    // run_answer, then completed with the plain call's result.
+    let waiting = &out["approval_waiting"];
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    assert!(
+        waiting["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("Run deploy (12 bytes)?"),
+        "{waiting}"
+    );
+    assert_eq!(
+        out["approval_answer"]["structuredContent"]["status"],
+        "completed"
+    );
+    assert_eq!(out["approval_task"]["status"], "completed");
+    assert_eq!(
+        out["approval_result"]["structuredContent"]["summary"]["outcome"],
+        "executed deploy"
+    );
+
+    // Cancelled while it waits; a second cancel is refused.
+    assert_eq!(out["cancel_waiting"]["status"], "input_required");
+    assert_eq!(
+        out["cancelled"]["status"], "cancelled",
+        "{}",
+        out["cancelled"]
+    );
+    assert_eq!(out["cancelled_task"]["status"], "cancelled");
+    let again = out["cancel_again"].as_str().unwrap();
+    assert!(
+        again.contains("-32602") && again.contains("cancelled already"),
+        "{again}"
+    );
+    let cancelled_id = out["ids"]["cancel"].as_str().unwrap();
+    let shown = host_command(dir.path(), &["runs", "show", cancelled_id, "--json"], None)
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["status"], "cancelled");
+
+    let unknown = out["unknown_task"].as_str().unwrap();
+    assert!(unknown.contains("no task `no-such-task`"), "{unknown}");
+    assert_eq!(
+        out["listed"],
+        json!([
+            {"taskId": id, "status": "completed"},
+            {"taskId": out["ids"]["approval"], "status": "completed"},
+            {"taskId": cancelled_id, "status": "cancelled"},
+        ])
+    );
 }

@@ -16,6 +16,7 @@
 
 mod handler;
 mod hints;
+mod tasks;
 mod tools;
 
 use std::net::SocketAddr;
@@ -111,14 +112,21 @@ pub async fn serve_http(
         config.allowed_hosts.push(local.ip().to_string());
         config.allowed_hosts.push(local.to_string());
     }
+    let tasks = server.clone();
     let service: StreamableHttpService<SkillhostMcp, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(server.clone()), Default::default(), config);
-    let router = axum::Router::new().nest_service("/mcp", service).layer(
-        axum::middleware::from_fn_with_state(
+    // Layers wrap what is above them: the token is checked first, then the
+    // task requests are answered, then the SDK's service has the rest.
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            tasks,
+            tasks::intercept,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             TokenGuard::new(token, Guarded::All).json_rpc(),
             skillhost_auth::require_token,
-        ),
-    );
+        ));
     bound(local);
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
