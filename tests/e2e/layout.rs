@@ -31,9 +31,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("skillhost-build", &[]),
     ("skillhost-oci", &[]),
+    ("skillhost-auth", &[]),
     (
         "skillhost-serve",
         &[
+            "skillhost-auth",
             "skillhost-model",
             "skillhost-runtime",
             "skillhost-scenario",
@@ -44,6 +46,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "skillhost-mcp",
         &[
+            "skillhost-auth",
             "skillhost-runtime",
             "skillhost-scenario",
             "skillhost-store",
@@ -60,6 +63,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "skillhost-engine",
             "skillhost-build",
             "skillhost-oci",
+            "skillhost-auth",
             "skillhost-serve",
             "skillhost-mcp",
         ],

@@ -3,15 +3,17 @@
 //! HTTP: it lists the tools, runs the research scenario (a real
 //! checkpointed run, whose report it reads as a resource), calls skills,
 //! and sends arguments that do not fit. `mcp/client.py` does the talking
-//! and prints what the server answered; the checks are here.
+//! and prints what the server answered; the checks are here. MCP tasks are
+//! driven by the official TypeScript SDK (`mcp/tasks.mjs`, pinned in
+//! `mcp/package-lock.json`), the SDK that has client calls for them.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use skillhost_tests::cli::{host_bin, host_command, sqlite_url};
+use skillhost_tests::cli::{host_bin, host_command, sqlite_url, stderr};
 use skillhost_tests::repo_root;
 
 /// What `host mcp` offers in these tests.
@@ -88,8 +90,24 @@ fn check(out: &Value, dir: &Path) {
     assert_eq!(research["annotations"]["idempotent_hint"], true);
     assert_eq!(research["annotations"]["open_world_hint"], false);
 
-    // A skill: its WIT's input and output as schemas.
+    // A skill: its WIT's doc comments (world, then `run`) as its
+    // description, its fields' as theirs (written into the component by
+    // `host skill build`), its input and output as schemas.
     let echo = &tools["echo"];
+    assert_eq!(
+        echo["description"],
+        "Repeats a message: the demo and benchmark skill.\n\n\
+         Fails with `invalid-input` when the output would exceed 1 MiB."
+    );
+    assert_eq!(
+        echo["input_schema"]["properties"]["message"]["description"],
+        "The text to repeat."
+    );
+    // A `run` without docs: the world's alone, and the enum's cases'.
+    assert_eq!(
+        tools["fail"]["description"],
+        "A test skill for the host's error handling: it does what `mode` says."
+    );
     assert_eq!(
         echo["input_schema"]["properties"]["message"]["type"],
         "string"
@@ -270,38 +288,378 @@ fn python_sdk_over_stdio() {
     check(&out, dir.path());
 }
 
+/// A `host mcp --http 127.0.0.1:0` process, killed when dropped.
+struct HttpServer {
+    child: Child,
+    /// `http://127.0.0.1:PORT/mcp`, as the server printed it.
+    url: String,
+}
+
+impl HttpServer {
+    /// Starts `host ARGS --http 127.0.0.1:0` in the repository and waits
+    /// for the address it prints.
+    fn start(dir: &Path, args: &[String]) -> HttpServer {
+        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+        args.extend(["--http", "127.0.0.1:0"]);
+        let mut child = host_command(dir, &args, None)
+            .current_dir(repo_root())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        let mut line = String::new();
+        while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+            if let Some(at) = line.trim().strip_prefix("MCP server at ") {
+                let url = at.to_string();
+                // Keep draining stderr so the server never blocks on a full pipe.
+                std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+                return HttpServer { child, url };
+            }
+            seen.push_str(&line);
+            line.clear();
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("`host mcp --http` printed no address:\n{seen}");
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn python_sdk_over_streamable_http() {
     let dir = tempfile::tempdir().unwrap();
-    let mut args = offer();
-    args.extend(["--http".into(), "127.0.0.1:0".into()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut server = host_command(dir.path(), &args, None)
-        .current_dir(repo_root())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(server.stderr.take().unwrap());
-    let mut url = None;
-    let mut seen = String::new();
-    let mut line = String::new();
-    while stderr.read_line(&mut line).unwrap_or(0) > 0 {
-        if let Some(at) = line.trim().strip_prefix("MCP server at ") {
-            url = Some(at.to_string());
-            break;
-        }
-        seen.push_str(&line);
-        line.clear();
-    }
-    let Some(url) = url else {
-        let _ = server.kill();
-        panic!("`host mcp --http` printed no address:\n{seen}");
-    };
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    let out = client(dir.path(), json!({"transport": "http", "url": url}));
-    server.kill().unwrap();
-    server.wait().unwrap();
+    let server = HttpServer::start(dir.path(), &offer());
+    let out = client(dir.path(), json!({"transport": "http", "url": server.url}));
+    drop(server);
     assert_eq!(out["transport"], "http");
     check(&out, dir.path());
+}
+
+/// An echo-only offer behind a token.
+fn token_offer(extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "mcp".into(),
+        "--skill".into(),
+        repo_root()
+            .join("skills/dist/echo.wasm")
+            .display()
+            .to_string(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+#[test]
+fn a_token_guards_every_http_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+    let server = HttpServer::start(
+        dir.path(),
+        &token_offer(&["--token-file", token_file.to_str().unwrap()]),
+    );
+
+    // The official SDK with the header: a whole session goes through.
+    let with = client(
+        dir.path(),
+        json!({
+            "transport": "http",
+            "url": server.url,
+            "headers": {"Authorization": "Bearer s3cret-token"},
+            "exercise": "brief",
+        }),
+    );
+    assert_eq!(with["server"], "skillhost", "{with}");
+    assert_eq!(
+        with["tools"],
+        json!(["echo", "run_answer", "run_cancel", "run_status"])
+    );
+    assert_eq!(with["echo"]["structured"]["message"], "hihi");
+
+    // Without it, or with another: refused before any session exists.
+    for headers in [json!({}), json!({"Authorization": "Bearer s3cret-guess"})] {
+        let without = client(
+            dir.path(),
+            json!({
+                "transport": "http",
+                "url": server.url,
+                "headers": headers,
+                "exercise": "brief",
+            }),
+        );
+        let refused = without["refused"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the SDK got through with headers {headers}: {without}"));
+        // The refusal is a JSON-RPC error, so the SDK shows its message.
+        assert!(refused.contains("Authorization: Bearer"), "{refused}");
+    }
+
+    // Raw requests: every method needs the token; a refusal says why (a
+    // JSON-RPC error) with a Bearer challenge, and says nothing of the token.
+    let http = reqwest::blocking::Client::new();
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    });
+    let post = |authorization: Option<&str>| {
+        let mut request = http
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(initialize.to_string());
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        request.send().unwrap()
+    };
+    for authorization in [None, Some("Bearer wrong"), Some("Basic czNjcmV0LXRva2Vu")] {
+        let refused = post(authorization);
+        assert_eq!(refused.status().as_u16(), 401, "{authorization:?}");
+        assert_eq!(refused.headers()["www-authenticate"], "Bearer");
+        let body: Value = serde_json::from_str(&refused.text().unwrap()).unwrap();
+        assert_eq!(body["jsonrpc"], "2.0");
+        let error = body["error"]["message"].as_str().unwrap();
+        assert!(error.contains("Authorization: Bearer"), "{error}");
+        assert!(!error.contains("s3cret"), "{error}");
+    }
+    let get = http.get(&server.url).send().unwrap();
+    assert_eq!(get.status().as_u16(), 401);
+    let accepted = post(Some("Bearer s3cret-token"));
+    assert_eq!(accepted.status().as_u16(), 200);
+    assert!(accepted.headers().contains_key("mcp-session-id"));
+}
+
+#[test]
+fn a_non_loopback_http_address_needs_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let args = token_offer(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        host_command(dir.path(), &args, None).output().unwrap()
+    };
+    let out = run(&["--http", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--http 0.0.0.0:0 is not a loopback address")
+            && stderr(&out).contains("--token"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["--http", "127.0.0.1:0", "--token", " "]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("token is empty"), "{}", stderr(&out));
+    let out = run(&["--token", "s3cret"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("are for --http"), "{}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_through_mcp_live_in_postgres() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = offer();
+        args.extend(["--database".into(), db.clone()]);
+        let server = HttpServer::start(dir.path(), &args);
+        let out = client(
+            dir.path(),
+            json!({"transport": "http", "url": server.url, "exercise": "runs"}),
+        );
+        drop(server);
+
+        let research = &out["research"]["structured"];
+        assert_eq!(research["status"], "completed", "{}", out["research"]);
+        let run_id = research["run_id"].as_str().unwrap();
+        let status = &out["status"]["structured"];
+        assert_eq!(status["status"], "completed", "{}", out["status"]);
+        assert_eq!(status["run_id"], run_id);
+        assert_eq!(out["approval"]["structured"]["status"], "waiting");
+        assert_eq!(
+            out["approval_status"]["structured"]["status"], "waiting",
+            "{}",
+            out["approval_status"]
+        );
+        assert_eq!(
+            out["approval_answered"]["structured"]["status"], "completed",
+            "{}",
+            out["approval_answered"]
+        );
+
+        // Both runs are Postgres's: `host runs show` finds them there, and
+        // not in the SQLite file the command would use otherwise.
+        let approval_id = out["approval"]["structured"]["run_id"].as_str().unwrap();
+        for (id, steps_at_least) in [(run_id, 5), (approval_id, 2)] {
+            let shown = host_command(
+                dir.path(),
+                &["runs", "show", id, "--json", "--database", &db],
+                None,
+            )
+            .output()
+            .unwrap();
+            assert!(shown.status.success(), "{}", stderr(&shown));
+            let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+            assert_eq!(shown["status"], "completed", "{shown}");
+            assert!(
+                shown["steps"].as_array().unwrap().len() >= steps_at_least,
+                "{shown}"
+            );
+        }
+        let elsewhere = host_command(dir.path(), &["runs", "show", run_id], None)
+            .output()
+            .unwrap();
+        assert!(!elsewhere.status.success(), "{}", stderr(&elsewhere));
+    })
+    .await
+    .unwrap();
+}
+
+/// Runs the TypeScript SDK's task client against `url`.
+fn typescript_client(url: &str) -> Value {
+    let dir = repo_root().join("tests/e2e/mcp");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+        "the MCP TypeScript SDK is not installed: run `npm ci` in tests/e2e/mcp (.ci/run does)"
+    );
+    let out = Command::new("node")
+        .arg(dir.join("tasks.mjs"))
+        .arg(url)
+        .current_dir(&dir)
+        .output()
+        .expect("node (see .ci/run)");
+    assert!(
+        out.status.success(),
+        "the TypeScript MCP client failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "client output is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// The structured result without what differs between two runs (ids).
+fn without_ids(result: &Value) -> Value {
+    let mut result = result["structuredContent"].clone();
+    result["run_id"] = Value::Null;
+    for artifact in result["artifacts"].as_array_mut().into_iter().flatten() {
+        artifact["uri"] = Value::Null;
+    }
+    result
+}
+
+#[test]
+fn typescript_sdk_drives_scenarios_as_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(dir.path(), &offer());
+    let out = typescript_client(&server.url);
+    drop(server);
+    assert!(
+        out["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("research"))
+    );
+
+    // Created at once (working), polled to completed, its result fetched:
+    // the same as a plain call's, tied to its task.
+    let stream = out["stream"].as_array().unwrap();
+    let created = &stream[0];
+    assert_eq!(created["type"], "taskCreated", "{stream:?}");
+    assert_eq!(created["task"]["status"], "working");
+    let id = created["task"]["taskId"].as_str().unwrap();
+    let statuses: Vec<&Value> = stream[1..]
+        .iter()
+        .filter(|m| m["type"] == "taskStatus")
+        .map(|m| &m["status"])
+        .collect();
+    assert_eq!(statuses.last(), Some(&&json!("completed")), "{stream:?}");
+    let last = stream.last().unwrap();
+    assert_eq!(last["type"], "result", "{last}");
+    let result = &last["result"];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structuredContent"]["run_id"], id);
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id
+    );
+    assert_eq!(out["research_task"]["status"], "completed");
+    assert_eq!(
+        out["research_result"]["structuredContent"],
+        result["structuredContent"]
+    );
+    assert_eq!(without_ids(result), without_ids(&out["plain"]));
+    assert_eq!(result["structuredContent"]["status"], "completed");
+
+    // The task's id is the run's: the store has it.
+    let shown = host_command(dir.path(), &["runs", "show", id, "--json"], None)
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["status"], "completed");
+
+    // An approval run: input_required with its question, answered with
+    // run_answer, then completed with the plain call's result.
+    let waiting = &out["approval_waiting"];
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    assert!(
+        waiting["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("Run deploy (12 bytes)?"),
+        "{waiting}"
+    );
+    assert_eq!(
+        out["approval_answer"]["structuredContent"]["status"],
+        "completed"
+    );
+    assert_eq!(out["approval_task"]["status"], "completed");
+    assert_eq!(
+        out["approval_result"]["structuredContent"]["summary"]["outcome"],
+        "executed deploy"
+    );
+
+    // Cancelled while it waits; a second cancel is refused.
+    assert_eq!(out["cancel_waiting"]["status"], "input_required");
+    assert_eq!(
+        out["cancelled"]["status"], "cancelled",
+        "{}",
+        out["cancelled"]
+    );
+    assert_eq!(out["cancelled_task"]["status"], "cancelled");
+    let again = out["cancel_again"].as_str().unwrap();
+    assert!(
+        again.contains("-32602") && again.contains("cancelled already"),
+        "{again}"
+    );
+    let cancelled_id = out["ids"]["cancel"].as_str().unwrap();
+    let shown = host_command(dir.path(), &["runs", "show", cancelled_id, "--json"], None)
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["status"], "cancelled");
+
+    let unknown = out["unknown_task"].as_str().unwrap();
+    assert!(unknown.contains("no task `no-such-task`"), "{unknown}");
+    assert_eq!(
+        out["listed"],
+        json!([
+            {"taskId": id, "status": "completed"},
+            {"taskId": out["ids"]["approval"], "status": "completed"},
+            {"taskId": cancelled_id, "status": "cancelled"},
+        ])
+    );
 }

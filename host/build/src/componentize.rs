@@ -386,6 +386,76 @@ mod tests {
         );
     }
 
+    const DOCUMENTED: &str = r#"
+        package skillhost:fixture@0.1.0;
+        /// Returns its input: a fixture.
+        world fixture {
+            include skillhost:skill/base@0.1.0;
+            use skillhost:skill/types@0.1.0.{skill-error};
+            /// What to return.
+            record input {
+                /// The text, returned as it is.
+                text: string,
+            }
+            /// Logs the text first.
+            export run: func(input: input) -> result<input, skill-error>;
+        }
+    "#;
+
+    #[test]
+    fn the_wit_docs_survive_into_the_component() {
+        let mut source = Resolve::default();
+        source
+            .push_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit"))
+            .unwrap();
+        let pkg = source.push_str("skill.wit", DOCUMENTED).unwrap();
+        let world = source.select_world(&[pkg], None).unwrap();
+        let mut module = wat::parse_str(WAT).unwrap();
+        embed_component_metadata(&mut module, &source, world, StringEncoding::UTF8).unwrap();
+        let plain = componentize(&module, &meta(), "fixture.wasm")
+            .unwrap()
+            .bytes;
+        let documented = crate::docs::add_docs(plain.clone(), &source, world, "fixture").unwrap();
+
+        // Only a custom section was added: what precedes it is unchanged.
+        assert!(documented.starts_with(&plain));
+        let DecodedWasm::Component(resolve, id) = wit_component::decode(&documented).unwrap()
+        else {
+            panic!("not a component");
+        };
+        let decoded = &resolve.worlds[id];
+        assert_eq!(
+            decoded.docs.contents.as_deref(),
+            Some("Returns its input: a fixture.")
+        );
+        let run = decoded
+            .exports
+            .iter()
+            .find_map(|(k, i)| match i {
+                WorldItem::Function(f) if resolve.name_world_key(k) == "run" => Some(f),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(run.docs.contents.as_deref(), Some("Logs the text first."));
+        let interface = skillhost_runtime::schema::describe(&documented).unwrap();
+        assert_eq!(
+            interface.docs.as_deref(),
+            Some("Returns its input: a fixture.\n\nLogs the text first.")
+        );
+        assert_eq!(interface.input_schema["description"], "What to return.");
+        assert_eq!(
+            interface.input_schema["properties"]["text"]["description"],
+            "The text, returned as it is."
+        );
+
+        // Again: the section is there once, and the bytes are the same.
+        let twice = crate::docs::add_docs(documented.clone(), &source, world, "fixture").unwrap();
+        assert_eq!(twice, documented);
+        // The component still runs.
+        let report = call_fixture(documented, "hello");
+        assert_eq!(report.result.unwrap(), serde_json::json!({"text": "hello"}));
+    }
+
     /// The core modules of `component` and, for each core instance, the
     /// module it instantiates (`None` for one built from exports).
     fn core_layout(component: &[u8]) -> (Vec<Vec<u8>>, Vec<Option<u32>>) {

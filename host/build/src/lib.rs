@@ -9,7 +9,8 @@
 //! second half is written once
 //! here for every recipe: encode a core module into a component, hoist its
 //! memory, check that it is a skill and add the standard wasm metadata
-//! ([`componentize`](mod@componentize), [`hoist`]), write the file
+//! ([`componentize`](mod@componentize), [`hoist`]), write the doc comments
+//! of the skill's `wit/` world into it ([`docs`]), write the file
 //! atomically, and report.
 //!
 //! [`scaffold`] writes a new skill's directory from the templates of each
@@ -18,6 +19,7 @@
 //! It must not load or run components (that is `runtime`'s job).
 
 pub mod componentize;
+pub mod docs;
 pub mod hoist;
 pub mod recipe;
 pub mod scaffold;
@@ -271,11 +273,16 @@ fn build_with<R: Recipe>(
     let compile_time = compile_started.elapsed();
 
     let built = read(&artifact.path)?;
-    let component = componentize::from_artifact(
+    let mut component = componentize::from_artifact(
         artifact.kind,
         &built,
         &identity,
         &artifact.path.display().to_string(),
+    )?;
+    component.bytes = docs::add_wit_docs(
+        component.bytes,
+        &absolute(&opts.skill_dir)?.join(recipe::guest::WIT_DIR),
+        &identity.name,
     )?;
     write_atomically(&out, &component.bytes)?;
 

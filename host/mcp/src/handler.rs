@@ -24,7 +24,7 @@ use skillhost_engine::{Engine, NoEvents, RunOutcome, Started};
 use skillhost_runtime::{CallError, CallOptions};
 use skillhost_scenario::LoadedScenario;
 use skillhost_scenario::checks::schema::CompiledSchema;
-use skillhost_store::{Cancelled, RunStatus, Store, StoreError, new_owner_id};
+use skillhost_store::{Cancelled, RunStatus, Store, StoreError, new_owner_id, new_run_id};
 
 use crate::tools::{self, Entry, Kind};
 use crate::{McpError, Offer, SkillTool};
@@ -35,10 +35,10 @@ const ARTIFACT_PREFIX: &str = "skillhost://runs/";
 /// The server; cheap to clone (one per HTTP session shares everything).
 #[derive(Clone)]
 pub struct SkillhostMcp {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     entries: Vec<Entry>,
     by_name: HashMap<String, usize>,
     /// Each tool's input schema, compiled once.
@@ -47,10 +47,25 @@ struct Inner {
     summaries: HashMap<String, Vec<(String, CompiledSchema)>>,
     skills: Vec<SkillTool>,
     scenarios: Vec<Arc<LoadedScenario>>,
-    store: Store,
+    pub(crate) store: Store,
     /// The runs this server started or continued, newest last: their
     /// artifacts are the resources it lists (any run's can be read).
     runs: Mutex<Vec<String>>,
+    /// The runs started as MCP tasks (`tasks.rs`), by run id (the task id).
+    pub(crate) tasks: Mutex<HashMap<String, TaskRun>>,
+}
+
+/// A call refused before it ran: the isError result for arguments that do
+/// not fit, or the protocol error for an unknown tool.
+pub(crate) type Refused = Box<Result<CallToolResult, ErrorData>>;
+
+/// A run started as an MCP task.
+pub(crate) struct TaskRun {
+    pub created_at_ms: i64,
+    /// The scenario tool's result once the run ended (here, or through
+    /// `run_answer`): what `tasks/result` returns. None while it runs or
+    /// waits.
+    pub result: Option<CallToolResult>,
 }
 
 impl SkillhostMcp {
@@ -98,6 +113,7 @@ impl SkillhostMcp {
                 scenarios: offer.scenarios,
                 store: offer.store,
                 runs: Mutex::new(Vec::new()),
+                tasks: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -107,27 +123,45 @@ impl SkillhostMcp {
         self.inner.entries.iter().map(|e| e.tool.clone()).collect()
     }
 
-    async fn call(&self, name: &str, arguments: Value) -> Result<CallToolResult, ErrorData> {
+    /// The tool `name` and `arguments` with defaults applied, checked
+    /// against its input schema: Err(Ok(isError result)) when they do not
+    /// fit, Err(Err(protocol error)) for an unknown tool.
+    fn prepare(&self, name: &str, mut arguments: Value) -> Result<(&Entry, Value), Refused> {
         let inner = &*self.inner;
         let Some(&index) = inner.by_name.get(name) else {
-            return Err(ErrorData::invalid_params(
+            return Err(Box::new(Err(ErrorData::invalid_params(
                 format!("no tool named `{name}`; tools/list names the tools this server offers"),
                 None,
-            ));
+            ))));
         };
         let entry = &inner.entries[index];
-        let mut arguments = arguments;
         if let Kind::Scenario(loaded) = &entry.kind {
             loaded.scenario.apply_input_defaults(&mut arguments);
         }
         if let Err(problem) = inner.validators[index].validate(&arguments) {
-            return Ok(error_result(format!(
+            return Err(Box::new(Ok(error_result(format!(
                 "invalid arguments for tool `{name}`: {problem}; its inputSchema (tools/list) \
                  says which fields it takes"
-            )));
+            )))));
         }
+        Ok((entry, arguments))
+    }
+
+    /// Whether `name` is a scenario tool (the tools that run as tasks).
+    pub(crate) fn is_scenario_tool(&self, name: &str) -> bool {
+        self.inner
+            .by_name
+            .get(name)
+            .is_some_and(|&i| matches!(self.inner.entries[i].kind, Kind::Scenario(_)))
+    }
+
+    async fn call(&self, name: &str, arguments: Value) -> Result<CallToolResult, ErrorData> {
+        let (entry, arguments) = match self.prepare(name, arguments) {
+            Ok(prepared) => prepared,
+            Err(refused) => return *refused,
+        };
         Ok(match &entry.kind {
-            Kind::Scenario(loaded) => self.start(loaded, arguments).await,
+            Kind::Scenario(loaded) => self.start(loaded, arguments, None).await,
             Kind::Skill {
                 index,
                 input,
@@ -157,15 +191,67 @@ impl SkillhostMcp {
         }
     }
 
-    /// A scenario tool's call: a new checkpointed run, to its end or its
-    /// first wait.
-    async fn start(&self, loaded: &Arc<LoadedScenario>, input: Value) -> CallToolResult {
+    /// Starts the scenario tool `name` as a task: checks its arguments,
+    /// picks the run's id (the task's) and runs it on a task of its own;
+    /// returns the id, or the refusal a plain call would have returned.
+    pub(crate) fn start_task(&self, name: &str, arguments: Value) -> Result<String, Refused> {
+        let (entry, arguments) = self.prepare(name, arguments)?;
+        let Kind::Scenario(loaded) = &entry.kind else {
+            return Err(Box::new(Err(ErrorData::invalid_params(
+                format!("tool `{name}` does not run as a task; call it without `task`"),
+                None,
+            ))));
+        };
+        let run_id = new_run_id();
+        self.lock_tasks().insert(
+            run_id.clone(),
+            TaskRun {
+                created_at_ms: now_ms(),
+                result: None,
+            },
+        );
+        let (server, loaded, id) = (self.clone(), loaded.clone(), run_id.clone());
+        tokio::spawn(async move {
+            let result = server.start(&loaded, arguments, Some(id.clone())).await;
+            server.task_ended(&id, result).await;
+        });
+        Ok(run_id)
+    }
+
+    pub(crate) fn lock_tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskRun>> {
+        self.inner.tasks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps `result` as the task's if `run_id` is a task's and its run has
+    /// ended (a run that waits ends later, through `run_answer`).
+    async fn task_ended(&self, run_id: &str, result: CallToolResult) {
+        if !self.lock_tasks().contains_key(run_id) {
+            return;
+        }
+        let ended = matches!(
+            self.inner.store.run(run_id).await,
+            Ok(Some(run)) if run.status.is_finished()
+        ) || result.structured_content.is_none();
+        if ended && let Some(task) = self.lock_tasks().get_mut(run_id) {
+            task.result = Some(result);
+        }
+    }
+
+    /// A scenario tool's call: a new checkpointed run (with id `run_id`,
+    /// else a new one), to its end or its first wait.
+    async fn start(
+        &self,
+        loaded: &Arc<LoadedScenario>,
+        input: Value,
+        run_id: Option<String>,
+    ) -> CallToolResult {
         let engine =
             Engine::new(Some(self.inner.store.clone()), Arc::new(NoEvents)).with_store_kv();
-        match engine
-            .start_with(loaded, input, RunRequest::default())
-            .await
-        {
+        let request = RunRequest {
+            run_id,
+            ..RunRequest::default()
+        };
+        match engine.start_with(loaded, input, request).await {
             Ok(Started::Ran(outcome)) => {
                 self.remember(&outcome.run_id);
                 self.outcome_result(&loaded.scenario.name, outcome).await
@@ -280,7 +366,7 @@ impl SkillhostMcp {
     }
 
     /// `run_status`: what the store knows of a run.
-    async fn status(&self, run_id: &str) -> CallToolResult {
+    pub(crate) async fn status(&self, run_id: &str) -> CallToolResult {
         let store = &self.inner.store;
         let run = match store.run(run_id).await {
             Ok(Some(run)) => run,
@@ -317,7 +403,7 @@ impl SkillhostMcp {
     }
 
     /// `run_cancel`: as `host runs cancel`.
-    async fn cancel(&self, run_id: &str, by: &str) -> CallToolResult {
+    pub(crate) async fn cancel(&self, run_id: &str, by: &str) -> CallToolResult {
         let engine =
             Engine::new(Some(self.inner.store.clone()), Arc::new(NoEvents)).with_store_kv();
         match engine.cancel(run_id, by).await {
@@ -373,10 +459,12 @@ impl SkillhostMcp {
         let outcome = engine.resume(loaded, run_id).await;
         let _ = lease.release().await;
         self.remember(run_id);
-        match outcome {
+        let result = match outcome {
             Ok(outcome) => self.outcome_result(&loaded.scenario.name, outcome).await,
             Err(e) => error_result(format!("run `{run_id}`: could not continue: {e}")),
-        }
+        };
+        self.task_ended(run_id, result.clone()).await;
+        result
     }
 
     async fn read_artifact(&self, uri: &str) -> Result<ReadResourceResult, ErrorData> {
@@ -418,6 +506,13 @@ impl SkillhostMcp {
             contents.with_mime_type(artifact.media_type),
         ]))
     }
+}
+
+/// Milliseconds since the Unix epoch, as the store keeps times.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn artifact_uri(run_id: &str, name: &str) -> String {

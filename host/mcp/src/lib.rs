@@ -16,6 +16,7 @@
 
 mod handler;
 mod hints;
+mod tasks;
 mod tools;
 
 use std::net::SocketAddr;
@@ -25,6 +26,7 @@ use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
+use skillhost_auth::{Guarded, TokenGuard};
 use skillhost_runtime::{Grants, Limits, Skill};
 use skillhost_scenario::LoadedScenario;
 use skillhost_store::Store;
@@ -55,6 +57,9 @@ pub enum McpError {
     Tools(String),
     #[error("the MCP session over stdio failed: {0}")]
     Stdio(String),
+    /// A non-loopback address without a token, or an empty token.
+    #[error("{0}")]
+    Auth(String),
     #[error("cannot listen on {addr}: {message}")]
     Bind { addr: String, message: String },
     #[error("the MCP HTTP server failed: {0}")]
@@ -77,12 +82,18 @@ pub async fn serve_stdio(offer: Offer) -> Result<(), McpError> {
 
 /// Serves `offer` as streamable HTTP at `http://ADDR/mcp` until `shutdown`
 /// resolves; `bound` is told the address actually bound (port 0 picks one).
+/// With a `token`, every request must carry `Authorization: Bearer TOKEN`
+/// (else 401); without one, a non-loopback `addr` is refused
+/// ([`skillhost_auth::check_bind`]).
 pub async fn serve_http(
     offer: Offer,
-    addr: &str,
+    addr: SocketAddr,
+    token: Option<String>,
     bound: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), McpError> {
+    skillhost_auth::check_bind("--http", addr, token.as_deref())
+        .map_err(|e| McpError::Auth(e.to_string()))?;
     let server = SkillhostMcp::new(offer)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -101,9 +112,21 @@ pub async fn serve_http(
         config.allowed_hosts.push(local.ip().to_string());
         config.allowed_hosts.push(local.to_string());
     }
+    let tasks = server.clone();
     let service: StreamableHttpService<SkillhostMcp, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(server.clone()), Default::default(), config);
-    let router = axum::Router::new().nest_service("/mcp", service);
+    // Layers wrap what is above them: the token is checked first, then the
+    // task requests are answered, then the SDK's service has the rest.
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            tasks,
+            tasks::intercept,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            TokenGuard::new(token, Guarded::All).json_rpc(),
+            skillhost_auth::require_token,
+        ));
     bound(local);
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)

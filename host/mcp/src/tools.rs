@@ -203,9 +203,12 @@ pub fn entries(
             .map_err(|e| McpError::Tools(format!("{what}: cannot read its WIT: {e}")))?;
         let input = Wrap::of(&interface.input_schema, "input");
         let output = Wrap::of(&interface.output_schema, "output");
-        let description = match s.manifest.description.is_empty() {
-            true => s.manifest.name.clone(),
-            false => s.manifest.description.clone(),
+        // The WIT's doc comments (world and `run`) say the most; a
+        // component without them has its manifest's description.
+        let description = match (&interface.docs, s.manifest.description.is_empty()) {
+            (Some(docs), _) => docs.clone(),
+            (None, true) => s.manifest.name.clone(),
+            (None, false) => s.manifest.description.clone(),
         };
         let tool = Tool::new(
             s.manifest.id.clone(),

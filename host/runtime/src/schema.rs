@@ -11,9 +11,12 @@
 //! cannot be recursive, so this terminates, and many consumers, LLM providers
 //! among them, handle `$ref` poorly); a named type gets its WIT name as
 //! `title`; doc comments become `description`, a field's own docs winning
-//! over its type's docs. Components produced by `wit-component` do not carry
-//! doc comments, so schemas read from a component binary have titles but no
-//! descriptions; [`describe_world`] on a parsed WIT source keeps them.
+//! over its type's docs. Components produced by `wit-component` alone do not
+//! carry doc comments; those `host skill build` made carry them in the
+//! `package-docs` custom section (`skillhost-build`'s `docs`), which the
+//! decoder reads back, so their schemas have descriptions and their world
+//! and `run` their docs ([`SkillInterface::docs`]). [`describe_world`] on a
+//! parsed WIT source keeps them too.
 
 use serde_json::{Map, Value as Json, json};
 use wit_component::{DecodedWasm, WitPrinter};
@@ -40,6 +43,10 @@ pub struct SkillInterface {
     /// Name of the world. A component binary does not keep its source world's
     /// name, so for decoded components this is the decoder's name (`root`).
     pub world: String,
+    /// What the skill says it does: the doc comments of its world and of
+    /// its `run`, a blank line between them; `None` when it has neither
+    /// (a component that kept no docs).
+    pub docs: Option<String>,
 }
 
 /// Why a component's interface could not be described.
@@ -108,7 +115,18 @@ pub fn describe_world(resolve: &Resolve, world_id: WorldId) -> Result<SkillInter
         input_schema,
         output_schema,
         world: world.name.clone(),
+        docs: joined_docs(&[&world.docs, &run.docs]),
     })
+}
+
+/// The non-empty ones of `docs`, trimmed, a blank line between them.
+fn joined_docs(docs: &[&Docs]) -> Option<String> {
+    let parts: Vec<&str> = docs
+        .iter()
+        .filter_map(|d| d.contents.as_deref().map(str::trim))
+        .filter(|text| !text.is_empty())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
 }
 
 /// `run`'s parameter type and the `ok` type of its result, after checking

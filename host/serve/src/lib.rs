@@ -3,8 +3,8 @@
 //! (`events.rs`: polled from the store, so runs written by any process
 //! show), the web run inspector (`pages.rs`, every asset embedded from
 //! `assets/`), the scenario graph drawn as SVG (`svg.rs`), the API's error
-//! shape (`error.rs`) and who may change things (`auth.rs`: a bearer token,
-//! required off loopback).
+//! shape (`error.rs`) and who may change things (`skillhost-auth`'s bearer
+//! token, required off loopback, of every request but GET and HEAD).
 //!
 //! Runs it starts are queued in the store like `host submit`'s, and the
 //! server runs them with an embedded worker (the engine's, with the
@@ -17,7 +17,6 @@
 //! was not given with `--scenarios`, or reach the network for a page.
 
 mod api;
-mod auth;
 mod error;
 mod events;
 mod pages;
@@ -32,14 +31,15 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use tokio::sync::watch;
 
+use skillhost_auth::{Guarded, TokenGuard};
 use skillhost_engine::worker::{self, ScenarioLoader, WorkerConfig, WorkerEvent};
 use skillhost_engine::{Engine, NoEvents};
 use skillhost_runtime::Runtime;
 use skillhost_scenario::LoadedScenario;
 use skillhost_store::Store;
 
-pub use auth::{BindError, check_bind};
 pub use error::ApiError;
+pub use skillhost_auth::{BindError, check_bind};
 pub use svg::graph_svg;
 
 /// The largest request body the API reads (a run input or an answer);
@@ -127,8 +127,8 @@ pub fn router(
         .merge(api::routes())
         .merge(pages::routes())
         .layer(axum::middleware::from_fn_with_state(
-            Arc::new(token),
-            auth::require_token,
+            TokenGuard::new(token, Guarded::Changes),
+            skillhost_auth::require_token,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -143,7 +143,7 @@ pub async fn serve(
     config: ServeConfig,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), String> {
-    check_bind(config.addr, config.token.as_deref()).map_err(|e| e.to_string())?;
+    check_bind("--addr", config.addr, config.token.as_deref()).map_err(|e| e.to_string())?;
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.addr))?;

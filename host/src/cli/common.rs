@@ -18,6 +18,7 @@
 
 use std::fmt::Display;
 use std::io::Write as _;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -449,6 +450,34 @@ impl Durability {
             Durability::Full => SyncMode::Full,
             Durability::Normal | Durability::None => SyncMode::Normal,
         }
+    }
+}
+
+/// `--token` / `--token-file`: the bearer token an HTTP server (`host
+/// serve`, `host mcp --http`) requires of its clients.
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// Clients must send `Authorization: Bearer TOKEN` (host serve: with every request that changes something; host mcp: with every request). Needed off loopback.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
+    pub token: Option<String>,
+    /// --token, read from a file (its first line).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl TokenArgs {
+    /// The token given, if any; refuses a server on `addr` (named by
+    /// `flag`) that is not loopback without one, and an empty one.
+    pub fn checked(&self, flag: &'static str, addr: SocketAddr) -> Result<Option<String>, Failure> {
+        let token = match (&self.token, &self.token_file) {
+            (Some(token), _) => Some(token.clone()),
+            (None, Some(file)) => {
+                Some(skillhost_auth::read_token_file(file).map_err(Failure::bad_input)?)
+            }
+            (None, None) => None,
+        };
+        skillhost_auth::check_bind(flag, addr, token.as_deref()).map_err(Failure::bad_input)?;
+        Ok(token)
     }
 }
 

@@ -3,6 +3,7 @@
 //! (`--http ADDR`, at `/mcp`). Loads what it is given and opens the store
 //! as `host run` and `host skill call` do; the server is `skillhost-mcp`'s.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +11,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::common::{
-    CliResult, DatabaseArgs, Failure, Globals, RegistryArgs, load_scenario, tokio_runtime,
+    CliResult, DatabaseArgs, Failure, Globals, RegistryArgs, TokenArgs, load_scenario,
+    tokio_runtime,
 };
 use skillhost_mcp::{Offer, SkillTool};
 use skillhost_runtime::{Grants, Limits};
@@ -29,9 +31,11 @@ pub struct McpArgs {
     /// Wall-clock limit for one skill tool call.
     #[arg(long, value_name = "N", default_value_t = 30_000)]
     timeout_ms: u64,
-    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:7701 (port 0 picks one; the address is printed on stderr).
-    #[arg(long, value_name = "ADDR")]
-    http: Option<String>,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:7701 (port 0 picks one; the address is printed on stderr). Any address but a loopback one needs --token or --token-file.
+    #[arg(long, value_name = "IP:PORT")]
+    http: Option<SocketAddr>,
+    #[command(flatten)]
+    token: TokenArgs,
     #[command(flatten)]
     db: DatabaseArgs,
     #[command(flatten)]
@@ -39,6 +43,16 @@ pub struct McpArgs {
 }
 
 pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
+    let token = match args.http {
+        Some(addr) => args.token.checked("--http", addr)?,
+        None if args.token.token.is_some() || args.token.token_file.is_some() => {
+            return Err(Failure::bad_input(
+                "--token and --token-file are for --http: over stdio the client that starts \
+                 the server is the only one that can reach it",
+            ));
+        }
+        None => None,
+    };
     if args.scenarios.is_empty() && args.skills.is_empty() {
         return Err(Failure::bad_input(
             "give at least one --scenario FILE or --skill FILE to offer as a tool",
@@ -86,7 +100,7 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
             skills,
             store,
         };
-        let served = match &args.http {
+        let served = match args.http {
             None => skillhost_mcp::serve_stdio(offer).await,
             Some(addr) => {
                 let shutdown = async {
@@ -95,6 +109,7 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
                 skillhost_mcp::serve_http(
                     offer,
                     addr,
+                    token,
                     |bound| eprintln!("MCP server at http://{bound}/mcp"),
                     shutdown,
                 )
@@ -102,7 +117,9 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
             }
         };
         served.map_err(|e| match e {
-            skillhost_mcp::McpError::Tools(message) => Failure::bad_input(message),
+            skillhost_mcp::McpError::Tools(message) | skillhost_mcp::McpError::Auth(message) => {
+                Failure::bad_input(message)
+            }
             e => Failure::environment(e),
         })
     })

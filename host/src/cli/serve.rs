@@ -4,16 +4,16 @@
 //! checked as `host run` loads them), signals into its shutdown.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs, load_scenario,
+    CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs, TokenArgs, load_scenario,
     scenario_loader, shutdown_on_signals, tokio_runtime,
 };
-use skillhost_serve::{ServeConfig, check_bind};
+use skillhost_serve::ServeConfig;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -26,12 +26,8 @@ pub struct ServeArgs {
     /// holding scenario.toml, or a directory of such directories (e.g. examples).
     #[arg(long, value_name = "PATH", num_args = 1..)]
     pub scenarios: Vec<PathBuf>,
-    /// Every request that changes something must carry `Authorization: Bearer TOKEN`.
-    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
-    pub token: Option<String>,
-    /// --token, read from a file (its first line).
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub token: TokenArgs,
     /// Leave queued and answered runs to `host worker`s instead of running them here.
     #[arg(long)]
     pub no_worker: bool,
@@ -40,12 +36,7 @@ pub struct ServeArgs {
 }
 
 pub fn serve(args: ServeArgs, globals: &Globals) -> CliResult {
-    let token = match (&args.token, &args.token_file) {
-        (Some(token), _) => Some(token.clone()),
-        (None, Some(file)) => Some(read_token(file)?),
-        (None, None) => None,
-    };
-    check_bind(args.addr, token.as_deref()).map_err(Failure::bad_input)?;
+    let token = args.token.checked("--addr", args.addr)?;
     let mut scenarios = Vec::new();
     for path in scenario_files(&args.scenarios)? {
         let loaded = load_scenario(&path.display().to_string(), globals, args.registry, false)?;
@@ -93,13 +84,6 @@ pub fn serve(args: ServeArgs, globals: &Globals) -> CliResult {
         store.close().await;
         served.map_err(Failure::environment)
     })
-}
-
-fn read_token(file: &Path) -> Result<String, Failure> {
-    let text = std::fs::read_to_string(file).map_err(|e| {
-        Failure::bad_input(format!("cannot read --token-file {}: {e}", file.display()))
-    })?;
-    Ok(text.lines().next().unwrap_or("").trim().to_string())
 }
 
 /// The scenario files `--scenarios` names: a file as it is; a directory's

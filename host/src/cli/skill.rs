@@ -156,6 +156,7 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
             "digest": format!("sha256:{}", skill.digest),
             "size": skill.bytes().len(),
             "world": interface.world,
+            "docs": interface.docs,
             "capabilities": capabilities,
             "declared_capabilities": m.capabilities,
             "imported_capabilities": skill.imported_capabilities.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
@@ -205,6 +206,13 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
         }
     }
     println!("world         {}", interface.world);
+    if let Some(docs) = &interface.docs {
+        let mut lines = docs.lines();
+        println!("docs          {}", lines.next().unwrap_or(""));
+        for line in lines {
+            println!("              {line}");
+        }
+    }
     println!(
         "capabilities  {} (declared; a scenario grants them)",
         list(&capabilities)

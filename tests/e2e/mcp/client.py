@@ -4,7 +4,10 @@ server answered as one JSON object for tests/e2e/mcp.rs to check.
 
 Usage: client.py CONFIG.json, where CONFIG holds either
 {"transport": "stdio", "command": ..., "args": [...], "env": {...}, "cwd": ...}
-or {"transport": "http", "url": "http://127.0.0.1:PORT/mcp"}.
+or {"transport": "http", "url": "http://127.0.0.1:PORT/mcp", "headers": {...}},
+and optionally "exercise": "brief" (list the tools and call `echo` only; a
+failure to connect is reported as {"refused": MESSAGE} instead of raised) or
+"runs" (a research run and its status, an approval run answered).
 """
 
 import json
@@ -14,6 +17,7 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 
@@ -129,6 +133,57 @@ async def exercise(session):
     return out
 
 
+async def brief(session):
+    """Connects, lists the tools and calls `echo`: enough to show the
+    transport let the session through."""
+    init = await session.initialize()
+    tools = await session.list_tools()
+    echo = await session.call_tool("echo", {"message": "hi", "repeat": 2})
+    return {
+        "server": init.server_info.name,
+        "tools": sorted(tool.name for tool in tools.tools),
+        "echo": call_report(echo),
+    }
+
+
+async def runs(session):
+    """A research run and its status; an approval run that waits, its
+    status, and the answer that continues it: what a store must hold."""
+    await session.initialize()
+    out = {}
+    research = await session.call_tool(
+        "research", {"query": "retrieval augmented generation"}
+    )
+    out["research"] = call_report(research)
+    run_id = research.structured_content["run_id"]
+    out["status"] = call_report(
+        await session.call_tool("run_status", {"run_id": run_id})
+    )
+    waiting = await session.call_tool("approval", {})
+    out["approval"] = call_report(waiting)
+    run_id = waiting.structured_content["run_id"]
+    out["approval_status"] = call_report(
+        await session.call_tool("run_status", {"run_id": run_id})
+    )
+    out["approval_answered"] = call_report(
+        await session.call_tool(
+            "run_answer", {"run_id": run_id, "answer": {"approved": True}}
+        )
+    )
+    return out
+
+
+def messages(error):
+    """The messages of an error and of those it groups (anyio's task
+    groups wrap the transport's failure)."""
+    found = [f"{type(error).__name__}: {error}"]
+    for inner in getattr(error, "exceptions", ()):
+        found.extend(messages(inner))
+    if error.__cause__ is not None:
+        found.extend(messages(error.__cause__))
+    return found
+
+
 async def main():
     with open(sys.argv[1]) as f:
         config = json.load(f)
@@ -141,11 +196,19 @@ async def main():
         )
         transport = stdio_client(params)
     else:
-        transport = streamable_http_client(config["url"])
-    async with transport as streams:
-        read, write = streams[0], streams[1]
-        async with ClientSession(read, write) as session:
-            out = await exercise(session)
+        client = create_mcp_http_client(headers=config.get("headers"))
+        transport = streamable_http_client(config["url"], http_client=client)
+    run = {"brief": brief, "runs": runs}.get(config.get("exercise"), exercise)
+    try:
+        async with transport as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write) as session:
+                with anyio.fail_after(60):
+                    out = await run(session)
+    except Exception as error:  # noqa: BLE001 - reported for the test to check
+        if run is not brief:
+            raise
+        out = {"refused": "\n".join(messages(error))}
     out["transport"] = config["transport"]
     print(json.dumps(out))
 

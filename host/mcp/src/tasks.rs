@@ -1,0 +1,347 @@
+//! MCP tasks (protocol 2025-11-25, the `tasks` utility) for the scenario
+//! tools, over streamable HTTP: a `tools/call` of a scenario tool with
+//! `params.task` answers at once with a task whose id is the run's id, and
+//! `tasks/get`, `tasks/result`, `tasks/cancel` and `tasks/list` read and
+//! steer the run through the store.
+//!
+//! `rmcp` 3.11 implements a later, incompatible tasks design (the
+//! `io.modelcontextprotocol/tasks` extension of protocol 2026-07-28: no
+//! `tasks/result`, a different task shape, a capability the 2025-11-25
+//! clients do not send), so this module answers the 2025-11-25 requests
+//! itself, as an HTTP layer in front of the SDK's service, and passes
+//! every other request through untouched. It must not keep a run's state
+//! outside the store: a task's status is its run's, read at each request;
+//! only the tool result a task ended with (what `tasks/result` returns,
+//! the same as a plain call's) is kept in memory, by `handler.rs`.
+//!
+//! Statuses: a queued or running run is `working`; a run waiting at an
+//! approval node is `input_required` (answered with the `run_answer` tool,
+//! which continues it); `completed`, `failed` and `cancelled` are the
+//! run's own.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+use skillhost_store::{RunRow, RunStatus};
+
+use crate::handler::SkillhostMcp;
+
+/// The largest request body this layer reads (the SDK's service reads the
+/// ones it passes on the same way).
+const MAX_BODY_BYTES: usize = 16 << 20;
+
+/// How often `tasks/result` looks at a run that has not ended, and the
+/// poll interval tasks suggest to clients.
+const POLL: Duration = Duration::from_millis(200);
+
+/// How long `tasks/result` waits, once a task's run has ended, for the
+/// result it ended with; past it (the run was ended by another process),
+/// the run's status is the result.
+const RESULT_GRACE_POLLS: u32 = 25;
+
+/// `_meta` key that ties a result to its task.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// JSON-RPC error codes.
+const INVALID_REQUEST: i64 = -32600;
+const INVALID_PARAMS: i64 = -32602;
+const INTERNAL_ERROR: i64 = -32603;
+
+/// A request this layer answers.
+enum TaskRequest {
+    Create { name: String, arguments: Value },
+    Get(String),
+    Result(String),
+    Cancel(String),
+    List,
+}
+
+/// The layer: answers the task requests, passes everything else on.
+pub(crate) async fn intercept(
+    State(server): State<SkillhostMcp>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes: Bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return reply(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &Value::Null,
+                Err((
+                    INVALID_REQUEST,
+                    format!("the request body is unreadable or over 16 MiB: {e}"),
+                )),
+            );
+        }
+    };
+    let message: Option<Value> = serde_json::from_slice(&bytes).ok();
+    let Some((id, task)) = message.as_ref().and_then(|m| classify(&server, m)) else {
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    };
+    if !parts.headers.contains_key("mcp-session-id") {
+        return reply(
+            StatusCode::BAD_REQUEST,
+            &id,
+            Err((
+                INVALID_REQUEST,
+                "no Mcp-Session-Id header: send initialize first, then the session id it \
+                 answered with every request"
+                    .into(),
+            )),
+        );
+    }
+    let answer = answer(&server, task).await;
+    reply(StatusCode::OK, &id, answer)
+}
+
+/// The request `message` is, if this layer answers it: a `tools/call` of
+/// a scenario tool with `task`, or a `tasks/*` request.
+fn classify(server: &SkillhostMcp, message: &Value) -> Option<(Value, TaskRequest)> {
+    let id = message.get("id")?.clone();
+    let params = message.get("params").cloned().unwrap_or(json!({}));
+    let task_id = || params["taskId"].as_str().unwrap_or("").to_string();
+    let request = match message.get("method")?.as_str()? {
+        "tools/call" if params.get("task").is_some_and(Value::is_object) => {
+            let name = params["name"].as_str()?;
+            if !server.is_scenario_tool(name) {
+                return None;
+            }
+            TaskRequest::Create {
+                name: name.to_string(),
+                arguments: params.get("arguments").cloned().unwrap_or(json!({})),
+            }
+        }
+        "tasks/get" => TaskRequest::Get(task_id()),
+        "tasks/result" => TaskRequest::Result(task_id()),
+        "tasks/cancel" => TaskRequest::Cancel(task_id()),
+        "tasks/list" => TaskRequest::List,
+        _ => return None,
+    };
+    Some((id, request))
+}
+
+type Answer = Result<Value, (i64, String)>;
+
+async fn answer(server: &SkillhostMcp, request: TaskRequest) -> Answer {
+    match request {
+        TaskRequest::Create { name, arguments } => match server.start_task(&name, arguments) {
+            Ok(run_id) => Ok(json!({ "task": task(server, &run_id).await? })),
+            Err(refused) => match *refused {
+                // Arguments that do not fit: the same isError result as a
+                // plain call, not a task.
+                Ok(result) => {
+                    serde_json::to_value(result).map_err(|e| (INTERNAL_ERROR, e.to_string()))
+                }
+                Err(error) => Err((error.code.0 as i64, error.message.to_string())),
+            },
+        },
+        TaskRequest::Get(id) => task(server, &id).await,
+        TaskRequest::Result(id) => result(server, &id).await,
+        TaskRequest::Cancel(id) => cancel(server, &id).await,
+        TaskRequest::List => {
+            let mut ids: Vec<(i64, String)> = server
+                .lock_tasks()
+                .iter()
+                .map(|(id, t)| (t.created_at_ms, id.clone()))
+                .collect();
+            ids.sort();
+            let mut tasks = Vec::with_capacity(ids.len());
+            for (_, id) in ids {
+                tasks.push(task(server, &id).await?);
+            }
+            Ok(json!({ "tasks": tasks }))
+        }
+    }
+}
+
+/// The run of task `id`; None while a task started here has no row yet.
+async fn run_of(server: &SkillhostMcp, id: &str) -> Result<Option<RunRow>, (i64, String)> {
+    match server.inner.store.run(id).await {
+        Ok(Some(run)) => Ok(Some(run)),
+        Ok(None) if server.lock_tasks().contains_key(id) => Ok(None),
+        Ok(None) => Err((
+            INVALID_PARAMS,
+            format!(
+                "no task `{id}`: a task's id is its run's, as a scenario tool called with \
+                 `task` answered (tasks/list lists this server's)"
+            ),
+        )),
+        Err(e) => Err((INTERNAL_ERROR, format!("run `{id}`: cannot read it: {e}"))),
+    }
+}
+
+/// `tasks/get`: the task of run `id` as it is now.
+async fn task(server: &SkillhostMcp, id: &str) -> Answer {
+    let run = run_of(server, id).await?;
+    let created = server.lock_tasks().get(id).map(|t| t.created_at_ms);
+    let Some(run) = run else {
+        let at = created.unwrap_or_else(crate::handler::now_ms);
+        // No row: the run has not been written yet, or could not start.
+        let refused = server
+            .lock_tasks()
+            .get(id)
+            .and_then(|t| t.result.as_ref().map(result_text));
+        return Ok(match refused {
+            Some(why) => task_json(id, "failed", Some(why), at, at),
+            None => task_json(id, "working", None, at, at),
+        });
+    };
+    let (status, message) = match run.status {
+        RunStatus::Queued => ("working", Some("queued".to_string())),
+        RunStatus::Running => (
+            "working",
+            run.current_node.as_ref().map(|n| format!("at node `{n}`")),
+        ),
+        RunStatus::Waiting => {
+            let wait = server
+                .inner
+                .store
+                .wait_at(id, run.last_seq)
+                .await
+                .ok()
+                .flatten();
+            let message = match wait {
+                Some(wait) => format!(
+                    "waiting at node `{}`: {}; answer with the run_answer tool (run_id `{id}`)",
+                    wait.node_id, wait.prompt
+                ),
+                None => format!("waiting; answer with the run_answer tool (run_id `{id}`)"),
+            };
+            ("input_required", Some(message))
+        }
+        RunStatus::Completed => ("completed", None),
+        RunStatus::Failed => (
+            "failed",
+            run.error.as_ref().map(|e| {
+                format!(
+                    "failed at node `{}` ({}): {}",
+                    e["node"].as_str().unwrap_or("?"),
+                    e["code"].as_str().unwrap_or("?"),
+                    e["message"].as_str().unwrap_or("")
+                )
+            }),
+        ),
+        RunStatus::Cancelled => ("cancelled", None),
+    };
+    Ok(task_json(
+        id,
+        status,
+        message,
+        created.unwrap_or(run.created_at_ms),
+        run.updated_at_ms,
+    ))
+}
+
+fn task_json(id: &str, status: &str, message: Option<String>, created: i64, updated: i64) -> Value {
+    let mut task = json!({
+        "taskId": id,
+        "status": status,
+        "createdAt": iso(created),
+        "lastUpdatedAt": iso(updated.max(created)),
+        // Kept as long as the run is in the store.
+        "ttl": null,
+        "pollInterval": POLL.as_millis() as u64,
+    });
+    if let Some(message) = message {
+        task["statusMessage"] = json!(message);
+    }
+    task
+}
+
+fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+/// `tasks/result`: waits for the run to end, then the result a plain call
+/// would have given (the run's status, if it was ended elsewhere).
+async fn result(server: &SkillhostMcp, id: &str) -> Answer {
+    let mut ended_without_result = 0;
+    loop {
+        let run = run_of(server, id).await?;
+        let kept = server.lock_tasks().get(id).map(|t| t.result.clone());
+        // Ended: the run did, or it never started (its refusal is kept).
+        let finished = match &run {
+            Some(run) => run.status.is_finished(),
+            None => matches!(kept, Some(Some(_))),
+        };
+        if finished {
+            let result = match kept {
+                Some(Some(result)) => Some(result),
+                Some(None) if ended_without_result < RESULT_GRACE_POLLS => {
+                    ended_without_result += 1;
+                    None
+                }
+                _ => Some(server.status(id).await),
+            };
+            if let Some(result) = result {
+                let mut value =
+                    serde_json::to_value(result).map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
+                value["_meta"] = json!({ RELATED_TASK: { "taskId": id } });
+                return Ok(value);
+            }
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// `tasks/cancel`: cancels the run as `run_cancel` does; a task that has
+/// ended cannot be.
+async fn cancel(server: &SkillhostMcp, id: &str) -> Answer {
+    if let Some(run) = run_of(server, id).await?
+        && run.status.is_finished()
+    {
+        return Err((
+            INVALID_PARAMS,
+            format!(
+                "task `{id}` is {} already; only a working or input_required task can be \
+                 cancelled",
+                run.status.as_str()
+            ),
+        ));
+    }
+    let cancelled = server.cancel(id, "mcp").await;
+    if cancelled.is_error == Some(true) {
+        return Err((INVALID_PARAMS, result_text(&cancelled)));
+    }
+    task(server, id).await
+}
+
+/// The text of a tool result (what an isError result says).
+fn result_text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|block| block.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn reply(status: StatusCode, id: &Value, answer: Answer) -> Response {
+    let body = match answer {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message)) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        }
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
