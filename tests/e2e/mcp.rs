@@ -572,6 +572,15 @@ fn typescript_sdk_drives_scenarios_as_tasks() {
             .unwrap()
             .contains(&json!("research"))
     );
+    // Advertised as the spec says: the capability, and task support on
+    // the scenario tools only (a skill's call is short; it takes none).
+    assert_eq!(
+        out["tasks_capability"],
+        json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
+    );
+    let support = out["task_support"].as_object().unwrap();
+    assert_eq!(support["research"], "optional", "{support:?}");
+    assert_eq!(support["echo"], Value::Null, "{support:?}");
 
     // Created at once (working), polled to completed, its result fetched:
     // the same as a plain call's, tied to its task.

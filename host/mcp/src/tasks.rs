@@ -14,6 +14,12 @@
 //! only the tool result a task ended with (what `tasks/result` returns,
 //! the same as a plain call's) is kept in memory, by `handler.rs`.
 //!
+//! The layer also advertises them, since rmcp's types have no place for
+//! it: the `tasks` capability in the `initialize` result (list, cancel,
+//! and task-augmented `tools/call`) and `execution.taskSupport =
+//! "optional"` on each scenario tool in `tools/list` results, so a client
+//! that follows the spec offers tasks by itself.
+//!
 //! Statuses: a queued or running run is `working`; a run waiting at an
 //! approval node is `input_required` (answered with the `run_answer` tool,
 //! which continues it); `completed`, `failed` and `cancelled` are the
@@ -87,9 +93,14 @@ pub(crate) async fn intercept(
     };
     let message: Option<Value> = serde_json::from_slice(&bytes).ok();
     let Some((id, task)) = message.as_ref().and_then(|m| classify(&server, m)) else {
-        return next
+        let advertised = message.as_ref().and_then(|m| Advert::of(m));
+        let response = next
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
+        return match advertised {
+            Some((advert, id)) => advertise(&server, advert, &id, response).await,
+            None => response,
+        };
     };
     if !parts.headers.contains_key("mcp-session-id") {
         return reply(
@@ -131,6 +142,133 @@ fn classify(server: &SkillhostMcp, message: &Value) -> Option<(Value, TaskReques
         _ => return None,
     };
     Some((id, request))
+}
+
+/// A result this layer adds its tasks to.
+#[derive(Clone, Copy)]
+enum Advert {
+    /// `initialize`: the `tasks` capability.
+    Capability,
+    /// `tools/list`: `execution.taskSupport` on the scenario tools.
+    Tools,
+}
+
+impl Advert {
+    fn of(message: &Value) -> Option<(Advert, Value)> {
+        let advert = match message.get("method")?.as_str()? {
+            "initialize" => Advert::Capability,
+            "tools/list" => Advert::Tools,
+            _ => return None,
+        };
+        Some((advert, message.get("id")?.clone()))
+    }
+
+    /// Adds the tasks to the result of the request `id`, if `message` is it.
+    fn apply(self, server: &SkillhostMcp, id: &Value, message: &mut Value) -> bool {
+        if message.get("id") != Some(id) {
+            return false;
+        }
+        let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) else {
+            return false;
+        };
+        match self {
+            Advert::Capability => {
+                let Some(capabilities) = result
+                    .get_mut("capabilities")
+                    .and_then(Value::as_object_mut)
+                else {
+                    return false;
+                };
+                capabilities.insert(
+                    "tasks".into(),
+                    json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+                );
+            }
+            Advert::Tools => {
+                let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {
+                    return false;
+                };
+                for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+                    if tool
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .is_some_and(|name| server.is_scenario_tool(name))
+                    {
+                        tool.insert("execution".into(), json!({"taskSupport": "optional"}));
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+/// The SDK's answer to an `initialize` or `tools/list`, with the tasks
+/// added: a JSON body, or an event stream whose `data:` line holds the
+/// result (the stream of a request ends with its response). Anything else
+/// (an error, a body that is neither) passes unchanged.
+async fn advertise(
+    server: &SkillhostMcp,
+    advert: Advert,
+    id: &Value,
+    response: Response,
+) -> Response {
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                id,
+                Err((INTERNAL_ERROR, format!("reading the server's answer: {e}"))),
+            );
+        }
+    };
+    let event_stream = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let text = String::from_utf8_lossy(&bytes);
+    let rewritten = if event_stream {
+        let mut changed = false;
+        let lines: Vec<String> = text
+            .split('\n')
+            .map(|line| {
+                let Some(data) = line.strip_prefix("data:") else {
+                    return line.to_string();
+                };
+                let Ok(mut message) = serde_json::from_str::<Value>(data.trim_start()) else {
+                    return line.to_string();
+                };
+                if !advert.apply(server, id, &mut message) {
+                    return line.to_string();
+                }
+                changed = true;
+                format!("data: {message}")
+            })
+            .collect();
+        changed.then(|| lines.join("\n"))
+    } else {
+        serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|mut message| {
+                advert
+                    .apply(server, id, &mut message)
+                    .then(|| message.to_string())
+            })
+    };
+    let body = match rewritten {
+        Some(text) => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Body::from(text)
+        }
+        None => Body::from(bytes),
+    };
+    Response::from_parts(parts, body)
 }
 
 type Answer = Result<Value, (i64, String)>;

@@ -17,7 +17,11 @@ await client.connect(new StreamableHTTPClientTransport(url));
 const tasks = client.experimental.tasks;
 const out = {};
 
-out.tools = (await client.listTools()).tools.map((t) => t.name).sort();
+const listed = (await client.listTools()).tools;
+out.tools = listed.map((t) => t.name).sort();
+// What the server advertises: the tasks capability, and which tools take tasks.
+out.tasks_capability = client.getServerCapabilities()?.tasks ?? null;
+out.task_support = Object.fromEntries(listed.map((t) => [t.name, t.execution?.taskSupport ?? null]));
 
 // A scenario as a task, through the SDK's own loop: created, polled with
 // tasks/get until it ends, its result fetched with tasks/result.
