@@ -93,7 +93,7 @@ pub(crate) async fn intercept(
     };
     let message: Option<Value> = serde_json::from_slice(&bytes).ok();
     let Some((id, task)) = message.as_ref().and_then(|m| classify(&server, m)) else {
-        let advertised = message.as_ref().and_then(|m| Advert::of(m));
+        let advertised = message.as_ref().and_then(Advert::of);
         let response = next
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
