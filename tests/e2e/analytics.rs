@@ -634,25 +634,18 @@ fn the_committed_data_is_what_the_build_script_makes() {
 /// planner, its `llm` grant and the name changed, so the two never drift.
 #[test]
 fn the_llm_variant_is_the_scenario_with_only_the_planner_changed() {
-    let mut want = std::fs::read_to_string(example().join("scenario.toml")).unwrap();
-    for (from, to) in [
-        ("name = \"analytics\"\n", "name = \"analytics-llm\"\n"),
-        ("analytics-plan.wasm", "analytics-plan-llm.wasm"),
-        (
-            "input = { question = \"input.question\" }\n",
-            "capabilities = { llm = { provider = \"local\", model = \"qwen2.5:7b-instruct\", \
-             max_tokens = 1024, temperature = 0 } }\ninput = { question = \"input.question\" }\n",
-        ),
-    ] {
-        assert_eq!(want.matches(from).count(), 1, "{from:?} in scenario.toml");
-        want = want.replace(from, to);
-    }
-    let got = std::fs::read_to_string(example().join("llm.toml")).unwrap();
-    let (header, rest) = got.split_at(got.find("# The analytics workflow: a question").unwrap());
-    assert!(header.lines().all(|l| l.starts_with('#')), "{header}");
-    assert!(
-        rest == want,
-        "examples/analytics/llm.toml is not scenario.toml with the LLM planner; make it so again"
+    skillhost_tests::assert_variant_of_scenario(
+        "analytics",
+        "llm.toml",
+        &[
+            ("name = \"analytics\"\n", "name = \"analytics-llm\"\n"),
+            ("analytics-plan.wasm", "analytics-plan-llm.wasm"),
+            (
+                "input = { question = \"input.question\" }\n",
+                "capabilities = { llm = { provider = \"local\", model = \"qwen2.5:7b-instruct\", \
+                 max_tokens = 1024, temperature = 0 } }\ninput = { question = \"input.question\" }\n",
+            ),
+        ],
     );
 }
 
