@@ -264,26 +264,30 @@ fn check(out: &Value, dir: &Path) {
     );
 }
 
+/// How a client starts `host mcp` over stdio (the SDKs' server parameters),
+/// with the environment [`host_command`] gives, so `host runs` reads the
+/// same store.
+fn stdio_server(dir: &Path) -> Value {
+    json!({
+        "command": host_bin(),
+        "args": offer(),
+        "env": {
+            "SKILLHOST_CACHE_DIR": dir.join("cache"),
+            "SKILLHOST_DATABASE_URL": sqlite_url(dir),
+            "XDG_CONFIG_HOME": dir.join("xdg-config"),
+            "SKILLHOST_REGISTRY_CACHE": dir.join("registry-cache"),
+            "DOCKER_CONFIG": dir.join("docker"),
+        },
+        "cwd": repo_root(),
+    })
+}
+
 #[test]
 fn python_sdk_over_stdio() {
     let dir = tempfile::tempdir().unwrap();
-    let env = json!({
-        "SKILLHOST_CACHE_DIR": dir.path().join("cache"),
-        "SKILLHOST_DATABASE_URL": sqlite_url(dir.path()),
-        "XDG_CONFIG_HOME": dir.path().join("xdg-config"),
-        "SKILLHOST_REGISTRY_CACHE": dir.path().join("registry-cache"),
-        "DOCKER_CONFIG": dir.path().join("docker"),
-    });
-    let out = client(
-        dir.path(),
-        json!({
-            "transport": "stdio",
-            "command": host_bin(),
-            "args": offer(),
-            "env": env,
-            "cwd": repo_root(),
-        }),
-    );
+    let mut config = stdio_server(dir.path());
+    config["transport"] = json!("stdio");
+    let out = client(dir.path(), config);
     assert_eq!(out["transport"], "stdio");
     check(&out, dir.path());
 }
@@ -524,8 +528,9 @@ async fn runs_through_mcp_live_in_postgres() {
     .unwrap();
 }
 
-/// Runs the TypeScript SDK's task client against `url`.
-fn typescript_client(url: &str) -> Value {
+/// Runs the TypeScript SDK's task client against `target`: a URL, or a
+/// file with the [`stdio_server`] parameters.
+fn typescript_client(target: &str) -> Value {
     let dir = repo_root().join("tests/e2e/mcp");
     assert!(
         dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
@@ -533,7 +538,7 @@ fn typescript_client(url: &str) -> Value {
     );
     let out = Command::new("node")
         .arg(dir.join("tasks.mjs"))
-        .arg(url)
+        .arg(target)
         .current_dir(&dir)
         .output()
         .expect("node (see .ci/run)");
@@ -561,11 +566,25 @@ fn without_ids(result: &Value) -> Value {
 }
 
 #[test]
-fn typescript_sdk_drives_scenarios_as_tasks() {
+fn typescript_sdk_drives_scenarios_as_tasks_over_http() {
     let dir = tempfile::tempdir().unwrap();
     let server = HttpServer::start(dir.path(), &offer());
     let out = typescript_client(&server.url);
     drop(server);
+    check_tasks(&out, dir.path());
+}
+
+#[test]
+fn typescript_sdk_drives_scenarios_as_tasks_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("server.json");
+    std::fs::write(&config, stdio_server(dir.path()).to_string()).unwrap();
+    let out = typescript_client(config.to_str().unwrap());
+    check_tasks(&out, dir.path());
+}
+
+/// What the TypeScript SDK's task client must see, on either transport.
+fn check_tasks(out: &Value, dir: &Path) {
     assert!(
         out["tools"]
             .as_array()
@@ -613,7 +632,7 @@ fn typescript_sdk_drives_scenarios_as_tasks() {
     assert_eq!(result["structuredContent"]["status"], "completed");
 
     // The task's id is the run's: the store has it.
-    let shown = host_command(dir.path(), &["runs", "show", id, "--json"], None)
+    let shown = host_command(dir, &["runs", "show", id, "--json"], None)
         .output()
         .unwrap();
     assert!(shown.status.success(), "{}", stderr(&shown));
@@ -655,7 +674,7 @@ fn typescript_sdk_drives_scenarios_as_tasks() {
         "{again}"
     );
     let cancelled_id = out["ids"]["cancel"].as_str().unwrap();
-    let shown = host_command(dir.path(), &["runs", "show", cancelled_id, "--json"], None)
+    let shown = host_command(dir, &["runs", "show", cancelled_id, "--json"], None)
         .output()
         .unwrap();
     let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
@@ -671,4 +690,202 @@ fn typescript_sdk_drives_scenarios_as_tasks() {
             {"taskId": cancelled_id, "status": "cancelled"},
         ])
     );
+}
+
+/// A `host mcp` over stdio, spoken to line by line.
+struct StdioSession {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+    /// Messages read while looking for another.
+    unread: Vec<Value>,
+}
+
+impl StdioSession {
+    fn start(dir: &Path) -> StdioSession {
+        let args = offer();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut child = host_command(dir, &args, None)
+            .current_dir(repo_root())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        StdioSession {
+            stdin: child.stdin.take(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            unread: Vec::new(),
+        }
+    }
+
+    fn send_raw(&mut self, line: &[u8]) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, message: Value) {
+        self.send_raw(message.to_string().as_bytes());
+    }
+
+    /// The next message from the server.
+    fn next(&mut self) -> Value {
+        let mut line = String::new();
+        let read = self.stdout.read_line(&mut line).unwrap();
+        assert!(read > 0, "the server closed stdout");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// The response to request `id`; the messages before it are kept.
+    fn response(&mut self, id: Value) -> Value {
+        if let Some(at) = self.unread.iter().position(|m| m["id"] == id) {
+            return self.unread.remove(at);
+        }
+        loop {
+            let message = self.next();
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+            self.unread.push(message);
+        }
+    }
+
+    fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.response(json!(id))
+    }
+}
+
+impl Drop for StdioSession {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn stdio_answers_tasks_in_front_of_the_sdk_and_refuses_what_does_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut session = StdioSession::start(dir.path());
+
+    // Before initialize: refused, and the session is still there for it.
+    let early = session.request(1, "tasks/list", json!({}));
+    assert_eq!(early["error"]["code"], -32600, "{early}");
+    assert!(
+        early["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("send initialize first"),
+        "{early}"
+    );
+
+    let init = session.request(
+        2,
+        "initialize",
+        json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tasks": {}},
+            "clientInfo": {"name": "raw", "version": "0"},
+        }),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "skillhost", "{init}");
+    assert_eq!(
+        init["result"]["capabilities"]["tasks"],
+        json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+        "{init}"
+    );
+    session.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let listed = session.request(3, "tools/list", json!({}));
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let support = |name: &str| {
+        tools.iter().find(|t| t["name"] == name).unwrap()["execution"]["taskSupport"].clone()
+    };
+    assert_eq!(support("approval"), "optional");
+    assert_eq!(support("echo"), Value::Null);
+
+    // A line over 16 MiB: skipped with an error, the session goes on.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"{}"}}}}}}"#,
+        "x".repeat(17 << 20)
+    );
+    session.send_raw(huge.as_bytes());
+    let skipped = session.response(Value::Null);
+    assert_eq!(skipped["error"]["code"], -32600, "{skipped}");
+    assert!(
+        skipped["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over 16 MiB"),
+        "{skipped}"
+    );
+    let unknown = session.request(5, "tasks/get", json!({"taskId": "nope"}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no task `nope`"),
+        "{unknown}"
+    );
+    // Arguments that do not fit: the plain call's isError result, no task.
+    let bad = session.request(
+        6,
+        "tools/call",
+        json!({"name": "approval", "arguments": {"action": 5}, "task": {}}),
+    );
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    assert!(bad["result"].get("task").is_none(), "{bad}");
+
+    // A task that waits for a person: tasks/result waits with it while
+    // other requests are answered, then ends with the run.
+    let created = session.request(
+        7,
+        "tools/call",
+        json!({"name": "approval", "arguments": {}, "task": {"ttl": 60000}}),
+    );
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_string();
+    assert_eq!(created["result"]["task"]["status"], "working");
+    let waiting = loop {
+        let got = session.request(8, "tasks/get", json!({"taskId": id}));
+        if got["result"]["status"] != "working" {
+            break got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(waiting["result"]["status"], "input_required", "{waiting}");
+    session.send(
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/result", "params": {"taskId": id}}),
+    );
+    let answered = session.request(
+        10,
+        "tools/call",
+        json!({"name": "run_answer", "arguments": {"run_id": id, "answer": {"approved": true}}}),
+    );
+    assert_eq!(
+        answered["result"]["structuredContent"]["status"], "completed",
+        "{answered}"
+    );
+    let result = session.response(json!(9));
+    assert_eq!(
+        result["result"]["structuredContent"]["summary"]["outcome"], "executed deploy",
+        "{result}"
+    );
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id
+    );
+
+    // The client closes stdin: the server ends, cleanly.
+    drop(session.stdin.take());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut session.stdout, &mut rest).unwrap();
+    assert!(rest.trim().is_empty(), "after the end: {rest}");
+    let status = session.child.wait().unwrap();
+    assert!(status.success(), "{status}");
 }

@@ -22,7 +22,6 @@ mod tools;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
@@ -67,17 +66,9 @@ pub enum McpError {
 }
 
 /// Serves `offer` over stdin/stdout until the client closes the stream.
+/// MCP tasks are answered in front of the SDK, as over HTTP (`tasks/`).
 pub async fn serve_stdio(offer: Offer) -> Result<(), McpError> {
-    let server = SkillhostMcp::new(offer)?;
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| McpError::Stdio(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| McpError::Stdio(e.to_string()))?;
-    Ok(())
+    tasks::serve_stdio(SkillhostMcp::new(offer)?).await
 }
 
 /// Serves `offer` as streamable HTTP at `http://ADDR/mcp` until `shutdown`

@@ -1,19 +1,26 @@
-// Drives `host mcp --http` with the official MCP TypeScript SDK
-// (`@modelcontextprotocol/sdk`, pinned in package.json), a client nobody
-// here wrote, through MCP tasks (protocol 2025-11-25): a scenario called as
-// a task and followed to its result, a task cancelled, and an approval run
-// that reaches input_required and is answered. Prints what the server
+// Drives `host mcp` (over streamable HTTP or stdio) with the official MCP
+// TypeScript SDK (`@modelcontextprotocol/sdk`, pinned in package.json), a
+// client nobody here wrote, through MCP tasks (protocol 2025-11-25): a
+// scenario called as a task and followed to its result, a task cancelled,
+// and an approval run that reaches input_required and is answered. Prints what the server
 // answered as one JSON object for tests/e2e/mcp.rs to check.
 //
-// Usage: node tasks.mjs URL
+// Usage: node tasks.mjs URL           (a running `host mcp --http`)
+//        node tasks.mjs CONFIG.json   (starts `host mcp` over stdio:
+//                                      {"command", "args", "env", "cwd"})
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { readFileSync } from 'node:fs';
 
-const url = new URL(process.argv[2]);
+const target = process.argv[2];
+const transport = /^https?:/.test(target)
+  ? new StreamableHTTPClientTransport(new URL(target))
+  : new StdioClientTransport(JSON.parse(readFileSync(target, 'utf8')));
 const client = new Client({ name: 'skillhost-e2e', version: '0.0.0' });
-await client.connect(new StreamableHTTPClientTransport(url));
+await client.connect(transport);
 const tasks = client.experimental.tasks;
 const out = {};
 

@@ -1,5 +1,5 @@
 //! MCP tasks (protocol 2025-11-25, the `tasks` utility) for the scenario
-//! tools, over streamable HTTP: a `tools/call` of a scenario tool with
+//! tools, over both transports: a `tools/call` of a scenario tool with
 //! `params.task` answers at once with a task whose id is the run's id, and
 //! `tasks/get`, `tasks/result`, `tasks/cancel` and `tasks/list` read and
 //! steer the run through the store.
@@ -8,39 +8,44 @@
 //! `io.modelcontextprotocol/tasks` extension of protocol 2026-07-28: no
 //! `tasks/result`, a different task shape, a capability the 2025-11-25
 //! clients do not send), so this module answers the 2025-11-25 requests
-//! itself, as an HTTP layer in front of the SDK's service, and passes
-//! every other request through untouched. It must not keep a run's state
-//! outside the store: a task's status is its run's, read at each request;
-//! only the tool result a task ended with (what `tasks/result` returns,
-//! the same as a plain call's) is kept in memory, by `handler.rs`.
+//! itself, in front of the SDK, and passes every other message through
+//! untouched: over streamable HTTP as an axum layer (`http.rs`), over
+//! stdio as a filter on the newline-delimited JSON-RPC streams between the
+//! process's stdin/stdout and the SDK (`stdio.rs`). What a request is and
+//! what it is answered (this file) is the same for both. It must not keep a
+//! run's state outside the store: a task's status is its run's, read at
+//! each request; only the tool result a task ended with (what
+//! `tasks/result` returns, the same as a plain call's) is kept in memory,
+//! by `handler.rs`.
 //!
-//! The layer also advertises them, since rmcp's types have no place for
-//! it: the `tasks` capability in the `initialize` result (list, cancel,
-//! and task-augmented `tools/call`) and `execution.taskSupport =
-//! "optional"` on each scenario tool in `tools/list` results, so a client
-//! that follows the spec offers tasks by itself.
+//! Both also advertise them, since rmcp's types have no place for it: the
+//! `tasks` capability in the `initialize` result (list, cancel, and
+//! task-augmented `tools/call`) and `execution.taskSupport = "optional"` on
+//! each scenario tool in `tools/list` results, so a client that follows the
+//! spec offers tasks by itself.
 //!
 //! Statuses: a queued or running run is `working`; a run waiting at an
 //! approval node is `input_required` (answered with the `run_answer` tool,
 //! which continues it); `completed`, `failed` and `cancelled` are the
 //! run's own.
 
+mod http;
+mod stdio;
+
+pub(crate) use http::intercept;
+pub(crate) use stdio::serve as serve_stdio;
+
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 use skillhost_store::{RunRow, RunStatus};
 
 use crate::handler::SkillhostMcp;
 
-/// The largest request body this layer reads (the SDK's service reads the
-/// ones it passes on the same way).
-const MAX_BODY_BYTES: usize = 16 << 20;
+/// The largest message read (an HTTP request body, a line on stdin); the
+/// SDK reads the ones passed on the same way.
+const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 /// How often `tasks/result` looks at a run that has not ended, and the
 /// poll interval tasks suggest to clients.
@@ -59,7 +64,7 @@ const INVALID_REQUEST: i64 = -32600;
 const INVALID_PARAMS: i64 = -32602;
 const INTERNAL_ERROR: i64 = -32603;
 
-/// A request this layer answers.
+/// A request answered here.
 enum TaskRequest {
     Create { name: String, arguments: Value },
     Get(String),
@@ -68,57 +73,7 @@ enum TaskRequest {
     List,
 }
 
-/// The layer: answers the task requests, passes everything else on.
-pub(crate) async fn intercept(
-    State(server): State<SkillhostMcp>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if request.method() != Method::POST {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    let bytes: Bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            return reply(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &Value::Null,
-                Err((
-                    INVALID_REQUEST,
-                    format!("the request body is unreadable or over 16 MiB: {e}"),
-                )),
-            );
-        }
-    };
-    let message: Option<Value> = serde_json::from_slice(&bytes).ok();
-    let Some((id, task)) = message.as_ref().and_then(|m| classify(&server, m)) else {
-        let advertised = message.as_ref().and_then(Advert::of);
-        let response = next
-            .run(Request::from_parts(parts, Body::from(bytes)))
-            .await;
-        return match advertised {
-            Some((advert, id)) => advertise(&server, advert, &id, response).await,
-            None => response,
-        };
-    };
-    if !parts.headers.contains_key("mcp-session-id") {
-        return reply(
-            StatusCode::BAD_REQUEST,
-            &id,
-            Err((
-                INVALID_REQUEST,
-                "no Mcp-Session-Id header: send initialize first, then the session id it \
-                 answered with every request"
-                    .into(),
-            )),
-        );
-    }
-    let answer = answer(&server, task).await;
-    reply(StatusCode::OK, &id, answer)
-}
-
-/// The request `message` is, if this layer answers it: a `tools/call` of
+/// The request `message` is, if it is answered here: a `tools/call` of
 /// a scenario tool with `task`, or a `tasks/*` request.
 fn classify(server: &SkillhostMcp, message: &Value) -> Option<(Value, TaskRequest)> {
     let id = message.get("id")?.clone();
@@ -144,7 +99,7 @@ fn classify(server: &SkillhostMcp, message: &Value) -> Option<(Value, TaskReques
     Some((id, request))
 }
 
-/// A result this layer adds its tasks to.
+/// A result the tasks are added to.
 #[derive(Clone, Copy)]
 enum Advert {
     /// `initialize`: the `tasks` capability.
@@ -201,74 +156,6 @@ impl Advert {
         }
         true
     }
-}
-
-/// The SDK's answer to an `initialize` or `tools/list`, with the tasks
-/// added: a JSON body, or an event stream whose `data:` line holds the
-/// result (the stream of a request ends with its response). Anything else
-/// (an error, a body that is neither) passes unchanged.
-async fn advertise(
-    server: &SkillhostMcp,
-    advert: Advert,
-    id: &Value,
-    response: Response,
-) -> Response {
-    if response.status() != StatusCode::OK {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            return reply(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                id,
-                Err((INTERNAL_ERROR, format!("reading the server's answer: {e}"))),
-            );
-        }
-    };
-    let event_stream = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    let text = String::from_utf8_lossy(&bytes);
-    let rewritten = if event_stream {
-        let mut changed = false;
-        let lines: Vec<String> = text
-            .split('\n')
-            .map(|line| {
-                let Some(data) = line.strip_prefix("data:") else {
-                    return line.to_string();
-                };
-                let Ok(mut message) = serde_json::from_str::<Value>(data.trim_start()) else {
-                    return line.to_string();
-                };
-                if !advert.apply(server, id, &mut message) {
-                    return line.to_string();
-                }
-                changed = true;
-                format!("data: {message}")
-            })
-            .collect();
-        changed.then(|| lines.join("\n"))
-    } else {
-        serde_json::from_str::<Value>(&text)
-            .ok()
-            .and_then(|mut message| {
-                advert
-                    .apply(server, id, &mut message)
-                    .then(|| message.to_string())
-            })
-    };
-    let body = match rewritten {
-        Some(text) => {
-            parts.headers.remove(header::CONTENT_LENGTH);
-            Body::from(text)
-        }
-        None => Body::from(bytes),
-    };
-    Response::from_parts(parts, body)
 }
 
 type Answer = Result<Value, (i64, String)>;
@@ -469,17 +356,12 @@ fn result_text(result: &CallToolResult) -> String {
         .join("\n")
 }
 
-fn reply(status: StatusCode, id: &Value, answer: Answer) -> Response {
-    let body = match answer {
+/// The JSON-RPC response to request `id`.
+fn envelope(id: &Value, answer: Answer) -> Value {
+    match answer {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
         Err((code, message)) => {
             json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
         }
-    };
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    }
 }

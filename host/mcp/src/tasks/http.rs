@@ -1,0 +1,144 @@
+//! The tasks over streamable HTTP: an axum layer in front of the SDK's
+//! service at `/mcp`. A POST whose body is a task request is answered here
+//! (after the session check the SDK would make); an `initialize` or
+//! `tools/list` goes on to the SDK and its answer, JSON or an event
+//! stream, comes back with the tasks advertised.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::{
+    Advert, Answer, INTERNAL_ERROR, INVALID_REQUEST, MAX_MESSAGE_BYTES, answer, classify, envelope,
+};
+use crate::handler::SkillhostMcp;
+
+/// The layer: answers the task requests, passes everything else on.
+pub(crate) async fn intercept(
+    State(server): State<SkillhostMcp>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes: Bytes = match axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return reply(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &Value::Null,
+                Err((
+                    INVALID_REQUEST,
+                    format!("the request body is unreadable or over 16 MiB: {e}"),
+                )),
+            );
+        }
+    };
+    let message: Option<Value> = serde_json::from_slice(&bytes).ok();
+    let Some((id, task)) = message.as_ref().and_then(|m| classify(&server, m)) else {
+        let advertised = message.as_ref().and_then(Advert::of);
+        let response = next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+        return match advertised {
+            Some((advert, id)) => advertise(&server, advert, &id, response).await,
+            None => response,
+        };
+    };
+    if !parts.headers.contains_key("mcp-session-id") {
+        return reply(
+            StatusCode::BAD_REQUEST,
+            &id,
+            Err((
+                INVALID_REQUEST,
+                "no Mcp-Session-Id header: send initialize first, then the session id it \
+                 answered with every request"
+                    .into(),
+            )),
+        );
+    }
+    let answer = answer(&server, task).await;
+    reply(StatusCode::OK, &id, answer)
+}
+
+/// The SDK's answer to an `initialize` or `tools/list`, with the tasks
+/// added: a JSON body, or an event stream whose `data:` line holds the
+/// result (the stream of a request ends with its response). Anything else
+/// (an error, a body that is neither) passes unchanged.
+async fn advertise(
+    server: &SkillhostMcp,
+    advert: Advert,
+    id: &Value,
+    response: Response,
+) -> Response {
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                id,
+                Err((INTERNAL_ERROR, format!("reading the server's answer: {e}"))),
+            );
+        }
+    };
+    let event_stream = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let text = String::from_utf8_lossy(&bytes);
+    let rewritten = if event_stream {
+        let mut changed = false;
+        let lines: Vec<String> = text
+            .split('\n')
+            .map(|line| {
+                let Some(data) = line.strip_prefix("data:") else {
+                    return line.to_string();
+                };
+                let Ok(mut message) = serde_json::from_str::<Value>(data.trim_start()) else {
+                    return line.to_string();
+                };
+                if !advert.apply(server, id, &mut message) {
+                    return line.to_string();
+                }
+                changed = true;
+                format!("data: {message}")
+            })
+            .collect();
+        changed.then(|| lines.join("\n"))
+    } else {
+        serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|mut message| {
+                advert
+                    .apply(server, id, &mut message)
+                    .then(|| message.to_string())
+            })
+    };
+    let body = match rewritten {
+        Some(text) => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Body::from(text)
+        }
+        None => Body::from(bytes),
+    };
+    Response::from_parts(parts, body)
+}
+
+fn reply(status: StatusCode, id: &Value, answer: Answer) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        envelope(id, answer).to_string(),
+    )
+        .into_response()
+}
