@@ -821,6 +821,10 @@ fn stdio_answers_tasks_in_front_of_the_sdk_and_refuses_what_does_not_fit() {
             .contains("over 16 MiB"),
         "{skipped}"
     );
+    // A line that is not JSON: a parse error, the session goes on.
+    session.send_raw(b"this is not json");
+    let garbled = session.response(Value::Null);
+    assert_eq!(garbled["error"]["code"], -32700, "{garbled}");
     let unknown = session.request(5, "tasks/get", json!({"taskId": "nope"}));
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     assert!(

@@ -60,6 +60,7 @@ const RESULT_GRACE_POLLS: u32 = 25;
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// JSON-RPC error codes.
+const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const INVALID_PARAMS: i64 = -32602;
 const INTERNAL_ERROR: i64 = -32603;

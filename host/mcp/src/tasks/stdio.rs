@@ -5,7 +5,8 @@
 //! Inbound, each line from the client is one message: a task request is
 //! answered here, on a task of its own (`tasks/result` waits for its run
 //! while other requests go on), and everything else is passed to the SDK
-//! byte for byte; an `initialize` or `tools/list` request is remembered by
+//! byte for byte (a line that is not JSON is answered with a parse error,
+//! which the SDK would drop silently); an `initialize` or `tools/list` request is remembered by
 //! id. Outbound, each line the SDK writes goes to stdout, the answer to a
 //! remembered request with the tasks advertised. One writer owns stdout,
 //! so the SDK's lines and this filter's never interleave.
@@ -25,7 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::{Advert, INVALID_REQUEST, MAX_MESSAGE_BYTES, answer, classify, envelope};
+use super::{Advert, INVALID_REQUEST, MAX_MESSAGE_BYTES, PARSE_ERROR, answer, classify, envelope};
 use crate::McpError;
 use crate::handler::SkillhostMcp;
 
@@ -187,7 +188,24 @@ async fn inbound<R, W>(
                 break;
             }
         };
-        let message: Option<Value> = serde_json::from_slice(&line).ok();
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let message: Value = match serde_json::from_slice(&line) {
+            Ok(message) => message,
+            Err(e) => {
+                // The SDK would drop it without a word; JSON-RPC answers it.
+                let _ = lines.send(response_line(
+                    &Value::Null,
+                    Err((
+                        PARSE_ERROR,
+                        format!("a line that is not JSON was skipped ({e}); send one JSON-RPC message a line"),
+                    )),
+                ));
+                continue;
+            }
+        };
+        let message = Some(message);
         if let Some((id, request)) = message.as_ref().and_then(|m| classify(&server, m)) {
             if !initialized {
                 let _ = lines.send(response_line(
