@@ -8,11 +8,11 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use skillhost_tests::cli::{host, host_command, json, stderr};
+use skillhost_tests::cli::{KilledOnDrop, host, host_command, json, stderr};
 
 fn fixture(path: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -372,7 +372,9 @@ async fn cancel_of_each_status_postgres() {
 }
 
 /// A `host worker` on `db`, killed when dropped.
-pub(super) struct Worker(Child);
+pub(super) struct Worker {
+    _process: KilledOnDrop,
+}
 
 impl Worker {
     pub(super) fn start(dir: &Path, db: &str) -> Worker {
@@ -381,14 +383,9 @@ impl Worker {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn host worker");
-        Worker(child)
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        Worker {
+            _process: KilledOnDrop::new(child),
+        }
     }
 }
 

@@ -9,11 +9,11 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use skillhost_tests::cli::{host_bin, host_command, sqlite_url, stderr};
+use skillhost_tests::cli::{KilledOnDrop, host_bin, host_command, sqlite_url, stderr};
 use skillhost_tests::repo_root;
 
 /// What `host mcp` offers in these tests.
@@ -294,7 +294,7 @@ fn python_sdk_over_stdio() {
 
 /// A `host mcp --http 127.0.0.1:0` process, killed when dropped.
 struct HttpServer {
-    child: Child,
+    _process: KilledOnDrop,
     /// `http://127.0.0.1:PORT/mcp`, as the server printed it.
     url: String,
 }
@@ -318,7 +318,10 @@ impl HttpServer {
                 let url = at.to_string();
                 // Keep draining stderr so the server never blocks on a full pipe.
                 std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-                return HttpServer { child, url };
+                return HttpServer {
+                    _process: KilledOnDrop::new(child),
+                    url,
+                };
             }
             seen.push_str(&line);
             line.clear();
@@ -326,13 +329,6 @@ impl HttpServer {
         let _ = child.kill();
         let _ = child.wait();
         panic!("`host mcp --http` printed no address:\n{seen}");
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -694,7 +690,7 @@ fn check_tasks(out: &Value, dir: &Path) {
 
 /// A `host mcp` over stdio, spoken to line by line.
 struct StdioSession {
-    child: Child,
+    child: KilledOnDrop,
     stdin: Option<std::process::ChildStdin>,
     stdout: BufReader<std::process::ChildStdout>,
     /// Messages read while looking for another.
@@ -714,7 +710,7 @@ impl StdioSession {
         StdioSession {
             stdin: child.stdin.take(),
             stdout: BufReader::new(child.stdout.take().unwrap()),
-            child,
+            child: KilledOnDrop::new(child),
             unread: Vec::new(),
         }
     }
@@ -756,13 +752,6 @@ impl StdioSession {
     fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         self.response(json!(id))
-    }
-}
-
-impl Drop for StdioSession {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

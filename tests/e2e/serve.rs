@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use skillhost_tests::cli::{host_command, json as out_json, stderr};
+use skillhost_tests::cli::{KilledOnDrop, host_command, json as out_json, stderr};
 use skillhost_tests::{free_port, repo_root};
 
 fn approval() -> String {
@@ -25,7 +25,7 @@ fn approval() -> String {
 
 /// A `host serve` process, killed when dropped.
 struct Server {
-    child: Child,
+    _process: KilledOnDrop,
     base: String,
     client: reqwest::blocking::Client,
 }
@@ -48,7 +48,7 @@ impl Server {
             .spawn()
             .expect("start host serve");
         let server = Server {
-            child,
+            _process: KilledOnDrop::new(child),
             base: format!("http://{addr}"),
             client: reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(30))
@@ -137,13 +137,6 @@ impl Server {
             }
         });
         rx
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

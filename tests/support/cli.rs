@@ -8,8 +8,9 @@
 //! built with (a no-op when it is up to date), so a test never runs a stale
 //! binary. `SKILLHOST_TEST_HOST_BIN` names another binary to test instead.
 
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 use std::sync::OnceLock;
 
 use serde_json::Value;
@@ -227,4 +228,36 @@ pub fn shipped_skill_is_what_its_source_builds_to(dir: &Path, name: &str, toolch
         "skills/dist/{name}.wasm is not what skills/{name} builds to; \
          run scripts/build-skills.sh {name} and commit skills/dist"
     );
+}
+
+/// A child process (a server, a worker) killed and reaped when dropped, so
+/// a test that fails on the way leaves nothing running; the [`Child`]
+/// otherwise, through `Deref`.
+pub struct KilledOnDrop(Child);
+
+impl KilledOnDrop {
+    pub fn new(child: Child) -> KilledOnDrop {
+        KilledOnDrop(child)
+    }
+}
+
+impl Deref for KilledOnDrop {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl DerefMut for KilledOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
