@@ -5,9 +5,10 @@
 //! completed, with every node's writes applied exactly once and the final
 //! state equal to an uninterrupted run's.
 
+use skillhost_tests::cli::KilledOnDrop;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
@@ -66,16 +67,25 @@ fn submit(db: &str, scenario: &str, input: &Value) -> String {
 
 /// A `host worker` process, its NDJSON events collected as they come.
 pub(crate) struct Worker {
-    child: Child,
+    child: KilledOnDrop,
     events: Receiver<Value>,
     seen: Vec<Value>,
 }
 
 impl Worker {
     pub(crate) fn start(db: &str, extra: &[&str]) -> Worker {
+        Worker::start_at(db, extra, None)
+    }
+
+    /// A worker with `SKILLHOST_FAILPOINT=failpoint`.
+    fn start_at(db: &str, extra: &[&str], failpoint: Option<&str>) -> Worker {
         let mut args = vec!["worker", "--json", "--poll", "50ms"];
         args.extend_from_slice(extra);
-        let mut child = host_command(db, &args)
+        let mut command = host_command(db, &args);
+        if let Some(point) = failpoint {
+            command.env("SKILLHOST_FAILPOINT", point);
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -90,7 +100,7 @@ impl Worker {
             }
         });
         Worker {
-            child,
+            child: KilledOnDrop::new(child),
             events: rx,
             seen: Vec::new(),
         }
@@ -116,6 +126,28 @@ impl Worker {
         }
     }
 
+    /// Waits until the process has stopped itself (state `T` in
+    /// `/proc/PID/stat`); panics after 30 s.
+    fn wait_until_stopped(&self) {
+        let stat = format!("/proc/{}/stat", self.child.id());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = std::fs::read_to_string(&stat).unwrap_or_default();
+            // The state follows the command name, which is in parentheses.
+            let state = text
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            if state == Some('T') {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the worker did not stop itself: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn signal(&self, signal: i32) {
         let rc = unsafe { libc::kill(self.child.id() as i32, signal) };
         assert_eq!(rc, 0, "kill -{signal} {}", self.child.id());
@@ -129,13 +161,6 @@ impl Worker {
             self.seen.push(event);
         }
         (status, std::mem::take(&mut self.seen))
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -381,15 +406,48 @@ async fn workers_ride_out_a_postgres_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_worker_cannot_write_after_a_takeover() {
+    paused_worker_after_a_takeover(Pause::MidRun).await;
+}
+
+/// Paused after its claim but before it read the run, the worker wakes to
+/// a run the heir has finished: it says it lost the lease there too, and
+/// does not count the run as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_paused_before_it_read_its_run_reports_the_lost_lease() {
+    paused_worker_after_a_takeover(Pause::BeforeResume).await;
+}
+
+/// Where the first worker is paused.
+enum Pause {
+    /// By SIGSTOP from the test, 150 ms into the run.
+    MidRun,
+    /// By itself, at the `stop@worker-before-resume` failpoint.
+    BeforeResume,
+}
+
+/// A worker paused with its run's lease, the run taken over and finished
+/// by another: woken, it reports `lease_lost` and writes nothing.
+async fn paused_worker_after_a_takeover(pause: Pause) {
     let db = skillhost_tests::pg::fresh_database().await;
     let scenario = fixture("workers/slow.toml");
     let input = json!({"label": "paused"});
     let id = submit(&db, &scenario, &input);
     let ttl = ["--lease-ttl", "1s"];
-    let mut paused = Worker::start(&db, &ttl);
-    paused.wait_for("claimed", Duration::from_secs(30));
-    std::thread::sleep(Duration::from_millis(150));
-    paused.signal(libc::SIGSTOP);
+    let mut paused = match pause {
+        Pause::MidRun => {
+            let mut worker = Worker::start(&db, &ttl);
+            worker.wait_for("claimed", Duration::from_secs(30));
+            std::thread::sleep(Duration::from_millis(150));
+            worker.signal(libc::SIGSTOP);
+            worker
+        }
+        Pause::BeforeResume => {
+            let mut worker = Worker::start_at(&db, &ttl, Some("stop@worker-before-resume"));
+            worker.wait_for("claimed", Duration::from_secs(30));
+            worker.wait_until_stopped();
+            worker
+        }
+    };
 
     let store = Store::open(&db).await.unwrap();
     let at_pause = store.run(&id).await.unwrap().unwrap();
@@ -418,9 +476,14 @@ async fn a_paused_worker_cannot_write_after_a_takeover() {
         ),
         history
     );
-    for worker in [paused, heir] {
-        let (status, _) = worker.stop();
+    // Each worker's report counts the run once: the heir's completed, the
+    // paused one's lost.
+    for (worker, completed, lost) in [(paused, 0, 1), (heir, 1, 0)] {
+        let (status, events) = worker.stop();
         assert!(status.success(), "{status:?}");
+        let stopped = events.iter().find(|e| e["event"] == "stopped").unwrap();
+        assert_eq!(stopped["report"]["completed"], completed, "{stopped}");
+        assert_eq!(stopped["report"]["lease_lost"], lost, "{stopped}");
     }
     assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
 }

@@ -491,6 +491,7 @@ impl Job {
         let engine = Engine::new(Some(fenced.clone()), events).with_kv(Some(
             crate::kv::StoreKv::over(self.store.clone(), tokio::runtime::Handle::current()),
         ));
+        skillhost_store::failpoint::hit(|| "worker-before-resume".into());
         let mut stop = self.stop.clone();
         let result = tokio::select! {
             // The engine's result first: a run that waits for an answer
@@ -536,7 +537,20 @@ impl Job {
                     Err(e) => self.store_failure(lease, e).await,
                 }
             }
-            Ran::Ended(Err(EngineError::RunFinished { .. })) => Outcome::Completed,
+            // Finished before this worker read it, though it held the
+            // lease: another runner took the run over (this worker was
+            // paused past the lease's expiry) and finished it. This worker
+            // wrote nothing; it lost the lease, and says so.
+            Ran::Ended(Err(EngineError::RunFinished { id, status })) => {
+                (self.events)(&WorkerEvent::LeaseLost {
+                    run_id,
+                    message: format!(
+                        "run `{id}` is {status} already: another runner took it over after \
+                         this worker's lease expired"
+                    ),
+                });
+                Outcome::LeaseLost
+            }
             Ran::Ended(Err(e)) => {
                 (self.events)(&WorkerEvent::Error {
                     message: format!("run `{run_id}`: {e}"),

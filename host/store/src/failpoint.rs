@@ -8,30 +8,61 @@
 //! commit is one statement, just before that statement), `after-commit:<node>`,
 //! `map-item:<node>:<index>` (after the item is stored), `before-wait:<node>`
 //! and `after-wait:<node>` (around the write that puts a run in `waiting` at
-//! an approval node).
+//! an approval node), `worker-before-resume` (a worker's claimed run, its
+//! scenario loaded, before the engine reads the run).
+//!
+//! `stop@POINT` stops the process there with SIGSTOP instead, as a frozen VM
+//! or a long GC pause would: it goes on from that point when sent SIGCONT,
+//! which is how the lease tests wake a worker whose lease has expired.
 
 use std::sync::OnceLock;
 
-fn armed() -> Option<&'static str> {
-    static POINT: OnceLock<Option<String>> = OnceLock::new();
-    POINT
-        .get_or_init(|| {
-            std::env::var("SKILLHOST_FAILPOINT")
-                .ok()
-                .filter(|p| !p.is_empty())
-        })
-        .as_deref()
+/// What an armed point does to the process.
+#[derive(Clone, Copy)]
+enum Action {
+    Kill,
+    Stop,
 }
 
-/// Kills the process if `point` is the armed failpoint.
+fn armed() -> Option<(&'static str, Action)> {
+    static POINT: OnceLock<Option<(String, Action)>> = OnceLock::new();
+    POINT
+        .get_or_init(|| {
+            let value = std::env::var("SKILLHOST_FAILPOINT").ok()?;
+            let (point, action) = match value.strip_prefix("stop@") {
+                Some(point) => (point.to_string(), Action::Stop),
+                None => (value, Action::Kill),
+            };
+            (!point.is_empty()).then_some((point, action))
+        })
+        .as_ref()
+        .map(|(point, action)| (point.as_str(), *action))
+}
+
+/// Kills (or stops) the process if `point` is the armed failpoint.
 pub fn hit(point: impl FnOnce() -> String) {
-    let Some(armed) = armed() else { return };
-    if armed == point() {
-        eprintln!("failpoint `{armed}` reached: killing the process");
-        // SAFETY: raising a signal on our own process has no memory-safety
-        // preconditions; SIGKILL cannot be caught, so nothing runs after it.
-        unsafe {
-            libc::raise(libc::SIGKILL);
+    let Some((armed, action)) = armed() else {
+        return;
+    };
+    if armed != point() {
+        return;
+    }
+    match action {
+        Action::Kill => {
+            eprintln!("failpoint `{armed}` reached: killing the process");
+            // SAFETY: raising a signal on our own process has no
+            // memory-safety preconditions; SIGKILL cannot be caught, so
+            // nothing runs after it.
+            unsafe {
+                libc::raise(libc::SIGKILL);
+            }
+        }
+        Action::Stop => {
+            eprintln!("failpoint `{armed}` reached: stopping the process until SIGCONT");
+            // SAFETY: as above; the process resumes here on SIGCONT.
+            unsafe {
+                libc::raise(libc::SIGSTOP);
+            }
         }
     }
 }
