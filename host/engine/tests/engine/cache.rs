@@ -77,7 +77,7 @@ async fn a_cached_node_reuses_an_output_another_run_recorded_on_postgres() {
 async fn an_expired_entry_is_not_served() {
     let text = std::fs::read_to_string(scenario("cached"))
         .unwrap()
-        .replace(r#"ttl = "1h""#, r#"ttl = "50ms""#);
+        .replace(r#"ttl = "1h""#, r#"ttl = "2s""#);
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("cached.toml");
     std::fs::write(
@@ -91,11 +91,12 @@ async fn an_expired_entry_is_not_served() {
     let loaded = load(&copy);
     let db = Db::sqlite().await;
     let first = run(Some(db.store.clone()), &loaded, json!({"message": "hi"})).await;
-    tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2200)).await;
     let second = run(Some(db.store.clone()), &loaded, json!({"message": "hi"})).await;
     let (_, detail) = step_of(&db, &second, "shout").await;
     assert_eq!(detail.get("cached"), None, "{detail}");
-    // The second run's own entry is served now.
+    // The second run's own entry is served now (the TTL is long enough for
+    // the third run to start within it on a loaded machine: 50 ms was not).
     let third = run(Some(db.store.clone()), &loaded, json!({"message": "hi"})).await;
     let (_, detail) = step_of(&db, &third, "shout").await;
     assert_eq!(detail["cached"]["run_id"], json!(second.outcome.run_id));
