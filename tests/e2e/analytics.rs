@@ -16,20 +16,11 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use skillhost_tests::cli::{
-    host, host_command, host_in_repo, json, killed_and_resumed_match, stderr,
+    host, host_in_repo, json, killed_and_resumed_match, run_to_completion, stderr,
 };
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
 
 const QUESTION: &str = "@examples/analytics/inputs/question.json";
-
-/// `host` run from `dir`, so the artifacts of a run without `--out` (kept in
-/// `.skillhost/runs/` of the working directory) stay in the test's directory.
-fn host_in(dir: &Path, args: &[&str]) -> Output {
-    host_command(dir, args, None)
-        .current_dir(dir)
-        .output()
-        .expect("run host")
-}
 
 fn example() -> PathBuf {
     skillhost_tests::repo_root().join("examples/analytics")
@@ -127,22 +118,7 @@ fn figures(finding: &Value) -> Vec<(String, String, u64)> {
 fn the_answer_gives_the_databases_figures_each_with_its_source() {
     let dir = tempfile::tempdir().unwrap();
     let answer = dir.path().join("answer.md");
-    let out = host_in_repo(
-        dir.path(),
-        &[
-            "run",
-            "analytics",
-            "--input",
-            QUESTION,
-            "--out",
-            answer.to_str().unwrap(),
-            "--json",
-        ],
-        None,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let outcome = json(&out);
-    assert_eq!(outcome["status"], "completed");
+    let outcome = run_to_completion(dir.path(), "analytics", QUESTION, &answer);
     let state = &outcome["state"];
 
     // Split by source, in the question's order.
@@ -347,7 +323,7 @@ fn sql_must_be_granted_and_name_a_sqlite_file() {
         let scenario = example_copy(dir.path(), |text| {
             text.replace("sql = \"data/penguins.db\"", &format!("sql = \"{grant}\""))
         });
-        let out = host_in(
+        let out = host(
             dir.path(),
             &[
                 "run",
@@ -355,6 +331,7 @@ fn sql_must_be_granted_and_name_a_sqlite_file() {
                 "--input",
                 r#"{"question": "How many penguins?"}"#,
             ],
+            None,
         );
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         let error = stderr(&out);
@@ -533,7 +510,7 @@ fn a_replay_answers_sql_from_the_journal_after_the_database_changed() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = example_copy(dir.path(), |text| text);
     let question = r#"{"question": "How many penguins per species?", "min_support": 1}"#;
-    let out = host_in(
+    let out = host(
         dir.path(),
         &[
             "run",
@@ -542,6 +519,7 @@ fn a_replay_answers_sql_from_the_journal_after_the_database_changed() {
             question,
             "--json",
         ],
+        None,
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let run = json(&out);
@@ -575,7 +553,7 @@ fn a_replay_answers_sql_from_the_journal_after_the_database_changed() {
         .sum();
     assert_eq!(served, 1, "{report}");
 
-    let out = host_in(
+    let out = host(
         dir.path(),
         &[
             "run",
@@ -584,6 +562,7 @@ fn a_replay_answers_sql_from_the_journal_after_the_database_changed() {
             question,
             "--json",
         ],
+        None,
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let counted = figures(&json(&out)["state"]["accepted"][0]);

@@ -22,10 +22,7 @@ const RESEARCH_SKILLS: &[&str] = &[
 ];
 
 fn host(dir: &Path, args: &[&str]) -> Output {
-    host_command(dir, args, None)
-        .current_dir(dir)
-        .output()
-        .expect("run host")
+    skillhost_tests::cli::host(dir, args, None)
 }
 
 fn ok(out: &Output) {

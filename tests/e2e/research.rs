@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use skillhost_tests::cli::{
-    host_command, host_in_repo as host, json, killed_and_resumed_match, stderr,
+    host_command, host_in_repo as host, json, killed_and_resumed_match, run_to_completion, stderr,
 };
 use skillhost_tests::repo_root;
 
@@ -18,22 +18,7 @@ const QUERY: &str = r#"{"query": "retrieval augmented generation"}"#;
 fn research_produces_a_fully_cited_report() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.md");
-    let out = host(
-        dir.path(),
-        &[
-            "run",
-            "research",
-            "--input",
-            QUERY,
-            "--out",
-            report.to_str().unwrap(),
-            "--json",
-        ],
-        None,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let outcome = json(&out);
-    assert_eq!(outcome["status"], "completed");
+    let outcome = run_to_completion(dir.path(), "research", QUERY, &report);
     let state = &outcome["state"];
     let papers = state["valid_papers"].as_array().unwrap();
     assert!(papers.len() >= 3);

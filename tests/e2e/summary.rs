@@ -15,7 +15,8 @@ use std::process::Output;
 use serde_json::{Value, json};
 use skillhost_tests::cli::{
     example_checks_and_readme_shows_its_graph, host_command, host_in_repo, json,
-    killed_and_resumed_match, shipped_skill_is_what_its_source_builds_to, stderr,
+    killed_and_resumed_match, run_to_completion, shipped_skill_is_what_its_source_builds_to,
+    stderr,
 };
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply, ReceivedRequest};
 
@@ -40,21 +41,7 @@ fn chars(text: &str, start: &Value, end: &Value) -> String {
 fn the_summary_cites_a_chunk_for_every_sentence_and_every_quote_verifies() {
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("summary.md");
-    let out = host(
-        dir.path(),
-        &[
-            "run",
-            "summary",
-            "--input",
-            CORPUS,
-            "--out",
-            summary.to_str().unwrap(),
-            "--json",
-        ],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let outcome = json(&out);
-    assert_eq!(outcome["status"], "completed");
+    let outcome = run_to_completion(dir.path(), "summary", CORPUS, &summary);
     let state = &outcome["state"];
 
     // Ingestion: the three formats, by file name; the CSV file left out;

@@ -10,7 +10,7 @@
 use serde_json::{Value, json};
 use skillhost_store::Store;
 use skillhost_tests::cli::{
-    host_in_repo as host, json, killed_and_resumed_match, sqlite_url, stderr,
+    host_in_repo as host, json, killed_and_resumed_match, run_to_completion, sqlite_url, stderr,
 };
 
 const PASSES: &str = "@examples/task/inputs/seattle-precipitation.json";
@@ -39,22 +39,7 @@ fn checks(verdict: &Value) -> Vec<&str> {
 fn a_step_that_fails_verification_passes_after_remediation() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.md");
-    let out = host(
-        dir.path(),
-        &[
-            "run",
-            "task",
-            "--input",
-            PASSES,
-            "--out",
-            report.to_str().unwrap(),
-            "--json",
-        ],
-        None,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let outcome = json(&out);
-    assert_eq!(outcome["status"], "completed");
+    let outcome = run_to_completion(dir.path(), "task", PASSES, &report);
     let state = &outcome["state"];
 
     // The first parse counted the malformed and the negative amounts; the

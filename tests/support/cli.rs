@@ -50,10 +50,14 @@ pub fn host_bin() -> &'static Path {
 /// variable is always set or removed, so one in the test's own environment
 /// never leaks in; so is the host's configuration: no `$SKILLHOST_CONFIG`,
 /// and the user's configuration directory is `dir/xdg-config` (a test that
-/// wants one writes `skillhost.toml` beside its scenario).
+/// wants one writes `skillhost.toml` beside its scenario). It runs in
+/// `dir` too, so what a run writes to its working directory (the artifacts
+/// of a run without `--out`, in `.skillhost/runs/`) stays in the test's
+/// directory; `current_dir` again to run it elsewhere.
 pub fn host_command(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Command {
     let mut cmd = Command::new(host_bin());
     cmd.args(args)
+        .current_dir(dir)
         .env("SKILLHOST_CACHE_DIR", dir.join("cache"))
         .env("SKILLHOST_DATABASE_URL", sqlite_url(dir))
         // The host's configuration: none from the machine; the user's
@@ -107,6 +111,30 @@ pub fn host_in_repo(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Outpu
         .current_dir(crate::repo_root())
         .output()
         .expect("run host")
+}
+
+/// `host run SCENARIO --input INPUT --out OUT --json` from the repository's
+/// root (an example's name resolves there), which must exit 0 with the run
+/// completed; returns the outcome it printed (`state`, `run_id`, …).
+pub fn run_to_completion(dir: &Path, scenario: &str, input: &str, out: &Path) -> Value {
+    let args = [
+        "run",
+        scenario,
+        "--input",
+        input,
+        "--out",
+        out.to_str().expect("a UTF-8 path"),
+        "--json",
+    ];
+    let output = host_in_repo(dir, &args, None);
+    assert!(
+        output.status.success(),
+        "host {args:?}: {}",
+        stderr(&output)
+    );
+    let outcome = json(&output);
+    assert_eq!(outcome["status"], "completed", "host {args:?}: {outcome}");
+    outcome
 }
 
 /// Kills `host run ARGS… --events` at each failpoint (SIGKILL), resumes the
