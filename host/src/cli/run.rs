@@ -43,18 +43,41 @@ pub struct RunArgs {
     /// checkpoint (survives power loss); `none` keeps no database.
     #[arg(long, value_enum, default_value_t = Durability::Normal)]
     pub durability: Durability,
+    #[command(flatten)]
+    pub outcome: OutcomeArgs,
+}
+
+/// How a command that runs a scenario (`run`, `resume`, `fork`, `runs
+/// answer|approve|reject`) reports the outcome and where the artifacts go.
+#[derive(Debug, Args)]
+pub struct OutcomeArgs {
     /// Print the outcome as one JSON object.
     #[arg(long, conflicts_with = "events")]
     pub json: bool,
     /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written); the summary goes to stderr.
     #[arg(long)]
     pub events: bool,
-    /// Where to write the run's artifact, e.g. the research report (a directory when it has several, created if its parent exists); default .skillhost/runs/RUN_ID/. Its directory must exist; an existing file is refused without --force.
+    /// Where to write the run's artifacts once it ends here, e.g. the research report (a directory when it has several, created if its parent exists); default .skillhost/runs/RUN_ID/. Its directory must exist; an existing file is refused without --force.
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
     /// Replace files that already exist where --out writes (a symlink there is replaced, not followed).
     #[arg(long, requires = "out")]
     pub force: bool,
+}
+
+impl OutcomeArgs {
+    /// Where the artifacts go, checked before anything runs.
+    fn out(&self) -> Result<Out<'_>, Failure> {
+        Out::checked(self.out.as_deref(), self.force)
+    }
+
+    fn report(&self) -> Report {
+        Report::new(self.json, self.events)
+    }
+
+    fn sink(&self) -> Arc<dyn EventSink> {
+        sink(self.events)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -68,18 +91,8 @@ pub struct ResumeArgs {
     pub db: DatabaseArgs,
     #[command(flatten)]
     pub registry: RegistryArgs,
-    /// Print the outcome as one JSON object.
-    #[arg(long, conflicts_with = "events")]
-    pub json: bool,
-    /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written); the summary goes to stderr.
-    #[arg(long)]
-    pub events: bool,
-    /// Where to write the run's artifact (a directory when it has several, created if its parent exists); default .skillhost/runs/RUN_ID/. Its directory must exist; an existing file is refused without --force.
-    #[arg(long, value_name = "PATH")]
-    pub out: Option<PathBuf>,
-    /// Replace files that already exist where --out writes (a symlink there is replaced, not followed).
-    #[arg(long, requires = "out")]
-    pub force: bool,
+    #[command(flatten)]
+    pub outcome: OutcomeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -111,18 +124,8 @@ pub struct VerdictArgs {
     pub db: DatabaseArgs,
     #[command(flatten)]
     pub registry: RegistryArgs,
-    /// Print the outcome as one JSON object.
-    #[arg(long, conflicts_with = "events")]
-    pub json: bool,
-    /// Stream events as NDJSON on stdout while the run continues; the summary goes to stderr.
-    #[arg(long)]
-    pub events: bool,
-    /// Where to write the run's artifacts when it continues here (as `host resume --out`).
-    #[arg(long, value_name = "PATH")]
-    pub out: Option<PathBuf>,
-    /// Replace files that already exist where --out writes.
-    #[arg(long, requires = "out")]
-    pub force: bool,
+    #[command(flatten)]
+    pub outcome: OutcomeArgs,
 }
 
 /// `host runs approve|reject RUN`.
@@ -148,18 +151,8 @@ pub struct ForkArgs {
     pub db: DatabaseArgs,
     #[command(flatten)]
     pub registry: RegistryArgs,
-    /// Print the outcome as one JSON object.
-    #[arg(long, conflicts_with = "events")]
-    pub json: bool,
-    /// Stream events as NDJSON on stdout (node started/finished/failed, checkpoint written); the summary goes to stderr.
-    #[arg(long)]
-    pub events: bool,
-    /// Where to write the new run's artifact (a directory when it has several, created if its parent exists); default .skillhost/runs/RUN_ID/. Its directory must exist; an existing file is refused without --force.
-    #[arg(long, value_name = "PATH")]
-    pub out: Option<PathBuf>,
-    /// Replace files that already exist where --out writes (a symlink there is replaced, not followed).
-    #[arg(long, requires = "out")]
-    pub force: bool,
+    #[command(flatten)]
+    pub outcome: OutcomeArgs,
 }
 
 /// The event sink a command prints through: NDJSON on stdout with `--events`,
@@ -296,7 +289,7 @@ impl EventSink for Progress {
 
 pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
     let input = read_run_input(&args.input, args.input_limit)?;
-    let loaded = load_scenario(&args.scenario, globals, args.registry, args.json)?;
+    let loaded = load_scenario(&args.scenario, globals, args.registry, args.outcome.json)?;
     let input = checked_input(&loaded, input)?;
     let idempotency = args.idempotency.key()?;
     if idempotency.is_some() && args.durability == Durability::None {
@@ -305,14 +298,14 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
              `--durability none`",
         ));
     }
-    let out = Out::checked(args.out.as_deref(), args.force)?;
+    let out = args.outcome.out()?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let store = match args.durability {
             Durability::None => None,
             durability => Some(args.db.open_with(durability).await?),
         };
-        let engine = Engine::new(store, sink(args.events)).with_store_kv();
+        let engine = Engine::new(store, args.outcome.sink()).with_store_kv();
         let key = idempotency.as_ref().map(|k| k.key.clone());
         let request = RunRequest {
             idempotency,
@@ -327,10 +320,10 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
             Started::Existing { run_id } => {
                 let store = engine.store().expect("a key is refused without a store");
                 let key = key.unwrap_or_default();
-                return report_existing_run(store, &run_id, &key, args.json).await;
+                return report_existing_run(store, &run_id, &key, args.outcome.json).await;
             }
         };
-        let report = Report::new(args.json, args.events);
+        let report = args.outcome.report();
         let database = match engine.store() {
             Some(store) => database_flag(&args.db, store),
             None => String::new(),
@@ -340,7 +333,7 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
 }
 
 pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
-    let out = Out::checked(args.out.as_deref(), args.force)?;
+    let out = args.outcome.out()?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let store = args.db.open_for_run(&args.run_id).await?;
@@ -363,9 +356,14 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
                 scenario = run.scenario_path,
             )));
         }
-        let loaded = load_scenario(&run.scenario_path, globals, args.registry, args.json)?;
+        let loaded = load_scenario(
+            &run.scenario_path,
+            globals,
+            args.registry,
+            args.outcome.json,
+        )?;
         let lease = lease_run(&store, &args.run_id, "resume").await?;
-        let engine = Engine::new(Some(lease.store().clone()), sink(args.events)).with_store_kv();
+        let engine = Engine::new(Some(lease.store().clone()), args.outcome.sink()).with_store_kv();
         let outcome = match args.allow_changed {
             true => engine.resume_changed(&loaded, &args.run_id).await,
             false => engine.resume(&loaded, &args.run_id).await,
@@ -378,7 +376,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             &engine,
             &loaded,
             outcome.map_err(engine_failure)?,
-            Report::new(args.json, args.events),
+            args.outcome.report(),
             out,
             &database_flag(&args.db, &store),
         )
@@ -438,7 +436,7 @@ enum Answer {
 /// Records the answer, then continues the run here (SQLite, without
 /// `--queue`) or leaves it queued for a worker.
 fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult {
-    let out = Out::checked(args.out.as_deref(), args.force)?;
+    let out = args.outcome.out()?;
     let by = args
         .by
         .clone()
@@ -495,7 +493,7 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
                  worker{database}`), or continue it here with `host resume {run_id}{database}`",
                 answered.node_id
             );
-            if args.json {
+            if args.outcome.json {
                 return print_json(&json!({
                     "run_id": run_id, "status": "queued", "node": answered.node_id,
                     "answer": answered.answer, "by": by,
@@ -506,7 +504,12 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
             return Ok(());
         }
         eprintln!("{recorded}");
-        let loaded = load_scenario(&run.scenario_path, globals, args.registry, args.json)?;
+        let loaded = load_scenario(
+            &run.scenario_path,
+            globals,
+            args.registry,
+            args.outcome.json,
+        )?;
         let lease =
             match RunLease::acquire(&store, run_id, &new_owner_id("answer"), lease::DEFAULT_TTL)
                 .await
@@ -519,14 +522,14 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
                 }
                 Err(e) => return Err(store_error(e)),
             };
-        let engine = Engine::new(Some(lease.store().clone()), sink(args.events)).with_store_kv();
+        let engine = Engine::new(Some(lease.store().clone()), args.outcome.sink()).with_store_kv();
         let outcome = engine.resume(&loaded, run_id).await;
         let _ = lease.release().await;
         finish(
             &engine,
             &loaded,
             outcome.map_err(engine_failure)?,
-            Report::new(args.json, args.events),
+            args.outcome.report(),
             out,
             &database,
         )
@@ -540,14 +543,19 @@ pub fn fork(args: ForkArgs, globals: &Globals) -> CliResult {
         .iter()
         .map(|arg| parse_set(arg))
         .collect::<Result<Vec<_>, Failure>>()?;
-    let out = Out::checked(args.out.as_deref(), args.force)?;
+    let out = args.outcome.out()?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let store = args.db.open_for_run(&args.run_id).await?;
         let run = fetch_run(&store, &args.run_id).await?;
-        let loaded = load_scenario(&run.scenario_path, globals, args.registry, args.json)?;
+        let loaded = load_scenario(
+            &run.scenario_path,
+            globals,
+            args.registry,
+            args.outcome.json,
+        )?;
         let database = database_flag(&args.db, &store);
-        let engine = Engine::new(Some(store), sink(args.events)).with_store_kv();
+        let engine = Engine::new(Some(store), args.outcome.sink()).with_store_kv();
         let outcome = engine
             .fork(&loaded, &args.run_id, args.at, &set)
             .await
@@ -556,7 +564,7 @@ pub fn fork(args: ForkArgs, globals: &Globals) -> CliResult {
             &engine,
             &loaded,
             outcome,
-            Report::new(args.json, args.events),
+            args.outcome.report(),
             out,
             &database,
         )
