@@ -855,6 +855,15 @@ fn stdio_answers_tasks_in_front_of_the_sdk_and_refuses_what_does_not_fit() {
     session.send(
         json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/result", "params": {"taskId": id}}),
     );
+    // Another tasks/result the client gives up on: never answered.
+    session.send(
+        json!({"jsonrpc": "2.0", "id": 11, "method": "tasks/result", "params": {"taskId": id}}),
+    );
+    session.send(json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 11, "reason": "the client gave up"},
+    }));
     let answered = session.request(
         10,
         "tools/call",
@@ -872,6 +881,16 @@ fn stdio_answers_tasks_in_front_of_the_sdk_and_refuses_what_does_not_fit() {
     assert_eq!(
         result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
         id
+    );
+    // Time for the cancelled request's answer to come, had it not been
+    // cancelled; a ping answered after it shows nothing came.
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let pong = session.request(12, "ping", json!({}));
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    assert!(
+        session.unread.iter().all(|m| m["id"] != 11),
+        "a cancelled request was answered: {:?}",
+        session.unread
     );
 
     // The client closes stdin: the server ends, cleanly.

@@ -11,6 +11,9 @@
 //! remembered request with the tasks advertised. One writer owns stdout,
 //! so the SDK's lines and this filter's never interleave.
 //!
+//! A `notifications/cancelled` naming a request answered here stops that
+//! answer (none is sent), as the SDK does for its own.
+//!
 //! When the client closes stdin the SDK sees its input end and stops, the
 //! answers still pending here are dropped (no one is left to read them),
 //! and what was written reaches stdout before `serve` returns. Runs started
@@ -24,7 +27,7 @@ use rmcp::ServiceExt;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 
 use super::{Advert, INVALID_REQUEST, MAX_MESSAGE_BYTES, PARSE_ERROR, answer, classify, envelope};
 use crate::McpError;
@@ -163,9 +166,12 @@ async fn inbound<R, W>(
     let mut input = BufReader::new(input);
     // The answers being worked on; dropped (aborted) when the client leaves.
     let mut answers = JoinSet::new();
+    // Their abort handles by request id, for `notifications/cancelled`.
+    let mut in_flight: HashMap<String, AbortHandle> = HashMap::new();
     let mut initialized = false;
     loop {
         while answers.try_join_next().is_some() {}
+        in_flight.retain(|_, answer| !answer.is_finished());
         let line = match next_line(&mut input).await {
             Ok(Line::Message(line)) => line,
             Ok(Line::TooLong) => {
@@ -205,8 +211,7 @@ async fn inbound<R, W>(
                 continue;
             }
         };
-        let message = Some(message);
-        if let Some((id, request)) = message.as_ref().and_then(|m| classify(&server, m)) {
+        if let Some((id, request)) = classify(&server, &message) {
             if !initialized {
                 let _ = lines.send(response_line(
                     &id,
@@ -217,15 +222,25 @@ async fn inbound<R, W>(
                 ));
                 continue;
             }
+            let key = id.to_string();
             let server = server.clone();
             let lines = lines.clone();
-            answers.spawn(async move {
+            let handle = answers.spawn(async move {
                 let answer = answer(&server, request).await;
                 let _ = lines.send(response_line(&id, answer));
             });
+            in_flight.insert(key, handle);
             continue;
         }
-        if let Some((advert, id)) = message.as_ref().and_then(Advert::of) {
+        // A request of ours the client gave up on (a `tasks/result` that
+        // waits, most likely) is not answered; the SDK gets the
+        // notification too, for its own requests.
+        if message.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+            && let Some(answer) = in_flight.remove(&message["params"]["requestId"].to_string())
+        {
+            answer.abort();
+        }
+        if let Some((advert, id)) = Advert::of(&message) {
             if matches!(advert, Advert::Capability) {
                 initialized = true;
             }
