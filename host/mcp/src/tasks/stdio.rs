@@ -37,6 +37,9 @@ use crate::handler::SkillhostMcp;
 /// so this bounds memory, not message size.
 const PIPE_BYTES: usize = 64 << 10;
 
+/// Messages waiting for stdout at most.
+const LINES_QUEUED: usize = 64;
+
 /// Requests whose answers get the tasks advertised, by JSON-RPC id (as
 /// JSON text, so `1` and `"1"` stay apart).
 type Pending = Arc<Mutex<HashMap<String, Advert>>>;
@@ -59,7 +62,9 @@ where
 {
     let (to_sdk, sdk_input) = tokio::io::duplex(PIPE_BYTES);
     let (sdk_output, from_sdk) = tokio::io::duplex(PIPE_BYTES);
-    let (lines, written) = mpsc::unbounded_channel::<Vec<u8>>();
+    // Bounded, so a client that stops reading stdout holds the SDK and the
+    // answers up (as the pipe itself would) instead of filling memory.
+    let (lines, written) = mpsc::channel::<Vec<u8>>(LINES_QUEUED);
     let pending = Pending::default();
     let writer = tokio::spawn(write_lines(written, output));
     let inbound = tokio::spawn(inbound(
@@ -92,7 +97,7 @@ where
 
 /// Writes each line to `output` as it comes, until every sender is gone.
 async fn write_lines<W: AsyncWrite + Unpin>(
-    mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut lines: mpsc::Receiver<Vec<u8>>,
     mut output: W,
 ) -> std::io::Result<()> {
     while let Some(line) = lines.recv().await {
@@ -151,13 +156,18 @@ fn response_line(id: &Value, answer: super::Answer) -> Vec<u8> {
     line
 }
 
+/// Sends the error response to request `id` (null: a message without one).
+async fn refuse(lines: &mpsc::Sender<Vec<u8>>, id: &Value, code: i64, message: String) {
+    let _ = lines.send(response_line(id, Err((code, message)))).await;
+}
+
 /// Client → SDK: answers the task requests, remembers the requests whose
 /// answers advertise tasks, passes every line on.
 async fn inbound<R, W>(
     server: SkillhostMcp,
     input: R,
     mut to_sdk: W,
-    lines: mpsc::UnboundedSender<Vec<u8>>,
+    lines: mpsc::Sender<Vec<u8>>,
     pending: Pending,
 ) where
     R: AsyncRead + Unpin,
@@ -175,17 +185,12 @@ async fn inbound<R, W>(
         let line = match next_line(&mut input).await {
             Ok(Line::Message(line)) => line,
             Ok(Line::TooLong) => {
-                let _ = lines.send(response_line(
-                    &Value::Null,
-                    Err((
-                        INVALID_REQUEST,
-                        format!(
-                            "a message over {} MiB was skipped; send each JSON-RPC message on \
-                             one line, under the limit",
-                            MAX_MESSAGE_BYTES >> 20
-                        ),
-                    )),
-                ));
+                let message = format!(
+                    "a message over {} MiB was skipped; send each JSON-RPC message on one \
+                     line, under the limit",
+                    MAX_MESSAGE_BYTES >> 20
+                );
+                refuse(&lines, &Value::Null, INVALID_REQUEST, message).await;
                 continue;
             }
             Ok(Line::End) => break,
@@ -201,25 +206,17 @@ async fn inbound<R, W>(
             Ok(message) => message,
             Err(e) => {
                 // The SDK would drop it without a word; JSON-RPC answers it.
-                let _ = lines.send(response_line(
-                    &Value::Null,
-                    Err((
-                        PARSE_ERROR,
-                        format!("a line that is not JSON was skipped ({e}); send one JSON-RPC message a line"),
-                    )),
-                ));
+                let message = format!(
+                    "a line that is not JSON was skipped ({e}); send one JSON-RPC message a line"
+                );
+                refuse(&lines, &Value::Null, PARSE_ERROR, message).await;
                 continue;
             }
         };
         if let Some((id, request)) = classify(&server, &message) {
             if !initialized {
-                let _ = lines.send(response_line(
-                    &id,
-                    Err((
-                        INVALID_REQUEST,
-                        "the session is not initialized: send initialize first".into(),
-                    )),
-                ));
+                let message = "the session is not initialized: send initialize first";
+                refuse(&lines, &id, INVALID_REQUEST, message.into()).await;
                 continue;
             }
             let key = id.to_string();
@@ -227,7 +224,7 @@ async fn inbound<R, W>(
             let lines = lines.clone();
             let handle = answers.spawn(async move {
                 let answer = answer(&server, request).await;
-                let _ = lines.send(response_line(&id, answer));
+                let _ = lines.send(response_line(&id, answer)).await;
             });
             in_flight.insert(key, handle);
             continue;
@@ -262,7 +259,7 @@ async fn inbound<R, W>(
 async fn outbound<R: AsyncRead + Unpin>(
     server: SkillhostMcp,
     from_sdk: R,
-    lines: mpsc::UnboundedSender<Vec<u8>>,
+    lines: mpsc::Sender<Vec<u8>>,
     pending: Pending,
 ) {
     let mut from_sdk = BufReader::new(from_sdk);
@@ -275,7 +272,7 @@ async fn outbound<R: AsyncRead + Unpin>(
             Ok(_) => {}
         }
         let line = advertised(&server, &pending, line);
-        if lines.send(line).is_err() {
+        if lines.send(line).await.is_err() {
             break;
         }
     }
