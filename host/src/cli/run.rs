@@ -72,11 +72,23 @@ impl OutcomeArgs {
     }
 
     fn report(&self) -> Report {
-        Report::new(self.json, self.events)
+        match (self.json, self.events) {
+            (true, _) => Report::Json,
+            (false, true) => Report::Events,
+            (false, false) => Report::Human,
+        }
     }
 
+    /// The event sink the run prints through: NDJSON on stdout with
+    /// `--events`, progress on stderr otherwise: one live line on a
+    /// terminal, a line per node when stderr is a file or a pipe.
     fn sink(&self) -> Arc<dyn EventSink> {
-        sink(self.events)
+        if self.events {
+            Arc::new(NdjsonEvents::new(std::io::stdout()))
+        } else {
+            let live = std::io::stderr().is_terminal().then(LiveLine::new);
+            Arc::new(Progress { live })
+        }
     }
 }
 
@@ -153,18 +165,6 @@ pub struct ForkArgs {
     pub registry: RegistryArgs,
     #[command(flatten)]
     pub outcome: OutcomeArgs,
-}
-
-/// The event sink a command prints through: NDJSON on stdout with `--events`,
-/// progress on stderr otherwise: one live line on a terminal, a line per
-/// node when stderr is a file or a pipe.
-fn sink(events: bool) -> Arc<dyn EventSink> {
-    if events {
-        Arc::new(NdjsonEvents::new(std::io::stdout()))
-    } else {
-        let live = std::io::stderr().is_terminal().then(LiveLine::new);
-        Arc::new(Progress { live })
-    }
 }
 
 /// Progress for people. On a terminal, one line redrawn in place (the node
@@ -605,16 +605,6 @@ enum Report {
     /// Stdout is the NDJSON event stream (`--events`) and nothing else: the
     /// lines for people go to stderr.
     Events,
-}
-
-impl Report {
-    fn new(json: bool, events: bool) -> Report {
-        match (json, events) {
-            (true, _) => Report::Json,
-            (false, true) => Report::Events,
-            (false, false) => Report::Human,
-        }
-    }
 }
 
 /// Prints the outcome, writes the run's artifacts; a failed or cancelled
