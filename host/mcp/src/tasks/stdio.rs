@@ -6,8 +6,8 @@
 //! answered here, on a task of its own (`tasks/result` waits for its run
 //! while other requests go on), and everything else is passed to the SDK
 //! byte for byte (a line that is not JSON is answered with a parse error,
-//! which the SDK would drop silently); an `initialize` or `tools/list` request is remembered by
-//! id. Outbound, each line the SDK writes goes to stdout, the answer to a
+//! which the SDK would drop silently); an `initialize` or `tools/list`
+//! request is remembered by id. Outbound, each line the SDK writes goes to stdout, the answer to a
 //! remembered request with the tasks advertised. One writer owns stdout,
 //! so the SDK's lines and this filter's never interleave.
 //!
@@ -46,30 +46,16 @@ type Pending = Arc<Mutex<HashMap<String, Advert>>>;
 
 /// Serves `server` over stdin/stdout until the client closes stdin.
 pub(crate) async fn serve(server: SkillhostMcp) -> Result<(), McpError> {
-    serve_on(server, tokio::io::stdin(), tokio::io::stdout()).await
-}
-
-/// Serves `server` on `input` and `output` (the process's stdin and
-/// stdout, or a test's pipes).
-pub(crate) async fn serve_on<R, W>(
-    server: SkillhostMcp,
-    input: R,
-    output: W,
-) -> Result<(), McpError>
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
     let (to_sdk, sdk_input) = tokio::io::duplex(PIPE_BYTES);
     let (sdk_output, from_sdk) = tokio::io::duplex(PIPE_BYTES);
     // Bounded, so a client that stops reading stdout holds the SDK and the
     // answers up (as the pipe itself would) instead of filling memory.
     let (lines, written) = mpsc::channel::<Vec<u8>>(LINES_QUEUED);
     let pending = Pending::default();
-    let writer = tokio::spawn(write_lines(written, output));
+    let writer = tokio::spawn(write_lines(written, tokio::io::stdout()));
     let inbound = tokio::spawn(inbound(
         server.clone(),
-        input,
+        tokio::io::stdin(),
         to_sdk,
         lines.clone(),
         pending.clone(),
