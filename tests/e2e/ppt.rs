@@ -18,11 +18,20 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 use skillhost_tests::cli::{
     example_checks_and_readme_shows_its_graph, host_in_repo, json, killed_and_resumed_match,
-    shipped_skill_is_what_its_source_builds_to, stderr,
+    run_to_completion, shipped_skill_is_what_its_source_builds_to, stderr,
 };
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply, ReceivedRequest};
 
 const TALK: &str = r#"{"dir": "talk"}"#;
+/// The level-2 headings of `inputs/talk`, in order: the outline's sections
+/// and the slides' titles.
+const SECTIONS: [&str; 5] = [
+    "Why cycling matters",
+    "What the numbers say",
+    "Safe streets",
+    "What a city can do first",
+    "Next steps",
+];
 const PPTX_MEDIA_TYPE: &str =
     "application/vnd.openxmlformats-officedocument.presentationml.presentation";
 
@@ -31,24 +40,11 @@ fn host(dir: &Path, args: &[&str]) -> Output {
     host_in_repo(dir, args, None)
 }
 
-/// Runs the example on `talk`, writing the deck to `dir/deck.pptx`; returns
-/// the outcome and the file.
+/// Runs the example on `talk` to completion, writing the deck to
+/// `dir/deck.pptx`; returns the outcome and the file.
 fn run_talk(dir: &Path) -> (Value, PathBuf) {
     let deck = dir.join("deck.pptx");
-    let out = host(
-        dir,
-        &[
-            "run",
-            "ppt",
-            "--input",
-            TALK,
-            "--out",
-            deck.to_str().unwrap(),
-            "--json",
-        ],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    (json(&out), deck)
+    (run_to_completion(dir, "ppt", TALK, &deck), deck)
 }
 
 /// Runs `program` with `args`, failing the test with `install` when the
@@ -121,16 +117,7 @@ fn the_deck_has_a_slide_per_section_that_python_pptx_reads_back() {
         .iter()
         .map(|s| s["title"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        titles,
-        [
-            "Why cycling matters",
-            "What the numbers say",
-            "Safe streets",
-            "What a city can do first",
-            "Next steps"
-        ]
-    );
+    assert_eq!(titles, SECTIONS);
     // A slide a section, numbered after the title slide; bullets are the
     // section's first five points, the sixth in the notes.
     let slides = state["slides"].as_array().unwrap();
@@ -570,16 +557,7 @@ fn with_a_model_outlining_the_deck_its_sections_become_the_slides() {
         .iter()
         .map(|s| s["title"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        titles,
-        [
-            "Why cycling matters",
-            "What the numbers say",
-            "Safe streets",
-            "What a city can do first",
-            "Next steps"
-        ]
-    );
+    assert_eq!(titles, SECTIONS);
     assert_eq!(
         slides[0]["bullets"],
         json!([
