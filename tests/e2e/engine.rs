@@ -614,6 +614,17 @@ fn benchmarks_print_their_figures() {
         );
     }
     assert!(engine["engine_us_memory"].is_number(), "{engine}");
+    // The profile the binary under test was built with: its directory's.
+    let profile = match skillhost_tests::cli::host_bin()
+        .parent()
+        .and_then(|dir| dir.file_name())
+        .and_then(|name| name.to_str())
+    {
+        Some("debug") => "dev",
+        Some(other) => other,
+        None => panic!("the host binary has no directory"),
+    };
+    assert_eq!(engine["build_profile"], profile, "{engine}");
 
     let out = host.cmd(&[
         "bench", "runtime", "--json", "--calls", "20", "--loads", "1",
@@ -632,6 +643,15 @@ fn benchmarks_print_their_figures() {
         );
     }
     assert_eq!(runtime["skill"], "echo");
+    assert_eq!(runtime["build_profile"], profile, "{runtime}");
+
+    let out = host.cmd(&["bench", "runtime", "--calls", "20", "--loads", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        first.starts_with(&format!("build profile: {profile} (")),
+        "{first}"
+    );
 }
 
 /// `--out` never replaces a file, or writes through a symlink, without

@@ -2,8 +2,12 @@
 //! (`skillhost_runtime::bench`, `skillhost_engine::bench`, which `cargo bench`
 //! runs too), printed as JSON with `--json` or as lines. This module parses
 //! the flags, finds the `echo` component, opens the Postgres database, and
-//! prints; what is measured, and how, is the library's.
+//! prints; what is measured, and how, is the library's. Every mode says
+//! which cargo profile the binary was built with (`build_profile`): the
+//! fast `release` and the thin-LTO `dist` measure differently, and the
+//! figures worth comparing are `dist`'s.
 
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
@@ -146,6 +150,29 @@ fn read_component(path: &Path) -> Result<Vec<u8>, Failure> {
 }
 
 /// A benchmark that could not measure, by the exit code of whose doing.
+/// The cargo profile this binary was built with (`host/build.rs`).
+const BUILD_PROFILE: &str = env!("SKILLHOST_BUILD_PROFILE");
+
+/// Prints a benchmark's figures, as lines or as JSON, with the build
+/// profile first.
+fn print_figures(figures: &impl Display, json: serde_json::Value, as_json: bool) -> CliResult {
+    if as_json {
+        let mut json = json;
+        if let Some(object) = json.as_object_mut() {
+            object.insert("build_profile".into(), BUILD_PROFILE.into());
+        }
+        return print_json(&json);
+    }
+    let note = match BUILD_PROFILE {
+        "dist" => " (thin LTO: the profile of published binaries and of the figures to compare)",
+        "release" => " (no LTO; `cargo build --profile dist` for the figures to compare)",
+        _ => " (unoptimised host code; build with `--profile dist` for figures worth comparing)",
+    };
+    println!("build profile: {BUILD_PROFILE}{note}");
+    println!("{figures}");
+    Ok(())
+}
+
 fn bench_failure(e: BenchError) -> Failure {
     match e {
         BenchError::Environment(message) => Failure::environment(message),
@@ -181,11 +208,7 @@ fn runtime_bench(args: RuntimeBenchArgs) -> CliResult {
             loads: args.loads,
         })
         .map_err(bench_failure)?;
-    if args.json {
-        return print_json(&figures.to_json());
-    }
-    println!("{figures}");
-    Ok(())
+    print_figures(&figures, figures.to_json(), args.json)
 }
 
 fn engine(args: EngineBenchArgs) -> CliResult {
@@ -208,11 +231,7 @@ fn engine(args: EngineBenchArgs) -> CliResult {
     let figures = tokio_runtime()?
         .block_on(engine_bench::engine(&scenario, settings))
         .map_err(bench_failure)?;
-    if args.json {
-        return print_json(&figures.to_json());
-    }
-    println!("{figures}");
-    Ok(())
+    print_figures(&figures, figures.to_json(), args.json)
 }
 
 /// `host bench postgres`: the engine benchmark's scenario, durable on
@@ -248,9 +267,5 @@ fn postgres(args: PostgresBenchArgs) -> CliResult {
             .await
             .map_err(bench_failure)
     })?;
-    if args.json {
-        return print_json(&figures.to_json());
-    }
-    println!("{figures}");
-    Ok(())
+    print_figures(&figures, figures.to_json(), args.json)
 }
