@@ -391,9 +391,13 @@ async fn waiting_runs_do_not_count_and_answered_or_timed_out_ones_obey_the_limit
     // `t`'s wait times out while `u` holds the only slot: it is not
     // claimed until `u` ends (a queued run of another scenario is), and
     // then before a queued run with a higher priority.
+    // The timeout is long enough that `u` is claimed before it passes even
+    // on a loaded machine (at 50 ms, `t` was sometimes claimed first).
+    const TIMEOUT: Duration = Duration::from_millis(1500);
     enqueue("t", one_at_a_time(0)).await;
     assert_eq!(drain(&store, "w").await, ["t"]);
-    wait_at_start(&store, "t", Some(50)).await;
+    let waited = std::time::Instant::now();
+    wait_at_start(&store, "t", Some(TIMEOUT.as_millis() as u64)).await;
     enqueue("u", one_at_a_time(0)).await;
     assert_eq!(drain(&store, "w").await, ["u"]);
     let mut other = new_run("v", json!({}));
@@ -408,7 +412,8 @@ async fn waiting_runs_do_not_count_and_answered_or_timed_out_ones_obey_the_limit
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(120)).await;
+    tokio::time::sleep((TIMEOUT + Duration::from_millis(70)).saturating_sub(waited.elapsed()))
+        .await;
     let claimed = store.claim_run("w", TTL).await.unwrap().map(|(r, _)| r.id);
     assert_eq!(claimed.as_deref(), Some("v"), "t is held back by u");
     assert_eq!(
