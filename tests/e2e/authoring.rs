@@ -140,7 +140,10 @@ fn skill_call_and_check_accept_the_same_component() {
         Command::new(skillhost_tests::cli::host_bin())
             .args(args)
             .current_dir(dir.path())
-            .env("SKILLHOST_CACHE_DIR", dir.path().join("cache"))
+            .env(
+                "SKILLHOST_CACHE_DIR",
+                skillhost_tests::shared_component_cache(),
+            )
             .output()
             .unwrap()
     };

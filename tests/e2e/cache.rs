@@ -1,9 +1,14 @@
 //! `host cache list|prune`: the compiled-component cache a call fills, as
 //! listed (size, age, the component and the file it came from), and pruned:
-//! by age, all, or as a dry run; never a file being written.
+//! by age, all, or as a dry run; never a file being written. Each test has
+//! a cache of its own, not the one the other tests share.
 
 use serde_json::Value;
-use skillhost_tests::cli::{host, stderr};
+use skillhost_tests::cli::{host_own_cache, stderr};
+
+fn host(dir: &std::path::Path, args: &[&str], _: Option<&str>) -> std::process::Output {
+    host_own_cache(dir, args)
+}
 
 fn cache(dir: &std::path::Path, args: &[&str]) -> Value {
     let mut all = vec!["cache"];

@@ -7,10 +7,12 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 fn host(args: &[&str]) -> Output {
-    let cache = std::env::temp_dir().join(format!("skillhost-cli-cache-{}", std::process::id()));
     Command::new(skillhost_tests::cli::host_bin())
         .args(args)
-        .env("SKILLHOST_CACHE_DIR", cache)
+        .env(
+            "SKILLHOST_CACHE_DIR",
+            skillhost_tests::shared_component_cache(),
+        )
         .output()
         .expect("run host")
 }

@@ -272,7 +272,7 @@ fn stdio_server(dir: &Path) -> Value {
         "command": host_bin(),
         "args": offer(),
         "env": {
-            "SKILLHOST_CACHE_DIR": dir.join("cache"),
+            "SKILLHOST_CACHE_DIR": skillhost_tests::shared_component_cache(),
             "SKILLHOST_DATABASE_URL": sqlite_url(dir),
             "XDG_CONFIG_HOME": dir.join("xdg-config"),
             "SKILLHOST_REGISTRY_CACHE": dir.join("registry-cache"),

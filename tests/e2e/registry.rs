@@ -21,8 +21,10 @@ const RESEARCH_SKILLS: &[&str] = &[
     "report-writer",
 ];
 
+/// `host` with a component cache of the test's own: what a pull compiles
+/// into it is listed under the reference it came from.
 fn host(dir: &Path, args: &[&str]) -> Output {
-    skillhost_tests::cli::host(dir, args, None)
+    skillhost_tests::cli::host_own_cache(dir, args)
 }
 
 fn ok(out: &Output) {

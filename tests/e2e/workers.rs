@@ -9,7 +9,6 @@ use skillhost_tests::cli::KilledOnDrop;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
@@ -24,16 +23,13 @@ pub(crate) fn fixture(path: &str) -> String {
         .to_string()
 }
 
-/// One compiled-component cache for the whole binary: compile echo once.
-fn cache_dir() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
-}
-
 pub(crate) fn host_command(db: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(skillhost_tests::cli::host_bin());
     cmd.args(args)
-        .env("SKILLHOST_CACHE_DIR", cache_dir())
+        .env(
+            "SKILLHOST_CACHE_DIR",
+            skillhost_tests::shared_component_cache(),
+        )
         .env("SKILLHOST_DATABASE_URL", db)
         .env_remove("SKILLHOST_FAILPOINT")
         .stdin(Stdio::null());

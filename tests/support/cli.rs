@@ -6,7 +6,16 @@
 //! does not build it for these tests by itself: [`host_bin`] builds it once
 //! per test process, with the profile and target directory the tests were
 //! built with (a no-op when it is up to date), so a test never runs a stale
-//! binary. `SKILLHOST_TEST_HOST_BIN` names another binary to test instead.
+//! binary. `SKILLHOST_TEST_HOST_BIN` names another binary to test instead
+//! (`scripts/test.sh` builds it once and sets it, since cargo-nextest runs
+//! every test in a process of its own).
+//!
+//! Compiled components: every command shares one warm cache,
+//! [`crate::shared_component_cache`], so a skill is compiled once for all the
+//! tests, not once per test. Entries are written atomically and checked
+//! against their digests on every load, so tests in parallel processes
+//! share it safely. A test about the cache itself gives its commands a
+//! private one (`.env("SKILLHOST_CACHE_DIR", …)` after [`host_command`]).
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
@@ -22,16 +31,24 @@ pub fn host_bin() -> &'static Path {
         if let Some(bin) = std::env::var_os("SKILLHOST_TEST_HOST_BIN") {
             return PathBuf::from(bin);
         }
-        // This test runs as <target>/<profile dir>/deps/<test>-<hash>.
-        let exe = std::env::current_exe().expect("the test's own path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("a test binary lives in <target>/<profile>/deps");
+        let profile_dir = crate::test_profile_dir();
         let target = profile_dir.parent().expect("a target directory");
         let mut build = Command::new(env!("CARGO"));
         build
-            .args(["build", "--quiet", "-p", "skillhost", "--bin", "host"])
+            // With the whole workspace and a test target selected, cargo
+            // resolves the dependencies' features as `cargo test
+            // --workspace` did, so this reuses what the tests were built
+            // with; `-p skillhost` alone resolves them for the binary's
+            // package and builds wasmtime and the rest a second time.
+            .args([
+                "build",
+                "--quiet",
+                "--workspace",
+                "--bin",
+                "host",
+                "--test",
+                "e2e",
+            ])
             .env("CARGO_TARGET_DIR", target)
             .current_dir(crate::repo_root());
         match profile_dir.file_name().and_then(|n| n.to_str()) {
@@ -46,7 +63,8 @@ pub fn host_bin() -> &'static Path {
     })
 }
 
-/// A `host` command whose cache and database live in `dir`. The failpoint
+/// A `host` command whose database and registry cache live in `dir`, with
+/// the [`crate::shared_component_cache`]. The failpoint
 /// variable is always set or removed, so one in the test's own environment
 /// never leaks in; so is the host's configuration: no `$SKILLHOST_CONFIG`,
 /// and the user's configuration directory is `dir/xdg-config` (a test that
@@ -58,7 +76,7 @@ pub fn host_command(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Comma
     let mut cmd = Command::new(host_bin());
     cmd.args(args)
         .current_dir(dir)
-        .env("SKILLHOST_CACHE_DIR", dir.join("cache"))
+        .env("SKILLHOST_CACHE_DIR", crate::shared_component_cache())
         .env("SKILLHOST_DATABASE_URL", sqlite_url(dir))
         // The host's configuration: none from the machine; the user's
         // configuration directory is the test's own.
@@ -85,6 +103,15 @@ pub fn sqlite_url(dir: &Path) -> String {
 /// Runs [`host_command`] to completion.
 pub fn host(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Output {
     host_command(dir, args, failpoint)
+        .output()
+        .expect("run host")
+}
+
+/// [`host`] with a compiled-component cache of the test's own, `dir/cache`,
+/// for a test about what the cache holds.
+pub fn host_own_cache(dir: &Path, args: &[&str]) -> Output {
+    host_command(dir, args, None)
+        .env("SKILLHOST_CACHE_DIR", dir.join("cache"))
         .output()
         .expect("run host")
 }

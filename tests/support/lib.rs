@@ -31,6 +31,38 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The compiled-component cache the tests share across test processes (a
+/// skill compiles once for all of them, not once per test, which matters
+/// under cargo-nextest's process per test): `$SKILLHOST_TEST_COMPONENT_CACHE`,
+/// else `<target>/tmp/test-components`. Entries are written atomically and
+/// checked against their digests on every load, so concurrent processes
+/// share it safely. A test about the cache itself uses a private one.
+pub fn shared_component_cache() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = match std::env::var_os("SKILLHOST_TEST_COMPONENT_CACHE") {
+            Some(dir) => PathBuf::from(dir),
+            None => test_profile_dir()
+                .parent()
+                .expect("a target directory")
+                .join("tmp")
+                .join("test-components"),
+        };
+        std::fs::create_dir_all(&dir).expect("create the shared component cache");
+        dir
+    })
+}
+
+/// The profile directory the running test binary was built into: it runs
+/// as `<target>/<profile dir>/deps/<test>-<hash>`.
+pub fn test_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("a test binary lives in <target>/<profile>/deps")
+        .to_path_buf()
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago, for a server a
 /// test starts in another process.
 pub fn free_port() -> u16 {

@@ -29,13 +29,8 @@ fn components() -> &'static Path {
 }
 
 fn runtime() -> &'static Runtime {
-    static RUNTIME: OnceLock<(Runtime, tempfile::TempDir)> = OnceLock::new();
-    &RUNTIME
-        .get_or_init(|| {
-            let cache = tempfile::tempdir().unwrap();
-            (skillhost_tests::runtime(cache.path()), cache)
-        })
-        .0
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| skillhost_tests::runtime(skillhost_tests::shared_component_cache()))
 }
 
 /// `body` (nodes, edges, rules) after a header declaring both skills.

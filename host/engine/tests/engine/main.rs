@@ -39,16 +39,11 @@ use skillhost_runtime::Runtime;
 use skillhost_scenario::LoadedScenario;
 use skillhost_store::{RunStatus, StepRow, Store};
 
-/// One runtime for the whole binary, with its own component cache, so every
-/// component compiles once however many tests load it.
+/// One runtime for the whole binary, with the component cache the tests
+/// share, so every component compiles once however many tests load it.
 fn runtime() -> &'static Runtime {
-    static RUNTIME: OnceLock<(Runtime, tempfile::TempDir)> = OnceLock::new();
-    &RUNTIME
-        .get_or_init(|| {
-            let cache = tempfile::tempdir().unwrap();
-            (skillhost_tests::runtime(cache.path()), cache)
-        })
-        .0
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| skillhost_tests::runtime(skillhost_tests::shared_component_cache()))
 }
 
 /// A scenario of the end-to-end tests, `tests/e2e/engine/<name>.toml`.
