@@ -45,8 +45,10 @@ mkdir -p "$out"
 
 host="${SKILLHOST_BIN:-}"
 if [ -z "$host" ]; then
-  cargo build --quiet -p skillhost --bin host
-  host="$root/target/debug/host"
+  # As the tests build it (tests/support/cli.rs): the workspace's
+  # features, so a tree the tests built needs no second build of wasmtime.
+  cargo build --quiet --workspace --bin host --test e2e
+  host="${CARGO_TARGET_DIR:-$root/target}/debug/host"
 fi
 
 args=()
