@@ -102,7 +102,9 @@ if command -v cargo-nextest >/dev/null 2>&1; then
         cargo nextest run --workspace --profile "$profile" --no-fail-fast || failed=1
     # nextest runs no doctests.
     stage "doctests (cargo test --doc)" cargo test --workspace --doc --quiet || failed=1
-    python3 scripts/slowest-tests.py "$target_dir/nextest/$profile/junit.xml" 20 || true
+    # .config/nextest.toml keeps its store in the clone's target/, whatever
+    # CARGO_TARGET_DIR says.
+    python3 scripts/slowest-tests.py "target/nextest/$profile/junit.xml" 20 || true
     exit "$failed"
 else
     echo "warning: cargo-nextest is not installed (cargo install --locked cargo-nextest); running cargo test, without per-test times" >&2
