@@ -316,8 +316,12 @@ fn unwrap_value(content: String) -> String {
     }
 }
 
-/// The message of an error answer: `error.message` (both formats), else the
-/// start of the body.
+/// The most of a provider's error message a skill's error keeps.
+pub(crate) const ERROR_EXCERPT_CHARS: usize = 500;
+
+/// The message of an error answer, cut to [`ERROR_EXCERPT_CHARS`]:
+/// `error.message` (both formats), the start of that message in a body cut
+/// before its end, else the start of the body.
 pub(crate) fn error_message(body: &[u8]) -> String {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let message = parsed.as_ref().and_then(|v| {
@@ -327,13 +331,55 @@ pub(crate) fn error_message(body: &[u8]) -> String {
             .and_then(Value::as_str)
     });
     match message {
-        Some(message) => message.to_string(),
+        Some(message) => excerpt(message),
         None if body.is_empty() => "no message".to_string(),
-        None => {
-            let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
-            format!("`{}`", text.trim().escape_debug())
+        None => match cut_message(body) {
+            Some(message) => excerpt(&message),
+            None => {
+                let start = &body[..body.len().min(ERROR_EXCERPT_CHARS * 4)];
+                let text = String::from_utf8_lossy(start);
+                format!("`{}`", excerpt(text.trim()).escape_debug())
+            }
+        },
+    }
+}
+
+/// The start of the `"message"` string of a JSON body cut before its end.
+fn cut_message(body: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(body);
+    let at = text.find("\"message\"")?;
+    let rest = text[at + "\"message\"".len()..].trim_start();
+    let rest = rest.strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    let mut message = String::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => break,
+            '\\' => {
+                chars.next();
+                message.push(' ');
+            }
+            c => message.push(c),
+        }
+        if message.len() > ERROR_EXCERPT_CHARS * 4 {
+            break;
         }
     }
+    Some(message)
+}
+
+/// At most [`ERROR_EXCERPT_CHARS`] of `text`, control characters as spaces,
+/// `…` when cut.
+fn excerpt(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(ERROR_EXCERPT_CHARS)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.chars().nth(ERROR_EXCERPT_CHARS).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -470,5 +516,32 @@ mod tests {
         assert_eq!(error_message(br#"{"error": "plain"}"#), "plain");
         assert_eq!(error_message(b"<html>"), "`<html>`");
         assert_eq!(error_message(b""), "no message");
+    }
+
+    #[test]
+    fn a_long_error_message_is_cut_to_an_excerpt() {
+        let long = "y".repeat(5 << 20);
+        let whole = json!({ "error": { "message": long } }).to_string();
+        for body in [
+            whole.as_bytes(),
+            &whole.as_bytes()[..64 << 10],
+            long.as_bytes(),
+        ] {
+            let message = error_message(body);
+            assert!(
+                message.chars().count() <= ERROR_EXCERPT_CHARS + 3,
+                "{}",
+                message.len()
+            );
+            assert!(message.contains("yyyy"), "{message}");
+            assert!(
+                message.ends_with('…') || message.ends_with("…`"),
+                "{message}"
+            );
+        }
+        assert_eq!(
+            error_message(br#"{"error": {"message": "a\r\nb"}}"#),
+            "a  b"
+        );
     }
 }
