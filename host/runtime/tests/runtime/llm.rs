@@ -579,6 +579,10 @@ fn a_provider_error_of_megabytes_reaches_the_skill_as_a_short_excerpt() {
         assert_eq!(code, "provider-error", "{grant}");
         assert!(message.contains("zzzz"), "{grant}: {message}");
         assert!(
+            message.contains("(cut: the provider's message is longer)"),
+            "{grant}: {message}"
+        );
+        assert!(
             message.len() < 2048,
             "{grant}: the error holds {} bytes",
             message.len()

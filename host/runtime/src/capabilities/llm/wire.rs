@@ -319,9 +319,14 @@ fn unwrap_value(content: String) -> String {
 /// The most of a provider's error message a skill's error keeps.
 pub(crate) const ERROR_EXCERPT_CHARS: usize = 500;
 
-/// The message of an error answer, cut to [`ERROR_EXCERPT_CHARS`]:
-/// `error.message` (both formats), the start of that message in a body cut
-/// before its end, else the start of the body.
+/// What follows an error message that was cut.
+pub(crate) const CUT_NOTE: &str = "… (cut: the provider's message is longer)";
+
+/// The message of an error answer, cut to [`ERROR_EXCERPT_CHARS`] with
+/// [`CUT_NOTE`] after it when it was longer: `error.message` (both
+/// formats), the start of that message in a body cut before its end (the
+/// host reads at most 64 KiB of an error answer), else the start of the
+/// body. Control characters become spaces.
 pub(crate) fn error_message(body: &[u8]) -> String {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let message = parsed.as_ref().and_then(|v| {
@@ -330,22 +335,35 @@ pub(crate) fn error_message(body: &[u8]) -> String {
             .or_else(|| v.get("message"))
             .and_then(Value::as_str)
     });
+    let noted = |(text, cut): (String, bool)| {
+        if cut {
+            format!("{text}{CUT_NOTE}")
+        } else {
+            text
+        }
+    };
     match message {
-        Some(message) => excerpt(message),
+        Some(message) => noted(excerpt(message)),
         None if body.is_empty() => "no message".to_string(),
         None => match cut_message(body) {
-            Some(message) => excerpt(&message),
+            Some((message, ended)) => {
+                let (text, cut) = excerpt(&message);
+                noted((text, cut || !ended))
+            }
             None => {
                 let start = &body[..body.len().min(ERROR_EXCERPT_CHARS * 4)];
                 let text = String::from_utf8_lossy(start);
-                format!("`{}`", excerpt(text.trim()).escape_debug())
+                let (text, cut) = excerpt(text.trim());
+                let cut = cut || start.len() < body.len();
+                noted((format!("`{}`", text.escape_debug()), cut))
             }
         },
     }
 }
 
-/// The start of the `"message"` string of a JSON body cut before its end.
-fn cut_message(body: &[u8]) -> Option<String> {
+/// The start of the `"message"` string of a JSON body cut before its end,
+/// and whether that string ended within it.
+fn cut_message(body: &[u8]) -> Option<(String, bool)> {
     let text = String::from_utf8_lossy(body);
     let at = text.find("\"message\"")?;
     let rest = text[at + "\"message\"".len()..].trim_start();
@@ -354,7 +372,7 @@ fn cut_message(body: &[u8]) -> Option<String> {
     let mut chars = rest.chars();
     while let Some(c) = chars.next() {
         match c {
-            '"' => break,
+            '"' => return Some((message, true)),
             '\\' => {
                 chars.next();
                 message.push(' ');
@@ -365,21 +383,18 @@ fn cut_message(body: &[u8]) -> Option<String> {
             break;
         }
     }
-    Some(message)
+    Some((message, false))
 }
 
 /// At most [`ERROR_EXCERPT_CHARS`] of `text`, control characters as spaces,
-/// `…` when cut.
-fn excerpt(text: &str) -> String {
-    let mut out: String = text
+/// and whether it was cut.
+fn excerpt(text: &str) -> (String, bool) {
+    let out: String = text
         .chars()
         .take(ERROR_EXCERPT_CHARS)
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    if text.chars().nth(ERROR_EXCERPT_CHARS).is_some() {
-        out.push('…');
-    }
-    out
+    (out, text.chars().nth(ERROR_EXCERPT_CHARS).is_some())
 }
 
 #[cfg(test)]
@@ -524,24 +539,30 @@ mod tests {
         let whole = json!({ "error": { "message": long } }).to_string();
         for body in [
             whole.as_bytes(),
+            // As the host reads it: the first 64 KiB.
             &whole.as_bytes()[..64 << 10],
             long.as_bytes(),
+            &long.as_bytes()[..64 << 10],
         ] {
             let message = error_message(body);
             assert!(
-                message.chars().count() <= ERROR_EXCERPT_CHARS + 3,
+                message.chars().count() <= ERROR_EXCERPT_CHARS + 2 + CUT_NOTE.chars().count(),
                 "{}",
                 message.len()
             );
             assert!(message.contains("yyyy"), "{message}");
-            assert!(
-                message.ends_with('…') || message.ends_with("…`"),
-                "{message}"
-            );
+            assert!(message.ends_with(CUT_NOTE), "{message}");
         }
+        // Short, nothing is noted; control characters are spaces.
         assert_eq!(
             error_message(br#"{"error": {"message": "a\r\nb"}}"#),
             "a  b"
+        );
+        assert_eq!(error_message(b"short\x1b[2J"), "`short [2J`");
+        // A cut body whose message is short still says it was cut.
+        assert_eq!(
+            error_message(br#"{"error": {"message": "abc"#),
+            format!("abc{CUT_NOTE}")
         );
     }
 }
