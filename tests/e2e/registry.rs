@@ -816,7 +816,7 @@ fn a_registry_that_answers_without_end_does_not_grow_the_host() {
         );
         assert_bounded(&run, &what);
         assert!(
-            !dir.path().join("registry").exists() || cache_holds_no_blob(dir.path()),
+            cache_holds_no_blob(dir.path()),
             "{what}: something was stored"
         );
     }
@@ -839,10 +839,24 @@ fn a_registry_that_answers_without_end_does_not_grow_the_host() {
     assert_bounded(&run, "host check");
 }
 
-/// Whether the registry cache under `dir` holds no complete blob.
+/// The registry cache `host_command` gives a `host` run in `dir`.
+fn blobs_dir(dir: &Path) -> PathBuf {
+    dir.join("registry-cache/blobs/sha256")
+}
+
+/// Whether the registry cache under `dir` holds no file at all (no blob,
+/// no partial download left behind).
 fn cache_holds_no_blob(dir: &Path) -> bool {
-    let blobs = dir.join("registry/blobs/sha256");
-    std::fs::read_dir(&blobs).map_or(true, |entries| entries.count() == 0)
+    std::fs::read_dir(blobs_dir(dir)).map_or(true, |entries| entries.count() == 0)
+}
+
+/// Whether the registry cache under `dir` holds the shipped `echo`.
+fn cache_holds_echo(dir: &Path) -> bool {
+    let echo = std::fs::read(skillhost_tests::dist("echo")).unwrap();
+    let digest = skillhost_tests::hostile_registry::digest(&echo);
+    blobs_dir(dir)
+        .join(digest.trim_start_matches("sha256:"))
+        .exists()
 }
 
 #[test]
@@ -896,6 +910,7 @@ fn a_component_larger_than_the_cap_is_refused_before_a_byte_of_it() {
         ],
     );
     assert_bounded(&run, "a layer past its size");
+    assert!(!cache_holds_echo(dir.path()), "the component was stored");
     assert!(
         registry.bytes_sent() < OFFERED / 4,
         "the host read {} bytes",
@@ -922,12 +937,17 @@ fn a_component_larger_than_the_cap_is_refused_before_a_byte_of_it() {
             "skillhost.toml",
         ],
     );
+    assert!(!cache_holds_echo(dir.path()), "the component was stored");
     std::fs::remove_file(dir.path().join("skillhost.toml")).unwrap();
     let run = measured(
         dir.path(),
         &["skill", "pull", &registry.reference("skills/echo:1")],
     );
     ok(&run.output);
+    assert!(
+        cache_holds_echo(dir.path()),
+        "the honest pull stored nothing"
+    );
 }
 
 #[test]
