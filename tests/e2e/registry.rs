@@ -3,13 +3,18 @@
 //! inspect; credentials; the research scenario with every skill pulled
 //! from the registry, locked, run with the registry stopped and refused
 //! under `--locked` once a tag moved; signatures and the trust policy; a
-//! component `oras` pushed, run by `host`.
+//! component `oras` pushed, run by `host`; and a registry that answers
+//! hostilely (`hostile_registry`): endless manifests, errors and tokens, a
+//! layer past its size or past the cap, one byte a second, a redirect to
+//! another port, each refused with the host's memory bounded.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
+use std::time::Duration;
 
 use skillhost_tests::cli::{host_command, json, stderr};
+use skillhost_tests::hostile_registry::{HostileRegistry, Hostility, Measured, run_measured};
 use skillhost_tests::registry::{PASSWORD, TestRegistry, USER, python, write_file};
 
 const QUERY: &str = r#"{"query": "retrieval augmented generation"}"#;
@@ -699,4 +704,350 @@ to = "done"
     );
     ok(&out);
     assert_eq!(json(&out)["status"], "completed");
+}
+
+/// Memory a `host` command may hold against a registry that offers
+/// [`OFFERED`] bytes: well above what a pull needs (about 40 MB measured
+/// for a debug build), well below what the registry sends.
+const MEMORY_BOUND: u64 = 160 << 20;
+/// What a hostile registry offers: more than the bound, so a client that
+/// reads it whole passes the bound.
+const OFFERED: u64 = 400 << 20;
+
+/// `host ARGS` in `dir`, killed after two minutes, with its peak memory.
+fn measured(dir: &Path, args: &[&str]) -> Measured {
+    run_measured(host_command(dir, args, None), Duration::from_secs(120))
+}
+
+/// A scenario in `dir` whose one node runs the `echo` at `reference`.
+fn echo_scenario(dir: &Path, reference: &str) -> PathBuf {
+    let path = dir.join("echo.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"[scenario]
+name = "from-a-registry"
+
+[state]
+said = {{ type = "string" }}
+
+[skills.echo]
+component = "{reference}"
+
+[[node]]
+id = "say"
+skill = "echo"
+input = {{ message = "'hi'", repeat = "1" }}
+writes = [{{ field = "said", from = "output.message" }}]
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "say"
+to = "done"
+"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn assert_bounded(run: &Measured, what: &str) {
+    assert!(
+        run.max_rss < MEMORY_BOUND,
+        "{what}: the host held {} MiB (bound {} MiB): {}",
+        run.max_rss >> 20,
+        MEMORY_BOUND >> 20,
+        run.text()
+    );
+    assert!(
+        run.text().len() < 4096,
+        "{what}: the error is not short: {} bytes",
+        run.text().len()
+    );
+}
+
+#[test]
+fn a_registry_that_answers_without_end_does_not_grow_the_host() {
+    for (hostility, code, says) in [
+        (
+            Hostility::HugeManifest {
+                bytes: OFFERED,
+                length: true,
+            },
+            3,
+            "manifest is 419430400 bytes long",
+        ),
+        (
+            Hostility::HugeManifest {
+                bytes: OFFERED,
+                length: false,
+            },
+            3,
+            "manifest is longer",
+        ),
+        (
+            Hostility::HugeError { bytes: OFFERED },
+            2,
+            "not in the registry (HTTP 404: not here: xxx",
+        ),
+        (
+            Hostility::HugeToken { bytes: OFFERED },
+            3,
+            "token answer is longer",
+        ),
+    ] {
+        let registry = HostileRegistry::start(hostility.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let reference = registry.reference("skills/echo:1");
+        let run = measured(dir.path(), &["skill", "pull", &reference]);
+        let what = format!("{hostility:?}");
+        assert_eq!(
+            run.output.status.code(),
+            Some(code),
+            "{what}: {}",
+            run.text()
+        );
+        assert!(run.text().contains(says), "{what}: {}", run.text());
+        assert!(
+            run.text().contains("skills/echo:1"),
+            "{what}: {}",
+            run.text()
+        );
+        assert_bounded(&run, &what);
+        assert!(
+            cache_holds_no_blob(dir.path()),
+            "{what}: something was stored"
+        );
+    }
+
+    // `host check` of a scenario naming one, too.
+    let registry = HostileRegistry::start(Hostility::HugeManifest {
+        bytes: OFFERED,
+        length: false,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = echo_scenario(dir.path(), &registry.reference("skills/echo:1"));
+    let run = measured(dir.path(), &["check", scenario.to_str().unwrap()]);
+    assert_ne!(run.output.status.code(), Some(0), "{}", run.text());
+    assert!(run.text().contains("manifest is longer"), "{}", run.text());
+    assert!(
+        run.text().contains("skill `echo`") || run.text().contains("skills/echo:1"),
+        "{}",
+        run.text()
+    );
+    assert_bounded(&run, "host check");
+}
+
+/// The registry cache `host_command` gives a `host` run in `dir`.
+fn blobs_dir(dir: &Path) -> PathBuf {
+    dir.join("registry-cache/blobs/sha256")
+}
+
+/// Whether the registry cache under `dir` holds no file at all (no blob,
+/// no partial download left behind).
+fn cache_holds_no_blob(dir: &Path) -> bool {
+    std::fs::read_dir(blobs_dir(dir)).map_or(true, |entries| entries.count() == 0)
+}
+
+/// Whether the registry cache under `dir` holds the shipped `echo`.
+fn cache_holds_echo(dir: &Path) -> bool {
+    let echo = std::fs::read(skillhost_tests::dist("echo")).unwrap();
+    let digest = skillhost_tests::hostile_registry::digest(&echo);
+    blobs_dir(dir)
+        .join(digest.trim_start_matches("sha256:"))
+        .exists()
+}
+
+#[test]
+fn a_component_larger_than_the_cap_is_refused_before_a_byte_of_it() {
+    let component = std::fs::read(skillhost_tests::dist("echo")).unwrap().len() as u64;
+    // Declared at 1 GiB, past the default cap of 256 MiB: not fetched.
+    let registry = HostileRegistry::start(Hostility::Layer {
+        declared: 1 << 30,
+        sent: 1 << 30,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let run = measured(
+        dir.path(),
+        &["skill", "pull", &registry.reference("skills/echo:1")],
+    );
+    fails(
+        &run.output,
+        3,
+        &[
+            "skills/echo:1",
+            "component is 1073741824 bytes, as its manifest declares",
+            "268435456 bytes",
+            "max_component_bytes",
+        ],
+    );
+    let blobs: Vec<String> = registry
+        .requests()
+        .iter()
+        .filter(|r| r.line.contains("/blobs/"))
+        .map(|r| r.line.clone())
+        .collect();
+    assert!(blobs.is_empty(), "blobs were fetched: {blobs:?}");
+
+    // Declared honestly but sent with 400 MiB more: cut at the declared
+    // size, nothing stored.
+    let registry = HostileRegistry::start(Hostility::Layer {
+        declared: component,
+        sent: component + OFFERED,
+    });
+    let run = measured(
+        dir.path(),
+        &["skill", "pull", &registry.reference("skills/echo:1")],
+    );
+    fails(
+        &run.output,
+        3,
+        &[
+            "skills/echo:1",
+            &format!("more than {component} bytes"),
+            "nothing was stored",
+        ],
+    );
+    assert_bounded(&run, "a layer past its size");
+    assert!(!cache_holds_echo(dir.path()), "the component was stored");
+    assert!(
+        registry.bytes_sent() < OFFERED / 4,
+        "the host read {} bytes",
+        registry.bytes_sent()
+    );
+
+    // The cap is the host config's: a lower one refuses the honest echo.
+    let registry = HostileRegistry::start(Hostility::None);
+    write_file(
+        dir.path(),
+        "skillhost.toml",
+        b"[registries]\nmax_component_bytes = 1000\n",
+    );
+    let run = measured(
+        dir.path(),
+        &["skill", "pull", &registry.reference("skills/echo:1")],
+    );
+    fails(
+        &run.output,
+        3,
+        &[
+            "more than the 1000 bytes",
+            "max_component_bytes",
+            "skillhost.toml",
+        ],
+    );
+    assert!(!cache_holds_echo(dir.path()), "the component was stored");
+    std::fs::remove_file(dir.path().join("skillhost.toml")).unwrap();
+    let run = measured(
+        dir.path(),
+        &["skill", "pull", &registry.reference("skills/echo:1")],
+    );
+    ok(&run.output);
+    assert!(
+        cache_holds_echo(dir.path()),
+        "the honest pull stored nothing"
+    );
+}
+
+#[test]
+fn a_registry_that_sends_a_byte_a_second_is_cut_at_the_pull_deadline() {
+    let registry = HostileRegistry::start(Hostility::Trickle);
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = echo_scenario(dir.path(), &registry.reference("skills/echo:1"));
+    write_file(
+        dir.path(),
+        "skillhost.toml",
+        b"[registries]\npull_timeout_ms = 3000\n",
+    );
+    let run = measured(
+        dir.path(),
+        &[
+            "run",
+            scenario.to_str().unwrap(),
+            "--input",
+            "{}",
+            "--durability",
+            "none",
+        ],
+    );
+    fails(
+        &run.output,
+        3,
+        &[
+            "pulling `",
+            "skills/echo:1",
+            "did not finish within 3 s",
+            "pull_timeout_ms",
+        ],
+    );
+    assert!(run.took < Duration::from_secs(30), "took {:?}", run.took);
+    // A pull alone, the same.
+    let run = measured(
+        dir.path(),
+        &["skill", "pull", &registry.reference("skills/echo:1")],
+    );
+    fails(&run.output, 3, &["did not finish within 3 s"]);
+}
+
+#[test]
+fn a_registry_redirects_only_to_its_own_origin_or_a_listed_host() {
+    let target = HostileRegistry::start(Hostility::None);
+    let registry = HostileRegistry::start(Hostility::RedirectBlobs {
+        to: target.origin(),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let reference = registry.reference("skills/echo:1");
+    let pull = |dir: &Path| {
+        let mut command = host_command(dir, &["skill", "pull", &reference, "--json"], None);
+        command
+            .env("SKILLHOST_REGISTRY_USERNAME", "someone")
+            .env("SKILLHOST_REGISTRY_PASSWORD", "pa55-for-the-registry");
+        command.output().unwrap()
+    };
+    let out = pull(dir.path());
+    fails(
+        &out,
+        3,
+        &[
+            &format!("redirected the pull of `{}", &reference["oci://".len()..]),
+            &target.origin(),
+            "[registries] redirects",
+            &format!(
+                "\"{}\" = [\"{}\"]",
+                registry.host_port(),
+                target.host_port()
+            ),
+        ],
+    );
+    assert!(target.requests().is_empty(), "the redirect was followed");
+
+    // Listed for this registry, it is followed, without the credentials.
+    write_file(
+        dir.path(),
+        "skillhost.toml",
+        format!(
+            "[registries]\nredirects = {{ \"{}\" = [\"{}\"] }}\n",
+            registry.host_port(),
+            target.host_port()
+        )
+        .as_bytes(),
+    );
+    let out = pull(dir.path());
+    ok(&out);
+    let seen = target.requests();
+    assert!(seen.iter().any(|r| r.line.contains("/blobs/")), "{seen:?}");
+    assert!(
+        seen.iter().all(|r| !r.has_header("authorization")),
+        "the registry's credentials reached another origin: {seen:?}"
+    );
+    assert!(
+        registry
+            .requests()
+            .iter()
+            .any(|r| r.has_header("authorization")),
+        "the registry got its credentials"
+    );
 }

@@ -1,12 +1,23 @@
-//! A real HTTP/1.1 server on 127.0.0.1 for the `http` capability's tests:
-//! a listening socket, a thread per connection, one request per connection
-//! (`Connection: close`). Its routes:
+//! A real HTTP/1.1 server on 127.0.0.1 (or another loopback address, for a
+//! second origin) for the `http` capability's tests: a listening socket, a
+//! thread per connection, one request per connection (`Connection: close`).
+//! Its routes:
 //!
 //! - `GET /hello`: 200, `text/plain`, [`HELLO`];
 //! - `GET /headers`: 200, the request's header lines, one per line;
+//! - `GET /headers.json`: 200, the request's headers as httpbin's `/headers`
+//!   answers them, `{"headers": {"Name": "value", …}}`;
+//! - `GET /headers.gz`: 200, the request's header lines gzipped (by the
+//!   system's `gzip`), `Content-Encoding: gzip` whatever the request accepts,
+//!   as httpbin's `/gzip` does;
+//! - `GET /reflect`: 200, each request header sent back as a response
+//!   header `X-Seen-NAME: value`;
 //! - `POST|PUT|DELETE|GET /echo`: 200, the method, a newline, the body;
 //! - `GET /status/N`: status N, empty body;
 //! - `GET /redirect?to=URL` (or `&status=N`): a redirect (302 by default) to URL;
+//! - `GET /redirect-with?to=URL&header=NAME`: a 302 to URL with the value of
+//!   the request's header NAME appended, as a server that puts a token in a
+//!   link does;
 //! - `GET /big?bytes=N`: N bytes of `x` with a `Content-Length`;
 //! - `GET /stream?bytes=N`: N bytes of `x` with no length, ended by closing;
 //! - `GET /silent`: reads the request and never answers, until the server
@@ -37,7 +48,13 @@ pub struct HttpServer {
 impl HttpServer {
     /// Starts a server on a free port of 127.0.0.1.
     pub fn start() -> HttpServer {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        HttpServer::start_on("127.0.0.1")
+    }
+
+    /// Starts a server on a free port of `ip`, a loopback address
+    /// (`127.0.0.2` is another origin than `127.0.0.1`).
+    pub fn start_on(ip: &str) -> HttpServer {
+        let listener = TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("bind {ip}: {e}"));
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -75,7 +92,7 @@ impl HttpServer {
         self.last_headers.lock().unwrap().clone()
     }
 
-    /// `127.0.0.1:PORT`, as a grant names it.
+    /// `IP:PORT`, as a grant names it.
     pub fn host_port(&self) -> String {
         self.addr.to_string()
     }
@@ -84,7 +101,7 @@ impl HttpServer {
         self.addr.port()
     }
 
-    /// `http://127.0.0.1:PORT` followed by `path`.
+    /// `http://IP:PORT` followed by `path`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
@@ -176,6 +193,43 @@ fn serve(
             HELLO.as_bytes(),
         ),
         "/headers" => respond(&mut out, 200, "", headers.join("\n").as_bytes()),
+        "/headers.json" => {
+            let object: serde_json::Map<String, serde_json::Value> = headers
+                .iter()
+                .filter_map(|h| h.split_once(':'))
+                .map(|(name, value)| (name.to_string(), value.trim().into()))
+                .collect();
+            let body = serde_json::json!({ "headers": object }).to_string();
+            respond(
+                &mut out,
+                200,
+                "Content-Type: application/json\r\n",
+                body.as_bytes(),
+            );
+        }
+        "/headers.gz" => {
+            let body = gzip(headers.join("\n").as_bytes());
+            respond(&mut out, 200, "Content-Encoding: gzip\r\n", &body);
+        }
+        "/reflect" => {
+            let seen: String = headers
+                .iter()
+                .filter_map(|h| h.split_once(':'))
+                .map(|(name, value)| format!("X-Seen-{name}: {}\r\n", value.trim()))
+                .collect();
+            respond(&mut out, 200, &seen, b"");
+        }
+        "/redirect-with" => {
+            let to = param("to").unwrap_or_default();
+            let name = param("header").unwrap_or_default();
+            let value = headers
+                .iter()
+                .filter_map(|h| h.split_once(':'))
+                .find(|(n, _)| n.eq_ignore_ascii_case(&name))
+                .map(|(_, v)| v.trim().to_string())
+                .unwrap_or_default();
+            respond(&mut out, 302, &format!("Location: {to}{value}\r\n"), b"");
+        }
         "/echo" => {
             let mut text = format!("{method}\n").into_bytes();
             text.extend_from_slice(&body);
@@ -216,4 +270,19 @@ fn serve(
             }
         }
     }
+}
+
+/// `bytes` compressed by the system's `gzip`.
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("gzip")
+        .arg("-c")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run gzip");
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().expect("gzip");
+    assert!(out.status.success(), "gzip failed");
+    out.stdout
 }

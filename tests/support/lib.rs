@@ -3,8 +3,10 @@
 //! Wasm compiler (`fixtures/`), the real `host` binary run in a private
 //! directory ([`cli`]), throwaway Postgres clusters ([`pg`]), a real HTTP
 //! server ([`http_server`]), a real OCI registry and the registry clients
-//! nobody here wrote ([`registry`]), and, behind features, a test `Runtime`
-//! (`runtime`) and the store's fixtures (`store`).
+//! nobody here wrote ([`registry`]), a registry that answers hostilely and
+//! a run of `host` measured for memory ([`hostile_registry`]), and, behind
+//! features, a test `Runtime` (`runtime`) and the store's fixtures
+//! (`store`).
 //!
 //! Every helper builds or starts the real thing, with one exception named
 //! as such: [`fake_llm_server`], a fake model provider (a real HTTP server
@@ -12,6 +14,7 @@
 
 pub mod cli;
 pub mod fake_llm_server;
+pub mod hostile_registry;
 pub mod http_server;
 pub mod pg;
 pub mod registry;

@@ -74,6 +74,46 @@ pub enum OciError {
     #[error("registry error for `{reference}`: {cause}")]
     Registry { reference: String, cause: String },
 
+    /// An answer larger than the host reads: a manifest past its cap, a
+    /// component past `[registries] max_component_bytes`, a token or a
+    /// small blob past theirs. Read no further than the cap.
+    #[error(
+        "`{reference}`: the registry's {what} is {found}, more than the {limit} bytes {rule}; \
+         nothing was stored"
+    )]
+    TooLarge {
+        reference: String,
+        what: String,
+        found: String,
+        limit: u64,
+        rule: String,
+    },
+
+    /// A pull that did not finish within `[registries] pull_timeout_ms`.
+    #[error(
+        "pulling `{reference}` from the registry `{registry}` did not finish within {limit} \
+         (`pull_timeout_ms` under [registries] in the host config{config}); nothing was stored. \
+         The registry is stalled or too slow; raise pull_timeout_ms if it is only slow"
+    )]
+    Deadline {
+        reference: String,
+        registry: String,
+        limit: String,
+        config: String,
+    },
+
+    /// A redirect the host does not follow.
+    #[error(
+        "the registry `{registry}` redirected the pull of `{reference}` to `{target}`, which \
+         the host does not follow: {reason}"
+    )]
+    Redirect {
+        reference: String,
+        registry: String,
+        target: String,
+        reason: String,
+    },
+
     /// The registry cache (the local content-addressed store).
     #[error("registry cache `{}`: {cause}", path.display())]
     Cache { path: PathBuf, cause: String },
@@ -117,6 +157,9 @@ impl OciError {
             OciError::Unreachable { .. }
                 | OciError::DigestMismatch { .. }
                 | OciError::Registry { .. }
+                | OciError::TooLarge { .. }
+                | OciError::Deadline { .. }
+                | OciError::Redirect { .. }
                 | OciError::Cache { .. }
                 | OciError::NotCached { .. }
                 | OciError::Machine(_)

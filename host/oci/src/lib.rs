@@ -1,8 +1,10 @@
 //! Skill components in OCI registries: publishing a component as a CNCF
-//! Wasm OCI artifact (`layout.rs`), pulling one into a content-addressed
-//! local cache (`cache.rs`) through oci-client (`registry.rs`), the
-//! credentials and host config that decide how a registry is reached
-//! (`credentials.rs`, `config.rs`), scenario locks (`lock.rs`), resolving a
+//! Wasm OCI artifact (`layout.rs`), pushing it through oci-client and
+//! pulling one into a content-addressed local cache (`registry.rs`,
+//! `cache.rs`) through the host's own bounded client of the distribution
+//! API (`distribution.rs`), the credentials and host config that decide how
+//! a registry is reached and what a pull may take (`credentials.rs`,
+//! `config.rs`), scenario locks (`lock.rs`), resolving a
 //! scenario's `oci://` components for a run (`resolve.rs`), and signatures
 //! in cosign's key-based layout with a trust policy (`signature.rs`).
 //!
@@ -14,6 +16,7 @@
 pub mod cache;
 pub mod config;
 pub mod credentials;
+pub mod distribution;
 mod error;
 pub mod layout;
 pub mod lock;
@@ -23,7 +26,7 @@ pub mod resolve;
 pub mod signature;
 
 pub use cache::Cache;
-pub use config::HostConfig;
+pub use config::{HostConfig, PullLimits};
 pub use credentials::Credentials;
 pub use error::{OciError, Result};
 pub use lock::{Lock, LockedComponent, lock_path};

@@ -1,25 +1,28 @@
-//! Talking to one registry through oci-client: resolving a tag to a digest,
-//! pushing a component (and its signatures), pulling one into the
-//! [`Cache`].
+//! Talking to one registry: resolving a tag to a digest and pulling a
+//! component into the [`Cache`] through the host's bounded client
+//! ([`Distribution`]), pushing a component (and its signatures) through
+//! oci-client.
 //!
 //! Owns: the connection policy (HTTPS with the system's roots; plain HTTP
 //! only for loopback and the host config's insecure registries), the
 //! credentials it presents, and turning the registry's answers into
 //! [`OciError`]s that name the reference. Every blob pulled is hashed as it
-//! streams to disk and stored only if it matches its digest; manifests are
-//! hashed before they are parsed.
+//! streams to disk and stored only if it matches its digest, and is held to
+//! the size its manifest declares: a component to `[registries]
+//! max_component_bytes` before a byte of it is downloaded, its config and a
+//! signature's payload to [`MAX_SMALL_BLOB_BYTES`]; manifests are read to
+//! at most 4 MiB and hashed before they are parsed.
 
 use std::collections::BTreeMap;
 
-use futures_util::StreamExt as _;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
-use oci_client::manifest::OciDescriptor;
 use oci_client::{Client, RegistryOperation};
 
 use crate::cache::Cache;
-use crate::config::HostConfig;
+use crate::config::{HostConfig, PullLimits};
 use crate::credentials::Credentials;
+use crate::distribution::Distribution;
 use crate::error::{OciError, Result};
 use crate::layout::{Artifact, ComponentManifest, MANIFEST_MEDIA_TYPE, Manifest, digest_of};
 use crate::reference::ComponentRef;
@@ -45,6 +48,9 @@ impl Drop for Finish<'_> {
     }
 }
 
+/// The largest config or signature payload pulled: both are a little JSON.
+pub const MAX_SMALL_BLOB_BYTES: u64 = 1 << 20;
+
 /// No progress shown.
 pub struct Quiet;
 
@@ -62,10 +68,16 @@ pub struct Connection {
 
 /// A client for the registry of one reference.
 pub struct Registry {
+    /// Pushes.
     client: Client,
+    /// Pulls.
+    distribution: Distribution,
     credentials: Credentials,
     registry: String,
     insecure: bool,
+    limits: PullLimits,
+    /// The host config's file, for messages.
+    config_path: Option<std::path::PathBuf>,
 }
 
 /// A component pulled into the cache.
@@ -114,12 +126,26 @@ impl Registry {
             ..ClientConfig::default()
         });
         let credentials = Credentials::find(&registry, connection.credentials.as_ref())?;
+        let distribution = Distribution::new(
+            &registry,
+            insecure,
+            credentials.clone(),
+            connection.config.clone(),
+        )?;
         Ok(Registry {
             client,
+            distribution,
             credentials,
             registry,
             insecure,
+            limits: connection.config.limits,
+            config_path: connection.config.path.clone(),
         })
+    }
+
+    /// What a pull may take.
+    pub fn limits(&self) -> PullLimits {
+        self.limits
     }
 
     /// Authenticates for `op` on `reference` (the token flow when the
@@ -134,22 +160,17 @@ impl Registry {
     }
 
     /// The digest `reference` resolves to now, and its manifest's bytes
-    /// (checked against that digest).
+    /// (at most 4 MiB, checked against that digest).
     pub async fn resolve(&self, reference: &ComponentRef) -> Result<(String, Vec<u8>)> {
-        self.authenticate(reference, RegistryOperation::Pull)
-            .await?;
         let (bytes, header_digest) = self
-            .client
-            .pull_manifest_raw(
-                &reference.to_oci(),
-                &self.credentials.auth,
-                &[MANIFEST_MEDIA_TYPE],
-            )
-            .await
-            .map_err(|e| self.error(reference, e))?;
+            .distribution
+            .manifest(reference, MANIFEST_MEDIA_TYPE)
+            .await?;
         let digest = digest_of(&bytes);
-        let expected = reference.digest().unwrap_or(&header_digest);
-        if digest != expected {
+        let expected = reference.digest().or(header_digest.as_deref());
+        if let Some(expected) = expected
+            && digest != expected
+        {
             return Err(OciError::DigestMismatch {
                 reference: reference.to_string(),
                 what: "manifest",
@@ -173,6 +194,7 @@ impl Registry {
         let (digest, manifest_bytes) = self.resolve(reference).await?;
         let pinned = reference.pinned(&digest);
         let manifest = ComponentManifest::parse(&manifest_bytes, &reference.to_string())?;
+        self.check_sizes(&pinned, &manifest)?;
         let mut downloaded = 0;
         for (descriptor, what) in [
             (&manifest.manifest.config, "config"),
@@ -204,8 +226,44 @@ impl Registry {
         })
     }
 
-    /// Streams one blob into the cache; a component layer must start as a
-    /// component, or nothing is stored.
+    /// Refuses a manifest whose component is larger than
+    /// `max_component_bytes`, or whose config is larger than a config is,
+    /// before anything is downloaded.
+    fn check_sizes(&self, reference: &ComponentRef, manifest: &ComponentManifest) -> Result<()> {
+        let limit = self.limits.max_component_bytes;
+        if manifest.layer.size > limit {
+            let config = match &self.config_path {
+                Some(path) => format!("in {}", path.display()),
+                None => "in the host config".to_string(),
+            };
+            return Err(OciError::TooLarge {
+                reference: reference.to_string(),
+                what: "component".into(),
+                found: format!("{} bytes, as its manifest declares", manifest.layer.size),
+                limit,
+                rule: format!(
+                    "a component may be (`max_component_bytes` under [registries] {config}; \
+                     raise it to pull this one)"
+                ),
+            });
+        }
+        if manifest.manifest.config.size > MAX_SMALL_BLOB_BYTES {
+            return Err(OciError::TooLarge {
+                reference: reference.to_string(),
+                what: "config".into(),
+                found: format!(
+                    "{} bytes, as its manifest declares",
+                    manifest.manifest.config.size
+                ),
+                limit: MAX_SMALL_BLOB_BYTES,
+                rule: "a component's config may be".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Streams one blob into the cache, no further than its declared size;
+    /// a component layer must start as a component, or nothing is stored.
     async fn pull_blob(
         &self,
         reference: &ComponentRef,
@@ -214,39 +272,42 @@ impl Registry {
         what: &'static str,
         progress: &dyn Progress,
     ) -> Result<u64> {
-        let oci_descriptor = OciDescriptor {
-            media_type: descriptor.media_type.clone(),
-            digest: descriptor.digest.clone(),
-            size: descriptor.size as i64,
-            ..OciDescriptor::default()
+        let mut response = self
+            .distribution
+            .blob(reference, &descriptor.digest)
+            .await?;
+        let larger = || OciError::DigestMismatch {
+            reference: reference.to_string(),
+            what,
+            expected: format!("{} ({} bytes)", descriptor.digest, descriptor.size),
+            actual: format!("more than {} bytes", descriptor.size),
         };
-        let mut stream = self
-            .client
-            .pull_blob_stream(&reference.to_oci(), &oci_descriptor)
-            .await
-            .map_err(|e| self.error(reference, e))?;
+        if response
+            .content_length()
+            .is_some_and(|n| n > descriptor.size)
+        {
+            return Err(larger());
+        }
         let mut writer = cache.writer(&descriptor.digest, &reference.to_string(), what)?;
         progress.start(what, Some(descriptor.size));
         let _bar = Finish(progress);
         // The first bytes, to refuse a layer that is not a component
         // before it is stored.
         let mut head = Vec::with_capacity(8);
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| self.stream_error(reference, descriptor, what, e))?;
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.stream_error(reference, descriptor, &e))?
+        {
+            if writer.written() + chunk.len() as u64 > descriptor.size {
+                return Err(larger());
+            }
             if head.len() < 8 {
                 let take = (8 - head.len()).min(chunk.len());
                 head.extend_from_slice(&chunk[..take]);
             }
             writer.write(&chunk)?;
             progress.advance(chunk.len() as u64);
-            if writer.written() > descriptor.size {
-                return Err(OciError::DigestMismatch {
-                    reference: reference.to_string(),
-                    what,
-                    expected: format!("{} ({} bytes)", descriptor.digest, descriptor.size),
-                    actual: format!("more than {} bytes", descriptor.size),
-                });
-            }
         }
         if what == "component"
             && let Err(reason) = crate::layout::check_component_header(&head)
@@ -362,7 +423,7 @@ impl Registry {
         reference: &ComponentRef,
         layer: &crate::layout::Descriptor,
     ) -> Result<Vec<u8>> {
-        const LIMIT: u64 = 1 << 20;
+        const LIMIT: u64 = MAX_SMALL_BLOB_BYTES;
         if layer.size > LIMIT {
             return Err(OciError::Registry {
                 reference: reference.to_string(),
@@ -372,30 +433,15 @@ impl Registry {
                 ),
             });
         }
-        let mut bytes = Vec::with_capacity(layer.size as usize);
-        let descriptor = OciDescriptor {
-            media_type: layer.media_type.clone(),
-            digest: layer.digest.clone(),
-            size: layer.size as i64,
-            ..OciDescriptor::default()
-        };
-        let mut stream = self
-            .client
-            .pull_blob_stream(&reference.to_oci(), &descriptor)
-            .await
-            .map_err(|e| self.error(reference, e))?;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| self.stream_error(reference, layer, "payload", e))?;
-            if bytes.len() as u64 + chunk.len() as u64 > LIMIT {
-                return Err(OciError::DigestMismatch {
-                    reference: reference.to_string(),
-                    what: "payload",
-                    expected: layer.digest.clone(),
-                    actual: format!("more than {LIMIT} bytes"),
-                });
-            }
-            bytes.extend_from_slice(&chunk);
-        }
+        let response = self.distribution.blob(reference, &layer.digest).await?;
+        let bytes = crate::distribution::read_capped(
+            reference,
+            response,
+            layer.size,
+            "signature payload",
+            "its manifest declares",
+        )
+        .await?;
         let actual = digest_of(&bytes);
         if actual != layer.digest {
             return Err(OciError::DigestMismatch {
@@ -457,24 +503,16 @@ impl Registry {
         &self,
         reference: &ComponentRef,
         descriptor: &crate::layout::Descriptor,
-        what: &'static str,
-        e: std::io::Error,
+        e: &reqwest::Error,
     ) -> OciError {
-        if let Some(DigestError::VerificationError { expected, actual }) = e
-            .get_ref()
-            .and_then(|inner| inner.downcast_ref::<DigestError>())
-        {
-            return OciError::DigestMismatch {
-                reference: reference.to_string(),
-                what,
-                expected: expected.clone(),
-                actual: actual.clone(),
-            };
-        }
         OciError::Unreachable {
             reference: reference.to_string(),
             registry: self.registry.clone(),
-            cause: format!("the download of {} broke off: {e}", descriptor.digest),
+            cause: format!(
+                "the download of {} broke off: {}",
+                descriptor.digest,
+                error_chain(e)
+            ),
             hint: String::new(),
         }
     }
@@ -584,7 +622,7 @@ impl Registry {
 
 /// An error and its causes, `a: b: c` (reqwest's own message is only
 /// "error sending request").
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {

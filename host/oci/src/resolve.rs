@@ -192,7 +192,8 @@ impl Resolver {
             let digest = known.expect("offline always knows the digest");
             return Err(self.not_cached(alias, &reference, &digest, policy));
         }
-        self.on_registry_thread(|registry| async move {
+        let named = reference.clone();
+        self.on_registry_thread(&named, |registry| async move {
             let digest = match known {
                 Some(digest) if !check_tag => digest,
                 Some(digest) => {
@@ -224,7 +225,7 @@ impl Resolver {
                 reason: "pulling needs the registry, and --offline was given".to_string(),
             });
         }
-        self.on_registry_thread(|registry| async move {
+        self.on_registry_thread(reference, |registry| async move {
             self.pull_and_check(&registry, reference, None, policy)
                 .await
         })
@@ -237,7 +238,7 @@ impl Resolver {
         reference: &ComponentRef,
         key: &signature::PrivateKey,
     ) -> Result<(String, String)> {
-        self.on_registry_thread(|registry| async move {
+        self.on_registry_thread(reference, |registry| async move {
             let (digest, manifest) = registry.resolve(reference).await?;
             ComponentManifest::parse(&manifest, &reference.to_string())?;
             let tag = registry.sign(reference, &digest, key).await?;
@@ -247,14 +248,17 @@ impl Resolver {
 
     /// Runs `work` with a client for `reference`'s registry on a thread of
     /// its own with its own runtime, so it may be called from inside an
-    /// async runtime (resume loads scenarios there) without blocking it.
-    pub fn on_registry_thread<T, F, Fut>(&self, work: F) -> Result<T>
+    /// async runtime (resume loads scenarios there) without blocking it;
+    /// `work` is stopped, and the pull fails naming `reference`, when it
+    /// runs past `[registries] pull_timeout_ms`.
+    pub fn on_registry_thread<T, F, Fut>(&self, reference: &ComponentRef, work: F) -> Result<T>
     where
         T: Send,
         F: FnOnce(Arc<RegistryFor>) -> Fut + Send,
         Fut: std::future::Future<Output = Result<T>>,
     {
         let connection = &self.connection;
+        let limit = connection.config.limits.pull_timeout;
         std::thread::scope(|scope| {
             scope
                 .spawn(move || {
@@ -266,7 +270,21 @@ impl Resolver {
                         connection: connection.clone(),
                         clients: std::sync::Mutex::new(Vec::new()),
                     });
-                    runtime.block_on(work(registry))
+                    runtime
+                        .block_on(async { tokio::time::timeout(limit, work(registry)).await })
+                        .unwrap_or_else(|_| {
+                            Err(OciError::Deadline {
+                                reference: reference.to_string(),
+                                registry: reference.registry().to_string(),
+                                limit: describe_duration(limit),
+                                config: connection
+                                    .config
+                                    .path
+                                    .as_ref()
+                                    .map(|p| format!(", {}", p.display()))
+                                    .unwrap_or_default(),
+                            })
+                        })
                 })
                 .join()
                 .unwrap_or_else(|_| {
@@ -443,6 +461,18 @@ impl RegistryFor {
         key: &signature::PrivateKey,
     ) -> Result<String> {
         self.client(reference)?.sign(reference, digest, key).await
+    }
+}
+
+/// `300 s`, `2.5 s`, `750 ms`.
+fn describe_duration(limit: std::time::Duration) -> String {
+    let ms = limit.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else if ms > 1000 {
+        format!("{:.1} s", limit.as_secs_f64())
+    } else {
+        format!("{ms} ms")
     }
 }
 

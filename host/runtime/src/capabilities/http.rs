@@ -4,8 +4,9 @@
 //!
 //! ```toml
 //! capabilities = { http = ["export.arxiv.org", "*.semanticscholar.org", "127.0.0.1:8080"] }
-//! capabilities = { http = { hosts = ["api.example.org"], max_response_bytes = 1048576,
-//!                           headers = { Authorization = "env:EXAMPLE_TOKEN" } } }
+//! capabilities = { http = { hosts = ["api.example.org", "cdn.example.org"],
+//!                           max_response_bytes = 1048576,
+//!                           headers = { "https://api.example.org" = { Authorization = "env:EXAMPLE_TOKEN" } } } }
 //! ```
 //!
 //! A pattern is an exact host name, `*.` and a domain (its subdomains, at any
@@ -18,7 +19,12 @@
 //!   leaves the host;
 //! - **redirects** are followed by this module, not the client, at most
 //!   [`MAX_REDIRECTS`] of them, each target checked against the grant like
-//!   the first URL (`redirect-not-granted` otherwise);
+//!   the first URL (`redirect-not-granted` otherwise); never from `https` to
+//!   `http` (`insecure-redirect`), and never to a URL that holds a secret of
+//!   the grant. A redirect to another origin (scheme, host and port) drops
+//!   the skill's own credentials (`Authorization`, `Cookie`,
+//!   `Proxy-Authorization`) for the rest of the chain, as curl, browsers and
+//!   reqwest's own policy do;
 //! - **addresses**: a granted *name* may only resolve to public addresses.
 //!   One that resolves to a loopback, private, link-local, shared or
 //!   unspecified address is refused (`address-not-allowed`), so a granted
@@ -32,11 +38,28 @@
 //!   (default [`DEFAULT_MAX_RESPONSE_BYTES`]) is refused, read no further than
 //!   one byte past the limit;
 //! - **secrets**: a grant's `headers` take their values from the host's
-//!   environment (`"env:NAME"`), read when the grant is parsed. They are added
-//!   to every request the grant allows, replace a header of the same name the
-//!   skill set, and appear nowhere else: not in the journal (which records
-//!   the request as the skill made it), not in logs, events or `runs show`,
-//!   not in the grant's `Debug`.
+//!   environment (`"env:NAME"`), read when the grant is parsed, and each is
+//!   bound to one origin (scheme, host, port), written as the key of its
+//!   table: `headers = { "https://api.example.org" = { Authorization =
+//!   "env:TOKEN" } }`. A secret is added to a request, and replaces a header
+//!   of the same name the skill set, only when that request goes to its
+//!   origin: not to another granted host, not after a redirect that leaves
+//!   the origin, never over `http` unless the origin says `http://`. The
+//!   older form, `headers = { Authorization = "env:TOKEN" }`, is read as the
+//!   `https` origin of the grant's one host when the grant names one exact
+//!   host without a port, and refused otherwise, saying how to write it. A
+//!   request that carries a secret asks for an unencoded body
+//!   (`Accept-Encoding: identity`) and refuses an encoded one
+//!   (`response-encoded`), and every answer is redacted before the skill
+//!   sees it: each secret's value, and the credentials after its scheme
+//!   (`Bearer …`), as sent, JSON-escaped or URL-encoded, is replaced by
+//!   `[redacted env:NAME]` in the headers, the body and error messages. So a
+//!   host that echoes the request hands the skill, the journal and the run's
+//!   state no secret; one that transforms it otherwise (hashes, encrypts,
+//!   re-encodes it) is trusted with it, as the grant says. Secrets appear
+//!   nowhere else: not in the journal (which records the request as the
+//!   skill made it), not in logs, events or `runs show`, not in the grant's
+//!   `Debug`.
 //!
 //! Every `fetch` is journaled: the request as the skill made it (its body by
 //! length and SHA-256) and the response (status, headers, body), or the
@@ -82,21 +105,30 @@ pub struct HttpGrant {
     headers: Vec<SecretHeader>,
 }
 
-/// A header whose value comes from the host's environment.
+/// A header whose value comes from the host's environment, sent only to the
+/// origin it is bound to.
 #[derive(Clone, PartialEq, Eq)]
 struct SecretHeader {
+    origin: url::Origin,
     name: String,
     variable: String,
     value: String,
 }
 
 impl fmt::Debug for HttpGrant {
-    /// Names each secret header's variable, never its value.
+    /// Names each secret header's origin and variable, never its value.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let headers: Vec<String> = self
             .headers
             .iter()
-            .map(|h| format!("{}: env:{}", h.name, h.variable))
+            .map(|h| {
+                format!(
+                    "{} {}: env:{}",
+                    h.origin.ascii_serialization(),
+                    h.name,
+                    h.variable
+                )
+            })
             .collect();
         f.debug_struct("HttpGrant")
             .field("hosts", &self.hosts)
@@ -131,6 +163,7 @@ impl HttpGrant {
             }
             _ => None,
         };
+        let mut headers = None;
         let hosts: Vec<String> = if let Some(json) = json {
             match json {
                 Value::Array(_) => host_list(&json).map_err(error)?,
@@ -151,7 +184,7 @@ impl HttpGrant {
                                     }
                                 }
                             }
-                            "headers" => grant.headers = secret_headers(value).map_err(error)?,
+                            "headers" => headers = Some(value.clone()),
                             other => {
                                 return Err(error(format!(
                                     "unknown key `{other}`; a grant table has `hosts`, \
@@ -181,7 +214,17 @@ impl HttpGrant {
         if grant.hosts.is_empty() || grant.hosts.iter().all(|h| h.text.is_empty()) {
             return Err(error(format!("no host is granted; {PATTERN_HELP}")));
         }
+        // The secrets last: each names an origin the hosts must allow.
+        if let Some(headers) = headers {
+            grant.headers = secret_headers(&headers, &grant).map_err(error)?;
+        }
         Ok(grant)
+    }
+
+    /// The grant's secret headers bound to `url`'s origin.
+    fn secrets_for<'a>(&'a self, url: &url::Url) -> impl Iterator<Item = &'a SecretHeader> {
+        let origin = url.origin();
+        self.headers.iter().filter(move |s| s.origin == origin)
     }
 
     /// Whether a request to `url` is allowed.
@@ -220,45 +263,192 @@ fn host_list(value: &Value) -> Result<Vec<String>, String> {
     }
 }
 
-fn secret_headers(value: &Value) -> Result<Vec<SecretHeader>, String> {
+/// A grant's `headers`: a table of origins, each a table of header names to
+/// `"env:VARIABLE"`; or, the older form, one table of header names, bound
+/// to the grant's one host when that is unambiguous.
+fn secret_headers(value: &Value, grant: &HttpGrant) -> Result<Vec<SecretHeader>, String> {
     let Value::Object(table) = value else {
         return Err(format!(
-            "`headers` must be a table of header names to `\"env:VARIABLE\"`, not {value}"
+            "`headers` must be a table of origins, each a table of header names to \
+             `\"env:VARIABLE\"` (`headers = {{ \"https://api.example.org\" = {{ Authorization \
+             = \"env:TOKEN\" }} }}`), not {value}"
         ));
     };
-    let mut headers = Vec::new();
-    for (name, source) in table {
-        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-            return Err(format!("`{name}` is not a valid header name"));
+    let by_origin = table.values().any(Value::is_object);
+    if !by_origin {
+        let Some((name, source)) = table.iter().next() else {
+            return Ok(Vec::new());
+        };
+        let origin = sole_origin(grant, name, source)?;
+        let mut headers = Vec::new();
+        for (name, source) in table {
+            add_secret(&mut headers, &origin, name, source)?;
         }
-        let variable = source
-            .as_str()
-            .and_then(|s| s.strip_prefix("env:"))
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "header `{name}`: a value comes from the host's environment, written \
-                     `\"env:VARIABLE\"`; a secret is never written in a scenario"
-                )
-            })?;
-        let value = std::env::var(variable).map_err(|_| {
-            format!(
-                "header `{name}` takes its value from ${variable}, which is not set in the \
-                 host's environment; set it, or remove the header"
-            )
-        })?;
-        if reqwest::header::HeaderValue::from_str(&value).is_err() {
+        return Ok(headers);
+    }
+    let mut headers = Vec::new();
+    let mut origins: Vec<(url::Origin, &str)> = Vec::new();
+    for (text, named) in table {
+        let Value::Object(named) = named else {
             return Err(format!(
-                "header `{name}`: ${variable} holds characters a header value cannot have"
+                "`headers` mixes origins and header names (`{text}`); write each header \
+                 under the origin it is sent to: `headers = {{ \"https://api.example.org\" = \
+                 {{ {text} = \"env:VARIABLE\" }} }}`"
+            ));
+        };
+        let origin = secret_origin(text, grant)?;
+        if let Some((_, first)) = origins.iter().find(|(o, _)| *o == origin) {
+            return Err(format!(
+                "`headers`: `{first}` and `{text}` are the same origin; write its headers once"
             ));
         }
-        headers.push(SecretHeader {
-            name: name.to_ascii_lowercase(),
-            variable: variable.to_string(),
-            value,
-        });
+        origins.push((origin.clone(), text));
+        for (name, source) in named {
+            add_secret(&mut headers, &origin, name, source)?;
+        }
     }
     Ok(headers)
+}
+
+/// The origin the older form's headers are bound to: the `https` origin of
+/// the grant's one exact host, if it has no port (a port leaves the scheme
+/// open, several hosts or a wildcard the host).
+fn sole_origin(grant: &HttpGrant, name: &str, source: &Value) -> Result<url::Origin, String> {
+    let why = match grant.hosts.as_slice() {
+        [only] if only.port.is_none() => {
+            let host = match &only.host {
+                HostMatch::Name(name) => Some(name.clone()),
+                HostMatch::Ip(IpAddr::V4(v4)) => Some(v4.to_string()),
+                HostMatch::Ip(IpAddr::V6(v6)) => Some(format!("[{v6}]")),
+                HostMatch::Subdomains(_) => None,
+            };
+            if let Some(host) = host {
+                let url = url::Url::parse(&format!("https://{host}"))
+                    .map_err(|e| format!("`{host}` is not a host: {e}"))?;
+                return Ok(url.origin());
+            }
+            "its host is a wildcard"
+        }
+        [_] => "its host has a port, which leaves the scheme open",
+        _ => "it names several hosts",
+    };
+    let example = grant
+        .hosts
+        .iter()
+        .find_map(|p| {
+            let host = match &p.host {
+                HostMatch::Name(name) => name.clone(),
+                HostMatch::Ip(IpAddr::V4(v4)) => v4.to_string(),
+                HostMatch::Ip(IpAddr::V6(v6)) => format!("[{v6}]"),
+                HostMatch::Subdomains(_) => return None,
+            };
+            Some(match p.port {
+                Some(port) => format!("https://{host}:{port}"),
+                None => format!("https://{host}"),
+            })
+        })
+        .unwrap_or_else(|| "https://api.example.org".to_string());
+    let source = source.as_str().unwrap_or("env:VARIABLE");
+    Err(format!(
+        "`headers` must say which origin each secret is sent to, since {why}: write \
+         `headers = {{ \"{example}\" = {{ {name} = \"{source}\" }} }}` (the scheme, host and \
+         port the secret goes to; a secret is never sent to another origin, and over plain \
+         HTTP only if its origin says `http://`)"
+    ))
+}
+
+/// An origin a secret is bound to: `https://HOST` or `https://HOST:PORT`
+/// (or `http://`), exact, and allowed by the grant's hosts.
+fn secret_origin(text: &str, grant: &HttpGrant) -> Result<url::Origin, String> {
+    let bad = |why: &str| {
+        format!(
+            "`headers`: `{text}` {why}; an origin is written `https://HOST` or \
+             `https://HOST:PORT` (the scheme, host and port its secrets are sent to; \
+             `http://` sends them in clear)"
+        )
+    };
+    let url = url::Url::parse(text).map_err(|_| bad("is not an origin"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("is not an http or https origin"));
+    }
+    if !url.username().is_empty()
+        || url.password().is_some()
+        || url.path() != "/"
+        || url.query().is_some()
+        || url.fragment().is_some()
+    {
+        return Err(bad("has more than a scheme, host and port"));
+    }
+    if url.host_str().is_some_and(|h| h.contains('*')) {
+        return Err(bad(
+            "is a wildcard; a secret is bound to one host, so name each origin",
+        ));
+    }
+    if !grant.allows(&url) {
+        let granted: Vec<String> = grant.hosts.iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "`headers`: the origin `{text}` is not among the granted hosts ({}); a secret is \
+             only sent to a host the grant allows: add it to `hosts`, or fix the origin",
+            granted.join(", ")
+        ));
+    }
+    Ok(url.origin())
+}
+
+/// Reads one secret header (`NAME = "env:VARIABLE"`) bound to `origin`.
+fn add_secret(
+    headers: &mut Vec<SecretHeader>,
+    origin: &url::Origin,
+    name: &str,
+    source: &Value,
+) -> Result<(), String> {
+    if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Err(format!("`{name}` is not a valid header name"));
+    }
+    let variable = source
+        .as_str()
+        .and_then(|s| s.strip_prefix("env:"))
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "header `{name}`: a value comes from the host's environment, written \
+                 `\"env:VARIABLE\"`; a secret is never written in a scenario"
+            )
+        })?;
+    let value = std::env::var(variable).map_err(|_| {
+        format!(
+            "header `{name}` takes its value from ${variable}, which is not set in the \
+             host's environment; set it, or remove the header"
+        )
+    })?;
+    if value.trim().is_empty() {
+        return Err(format!(
+            "header `{name}` takes its value from ${variable}, which is empty; set it, or \
+             remove the header"
+        ));
+    }
+    if reqwest::header::HeaderValue::from_str(&value).is_err() {
+        return Err(format!(
+            "header `{name}`: ${variable} holds characters a header value cannot have"
+        ));
+    }
+    let name = name.to_ascii_lowercase();
+    if headers
+        .iter()
+        .any(|h| h.origin == *origin && h.name == name)
+    {
+        return Err(format!(
+            "header `{name}` is given twice for `{}`",
+            origin.ascii_serialization()
+        ));
+    }
+    headers.push(SecretHeader {
+        origin: origin.clone(),
+        name,
+        variable: variable.to_string(),
+        value,
+    });
+    Ok(())
 }
 
 /// One host pattern of a grant.
@@ -742,7 +932,13 @@ fn not_granted(
     }
 }
 
-/// Sends `request` and follows its redirects within the grant.
+/// The skill's own credentials: dropped from a request once a redirect has
+/// left the origin the skill asked for.
+const CREDENTIAL_HEADERS: [&str; 4] = ["authorization", "cookie", "cookie2", "proxy-authorization"];
+
+/// Sends `request` and follows its redirects within the grant, each hop
+/// carrying the secrets of its own origin only; the answer (or error)
+/// redacted of every secret of the grant.
 fn fetch(
     backend: &dyn HttpBackend,
     grant: &HttpGrant,
@@ -751,28 +947,68 @@ fn fetch(
     first: url::Url,
     deadline: Instant,
 ) -> Result<Response, GuestError> {
+    let redaction = Redaction::of(grant)?;
+    let answer = follow(
+        backend,
+        grant,
+        skill,
+        request,
+        first,
+        deadline,
+        redaction.as_ref(),
+    );
+    match (answer, &redaction) {
+        (answer, None) => answer,
+        (Ok(response), Some(redaction)) => Ok(redaction.response(response)),
+        (Err(mut error), Some(redaction)) => {
+            error.message = redaction.text(&error.message);
+            Err(error)
+        }
+    }
+}
+
+fn follow(
+    backend: &dyn HttpBackend,
+    grant: &HttpGrant,
+    skill: &str,
+    request: &Request,
+    first: url::Url,
+    deadline: Instant,
+    redaction: Option<&Redaction>,
+) -> Result<Response, GuestError> {
     let mut url = first;
     let mut method = request.method.clone();
     let mut body = request.body.clone();
+    // The skill's credentials go to the origin it asked for, and no further.
+    let mut credentials = true;
     for _ in 0..=MAX_REDIRECTS {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(timed_out(&url));
         }
+        let secrets: Vec<&SecretHeader> = grant.secrets_for(&url).collect();
         let mut headers: Vec<(String, String)> = request
             .headers
             .iter()
             .filter(|(name, _)| {
-                !grant
-                    .headers
+                let replaced = secrets
                     .iter()
-                    .any(|secret| secret.name.eq_ignore_ascii_case(name))
+                    .any(|secret| secret.name.eq_ignore_ascii_case(name));
+                let dropped = !credentials
+                    && CREDENTIAL_HEADERS
+                        .iter()
+                        .any(|c| c.eq_ignore_ascii_case(name));
+                // A body the host cannot read could hide an echoed secret.
+                let encoding = !secrets.is_empty() && name.eq_ignore_ascii_case("accept-encoding");
+                !(replaced || dropped || encoding)
             })
             .cloned()
             .collect();
+        if !secrets.is_empty() {
+            headers.push(("accept-encoding".into(), "identity".into()));
+        }
         headers.extend(
-            grant
-                .headers
+            secrets
                 .iter()
                 .map(|secret| (secret.name.clone(), secret.value.clone())),
         );
@@ -800,13 +1036,29 @@ fn fetch(
                 retryable: true,
             },
         })?;
-        let location = response
-            .headers
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case("location"))
-            .map(|(_, value)| value.clone());
+        let header = |wanted: &str| {
+            response
+                .headers
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case(wanted))
+                .map(|(_, value)| value.clone())
+        };
+        let location = header("location");
         let redirect = matches!(response.status, 301 | 302 | 303 | 307 | 308);
         let (true, Some(location)) = (redirect, location) else {
+            if !secrets.is_empty()
+                && let Some(encoding) = header("content-encoding")
+                && !encoding.trim().eq_ignore_ascii_case("identity")
+            {
+                return Err(guest_error(
+                    "response-encoded",
+                    format!(
+                        "the response from `{url}` is encoded (`Content-Encoding: {encoding}`) \
+                         although the request, which carried a secret of the grant, asked for \
+                         none; the host refuses a body it cannot check for the secret"
+                    ),
+                ));
+            }
             return Ok(Response {
                 status: response.status,
                 headers: response.headers,
@@ -819,8 +1071,29 @@ fn fetch(
                 format!("`{url}` redirects to `{location}`, which is not a URL: {e}"),
             )
         })?;
+        if redaction.is_some_and(|r| r.finds(&location) || r.finds(next.as_str())) {
+            return Err(guest_error(
+                "redirect-not-granted",
+                format!(
+                    "`{url}` redirects to a URL that holds a secret of the grant; the host \
+                     never carries a secret in a URL"
+                ),
+            ));
+        }
+        if url.scheme() == "https" && next.scheme() == "http" {
+            return Err(guest_error(
+                "insecure-redirect",
+                format!(
+                    "`{url}` redirects to `{next}`, from https to http; the host never follows \
+                     a redirect that would send the request in clear"
+                ),
+            ));
+        }
         if !matches!(next.scheme(), "http" | "https") || !grant.allows(&next) {
             return Err(not_granted(grant, &next, skill, Some(&url)));
+        }
+        if next.origin() != url.origin() {
+            credentials = false;
         }
         // As browsers do: 303, and 301/302 after a POST, become a GET.
         if response.status == 303 || (matches!(response.status, 301 | 302) && method == "POST") {
@@ -836,6 +1109,116 @@ fn fetch(
             request.url
         ),
     ))
+}
+
+/// The shortest credentials after an auth scheme (`Bearer TOKEN`) redacted
+/// on their own: shorter ones would match ordinary text.
+const MIN_REDACTED_CREDENTIALS: usize = 8;
+
+/// What an answer may not show the skill: each secret of the grant in the
+/// forms a host that echoes a request sends it back in (as sent,
+/// JSON-escaped, URL-encoded), its credentials after an auth scheme too,
+/// each replaced by `[redacted env:VARIABLE]`.
+struct Redaction {
+    finder: aho_corasick::AhoCorasick,
+    replacements: Vec<String>,
+}
+
+impl Redaction {
+    /// The grant's redaction; none for a grant without secrets.
+    fn of(grant: &HttpGrant) -> Result<Option<Redaction>, GuestError> {
+        if grant.headers.is_empty() {
+            return Ok(None);
+        }
+        let mut patterns: Vec<String> = Vec::new();
+        let mut replacements = Vec::new();
+        for secret in &grant.headers {
+            let mut values = vec![secret.value.trim()];
+            if let Some((_, credentials)) = secret.value.trim().split_once(' ') {
+                let credentials = credentials.trim();
+                if credentials.len() >= MIN_REDACTED_CREDENTIALS {
+                    values.push(credentials);
+                }
+            }
+            for value in values {
+                for form in echoed_forms(value) {
+                    if !form.is_empty() && !patterns.contains(&form) {
+                        patterns.push(form);
+                        replacements.push(format!("[redacted env:{}]", secret.variable));
+                    }
+                }
+            }
+        }
+        let finder = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(&patterns)
+            .map_err(|e| {
+                guest_error(
+                    "request-failed",
+                    format!("the host cannot prepare the redaction of the grant's secrets: {e}"),
+                )
+            })?;
+        Ok(Some(Redaction {
+            finder,
+            replacements,
+        }))
+    }
+
+    fn finds(&self, text: &str) -> bool {
+        self.finder.is_match(text)
+    }
+
+    fn text(&self, text: &str) -> String {
+        if self.finds(text) {
+            self.finder.replace_all(text, &self.replacements)
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn response(&self, response: Response) -> Response {
+        let body = if self.finder.is_match(&response.body) {
+            self.finder
+                .replace_all_bytes(&response.body, &self.replacements)
+        } else {
+            response.body
+        };
+        Response {
+            status: response.status,
+            headers: response
+                .headers
+                .into_iter()
+                .map(|(name, value)| (self.text(&name), self.text(&value)))
+                .collect(),
+            body,
+        }
+    }
+}
+
+/// `value` as sent, JSON-escaped (with `/` escaped too, as some encoders
+/// do), URL-encoded (space as `+` and as `%20`) and as a URL's query keeps
+/// it.
+fn echoed_forms(value: &str) -> Vec<String> {
+    let json = serde_json::to_string(value).unwrap_or_default();
+    let json = json
+        .strip_prefix('"')
+        .and_then(|j| j.strip_suffix('"'))
+        .unwrap_or(value)
+        .to_string();
+    let form: String = url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
+    // As a URL's query keeps it (a redirect's target, say).
+    let query = url::Url::parse(&format!("http://h/?{value}"))
+        .ok()
+        .and_then(|u| u.query().map(str::to_string));
+    let mut forms = vec![
+        value.to_string(),
+        json.replace('/', "\\/"),
+        json,
+        form.replace('+', "%20"),
+        form,
+    ];
+    forms.extend(query);
+    forms
 }
 
 fn timed_out(url: &url::Url) -> GuestError {
@@ -970,6 +1353,270 @@ mod tests {
             ..Grants::default()
         };
         assert!(!format!("{grants:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn a_secret_is_bound_to_the_origin_its_table_names() {
+        // SAFETY: tests in this binary do not read this variable elsewhere.
+        unsafe { std::env::set_var("SKILLHOST_TEST_HTTP_BOUND", "Bearer bound-0ne") };
+        let grant = HttpGrant::parse(
+            r#"{"hosts": ["api.example.org", "127.0.0.1:8080"], "headers": {
+                "https://api.example.org": {"Authorization": "env:SKILLHOST_TEST_HTTP_BOUND"},
+                "http://127.0.0.1:8080": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}}}"#,
+        )
+        .unwrap();
+        let names = |u: &str| -> Vec<String> {
+            grant.secrets_for(&url(u)).map(|s| s.name.clone()).collect()
+        };
+        assert_eq!(names("https://api.example.org/v1"), ["authorization"]);
+        assert_eq!(names("https://API.example.org:443/"), ["authorization"]);
+        assert!(names("http://api.example.org/v1").is_empty());
+        assert_eq!(names("http://127.0.0.1:8080/"), ["x-key"]);
+        assert!(names("https://127.0.0.1:8080/").is_empty());
+        // The older form, for one exact host without a port: its https origin.
+        let old = HttpGrant::parse(
+            r#"{"hosts": ["api.example.org"], "headers": {"Authorization": "env:SKILLHOST_TEST_HTTP_BOUND"}}"#,
+        )
+        .unwrap();
+        assert_eq!(old.secrets_for(&url("https://api.example.org/")).count(), 1);
+        assert_eq!(old.secrets_for(&url("http://api.example.org/")).count(), 0);
+        for (value, says) in [
+            (
+                r#"{"hosts": ["a.org:8443"], "headers": {"Authorization": "env:SKILLHOST_TEST_HTTP_BOUND"}}"#,
+                r#"has a port, which leaves the scheme open: write `headers = { "https://a.org:8443" = { Authorization = "env:SKILLHOST_TEST_HTTP_BOUND" } }`"#,
+            ),
+            (
+                r#"{"hosts": ["a.org", "b.org"], "headers": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}}"#,
+                "several hosts",
+            ),
+            (
+                r#"{"hosts": ["*.a.org"], "headers": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}}"#,
+                "wildcard",
+            ),
+            (
+                r#"{"hosts": ["a.org"], "headers": {"https://b.org": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}}}"#,
+                "`https://b.org` is not among the granted hosts (a.org)",
+            ),
+            (
+                r#"{"hosts": ["a.org"], "headers": {"https://a.org:8443": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}}}"#,
+                "not among the granted hosts",
+            ),
+            (
+                r#"{"hosts": ["*.a.org"], "headers": {"https://*.a.org": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}}}"#,
+                "wildcard",
+            ),
+            (
+                r#"{"hosts": ["a.org"], "headers": {"https://a.org/v1": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}}}"#,
+                "more than a scheme, host and port",
+            ),
+            (
+                r#"{"hosts": ["a.org"], "headers": {"ftp://a.org": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}}}"#,
+                "not an http or https origin",
+            ),
+            (
+                r#"{"hosts": ["a.org"], "headers": {"a.org": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}}}"#,
+                "is not an origin",
+            ),
+            (
+                r#"{"hosts": ["a.org"], "headers": {"https://a.org": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}, "X-Other": "env:SKILLHOST_TEST_HTTP_BOUND"}}"#,
+                "mixes origins and header names",
+            ),
+            (
+                r#"{"hosts": ["a.org"], "headers": {"https://a.org": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}, "https://A.org:443/": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND"}}}"#,
+                "are the same origin",
+            ),
+            (
+                r#"{"hosts": ["a.org"], "headers": {"https://a.org": {"X-Key": "env:SKILLHOST_TEST_HTTP_BOUND", "x-key": "env:SKILLHOST_TEST_HTTP_BOUND"}}}"#,
+                "given twice",
+            ),
+        ] {
+            let error = HttpGrant::parse(value).unwrap_err().to_string();
+            assert!(error.contains(says), "{value}: {error}");
+            assert!(!error.contains("bound-0ne"), "{error}");
+        }
+    }
+
+    /// A request as [`Scripted`] got it: its URL and headers.
+    type Sent = (String, Vec<(String, String)>);
+
+    /// A backend that answers from a script and records what it was sent.
+    #[derive(Default)]
+    struct Scripted {
+        answers: std::sync::Mutex<Vec<InboundResponse>>,
+        sent: std::sync::Mutex<Vec<Sent>>,
+    }
+
+    impl Scripted {
+        fn new(mut answers: Vec<InboundResponse>) -> Scripted {
+            answers.reverse();
+            Scripted {
+                answers: std::sync::Mutex::new(answers),
+                ..Scripted::default()
+            }
+        }
+    }
+
+    impl HttpBackend for Scripted {
+        fn send(&self, request: &OutboundRequest<'_>) -> Result<InboundResponse, HttpFailure> {
+            self.sent
+                .lock()
+                .unwrap()
+                .push((request.url.to_string(), request.headers.to_vec()));
+            self.answers
+                .lock()
+                .unwrap()
+                .pop()
+                .ok_or_else(|| HttpFailure::Failed("no more answers".into()))
+        }
+    }
+
+    fn answer(status: u16, headers: &[(&str, &str)], body: &str) -> InboundResponse {
+        InboundResponse {
+            status,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    fn get(url: &str) -> Request {
+        Request {
+            method: "GET".into(),
+            url: url.into(),
+            headers: vec![("Authorization".into(), "Basic c2tpbGw=".into())],
+            body: None,
+            timeout_ms: None,
+        }
+    }
+
+    fn send(grant: &HttpGrant, backend: &Scripted, url: &str) -> Result<Response, GuestError> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        fetch(
+            backend,
+            grant,
+            "probe",
+            &get(url),
+            ::url::Url::parse(url).unwrap(),
+            deadline,
+        )
+    }
+
+    #[test]
+    fn a_redirect_from_https_to_http_is_never_followed() {
+        // SAFETY: tests in this binary do not read this variable elsewhere.
+        unsafe { std::env::set_var("SKILLHOST_TEST_HTTP_DOWNGRADE", "Bearer d0wngrade-secret") };
+        for grant in [
+            r#"["a.example.org"]"#,
+            r#"{"hosts": ["a.example.org"], "headers": {"https://a.example.org": {"Authorization": "env:SKILLHOST_TEST_HTTP_DOWNGRADE"}}}"#,
+        ] {
+            let grant = HttpGrant::parse(grant).unwrap();
+            for location in ["http://a.example.org/in-clear", "http://a.example.org:443/"] {
+                let backend = Scripted::new(vec![
+                    answer(302, &[("Location", location)], ""),
+                    answer(200, &[], "in clear"),
+                ]);
+                let error = send(&grant, &backend, "https://a.example.org/start").unwrap_err();
+                assert_eq!(error.code, "insecure-redirect", "{}", error.message);
+                assert!(
+                    error.message.contains("from https to http"),
+                    "{}",
+                    error.message
+                );
+                assert_eq!(
+                    backend.sent.lock().unwrap().len(),
+                    1,
+                    "only the first request"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_echoed_form_of_a_secret_is_redacted_and_errors_too() {
+        // SAFETY: tests in this binary do not read this variable elsewhere.
+        unsafe { std::env::set_var("SKILLHOST_TEST_HTTP_ECHO", r#"Bearer ab/cd+ef=="x"#) };
+        let grant = HttpGrant::parse(
+            r#"{"hosts": ["a.example.org", "b.example.org"], "headers": {"https://a.example.org": {"Authorization": "env:SKILLHOST_TEST_HTTP_ECHO"}}}"#,
+        )
+        .unwrap();
+        let echoes = [
+            r#"Bearer ab/cd+ef=="x"#,
+            r#"ab/cd+ef=="x"#,
+            r#"Bearer ab/cd+ef==\"x"#,
+            r#"ab\/cd+ef==\"x"#,
+            "Bearer+ab%2Fcd%2Bef%3D%3D%22x",
+            "Bearer%20ab%2Fcd%2Bef%3D%3D%22x",
+            "ab/cd+ef==%22x",
+        ];
+        let body = echoes.join(" | ");
+        let backend = Scripted::new(vec![answer(
+            200,
+            &[("X-Echo", echoes[0]), ("Content-Type", "text/plain")],
+            &body,
+        )]);
+        let response = send(&grant, &backend, "https://a.example.org/echo").unwrap();
+        let body = String::from_utf8(response.body).unwrap();
+        assert!(
+            !body.contains("cd+ef") && !body.contains("cd%2Bef"),
+            "{body}"
+        );
+        assert_eq!(
+            body.matches("[redacted env:SKILLHOST_TEST_HTTP_ECHO]")
+                .count(),
+            echoes.len(),
+            "{body}"
+        );
+        assert_eq!(
+            response.headers[0],
+            (
+                "X-Echo".to_string(),
+                "[redacted env:SKILLHOST_TEST_HTTP_ECHO]".to_string()
+            )
+        );
+        assert_eq!(response.headers[1].1, "text/plain");
+        // The secret went to its origin with `Accept-Encoding: identity`,
+        // replacing the skill's own header of its name.
+        let sent = backend.sent.lock().unwrap().clone();
+        let headers = &sent[0].1;
+        assert!(headers.contains(&("authorization".into(), r#"Bearer ab/cd+ef=="x"#.into())));
+        assert!(
+            !headers.iter().any(|(_, v)| v == "Basic c2tpbGw="),
+            "{headers:?}"
+        );
+        assert!(headers.contains(&("accept-encoding".into(), "identity".into())));
+        // An error message that would name it does not.
+        let backend = Scripted::new(vec![answer(
+            302,
+            &[("Location", r#"https://b.example.org/?t=ab/cd+ef=="x"#)],
+            "",
+        )]);
+        let error = send(&grant, &backend, "https://a.example.org/echo").unwrap_err();
+        assert_eq!(error.code, "redirect-not-granted");
+        assert!(
+            error.message.contains("holds a secret"),
+            "{}",
+            error.message
+        );
+        assert!(!error.message.contains("cd+ef"), "{}", error.message);
+        // Nor one that names it another way.
+        let backend = Scripted::new(vec![answer(
+            302,
+            &[("Location", r#"https://c.example.org/?t=ab/cd+ef=="x"#)],
+            "",
+        )]);
+        let error = send(&grant, &backend, "https://a.example.org/echo").unwrap_err();
+        assert!(!error.message.contains("cd+ef"), "{}", error.message);
+        // Another granted origin gets neither the secret nor the identity
+        // encoding, and keeps the skill's header.
+        let backend = Scripted::new(vec![answer(200, &[], "ok")]);
+        send(&grant, &backend, "https://b.example.org/").unwrap();
+        let sent = backend.sent.lock().unwrap().clone();
+        assert_eq!(
+            sent[0].1,
+            [("Authorization".to_string(), "Basic c2tpbGw=".to_string())]
+        );
     }
 
     #[test]

@@ -178,7 +178,7 @@ fn secret_headers_reach_the_server_and_nothing_else() {
     let server = HttpServer::start();
     let (_cache, skill) = web_fetch();
     let grant = format!(
-        r#"{{"hosts": ["{}"], "headers": {{"Authorization": "env:SKILLHOST_TEST_HTTP_TOKEN"}}}}"#,
+        r#"{{"hosts": ["{0}"], "headers": {{"http://{0}": {{"Authorization": "env:SKILLHOST_TEST_HTTP_TOKEN"}}}}}}"#,
         server.host_port()
     );
     let options = options(&grant);

@@ -562,3 +562,33 @@ fn a_replay_answers_from_the_journal_with_the_provider_gone() {
         other => panic!("expected a journal mismatch, got {other:?}"),
     }
 }
+
+#[test]
+fn a_provider_error_of_megabytes_reaches_the_skill_as_a_short_excerpt() {
+    let server = FakeLlmServer::start();
+    let probe = probe_at(&server, "");
+    let huge = "z".repeat(5 << 20);
+    for (reply, grant) in [
+        (FakeReply::error(400, &huge), "local/m"),
+        (FakeReply::error(400, &huge), "claude/m"),
+        (FakeReply::text(422, &huge), "local/m"),
+    ] {
+        server.push(reply);
+        let report = probe.skill.call(&ask("hi"), &granted(grant));
+        let (code, message, _) = failure(&report);
+        assert_eq!(code, "provider-error", "{grant}");
+        assert!(message.contains("zzzz"), "{grant}: {message}");
+        assert!(
+            message.contains("(cut: the provider's message is longer)"),
+            "{grant}: {message}"
+        );
+        assert!(
+            message.len() < 2048,
+            "{grant}: the error holds {} bytes",
+            message.len()
+        );
+        // The journal records the same short error.
+        let recorded = report.journal[0].response.to_string();
+        assert!(recorded.len() < 4096, "{grant}: {} bytes", recorded.len());
+    }
+}

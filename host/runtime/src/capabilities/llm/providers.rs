@@ -29,6 +29,10 @@ pub const MAX_RETRIES_LIMIT: u32 = 10;
 pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 /// The largest answer read from a provider.
 pub const MAX_ANSWER_BYTES: u64 = 16 << 20;
+/// The most of an error answer (a status other than 2xx) read from a
+/// provider: its message is cut to a short excerpt anyway
+/// ([`wire::ERROR_EXCERPT_CHARS`]).
+pub const MAX_ERROR_BYTES: u64 = 64 << 10;
 
 /// The wire format a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -542,23 +546,29 @@ fn post(
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    if response
-        .content_length()
-        .is_some_and(|n| n > MAX_ANSWER_BYTES)
+    // An answer is read to its cap; an error answer only as far as its
+    // message needs, however long it is.
+    let success = (200..300).contains(&status);
+    if success
+        && response
+            .content_length()
+            .is_some_and(|n| n > MAX_ANSWER_BYTES)
     {
         return Err(SendFailure::TooLarge);
     }
+    let limit = if success {
+        MAX_ANSWER_BYTES + 1
+    } else {
+        MAX_ERROR_BYTES
+    };
     let mut body = Vec::new();
-    response
-        .take(MAX_ANSWER_BYTES + 1)
-        .read_to_end(&mut body)
-        .map_err(
-            |e| match e.get_ref().and_then(|e| e.downcast_ref::<reqwest::Error>()) {
-                Some(e) if e.is_timeout() => SendFailure::Timeout,
-                _ if e.kind() == std::io::ErrorKind::TimedOut => SendFailure::Timeout,
-                _ => SendFailure::Failed(format!("reading the answer: {e}")),
-            },
-        )?;
+    response.take(limit).read_to_end(&mut body).map_err(|e| {
+        match e.get_ref().and_then(|e| e.downcast_ref::<reqwest::Error>()) {
+            Some(e) if e.is_timeout() => SendFailure::Timeout,
+            _ if e.kind() == std::io::ErrorKind::TimedOut => SendFailure::Timeout,
+            _ => SendFailure::Failed(format!("reading the answer: {e}")),
+        }
+    })?;
     if body.len() as u64 > MAX_ANSWER_BYTES {
         return Err(SendFailure::TooLarge);
     }

@@ -316,8 +316,17 @@ fn unwrap_value(content: String) -> String {
     }
 }
 
-/// The message of an error answer: `error.message` (both formats), else the
-/// start of the body.
+/// The most of a provider's error message a skill's error keeps.
+pub(crate) const ERROR_EXCERPT_CHARS: usize = 500;
+
+/// What follows an error message that was cut.
+pub(crate) const CUT_NOTE: &str = "… (cut: the provider's message is longer)";
+
+/// The message of an error answer, cut to [`ERROR_EXCERPT_CHARS`] with
+/// [`CUT_NOTE`] after it when it was longer: `error.message` (both
+/// formats), the start of that message in a body cut before its end (the
+/// host reads at most 64 KiB of an error answer), else the start of the
+/// body. Control characters become spaces.
 pub(crate) fn error_message(body: &[u8]) -> String {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let message = parsed.as_ref().and_then(|v| {
@@ -326,14 +335,66 @@ pub(crate) fn error_message(body: &[u8]) -> String {
             .or_else(|| v.get("message"))
             .and_then(Value::as_str)
     });
+    let noted = |(text, cut): (String, bool)| {
+        if cut {
+            format!("{text}{CUT_NOTE}")
+        } else {
+            text
+        }
+    };
     match message {
-        Some(message) => message.to_string(),
+        Some(message) => noted(excerpt(message)),
         None if body.is_empty() => "no message".to_string(),
-        None => {
-            let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
-            format!("`{}`", text.trim().escape_debug())
+        None => match cut_message(body) {
+            Some((message, ended)) => {
+                let (text, cut) = excerpt(&message);
+                noted((text, cut || !ended))
+            }
+            None => {
+                let start = &body[..body.len().min(ERROR_EXCERPT_CHARS * 4)];
+                let text = String::from_utf8_lossy(start);
+                let (text, cut) = excerpt(text.trim());
+                let cut = cut || start.len() < body.len();
+                noted((format!("`{}`", text.escape_debug()), cut))
+            }
+        },
+    }
+}
+
+/// The start of the `"message"` string of a JSON body cut before its end,
+/// and whether that string ended within it.
+fn cut_message(body: &[u8]) -> Option<(String, bool)> {
+    let text = String::from_utf8_lossy(body);
+    let at = text.find("\"message\"")?;
+    let rest = text[at + "\"message\"".len()..].trim_start();
+    let rest = rest.strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    let mut message = String::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some((message, true)),
+            '\\' => {
+                chars.next();
+                message.push(' ');
+            }
+            c => message.push(c),
+        }
+        if message.len() > ERROR_EXCERPT_CHARS * 4 {
+            break;
         }
     }
+    Some((message, false))
+}
+
+/// At most [`ERROR_EXCERPT_CHARS`] of `text`, control characters as spaces,
+/// and whether it was cut.
+fn excerpt(text: &str) -> (String, bool) {
+    let out: String = text
+        .chars()
+        .take(ERROR_EXCERPT_CHARS)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    (out, text.chars().nth(ERROR_EXCERPT_CHARS).is_some())
 }
 
 #[cfg(test)]
@@ -470,5 +531,38 @@ mod tests {
         assert_eq!(error_message(br#"{"error": "plain"}"#), "plain");
         assert_eq!(error_message(b"<html>"), "`<html>`");
         assert_eq!(error_message(b""), "no message");
+    }
+
+    #[test]
+    fn a_long_error_message_is_cut_to_an_excerpt() {
+        let long = "y".repeat(5 << 20);
+        let whole = json!({ "error": { "message": long } }).to_string();
+        for body in [
+            whole.as_bytes(),
+            // As the host reads it: the first 64 KiB.
+            &whole.as_bytes()[..64 << 10],
+            long.as_bytes(),
+            &long.as_bytes()[..64 << 10],
+        ] {
+            let message = error_message(body);
+            assert!(
+                message.chars().count() <= ERROR_EXCERPT_CHARS + 2 + CUT_NOTE.chars().count(),
+                "{}",
+                message.len()
+            );
+            assert!(message.contains("yyyy"), "{message}");
+            assert!(message.ends_with(CUT_NOTE), "{message}");
+        }
+        // Short, nothing is noted; control characters are spaces.
+        assert_eq!(
+            error_message(br#"{"error": {"message": "a\r\nb"}}"#),
+            "a  b"
+        );
+        assert_eq!(error_message(b"short\x1b[2J"), "`short [2J`");
+        // A cut body whose message is short still says it was cut.
+        assert_eq!(
+            error_message(br#"{"error": {"message": "abc"#),
+            format!("abc{CUT_NOTE}")
+        );
     }
 }
