@@ -64,6 +64,7 @@ use super::{
 };
 use crate::call::{CallOptions, CallState};
 use crate::journal::JournalValue;
+use crate::limits::AnswerRoom;
 
 /// The largest response body a grant allows unless it says otherwise.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 << 20;
@@ -71,6 +72,9 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 << 20;
 pub const MAX_RESPONSE_BYTES_LIMIT: u64 = 1 << 30;
 /// Redirects one `fetch` follows before it gives up.
 pub const MAX_REDIRECTS: usize = 10;
+/// What the journal holds of a response besides its body, at most as far
+/// as the body's limit is concerned: its status, headers and bookkeeping.
+const ANSWER_OVERHEAD: u64 = 64 << 10;
 
 const METHODS: [&str; 4] = ["GET", "POST", "PUT", "DELETE"];
 
@@ -742,7 +746,8 @@ fn not_granted(
     }
 }
 
-/// Sends `request` and follows its redirects within the grant.
+/// Sends `request` and follows its redirects within the grant, reading no
+/// body larger than the grant allows or `room` can hold.
 fn fetch(
     backend: &dyn HttpBackend,
     grant: &HttpGrant,
@@ -750,7 +755,12 @@ fn fetch(
     request: &Request,
     first: url::Url,
     deadline: Instant,
+    room: AnswerRoom,
 ) -> Result<Response, GuestError> {
+    // The journal holds the body as base64: four bytes for every three.
+    let max_response_bytes = grant
+        .max_response_bytes
+        .min(room.bytes.saturating_sub(ANSWER_OVERHEAD) / 4 * 3);
     let mut url = first;
     let mut method = request.method.clone();
     let mut body = request.body.clone();
@@ -782,10 +792,13 @@ fn fetch(
             headers: &headers,
             body: body.as_deref(),
             timeout: left,
-            max_response_bytes: grant.max_response_bytes,
+            max_response_bytes,
         };
         let response = backend.send(&outbound).map_err(|failure| match failure {
             HttpFailure::Timeout => timed_out(&url),
+            HttpFailure::TooLarge { limit } if limit < grant.max_response_bytes => {
+                room.refuse(Capability::Http, None)
+            }
             HttpFailure::TooLarge { limit } => guest_error(
                 "response-too-large",
                 format!(
@@ -861,8 +874,8 @@ impl wit::Host for HostCall<'_, HttpCall> {
         }
         let skill = self.scope.skill_name().to_string();
         let record = journal_request(&request);
-        self.scope.journal.call(Capability::Http, record, || {
-            fetch(&*backend, &grant, &skill, &request, url, deadline)
+        self.scope.journaled(Capability::Http, record, 0, |room| {
+            fetch(&*backend, &grant, &skill, &request, url, deadline, room)
         })
     }
 }
