@@ -56,7 +56,7 @@ impl StoreKv {
         let known = self
             .adopted
             .lock()
-            .map_or(false, |adopted| adopted.contains(namespace));
+            .is_ok_and(|adopted| adopted.contains(namespace));
         if !known {
             self.handle
                 .block_on(self.store.kv_adopt(space))

@@ -273,7 +273,9 @@ impl Skill {
                 CallError::Skill { .. } | CallError::Trap { .. } if over_budget.is_some() => {
                     CallError::HostCallBudget {
                         skill: self.name.clone(),
-                        budget: over_budget.map(|refusal| refusal.message).unwrap_or_default(),
+                        budget: over_budget
+                            .map(|refusal| refusal.message)
+                            .unwrap_or_default(),
                         message: error.to_string(),
                     }
                 }

@@ -373,11 +373,7 @@ const ALLOCATION: u64 = 16;
 
 /// A string of `len` bytes, held in its own allocation.
 pub(crate) fn string_bytes(len: usize) -> u64 {
-    if len == 0 {
-        0
-    } else {
-        len as u64 + ALLOCATION
-    }
+    if len == 0 { 0 } else { len as u64 + ALLOCATION }
 }
 
 /// An array's slots (its children's own bytes apart).
@@ -600,7 +596,11 @@ mod tests {
         let refused = ask(&mut journal, &mut budget, 30 << 10).unwrap_err();
         assert_eq!(refused.code, BUDGET_EXCEEDED);
         assert!(!refused.retryable);
-        for says in ["`kv` answer would take", "65536 bytes for host calls", "host_call_mb"] {
+        for says in [
+            "`kv` answer would take",
+            "65536 bytes for host calls",
+            "host_call_mb",
+        ] {
             assert!(refused.message.contains(says), "{}", refused.message);
         }
         // Small answers still fit in what is left.
@@ -623,9 +623,13 @@ mod tests {
         let mut replay = recorded(records.clone());
         for expected in [true, false, true] {
             let answer = replay
-                .call::<Option<Vec<u8>>>(Capability::Kv, get("k"), 0, &mut budget, |_| {
-                    unreachable!()
-                })
+                .call::<Option<Vec<u8>>>(
+                    Capability::Kv,
+                    get("k"),
+                    0,
+                    &mut budget,
+                    |_| unreachable!(),
+                )
                 .unwrap();
             assert_eq!(answer.is_ok(), expected);
         }

@@ -95,7 +95,8 @@ pub(crate) const KV_SET: &str = "INSERT INTO kv (scope, namespace, key, value, u
      ON CONFLICT (scope, namespace, key) DO UPDATE SET value = excluded.value, \
      updated_at = excluded.updated_at";
 
-pub(crate) const KV_DELETE: &str = "DELETE FROM kv WHERE scope = $1 AND namespace = $2 AND key = $3";
+pub(crate) const KV_DELETE: &str =
+    "DELETE FROM kv WHERE scope = $1 AND namespace = $2 AND key = $3";
 
 /// The length in bytes of a key's value (`length` of a BLOB or `bytea`).
 pub(crate) const KV_VALUE_LENGTH: &str =
@@ -113,8 +114,7 @@ pub(crate) const KV_ANY: &str =
     "SELECT count(*) FROM (SELECT 1 FROM kv WHERE scope = $1 AND namespace = $2 LIMIT 1) AS one";
 
 /// Moves the unscoped rows of namespace $2 into scope $1.
-pub(crate) const KV_ADOPT: &str =
-    "UPDATE kv SET scope = $1 WHERE scope = '' AND namespace = $2";
+pub(crate) const KV_ADOPT: &str = "UPDATE kv SET scope = $1 WHERE scope = '' AND namespace = $2";
 
 pub(crate) const KV_DROP_UNSCOPED_USAGE: &str =
     "DELETE FROM kv_usage WHERE scope = '' AND namespace = $1";

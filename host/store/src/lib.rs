@@ -482,12 +482,18 @@ impl Store {
         dispatch!(self, s => s.cancel_run(run_id, by, error).await)
     }
 
-    /// The value of `key` in kv namespace `space`, if it is set.
+    /// The value of `key` in kv namespace `space`, if it is set. No key
+    /// holds NUL ([`Store::kv_set`] refuses one), so a key with NUL is
+    /// answered as unset on both backends without a query (Postgres text
+    /// cannot hold NUL, and SQLite's text functions stop at it).
     pub async fn kv_get(
         &self,
         space: KvSpace<'_>,
         key: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
+        if key.contains('\0') {
+            return Ok(None);
+        }
         dispatch!(self, s => s.kv_get(space, key).await)
     }
 
@@ -502,23 +508,40 @@ impl Store {
         value: &[u8],
         limits: KvLimits,
     ) -> Result<KvWrite, StoreError> {
+        if key.contains('\0') {
+            return Err(StoreError::Invalid {
+                db: self.display.clone(),
+                message: format!(
+                    "kv key {key:?} of namespace {} holds NUL (U+0000), which no kv backend \
+                     stores; nothing was written",
+                    kv::describe(space)
+                ),
+            });
+        }
         dispatch!(self, s => s.kv_set(space, key, value, limits).await)
     }
 
     /// Removes `key` of kv namespace `space`; removing a key that is not
     /// set is not an error.
     pub async fn kv_delete(&self, space: KvSpace<'_>, key: &str) -> Result<(), StoreError> {
+        if key.contains('\0') {
+            return Ok(());
+        }
         dispatch!(self, s => s.kv_delete(space, key).await)
     }
 
     /// The first `limit` keys of kv namespace `space` that start with
-    /// `prefix`, in byte order.
+    /// `prefix`, in byte order. A prefix with NUL matches no key (none
+    /// holds NUL), on both backends alike.
     pub async fn kv_keys(
         &self,
         space: KvSpace<'_>,
         prefix: &str,
         limit: u64,
     ) -> Result<Vec<String>, StoreError> {
+        if prefix.contains('\0') || limit == 0 {
+            return Ok(Vec::new());
+        }
         dispatch!(self, s => s.kv_keys(space, prefix, limit).await)
     }
 

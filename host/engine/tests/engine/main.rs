@@ -21,6 +21,7 @@ mod events;
 mod failures;
 mod integrity;
 mod kinds;
+mod kv;
 mod llm;
 mod map;
 mod postgres;

@@ -125,7 +125,9 @@ impl KvGrant {
                     "namespace" => {
                         grant.namespace = value
                             .as_str()
-                            .ok_or_else(|| error(format!("`namespace` must be a string, not {value}")))?
+                            .ok_or_else(|| {
+                                error(format!("`namespace` must be a string, not {value}"))
+                            })?
                             .to_string();
                     }
                     "shared" => {
@@ -354,6 +356,13 @@ impl KvBackend for MemoryKv {
         value: Vec<u8>,
         quota: KvQuota,
     ) -> Result<(), KvFailure> {
+        // As the run store refuses it: no backend holds a key with NUL, so
+        // a prefix with NUL lists nothing on every backend.
+        if key.contains('\0') {
+            return Err(KvFailure::Unavailable(format!(
+                "kv key {key:?} holds NUL (U+0000), which no kv backend stores"
+            )));
+        }
         let mut entries = self.lock()?;
         let entry = (namespace.clone(), key.to_string());
         let old = entries.values.get(&entry).map(|v| v.len() as u64);
@@ -696,7 +705,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            (table.namespace.as_str(), table.shared, table.max_keys, table.max_bytes),
+            (
+                table.namespace.as_str(),
+                table.shared,
+                table.max_keys,
+                table.max_bytes
+            ),
             ("memory", true, 10, 4096)
         );
         for (value, says) in [
@@ -704,7 +718,10 @@ mod tests {
             ("a/b", "letters, digits"),
             (r#"{"shared": true}"#, "needs `namespace`"),
             (r#"{"namespace": "m", "max_keys": 0}"#, "`max_keys`"),
-            (r#"{"namespace": "m", "max_bytes": 5000000000}"#, "`max_bytes`"),
+            (
+                r#"{"namespace": "m", "max_bytes": 5000000000}"#,
+                "`max_bytes`",
+            ),
             (r#"{"namespace": "m", "shared": "yes"}"#, "`shared`"),
             (r#"{"namespace": "m", "ttl": 1}"#, "unknown key `ttl`"),
             ("{", "not a table"),
@@ -745,9 +762,19 @@ mod tests {
             .set("secret".into(), b"1".to_vec())
             .unwrap()
             .unwrap();
-        let mut state = state_with(backend.clone(), grant.owned_by("other"), JournalMode::Record);
+        let mut state = state_with(
+            backend.clone(),
+            grant.owned_by("other"),
+            JournalMode::Record,
+        );
         assert_eq!(kv(&mut state).get("secret".into()).unwrap().unwrap(), None);
-        assert!(kv(&mut state).list_keys(String::new()).unwrap().unwrap().is_empty());
+        assert!(
+            kv(&mut state)
+                .list_keys(String::new())
+                .unwrap()
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -814,6 +841,10 @@ mod tests {
             .unwrap();
         let error = kv(&mut state).list_keys("a".into()).unwrap().unwrap_err();
         assert_eq!(error.code, "too-many-keys");
-        assert!(error.message.contains("more than 3 keys"), "{}", error.message);
+        assert!(
+            error.message.contains("more than 3 keys"),
+            "{}",
+            error.message
+        );
     }
 }

@@ -378,9 +378,7 @@ impl ReadOnly {
                     retryable: false,
                 }
             }
-            rusqlite::Error::SqliteFailure(code, _)
-                if code.code == rusqlite::ErrorCode::TooBig =>
-            {
+            rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::TooBig => {
                 guest_error(
                     "result-too-large",
                     format!(
@@ -878,7 +876,11 @@ mod tests {
         ] {
             let err = query(&mut state, statement, Vec::new()).unwrap_err();
             assert_eq!(err.code, "not-allowed", "{statement}: {}", err.message);
-            assert!(err.message.contains("read-only"), "{statement}: {}", err.message);
+            assert!(
+                err.message.contains("read-only"),
+                "{statement}: {}",
+                err.message
+            );
         }
         assert!(!copy.exists(), "VACUUM INTO wrote a file");
         // Queries, however they open, still run.
@@ -926,7 +928,11 @@ mod tests {
         }
         // `printf` stops at the limit and answers NULL, at once.
         let started = Instant::now();
-        let capped = query(&mut state, "SELECT printf('%.*c', 999999999, 'x')", Vec::new());
+        let capped = query(
+            &mut state,
+            "SELECT printf('%.*c', 999999999, 'x')",
+            Vec::new(),
+        );
         assert_eq!(format!("{:?}", capped.unwrap().rows), "[[Value::Null]]");
         assert!(started.elapsed() < Duration::from_secs(2));
         // A value within the limit is still made.
@@ -960,7 +966,13 @@ mod tests {
         };
         // A hundred rows of two integers fit in 200 KiB as the journal
         // holds them; a thousand do not, though they are far below 1 MiB.
-        assert_eq!(query(&mut state, &rows(100), Vec::new()).unwrap().rows.len(), 100);
+        assert_eq!(
+            query(&mut state, &rows(100), Vec::new())
+                .unwrap()
+                .rows
+                .len(),
+            100
+        );
         let err = query(&mut state, &rows(1000), Vec::new()).unwrap_err();
         assert_eq!(err.code, crate::limits::BUDGET_EXCEEDED, "{}", err.message);
         assert!(

@@ -46,7 +46,10 @@ fn looper() -> Looper {
     }
 }
 
-fn options(grants: &[(&str, &str)], limits: impl FnOnce(&mut skillhost_runtime::Limits)) -> CallOptions {
+fn options(
+    grants: &[(&str, &str)],
+    limits: impl FnOnce(&mut skillhost_runtime::Limits),
+) -> CallOptions {
     let mut granted = Grants::default();
     for (capability, value) in grants {
         granted.add(capability, value).expect("a valid grant");
@@ -59,7 +62,14 @@ fn options(grants: &[(&str, &str)], limits: impl FnOnce(&mut skillhost_runtime::
     options
 }
 
-fn run(skill: &Skill, op: &str, arg: &str, size: u32, times: u32, options: &CallOptions) -> CallReport {
+fn run(
+    skill: &Skill,
+    op: &str,
+    arg: &str,
+    size: u32,
+    times: u32,
+    options: &CallOptions,
+) -> CallReport {
     skill.call(
         &json!({ "op": op, "arg": arg, "size": size, "times": times, "keep_going": false }),
         options,
@@ -93,7 +103,11 @@ fn a_call_stops_at_max_host_calls() {
     let options = options(&[("kv", "loop")], |_| {});
     let report = run(&looper.skill, "set", "k", 1, 20_000, &options);
     let budget = over_budget(&report);
-    for says in ["made 10000", "`max_host_calls` (now 10000", "this `kv` call is refused"] {
+    for says in [
+        "made 10000",
+        "`max_host_calls` (now 10000",
+        "this `kv` call is refused",
+    ] {
         assert!(budget.contains(says), "{budget}");
     }
     assert_eq!(report.journal.len(), 10_000);
@@ -192,7 +206,10 @@ fn an_http_body_is_read_no_further_than_the_budget_has_room() {
         .iter()
         .map(|r| r.response.get("ok").map(|ok| ok["status"].clone()))
         .collect();
-    assert_eq!(statuses, [Some(json!(200)), Some(json!(200)), Some(json!(200)), None]);
+    assert_eq!(
+        statuses,
+        [Some(json!(200)), Some(json!(200)), Some(json!(200)), None]
+    );
     assert!(journal_text(&report.journal) <= 4 << 20);
 
     // A 100 MB body, allowed by the grant, is refused once the budget's
@@ -257,7 +274,10 @@ fn a_replay_under_the_same_limits_answers_as_the_call_was_answered() {
         max_bytes: 4 << 20,
     };
     let ns = KvGrant::parse("r").unwrap().namespace();
-    looper.kv.set(&ns, "value", vec![1; 300_000], quota).unwrap();
+    looper
+        .kv
+        .set(&ns, "value", vec![1; 300_000], quota)
+        .unwrap();
     for budget in [64 << 20, 1 << 20] {
         let recording = options(&[("kv", "r")], |l| l.host_call_bytes = Some(budget));
         let recorded = run(&looper.skill, "get", "value", 0, 5, &recording);
@@ -277,7 +297,10 @@ fn a_replay_under_the_same_limits_answers_as_the_call_was_answered() {
             .set(&ns, "value", vec![1; 300_000], quota)
             .unwrap();
         if budget == 64 << 20 {
-            assert_eq!(recorded.result.unwrap(), json!({ "calls": 5, "last_size": 300_000 }));
+            assert_eq!(
+                recorded.result.unwrap(),
+                json!({ "calls": 5, "last_size": 300_000 })
+            );
         } else {
             over_budget(&replayed);
         }
@@ -302,7 +325,11 @@ fn a_loop_of_quick_host_calls_stops_at_the_deadline() {
         "{:?}",
         report.result
     );
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

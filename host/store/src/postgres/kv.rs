@@ -93,7 +93,11 @@ impl PgStore {
         limits: KvLimits,
     ) -> Result<KvWrite, StoreError> {
         let action = kv_action("writing", space, key);
-        let mut tx = self.pool.begin().await.map_err(|e| self.error(e, &action))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| self.error(e, &action))?;
         let usage = self.lock_usage(&mut tx, space, &action).await?;
         let old = self.value_length(&mut tx, space, key, &action).await?;
         let after = match usage.after_set(key, old, value.len() as u64, limits) {
@@ -117,7 +121,11 @@ impl PgStore {
 
     pub async fn kv_delete(&self, space: KvSpace<'_>, key: &str) -> Result<(), StoreError> {
         let action = kv_action("deleting", space, key);
-        let mut tx = self.pool.begin().await.map_err(|e| self.error(e, &action))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| self.error(e, &action))?;
         let usage = self.lock_usage(&mut tx, space, &action).await?;
         let Some(old) = self.value_length(&mut tx, space, key, &action).await? else {
             return Ok(());
@@ -139,7 +147,11 @@ impl PgStore {
             "giving the kv rows written before scoping to namespace {}",
             describe(space)
         );
-        let mut tx = self.pool.begin().await.map_err(|e| self.error(e, &action))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| self.error(e, &action))?;
         // The target's usage row, locked, orders this against its writers.
         self.lock_usage(&mut tx, space, &action).await?;
         for (scope, adopt_if) in [(space.scope, 0), (crate::kv::UNSCOPED, 1)] {

@@ -278,7 +278,14 @@ async fn kv_values_outlive_the_store_handle_and_list_by_prefix(kind: Kind) {
     assert_eq!(store.kv_keys(NOTES, "", 2).await.unwrap(), ["c%t", "c\\t"]);
     assert_eq!(
         store
-            .kv_keys(KvSpace { namespace: "nobody", ..NOTES }, "", 100)
+            .kv_keys(
+                KvSpace {
+                    namespace: "nobody",
+                    ..NOTES
+                },
+                "",
+                100
+            )
             .await
             .unwrap(),
         Vec::<String>::new()
@@ -328,7 +335,10 @@ async fn kv_quotas_hold_across_writers(kind: Kind) {
     };
     for key in ["a", "b", "c"] {
         assert_eq!(
-            store.kv_set(NOTES, key, b"0123456789", tight).await.unwrap(),
+            store
+                .kv_set(NOTES, key, b"0123456789", tight)
+                .await
+                .unwrap(),
             KvWrite::Written
         );
     }
@@ -337,10 +347,7 @@ async fn kv_quotas_hold_across_writers(kind: Kind) {
         KvWrite::OverQuota(KvUsage { keys: 4, bytes: 34 })
     );
     assert_eq!(
-        store
-            .kv_set(NOTES, "a", &[7; 20], tight)
-            .await
-            .unwrap(),
+        store.kv_set(NOTES, "a", &[7; 20], tight).await.unwrap(),
         KvWrite::OverQuota(KvUsage { keys: 3, bytes: 43 })
     );
     assert_eq!(store.kv_get(NOTES, "d").await.unwrap(), None);
@@ -412,7 +419,10 @@ async fn kv_rows_written_before_scoping_go_to_the_first_scenario_that_uses_them(
     };
     assert_eq!(
         store.kv_usage(legacy).await.unwrap(),
-        KvUsage { keys: 2, bytes: 4 + 3 + 4 + 4 }
+        KvUsage {
+            keys: 2,
+            bytes: 4 + 3 + 4 + 4
+        }
     );
     let chat = KvSpace {
         scope: "scenario:chat",
