@@ -16,6 +16,7 @@
 mod approval;
 mod artifacts;
 mod boundaries;
+mod budgets;
 mod cache;
 mod events;
 mod failures;
