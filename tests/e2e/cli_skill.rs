@@ -402,3 +402,37 @@ to = "done"
     let out = host(&["check", &scenario.display().to_string()]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// `--max-host-calls` and `--host-call-mb` bound a skill that loops host
+/// calls (the `host-loop` fixture): the call fails with the budget named
+/// and the flag to raise, and bad values are refused before it runs.
+#[test]
+fn skill_call_takes_the_host_call_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("host-loop.wasm");
+    std::fs::write(&path, skillhost_tests::fixture_component("host-loop")).unwrap();
+    let component = path.display().to_string();
+    let input = r#"{"op": "get", "arg": "k", "size": 0, "times": 1000, "keep_going": false}"#;
+    let call = |extra: &[&str]| {
+        let mut args = vec![
+            "skill", "call", &component, "--input", input, "--grant", "kv=loop",
+        ];
+        args.extend(extra);
+        host(&args)
+    };
+    let out = call(&["--max-host-calls", "7"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    for says in ["[host-call-budget]", "made 7", "`max_host_calls` (now 7"] {
+        assert!(stderr(&out).contains(says), "{says}: {}", stderr(&out));
+    }
+    // Within the default budget the same loop runs to its end.
+    let out = call(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["calls"], 1000, "{value}");
+
+    for bad in [["--max-host-calls", "2000000"], ["--host-call-mb", "0"]] {
+        let out = call(&bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+    }
+}

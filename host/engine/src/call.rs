@@ -47,6 +47,12 @@ impl CallPlan {
             limits.memory_bytes = mb << 20;
         }
         limits.fuel = call.fuel;
+        if let Some(calls) = call.max_host_calls {
+            limits.max_host_calls = calls;
+        }
+        if let Some(mb) = call.host_call_mb {
+            limits.host_call_bytes = Some(mb << 20);
+        }
         let (max_attempts, backoff_ms) = match &call.retry {
             Some(retry) => (retry.max_attempts.max(1), retry.backoff_ms),
             None => (

@@ -6,15 +6,21 @@
 //! without it, calls use the runtime's backend (by default held in memory
 //! for the life of the process).
 //!
+//! Before it first touches a scoped namespace, a process lets it adopt the
+//! rows its name had before namespaces were scoped
+//! ([`Store::kv_adopt`]), once per namespace and process.
+//!
 //! Must not: check grants or sizes (the capability does, before a call gets
 //! here), or take part in a run's checkpoint: a `set` is committed when it
 //! returns, as an outside system would; the run's journal records what the
-//! skill saw (`docs/replay.md`).
+//! skill saw (`docs/replay.md`). Quotas are the store's to enforce, in the
+//! write's own transaction.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
-use skillhost_runtime::{KvBackend, KvOverride};
-use skillhost_store::Store;
+use skillhost_runtime::{KvBackend, KvFailure, KvNamespace, KvOverride, KvQuota, KvUsage};
+use skillhost_store::{KvLimits, KvSpace, KvWrite, Store};
 use tokio::runtime::Handle;
 
 /// A [`KvBackend`] over a [`Store`]. Its calls block the calling thread on
@@ -23,37 +29,95 @@ use tokio::runtime::Handle;
 pub struct StoreKv {
     store: Store,
     handle: Handle,
+    /// The scoped namespaces this process has let adopt their older rows.
+    adopted: Mutex<HashSet<KvNamespace>>,
 }
 
 impl StoreKv {
     /// The backend for calls of runs driven from `handle`'s tokio runtime.
     pub fn over(store: Store, handle: Handle) -> KvOverride {
-        KvOverride(Arc::new(StoreKv { store, handle }))
+        KvOverride(Arc::new(StoreKv {
+            store,
+            handle,
+            adopted: Mutex::new(HashSet::new()),
+        }))
+    }
+
+    /// `namespace` as the store addresses it, once it has adopted what it
+    /// may.
+    fn space<'a>(&self, namespace: &'a KvNamespace) -> Result<KvSpace<'a>, String> {
+        let space = KvSpace {
+            scope: &namespace.scope,
+            namespace: &namespace.name,
+        };
+        if namespace.scope.is_empty() {
+            return Ok(space);
+        }
+        let known = self
+            .adopted
+            .lock()
+            .is_ok_and(|adopted| adopted.contains(namespace));
+        if !known {
+            self.handle
+                .block_on(self.store.kv_adopt(space))
+                .map_err(|e| e.to_string())?;
+            if let Ok(mut adopted) = self.adopted.lock() {
+                adopted.insert(namespace.clone());
+            }
+        }
+        Ok(space)
     }
 }
 
 impl KvBackend for StoreKv {
-    fn get(&self, namespace: &str, key: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, String> {
+        let space = self.space(namespace)?;
         self.handle
-            .block_on(self.store.kv_get(namespace, key))
+            .block_on(self.store.kv_get(space, key))
             .map_err(|e| e.to_string())
     }
 
-    fn set(&self, namespace: &str, key: &str, value: Vec<u8>) -> Result<(), String> {
+    fn set(
+        &self,
+        namespace: &KvNamespace,
+        key: &str,
+        value: Vec<u8>,
+        quota: KvQuota,
+    ) -> Result<(), KvFailure> {
+        let space = self.space(namespace)?;
+        let limits = KvLimits {
+            max_keys: quota.max_keys,
+            max_bytes: quota.max_bytes,
+        };
+        match self
+            .handle
+            .block_on(self.store.kv_set(space, key, &value, limits))
+        {
+            Ok(KvWrite::Written) => Ok(()),
+            Ok(KvWrite::OverQuota(after)) => Err(KvFailure::OverQuota(KvUsage {
+                keys: after.keys,
+                bytes: after.bytes,
+            })),
+            Err(e) => Err(KvFailure::Unavailable(e.to_string())),
+        }
+    }
+
+    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), String> {
+        let space = self.space(namespace)?;
         self.handle
-            .block_on(self.store.kv_set(namespace, key, &value))
+            .block_on(self.store.kv_delete(space, key))
             .map_err(|e| e.to_string())
     }
 
-    fn delete(&self, namespace: &str, key: &str) -> Result<(), String> {
+    fn list_keys(
+        &self,
+        namespace: &KvNamespace,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, String> {
+        let space = self.space(namespace)?;
         self.handle
-            .block_on(self.store.kv_delete(namespace, key))
-            .map_err(|e| e.to_string())
-    }
-
-    fn list_keys(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, String> {
-        self.handle
-            .block_on(self.store.kv_keys(namespace, prefix))
+            .block_on(self.store.kv_keys(space, prefix, limit as u64))
             .map_err(|e| e.to_string())
     }
 }

@@ -24,8 +24,8 @@ use crate::capabilities::wasi::{RandomSeed, WasiState};
 use crate::capabilities::{Backends, Capability, CapabilityCalls, Grants, TokenUsage};
 use crate::engine::Deadline;
 use crate::error::CallError;
-use crate::journal::{Journal, JournalMode, JournalRecord};
-use crate::limits::{CallLimiter, LimitHit, Limits};
+use crate::journal::{Journal, JournalMode, JournalRecord, JournalValue};
+use crate::limits::{AnswerRoom, CallLimiter, HostCallBudget, LimitHit, Limits};
 use crate::skill::Skill;
 
 /// What a call may use and how much of it.
@@ -96,11 +96,13 @@ impl CallReport {
 }
 
 /// What every capability of one call shares: the skill's name, the
-/// capabilities it was denied, and the call's journal.
+/// capabilities it was denied, the call's journal and what is left of its
+/// host-call budget.
 pub(crate) struct CallScope {
     skill: Arc<str>,
     denied: Vec<Capability>,
     pub(crate) journal: Journal,
+    pub(crate) budget: HostCallBudget,
     /// When the call must stop: the epoch callback stops the guest, and a
     /// host call that waits (`http`) waits no longer than this.
     deadline: Instant,
@@ -119,6 +121,24 @@ impl CallScope {
         if !self.denied.contains(&capability) {
             self.denied.push(capability);
         }
+    }
+
+    /// One journaled host call of `capability` (see [`Journal::call`]),
+    /// charged to the call's budget with the `written` bytes it carries. A
+    /// call past the deadline traps as the epoch would: a loop of quick
+    /// host calls stops at the deadline, not at its next tick in wasm.
+    pub(crate) fn journaled<T: JournalValue>(
+        &mut self,
+        capability: Capability,
+        request: serde_json::Value,
+        written: u64,
+        perform: impl FnOnce(AnswerRoom) -> Result<T, crate::capabilities::GuestError>,
+    ) -> wasmtime::Result<Result<T, crate::capabilities::GuestError>> {
+        if Instant::now() >= self.deadline {
+            return Err(Trap::Interrupt.into());
+        }
+        self.journal
+            .call(capability, request, written, &mut self.budget, perform)
     }
 }
 
@@ -145,6 +165,7 @@ impl CallState {
                 skill,
                 denied: Vec::new(),
                 journal: Journal::new(&options.journal),
+                budget: HostCallBudget::new(&options.limits),
                 deadline: Instant::now() + options.limits.timeout,
             },
             capabilities: CapabilityCalls::new(options, grants, backends),
@@ -218,6 +239,7 @@ impl Skill {
         } = state;
         let (journal, mismatch) = scope.journal.finish();
         let denied = scope.denied;
+        let over_budget = scope.budget.refused;
         // Whatever the guest made of it, a replay that diverged did not
         // reproduce the recorded call; one that merely stopped early did not
         // either, unless a limit stopped it, which its own error says.
@@ -243,6 +265,17 @@ impl Skill {
                     CallError::CapabilityDenied {
                         skill: self.name.clone(),
                         capability: denied[0].to_string(),
+                        message: error.to_string(),
+                    }
+                }
+                // So is a host call the budget refused: the budget is what
+                // must be raised (or the skill made to ask for less).
+                CallError::Skill { .. } | CallError::Trap { .. } if over_budget.is_some() => {
+                    CallError::HostCallBudget {
+                        skill: self.name.clone(),
+                        budget: over_budget
+                            .map(|refusal| refusal.message)
+                            .unwrap_or_default(),
                         message: error.to_string(),
                     }
                 }

@@ -127,6 +127,17 @@ pub enum CallError {
         capability: String,
         message: String,
     },
+    /// A host call refused for the call's host-call budget, after which
+    /// the skill failed.
+    #[error("skill `{skill}` ran out of its host-call budget: {budget}; then {message}")]
+    HostCallBudget {
+        skill: String,
+        /// The budget's refusal: which capability, what was left, what to
+        /// raise.
+        budget: String,
+        /// How the skill failed afterwards.
+        message: String,
+    },
     #[error("skill `{skill}`: the host could not run it: {message}")]
     Host {
         skill: String,
@@ -163,6 +174,7 @@ impl CallError {
             CallError::Trap { .. } => "trap",
             CallError::Exited { .. } => "exited",
             CallError::CapabilityDenied { .. } => "capability-denied",
+            CallError::HostCallBudget { .. } => "host-call-budget",
             CallError::Host { .. } => "host",
             CallError::JournalMismatch { .. } => "journal-mismatch",
         }
@@ -182,6 +194,7 @@ impl CallError {
             | CallError::Trap { skill, .. }
             | CallError::Exited { skill, .. }
             | CallError::CapabilityDenied { skill, .. }
+            | CallError::HostCallBudget { skill, .. }
             | CallError::Host { skill, .. }
             | CallError::JournalMismatch { skill, .. } => skill,
         }

@@ -18,6 +18,14 @@
 //! deterministic (WASI's fixed clocks and seeded randomness, `log`) or that
 //! are part of the scenario itself (the `fs` directory) are not journaled.
 //!
+//! The journal is held in memory until the call ends, so every journaled
+//! host call is charged to the call's [`HostCallBudget`]: what its request
+//! and its answer take as the journal holds them ([`held_bytes`]: parsed
+//! JSON, not its text). A call the budget has no room for is refused before
+//! it is performed; an answer that turns out larger than the room left is
+//! recorded as the `budget-exceeded` error the skill gets instead, so a
+//! replay, which charges the recorded entries alike, answers the same.
+//!
 //! This module knows nothing of where journals are stored: the engine turns
 //! records into the store's rows, and a replay is handed records by whoever
 //! read them.
@@ -27,6 +35,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::capabilities::{Capability, GuestError};
+use crate::limits::{AnswerRoom, BUDGET_EXCEEDED, HostCallBudget};
 
 /// One journaled host call.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,21 +171,45 @@ impl Journal {
         }
     }
 
-    /// One journaled host call of `capability` asking `request`: `perform`
-    /// answers it when recording, the next entry when replaying. The outer
-    /// error is a trap: the replay diverged and the guest must stop here.
+    /// One journaled host call of `capability` asking `request`, charged to
+    /// `budget` (with `written` bytes it carries besides, a `kv` value):
+    /// `perform` answers it when recording, given the room its answer has,
+    /// the next entry when replaying. The outer error is a trap: the replay
+    /// diverged and the guest must stop here.
     pub(crate) fn call<T: JournalValue>(
         &mut self,
         capability: Capability,
         request: Value,
-        perform: impl FnOnce() -> Result<T, GuestError>,
+        written: u64,
+        budget: &mut HostCallBudget,
+        perform: impl FnOnce(AnswerRoom) -> Result<T, GuestError>,
     ) -> wasmtime::Result<Result<T, GuestError>> {
+        let asked = held_bytes(&request) + RECORD_BYTES;
+        let room = match budget.admit(capability, asked + written) {
+            Ok(room) => room,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        budget.charge(asked + written);
         match self {
             Journal::Record(records) => {
-                let result = perform();
+                let mut result = perform(room);
+                if let Err(error) = &result
+                    && error.code == BUDGET_EXCEEDED
+                {
+                    budget.refused(error.clone());
+                }
+                let mut response = encode_result(&result);
+                let answer = held_bytes(&response);
+                if answer > room.bytes {
+                    // Held no longer than it takes to say it did not fit.
+                    let refusal = budget.refused(room.refuse(capability, Some(answer)));
+                    result = Err(refusal);
+                    response = encode_result(&result);
+                }
+                budget.charge(held_bytes(&response));
                 records.push(JournalRecord {
                     capability,
-                    response: encode_result(&result),
+                    response,
                     request,
                 });
                 Ok(result)
@@ -187,6 +220,12 @@ impl Journal {
                 mismatch,
             } => match answer(entries, *next, capability, &request) {
                 Ok(result) => {
+                    budget.charge(held_bytes(&entries[*next].response));
+                    if let Err(error) = &result
+                        && error.code == BUDGET_EXCEEDED
+                    {
+                        budget.refused(error.clone());
+                    }
                     *next += 1;
                     Ok(result)
                 }
@@ -295,9 +334,72 @@ fn describe_difference(found: &Value, recorded: &Value) -> String {
     text
 }
 
+/// What the host holds for one journal record besides its request and its
+/// response: the record itself, and its slot in the journal.
+pub(crate) const RECORD_BYTES: u64 = 128;
+
+/// The bytes the host holds for `value` parsed (`serde_json::Value`, with
+/// its `preserve_order` maps), estimated from above on a 64-bit host: a
+/// value's 32-byte slot, a string's bytes, an array's slots, an object's
+/// entries (its index table, each entry's hash, key and value) and every
+/// allocation's bookkeeping. A one-entry object, `{"integer": 3}` as `sql`
+/// journals a value, takes about 350 bytes for 13 of text: charging the
+/// text alone would let a call hold twenty times its budget. Walked with a
+/// stack of its own, however deep the value.
+pub(crate) fn held_bytes(value: &Value) -> u64 {
+    let mut total = VALUE_SLOT;
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        total += match value {
+            Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+            Value::String(text) => string_bytes(text.len()),
+            Value::Array(items) => {
+                pending.extend(items);
+                array_bytes(items.len())
+            }
+            Value::Object(map) => {
+                pending.extend(map.values());
+                object_bytes(map.len()) + map.keys().map(|k| string_bytes(k.len())).sum::<u64>()
+            }
+        };
+    }
+    total
+}
+
+/// A `Value`'s own size.
+const VALUE_SLOT: u64 = 32;
+/// What an allocator keeps per allocation, and its rounding.
+const ALLOCATION: u64 = 16;
+
+/// A string of `len` bytes, held in its own allocation.
+pub(crate) fn string_bytes(len: usize) -> u64 {
+    if len == 0 { 0 } else { len as u64 + ALLOCATION }
+}
+
+/// An array's slots (its children's own bytes apart).
+pub(crate) fn array_bytes(len: usize) -> u64 {
+    if len == 0 {
+        0
+    } else {
+        len as u64 * VALUE_SLOT + ALLOCATION
+    }
+}
+
+/// An object's entries and index (its keys' and children's own bytes
+/// apart): each entry a hash, a key and a value (64 bytes), each index slot
+/// 9 bytes, both grown to at least three entries as `indexmap` grows them.
+pub(crate) fn object_bytes(len: usize) -> u64 {
+    if len == 0 {
+        return 0;
+    }
+    let slots = len.max(3).next_power_of_two() as u64;
+    slots * 64 + (slots + 1) * 9 + 16 + 2 * ALLOCATION
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::Limits;
 
     fn get(key: &str) -> Value {
         json!({ "op": "get", "key": key })
@@ -305,6 +407,19 @@ mod tests {
 
     fn recorded(entries: Vec<JournalRecord>) -> Journal {
         Journal::new(&JournalMode::Replay(entries.into()))
+    }
+
+    impl Journal {
+        /// [`Journal::call`] under a budget of its own, the default one.
+        fn plain<T: JournalValue>(
+            &mut self,
+            capability: Capability,
+            request: Value,
+            perform: impl FnOnce() -> Result<T, GuestError>,
+        ) -> wasmtime::Result<Result<T, GuestError>> {
+            let mut budget = HostCallBudget::new(&Limits::default());
+            self.call(capability, request, 0, &mut budget, |_| perform())
+        }
     }
 
     #[test]
@@ -319,12 +434,12 @@ mod tests {
     fn a_recorded_call_replays_without_performing() {
         let mut journal = Journal::new(&JournalMode::Record);
         let answer: Option<Vec<u8>> = journal
-            .call(Capability::Kv, get("a"), || Ok(Some(b"1".to_vec())))
+            .plain(Capability::Kv, get("a"), || Ok(Some(b"1".to_vec())))
             .unwrap()
             .unwrap();
         assert_eq!(answer.as_deref(), Some(&b"1"[..]));
         let failed: Result<(), GuestError> = journal
-            .call(
+            .plain(
                 Capability::Kv,
                 json!({ "op": "delete", "key": "a" }),
                 || {
@@ -347,14 +462,14 @@ mod tests {
 
         let mut replay = recorded(records.clone());
         let answer: Option<Vec<u8>> = replay
-            .call(Capability::Kv, get("a"), || {
+            .plain(Capability::Kv, get("a"), || {
                 panic!("a replay never performs")
             })
             .unwrap()
             .unwrap();
         assert_eq!(answer.as_deref(), Some(&b"1"[..]));
         let error = replay
-            .call::<()>(
+            .plain::<()>(
                 Capability::Kv,
                 json!({ "op": "delete", "key": "a" }),
                 || panic!("a replay never performs"),
@@ -378,7 +493,7 @@ mod tests {
         let diverge = |capability: Capability, request: Value| {
             let mut replay = recorded(entries.clone());
             let trap = replay
-                .call::<Option<Vec<u8>>>(capability, request, || unreachable!())
+                .plain::<Option<Vec<u8>>>(capability, request, || unreachable!())
                 .unwrap_err();
             let (_, mismatch) = replay.finish();
             let mismatch = mismatch.expect("a mismatch");
@@ -405,12 +520,12 @@ mod tests {
         // One call too many.
         let mut replay = recorded(entries.clone());
         replay
-            .call::<Option<Vec<u8>>>(Capability::Kv, get("a"), || unreachable!())
+            .plain::<Option<Vec<u8>>>(Capability::Kv, get("a"), || unreachable!())
             .unwrap()
             .unwrap();
         assert!(
             replay
-                .call::<Option<Vec<u8>>>(Capability::Kv, get("a"), || unreachable!())
+                .plain::<Option<Vec<u8>>>(Capability::Kv, get("a"), || unreachable!())
                 .is_err()
         );
         let (_, mismatch) = replay.finish();
@@ -442,7 +557,7 @@ mod tests {
         let mut replay = recorded(bad);
         assert!(
             replay
-                .call::<Option<Vec<u8>>>(Capability::Kv, get("a"), || unreachable!())
+                .plain::<Option<Vec<u8>>>(Capability::Kv, get("a"), || unreachable!())
                 .is_err()
         );
         assert!(
@@ -453,5 +568,130 @@ mod tests {
                 .difference
                 .contains("is not an answer")
         );
+    }
+
+    fn bytes(n: usize) -> Option<Vec<u8>> {
+        Some(vec![7; n])
+    }
+
+    #[test]
+    fn an_answer_past_the_budget_is_recorded_as_its_refusal_and_replayed_so() {
+        let limits = Limits {
+            host_call_bytes: Some(64 << 10),
+            ..Limits::default()
+        };
+        let mut budget = HostCallBudget::new(&limits);
+        let mut journal = Journal::new(&JournalMode::Record);
+        let mut rooms = Vec::new();
+        let mut ask = |journal: &mut Journal, budget: &mut HostCallBudget, n: usize| {
+            journal
+                .call(Capability::Kv, get("k"), 0, budget, |room| {
+                    rooms.push(room.bytes);
+                    Ok(bytes(n))
+                })
+                .unwrap()
+        };
+        // 30 KiB as base64 is 40 KiB held: the first fits, the second not.
+        assert!(ask(&mut journal, &mut budget, 30 << 10).is_ok());
+        let refused = ask(&mut journal, &mut budget, 30 << 10).unwrap_err();
+        assert_eq!(refused.code, BUDGET_EXCEEDED);
+        assert!(!refused.retryable);
+        for says in [
+            "`kv` answer would take",
+            "65536 bytes for host calls",
+            "host_call_mb",
+        ] {
+            assert!(refused.message.contains(says), "{}", refused.message);
+        }
+        // Small answers still fit in what is left.
+        assert!(ask(&mut journal, &mut budget, 10).is_ok());
+        assert!(rooms[1] < rooms[0], "{rooms:?}");
+        assert_eq!(
+            budget.refused.as_ref().map(|r| &r.message),
+            Some(&refused.message)
+        );
+        let (records, _) = journal.finish();
+        assert_eq!(records[1].response["error"]["code"], BUDGET_EXCEEDED);
+        let held: u64 = records
+            .iter()
+            .map(|r| held_bytes(&r.request) + held_bytes(&r.response) + RECORD_BYTES)
+            .sum();
+        assert!(held <= 64 << 10, "{held}");
+
+        // The replay, under the same limits, answers as the call was answered.
+        let mut budget = HostCallBudget::new(&limits);
+        let mut replay = recorded(records.clone());
+        for expected in [true, false, true] {
+            let answer = replay
+                .call::<Option<Vec<u8>>>(
+                    Capability::Kv,
+                    get("k"),
+                    0,
+                    &mut budget,
+                    |_| unreachable!(),
+                )
+                .unwrap();
+            assert_eq!(answer.is_ok(), expected);
+        }
+        assert_eq!(replay.finish(), (records, None));
+        assert_eq!(budget.refused.unwrap().code, BUDGET_EXCEEDED);
+    }
+
+    #[test]
+    fn calls_past_the_count_and_requests_past_the_bytes_are_refused_unjournaled() {
+        let limits = Limits {
+            max_host_calls: 2,
+            host_call_bytes: Some(4096),
+            ..Limits::default()
+        };
+        let mut budget = HostCallBudget::new(&limits);
+        let mut journal = Journal::new(&JournalMode::Record);
+        let mut performed = 0;
+        let mut ask = |journal: &mut Journal, budget: &mut HostCallBudget, written: u64| {
+            journal
+                .call(Capability::Kv, get("k"), written, budget, |_| {
+                    performed += 1;
+                    Ok(())
+                })
+                .unwrap()
+        };
+        // A write whose value does not fit is refused before it is made.
+        let too_big = ask(&mut journal, &mut budget, 5000).unwrap_err();
+        assert!(
+            too_big.message.contains("request takes 5"),
+            "{}",
+            too_big.message
+        );
+        ask(&mut journal, &mut budget, 0).unwrap();
+        ask(&mut journal, &mut budget, 0).unwrap();
+        let third = ask(&mut journal, &mut budget, 0).unwrap_err();
+        assert_eq!(third.code, BUDGET_EXCEEDED);
+        assert!(
+            third.message.contains("has made 2")
+                && third.message.contains("`max_host_calls` (now 2"),
+            "{}",
+            third.message
+        );
+        assert_eq!(performed, 2);
+        assert_eq!(journal.finish().0.len(), 2);
+    }
+
+    #[test]
+    fn held_bytes_bounds_what_parsed_json_takes() {
+        assert_eq!(held_bytes(&Value::Null), 32);
+        assert_eq!(held_bytes(&json!("abc")), 32 + 3 + 16);
+        // A SQL value as the journal holds it: far more than its text.
+        let cell = json!({ "integer": 3 });
+        assert!(held_bytes(&cell) > 300, "{}", held_bytes(&cell));
+        // Deep nesting is walked without recursion.
+        let mut deep = Value::Null;
+        for _ in 0..100_000 {
+            deep = Value::Array(vec![deep]);
+        }
+        assert!(held_bytes(&deep) > 100_000 * 48);
+        // Dropping it recursively would overflow the stack; unwind it here.
+        while let Value::Array(mut inner) = deep {
+            deep = inner.pop().unwrap_or(Value::Null);
+        }
     }
 }

@@ -152,6 +152,11 @@ pub struct NodeDecl {
     pub timeout_ms: Option<Spanned<u64>>,
     pub memory_mb: Option<Spanned<u64>>,
     pub fuel: Option<Spanned<u64>>,
+    /// The most journaled host calls (`kv`, `http`, `sql`, `llm`) one call
+    /// may make.
+    pub max_host_calls: Option<Spanned<u64>>,
+    /// The MiB one call's journaled host calls may hold.
+    pub host_call_mb: Option<Spanned<u64>>,
     pub capabilities: Option<Spanned<Entries<Spanned<GrantValue>>>>,
     pub max_visits: Option<Spanned<u32>>,
     pub message: Option<Spanned<String>>,
@@ -203,6 +208,8 @@ impl NodeDecl {
             timeout_ms,
             memory_mb,
             fuel,
+            max_host_calls,
+            host_call_mb,
             capabilities,
             max_visits,
             message,
@@ -229,6 +236,8 @@ impl NodeDecl {
             at("timeout_ms", timeout_ms),
             at("memory_mb", memory_mb),
             at("fuel", fuel),
+            at("max_host_calls", max_host_calls),
+            at("host_call_mb", host_call_mb),
             at("capabilities", capabilities),
             at("max_visits", max_visits),
             at("message", message),

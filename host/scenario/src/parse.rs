@@ -61,6 +61,7 @@ pub(crate) fn parse(text: &str, path: &Path, reporter: &mut Reporter) -> Option<
         lines,
         reporter,
         dir,
+        scenario_name: file.scenario.get_ref().name.get_ref().clone(),
         broken_edges: BTreeSet::new(),
     };
     let scenario = p.scenario(file, path.to_path_buf(), digest);
@@ -78,6 +79,8 @@ pub(crate) struct Parser<'r> {
     pub reporter: &'r mut Reporter,
     /// The scenario's directory: relative paths resolve here.
     pub dir: PathBuf,
+    /// The scenario's name: whose `kv` namespaces its nodes grant.
+    pub scenario_name: String,
     broken_edges: BTreeSet<String>,
 }
 
@@ -88,6 +91,7 @@ impl<'r> Parser<'r> {
             lines,
             reporter,
             dir: PathBuf::from("/"),
+            scenario_name: "test".into(),
             broken_edges: BTreeSet::new(),
         }
     }

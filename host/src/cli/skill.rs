@@ -70,6 +70,13 @@ pub struct CallArgs {
     /// Fuel (instruction budget); unlimited when absent.
     #[arg(long, value_name = "N")]
     fuel: Option<u64>,
+    /// The most `kv`, `http`, `sql` and `llm` calls the call may make.
+    #[arg(long, value_name = "N", default_value_t = skillhost_runtime::limits::DEFAULT_MAX_HOST_CALLS)]
+    max_host_calls: u32,
+    /// The MiB those host calls' requests and answers may hold; as many as
+    /// --memory-mb when absent.
+    #[arg(long, value_name = "N")]
+    host_call_mb: Option<u64>,
     /// Largest output accepted, as compact JSON bytes.
     #[arg(long, value_name = "N", default_value_t = 16 << 20)]
     max_output_bytes: u64,
@@ -296,6 +303,8 @@ fn call(args: CallArgs, globals: &Globals) -> CliResult {
         memory_bytes: args.memory_mb.saturating_mul(1 << 20),
         fuel: args.fuel,
         max_output_bytes: args.max_output_bytes,
+        max_host_calls: args.max_host_calls,
+        host_call_bytes: args.host_call_mb.map(|mb| mb.saturating_mul(1 << 20)),
         ..Limits::default()
     };
     limits.validate().map_err(Failure::bad_input)?;

@@ -48,6 +48,7 @@ pub use checkpoint::{
     StepCommit, is_snapshot_seq,
 };
 pub use error::StoreError;
+pub use kv::{KvLimits, KvSpace, KvUsage, KvWrite};
 pub use lease::{
     Admission, CurrentCheckpoint, DEFAULT_IDEMPOTENCY_TTL, IdempotencyKey, Lease, PruneReport,
     Retention, RunOptions, ScheduleTick, format_ms, new_owner_id, parse_duration,
@@ -481,27 +482,79 @@ impl Store {
         dispatch!(self, s => s.cancel_run(run_id, by, error).await)
     }
 
-    /// The value of `key` in kv namespace `namespace`, if it is set.
-    pub async fn kv_get(&self, namespace: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        dispatch!(self, s => s.kv_get(namespace, key).await)
+    /// The value of `key` in kv namespace `space`, if it is set. No key
+    /// holds NUL ([`Store::kv_set`] refuses one), so a key with NUL is
+    /// answered as unset on both backends without a query (Postgres text
+    /// cannot hold NUL, and SQLite's text functions stop at it).
+    pub async fn kv_get(
+        &self,
+        space: KvSpace<'_>,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        if key.contains('\0') {
+            return Ok(None);
+        }
+        dispatch!(self, s => s.kv_get(space, key).await)
     }
 
-    /// Sets `key` of kv namespace `namespace`, replacing its value, in a
-    /// transaction of its own (durable when it returns).
-    pub async fn kv_set(&self, namespace: &str, key: &str, value: &[u8]) -> Result<(), StoreError> {
-        dispatch!(self, s => s.kv_set(namespace, key, value).await)
+    /// Sets `key` of kv namespace `space`, replacing its value, in a
+    /// transaction of its own (durable when it returns), unless that would
+    /// take the namespace past `limits` ([`KvWrite::OverQuota`], nothing
+    /// written).
+    pub async fn kv_set(
+        &self,
+        space: KvSpace<'_>,
+        key: &str,
+        value: &[u8],
+        limits: KvLimits,
+    ) -> Result<KvWrite, StoreError> {
+        if key.contains('\0') {
+            return Err(StoreError::Invalid {
+                db: self.display.clone(),
+                message: format!(
+                    "kv key {key:?} of namespace {} holds NUL (U+0000), which no kv backend \
+                     stores; nothing was written",
+                    kv::describe(space)
+                ),
+            });
+        }
+        dispatch!(self, s => s.kv_set(space, key, value, limits).await)
     }
 
-    /// Removes `key` of kv namespace `namespace`; removing a key that is not
+    /// Removes `key` of kv namespace `space`; removing a key that is not
     /// set is not an error.
-    pub async fn kv_delete(&self, namespace: &str, key: &str) -> Result<(), StoreError> {
-        dispatch!(self, s => s.kv_delete(namespace, key).await)
+    pub async fn kv_delete(&self, space: KvSpace<'_>, key: &str) -> Result<(), StoreError> {
+        if key.contains('\0') {
+            return Ok(());
+        }
+        dispatch!(self, s => s.kv_delete(space, key).await)
     }
 
-    /// The keys of kv namespace `namespace` that start with `prefix`, in
-    /// byte order.
-    pub async fn kv_keys(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, StoreError> {
-        dispatch!(self, s => s.kv_keys(namespace, prefix).await)
+    /// The first `limit` keys of kv namespace `space` that start with
+    /// `prefix`, in byte order. A prefix with NUL matches no key (none
+    /// holds NUL), on both backends alike.
+    pub async fn kv_keys(
+        &self,
+        space: KvSpace<'_>,
+        prefix: &str,
+        limit: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        if prefix.contains('\0') || limit == 0 {
+            return Ok(Vec::new());
+        }
+        dispatch!(self, s => s.kv_keys(space, prefix, limit).await)
+    }
+
+    /// What kv namespace `space` holds, as its quota counts it.
+    pub async fn kv_usage(&self, space: KvSpace<'_>) -> Result<KvUsage, StoreError> {
+        dispatch!(self, s => s.kv_usage(space).await)
+    }
+
+    /// Gives namespace `space` the rows its name had before namespaces were
+    /// scoped (schema version 12), if it holds none of its own and nobody
+    /// took them first; how many rows it took. See `kv.rs`.
+    pub async fn kv_adopt(&self, space: KvSpace<'_>) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.kv_adopt(space).await)
     }
 
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {

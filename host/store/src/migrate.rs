@@ -80,6 +80,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "kv",
         sql: include_str!("../migrations/sqlite/0011_kv.sql"),
     },
+    Migration {
+        version: 12,
+        name: "kv_scopes",
+        sql: include_str!("../migrations/sqlite/0012_kv_scopes.sql"),
+    },
 ];
 
 /// The Postgres migrations: the same versions and names as [`SQLITE`], in
@@ -140,10 +145,15 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "kv",
         sql: include_str!("../migrations/postgres/0011_kv.sql"),
     },
+    Migration {
+        version: 12,
+        name: "kv_scopes",
+        sql: include_str!("../migrations/postgres/0012_kv_scopes.sql"),
+    },
 ];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 11;
+pub const SCHEMA_VERSION: u32 = 12;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";

@@ -31,6 +31,7 @@ use crate::cache::CachedOutput;
 use crate::checkpoint::{CheckpointRow, LoadedCheckpoint, RunHistory, SnapshotPlan, rebuild};
 use crate::codec::{Codec, StoredRow, run_columns};
 use crate::error::StoreError;
+use crate::kv::{KvSpace, KvUsage, describe, kv_action};
 use crate::lease::{CurrentCheckpoint, Retention};
 use crate::rows::{ArtifactRow, JournalEntry, JournalRow, MapItemRow, StepRow};
 use crate::run::{RunFilter, RunRow, RunStatus, UnreadableRun};
@@ -192,13 +193,18 @@ const LAST_SCHEDULE_TICK: &str = "SELECT tick_ms FROM schedule_ticks \
 
 const RETENTION: &str = "SELECT scenario_name, keep_ms FROM retention ORDER BY scenario_name";
 
-const KV_GET: &str = "SELECT value FROM kv WHERE namespace = $1 AND key = $2";
+const KV_GET: &str = "SELECT value FROM kv WHERE scope = $1 AND namespace = $2 AND key = $3";
 
-/// The keys of namespace $1 that start with $2, in byte order (Postgres's
-/// column is `COLLATE "C"`). A prefix compared as a prefix, not a `LIKE`
-/// pattern, so `%` and `_` in it mean themselves.
-const KV_KEYS: &str = "SELECT key FROM kv WHERE namespace = $1 \
-     AND substr(key, 1, length($2)) = $2 ORDER BY key";
+/// The first $4 keys of namespace ($1, $2) that start with $3, in byte
+/// order (Postgres's column is `COLLATE "C"`). A prefix compared as a
+/// prefix, not a `LIKE` pattern, so `%`, `_` and `\` in it mean
+/// themselves; `length` and `substr` count characters alike on both
+/// backends, and neither a key nor a prefix holds NUL (the capability
+/// refuses it), where SQLite's text functions would stop.
+const KV_KEYS: &str = "SELECT key FROM kv WHERE scope = $1 AND namespace = $2 \
+     AND substr(key, 1, length($3)) = $3 ORDER BY key LIMIT $4";
+
+const KV_USAGE_ROW: &str = "SELECT keys, bytes FROM kv_usage WHERE scope = $1 AND namespace = $2";
 
 /// Reading a store, on either backend.
 pub(crate) trait Reads: Codec + Sync {
@@ -515,10 +521,18 @@ pub(crate) trait Reads: Codec + Sync {
             .map_err(|e| self.error(e, &action))
     }
 
-    async fn kv_get(&self, namespace: &str, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let action = format!("reading key `{key}` of kv namespace `{namespace}`");
+    async fn kv_get(&self, space: KvSpace<'_>, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let action = kv_action("reading", space, key);
         let rows = self
-            .fetch(KV_GET, &[Param::Text(namespace), Param::Text(key)], &action)
+            .fetch(
+                KV_GET,
+                &[
+                    Param::Text(space.scope),
+                    Param::Text(space.namespace),
+                    Param::Text(key),
+                ],
+                &action,
+            )
             .await?;
         rows.first()
             .map(|row| row.column::<Vec<u8>>("value"))
@@ -526,12 +540,22 @@ pub(crate) trait Reads: Codec + Sync {
             .map_err(|e| self.error(e, &action))
     }
 
-    async fn kv_keys(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, StoreError> {
-        let action = format!("listing keys of kv namespace `{namespace}`");
+    async fn kv_keys(
+        &self,
+        space: KvSpace<'_>,
+        prefix: &str,
+        limit: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        let action = format!("listing keys of kv namespace {}", describe(space));
         let rows = self
             .fetch(
                 KV_KEYS,
-                &[Param::Text(namespace), Param::Text(prefix)],
+                &[
+                    Param::Text(space.scope),
+                    Param::Text(space.namespace),
+                    Param::Text(prefix),
+                    Param::Int(i64::try_from(limit).unwrap_or(i64::MAX)),
+                ],
                 &action,
             )
             .await?;
@@ -539,6 +563,27 @@ pub(crate) trait Reads: Codec + Sync {
             .map(|row| row.column::<String>("key"))
             .collect::<Result<_, _>>()
             .map_err(|e| self.error(e, &action))
+    }
+
+    async fn kv_usage(&self, space: KvSpace<'_>) -> Result<KvUsage, StoreError> {
+        let action = format!("reading the usage of kv namespace {}", describe(space));
+        let rows = self
+            .fetch(
+                KV_USAGE_ROW,
+                &[Param::Text(space.scope), Param::Text(space.namespace)],
+                &action,
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(KvUsage::default());
+        };
+        let read = || -> Result<KvUsage, sqlx::Error> {
+            Ok(KvUsage {
+                keys: row.column::<i64>("keys")? as u64,
+                bytes: row.column::<i64>("bytes")? as u64,
+            })
+        };
+        read().map_err(|e| self.error(e, &action))
     }
 
     async fn retention(&self) -> Result<Vec<Retention>, StoreError> {

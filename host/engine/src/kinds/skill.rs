@@ -174,7 +174,9 @@ mod tests {
     use std::sync::Arc;
 
     use serde_json::json;
-    use skillhost_runtime::{Backends, KvBackend, MemoryKv, PoolConfig, Runtime, RuntimeConfig};
+    use skillhost_runtime::{
+        Backends, KvBackend, KvGrant, MemoryKv, PoolConfig, Runtime, RuntimeConfig,
+    };
     use skillhost_store::{JournalEntry, RunStatus, Store};
 
     use crate::{Engine, NoEvents, RunOutcome};
@@ -239,8 +241,16 @@ to = "done"
         std::fs::write(&path, scenario).unwrap();
 
         let kv = MemoryKv::default();
+        // The scenario's own namespace `shared`.
+        let grant = KvGrant::parse("shared").unwrap().owned_by("kv-journal");
         for (key, value) in [("greeting", "hello"), ("a", "1"), ("b", "2")] {
-            kv.set("shared", key, value.as_bytes().to_vec()).unwrap();
+            kv.set(
+                &grant.namespace(),
+                key,
+                value.as_bytes().to_vec(),
+                grant.quota(),
+            )
+            .unwrap();
         }
         let runtime = Runtime::new(RuntimeConfig {
             cache_dir: Some(dir.path().join("cache")),

@@ -16,11 +16,13 @@
 mod approval;
 mod artifacts;
 mod boundaries;
+mod budgets;
 mod cache;
 mod events;
 mod failures;
 mod integrity;
 mod kinds;
+mod kv;
 mod llm;
 mod map;
 mod postgres;

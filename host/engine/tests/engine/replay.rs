@@ -16,7 +16,9 @@ use skillhost_engine::replay::{
     replay,
 };
 use skillhost_engine::{Engine, EngineError, NoEvents, RunOutcome};
-use skillhost_runtime::{Backends, KvBackend, MemoryKv, PoolConfig, Runtime, RuntimeConfig};
+use skillhost_runtime::{
+    Backends, KvBackend, KvGrant, MemoryKv, PoolConfig, Runtime, RuntimeConfig,
+};
 use skillhost_store::{RunStatus, Store};
 
 use crate::{Db, completed, e2e_scenario, load, runtime};
@@ -110,12 +112,19 @@ impl KvScenario {
         outcome
     }
 
-    /// The scenario loaded by a runtime of its own whose kv (namespace
-    /// `shared`) holds `greeting`, `a` and `b`.
+    /// The scenario loaded by a runtime of its own whose kv (the
+    /// scenario's namespace `shared`) holds `greeting`, `a` and `b`.
     fn loaded_with_kv(&self) -> skillhost_scenario::LoadedScenario {
         let kv = MemoryKv::default();
+        let grant = KvGrant::parse("shared").unwrap().owned_by("kv-replay");
         for (key, value) in [("greeting", "hello"), ("a", "1"), ("b", "2")] {
-            kv.set("shared", key, value.as_bytes().to_vec()).unwrap();
+            kv.set(
+                &grant.namespace(),
+                key,
+                value.as_bytes().to_vec(),
+                grant.quota(),
+            )
+            .unwrap();
         }
         let recording = Runtime::new(RuntimeConfig {
             cache_dir: Some(self.dir.path().join("cache")),

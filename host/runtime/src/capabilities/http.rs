@@ -87,6 +87,7 @@ use super::{
 };
 use crate::call::{CallOptions, CallState};
 use crate::journal::JournalValue;
+use crate::limits::AnswerRoom;
 
 /// The largest response body a grant allows unless it says otherwise.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 << 20;
@@ -94,6 +95,9 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 << 20;
 pub const MAX_RESPONSE_BYTES_LIMIT: u64 = 1 << 30;
 /// Redirects one `fetch` follows before it gives up.
 pub const MAX_REDIRECTS: usize = 10;
+/// What the journal holds of a response besides its body, at most as far
+/// as the body's limit is concerned: its status, headers and bookkeeping.
+const ANSWER_OVERHEAD: u64 = 64 << 10;
 
 const METHODS: [&str; 4] = ["GET", "POST", "PUT", "DELETE"];
 
@@ -938,7 +942,8 @@ const CREDENTIAL_HEADERS: [&str; 4] = ["authorization", "cookie", "cookie2", "pr
 
 /// Sends `request` and follows its redirects within the grant, each hop
 /// carrying the secrets of its own origin only; the answer (or error)
-/// redacted of every secret of the grant.
+/// redacted of every secret of the grant. No body larger than the grant
+/// allows or `room` can hold is read.
 fn fetch(
     backend: &dyn HttpBackend,
     grant: &HttpGrant,
@@ -946,6 +951,7 @@ fn fetch(
     request: &Request,
     first: url::Url,
     deadline: Instant,
+    room: AnswerRoom,
 ) -> Result<Response, GuestError> {
     let redaction = Redaction::of(grant)?;
     let answer = follow(
@@ -954,7 +960,7 @@ fn fetch(
         skill,
         request,
         first,
-        deadline,
+        &Bounds { deadline, room },
         redaction.as_ref(),
     );
     match (answer, &redaction) {
@@ -967,15 +973,28 @@ fn fetch(
     }
 }
 
+/// What bounds one fetch, redirects included: when it must end, and what
+/// its answer may take of the call's host-call budget.
+struct Bounds {
+    deadline: Instant,
+    room: AnswerRoom,
+}
+
 fn follow(
     backend: &dyn HttpBackend,
     grant: &HttpGrant,
     skill: &str,
     request: &Request,
     first: url::Url,
-    deadline: Instant,
+    bounds: &Bounds,
     redaction: Option<&Redaction>,
 ) -> Result<Response, GuestError> {
+    let Bounds { deadline, room } = bounds;
+    let deadline = *deadline;
+    // The journal holds the body as base64: four bytes for every three.
+    let max_response_bytes = grant
+        .max_response_bytes
+        .min(room.bytes.saturating_sub(ANSWER_OVERHEAD) / 4 * 3);
     let mut url = first;
     let mut method = request.method.clone();
     let mut body = request.body.clone();
@@ -1018,10 +1037,13 @@ fn follow(
             headers: &headers,
             body: body.as_deref(),
             timeout: left,
-            max_response_bytes: grant.max_response_bytes,
+            max_response_bytes,
         };
         let response = backend.send(&outbound).map_err(|failure| match failure {
             HttpFailure::Timeout => timed_out(&url),
+            HttpFailure::TooLarge { limit } if limit < grant.max_response_bytes => {
+                room.refuse(Capability::Http, None)
+            }
             HttpFailure::TooLarge { limit } => guest_error(
                 "response-too-large",
                 format!(
@@ -1244,8 +1266,8 @@ impl wit::Host for HostCall<'_, HttpCall> {
         }
         let skill = self.scope.skill_name().to_string();
         let record = journal_request(&request);
-        self.scope.journal.call(Capability::Http, record, || {
-            fetch(&*backend, &grant, &skill, &request, url, deadline)
+        self.scope.journaled(Capability::Http, record, 0, |room| {
+            fetch(&*backend, &grant, &skill, &request, url, deadline, room)
         })
     }
 }
@@ -1500,6 +1522,9 @@ mod tests {
             &get(url),
             ::url::Url::parse(url).unwrap(),
             deadline,
+            crate::limits::HostCallBudget::new(&crate::Limits::default())
+                .admit(Capability::Http, 0)
+                .unwrap(),
         )
     }
 

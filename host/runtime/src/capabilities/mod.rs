@@ -57,7 +57,7 @@ pub(crate) mod bindings {
 
 pub use bindings::skillhost::skill::types::SkillError as GuestError;
 pub use http::{HttpBackend, ReqwestHttp};
-pub use kv::{KvBackend, KvOverride, MemoryKv};
+pub use kv::{KvBackend, KvFailure, KvGrant, KvNamespace, KvOverride, KvQuota, KvUsage, MemoryKv};
 pub use llm::{LlmProviders, TokenUsage};
 pub use sql::SqlGrant;
 

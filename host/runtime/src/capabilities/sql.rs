@@ -7,16 +7,28 @@
 //! authorizer that allows reading and nothing else: a write, `ATTACH`,
 //! `DETACH`, a transaction, a pragma that changes something, DDL or
 //! `load_extension` is refused with `not-allowed`, naming what the statement
-//! would have done. One statement per query; parameters are bound by SQLite,
-//! never written into the text.
+//! would have done. A statement the authorizer lets through must also be a
+//! query by its first word ([`QUERY_WORDS`]): `REINDEX` of a table without
+//! an index, `VACUUM` (and `VACUUM INTO`, which writes a new file) reach
+//! no authorizer code that says they write. One statement per query;
+//! parameters are bound by SQLite, never written into the text.
 //!
 //! Every query is bounded, and passing a bound is an error, never a silent
 //! truncation: at most [`MAX_ROWS`] rows, at most [`MAX_RESULT_BYTES`] of
-//! values, and at most [`QUERY_TIME`] of wall time or the call's deadline,
-//! whichever comes first. The time bound is a progress handler that checks
-//! the deadline every few thousand virtual-machine instructions, so a
-//! runaway recursive CTE stops with `timeout`; wasmtime's epoch interruption
-//! cannot reach host code, so this is the only thing that stops it.
+//! values (and no more than the call's host-call budget has room for, as
+//! the journal holds them), and at most [`QUERY_TIME`] of wall time or the
+//! call's deadline, whichever comes first. The time bound is a progress
+//! handler that checks the deadline every few thousand virtual-machine
+//! instructions, so a runaway recursive CTE stops with `timeout`; wasmtime's
+//! epoch interruption cannot reach host code, so this is the only thing that
+//! stops it. One SQL function call runs without the progress handler, so
+//! SQLite's own limits ([`connection_limits`]) keep each value, the
+//! statement and its parts small: a `randomblob(999999999)`, a
+//! `printf('%.*c', …)` or a `zeroblob` of a gigabyte fails at once with
+//! `result-too-large` instead of allocating it. What else a query holds is
+//! SQLite's page cache (its default 2 MB) and its sorter, which spills to
+//! temporary files past that; `hard_heap_limit` is process-wide (the store
+//! shares the library), so it is not used.
 //!
 //! Every query is journaled (its statement and parameters, and its result or
 //! error): the database is outside the run, and may change between a run and
@@ -39,7 +51,8 @@ use super::{
     HostCapability, guest_error,
 };
 use crate::call::{CallOptions, CallState};
-use crate::journal::JournalValue;
+use crate::journal::{JournalValue, array_bytes, object_bytes, string_bytes};
+use crate::limits::AnswerRoom;
 
 /// The most rows one query may return.
 pub const MAX_ROWS: usize = 1000;
@@ -54,6 +67,32 @@ pub const QUERY_TIME: Duration = Duration::from_secs(5);
 const DEADLINE_MARGIN: Duration = Duration::from_millis(100);
 /// SQLite virtual-machine instructions between two looks at the clock.
 const PROGRESS_OPS: i32 = 4096;
+/// The longest string or blob a query may make (`SQLITE_LIMIT_LENGTH`; also
+/// bounds each row SQLite builds to sort or group): room for any one value
+/// of a result and its row.
+pub const MAX_VALUE_BYTES: i32 = 2 * MAX_RESULT_BYTES as i32;
+/// The longest statement (`SQLITE_LIMIT_SQL_LENGTH`).
+pub const MAX_STATEMENT_BYTES: i32 = 100_000;
+/// The most parameters a statement may take (`SQLITE_LIMIT_VARIABLE_NUMBER`).
+const MAX_PARAMS: i32 = 999;
+
+/// What a statement may start with: the words of a query. Everything else
+/// is refused even when no authorizer code says it writes.
+pub const QUERY_WORDS: [&str; 5] = ["SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"];
+
+/// SQLite's limits on one read-only connection: values and rows near the
+/// result's cap, a short statement, no attached database and no helper
+/// threads for sorting.
+fn connection_limits() -> [(rusqlite::limits::Limit, i32); 5] {
+    use rusqlite::limits::Limit;
+    [
+        (Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES),
+        (Limit::SQLITE_LIMIT_SQL_LENGTH, MAX_STATEMENT_BYTES),
+        (Limit::SQLITE_LIMIT_VARIABLE_NUMBER, MAX_PARAMS),
+        (Limit::SQLITE_LIMIT_ATTACHED, 0),
+        (Limit::SQLITE_LIMIT_WORKER_THREADS, 0),
+    ]
+}
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
@@ -176,6 +215,9 @@ impl ReadOnly {
                 format!("cannot open the granted database: {e}"),
             )
         })?;
+        for (limit, value) in connection_limits() {
+            connection.set_limit(limit, value);
+        }
         // Set before the authorizer, which refuses every pragma that sets.
         connection
             .pragma_update(None, "query_only", true)
@@ -206,13 +248,15 @@ impl ReadOnly {
         })
     }
 
-    /// Runs one statement with `params`, stopping it at `deadline`.
+    /// Runs one statement with `params`, stopping it at `deadline`, its
+    /// result held within `room`.
     fn query(
         &self,
         statement: &str,
         params: &[WitValue],
         deadline: Instant,
         time_limit: Duration,
+        room: AnswerRoom,
     ) -> Result<QueryResult, GuestError> {
         if let Ok(mut slot) = self.refused.lock() {
             *slot = None;
@@ -244,12 +288,28 @@ impl ReadOnly {
                 "`sql` is read-only: the statement would change the database",
             ));
         }
+        if let Some(word) = not_a_query(statement) {
+            return Err(guest_error(
+                "not-allowed",
+                format!(
+                    "`sql` is read-only: a `{word}` statement is refused; a query starts with \
+                     one of {}",
+                    QUERY_WORDS.join(", ")
+                ),
+            ));
+        }
         let columns: Vec<String> = prepared
             .column_names()
             .into_iter()
             .map(String::from)
             .collect();
         let mut bytes: usize = columns.iter().map(String::len).sum();
+        // What the journal will hold of the result (`{"ok": {"columns": …,
+        // "rows": …}}`), counted as it grows, so a result the call's budget
+        // cannot hold stops before it is built.
+        let mut held = 3 * object_bytes(2)
+            + array_bytes(columns.len())
+            + columns.iter().map(|c| string_bytes(c.len())).sum::<u64>();
         let bound: Vec<SqlValue> = params.iter().map(to_sql).collect();
         let mut rows_out = Vec::new();
         let mut rows = prepared
@@ -266,9 +326,14 @@ impl ReadOnly {
                 ));
             }
             let mut values = Vec::with_capacity(columns.len());
+            held += 32 + array_bytes(columns.len());
             for index in 0..columns.len() {
                 let value = row.get_ref(index).map_err(failed)?;
                 bytes += value_bytes(&value);
+                held += held_value_bytes(&value);
+                if held > room.bytes {
+                    return Err(room.refuse(Capability::Sql, None));
+                }
                 if bytes > MAX_RESULT_BYTES {
                     return Err(guest_error(
                         "result-too-large",
@@ -312,6 +377,17 @@ impl ReadOnly {
                     ),
                     retryable: false,
                 }
+            }
+            rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::TooBig => {
+                guest_error(
+                    "result-too-large",
+                    format!(
+                        "the query makes a string or blob longer than {MAX_VALUE_BYTES} bytes, or \
+                         a statement longer than {MAX_STATEMENT_BYTES}, the most `sql` allows \
+                         (a result holds at most {MAX_RESULT_BYTES} bytes of values); make \
+                         shorter values"
+                    ),
+                )
             }
             rusqlite::Error::InvalidParameterCount(given, wanted) => guest_error(
                 "invalid-query",
@@ -437,6 +513,41 @@ fn value_bytes(value: &ValueRef<'_>) -> usize {
     }
 }
 
+/// What the journal holds for `value` ([`value_to_json`], parsed; see
+/// `journal::held_bytes`), besides its slot in its row.
+fn held_value_bytes(value: &ValueRef<'_>) -> u64 {
+    let (kind, len) = match value {
+        ValueRef::Null => return 0,
+        ValueRef::Integer(_) => ("integer", 0),
+        ValueRef::Real(_) => ("real", 0),
+        ValueRef::Text(t) => ("text", t.len()),
+        ValueRef::Blob(b) => ("blob", b.len().div_ceil(3) * 4),
+    };
+    object_bytes(1) + string_bytes(kind.len()) + string_bytes(len)
+}
+
+/// The first word of `statement` (after blanks and comments) when it is not
+/// one a query starts with ([`QUERY_WORDS`]).
+fn not_a_query(statement: &str) -> Option<String> {
+    let mut rest = statement;
+    loop {
+        rest = rest.trim_start();
+        if let Some(comment) = rest.strip_prefix("--") {
+            rest = comment.split_once('\n').map_or("", |(_, after)| after);
+        } else if let Some(comment) = rest.strip_prefix("/*") {
+            rest = comment.split_once("*/").map_or("", |(_, after)| after);
+        } else {
+            break;
+        }
+    }
+    let word: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect::<String>()
+        .to_ascii_uppercase();
+    (!QUERY_WORDS.contains(&word.as_str())).then_some(word)
+}
+
 /// A value as the journal writes it: `null`, `{"integer": N}`, `{"real":
 /// X}`, `{"text": "…"}`, `{"blob": "base64"}`.
 fn value_to_json(value: &WitValue) -> Value {
@@ -512,12 +623,12 @@ impl wit::Host for HostCall<'_, SqlCall> {
             "params": params.iter().map(value_to_json).collect::<Vec<_>>(),
         });
         let connection = &mut self.cap.connection;
-        self.scope.journal.call(Capability::Sql, request, || {
+        self.scope.journaled(Capability::Sql, request, 0, |room| {
             if connection.is_none() {
                 *connection = Some(ReadOnly::open(&grant.path)?);
             }
             let open = connection.as_ref().expect("opened above");
-            open.query(&statement, &params, deadline, time_limit)
+            open.query(&statement, &params, deadline, time_limit, room)
         })
     }
 }
@@ -734,6 +845,143 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.code, "result-too-large");
         assert!(err.message.contains("1048576 bytes"), "{}", err.message);
+    }
+
+    #[test]
+    fn statements_that_write_without_an_authorizer_code_are_refused() {
+        let (dir, path) = database();
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE INDEX birds_by_mass ON birds (mass)")
+            .unwrap();
+        let mut state = call_state(Some(&path), Duration::from_secs(5), JournalMode::Record);
+        let copy = dir.path().join("copy.db");
+        let vacuum_into = format!("VACUUM INTO '{}'", copy.display());
+        for statement in [
+            "REINDEX",
+            "REINDEX birds",
+            "REINDEX nocase",
+            "reindex birds_by_mass",
+            "/* first */ REINDEX",
+            "-- a comment\nREINDEX",
+            "VACUUM",
+            vacuum_into.as_str(),
+            "ANALYZE",
+            "ANALYZE birds",
+            "PRAGMA optimize",
+            "PRAGMA wal_checkpoint",
+            "PRAGMA incremental_vacuum",
+            "PRAGMA shrink_memory",
+            "PRAGMA integrity_check",
+        ] {
+            let err = query(&mut state, statement, Vec::new()).unwrap_err();
+            assert_eq!(err.code, "not-allowed", "{statement}: {}", err.message);
+            assert!(
+                err.message.contains("read-only"),
+                "{statement}: {}",
+                err.message
+            );
+        }
+        assert!(!copy.exists(), "VACUUM INTO wrote a file");
+        // Queries, however they open, still run.
+        for statement in [
+            "  select count(*) FROM birds",
+            "/* c */ WITH b AS (SELECT 1) SELECT * FROM b",
+            "VALUES (1), (2)",
+            "EXPLAIN SELECT 1",
+            "PRAGMA index_list(birds)",
+        ] {
+            query(&mut state, statement, Vec::new())
+                .unwrap_or_else(|e| panic!("{statement}: {}", e.message));
+        }
+    }
+
+    #[test]
+    fn expression_bombs_fail_at_once_within_the_length_limit() {
+        let (_dir, path) = database();
+        let mut state = call_state(Some(&path), Duration::from_secs(10), JournalMode::Record);
+        let long = format!("SELECT 1 {}", " ".repeat(MAX_STATEMENT_BYTES as usize));
+        for bomb in [
+            "SELECT randomblob(999999999)",
+            "SELECT length(randomblob(999999999))",
+            "SELECT zeroblob(999999999)",
+            "SELECT length(zeroblob(999999999))",
+            "SELECT replace(hex(zeroblob(1000000)), '0', '00000000')",
+            "SELECT length(group_concat(hex(randomblob(100000)))) FROM \
+             (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) \
+              SELECT i FROM n)",
+            long.as_str(),
+        ] {
+            let started = Instant::now();
+            let err = query(&mut state, bomb, Vec::new()).unwrap_err();
+            assert_eq!(err.code, "result-too-large", "{bomb:.80}: {}", err.message);
+            assert!(
+                err.message.contains(&MAX_VALUE_BYTES.to_string()),
+                "{}",
+                err.message
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{bomb:.80} took {:?}",
+                started.elapsed()
+            );
+        }
+        // `printf` stops at the limit and answers NULL, at once.
+        let started = Instant::now();
+        let capped = query(
+            &mut state,
+            "SELECT printf('%.*c', 999999999, 'x')",
+            Vec::new(),
+        );
+        assert_eq!(format!("{:?}", capped.unwrap().rows), "[[Value::Null]]");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        // A value within the limit is still made.
+        let fits = query(&mut state, "SELECT length(randomblob(1000000))", Vec::new()).unwrap();
+        assert_eq!(format!("{:?}", fits.rows), "[[Value::Integer(1000000)]]");
+    }
+
+    #[test]
+    fn a_result_the_budget_cannot_hold_stops_before_it_is_built() {
+        let (_dir, path) = database();
+        let grants = Grants {
+            sql: Some(Arc::new(SqlGrant::parse(path.to_str().unwrap()).unwrap())),
+            ..Grants::default()
+        };
+        let mut options = CallOptions {
+            grants: Arc::new(grants),
+            ..CallOptions::default()
+        };
+        options.limits.host_call_bytes = Some(200 << 10);
+        let mut state = CallState::new(
+            Arc::from("unit"),
+            &options,
+            &options.grants,
+            &Backends::default(),
+        );
+        let rows = |n: usize| {
+            format!(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {n}) \
+                 SELECT i, i FROM n"
+            )
+        };
+        // A hundred rows of two integers fit in 200 KiB as the journal
+        // holds them; a thousand do not, though they are far below 1 MiB.
+        assert_eq!(
+            query(&mut state, &rows(100), Vec::new())
+                .unwrap()
+                .rows
+                .len(),
+            100
+        );
+        let err = query(&mut state, &rows(1000), Vec::new()).unwrap_err();
+        assert_eq!(err.code, crate::limits::BUDGET_EXCEEDED, "{}", err.message);
+        assert!(
+            err.message.contains("`sql` answer") && err.message.contains("host_call_mb"),
+            "{}",
+            err.message
+        );
+        let records = journal(&mut state);
+        assert_eq!(records[1].response["error"]["code"], "budget-exceeded");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use skillhost_runtime::{
     Backends, CallError, CallOptions, CallReport, Capability, Grants, JournalMode, JournalRecord,
-    KvBackend, MemoryKv, Runtime, RuntimeConfig, Skill,
+    KvBackend, KvFailure, KvGrant, KvNamespace, KvQuota, MemoryKv, Runtime, RuntimeConfig, Skill,
 };
 
 /// A kv backend that keeps its data in a [`MemoryKv`] and writes down every
@@ -31,24 +31,35 @@ impl WatchedKv {
 }
 
 impl KvBackend for WatchedKv {
-    fn get(&self, namespace: &str, key: &str) -> Result<Option<Vec<u8>>, String> {
-        self.note(format!("get {namespace}/{key}"));
+    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, String> {
+        self.note(format!("get {}/{key}", namespace.name));
         self.data.get(namespace, key)
     }
 
-    fn set(&self, namespace: &str, key: &str, value: Vec<u8>) -> Result<(), String> {
-        self.note(format!("set {namespace}/{key}"));
-        self.data.set(namespace, key, value)
+    fn set(
+        &self,
+        namespace: &KvNamespace,
+        key: &str,
+        value: Vec<u8>,
+        quota: KvQuota,
+    ) -> Result<(), KvFailure> {
+        self.note(format!("set {}/{key}", namespace.name));
+        self.data.set(namespace, key, value, quota)
     }
 
-    fn delete(&self, namespace: &str, key: &str) -> Result<(), String> {
-        self.note(format!("delete {namespace}/{key}"));
+    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), String> {
+        self.note(format!("delete {}/{key}", namespace.name));
         self.data.delete(namespace, key)
     }
 
-    fn list_keys(&self, namespace: &str, prefix: &str) -> Result<Vec<String>, String> {
-        self.note(format!("list-keys {namespace}/{prefix}"));
-        self.data.list_keys(namespace, prefix)
+    fn list_keys(
+        &self,
+        namespace: &KvNamespace,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, String> {
+        self.note(format!("list-keys {}/{prefix}", namespace.name));
+        self.data.list_keys(namespace, prefix, limit)
     }
 }
 
@@ -56,16 +67,16 @@ impl KvBackend for WatchedKv {
 struct DownKv;
 
 impl KvBackend for DownKv {
-    fn get(&self, _: &str, _: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, _: &KvNamespace, _: &str) -> Result<Option<Vec<u8>>, String> {
         Err("the store is down".into())
     }
-    fn set(&self, _: &str, _: &str, _: Vec<u8>) -> Result<(), String> {
+    fn set(&self, _: &KvNamespace, _: &str, _: Vec<u8>, _: KvQuota) -> Result<(), KvFailure> {
+        Err(KvFailure::Unavailable("the store is down".into()))
+    }
+    fn delete(&self, _: &KvNamespace, _: &str) -> Result<(), String> {
         Err("the store is down".into())
     }
-    fn delete(&self, _: &str, _: &str) -> Result<(), String> {
-        Err("the store is down".into())
-    }
-    fn list_keys(&self, _: &str, _: &str) -> Result<Vec<String>, String> {
+    fn list_keys(&self, _: &KvNamespace, _: &str, _: usize) -> Result<Vec<String>, String> {
         Err("the store is down".into())
     }
 }
@@ -101,6 +112,16 @@ fn probe(kv: Arc<dyn KvBackend>) -> Probe {
     }
 }
 
+/// Namespace `probe` as a grant outside a scenario reaches it.
+fn probe_ns() -> KvNamespace {
+    KvGrant::parse("probe").unwrap().namespace()
+}
+
+const QUOTA: KvQuota = KvQuota {
+    max_keys: 100,
+    max_bytes: 1 << 20,
+};
+
 fn granted(namespace: &str, journal: JournalMode) -> CallOptions {
     let mut grants = Grants::default();
     grants.add("kv", namespace).expect("grant kv");
@@ -118,7 +139,9 @@ fn read(skill: &Skill, key: &str, options: &CallOptions) -> CallReport {
 /// A backend holding `greeting = hello` in namespace `probe`.
 fn greeting_kv() -> Arc<WatchedKv> {
     let kv = WatchedKv::default();
-    kv.data.set("probe", "greeting", b"hello".to_vec()).unwrap();
+    kv.data
+        .set(&probe_ns(), "greeting", b"hello".to_vec(), QUOTA)
+        .unwrap();
     Arc::new(kv)
 }
 
@@ -158,7 +181,7 @@ fn the_injected_kv_backend_is_the_one_a_skill_reaches() {
     assert_eq!(out, json!({ "text": "hello" }));
     assert_eq!(kv.seen(), ["get probe/greeting", "set probe/seen"]);
     assert_eq!(
-        kv.data.get("probe", "seen").unwrap().as_deref(),
+        kv.data.get(&probe_ns(), "seen").unwrap().as_deref(),
         Some(&b"greeting"[..]),
         "the skill's write is in the injected backend"
     );
@@ -219,7 +242,7 @@ fn a_replay_against_an_empty_backend_gives_the_same_output_and_touches_nothing()
         "the replay reached the backend: {:?}",
         empty.seen()
     );
-    assert_eq!(empty.data.get("probe", "seen").unwrap(), None);
+    assert_eq!(empty.data.get(&probe_ns(), "seen").unwrap(), None);
 
     // The same call recorded against the empty backend answers differently:
     // the output above came from the journal.

@@ -22,6 +22,8 @@ pub const KEYS: &[&str] = &[
     "timeout_ms",
     "memory_mb",
     "fuel",
+    "max_host_calls",
+    "host_call_mb",
     "capabilities",
     "max_visits",
     "artifacts",

@@ -556,6 +556,8 @@ retry = {{ max_attempts = 2 }}
 timeout_ms = 10
 memory_mb = 10
 fuel = 10
+max_host_calls = 10
+host_call_mb = 10
 capabilities = {{ log = "" }}
 max_visits = 2
 message = "'m'"

@@ -21,7 +21,7 @@ use crate::checks::schema::CompiledSchema;
 use crate::diagnostic::codes;
 use crate::file::{self, NodeDecl, PostDecl};
 use crate::parse::{Parser, list_or_none, normalize, placeholder};
-use skillhost_runtime::{Capability, Grants};
+use skillhost_runtime::{Capability, Grants, KvGrant};
 
 /// The keys a skill node reads.
 pub const KEYS: &[&str] = &[
@@ -34,6 +34,8 @@ pub const KEYS: &[&str] = &[
     "timeout_ms",
     "memory_mb",
     "fuel",
+    "max_host_calls",
+    "host_call_mb",
     "capabilities",
     "max_visits",
     "artifacts",
@@ -87,6 +89,12 @@ pub struct SkillCall {
     pub timeout_ms: Option<u64>,
     pub memory_mb: Option<u64>,
     pub fuel: Option<u64>,
+    /// The most journaled host calls (`kv`, `http`, `sql`, `llm`) one call
+    /// may make; `None`: the runtime's default.
+    pub max_host_calls: Option<u32>,
+    /// The MiB one call's journaled host calls may hold; `None`: as many as
+    /// its memory.
+    pub host_call_mb: Option<u64>,
     /// Capability name -> granted value as written, except that `fs` paths
     /// are made absolute against [`Scenario::dir`](crate::Scenario::dir). A
     /// grant refused as `bad-grant` is here too (and not in `grants`): the
@@ -393,6 +401,21 @@ pub(crate) fn parse_call(
         timeout_ms: decl.timeout_ms.take().map(Spanned::into_inner),
         memory_mb: decl.memory_mb.take().map(Spanned::into_inner),
         fuel: decl.fuel.take().map(Spanned::into_inner),
+        max_host_calls: host_call_limit(
+            p,
+            node,
+            decl.max_host_calls.take(),
+            "max_host_calls",
+            u64::from(skillhost_runtime::limits::MAX_HOST_CALLS_LIMIT),
+        )
+        .map(|calls| calls as u32),
+        host_call_mb: host_call_limit(
+            p,
+            node,
+            decl.host_call_mb.take(),
+            "host_call_mb",
+            skillhost_runtime::limits::MAX_HOST_CALL_BYTES >> 20,
+        ),
         capabilities,
         grants: Arc::new(grants),
         capabilities_line,
@@ -402,6 +425,32 @@ pub(crate) fn parse_call(
         output_constraints,
         cache: None,
     }
+}
+
+/// `max_host_calls` or `host_call_mb`: from 1 to `max`.
+fn host_call_limit(
+    p: &mut Parser<'_>,
+    node: Option<&str>,
+    decl: Option<Spanned<u64>>,
+    key: &str,
+    max: u64,
+) -> Option<u64> {
+    let value = decl?;
+    let n = *value.get_ref();
+    if (1..=max).contains(&n) {
+        return Some(n);
+    }
+    let line = p.line(&value);
+    p.reporter.error(
+        line,
+        node,
+        codes::INVALID_VALUE,
+        format!(
+            "`{key} = {n}` must be from 1 to {max}; leave it out for the default (see \
+             docs/scenarios.md, \"Host-call budgets\")"
+        ),
+    );
+    None
 }
 
 fn artifact(
@@ -668,6 +717,13 @@ fn grants(
             // Kept, so the node is not also reported as lacking the grant.
             written.insert(name.clone(), value);
             continue;
+        }
+        // A namespace is the scenario's own, unless the grant shares it.
+        if capability == Capability::Kv {
+            grants.kv = grants
+                .kv
+                .take()
+                .map(|kv| Arc::new(KvGrant::clone(&kv).owned_by(&p.scenario_name)));
         }
         let resolved = match capability {
             Capability::Fs => grants.fs.as_ref().map(|fs| fs.root.as_path()),

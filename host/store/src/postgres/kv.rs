@@ -1,33 +1,196 @@
-//! Postgres: the `kv` capability's writes, each one statement on the pool
-//! (reads are shared with SQLite, in `store/src/read.rs`).
+//! Postgres: the `kv` capability's writes, each one transaction that locks
+//! the namespace's usage row (`FOR UPDATE`) before it reads what the key
+//! holds, so concurrent writers of a namespace take turns and its quota
+//! holds whatever the number of processes (reads are shared with SQLite, in
+//! `store/src/read.rs`).
+
+use sqlx::{Postgres, Transaction};
 
 use super::PgStore;
 use crate::codec::{Codec, now_ms};
 use crate::error::StoreError;
-use crate::kv::{KV_DELETE, KV_SET, kv_action};
+use crate::kv::{
+    KV_ADOPT, KV_ANY, KV_DELETE, KV_DROP_UNSCOPED_USAGE, KV_SET, KV_SET_USAGE, KV_VALUE_LENGTH,
+    KvLimits, KvSpace, KvUsage, KvWrite, describe, kv_action,
+};
+
+/// Makes the namespace's usage row exist, then locks it.
+const KV_LOCK_USAGE: &str = "INSERT INTO kv_usage (scope, namespace, keys, bytes) \
+     VALUES ($1, $2, 0, 0) ON CONFLICT (scope, namespace) DO NOTHING";
+const KV_USAGE_FOR_UPDATE: &str =
+    "SELECT keys, bytes FROM kv_usage WHERE scope = $1 AND namespace = $2 FOR UPDATE";
+
+/// The usage of namespace ($1, $2) counted from its rows.
+const KV_COUNT_USAGE: &str = "SELECT count(*), coalesce(sum(octet_length(key) + \
+     length(value)), 0)::bigint FROM kv WHERE scope = $1 AND namespace = $2";
 
 impl PgStore {
-    pub async fn kv_set(&self, namespace: &str, key: &str, value: &[u8]) -> Result<(), StoreError> {
-        let action = kv_action("writing", namespace, key);
+    /// Locks and reads namespace `space`'s usage in `tx`.
+    async fn lock_usage(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        space: KvSpace<'_>,
+        action: &str,
+    ) -> Result<KvUsage, StoreError> {
+        sqlx::query(KV_LOCK_USAGE)
+            .bind(space.scope)
+            .bind(space.namespace)
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| self.error(e, action))?;
+        let (keys, bytes): (i64, i64) = sqlx::query_as(KV_USAGE_FOR_UPDATE)
+            .bind(space.scope)
+            .bind(space.namespace)
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(|e| self.error(e, action))?;
+        Ok(KvUsage {
+            keys: keys as u64,
+            bytes: bytes as u64,
+        })
+    }
+
+    async fn set_usage(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        space: KvSpace<'_>,
+        usage: KvUsage,
+        action: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(KV_SET_USAGE)
+            .bind(space.scope)
+            .bind(space.namespace)
+            .bind(usage.keys as i64)
+            .bind(usage.bytes as i64)
+            .execute(&mut **tx)
+            .await
+            .map(drop)
+            .map_err(|e| self.error(e, action))
+    }
+
+    async fn value_length(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        space: KvSpace<'_>,
+        key: &str,
+        action: &str,
+    ) -> Result<Option<u64>, StoreError> {
+        let length: Option<i32> = sqlx::query_scalar(KV_VALUE_LENGTH)
+            .bind(space.scope)
+            .bind(space.namespace)
+            .bind(key)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(|e| self.error(e, action))?;
+        Ok(length.map(|n| n as u64))
+    }
+
+    pub async fn kv_set(
+        &self,
+        space: KvSpace<'_>,
+        key: &str,
+        value: &[u8],
+        limits: KvLimits,
+    ) -> Result<KvWrite, StoreError> {
+        let action = kv_action("writing", space, key);
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        let usage = self.lock_usage(&mut tx, space, &action).await?;
+        let old = self.value_length(&mut tx, space, key, &action).await?;
+        let after = match usage.after_set(key, old, value.len() as u64, limits) {
+            Ok(after) => after,
+            // Dropping the transaction rolls it back: nothing written.
+            Err(over) => return Ok(KvWrite::OverQuota(over)),
+        };
         sqlx::query(KV_SET)
-            .bind(namespace)
+            .bind(space.scope)
+            .bind(space.namespace)
             .bind(key)
             .bind(value)
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
-            .map(drop)
-            .map_err(|e| self.error(e, &action))
+            .map_err(|e| self.error(e, &action))?;
+        self.set_usage(&mut tx, space, after, &action).await?;
+        tx.commit().await.map_err(|e| self.error(e, &action))?;
+        Ok(KvWrite::Written)
     }
 
-    pub async fn kv_delete(&self, namespace: &str, key: &str) -> Result<(), StoreError> {
-        let action = kv_action("deleting", namespace, key);
-        sqlx::query(KV_DELETE)
-            .bind(namespace)
-            .bind(key)
-            .execute(&self.pool)
+    pub async fn kv_delete(&self, space: KvSpace<'_>, key: &str) -> Result<(), StoreError> {
+        let action = kv_action("deleting", space, key);
+        let mut tx = self
+            .pool
+            .begin()
             .await
-            .map(drop)
-            .map_err(|e| self.error(e, &action))
+            .map_err(|e| self.error(e, &action))?;
+        let usage = self.lock_usage(&mut tx, space, &action).await?;
+        let Some(old) = self.value_length(&mut tx, space, key, &action).await? else {
+            return Ok(());
+        };
+        sqlx::query(KV_DELETE)
+            .bind(space.scope)
+            .bind(space.namespace)
+            .bind(key)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        self.set_usage(&mut tx, space, usage.after_delete(key, old), &action)
+            .await?;
+        tx.commit().await.map_err(|e| self.error(e, &action))
+    }
+
+    pub async fn kv_adopt(&self, space: KvSpace<'_>) -> Result<u64, StoreError> {
+        let action = format!(
+            "giving the kv rows written before scoping to namespace {}",
+            describe(space)
+        );
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        // The target's usage row, locked, orders this against its writers.
+        self.lock_usage(&mut tx, space, &action).await?;
+        for (scope, adopt_if) in [(space.scope, 0), (crate::kv::UNSCOPED, 1)] {
+            let holds: i64 = sqlx::query_scalar(KV_ANY)
+                .bind(scope)
+                .bind(space.namespace)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| self.error(e, &action))?;
+            if holds != adopt_if {
+                // The namespace has rows of its own, or there is nothing
+                // to adopt: the transaction rolls back, nothing changed.
+                return Ok(0);
+            }
+        }
+        let moved = sqlx::query(KV_ADOPT)
+            .bind(space.scope)
+            .bind(space.namespace)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?
+            .rows_affected();
+        sqlx::query(KV_DROP_UNSCOPED_USAGE)
+            .bind(space.namespace)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        let (keys, bytes): (i64, i64) = sqlx::query_as(KV_COUNT_USAGE)
+            .bind(space.scope)
+            .bind(space.namespace)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| self.error(e, &action))?;
+        let usage = KvUsage {
+            keys: keys as u64,
+            bytes: bytes as u64,
+        };
+        self.set_usage(&mut tx, space, usage, &action).await?;
+        tx.commit().await.map_err(|e| self.error(e, &action))?;
+        Ok(moved)
     }
 }

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use skillhost_store::{
-    MapItemRow, NewArtifact, RunStatus, SCHEMA_VERSION, START_NODE, StateChange, StepRow, Store,
-    StoreError, state_hash,
+    KvLimits, KvSpace, KvUsage, KvWrite, MapItemRow, NewArtifact, RunStatus, SCHEMA_VERSION,
+    START_NODE, StateChange, StepRow, Store, StoreError, state_hash,
 };
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
@@ -43,6 +43,23 @@ pub(crate) const UNDO_9: &str = "DROP TABLE schedule_ticks; DROP TABLE idempoten
 
 /// What schema version 11 added (the `kv` table), taken out again.
 pub(crate) const UNDO_11: &str = "DROP TABLE kv;";
+
+/// What schema version 12 added (kv scopes and usage), taken out again: the
+/// `kv` table as version 11 made it, empty.
+pub(crate) fn undo_12(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Sqlite => {
+            "DROP TABLE kv_usage; DROP TABLE kv; \
+             CREATE TABLE kv (namespace TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, \
+                 updated_at INTEGER NOT NULL, PRIMARY KEY (namespace, key));"
+        }
+        Kind::Postgres => {
+            "DROP TABLE kv_usage; DROP TABLE kv; \
+             CREATE TABLE kv (namespace TEXT NOT NULL, key TEXT COLLATE \"C\" NOT NULL, \
+                 value BYTEA NOT NULL, updated_at BIGINT NOT NULL, PRIMARY KEY (namespace, key));"
+        }
+    }
+}
 
 /// What schema version 7 added, taken out again (both backends).
 pub(crate) const UNDO_7: &str = "DROP TABLE node_cache;";
@@ -206,50 +223,238 @@ both!(
     values_nested_too_deep_are_refused_at_write_and_never_overflow_a_read,
     checkpoint_bytes_stay_within_twice_the_deltas_plus_the_final_state,
     kv_values_outlive_the_store_handle_and_list_by_prefix,
+    kv_quotas_hold_across_writers,
+    kv_rows_written_before_scoping_go_to_the_first_scenario_that_uses_them,
 );
 
-/// The `kv` capability's data: set, replace, list by a prefix (whose `%`
-/// and `_` are literal), delete, namespaces apart, any bytes, and all of it
-/// there again after the store is closed and reopened.
+const NOTES: KvSpace<'static> = KvSpace {
+    scope: "scenario:memo",
+    namespace: "notes",
+};
+const ROOMY: KvLimits = KvLimits {
+    max_keys: 1000,
+    max_bytes: 1 << 20,
+};
+
+/// Sets `key` of `space` to `value` within [`ROOMY`], which it must fit.
+async fn set(store: &Store, space: KvSpace<'_>, key: &str, value: &[u8]) {
+    assert_eq!(
+        store.kv_set(space, key, value, ROOMY).await.unwrap(),
+        KvWrite::Written
+    );
+}
+
+/// The `kv` capability's data: set, replace, list by a prefix (whose `%`,
+/// `_` and `\` are literal), delete, namespaces and scopes apart, any bytes,
+/// and all of it there again after the store is closed and reopened.
 async fn kv_values_outlive_the_store_handle_and_list_by_prefix(kind: Kind) {
     let db = Db::new(kind).await;
     let store = db.open().await;
-    assert_eq!(store.kv_get("notes", "colour").await.unwrap(), None);
-    store.kv_set("notes", "colour", b"blue").await.unwrap();
-    store.kv_set("notes", "colour", b"green").await.unwrap();
-    store.kv_set("notes", "c%t", b"1").await.unwrap();
-    store.kv_set("notes", "cat", b"2").await.unwrap();
-    store.kv_set("notes", "c_t", &[0, 255, 1]).await.unwrap();
-    store.kv_set("other", "colour", b"red").await.unwrap();
+    let other = KvSpace {
+        namespace: "other",
+        ..NOTES
+    };
+    let elsewhere = KvSpace {
+        scope: "scenario:someone-else",
+        ..NOTES
+    };
+    assert_eq!(store.kv_get(NOTES, "colour").await.unwrap(), None);
+    set(&store, NOTES, "colour", b"blue").await;
+    set(&store, NOTES, "colour", b"green").await;
+    set(&store, NOTES, "c%t", b"1").await;
+    set(&store, NOTES, "cat", b"2").await;
+    set(&store, NOTES, "c_t", &[0, 255, 1]).await;
+    set(&store, NOTES, "c\\t", b"3").await;
+    set(&store, other, "colour", b"red").await;
+    set(&store, elsewhere, "colour", b"grey").await;
     assert_eq!(
-        store.kv_keys("notes", "c").await.unwrap(),
-        ["c%t", "c_t", "cat", "colour"]
+        store.kv_keys(NOTES, "c", 100).await.unwrap(),
+        ["c%t", "c\\t", "c_t", "cat", "colour"]
     );
-    assert_eq!(store.kv_keys("notes", "c%").await.unwrap(), ["c%t"]);
-    assert_eq!(store.kv_keys("notes", "c_").await.unwrap(), ["c_t"]);
-    assert_eq!(store.kv_keys("notes", "").await.unwrap().len(), 4);
+    assert_eq!(store.kv_keys(NOTES, "c%", 100).await.unwrap(), ["c%t"]);
+    assert_eq!(store.kv_keys(NOTES, "c_", 100).await.unwrap(), ["c_t"]);
+    assert_eq!(store.kv_keys(NOTES, "c\\", 100).await.unwrap(), ["c\\t"]);
+    assert_eq!(store.kv_keys(NOTES, "", 100).await.unwrap().len(), 5);
+    assert_eq!(store.kv_keys(NOTES, "", 2).await.unwrap(), ["c%t", "c\\t"]);
     assert_eq!(
-        store.kv_keys("nobody", "").await.unwrap(),
+        store
+            .kv_keys(
+                KvSpace {
+                    namespace: "nobody",
+                    ..NOTES
+                },
+                "",
+                100
+            )
+            .await
+            .unwrap(),
         Vec::<String>::new()
     );
-    store.kv_delete("notes", "cat").await.unwrap();
-    store.kv_delete("notes", "never-set").await.unwrap();
+    store.kv_delete(NOTES, "cat").await.unwrap();
+    store.kv_delete(NOTES, "never-set").await.unwrap();
     store.close().await;
 
     let store = db.open().await;
     assert_eq!(
-        store.kv_get("notes", "colour").await.unwrap().as_deref(),
+        store.kv_get(NOTES, "colour").await.unwrap().as_deref(),
         Some(&b"green"[..])
     );
     assert_eq!(
-        store.kv_get("notes", "c_t").await.unwrap().as_deref(),
+        store.kv_get(NOTES, "c_t").await.unwrap().as_deref(),
         Some(&[0u8, 255, 1][..])
     );
     assert_eq!(
-        store.kv_get("other", "colour").await.unwrap().as_deref(),
+        store.kv_get(other, "colour").await.unwrap().as_deref(),
         Some(&b"red"[..])
     );
-    assert_eq!(store.kv_get("notes", "cat").await.unwrap(), None);
+    assert_eq!(
+        store.kv_get(elsewhere, "colour").await.unwrap().as_deref(),
+        Some(&b"grey"[..])
+    );
+    assert_eq!(store.kv_get(NOTES, "cat").await.unwrap(), None);
+    // What the quota counts: keys, and their bytes and their values'.
+    assert_eq!(
+        store.kv_usage(NOTES).await.unwrap(),
+        KvUsage {
+            keys: 4,
+            bytes: (6 + 5) + (3 + 1) + (3 + 3) + (3 + 1)
+        }
+    );
+}
+
+/// A namespace's quota of keys and bytes, held by the store in the write's
+/// transaction: a write past it changes nothing, one that shrinks always
+/// goes through, a delete gives room back; writers racing on one namespace
+/// never pass it together.
+async fn kv_quotas_hold_across_writers(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let tight = KvLimits {
+        max_keys: 3,
+        max_bytes: 40,
+    };
+    for key in ["a", "b", "c"] {
+        assert_eq!(
+            store
+                .kv_set(NOTES, key, b"0123456789", tight)
+                .await
+                .unwrap(),
+            KvWrite::Written
+        );
+    }
+    assert_eq!(
+        store.kv_set(NOTES, "d", b"", tight).await.unwrap(),
+        KvWrite::OverQuota(KvUsage { keys: 4, bytes: 34 })
+    );
+    assert_eq!(
+        store.kv_set(NOTES, "a", &[7; 20], tight).await.unwrap(),
+        KvWrite::OverQuota(KvUsage { keys: 3, bytes: 43 })
+    );
+    assert_eq!(store.kv_get(NOTES, "d").await.unwrap(), None);
+    assert_eq!(
+        store.kv_get(NOTES, "a").await.unwrap().as_deref(),
+        Some(&b"0123456789"[..])
+    );
+    assert_eq!(
+        store.kv_set(NOTES, "a", b"", tight).await.unwrap(),
+        KvWrite::Written
+    );
+    store.kv_delete(NOTES, "b").await.unwrap();
+    assert_eq!(
+        store.kv_usage(NOTES).await.unwrap(),
+        KvUsage { keys: 2, bytes: 12 }
+    );
+
+    // Sixteen writers at once, each its own key, into room for five.
+    let racy = KvSpace {
+        namespace: "racy",
+        ..NOTES
+    };
+    let five = KvLimits {
+        max_keys: 5,
+        max_bytes: 1 << 20,
+    };
+    let writes = (0..16).map(|i| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let key = format!("k{i:02}");
+            store.kv_set(racy, &key, b"v", five).await.unwrap()
+        })
+    });
+    let mut written = 0;
+    for write in writes.collect::<Vec<_>>() {
+        if write.await.unwrap() == KvWrite::Written {
+            written += 1;
+        }
+    }
+    assert_eq!(written, 5);
+    assert_eq!(store.kv_keys(racy, "", 100).await.unwrap().len(), 5);
+    assert_eq!(
+        store.kv_usage(racy).await.unwrap(),
+        KvUsage { keys: 5, bytes: 20 }
+    );
+}
+
+/// A version 11 store's kv rows (before namespaces were scoped) upgrade
+/// unscoped, with their usage counted, and the first scenario that uses a
+/// namespace of their name takes them; a second finds nothing to take.
+async fn kv_rows_written_before_scoping_go_to_the_first_scenario_that_uses_them(kind: Kind) {
+    let db = Db::new(kind).await;
+    db.open().await.close().await;
+    db.exec(undo_12(kind)).await;
+    db.exec(&format!(
+        "INSERT INTO kv (namespace, key, value, updated_at) VALUES \
+             ('chat-memory', 'name', {}, 1), ('chat-memory', 'city', {}, 1), \
+             ('other', 'x', {}, 1); \
+         UPDATE skillhost_meta SET value = '11' WHERE key = 'schema_version'",
+        db.bytes_literal("416461"),
+        db.bytes_literal("4c796f6e"),
+        db.bytes_literal("00")
+    ))
+    .await;
+    let store = db.open().await;
+    let legacy = KvSpace {
+        scope: "",
+        namespace: "chat-memory",
+    };
+    assert_eq!(
+        store.kv_usage(legacy).await.unwrap(),
+        KvUsage {
+            keys: 2,
+            bytes: 4 + 3 + 4 + 4
+        }
+    );
+    let chat = KvSpace {
+        scope: "scenario:chat",
+        namespace: "chat-memory",
+    };
+    assert_eq!(store.kv_adopt(chat).await.unwrap(), 2);
+    assert_eq!(
+        store.kv_get(chat, "name").await.unwrap().as_deref(),
+        Some(&b"Ada"[..])
+    );
+    assert_eq!(
+        store.kv_usage(chat).await.unwrap(),
+        KvUsage { keys: 2, bytes: 15 }
+    );
+    assert_eq!(store.kv_usage(legacy).await.unwrap(), KvUsage::default());
+    assert_eq!(store.kv_keys(legacy, "", 10).await.unwrap().len(), 0);
+    // Taken once: a second scenario, and the first again, take nothing.
+    let thief = KvSpace {
+        scope: "scenario:thief",
+        ..chat
+    };
+    assert_eq!(store.kv_adopt(thief).await.unwrap(), 0);
+    assert_eq!(store.kv_get(thief, "name").await.unwrap(), None);
+    assert_eq!(store.kv_adopt(chat).await.unwrap(), 0);
+    // A namespace with rows of its own takes none.
+    let other = KvSpace {
+        scope: "scenario:chat",
+        namespace: "other",
+    };
+    set(&store, other, "mine", b"1").await;
+    assert_eq!(store.kv_adopt(other).await.unwrap(), 0);
+    assert_eq!(store.kv_get(other, "x").await.unwrap(), None);
 }
 
 async fn history_round_trips_over_forty_steps_across_snapshots(kind: Kind) {
@@ -1474,6 +1679,7 @@ async fn sqlite_migrates_a_version_3_database() {
          UPDATE skillhost_meta SET value = '3' WHERE key = 'schema_version'; ",
     )
     .await;
+    db.exec(undo_12(db.kind)).await;
     db.exec(UNDO_11).await;
     db.exec(undo_10(db.kind)).await;
     db.exec(UNDO_9).await;
@@ -1799,13 +2005,14 @@ async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
     store.create_run(&new_run("kept", json!({}))).await.unwrap();
     store.close().await;
     let undo_10 = undo_10(kind);
+    let undo_12 = undo_12(kind);
     let undo_3 = match kind {
         Kind::Sqlite => "",
         Kind::Postgres => "ALTER TABLE runs RESET (fillfactor);",
     };
     db.exec(&format!(
         "CREATE INDEX runs_by_updated ON runs (updated_at) \
-         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {UNDO_11} {undo_10} {UNDO_9} {UNDO_8} \
+         WHERE status IN ('completed', 'failed', 'cancelled'); {undo_3} {undo_12} {UNDO_11} {undo_10} {UNDO_9} {UNDO_8} \
          {UNDO_7} {UNDO_6} {UNDO_5} \
          UPDATE skillhost_meta SET value = '2' WHERE key = 'schema_version'"
     ))

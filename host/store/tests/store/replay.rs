@@ -14,7 +14,7 @@ use skillhost_store::{
 };
 use skillhost_tests::store_fixtures::{commit, new_run, varied_change};
 
-use crate::backends::{Db, Kind, UNDO_6, UNDO_7, UNDO_8, UNDO_9, UNDO_11, undo_10};
+use crate::backends::{Db, Kind, UNDO_6, UNDO_7, UNDO_8, UNDO_9, UNDO_11, undo_10, undo_12};
 
 both!(
     journal_rows_keep_their_item_and_entry_and_are_checked_against_their_digests,
@@ -330,6 +330,7 @@ async fn a_version_5_database_keeps_its_journal_as_legacy_rows(kind: Kind) {
     // What a host of schema version 5 would have left: no journal digests,
     // item or entry indexes, no provenance (a run older than digests here,
     // whose checkpoints keep theirs), map items without attempt or journal.
+    db.exec(undo_12(db.kind)).await;
     db.exec(UNDO_11).await;
     db.exec(undo_10(db.kind)).await;
     db.exec(UNDO_9).await;

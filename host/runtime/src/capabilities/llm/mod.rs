@@ -488,7 +488,7 @@ impl wit::Host for HostCall<'_, LlmCall> {
         }
         let deadline = self.scope.deadline();
         let record = prepared.journal_request(&grant);
-        let answer = self.scope.journal.call(Capability::Llm, record, || {
+        let answer = self.scope.journaled(Capability::Llm, record, 0, |_| {
             providers.complete(&grant.provider, &prepared.chat(&grant), deadline)
         })?;
         let completion = match answer {
