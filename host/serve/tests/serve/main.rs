@@ -1,7 +1,8 @@
 //! The server in-process, through the router over a real SQLite store (no
 //! sockets): who may ask and what every answer tells the browser
-//! (`access.rs`), and its measurements (server time only), here. These are
-//! ignored by default, since filling the store takes a while; run them with
+//! (`access.rs`), and its measurements (server time only), here. The
+//! measurements are ignored by default, since filling the store takes a
+//! while; run them with
 //! `cargo test --release -p skillhost-serve --test serve -- --ignored --nocapture`.
 //!
 //! - the runs list (a page of 50, and filtered by status) with 10,000 runs
