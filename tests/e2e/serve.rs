@@ -778,9 +778,10 @@ X-Injected: yes"#,
         let file = dir.path().join("bad.toml");
         std::fs::write(
             &file,
+            // A TOML basic string: JSON's escapes are TOML's.
             text.replace(
                 r#"media_type = "text/html""#,
-                &format!(r#"media_type = "{bad}""#),
+                &format!("media_type = {}", Value::String(bad.into())),
             ),
         )
         .unwrap();
