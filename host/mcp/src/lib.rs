@@ -25,7 +25,7 @@ use std::sync::Arc;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
-use skillhost_auth::{Guarded, TokenGuard};
+use skillhost_auth::{AllowedHosts, Gate, Shape, TokenGuard};
 use skillhost_runtime::{Grants, Limits, Skill};
 use skillhost_scenario::LoadedScenario;
 use skillhost_store::Store;
@@ -71,18 +71,36 @@ pub async fn serve_stdio(offer: Offer) -> Result<(), McpError> {
     tasks::serve_stdio(SkillhostMcp::new(offer)?).await
 }
 
+/// Where `host mcp --http` listens, and who may ask it.
+pub struct HttpAccess {
+    pub addr: SocketAddr,
+    /// Required of every request, when set.
+    pub token: Option<String>,
+    /// Names besides the loopback ones clients reach the server by
+    /// (`--allowed-host`): the `Host` and `Origin` it accepts.
+    pub allowed_hosts: Vec<String>,
+}
+
 /// Serves `offer` as streamable HTTP at `http://ADDR/mcp` until `shutdown`
 /// resolves; `bound` is told the address actually bound (port 0 picks one).
-/// With a `token`, every request must carry `Authorization: Bearer TOKEN`
-/// (else 401); without one, a non-loopback `addr` is refused
-/// ([`skillhost_auth::check_bind`]).
+/// Every request passes `skillhost-auth`'s gate first: its `Host` one of
+/// the server's names and its `Origin`, if any, one of theirs (the MCP
+/// specification requires both of a server on loopback, against DNS
+/// rebinding and other sites' pages), the token when there is one (else
+/// 401), and a POST's body sent as `application/json` (else 415); every
+/// refusal a JSON-RPC error. Without a token, a non-loopback `addr` is
+/// refused ([`skillhost_auth::check_bind`]).
 pub async fn serve_http(
     offer: Offer,
-    addr: SocketAddr,
-    token: Option<String>,
+    access: HttpAccess,
     bound: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), McpError> {
+    let HttpAccess {
+        addr,
+        token,
+        allowed_hosts,
+    } = access;
     skillhost_auth::check_bind("--http", addr, token.as_deref())
         .map_err(|e| McpError::Auth(e.to_string()))?;
     let server = SkillhostMcp::new(offer)?;
@@ -96,18 +114,17 @@ pub async fn serve_http(
         addr: addr.to_string(),
         message: e.to_string(),
     })?;
-    let mut config = StreamableHttpServerConfig::default();
-    // The SDK accepts loopback `Host` headers only (against DNS rebinding);
-    // an address the operator chose to bind is theirs to be reached at.
-    if !local.ip().is_loopback() {
-        config.allowed_hosts.push(local.ip().to_string());
-        config.allowed_hosts.push(local.to_string());
-    }
+    let hosts = AllowedHosts::new(local, &allowed_hosts).map_err(McpError::Auth)?;
+    // The SDK checks `Host` too, behind the gate; it is given the same
+    // names, so it never refuses what the gate let through.
+    let config = StreamableHttpServerConfig::default().with_allowed_hosts(hosts.authorities());
+    let gate = Gate::new(hosts, token.map(TokenGuard::new), Shape::JsonRpc);
     let tasks = server.clone();
     let service: StreamableHttpService<SkillhostMcp, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(server.clone()), Default::default(), config);
-    // Layers wrap what is above them: the token is checked first, then the
-    // task requests are answered, then the SDK's service has the rest.
+    // Layers wrap what is above them: the gate first, then the task
+    // requests are answered (and a body that is not JSON-RPC refused),
+    // then the SDK's service has the rest.
     let router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(
@@ -115,8 +132,8 @@ pub async fn serve_http(
             tasks::intercept,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            TokenGuard::new(token, Guarded::All).json_rpc(),
-            skillhost_auth::require_token,
+            Arc::new(gate),
+            skillhost_auth::guard,
         ));
     bound(local);
     axum::serve(listener, router)

@@ -265,7 +265,7 @@ impl NodeDecl {
 pub struct ArtifactDecl {
     pub name: Spanned<String>,
     pub from: Spanned<String>,
-    pub media_type: Option<String>,
+    pub media_type: Option<Spanned<String>>,
     pub encoding: Option<Spanned<String>>,
 }
 

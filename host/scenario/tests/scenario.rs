@@ -605,6 +605,40 @@ fn artifact_encodings_other_than_utf8_and_base64() {
 }
 
 #[test]
+fn artifact_media_types_that_are_not_media_types() {
+    let report = expect_error("bad_media_type", codes::INVALID_VALUE, 12, Some("say"));
+    assert_eq!(
+        found(&report.errors),
+        [
+            (codes::INVALID_VALUE, 12, Some("say")),
+            (codes::INVALID_VALUE, 13, Some("say")),
+            (codes::INVALID_VALUE, 14, Some("say")),
+            (codes::INVALID_VALUE, 15, Some("say")),
+            (codes::INVALID_VALUE, 16, Some("say")),
+        ],
+        "{report}"
+    );
+    let messages: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+    for (message, artifact, why) in [
+        (&messages[0], "a.md", "holds `\\\"`"),
+        (&messages[1], "b.html", "control character \\u{d}"),
+        (&messages[2], "c.txt", "must not be empty"),
+        (&messages[3], "d.txt", "is not TYPE/SUBTYPE"),
+        (&messages[4], "e.txt", "not NAME=VALUE"),
+    ] {
+        assert!(
+            message.contains(&format!(
+                "artifact `{artifact}`: media_type is not a media type"
+            )) && message.contains(why)
+                && message.contains("e.g. `text/markdown`"),
+            "{message}"
+        );
+        // Shown escaped: no raw line break in a diagnostic.
+        assert!(!message.contains(['\r', '\n']), "{message}");
+    }
+}
+
+#[test]
 fn llm_grants_of_providers_the_host_does_not_define() {
     let report = expect_error(
         "llm_provider_not_configured",

@@ -1,6 +1,8 @@
-// The run inspector's pages: the runs list and a run page. Plain
-// JavaScript over the JSON API and its server-sent events; nothing is
-// loaded from anywhere else.
+// The run inspector's pages: the runs list, a run page and the sign-in
+// page. Plain JavaScript over the JSON API and its server-sent events;
+// nothing is loaded from anywhere else, and the pages hold no inline
+// script or handler (the server's Content-Security-Policy runs only this
+// file).
 "use strict";
 
 const $ = (sel, root) => (root || document).querySelector(sel);
@@ -10,6 +12,9 @@ function el(tag, attrs, ...children) {
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null) continue;
     if (k === "class") node.className = v;
+    // Through the CSSOM: a `style` attribute is inline style, which the
+    // pages' policy refuses.
+    else if (k === "style") Object.assign(node.style, v);
     else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
     else node.setAttribute(k, v);
   }
@@ -34,17 +39,36 @@ function pretty(value) {
   return JSON.stringify(value, null, 2);
 }
 
-// The token, for servers that need one for changes: kept in this browser.
-const tokenInput = $("#token");
-if (tokenInput) {
-  tokenInput.value = localStorage.getItem("skillhost-token") || "";
-  tokenInput.addEventListener("change", () => localStorage.setItem("skillhost-token", tokenInput.value));
+// A server started with a token needs it with every request. The page
+// asks for it once and sends it to /api/session, which answers with an
+// HttpOnly cookie the browser then sends by itself: the token is never
+// kept where a script (or anything a run wrote) could read it.
+async function session() {
+  const response = await fetch("/api/session", { headers: { Accept: "application/json" } });
+  const state = await response.json();
+  const form = $("#signin");
+  const out = $("#signout");
+  form.hidden = !state.token_required || state.signed_in;
+  out.hidden = !state.token_required || !state.signed_in;
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      await api("POST", "/api/session", { token: $("#token").value });
+      $("#token").value = "";
+      location.reload();
+    } catch (e) {
+      $("#signin-result").textContent = e.message;
+    }
+  });
+  out.addEventListener("click", async () => {
+    await api("DELETE", "/api/session");
+    location.reload();
+  });
+  return state;
 }
 
 async function api(method, path, body) {
   const headers = { Accept: "application/json" };
-  const token = tokenInput && tokenInput.value;
-  if (token) headers.Authorization = "Bearer " + token;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const data = await response.json().catch(() => ({ error: "the server answered " + response.status }));
@@ -218,7 +242,7 @@ function runPage() {
         el("td", {}, s.status, s.error ? el("div", { class: "error" }, s.error.message || pretty(s.error)) : null,
           warnings.map((w) => el("div", { class: "note" }, "warning: " + (w.message || pretty(w))))),
         el("td", {}, micros(s.duration_us)),
-        el("td", { style: "width:30%" }, el("div", { class: "bar" + (s.status === "ok" ? "" : " failed"), style: `margin-left:${left}%;width:${width}%` })));
+        el("td", { style: { width: "30%" } }, el("div", { class: "bar" + (s.status === "ok" ? "" : " failed"), style: { marginLeft: left + "%", width: width + "%" } })));
     }));
 
     const quotes = detail.steps.flatMap((s) => (s.detail && s.detail.verified_quotes) || []);
@@ -304,5 +328,17 @@ function runPage() {
   });
 }
 
-if (document.body.dataset.page === "runs") runsPage();
-if (document.body.dataset.page === "run") runPage();
+session().then((state) => {
+  const page = document.body.dataset.page;
+  if (state.token_required && !state.signed_in) {
+    if (page !== "signin") {
+      $("main").prepend(el("p", { class: "signin-needed" },
+        "This server needs its token: give it in the field above to see and change its runs."));
+    }
+    $("#token").focus();
+    return;
+  }
+  if (page === "signin") location.reload();
+  if (page === "runs") runsPage();
+  if (page === "run") runPage();
+});

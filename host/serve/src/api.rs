@@ -1,9 +1,11 @@
 //! The JSON API under `/api/`: the runs list (paged by cursor), one run
 //! with its steps, waits, artifacts and token usage, its checkpoints with
 //! what each changed, the state at one, the difference between two, an
-//! artifact's bytes with their media type; starting a run of a known
-//! scenario, answering a waiting run, cancelling one; the scenarios it can
-//! start; the OpenAPI document (`assets/openapi.json`).
+//! artifact's bytes with their media type (served as `headers.rs` says:
+//! sandboxed or as an attachment); starting a run of a known scenario,
+//! answering a waiting run, cancelling one; the scenarios it can start;
+//! signing a browser in and out (`access.rs`); the OpenAPI document
+//! (`assets/openapi.json`).
 //!
 //! Must not: write on a request it refuses. Bodies are read whole (up to
 //! the body limit) and parsed here, so that every refusal is the API's
@@ -41,6 +43,12 @@ pub(crate) fn routes() -> Router<Shared> {
         .route("/api/runs/{id}/cancel", post(cancel))
         .route("/api/runs/{id}/events", get(crate::events::run_events))
         .route("/api/events", get(crate::events::runs_events))
+        .route(
+            "/api/session",
+            get(crate::access::session)
+                .post(crate::access::sign_in)
+                .delete(crate::access::sign_out),
+        )
         .route("/api/scenarios", get(scenarios))
         .route("/api/openapi.json", get(openapi))
         .fallback(|| async {
@@ -49,7 +57,9 @@ pub(crate) fn routes() -> Router<Shared> {
 }
 
 /// A request body that must be a JSON object; a body over the limit is
-/// 413, one that is not JSON 400, both as the API's error.
+/// 413, one that is not JSON 400, both as the API's error. (That it was
+/// sent as `application/json` is checked before, for every request, by
+/// `access.rs`.)
 pub(crate) struct JsonObject(pub Map<String, Value>);
 
 impl<S: Send + Sync> FromRequest<S> for JsonObject {
@@ -394,13 +404,7 @@ async fn artifact(
             )
         })?;
     Ok((
-        [
-            (header::CONTENT_TYPE, row.media_type.clone()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("inline; filename=\"{}\"", name.replace(['"', '\\'], "_")),
-            ),
-        ],
+        crate::headers::artifact_headers(&row.media_type, &name),
         bytes,
     )
         .into_response())

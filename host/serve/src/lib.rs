@@ -2,9 +2,16 @@
 //! owns the JSON API under `/api/` (`api.rs`), its server-sent events
 //! (`events.rs`: polled from the store, so runs written by any process
 //! show), the web run inspector (`pages.rs`, every asset embedded from
-//! `assets/`), the scenario graph drawn as SVG (`svg.rs`), the API's error
-//! shape (`error.rs`) and who may change things (`skillhost-auth`'s bearer
-//! token, required off loopback, of every request but GET and HEAD).
+//! `assets/`; a report's Markdown rendered with only `http`, `https`,
+//! `mailto` and relative links, `markdown.rs`), the scenario graph drawn
+//! as SVG (`svg.rs`), the API's error shape (`error.rs`), who may ask
+//! (`access.rs`: the `Host` and `Origin` of every request, the token when
+//! one is set, of every request but the sign-in page's own, with a
+//! sign-in cookie for the pages, and JSON bodies, through
+//! `skillhost-auth`) and what every answer tells the browser
+//! (`headers.rs`: a `Content-Security-Policy` that runs only the
+//! server's own script, `nosniff`, and artifacts under `CSP: sandbox` or
+//! as attachments).
 //!
 //! Runs it starts are queued in the store like `host submit`'s, and the
 //! server runs them with an embedded worker (the engine's, with the
@@ -14,11 +21,15 @@
 //! commands do.
 //!
 //! Must not: write anything on a request that fails, run a scenario it
-//! was not given with `--scenarios`, or reach the network for a page.
+//! was not given with `--scenarios`, reach the network for a page, or let
+//! a script from a run (an artifact, a report) run on its origin.
 
+mod access;
 mod api;
 mod error;
 mod events;
+mod headers;
+mod markdown;
 mod pages;
 mod svg;
 
@@ -31,7 +42,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use tokio::sync::watch;
 
-use skillhost_auth::{Guarded, TokenGuard};
+use skillhost_auth::{AllowedHosts, Gate, Shape, TokenGuard};
 use skillhost_engine::worker::{self, ScenarioLoader, WorkerConfig, WorkerEvent};
 use skillhost_engine::{Engine, NoEvents};
 use skillhost_runtime::Runtime;
@@ -62,6 +73,9 @@ pub const API_ROUTES: &[(&str, &str)] = &[
     ("get", "/api/runs/{id}/artifacts/{name}"),
     ("post", "/api/runs/{id}/answer"),
     ("post", "/api/runs/{id}/cancel"),
+    ("get", "/api/session"),
+    ("post", "/api/session"),
+    ("delete", "/api/session"),
     ("get", "/api/runs/{id}/events"),
     ("get", "/api/events"),
     ("get", "/api/scenarios"),
@@ -71,8 +85,11 @@ pub const API_ROUTES: &[(&str, &str)] = &[
 /// What the server is given.
 pub struct ServeConfig {
     pub addr: SocketAddr,
-    /// Required of every request that changes something, when set.
+    /// Required of every request when set (but the sign-in page's).
     pub token: Option<String>,
+    /// Names besides the loopback ones the server answers to
+    /// (`--allowed-host`): the `Host` and `Origin` it accepts.
+    pub allowed_hosts: Vec<String>,
     /// The scenarios `POST /api/runs` may start, by name.
     pub scenarios: Vec<Arc<LoadedScenario>>,
     /// Run queued and answered runs here (else `host worker`s do).
@@ -89,6 +106,8 @@ pub(crate) struct AppState {
     pub store: Store,
     pub engine: Engine,
     pub scenarios: BTreeMap<String, Arc<LoadedScenario>>,
+    /// Who may ask: names, token, bodies.
+    pub gate: Arc<Gate>,
     /// Scenario files parsed to draw their graphs, by path and digest.
     pub graphs: Mutex<HashMap<(String, String), Arc<GraphView>>>,
     pub poll: Duration,
@@ -104,12 +123,27 @@ pub(crate) struct GraphView {
 
 pub(crate) type Shared = Arc<AppState>;
 
+/// Who may ask a server bound to `bound`: the loopback names and
+/// `allowed_hosts`, and the token (also as the pages' sign-in cookie,
+/// named after the port, since a browser sends a host's cookies to all of
+/// its ports).
+pub fn gate(
+    bound: SocketAddr,
+    allowed_hosts: &[String],
+    token: Option<String>,
+) -> Result<Gate, String> {
+    let hosts = AllowedHosts::new(bound, allowed_hosts)?;
+    let token =
+        token.map(|t| TokenGuard::new(t).with_cookie(format!("skillhost-serve-{}", bound.port())));
+    Ok(Gate::new(hosts, token, Shape::Json))
+}
+
 /// The router over `store`, without a worker or a listener: what
 /// [`serve`] serves, and what a measurement calls in-process.
 pub fn router(
     store: Store,
     scenarios: Vec<Arc<LoadedScenario>>,
-    token: Option<String>,
+    gate: Gate,
     shutdown: watch::Receiver<bool>,
 ) -> Router {
     let state = Arc::new(AppState {
@@ -119,24 +153,29 @@ pub fn router(
             .into_iter()
             .map(|s| (s.scenario.name.clone(), s))
             .collect(),
+        gate: Arc::new(gate),
         graphs: Mutex::new(HashMap::new()),
         poll: POLL_INTERVAL,
         shutdown,
     });
+    // Layers wrap what is above them: every answer gets the headers, even
+    // a refusal; then who may ask is checked, before any body is read.
     Router::new()
         .merge(api::routes())
         .merge(pages::routes())
         .layer(axum::middleware::from_fn_with_state(
-            TokenGuard::new(token, Guarded::Changes),
-            skillhost_auth::require_token,
+            state.clone(),
+            access::admit,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::map_response(headers::secure))
         .with_state(state)
 }
 
 /// Serves until `shutdown` turns true: the API and pages on
 /// `config.addr`, and the embedded worker when `config.worker`. Refuses a
-/// non-loopback address without a token ([`check_bind`]).
+/// non-loopback address without a token ([`check_bind`]), and an
+/// `--allowed-host` that is not a host name.
 pub async fn serve(
     store: Store,
     runtime: Runtime,
@@ -150,6 +189,7 @@ pub async fn serve(
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot read the address listened on: {e}"))?;
+    let gate = gate(local, &config.allowed_hosts, config.token)?;
     let log = config.log.clone();
     let worker = config.worker.then(|| {
         let log = log.clone();
@@ -171,7 +211,7 @@ pub async fn serve(
             events,
         ))
     });
-    let app = router(store, config.scenarios, config.token, shutdown.clone());
+    let app = router(store, config.scenarios, gate, shutdown.clone());
     log(&format!("host serve: listening on http://{local}/"));
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {

@@ -3,11 +3,15 @@
 //! a run page (`/runs/{id}`: its scenario's graph drawn here as SVG, nodes
 //! coloured by status as the run moves, the step timeline, the state diff
 //! of each step, its citations, its artifacts with a Markdown report
-//! rendered here, and the answer form of a waiting run). Plain HTML, CSS
-//! and JavaScript, each file embedded in the binary from `assets/`.
+//! rendered (`markdown.rs`), and the answer form of a waiting run). Plain
+//! HTML, CSS and JavaScript, each file embedded in the binary from
+//! `assets/`, with no inline script, style or event handler (the pages'
+//! policy allows none, `headers.rs`). The sign-in page (`assets/signin.html`)
+//! is `access.rs`'s.
 //!
 //! Must not: load anything from elsewhere, or pass a run's own HTML
-//! through (a report's raw HTML is shown as text).
+//! through (a report's raw HTML is shown as text, its links only `http`,
+//! `https`, `mailto` or relative).
 
 use std::sync::Arc;
 
@@ -16,7 +20,6 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use pulldown_cmark::{Event, Options, Parser};
 
 use skillhost_store::{ArtifactRow, RunRow};
 
@@ -57,7 +60,7 @@ async fn asset(media_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-fn page_error(status: StatusCode, message: &str) -> Response {
+pub(crate) fn page_error(status: StatusCode, message: &str) -> Response {
     let body = format!(
         "<!doctype html><meta charset=utf-8><title>Skillhost</title>\
          <link rel=stylesheet href=\"/assets/app.css\"><main><p><a href=\"/\">← runs</a></p>\
@@ -149,7 +152,7 @@ async fn artifact_html(state: &Shared, run_id: &str, artifact: &ArtifactRow) -> 
         match state.store.artifact_bytes(&artifact.digest).await {
             Ok(Some(bytes)) => {
                 out.push_str("<div class=report>");
-                out.push_str(&markdown_html(&String::from_utf8_lossy(&bytes)));
+                out.push_str(&crate::markdown::to_html(&String::from_utf8_lossy(&bytes)));
                 out.push_str("</div>");
             }
             Ok(None) => out.push_str("<p class=error>its bytes are not in the store</p>"),
@@ -159,19 +162,6 @@ async fn artifact_html(state: &Shared, run_id: &str, artifact: &ArtifactRow) -> 
         }
     }
     out.push_str("</section>");
-    out
-}
-
-/// Markdown as HTML, with any raw HTML in it shown as text: a report is
-/// what a run's skills wrote.
-pub(crate) fn markdown_html(text: &str) -> String {
-    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH;
-    let events = Parser::new_ext(text, options).map(|event| match event {
-        Event::Html(html) | Event::InlineHtml(html) => Event::Text(html),
-        other => other,
-    });
-    let mut out = String::with_capacity(text.len() * 3 / 2);
-    pulldown_cmark::html::push_html(&mut out, events);
     out
 }
 
@@ -192,15 +182,6 @@ fn percent(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn markdown_renders_and_raw_html_stays_text() {
-        let html = markdown_html("# Report\n\n*one* <script>alert(1)</script>\n");
-        assert!(html.contains("<h1>Report</h1>"), "{html}");
-        assert!(html.contains("<em>one</em>"), "{html}");
-        assert!(!html.contains("<script>"), "{html}");
-        assert!(html.contains("&lt;script&gt;"), "{html}");
-    }
 
     #[test]
     fn artifact_names_are_percent_encoded() {

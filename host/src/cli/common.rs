@@ -457,7 +457,7 @@ impl Durability {
 /// serve`, `host mcp --http`) requires of its clients.
 #[derive(Debug, Args)]
 pub struct TokenArgs {
-    /// Clients must send `Authorization: Bearer TOKEN` (host serve: with every request that changes something; host mcp: with every request). Needed off loopback.
+    /// Clients must send `Authorization: Bearer TOKEN` with every request (host serve's pages sign in with it once and keep an HttpOnly cookie instead). Needed off loopback.
     #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
     pub token: Option<String>,
     /// --token, read from a file (its first line).
@@ -478,6 +478,21 @@ impl TokenArgs {
         };
         skillhost_auth::check_bind(flag, addr, token.as_deref()).map_err(Failure::bad_input)?;
         Ok(token)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct AllowedHostArgs {
+    /// A name clients reach the server by besides localhost, 127.0.0.1 and [::1] with the bound port: NAME (any port) or NAME:PORT, e.g. a proxy's or a LAN name. Every request's Host, and Origin if it has one, must be one of them (against DNS rebinding and other sites' pages). Repeatable.
+    #[arg(long = "allowed-host", value_name = "NAME[:PORT]")]
+    pub names: Vec<String>,
+}
+
+impl AllowedHostArgs {
+    /// The names given, each checked to be a host name or `HOST:PORT`.
+    pub fn checked(&self, addr: SocketAddr) -> Result<Vec<String>, Failure> {
+        skillhost_auth::AllowedHosts::new(addr, &self.names).map_err(Failure::bad_input)?;
+        Ok(self.names.clone())
     }
 }
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::common::{
-    CliResult, DatabaseArgs, Failure, Globals, RegistryArgs, TokenArgs, load_scenario,
-    tokio_runtime,
+    AllowedHostArgs, CliResult, DatabaseArgs, Failure, Globals, RegistryArgs, TokenArgs,
+    load_scenario, tokio_runtime,
 };
 use skillhost_mcp::{Offer, SkillTool};
 use skillhost_runtime::{Grants, Limits};
@@ -37,21 +37,31 @@ pub struct McpArgs {
     #[command(flatten)]
     token: TokenArgs,
     #[command(flatten)]
+    allowed_hosts: AllowedHostArgs,
+    #[command(flatten)]
     db: DatabaseArgs,
     #[command(flatten)]
     registry: RegistryArgs,
 }
 
 pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
-    let token = match args.http {
-        Some(addr) => args.token.checked("--http", addr)?,
+    let (token, allowed_hosts) = match args.http {
+        Some(addr) => (
+            args.token.checked("--http", addr)?,
+            args.allowed_hosts.checked(addr)?,
+        ),
         None if args.token.token.is_some() || args.token.token_file.is_some() => {
             return Err(Failure::bad_input(
                 "--token and --token-file are for --http: over stdio the client that starts \
                  the server is the only one that can reach it",
             ));
         }
-        None => None,
+        None if !args.allowed_hosts.names.is_empty() => {
+            return Err(Failure::bad_input(
+                "--allowed-host is for --http: over stdio there is no Host to check",
+            ));
+        }
+        None => (None, Vec::new()),
     };
     if args.scenarios.is_empty() && args.skills.is_empty() {
         return Err(Failure::bad_input(
@@ -108,8 +118,11 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
                 };
                 skillhost_mcp::serve_http(
                     offer,
-                    addr,
-                    token,
+                    skillhost_mcp::HttpAccess {
+                        addr,
+                        token,
+                        allowed_hosts,
+                    },
                     |bound| eprintln!("MCP server at http://{bound}/mcp"),
                     shutdown,
                 )

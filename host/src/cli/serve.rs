@@ -10,8 +10,8 @@ use std::sync::Arc;
 use clap::Args;
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs, TokenArgs, load_scenario,
-    scenario_loader, shutdown_on_signals, tokio_runtime,
+    AllowedHostArgs, CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs,
+    TokenArgs, load_scenario, scenario_loader, shutdown_on_signals, tokio_runtime,
 };
 use skillhost_serve::ServeConfig;
 
@@ -28,6 +28,8 @@ pub struct ServeArgs {
     pub scenarios: Vec<PathBuf>,
     #[command(flatten)]
     pub token: TokenArgs,
+    #[command(flatten)]
+    pub allowed_hosts: AllowedHostArgs,
     /// Leave queued and answered runs to `host worker`s instead of running them here.
     #[arg(long)]
     pub no_worker: bool,
@@ -37,6 +39,7 @@ pub struct ServeArgs {
 
 pub fn serve(args: ServeArgs, globals: &Globals) -> CliResult {
     let token = args.token.checked("--addr", args.addr)?;
+    let allowed_hosts = args.allowed_hosts.checked(args.addr)?;
     let mut scenarios = Vec::new();
     for path in scenario_files(&args.scenarios)? {
         let loaded = load_scenario(&path.display().to_string(), globals, args.registry, false)?;
@@ -74,6 +77,7 @@ pub fn serve(args: ServeArgs, globals: &Globals) -> CliResult {
         let config = ServeConfig {
             addr: args.addr,
             token,
+            allowed_hosts,
             scenarios,
             worker: !args.no_worker,
             loader: scenario_loader(globals.clone(), args.registry),

@@ -1,18 +1,24 @@
 //! The tasks over streamable HTTP: an axum layer in front of the SDK's
-//! service at `/mcp`. A POST whose body is a task request is answered here
-//! (after the session check the SDK would make); an `initialize` or
-//! `tools/list` goes on to the SDK and its answer, JSON or an event
-//! stream, comes back with the tasks advertised.
+//! service at `/mcp` (behind `skillhost-auth`'s gate). A POST whose body
+//! is a task request is answered here (after the session check the SDK
+//! would make); an `initialize` or `tools/list` goes on to the SDK and its
+//! answer, JSON or an event stream, comes back with the tasks advertised.
+//! A body that is not JSON is a JSON-RPC parse error (-32700) and one that
+//! is JSON but no JSON-RPC message the SDK reads an invalid request
+//! (-32600), both with a 400, where the SDK would answer 415 as if the
+//! media type were wrong.
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use rmcp::model::ClientJsonRpcMessage;
 use serde_json::Value;
 
 use super::{
-    Advert, Answer, INTERNAL_ERROR, INVALID_REQUEST, MAX_MESSAGE_BYTES, answer, classify, envelope,
+    Advert, Answer, INTERNAL_ERROR, INVALID_REQUEST, MAX_MESSAGE_BYTES, PARSE_ERROR, answer,
+    classify, envelope,
 };
 use crate::handler::SkillhostMcp;
 
@@ -39,9 +45,35 @@ pub(crate) async fn intercept(
             );
         }
     };
-    let message: Option<Value> = serde_json::from_slice(&bytes).ok();
-    let Some((id, task)) = message.as_ref().and_then(|m| classify(&server, m)) else {
-        let advertised = message.as_ref().and_then(Advert::of);
+    let message: Value = match serde_json::from_slice(&bytes) {
+        Ok(message) => message,
+        Err(e) => {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                &Value::Null,
+                Err((
+                    PARSE_ERROR,
+                    format!("the request body is not JSON ({e}); send one JSON-RPC message"),
+                )),
+            );
+        }
+    };
+    let Some((id, task)) = classify(&server, &message) else {
+        if let Err(e) = serde_json::from_value::<ClientJsonRpcMessage>(message.clone()) {
+            let id = message.get("id").cloned().unwrap_or(Value::Null);
+            return reply(
+                StatusCode::BAD_REQUEST,
+                &id,
+                Err((
+                    INVALID_REQUEST,
+                    format!(
+                        "the request body is JSON but not a JSON-RPC message this server \
+                         reads ({e}); send one request, notification or response object"
+                    ),
+                )),
+            );
+        }
+        let advertised = Advert::of(&message);
         let response = next
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;

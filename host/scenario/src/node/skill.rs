@@ -14,10 +14,10 @@ use super::{
     pre_expressions, write_expressions, writes,
 };
 use crate::Expr;
-use crate::checks::artifact_name;
 use crate::checks::citations::{CitationError, CitationInputs};
 use crate::checks::fs_grant::{self, FsPolicy};
 use crate::checks::schema::CompiledSchema;
+use crate::checks::{artifact_name, media_type};
 use crate::diagnostic::codes;
 use crate::file::{self, NodeDecl, PostDecl};
 use crate::parse::{Parser, list_or_none, normalize, placeholder};
@@ -493,14 +493,32 @@ fn artifact(
             }
         },
     };
+    let media_type = match &a.media_type {
+        None => "application/octet-stream".to_string(),
+        Some(given) => match media_type::parse(given.get_ref()) {
+            Ok(_) => given.get_ref().clone(),
+            Err(problem) => {
+                let line = p.line(given);
+                p.reporter.error(
+                    line,
+                    node,
+                    codes::INVALID_VALUE,
+                    format!(
+                        "artifact `{name}`: media_type is not a media type: {problem}; give \
+                         TYPE/SUBTYPE with optional `; NAME=VALUE` parameters, e.g. \
+                         `text/markdown` or `text/html; charset=utf-8` (`host serve` sends it \
+                         as the artifact's Content-Type)"
+                    ),
+                );
+                return None;
+            }
+        },
+    };
     let from = p.expr(node, &format!("artifact `{name}`"), &a.from)?;
     Some(ArtifactSpec {
         name,
         from,
-        media_type: a
-            .media_type
-            .clone()
-            .unwrap_or_else(|| "application/octet-stream".to_string()),
+        media_type,
         encoding,
     })
 }

@@ -1,12 +1,16 @@
-//! The server's measurements, in-process through the router over a real
-//! SQLite store (no sockets: server time only). Ignored by default, since
-//! filling the store takes a while; run them with
+//! The server in-process, through the router over a real SQLite store (no
+//! sockets): who may ask and what every answer tells the browser
+//! (`access.rs`), and its measurements (server time only), here. The
+//! measurements are ignored by default, since filling the store takes a
+//! while; run them with
 //! `cargo test --release -p skillhost-serve --test serve -- --ignored --nocapture`.
 //!
 //! - the runs list (a page of 50, and filtered by status) with 10,000 runs
 //!   in the store answers in at most 50 ms;
 //! - a 500-step run's page (the HTML with its graph, and the two API calls
 //!   its script makes: the run and its checkpoints) in at most 200 ms.
+
+mod access;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,6 +24,10 @@ use tower::ServiceExt;
 use skillhost_store::{Store, StoreOptions};
 use skillhost_tests::store_fixtures::{commit, new_run};
 
+/// The address the router believes it serves: requests name it as their
+/// `Host`.
+pub(crate) const HOST: &str = "127.0.0.1:7700";
+
 /// The median time of `n` GETs of `path`, each answered 200.
 async fn median_get(app: &axum::Router, path: &str, n: usize) -> Duration {
     let mut times = Vec::with_capacity(n);
@@ -27,7 +35,12 @@ async fn median_get(app: &axum::Router, path: &str, n: usize) -> Duration {
         let started = Instant::now();
         let response = app
             .clone()
-            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .oneshot(
+                Request::get(path)
+                    .header("host", HOST)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
             .await
             .unwrap();
         let status = response.status();
@@ -85,7 +98,8 @@ async fn runs_list_and_run_page_times() {
     eprintln!("filled the store in {:?}", filled.elapsed());
 
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    let app = skillhost_serve::router(store.clone(), Vec::new(), None, shutdown);
+    let gate = skillhost_serve::gate(HOST.parse().unwrap(), &[], None).unwrap();
+    let app = skillhost_serve::router(store.clone(), Vec::new(), gate, shutdown);
     let list = median_get(&app, "/api/runs", 21).await;
     let by_status = median_get(&app, "/api/runs?status=queued&limit=50", 21).await;
     let by_scenario = median_get(&app, "/api/runs?scenario=other&limit=50", 21).await;
