@@ -1353,3 +1353,85 @@ fn a_schedule_input_must_fit_the_scenarios_input_and_names_are_unique() {
     .unwrap_err();
     assert_eq!(report.errors[0].code, codes::TOML, "{report}");
 }
+
+// ---- citation checks: the quote rule ---------------------------------------
+
+/// A scenario whose skill node `cite` has one citation check, `post`.
+fn cited(post: &str) -> Result<skillhost_scenario::Scenario, CheckReport> {
+    let text = format!(
+        "[scenario]\nname = \"cited\"\n\n\
+         [skills.reader]\ncomponent = \"../components/reader.wasm\"\n\n\
+         [[node]]\nid = \"cite\"\nskill = \"reader\"\ninput = {{ text = \"'x'\" }}\n\
+         post = [{post}]\n\n\
+         [[node]]\nid = \"done\"\nkind = \"end\"\n\n\
+         [[edge]]\nfrom = \"cite\"\nto = \"done\"\n"
+    );
+    let path = workspace().join("valid/cited.toml");
+    skillhost_scenario::parse_str(&text, &path).map(|(s, _)| s)
+}
+
+/// A citation check's quotes are held to `min_quote_chars` and
+/// `min_quote_words` (15 and 3 when left out); each must be a whole number
+/// from 1, and only a check with `quote` may set them.
+#[test]
+fn a_citation_checks_quote_rule_is_read_and_refused_when_it_means_nothing() {
+    const BASE: &str = "kind = \"citations\", claims = \"output.claims\", cites = \"cites\", \
+                        sources = \"[]\", quote = \"q\", source_text = \"text\"";
+    let rule = |post: &str| {
+        let scenario = cited(post).unwrap_or_else(|report| panic!("{post}: {report}"));
+        match &scenario.node("cite").unwrap().body {
+            NodeBody::Skill(call) => match &call.post[0] {
+                PostCheck::Citations(spec) => {
+                    (spec.quote_rule.min_chars, spec.quote_rule.min_words)
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(rule(&format!("{{ {BASE} }}")), (15, 3));
+    assert_eq!(
+        rule(&format!(
+            "{{ {BASE}, min_quote_chars = 40, min_quote_words = 6 }}"
+        )),
+        (40, 6)
+    );
+    assert_eq!(rule(&format!("{{ {BASE}, min_quote_words = 1 }}")), (15, 1));
+
+    for (bad, says) in [
+        (
+            "min_quote_chars = 0",
+            "`min_quote_chars` is 0; a quote must be at least",
+        ),
+        (
+            "min_quote_words = -2",
+            "`min_quote_words` is -2; a quote must be at least",
+        ),
+    ] {
+        let report = cited(&format!("{{ {BASE}, {bad} }}")).unwrap_err();
+        only_one(&report);
+        let d = &report.errors[0];
+        assert_eq!(
+            (d.code, d.line, d.node.as_deref()),
+            (codes::INVALID_VALUE, 11, Some("cite"))
+        );
+        assert!(d.message.contains(says), "{report}");
+    }
+    let report = cited(
+        "{ kind = \"citations\", claims = \"output.claims\", cites = \"cites\", sources = \"[]\", \
+         min_quote_words = 5 }",
+    )
+    .unwrap_err();
+    only_one(&report);
+    let d = &report.errors[0];
+    assert_eq!(
+        (d.code, d.node.as_deref()),
+        (codes::FIELD_NOT_ALLOWED, Some("cite"))
+    );
+    assert!(
+        d.message.contains(
+            "`min_quote_words` applies to quotes, and this citations check has no `quote` field"
+        ),
+        "{report}"
+    );
+}

@@ -3,9 +3,7 @@
 use clap::Args;
 use serde_json::json;
 
-use super::common::{
-    CliResult, Failure, Globals, RegistryArgs, load_checked, print_json, shown,
-};
+use super::common::{CliResult, Failure, Globals, RegistryArgs, load_checked, print_json, shown};
 use skillhost_scenario as scenario;
 
 #[derive(Debug, Args)]

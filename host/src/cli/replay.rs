@@ -9,9 +9,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::common::{
-    CliResult, DatabaseArgs, Failure, Globals, print_json, shown, tokio_runtime,
-};
+use super::common::{CliResult, DatabaseArgs, Failure, Globals, print_json, shown, tokio_runtime};
 use skillhost_engine::replay::{
     ComponentSearch, ReplayError, ReplayReport, RunExport, StepStatus, StepVerdict, check_finished,
     load_exported, replay as replay_run,

@@ -147,7 +147,11 @@ async fn cancel_run(args: CancelArgs) -> CliResult {
     let (status, text) = match cancelled {
         Cancelled::Now(was) => (
             "cancelled",
-            format!("run {} cancelled by {} (it was {was})", args.run_id, shown(&by)),
+            format!(
+                "run {} cancelled by {} (it was {was})",
+                args.run_id,
+                shown(&by)
+            ),
         ),
         Cancelled::Requested => (
             "cancel-requested",

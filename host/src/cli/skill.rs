@@ -351,25 +351,20 @@ fn call(args: CallArgs, globals: &Globals) -> CliResult {
             }),
         };
     }
+    let name = shown(&skill.name);
     for line in &report.logs {
-        eprintln!(
-            "[{}] {:?}: {}",
-            shown(&skill.name),
-            line.level,
-            shown(&line.message)
-        );
+        eprintln!("[{name}] {:?}: {}", line.level, shown(&line.message));
     }
     if report.logs_dropped > 0 {
         eprintln!(
-            "[{}] {} more log line(s) dropped: the call's log budget of {} bytes was spent",
-            skill.name, report.logs_dropped, options.limits.max_log_bytes
+            "[{name}] {} more log line(s) dropped: the call's log budget of {} bytes was spent",
+            report.logs_dropped, options.limits.max_log_bytes
         );
     }
     if !report.usage.is_zero() {
         let usage = report.usage;
         eprintln!(
-            "[{}] llm: {} tokens ({} in, {} out) in {} completion(s)",
-            skill.name,
+            "[{name}] llm: {} tokens ({} in, {} out) in {} completion(s)",
             usage.total(),
             usage.input_tokens,
             usage.output_tokens,
@@ -378,9 +373,11 @@ fn call(args: CallArgs, globals: &Globals) -> CliResult {
     }
     match report.result {
         Ok(output) => print_json(&output),
+        // The message is the skill's own words: one line, escaped (the
+        // exit's `error:` line keeps the new lines of the host's own).
         Err(e) => Err(Failure {
             code: exit_code(&e),
-            message: format!("[{}] {e}", e.kind()),
+            message: format!("[{}] {}", e.kind(), shown(&e.to_string())),
         }),
     }
 }
