@@ -32,4 +32,5 @@ mod subgraph;
 mod subgraph_depth;
 mod summary;
 mod task;
+mod terminal;
 mod workers;
