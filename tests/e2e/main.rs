@@ -29,6 +29,8 @@ mod scripts;
 mod serve;
 mod skill_new;
 mod subgraph;
+mod subgraph_depth;
 mod summary;
 mod task;
+mod terminal;
 mod workers;

@@ -408,6 +408,69 @@ fn refused(out: std::process::Output) -> String {
     )
 }
 
+/// A cron that never fires, and one that fires more often than the host
+/// allows (once a minute unless its operator sets
+/// `SKILLHOST_MIN_SCHEDULE_INTERVAL`), are refused by `host check` and by a
+/// worker asked to run their schedules, naming the schedule and why; the
+/// operator's variable lowers the minimum (to a second at the least), a
+/// scenario cannot.
+#[test]
+fn crons_that_never_fire_or_fire_too_often_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_db(&dir);
+    let schedule = |cron: &str| {
+        format!(
+            "[[schedule]]\nname = \"often\"\ncron = \"{cron}\"\ninput = {{ customer = \"x\" }}\n"
+        )
+    };
+    let never = scenario_file(&dir, "never", "", &schedule("0 0 30 2 *"));
+    let often = scenario_file(&dir, "often", "", &schedule("*/10 * * * * *"));
+    // The host's default: no minimum set by the test's environment.
+    let by_default = |args: &[&str]| {
+        host_command(&db, args)
+            .env_remove("SKILLHOST_MIN_SCHEDULE_INTERVAL")
+            .output()
+            .unwrap()
+    };
+    for (file, says) in [
+        (
+            &never,
+            "[[schedule]] `often`: cron `0 0 30 2 *` never fires",
+        ),
+        (
+            &often,
+            "[[schedule]] `often`: cron `*/10 * * * * *` fires 10s after a tick",
+        ),
+    ] {
+        for args in [
+            vec!["check", file.as_str()],
+            vec!["worker", "--schedules", file.as_str(), "--exit-when-idle"],
+        ] {
+            let text = refused(by_default(&args));
+            assert!(text.contains(says), "{text}");
+        }
+    }
+    let text = refused(by_default(&["check", &often]));
+    assert!(text.contains("at most once every 1m"), "{text}");
+    assert!(!dir.path().join("queue.db").exists());
+
+    // The operator allows ten seconds: accepted; a second is the floor.
+    let with = |interval: &str| {
+        host_command(&db, &["check", &often])
+            .env("SKILLHOST_MIN_SCHEDULE_INTERVAL", interval)
+            .output()
+            .unwrap()
+    };
+    ok(with("10s"));
+    let text = refused(with("11s"));
+    assert!(text.contains("at most once every 11s"), "{text}");
+    let text = refused(with("500ms"));
+    assert!(
+        text.contains("SKILLHOST_MIN_SCHEDULE_INTERVAL is `500ms`"),
+        "{text}"
+    );
+}
+
 #[test]
 fn bad_schedules_and_flow_control_are_refused_naming_the_file_and_entry() {
     let dir = tempfile::tempdir().unwrap();

@@ -124,6 +124,42 @@ impl Engine {
             run: run_id.to_string(),
             message: "cancelling a run needs the database that holds it".into(),
         })?;
+        let cancelled = self.cancel_one(store, run_id, by).await?;
+        // A subgraph node's child run is part of its parent: cancelling the
+        // parent cancels the children still going, at their next node
+        // boundary (they run inside the parent's node), and so down their
+        // own subgraphs. The child ending as cancelled fails the parent's
+        // node, whose checkpoint the parent's own cancel request refuses.
+        // The tree is walked with a list, not by recursion: its depth is
+        // whatever the store holds.
+        let mut seen = std::collections::HashSet::from([run_id.to_string()]);
+        let mut below = store.children(run_id).await?;
+        below.reverse();
+        while let Some(child) = below.pop() {
+            if child.status.is_finished() || !seen.insert(child.id.clone()) {
+                continue;
+            }
+            match self.cancel_one(store, &child.id, by).await {
+                Ok(_) => {
+                    let mut grandchildren = store.children(&child.id).await?;
+                    grandchildren.reverse();
+                    below.extend(grandchildren);
+                }
+                // It finished in between: nothing left to cancel.
+                Err(EngineError::NothingToCancel { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(cancelled)
+    }
+
+    /// [`Engine::cancel`] of one run, without its children.
+    async fn cancel_one(
+        &self,
+        store: &skillhost_store::Store,
+        run_id: &str,
+        by: &str,
+    ) -> Result<Cancelled, EngineError> {
         let run = store
             .run(run_id)
             .await?
@@ -152,21 +188,6 @@ impl Engine {
                 status: RunStatus::Cancelled.as_str().to_string(),
                 duration_ms: 0,
             });
-        }
-        // A subgraph node's child run is part of its parent: cancelling the
-        // parent cancels the children still going, at their next node
-        // boundary (they run inside the parent's node), and so down their
-        // own subgraphs. The child ending as cancelled fails the parent's
-        // node, whose checkpoint the parent's own cancel request refuses.
-        for child in store.children(run_id).await? {
-            if child.status.is_finished() {
-                continue;
-            }
-            match Box::pin(self.cancel(&child.id, by)).await {
-                // It finished in between: nothing left to cancel.
-                Ok(_) | Err(EngineError::NothingToCancel { .. }) => {}
-                Err(e) => return Err(e),
-            }
         }
         Ok(cancelled)
     }

@@ -207,6 +207,10 @@ pub struct Engine {
     /// Where calls' `kv` goes instead of the runtime's backend
     /// ([`Engine::with_store_kv`]).
     kv: Option<skillhost_runtime::KvOverride>,
+    /// The subgraph level of the runs it starts: 0 for a top-level run, 1
+    /// for a child run, … (`kinds/subgraph.rs` refuses a child past
+    /// [`skillhost_scenario::MAX_SUBGRAPH_DEPTH`]).
+    level: usize,
 }
 
 impl RunContext<'_> {
@@ -247,6 +251,9 @@ pub(crate) struct RunContext<'a> {
     /// The run was resumed with `--allow-changed`: a child run a subgraph
     /// node continues may have changed too.
     pub allow_changed: bool,
+    /// How many runs are above this one: 0 for a top-level run, its
+    /// parent's level + 1 for a child run.
+    pub level: usize,
 }
 
 impl Engine {
@@ -257,6 +264,7 @@ impl Engine {
             store,
             events,
             kv: None,
+            level: 0,
         }
     }
 
@@ -275,6 +283,13 @@ impl Engine {
     /// `kv` backend: a subgraph's child runs with its parent's.
     pub(crate) fn with_kv(mut self, kv: Option<skillhost_runtime::KvOverride>) -> Self {
         self.kv = kv;
+        self
+    }
+
+    /// This engine for child runs at subgraph `level` (a parent's level
+    /// + 1).
+    pub(crate) fn at_level(mut self, level: usize) -> Self {
+        self.level = level;
         self
     }
 
@@ -480,6 +495,11 @@ impl Engine {
         let mut cx = self.context(loaded, run_id.to_string(), run.input.clone());
         cx.wait = wait;
         cx.allow_changed = allow_changed;
+        // A child run continued on its own (`host resume CHILD`) is still
+        // as deep as its parents put it.
+        if let (0, Some(parent)) = (self.level, run.parent()) {
+            cx.level = run_level(store, parent).await?;
+        }
         let from = Position {
             seq: checkpoint.seq,
             node_id: checkpoint.node_id,
@@ -656,8 +676,32 @@ impl Engine {
             replay: None,
             wait: None,
             allow_changed: false,
+            level: self.level,
         }
     }
+}
+
+/// The subgraph level of a child run whose parent link is `parent`, read
+/// up the store's links one run at a time; past
+/// [`skillhost_scenario::MAX_SUBGRAPH_DEPTH`] it stops counting (the run's
+/// subgraph nodes are refused either way).
+async fn run_level(store: &Store, parent: &ParentLink) -> Result<usize, EngineError> {
+    let mut level = 1;
+    let mut above = parent.run_id.clone();
+    while level <= skillhost_scenario::MAX_SUBGRAPH_DEPTH {
+        match store
+            .run(&above)
+            .await?
+            .and_then(|run| run.parent().cloned())
+        {
+            Some(link) => {
+                level += 1;
+                above = link.run_id;
+            }
+            None => break,
+        }
+    }
+    Ok(level)
 }
 
 /// What the `llm` completions of a run's `steps` used, failed attempts

@@ -157,6 +157,7 @@ pub(crate) fn check_post(
                     quote: spec.quote.clone(),
                     source_text: spec.source_text.clone(),
                     min_per_claim: spec.min_per_claim,
+                    quote_rule: spec.quote_rule,
                 };
                 let quotes = check_citations(&inputs).map_err(|e| {
                     let mut failure = NodeFailure::new(

@@ -63,6 +63,11 @@ pub mod codes {
     pub const CEL_SYNTAX: &str = "cel-syntax";
     /// A `[[schedule]]` cron expression that does not parse.
     pub const BAD_CRON: &str = "bad-cron";
+    /// A `[[schedule]]` cron expression that matches no date ever.
+    pub const CRON_NEVER_FIRES: &str = "cron-never-fires";
+    /// A `[[schedule]]` cron expression whose ticks come less than a
+    /// minute apart.
+    pub const CRON_TOO_FREQUENT: &str = "cron-too-frequent";
     /// A `[[schedule]]` input that does not fit `[input]`.
     pub const SCHEDULE_INPUT: &str = "schedule-input";
     /// An expression over the expression budget: too long, too deep, too
@@ -118,6 +123,11 @@ pub mod codes {
     pub const SUBGRAPH_INVALID: &str = "subgraph-invalid";
     /// A subgraph's scenario has an approval node: a child run cannot wait.
     pub const SUBGRAPH_APPROVAL: &str = "subgraph-approval";
+    /// Subgraphs nested deeper than `MAX_SUBGRAPH_DEPTH` levels.
+    pub const SUBGRAPH_TOO_DEEP: &str = "subgraph-too-deep";
+    /// A scenario whose subgraphs expand to more than
+    /// `MAX_SUBGRAPH_SCENARIOS` child scenarios.
+    pub const SUBGRAPH_TOO_MANY: &str = "subgraph-too-many";
 
     // Warnings.
     /// A declared state field that no node writes.

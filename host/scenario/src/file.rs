@@ -311,6 +311,8 @@ pub struct PostDecl {
     pub quote: Option<String>,
     pub source_text: Option<String>,
     pub min_per_claim: Option<Spanned<i64>>,
+    pub min_quote_chars: Option<Spanned<i64>>,
+    pub min_quote_words: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

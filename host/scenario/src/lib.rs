@@ -44,8 +44,9 @@ pub use load::{
 };
 pub use node::{
     ANSWER_VARS, ApprovalNode, ApprovalTimeout, ArtifactEncoding, ArtifactSpec, CacheSpec,
-    CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, FailNode, GateNode, MapNode, Node, NodeBody,
-    NodeExpr, NodeKind, PostCheck, Reducer, RetrySpec, Route, SkillCall, SubgraphNode, Write,
+    CitationSpec, Condition, DEFAULT_MAP_CONCURRENCY, FailNode, GateNode, MAX_SUBGRAPH_DEPTH,
+    MAX_SUBGRAPH_SCENARIOS, MapNode, Node, NodeBody, NodeExpr, NodeKind, PostCheck, Reducer,
+    RetrySpec, Route, SkillCall, SubgraphNode, Write,
 };
 pub use queue::{DueTicks, QueuePolicy, Schedule};
 
@@ -107,6 +108,12 @@ pub struct Scenario {
     /// The scenario each subgraph node runs, by node id: filled in by the
     /// loader once the child has parsed and passed its checks.
     pub subgraphs: BTreeMap<String, Arc<Scenario>>,
+    /// How many levels of subgraphs nest below this scenario (0: it has
+    /// none; at most [`MAX_SUBGRAPH_DEPTH`]), and how many child scenarios
+    /// its tree holds, every branch counted (at most
+    /// [`MAX_SUBGRAPH_SCENARIOS`]); set by the loader with `subgraphs`.
+    pub subgraph_depth: usize,
+    pub subgraph_scenarios: usize,
 }
 
 impl Scenario {

@@ -6,7 +6,7 @@
 //! `host` binary, over `skillhost-oci`) pulls, verifies and caches; this
 //! crate reaches no registry, so the checker stays pure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,7 +14,10 @@ use super::check;
 use super::diagnostic::{Reporter, codes};
 use super::parse;
 use super::typeflow;
-use super::{ComponentSource, Node, NodeKind, Scenario, SubgraphNode};
+use super::{
+    ComponentSource, MAX_SUBGRAPH_DEPTH, MAX_SUBGRAPH_SCENARIOS, Node, NodeKind, Scenario,
+    SubgraphNode,
+};
 use skillhost_model::InitialState;
 use skillhost_runtime::{Runtime, Skill};
 
@@ -121,28 +124,29 @@ pub fn load_with(
     runtime: &Runtime,
     resolver: &dyn ComponentResolver,
 ) -> Result<LoadedScenario, CheckReport> {
-    let mut chain = Chain::default();
-    load_tree(path, runtime, resolver, &mut chain)
+    let mut tree = Tree::default();
+    load_tree(path, runtime, resolver, &mut tree)
 }
 
 /// Loads the scenario at `path` and, first, the scenarios its subgraph
-/// nodes run; `chain` holds the files being loaded around it.
+/// nodes run; `tree` holds the files being loaded around it and those
+/// loaded already.
 fn load_tree(
     path: &Path,
     runtime: &Runtime,
     resolver: &dyn ComponentResolver,
-    chain: &mut Chain,
+    tree: &mut Tree<Arc<LoadedScenario>>,
 ) -> Result<LoadedScenario, CheckReport> {
     let (mut scenario, mut reporter) = parse_checked(path)?;
-    let entered = chain.enter(path);
+    let entered = tree.enter(path);
     let children = subgraphs(
         &mut scenario,
         &mut reporter,
-        chain,
-        |child, chain| load_tree(child, runtime, resolver, chain),
+        tree,
+        |child, tree| load_tree(child, runtime, resolver, tree).map(Arc::new),
         |loaded| (loaded.scenario.clone(), loaded.warnings.clone()),
     );
-    chain.leave(entered);
+    tree.leave(entered);
     load_skills(
         scenario,
         reporter,
@@ -153,18 +157,51 @@ fn load_tree(
     )
 }
 
-/// The scenario files being loaded, outermost first (canonical paths): a
-/// subgraph naming one of them would include itself.
-#[derive(Default)]
-struct Chain(Vec<PathBuf>);
+/// What loading a tree of scenarios keeps between its files: the chain of
+/// files being loaded, outermost first (canonical paths; a subgraph naming
+/// one of them would include itself), and every child loaded so far, so
+/// that a file that several nodes run is loaded once per level it is met
+/// at, not once per path to it (which a few files that each run the next
+/// twice would make millions). The loading recurses once per level of
+/// the chain, and the chain never grows past [`MAX_SUBGRAPH_DEPTH`] levels.
+struct Tree<T> {
+    chain: Vec<PathBuf>,
+    /// The scenarios being loaded, the file given first: the chain's
+    /// length, files that cannot be made canonical included.
+    open: usize,
+    /// By canonical file and the levels left below it.
+    loaded: HashMap<(PathBuf, usize), Loaded<T>>,
+}
 
-impl Chain {
+/// A child file loaded once already.
+#[derive(Clone)]
+enum Loaded<T> {
+    Passed(T),
+    /// It did not pass its checks; its diagnostics are in the report
+    /// already.
+    Failed {
+        errors: usize,
+    },
+}
+
+impl<T> Default for Tree<T> {
+    fn default() -> Self {
+        Tree {
+            chain: Vec::new(),
+            open: 0,
+            loaded: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Tree<T> {
     /// Adds `path`; whether it was added (a file that cannot be made
     /// canonical was not, and its loading reports why).
     fn enter(&mut self, path: &Path) -> bool {
+        self.open += 1;
         match path.canonicalize() {
             Ok(path) => {
-                self.0.push(path);
+                self.chain.push(path);
                 true
             }
             Err(_) => false,
@@ -172,8 +209,9 @@ impl Chain {
     }
 
     fn leave(&mut self, entered: bool) {
+        self.open -= 1;
         if entered {
-            self.0.pop();
+            self.chain.pop();
         }
     }
 
@@ -181,31 +219,50 @@ impl Chain {
     /// again: the cycle a subgraph naming `path` would close; None when it
     /// closes none.
     fn cycle(&self, path: &Path) -> Option<String> {
-        let at = self.0.iter().position(|p| p == path)?;
-        let files: Vec<String> = self.0[at..]
-            .iter()
-            .chain(std::iter::once(&path.to_path_buf()))
-            .map(|p| format!("`{}`", p.display()))
-            .collect();
-        Some(files.join(" → "))
+        let at = self.chain.iter().position(|p| p == path)?;
+        Some(files_text(&self.chain[at..], path))
     }
+
+    /// The level a child of the file loaded last would run at (the file
+    /// `host check` is given is level 0).
+    fn child_level(&self) -> usize {
+        self.open
+    }
+}
+
+/// `files` then `last`, as a chain of inclusions: `` `a` → `b` → `c` ``.
+fn files_text(files: &[PathBuf], last: &Path) -> String {
+    files
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(std::iter::once(last))
+        .map(|p| format!("`{}`", p.display()))
+        .collect::<Vec<_>>()
+        .join(" → ")
 }
 
 /// Loads (with `load`) the child of every subgraph node of `scenario`,
 /// reporting a file that does not exist, one that closes a cycle of
-/// inclusions, and a child that does not pass its checks (its own
-/// diagnostics follow the node's); checks each node's input mapping
-/// against its child's `[input]`; puts the children in
-/// `scenario.subgraphs` and their digests into `scenario.digest`.
-/// `parts` gives a loaded child's scenario and warnings.
-fn subgraphs<T>(
+/// inclusions, one that would nest deeper than [`MAX_SUBGRAPH_DEPTH`]
+/// levels, a tree of more than [`MAX_SUBGRAPH_SCENARIOS`] children, and a
+/// child that does not pass its checks (its own diagnostics follow the
+/// node's, once however many nodes run it); checks each node's input
+/// mapping against its child's `[input]`; puts the children in
+/// `scenario.subgraphs`, their digests into `scenario.digest`, and the
+/// tree's depth and size in `scenario.subgraph_depth` and
+/// `subgraph_scenarios`. `parts` gives a loaded child's scenario and
+/// warnings.
+fn subgraphs<T: Clone>(
     scenario: &mut Scenario,
     reporter: &mut Reporter,
-    chain: &mut Chain,
-    mut load: impl FnMut(&Path, &mut Chain) -> Result<T, CheckReport>,
+    tree: &mut Tree<T>,
+    mut load: impl FnMut(&Path, &mut Tree<T>) -> Result<T, CheckReport>,
     parts: impl Fn(&T) -> (Arc<Scenario>, Vec<Diagnostic>),
 ) -> BTreeMap<String, T> {
     let mut children = BTreeMap::new();
+    let mut depth = 0;
+    let mut expanded = 0usize;
+    let level = tree.child_level();
     for node in &scenario.nodes {
         let Some(subgraph) = node.subgraph() else {
             continue;
@@ -231,7 +288,7 @@ fn subgraphs<T>(
                 continue;
             }
         };
-        if let Some(cycle) = chain.cycle(&canonical) {
+        if let Some(cycle) = tree.cycle(&canonical) {
             reporter.error(
                 subgraph.path_line,
                 id,
@@ -244,33 +301,103 @@ fn subgraphs<T>(
             );
             continue;
         }
-        // The child's loading adds its own file to the chain.
-        let loaded = load(&subgraph.path, chain);
-        match loaded {
-            Ok(child) => {
-                let (child_scenario, warnings) = parts(&child);
-                reporter.report.warnings.extend(warnings);
-                check_child_input(node, subgraph, &child_scenario, reporter);
-                check_child_waits(node, subgraph, &child_scenario, reporter);
-                children.insert(node.id.clone(), (child_scenario, child));
+        if level > MAX_SUBGRAPH_DEPTH {
+            reporter.error(
+                subgraph.path_line,
+                id,
+                codes::SUBGRAPH_TOO_DEEP,
+                format!(
+                    "subgraph scenario `{}` would run {level} levels of subgraphs deep: {}; \
+                     subgraphs nest at most {MAX_SUBGRAPH_DEPTH} levels (a scenario's child \
+                     is level 1). Run fewer levels in one tree: merge a child into its \
+                     parent, or start the deeper part as a run of its own",
+                    subgraph.written,
+                    files_text(&tree.chain, &canonical)
+                ),
+            );
+            continue;
+        }
+        // The levels left below the child decide what it may hold: a file
+        // loaded at that level before is not loaded again.
+        let key = (canonical, MAX_SUBGRAPH_DEPTH - level);
+        let loaded = match tree.loaded.get(&key) {
+            Some(earlier) => earlier.clone(),
+            // The child's loading adds its own file to the chain.
+            None => {
+                let loaded = load(&subgraph.path, tree);
+                let memo = match &loaded {
+                    Ok(child) => Loaded::Passed(child.clone()),
+                    Err(report) => Loaded::Failed {
+                        errors: report.errors.len(),
+                    },
+                };
+                tree.loaded.insert(key, memo);
+                match loaded {
+                    Ok(child) => {
+                        let (_, warnings) = parts(&child);
+                        reporter.report.warnings.extend(warnings);
+                        Loaded::Passed(child)
+                    }
+                    Err(report) => {
+                        reporter.error(
+                            subgraph.path_line,
+                            id,
+                            codes::SUBGRAPH_INVALID,
+                            format!(
+                                "subgraph scenario `{}` does not pass its checks ({} error(s), \
+                                 listed with its file)",
+                                subgraph.written,
+                                report.errors.len()
+                            ),
+                        );
+                        reporter.report.errors.extend(report.errors);
+                        reporter.report.warnings.extend(report.warnings);
+                        continue;
+                    }
+                }
             }
-            Err(report) => {
+        };
+        let child = match loaded {
+            Loaded::Passed(child) => child,
+            // Its diagnostics are listed where it was met first.
+            Loaded::Failed { errors } => {
                 reporter.error(
                     subgraph.path_line,
                     id,
                     codes::SUBGRAPH_INVALID,
                     format!(
-                        "subgraph scenario `{}` does not pass its checks ({} error(s), listed \
-                         with its file)",
+                        "subgraph scenario `{}` does not pass its checks ({errors} error(s), \
+                         listed with its file where another node runs it)",
                         subgraph.written,
-                        report.errors.len()
                     ),
                 );
-                reporter.report.errors.extend(report.errors);
-                reporter.report.warnings.extend(report.warnings);
+                continue;
             }
+        };
+        let (child_scenario, _) = parts(&child);
+        check_child_input(node, subgraph, &child_scenario, reporter);
+        check_child_waits(node, subgraph, &child_scenario, reporter);
+        depth = depth.max(child_scenario.subgraph_depth + 1);
+        expanded = expanded.saturating_add(child_scenario.subgraph_scenarios.saturating_add(1));
+        if expanded > MAX_SUBGRAPH_SCENARIOS {
+            reporter.error(
+                subgraph.path_line,
+                id,
+                codes::SUBGRAPH_TOO_MANY,
+                format!(
+                    "with subgraph scenario `{}` ({} child scenario(s) of its own), this \
+                     scenario's subgraphs run {expanded} child scenarios, every node that runs \
+                     one counted; a scenario's tree holds at most {MAX_SUBGRAPH_SCENARIOS}. \
+                     Run fewer subgraphs, or start some as runs of their own",
+                    subgraph.written, child_scenario.subgraph_scenarios
+                ),
+            );
+            break;
         }
+        children.insert(node.id.clone(), (child_scenario, child));
     }
+    scenario.subgraph_depth = depth;
+    scenario.subgraph_scenarios = expanded.min(MAX_SUBGRAPH_SCENARIOS + 1);
     if !children.is_empty() {
         let mut text = format!("scenario {}\n", scenario.digest);
         for (node, (child, _)) in &children {
@@ -414,7 +541,7 @@ fn load_skills(
     runtime: &Runtime,
     resolver: &dyn ComponentResolver,
     providers: Providers,
-    subgraphs: BTreeMap<String, LoadedScenario>,
+    subgraphs: BTreeMap<String, Arc<LoadedScenario>>,
 ) -> Result<LoadedScenario, CheckReport> {
     let mut files = Vec::new();
     for (alias, skill) in &scenario.skills {
@@ -463,10 +590,7 @@ fn load_skills(
         scenario: Arc::new(scenario),
         skills,
         warnings: report.warnings,
-        subgraphs: subgraphs
-            .into_iter()
-            .map(|(node, child)| (node, Arc::new(child)))
-            .collect(),
+        subgraphs,
     })
 }
 
@@ -476,8 +600,7 @@ fn load_skills(
 /// `dyn`). Enough to draw the graph or validate the format.
 /// Returns the scenario and its warnings.
 pub fn parse_file(path: &Path) -> Result<(Scenario, Vec<Diagnostic>), CheckReport> {
-    let mut chain = Chain::default();
-    let (scenario, mut reporter) = parse_tree(path, &mut chain)?;
+    let (scenario, mut reporter) = parse_tree(path, &mut Tree::default())?;
     typeflow::check_types(&scenario, &BTreeMap::new(), &mut reporter);
     let report = reporter.finish();
     if report.is_ok() {
@@ -491,7 +614,7 @@ pub fn parse_file(path: &Path) -> Result<(Scenario, Vec<Diagnostic>), CheckRepor
 /// anchors its relative paths.
 pub fn parse_str(text: &str, path: &Path) -> Result<(Scenario, Vec<Diagnostic>), CheckReport> {
     let (scenario, reporter) = parse_text(text, path)?;
-    let (scenario, mut reporter) = with_children(path, scenario, reporter, &mut Chain::default());
+    let (scenario, mut reporter) = with_children(path, scenario, reporter, &mut Tree::default());
     typeflow::check_types(&scenario, &BTreeMap::new(), &mut reporter);
     let report = reporter.finish();
     if report.is_ok() {
@@ -501,10 +624,14 @@ pub fn parse_str(text: &str, path: &Path) -> Result<(Scenario, Vec<Diagnostic>),
     }
 }
 
+/// A child scenario as parsing without skills gives it: its scenario and
+/// warnings.
+type Parsed = (Arc<Scenario>, Vec<Diagnostic>);
+
 /// [`parse_checked`], and the same for every subgraph's scenario, nested.
-fn parse_tree(path: &Path, chain: &mut Chain) -> Result<(Scenario, Reporter), CheckReport> {
+fn parse_tree(path: &Path, tree: &mut Tree<Parsed>) -> Result<(Scenario, Reporter), CheckReport> {
     let (scenario, reporter) = parse_checked(path)?;
-    Ok(with_children(path, scenario, reporter, chain))
+    Ok(with_children(path, scenario, reporter, tree))
 }
 
 /// Parses every subgraph's scenario of `scenario` (read from `path`) into
@@ -513,15 +640,15 @@ fn with_children(
     path: &Path,
     mut scenario: Scenario,
     mut reporter: Reporter,
-    chain: &mut Chain,
+    tree: &mut Tree<Parsed>,
 ) -> (Scenario, Reporter) {
-    let entered = chain.enter(path);
+    let entered = tree.enter(path);
     subgraphs(
         &mut scenario,
         &mut reporter,
-        chain,
-        |child, chain| {
-            let (child, mut reporter) = parse_tree(child, chain)?;
+        tree,
+        |child, tree| {
+            let (child, mut reporter) = parse_tree(child, tree)?;
             typeflow::check_types(&child, &BTreeMap::new(), &mut reporter);
             let report = reporter.finish();
             if !report.is_ok() {
@@ -531,7 +658,7 @@ fn with_children(
         },
         |(child, warnings)| (child.clone(), warnings.clone()),
     );
-    chain.leave(entered);
+    tree.leave(entered);
     (scenario, reporter)
 }
 

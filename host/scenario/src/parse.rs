@@ -278,6 +278,8 @@ impl<'r> Parser<'r> {
             path,
             digest,
             subgraphs: BTreeMap::new(),
+            subgraph_depth: 0,
+            subgraph_scenarios: 0,
             start,
             on_failure: header.on_failure.map(Spanned::into_inner),
             token_budget: header.token_budget.map(Spanned::into_inner),

@@ -77,6 +77,66 @@ pub struct Schedule {
     pub line: usize,
 }
 
+/// The environment variable that sets the shortest time between two ticks
+/// of a schedule (a duration: `1m`, `30s`, `1h`). It is the host
+/// operator's, not the scenario's: a scenario cannot lower it.
+pub const MIN_SCHEDULE_INTERVAL_VAR: &str = "SKILLHOST_MIN_SCHEDULE_INTERVAL";
+
+/// The shortest time between two ticks of a schedule when
+/// [`MIN_SCHEDULE_INTERVAL_VAR`] is not set: one minute, the finest a
+/// five-field cron expresses. A six-field cron whose seconds name more than
+/// one second (`*/10 * * * * *`) would queue a run every few seconds,
+/// forever; the checker refuses it.
+pub const DEFAULT_MIN_SCHEDULE_INTERVAL_MS: i64 = 60_000;
+
+/// How many of a schedule's ticks (from [`FIRST_LOOK_MS`]) the checker
+/// measures the gaps between: enough for every second of a minute and for
+/// a day of every-minute ticks, so that the gaps a pattern repeats are
+/// among them.
+const TICKS_MEASURED: usize = 2_000;
+
+/// The shortest time between two ticks this host allows: [`MIN_SCHEDULE_INTERVAL_VAR`],
+/// else [`DEFAULT_MIN_SCHEDULE_INTERVAL_MS`]; at least a second.
+pub fn min_schedule_interval_ms() -> Result<i64, String> {
+    let Ok(text) = std::env::var(MIN_SCHEDULE_INTERVAL_VAR) else {
+        return Ok(DEFAULT_MIN_SCHEDULE_INTERVAL_MS);
+    };
+    let interval = skillhost_model::parse_duration(&text)
+        .map_err(|e| format!("{MIN_SCHEDULE_INTERVAL_VAR}: {e}"))?;
+    match i64::try_from(interval.as_millis()) {
+        Ok(ms) if ms >= 1_000 => Ok(ms),
+        _ => Err(format!(
+            "{MIN_SCHEDULE_INTERVAL_VAR} is `{text}`; a cron fires at most once a second, so \
+             give at least `1s` (it is unset by default: one minute)"
+        )),
+    }
+}
+
+/// `ms` as people write a duration: `1m`, `90s`, `1500ms`.
+fn duration_text(ms: i64) -> String {
+    match ms {
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
+        ms => format!("{ms}ms"),
+    }
+}
+
+/// Where the checker starts looking for a schedule's ticks: 2000-01-01
+/// 00:00:00 UTC. The Gregorian calendar repeats every 400 years, weekdays
+/// included, so a cron with no tick in the 400 years after it has none
+/// ever.
+const FIRST_LOOK_MS: i64 = 946_684_800_000;
+/// 2400-01-01 00:00:00 UTC: 400 years after [`FIRST_LOOK_MS`].
+const LAST_LOOK_MS: i64 = 13_569_465_600_000;
+
+fn rfc3339(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    )
+}
+
 /// The ticks due between two instants.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DueTicks {
@@ -97,6 +157,50 @@ impl Schedule {
             .build()
             .parse(cron)
             .map_err(|e| e.to_string())
+    }
+
+    /// Why a parsed cron cannot be a schedule: it never fires (a date that
+    /// never comes, such as 31 February), or two of its ticks come closer
+    /// than `min_interval_ms`, among the first [`TICKS_MEASURED`] from
+    /// 2000 on. The code and the message.
+    fn firing_problem(cron: &Cron, min_interval_ms: i64) -> Option<(&'static str, String)> {
+        let tick = |after_ms: i64| {
+            let after = DateTime::<Utc>::from_timestamp_millis(after_ms)?;
+            cron.find_next_occurrence(&after, false)
+                .ok()
+                .map(|t| t.timestamp_millis())
+                .filter(|&ms| ms < LAST_LOOK_MS)
+        };
+        // From the last millisecond before a minute starts, so the first
+        // tick is the first second it names in the first minute it fires.
+        let Some(mut last) = tick(FIRST_LOOK_MS - 1) else {
+            return Some((
+                codes::CRON_NEVER_FIRES,
+                "never fires: no date in a whole 400-year cycle of the calendar matches it (a \
+                 day the month never has, such as `0 0 31 2 *`); write a date that comes"
+                    .to_string(),
+            ));
+        };
+        for _ in 1..TICKS_MEASURED {
+            let next = tick(last)?;
+            if next - last < min_interval_ms {
+                return Some((
+                    codes::CRON_TOO_FREQUENT,
+                    format!(
+                        "fires {} after a tick (at {} and {}); this host runs a schedule at \
+                         most once every {} ({MIN_SCHEDULE_INTERVAL_VAR}, one minute unless \
+                         its operator set it): name one second in a six-field cron, or write \
+                         five fields (`* * * * *` is every minute)",
+                        duration_text(next - last),
+                        rfc3339(last),
+                        rfc3339(next),
+                        duration_text(min_interval_ms)
+                    ),
+                ));
+            }
+            last = next;
+        }
+        None
     }
 
     /// The first tick strictly after `after_ms`, or `None` if there is none
@@ -176,6 +280,17 @@ impl Parser<'_> {
     /// is built ([`check_inputs`]).
     pub(crate) fn schedules(&mut self, decls: Vec<Spanned<ScheduleDecl>>) -> Vec<Schedule> {
         let mut schedules: Vec<Schedule> = Vec::new();
+        let min_interval = match decls.first() {
+            Some(first) => match min_schedule_interval_ms() {
+                Ok(ms) => ms,
+                Err(e) => {
+                    let line = self.line(first);
+                    self.reporter.error(line, None, codes::INVALID_VALUE, e);
+                    return schedules;
+                }
+            },
+            None => return schedules,
+        };
         for (index, decl) in decls.into_iter().enumerate() {
             let line = self.line(&decl);
             let decl = decl.into_inner();
@@ -213,8 +328,21 @@ impl Parser<'_> {
                 continue;
             }
             let cron = decl.cron.get_ref();
-            match Schedule::parse_cron(cron) {
-                Ok(parsed) => schedules.push(Schedule {
+            let parsed = Schedule::parse_cron(cron).map(|parsed| {
+                let problem = Schedule::firing_problem(&parsed, min_interval);
+                (parsed, problem)
+            });
+            match parsed {
+                Ok((_, Some((code, problem)))) => {
+                    let line = self.line(&decl.cron);
+                    self.reporter.error(
+                        line,
+                        None,
+                        code,
+                        format!("[[schedule]] `{name}`: cron `{cron}` {problem}"),
+                    );
+                }
+                Ok((parsed, None)) => schedules.push(Schedule {
                     name,
                     cron: cron.clone(),
                     parsed: Arc::new(parsed),

@@ -1225,7 +1225,7 @@ fn a_concurrency_key_that_does_not_compile_or_reads_state_is_refused() {
 fn schedules_are_read_with_their_names_and_due_ticks() {
     let scenario = parse_queued(
         "",
-        "[[schedule]]\ncron = \"*/10 * * * * *\"\ninput = { customer = \"acme\" }\n\n\
+        "[[schedule]]\ncron = \"*/10 * * * *\"\ninput = { customer = \"acme\" }\n\n\
          [[schedule]]\nname = \"hourly\"\ncron = \"0 * * * *\"\ninput = { customer = \"b\", size = 2 }\n",
     )
     .unwrap();
@@ -1235,23 +1235,100 @@ fn schedules_are_read_with_their_names_and_due_ticks() {
     assert_eq!(every_ten.input, json!({"customer": "acme"}));
     // 2026-01-01T00:00:00Z.
     let t0: i64 = 1_767_225_600_000;
-    assert_eq!(every_ten.next_after(t0), Some(t0 + 10_000));
-    assert_eq!(every_ten.next_after(t0 + 1), Some(t0 + 10_000));
+    const TEN: i64 = 600_000;
+    assert_eq!(every_ten.next_after(t0), Some(t0 + TEN));
+    assert_eq!(every_ten.next_after(t0 + 1), Some(t0 + TEN));
     // Due: strictly after the last, up to and including now, newest `limit`.
-    let due = every_ten.due_ticks(t0, t0 + 35_000, 10);
-    assert_eq!(due.ticks, [t0 + 10_000, t0 + 20_000, t0 + 30_000]);
+    let due = every_ten.due_ticks(t0, t0 + 3 * TEN + TEN / 2, 10);
+    assert_eq!(due.ticks, [t0 + TEN, t0 + 2 * TEN, t0 + 3 * TEN]);
     assert_eq!(due.skipped_newest, None);
-    let due = every_ten.due_ticks(t0, t0 + 60_000, 2);
-    assert_eq!(due.ticks, [t0 + 50_000, t0 + 60_000]);
-    assert_eq!(due.skipped_newest, Some(t0 + 40_000));
-    assert!(every_ten.due_ticks(t0, t0 + 9_999, 10).ticks.is_empty());
+    let due = every_ten.due_ticks(t0, t0 + 6 * TEN, 2);
+    assert_eq!(due.ticks, [t0 + 5 * TEN, t0 + 6 * TEN]);
+    assert_eq!(due.skipped_newest, Some(t0 + 4 * TEN));
+    assert!(every_ten.due_ticks(t0, t0 + TEN - 1, 10).ticks.is_empty());
     // A long gap costs `limit` steps, not one per missed tick.
-    let week = 7 * 86_400_000;
-    let due = every_ten.due_ticks(t0, t0 + week, 3);
+    let year = 365 * 86_400_000;
+    let due = every_ten.due_ticks(t0, t0 + year, 3);
     assert_eq!(due.ticks.len(), 3);
-    assert_eq!(due.ticks[2], t0 + week);
+    assert_eq!(due.ticks[2], t0 + year);
     let hourly = &scenario.schedules[1];
     assert_eq!(hourly.next_after(t0), Some(t0 + 3_600_000));
+}
+
+/// A schedule that can never fire, or that would fire more often than once
+/// a minute, is refused by the checker, naming the schedule, its line and
+/// when it fires; a rare date, a leap day or one tick a minute is not.
+#[test]
+fn a_cron_that_never_fires_or_fires_within_a_minute_is_refused() {
+    let schedule = |cron: &str| {
+        format!(
+            "[[schedule]]\nname = \"nightly\"\ncron = \"{cron}\"\ninput = {{ customer = \"a\" }}\n"
+        )
+    };
+    for never in [
+        "0 0 31 2 *",
+        "0 0 30 2 *",
+        "0 0 31 4,6,9,11 *",
+        "0 0 0 30 2 *",
+        "* * 31 2 *",
+    ] {
+        let report = parse_queued("", &schedule(never)).unwrap_err();
+        only_one(&report);
+        let d = &report.errors[0];
+        assert_eq!(
+            (d.code, d.line),
+            (codes::CRON_NEVER_FIRES, 14),
+            "{never}: {report}"
+        );
+        assert!(
+            d.message.starts_with(&format!(
+                "[[schedule]] `nightly`: cron `{never}` never fires"
+            )),
+            "{report}"
+        );
+    }
+    for (often, gap) in [
+        ("* * * * * *", "1s"),
+        ("*/10 * * * * *", "10s"),
+        ("0,30 * * * * *", "30s"),
+        ("0,59 0 * * * *", "59s"),
+        ("0,1 * 3 * * *", "1s"),
+        ("0,20,25 * * * * *", "20s"),
+        ("1-2 0 12 29 2 *", "1s"),
+    ] {
+        let report = parse_queued("", &schedule(often)).unwrap_err();
+        only_one(&report);
+        let d = &report.errors[0];
+        assert_eq!(
+            (d.code, d.line),
+            (codes::CRON_TOO_FREQUENT, 14),
+            "{often}: {report}"
+        );
+        assert!(
+            d.message.starts_with(&format!(
+                "[[schedule]] `nightly`: cron `{often}` fires {gap} after a tick (at "
+            )),
+            "{report}"
+        );
+        assert!(d.message.contains("at most once every 1m"), "{report}");
+        assert!(
+            d.message.contains("SKILLHOST_MIN_SCHEDULE_INTERVAL"),
+            "{report}"
+        );
+    }
+    for fine in [
+        "* * * * *",
+        "30 * * * * *",
+        "0 0 29 2 *",
+        "0 0 1 1 *",
+        "@yearly",
+        "0 12 * * MON-FRI",
+        "59 59 23 31 12 *",
+    ] {
+        let scenario =
+            parse_queued("", &schedule(fine)).unwrap_or_else(|report| panic!("{fine}: {report}"));
+        assert_eq!(scenario.schedules[0].cron, fine);
+    }
 }
 
 #[test]
@@ -1309,4 +1386,86 @@ fn a_schedule_input_must_fit_the_scenarios_input_and_names_are_unique() {
     )
     .unwrap_err();
     assert_eq!(report.errors[0].code, codes::TOML, "{report}");
+}
+
+// ---- citation checks: the quote rule ---------------------------------------
+
+/// A scenario whose skill node `cite` has one citation check, `post`.
+fn cited(post: &str) -> Result<skillhost_scenario::Scenario, CheckReport> {
+    let text = format!(
+        "[scenario]\nname = \"cited\"\n\n\
+         [skills.reader]\ncomponent = \"../components/reader.wasm\"\n\n\
+         [[node]]\nid = \"cite\"\nskill = \"reader\"\ninput = {{ text = \"'x'\" }}\n\
+         post = [{post}]\n\n\
+         [[node]]\nid = \"done\"\nkind = \"end\"\n\n\
+         [[edge]]\nfrom = \"cite\"\nto = \"done\"\n"
+    );
+    let path = workspace().join("valid/cited.toml");
+    skillhost_scenario::parse_str(&text, &path).map(|(s, _)| s)
+}
+
+/// A citation check's quotes are held to `min_quote_chars` and
+/// `min_quote_words` (15 and 3 when left out); each must be a whole number
+/// from 1, and only a check with `quote` may set them.
+#[test]
+fn a_citation_checks_quote_rule_is_read_and_refused_when_it_means_nothing() {
+    const BASE: &str = "kind = \"citations\", claims = \"output.claims\", cites = \"cites\", \
+                        sources = \"[]\", quote = \"q\", source_text = \"text\"";
+    let rule = |post: &str| {
+        let scenario = cited(post).unwrap_or_else(|report| panic!("{post}: {report}"));
+        match &scenario.node("cite").unwrap().body {
+            NodeBody::Skill(call) => match &call.post[0] {
+                PostCheck::Citations(spec) => {
+                    (spec.quote_rule.min_chars, spec.quote_rule.min_words)
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(rule(&format!("{{ {BASE} }}")), (15, 3));
+    assert_eq!(
+        rule(&format!(
+            "{{ {BASE}, min_quote_chars = 40, min_quote_words = 6 }}"
+        )),
+        (40, 6)
+    );
+    assert_eq!(rule(&format!("{{ {BASE}, min_quote_words = 1 }}")), (15, 1));
+
+    for (bad, says) in [
+        (
+            "min_quote_chars = 0",
+            "`min_quote_chars` is 0; a quote must be at least",
+        ),
+        (
+            "min_quote_words = -2",
+            "`min_quote_words` is -2; a quote must be at least",
+        ),
+    ] {
+        let report = cited(&format!("{{ {BASE}, {bad} }}")).unwrap_err();
+        only_one(&report);
+        let d = &report.errors[0];
+        assert_eq!(
+            (d.code, d.line, d.node.as_deref()),
+            (codes::INVALID_VALUE, 11, Some("cite"))
+        );
+        assert!(d.message.contains(says), "{report}");
+    }
+    let report = cited(
+        "{ kind = \"citations\", claims = \"output.claims\", cites = \"cites\", sources = \"[]\", \
+         min_quote_words = 5 }",
+    )
+    .unwrap_err();
+    only_one(&report);
+    let d = &report.errors[0];
+    assert_eq!(
+        (d.code, d.node.as_deref()),
+        (codes::FIELD_NOT_ALLOWED, Some("cite"))
+    );
+    assert!(
+        d.message.contains(
+            "`min_quote_words` applies to quotes, and this citations check has no `quote` field"
+        ),
+        "{report}"
+    );
 }

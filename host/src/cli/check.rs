@@ -3,7 +3,7 @@
 use clap::Args;
 use serde_json::json;
 
-use super::common::{CliResult, Failure, Globals, RegistryArgs, load_checked, print_json};
+use super::common::{CliResult, Failure, Globals, RegistryArgs, load_checked, print_json, shown};
 use skillhost_scenario as scenario;
 
 #[derive(Debug, Args)]
@@ -35,7 +35,7 @@ pub fn check(args: CheckArgs, globals: &Globals) -> CliResult {
                 }))?;
             } else {
                 for warning in &loaded.warnings {
-                    eprintln!("warning: {warning}");
+                    eprintln!("warning: {}", shown(&warning.to_string()));
                 }
                 println!(
                     "{}: ok ({} nodes, {} skills)",

@@ -3,7 +3,9 @@
 use clap::Args;
 use serde_json::json;
 
-use super::common::{CliResult, DatabaseArgs, fetch_run, print_json, store_error, tokio_runtime};
+use super::common::{
+    CliResult, DatabaseArgs, fetch_run, print_json, shown, store_error, tokio_runtime,
+};
 use skillhost_store::FIELD_HASH_PREFIX;
 
 #[derive(Debug, Args)]
@@ -46,11 +48,11 @@ pub fn checkpoints(args: CheckpointsArgs) -> CliResult {
                 "{:>4}  {:<24} {:<24} {:<8} {:>8}  {}",
                 c.seq,
                 if c.node_id.is_empty() {
-                    "(start)"
+                    "(start)".into()
                 } else {
-                    &c.node_id
+                    shown(&c.node_id)
                 },
-                c.next_nodes.join(","),
+                shown(&c.next_nodes.join(",")),
                 if c.is_snapshot { "snapshot" } else { "delta" },
                 c.bytes,
                 short_hash(&c.state_hash)

@@ -360,9 +360,12 @@ pub async fn report_existing_run(store: &Store, run_id: &str, key: &str, json: b
         }));
     }
     eprintln!(
-        "run `{}` ({}) already holds idempotency key `{key}`: nothing was started; see it with \
+        "run `{}` ({}) already holds idempotency key `{}`: nothing was started; see it with \
          `host runs show {}`",
-        run.id, run.status, run.id
+        run.id,
+        run.status,
+        shown(key),
+        run.id
     );
     println!("{}", run.id);
     Ok(())
@@ -409,6 +412,53 @@ pub fn print_json(value: &impl serde::Serialize) -> CliResult {
         .map_err(|e| Failure::environment(format!("cannot encode JSON: {e}")))?;
     println!("{text}");
     Ok(())
+}
+
+/// `text` (a skill's output or error, a model's answer, anything a run or
+/// a scenario wrote) as one line for a terminal or a log: every character
+/// that could move the cursor, start an escape sequence, end the line or
+/// reorder what follows is written as a visible `\u{..}` escape (`\u{1b}`
+/// for ESC, `\u{d}` for a carriage return, `\u{a}` for a new line), so
+/// nothing a run produced can clear the screen, hide text, plant a link or
+/// forge a line of the host's own (`error: …`). Tabs stay. `--json` output
+/// is never passed through here: it stays exact JSON.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    escape_for_terminal(text, false)
+}
+
+/// [`shown`] for text of several lines (a summary value, a state printed
+/// as JSON, a failure with the checker's report): its new lines stay, and
+/// every other such character is escaped.
+pub fn shown_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    escape_for_terminal(text, true)
+}
+
+fn escape_for_terminal(text: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\t' && !(keep_newlines && c == '\n'))
+            || matches!(
+                c,
+                '\u{061c}'
+                    | '\u{200e}'
+                    | '\u{200f}'
+                    | '\u{2028}'
+                    | '\u{2029}'
+                    | '\u{202a}'..='\u{202e}'
+                    | '\u{2066}'..='\u{2069}'
+            )
+    };
+    if !text.contains(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut clean = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            clean.extend(c.escape_unicode());
+        } else {
+            clean.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(clean)
 }
 
 /// The value parser of duration flags (`--lease-ttl 30s`, `--older-than 7d`).
@@ -690,7 +740,8 @@ impl scenario::ComponentResolver for ScenarioComponents<'_> {
                 if resolved.downloaded > 0 {
                     eprintln!(
                         "pulled {} ({} bytes)",
-                        resolved.reference, resolved.downloaded
+                        shown(&resolved.reference.to_string()),
+                        resolved.downloaded
                     );
                 }
                 Ok(resolved.path)
@@ -730,7 +781,7 @@ pub fn load_scenario(
         Err((report, false)) => return Err(check_failure(&path, report, json)?),
     };
     for warning in &loaded.warnings {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", shown(&warning.to_string()));
     }
     Ok(loaded)
 }

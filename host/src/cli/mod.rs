@@ -169,7 +169,8 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             if !failure.message.is_empty() {
-                eprintln!("error: {}", failure.message);
+                // A failure can quote what a run or a scenario wrote.
+                eprintln!("error: {}", common::shown_lines(&failure.message));
             }
             ExitCode::from(failure.code)
         }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::common::{CliResult, DatabaseArgs, Failure, Globals, print_json, tokio_runtime};
+use super::common::{CliResult, DatabaseArgs, Failure, Globals, print_json, shown, tokio_runtime};
 use skillhost_engine::replay::{
     ComponentSearch, ReplayError, ReplayReport, RunExport, StepStatus, StepVerdict, check_finished,
     load_exported, replay as replay_run,
@@ -92,8 +92,8 @@ pub fn replay(args: ReplayArgs, globals: &Globals) -> CliResult {
         if !args.json {
             println!(
                 "replaying run {} of {} ({} step(s)){}",
-                export.run.id,
-                export.scenario.name,
+                shown(&export.run.id),
+                shown(&export.scenario.name),
                 export.checkpoints.len().saturating_sub(1),
                 match &args.file {
                     Some(file) => format!(" from {}", file.display()),
@@ -133,13 +133,13 @@ fn print_verdict(verdict: &StepVerdict) {
     println!(
         "{:>4}  {:<24} {:<9} {:>6}  {:>10.2}",
         verdict.seq,
-        verdict.node,
+        shown(&verdict.node),
         verdict.status.as_str(),
         verdict.calls_served,
         verdict.duration_us as f64 / 1e3
     );
     for difference in &verdict.differences {
-        println!("{:>6}{difference}", "");
+        println!("{:>6}{}", "", shown(&difference.to_string()));
     }
 }
 
@@ -157,8 +157,9 @@ fn print_summary(report: &ReplayReport) {
         Some(seq) => {
             let node = report.steps.last().map(|s| s.node.as_str()).unwrap_or("?");
             println!(
-                "diverged at step {seq} (node `{node}`) after {same} step(s) as recorded; \
-                 the steps after it were not replayed"
+                "diverged at step {seq} (node `{}`) after {same} step(s) as recorded; the steps \
+                 after it were not replayed",
+                shown(node)
             );
         }
     }

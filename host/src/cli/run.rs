@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use super::common::{
     CliResult, DatabaseArgs, Durability, Failure, Globals, IdempotencyArgs, InputLimitArgs,
     RegistryArgs, check_output_path, checked_input, engine_failure, fetch_run, load_scenario,
-    print_json, read_run_input, report_existing_run, store_error, tokio_runtime, write_output_file,
+    print_json, read_run_input, report_existing_run, shown, shown_lines, store_error,
+    tokio_runtime, write_output_file,
 };
 use skillhost_engine::lease::{self, RunLease};
 use skillhost_engine::queue::RunRequest;
@@ -170,7 +171,8 @@ pub struct ForkArgs {
 /// Progress for people. On a terminal, one line redrawn in place (the node
 /// running, the steps finished, the time elapsed), so a 500-step loop does
 /// not print 500 lines; failures and warnings are printed above it. Else
-/// one line per finished node, for logs.
+/// one line per finished node, for logs. Every text a run or its scenario
+/// wrote goes through [`shown`].
 struct Progress {
     live: Option<LiveLine>,
 }
@@ -220,7 +222,7 @@ impl EventSink for Progress {
                 resumed,
             } => {
                 let verb = if *resumed { "resuming" } else { "running" };
-                self.line(format!("{verb} {scenario} (run {run_id})"));
+                self.line(format!("{verb} {} (run {run_id})", shown(scenario)));
             }
             Event::NodeStarted { node, visit, .. } => {
                 if let Some(live) = &self.live {
@@ -228,7 +230,7 @@ impl EventSink for Progress {
                         0 | 1 => String::new(),
                         n => format!(" (visit {n})"),
                     };
-                    live.bar.set_message(format!("· {node}{visit}"));
+                    live.bar.set_message(format!("· {}{visit}", shown(node)));
                 }
             }
             Event::NodeFinished {
@@ -237,6 +239,7 @@ impl EventSink for Progress {
                 logs_dropped,
                 ..
             } => {
+                let node = shown(node);
                 match &self.live {
                     Some(live) => live.bar.inc(1),
                     None => eprintln!("  ok    {node:<24} {:>9.1} ms", *duration_us as f64 / 1e3),
@@ -258,7 +261,9 @@ impl EventSink for Progress {
                 let message = error.get("message").and_then(Value::as_str).unwrap_or("");
                 let what = if *will_retry { "retry" } else { "FAIL" };
                 self.line(format!(
-                    "  {what:<5} {node:<24} attempt {attempt}: {message}"
+                    "  {what:<5} {:<24} attempt {attempt}: {}",
+                    shown(node),
+                    shown(message)
                 ));
             }
             Event::MapItemFinished {
@@ -266,7 +271,7 @@ impl EventSink for Progress {
             } => {
                 if let Some(live) = &self.live {
                     live.bar
-                        .set_message(format!("· {node} item {}/{total}", index + 1));
+                        .set_message(format!("· {} item {}/{total}", shown(node), index + 1));
                 }
             }
             Event::RuleWarning {
@@ -275,7 +280,12 @@ impl EventSink for Progress {
                 message,
                 ..
             } => {
-                self.line(format!("  warn  {node:<24} {code}: {message}"));
+                self.line(format!(
+                    "  warn  {:<24} {}: {}",
+                    shown(node),
+                    shown(code),
+                    shown(message)
+                ));
             }
             Event::RunWaiting { .. } | Event::RunFinished { .. } => {
                 if let Some(live) = &self.live {
@@ -484,14 +494,16 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
                 e => engine_failure(e),
             })?;
         let recorded = format!(
-            "run {run_id} answered at node `{}` by {by}: {}",
-            answered.node_id, answered.answer
+            "run {run_id} answered at node `{}` by {}: {}",
+            shown(&answered.node_id),
+            shown(&by),
+            shown(&answered.answer.to_string())
         );
         if args.queue || store.backend_name() != "sqlite" {
             let next = format!(
                 "run {run_id} is queued: a worker continues it from node `{}` (`host \
                  worker{database}`), or continue it here with `host resume {run_id}{database}`",
-                answered.node_id
+                shown(&answered.node_id)
             );
             if args.outcome.json {
                 return print_json(&json!({
@@ -517,7 +529,10 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
                 Ok(lease) => lease,
                 // A worker claimed it between the answer and here: it runs it.
                 Err(StoreError::Leased { owner, .. }) => {
-                    println!("run {run_id} is queued and `{owner}` took it; it continues there");
+                    println!(
+                        "run {run_id} is queued and `{}` took it; it continues there",
+                        shown(&owner)
+                    );
                     return Ok(());
                 }
                 Err(e) => return Err(store_error(e)),
@@ -687,11 +702,12 @@ async fn finish(
         if let Some((wait, answer, shorthand)) = &waiting {
             line(format!(
                 "waiting at node `{}`: {}",
-                wait.node_id, wait.prompt
+                shown(&wait.node_id),
+                shown(&wait.prompt)
             ));
             line(format!(
                 "the answer: {}",
-                skillhost_engine::describe_fields(&wait.answer_schema)
+                shown(&skillhost_engine::describe_fields(&wait.answer_schema))
             ));
             if let Some(deadline) = wait.deadline_ms {
                 line(format!(
@@ -699,29 +715,37 @@ async fn finish(
                     skillhost_store::format_ms(deadline)
                 ));
             }
-            line(format!("answer with: {answer}"));
+            line(format!("answer with: {}", shown(answer)));
             if let Some(shorthand) = shorthand {
-                line(format!("         or: {shorthand}"));
+                line(format!("         or: {}", shown(shorthand)));
             }
         }
         for (label, value) in &outcome.summary {
-            let value = match value {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            line(format!(
-                "{:<22} {value}",
-                format!("{}:", label.replace('_', " "))
-            ));
+            line(summary_line(label, value));
         }
         for path in &written {
-            line(format!("written: {}", path.display()));
+            line(format!("written: {}", shown(&path.display().to_string())));
         }
     }
     if failed {
         return Err(Failure::failed(""));
     }
     Ok(())
+}
+
+/// One `[summary]` entry as people read it: the label, then the value (a
+/// string as it is, anything else as JSON). A value of several lines
+/// keeps them, each indented under the first, so no line of it can pass
+/// for one of the host's own.
+fn summary_line(label: &str, value: &Value) -> String {
+    const VALUE_COLUMN: usize = 23;
+    let value = match value {
+        Value::String(s) => shown_lines(s).into_owned(),
+        other => shown(&other.to_string()).into_owned(),
+    };
+    let label = format!("{}:", shown(&label.replace('_', " ")));
+    let indent = format!("\n{:VALUE_COLUMN$}", "");
+    format!("{label:<22} {}", value.replace('\n', &indent))
 }
 
 /// An answer that fits `schema`, to show in the command that gives one:
@@ -854,8 +878,10 @@ async fn write_artifacts(
     Ok(written)
 }
 
+/// A failed run's report on stderr, one line per part; what the run wrote
+/// (its node ids, codes, messages, suggestions) through [`shown`].
 fn print_failure(report: &Value) {
-    let get = |k: &str| report.get(k).and_then(Value::as_str).unwrap_or("");
+    let get = |k: &str| shown(report.get(k).and_then(Value::as_str).unwrap_or(""));
     eprintln!(
         "failed at node `{}` [{}]: {}",
         get("node"),
@@ -864,11 +890,14 @@ fn print_failure(report: &Value) {
     );
     if let Some(errors) = report.get("errors").and_then(Value::as_array) {
         for error in errors {
+            let get = |k: &str, or: &'static str| {
+                shown(error.get(k).and_then(Value::as_str).unwrap_or(or)).into_owned()
+            };
             eprintln!(
                 "  error in `{}` [{}]: {}",
-                error.get("node").and_then(Value::as_str).unwrap_or("?"),
-                error.get("code").and_then(Value::as_str).unwrap_or("?"),
-                error.get("message").and_then(Value::as_str).unwrap_or("")
+                get("node", "?"),
+                get("code", "?"),
+                get("message", "")
             );
         }
     }
@@ -876,14 +905,17 @@ fn print_failure(report: &Value) {
         && !partial.is_empty()
     {
         let fields: Vec<&str> = partial.keys().map(String::as_str).collect();
-        eprintln!("partial results kept in state: {}", fields.join(", "));
+        eprintln!(
+            "partial results kept in state: {}",
+            shown(&fields.join(", "))
+        );
     }
     if let Some(suggestions) = report.get("suggestions").and_then(Value::as_array)
         && !suggestions.is_empty()
     {
         eprintln!("suggestions:");
         for s in suggestions {
-            eprintln!("  - {}", s.as_str().unwrap_or(""));
+            eprintln!("  - {}", shown(s.as_str().unwrap_or("")));
         }
     }
 }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::common::{
     CliResult, DatabaseArgs, Failure, check_output_path, duration_arg, fetch_run, open_failure,
-    print_json, store_error, tokio_runtime, write_output_file,
+    print_json, shown, shown_lines, store_error, tokio_runtime, write_output_file,
 };
 use skillhost_engine::replay::{ReplayError, RunExport};
 use skillhost_runtime::TokenUsage;
@@ -147,14 +147,20 @@ async fn cancel_run(args: CancelArgs) -> CliResult {
     let (status, text) = match cancelled {
         Cancelled::Now(was) => (
             "cancelled",
-            format!("run {} cancelled by {by} (it was {was})", args.run_id),
+            format!(
+                "run {} cancelled by {} (it was {was})",
+                args.run_id,
+                shown(&by)
+            ),
         ),
         Cancelled::Requested => (
             "cancel-requested",
             format!(
                 "run {} is running: it ends as cancelled at its next node boundary (asked by \
-                 {by}); `host runs show {}` shows when it did",
-                args.run_id, args.run_id
+                 {}); `host runs show {}` shows when it did",
+                args.run_id,
+                shown(&by),
+                args.run_id
             ),
         ),
     };
@@ -217,8 +223,8 @@ async fn list_runs(args: ListArgs) -> CliResult {
     for bad in &unreadable {
         eprintln!(
             "warning: run `{}` cannot be listed: {}",
-            bad.id.as_deref().unwrap_or("?"),
-            bad.error
+            shown(bad.id.as_deref().unwrap_or("?")),
+            shown(&bad.error.to_string())
         );
     }
     if args.json {
@@ -253,21 +259,21 @@ async fn list_runs(args: ListArgs) -> CliResult {
         // A child run (a subgraph node's) is listed too, marked with its
         // parent: it is a run of its own, with its own history.
         let child = r.parent().map_or(String::new(), |p| {
-            format!("  (child of {} at `{}`)", p.run_id, p.node)
+            format!("  (child of {} at `{}`)", shown(&p.run_id), shown(&p.node))
         });
         println!(
             "{:<36}  {:<16} {:<10} {:>5}  {}{child}",
-            r.id,
-            r.scenario_name,
+            shown(&r.id),
+            shown(&r.scenario_name),
             r.status.as_str(),
             r.last_seq,
-            r.current_node.as_deref().unwrap_or_default()
+            shown(r.current_node.as_deref().unwrap_or_default())
         );
     }
     for bad in &unreadable {
         println!(
             "{:<36}  {:<16} {:<10} {:>5}  (see the warning above)",
-            bad.id.as_deref().unwrap_or("?"),
+            shown(bad.id.as_deref().unwrap_or("?")),
             "?",
             "unreadable",
             "?"
@@ -286,7 +292,10 @@ async fn write_artifact(args: ArtifactArgs) -> CliResult {
     fetch_run(&store, &args.run_id).await?;
     let rows = store.artifacts(&args.run_id).await.map_err(store_error)?;
     let Some(row) = rows.iter().find(|row| row.name == args.name) else {
-        let names: Vec<String> = rows.iter().map(|r| format!("`{}`", r.name)).collect();
+        let names: Vec<String> = rows
+            .iter()
+            .map(|r| format!("`{}`", shown(&r.name)))
+            .collect();
         return Err(Failure::bad_input(format!(
             "run `{}` has no artifact `{}`; {}",
             args.run_id,
@@ -315,13 +324,49 @@ async fn write_artifact(args: ArtifactArgs) -> CliResult {
             Ok(())
         }
         None => {
+            let shown = to_terminal(&args, &row.media_type, &bytes)?;
             let mut stdout = std::io::stdout().lock();
             stdout
-                .write_all(&bytes)
+                .write_all(shown.as_ref().map_or(&bytes[..], String::as_bytes))
                 .and_then(|()| stdout.flush())
                 .map_err(|e| Failure::environment(format!("cannot write to stdout: {e}")))
         }
     }
+}
+
+/// What `host runs artifact` writes when stdout is a terminal: `None` for
+/// the artifact's bytes as they are (stdout is a file or a pipe), else its
+/// text with every control character but new lines and tabs escaped (a
+/// run's artifact is what its skills wrote, and a terminal would obey the
+/// escape sequences in it); an artifact that is not text is refused.
+fn to_terminal(
+    args: &ArtifactArgs,
+    media_type: &str,
+    bytes: &[u8],
+) -> Result<Option<String>, Failure> {
+    use std::io::IsTerminal as _;
+    if !std::io::stdout().is_terminal() {
+        return Ok(None);
+    }
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Err(Failure::bad_input(format!(
+            "artifact `{}` of run `{}` is not text ({}, {} bytes), which a terminal cannot \
+             show; write it with `--out PATH`, or redirect stdout to a file or a pipe",
+            shown(&args.name),
+            args.run_id,
+            shown(media_type),
+            bytes.len()
+        )));
+    };
+    let safe = shown_lines(text);
+    if let std::borrow::Cow::Owned(_) = safe {
+        eprintln!(
+            "note: artifact `{}` holds control characters, shown escaped here (`\\u{{1b}}`); \
+             `--out PATH` or a pipe gets its exact bytes",
+            shown(&args.name)
+        );
+    }
+    Ok(Some(safe.into_owned()))
 }
 
 async fn show_run(args: ShowArgs) -> CliResult {
@@ -382,36 +427,46 @@ async fn show_run(args: ShowArgs) -> CliResult {
             "state": state,
         }));
     }
-    println!("run       {}", run.id);
-    println!("scenario  {} ({})", run.scenario_name, run.scenario_path);
+    // Everything below but the host's own words is what a run, its
+    // scenario or its skills wrote: shown, never printed raw.
+    println!("run       {}", shown(&run.id));
+    println!(
+        "scenario  {} ({})",
+        shown(&run.scenario_name),
+        shown(&run.scenario_path)
+    );
     println!("status    {}", run.status.as_str());
-    println!("input     {}", run.input);
+    println!("input     {}", shown(&run.input.to_string()));
     if !usage.is_zero() {
         println!("llm       {}", usage_text(usage));
     }
     if let Some(origin) = run.provenance.as_ref().and_then(|p| p.forked_from.as_ref()) {
         println!(
             "forked    from run {} at checkpoint {}",
-            origin.run_id, origin.seq
+            shown(&origin.run_id),
+            origin.seq
         );
     }
     if let Some(at) = run.cancel_requested_at_ms {
         println!(
             "cancel    asked by {} at {}; the run ends at its next node boundary",
-            run.cancel_requested_by.as_deref().unwrap_or("someone"),
+            shown(run.cancel_requested_by.as_deref().unwrap_or("someone")),
             format_ms(at)
         );
     }
     for wait in &waits {
         println!(
             "approval  node `{}` at checkpoint {}: {}",
-            wait.node_id, wait.seq, wait.prompt
+            shown(&wait.node_id),
+            wait.seq,
+            shown(&wait.prompt)
         );
         match (&wait.answer, wait.deadline_ms) {
             (Some(answer), _) => println!(
-                "          answered by {} at {}: {answer}",
-                wait.answered_by.as_deref().unwrap_or("?"),
-                wait.answered_at_ms.map(format_ms).unwrap_or_default()
+                "          answered by {} at {}: {}",
+                shown(wait.answered_by.as_deref().unwrap_or("?")),
+                wait.answered_at_ms.map(format_ms).unwrap_or_default(),
+                shown(&answer.to_string())
             ),
             (None, deadline) if run.status == RunStatus::Waiting && wait.seq == run.last_seq => {
                 println!(
@@ -421,8 +476,8 @@ async fn show_run(args: ShowArgs) -> CliResult {
                     deadline
                         .map(|d| format!(", times out at {}", format_ms(d)))
                         .unwrap_or_default(),
-                    run.id,
-                    skillhost_engine::describe_fields(&wait.answer_schema)
+                    shown(&run.id),
+                    shown(&skillhost_engine::describe_fields(&wait.answer_schema))
                 )
             }
             (None, Some(deadline)) => {
@@ -435,9 +490,11 @@ async fn show_run(args: ShowArgs) -> CliResult {
         }
     }
     if let Some(parent) = run.parent() {
+        let parent_run = shown(&parent.run_id);
         println!(
-            "parent    run {} (node `{}`, visit {}): `host runs show {}`",
-            parent.run_id, parent.node, parent.visit, parent.run_id
+            "parent    run {parent_run} (node `{}`, visit {}): `host runs show {parent_run}`",
+            shown(&parent.node),
+            parent.visit
         );
     }
     if !children.is_empty() {
@@ -447,10 +504,11 @@ async fn show_run(args: ShowArgs) -> CliResult {
                 .parent()
                 .map_or(("?", 0), |p| (p.node.as_str(), p.visit));
             println!(
-                "  {}  {:<16} {:<10} node `{node}`, visit {visit}",
-                child.id,
-                child.scenario_name,
-                child.status.as_str()
+                "  {}  {:<16} {:<10} node `{}`, visit {visit}",
+                shown(&child.id),
+                shown(&child.scenario_name),
+                child.status.as_str(),
+                shown(node)
             );
         }
     }
@@ -458,7 +516,7 @@ async fn show_run(args: ShowArgs) -> CliResult {
         Some(components) => {
             println!("components");
             for (alias, digest) in components {
-                println!("  {alias:<22} sha256:{digest}");
+                println!("  {:<22} sha256:{}", shown(alias), shown(digest));
             }
         }
         None => println!("components (not recorded: the run predates component digests)"),
@@ -477,26 +535,27 @@ async fn show_run(args: ShowArgs) -> CliResult {
         println!(
             "{:>4}  {:<24} {:>3}  {:<6} {:>10.2}  {:>12}  {}",
             s.seq.map(|q| q.to_string()).unwrap_or_else(|| "-".into()),
-            s.node_id,
+            shown(&s.node_id),
             s.attempt,
-            s.status,
+            shown(&s.status),
             s.duration_us as f64 / 1e3,
             s.fuel_consumed.map(|f| f.to_string()).unwrap_or_default(),
-            error
+            shown(error)
         );
         for warning in step_warnings(s) {
-            println!("{:>6}warning: {warning}", "");
+            println!("{:>6}warning: {}", "", shown(&warning));
         }
         if let Some(seq) = s.seq {
             for entry in journal
                 .iter()
                 .filter(|j| j.seq == seq && j.node_id == s.node_id)
             {
-                println!("{:>6}{}", "", journal_line(entry));
+                println!("{:>6}{}", "", shown(&journal_line(entry)));
             }
         }
         let child_run = s.detail.as_ref().and_then(|d| d.get("child_run_id"));
         if let Some(child) = child_run.and_then(Value::as_str) {
+            let child = shown(child);
             println!("{:>6}child run: {child} (`host runs show {child}`)", "");
         }
         let step_usage = s.detail.as_ref().and_then(|d| d.get("usage"));
@@ -507,9 +566,9 @@ async fn show_run(args: ShowArgs) -> CliResult {
             println!(
                 "{:>6}cached: the output of run {}, step {} (node `{}`); the skill was not called",
                 "",
-                cached.get("run_id").and_then(Value::as_str).unwrap_or("?"),
-                cached.get("seq").unwrap_or(&Value::Null),
-                cached.get("node").and_then(Value::as_str).unwrap_or("?"),
+                shown(cached.get("run_id").and_then(Value::as_str).unwrap_or("?")),
+                shown(&cached.get("seq").unwrap_or(&Value::Null).to_string()),
+                shown(cached.get("node").and_then(Value::as_str).unwrap_or("?")),
             );
         }
         if let Some(why) = s
@@ -518,7 +577,7 @@ async fn show_run(args: ShowArgs) -> CliResult {
             .and_then(|d| d.get("cache_refused"))
             .and_then(Value::as_str)
         {
-            println!("{:>6}cache: an entry was not served: {why}", "");
+            println!("{:>6}cache: an entry was not served: {}", "", shown(why));
         }
         let dropped = s.detail.as_ref().and_then(|d| d.get("logs_dropped"));
         if let Some(dropped) = dropped.and_then(Value::as_u64) {
@@ -533,20 +592,23 @@ async fn show_run(args: ShowArgs) -> CliResult {
         for a in &artifacts {
             println!(
                 "  {} ({}, {} bytes) sha256:{}",
-                a.name, a.media_type, a.size, a.digest
+                shown(&a.name),
+                shown(&a.media_type),
+                a.size,
+                shown(&a.digest)
             );
         }
     }
     if let Some(error) = &run.error {
         println!(
             "\nerror\n{}",
-            serde_json::to_string_pretty(error).unwrap_or_default()
+            shown_lines(&serde_json::to_string_pretty(error).unwrap_or_default())
         );
     }
     if let Some(state) = state {
         println!(
             "\nstate\n{}",
-            serde_json::to_string_pretty(&state).unwrap_or_default()
+            shown_lines(&serde_json::to_string_pretty(&state).unwrap_or_default())
         );
     }
     Ok(())
@@ -792,7 +854,7 @@ async fn list_retention(store: &Store, json_out: bool) -> CliResult {
         let keep = Duration::from_millis(setting.keep_ms.max(0) as u64);
         println!(
             "{:<24} keep finished runs {}",
-            setting.scenario_name,
+            shown(&setting.scenario_name),
             human(keep)
         );
     }

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::common::{
     CliResult, CredentialArgs, Failure, Globals, current_dir, oci_failure, print_json,
-    read_json_arg, trust_policy,
+    read_json_arg, shown, shown_lines, trust_policy,
 };
 use skillhost_runtime::{CallError, CallOptions, Grants, Limits, Runtime, Skill};
 
@@ -186,8 +186,15 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
             items.join(", ")
         }
     };
-    println!("skill         {} {} ({})", m.id, m.version, m.name);
-    println!("description   {}", m.description);
+    // The manifest, docs and metadata are the component's own words:
+    // shown, never printed raw.
+    println!(
+        "skill         {} {} ({})",
+        shown(&m.id),
+        shown(&m.version),
+        shown(&m.name)
+    );
+    println!("description   {}", shown(&m.description));
     println!(
         "file          {} ({} bytes)",
         file.display(),
@@ -204,20 +211,24 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
             registry["manifest_digest"].as_str().unwrap_or("")
         );
         if let Some(key) = registry["signed_by"].as_str() {
-            println!("signed by     {key}");
+            println!("signed by     {}", shown(key));
         }
         if let Some(annotations) = registry["annotations"].as_object() {
             for (key, value) in annotations {
-                println!("annotation    {key}={}", value.as_str().unwrap_or(""));
+                println!(
+                    "annotation    {}={}",
+                    shown(key),
+                    shown(value.as_str().unwrap_or(""))
+                );
             }
         }
     }
-    println!("world         {}", interface.world);
+    println!("world         {}", shown(&interface.world));
     if let Some(docs) = &interface.docs {
         let mut lines = docs.lines();
-        println!("docs          {}", lines.next().unwrap_or(""));
+        println!("docs          {}", shown(lines.next().unwrap_or("")));
         for line in lines {
-            println!("              {line}");
+            println!("              {}", shown(line));
         }
     }
     println!(
@@ -240,11 +251,11 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
     if let Some(fields) = metadata.as_object() {
         for (key, value) in fields {
             if let Some(text) = value.as_str() {
-                println!("{key:<13} {text}");
+                println!("{:<13} {}", shown(key), shown(text));
             }
         }
     }
-    println!("\n--- WIT ---\n{}", interface.wit.trim_end());
+    println!("\n--- WIT ---\n{}", shown_lines(interface.wit.trim_end()));
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
     println!(
         "\n--- input schema ---\n{}",
@@ -349,20 +360,20 @@ fn call(args: CallArgs, globals: &Globals) -> CliResult {
             }),
         };
     }
+    let name = shown(&skill.name);
     for line in &report.logs {
-        eprintln!("[{}] {:?}: {}", skill.name, line.level, line.message);
+        eprintln!("[{name}] {:?}: {}", line.level, shown(&line.message));
     }
     if report.logs_dropped > 0 {
         eprintln!(
-            "[{}] {} more log line(s) dropped: the call's log budget of {} bytes was spent",
-            skill.name, report.logs_dropped, options.limits.max_log_bytes
+            "[{name}] {} more log line(s) dropped: the call's log budget of {} bytes was spent",
+            report.logs_dropped, options.limits.max_log_bytes
         );
     }
     if !report.usage.is_zero() {
         let usage = report.usage;
         eprintln!(
-            "[{}] llm: {} tokens ({} in, {} out) in {} completion(s)",
-            skill.name,
+            "[{name}] llm: {} tokens ({} in, {} out) in {} completion(s)",
             usage.total(),
             usage.input_tokens,
             usage.output_tokens,
@@ -371,9 +382,11 @@ fn call(args: CallArgs, globals: &Globals) -> CliResult {
     }
     match report.result {
         Ok(output) => print_json(&output),
+        // The message is the skill's own words: one line, escaped (the
+        // exit's `error:` line keeps the new lines of the host's own).
         Err(e) => Err(Failure {
             code: exit_code(&e),
-            message: format!("[{}] {e}", e.kind()),
+            message: format!("[{}] {}", e.kind(), shown(&e.to_string())),
         }),
     }
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::common::{
     CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs, duration_arg,
-    engine_failure, load_scenario, scenario_loader, shutdown_on_signals, tokio_runtime,
+    engine_failure, load_scenario, scenario_loader, shown, shutdown_on_signals, tokio_runtime,
 };
 use skillhost_engine::schedule::{self, DEFAULT_CATCH_UP, Scheduler};
 use skillhost_engine::worker::{self, WorkerConfig, WorkerEvent};
@@ -109,46 +109,49 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
                 }
                 return;
             }
-            match event {
+            // What a run or its scenario wrote (messages, names) is shown,
+            // never printed raw; each event is one line.
+            let line = match event {
                 WorkerEvent::Claimed {
                     run_id,
                     scenario,
                     generation,
                     from_seq,
-                } => eprintln!(
+                } => format!(
                     "claimed  {run_id} ({scenario}, lease generation {generation}, from checkpoint {from_seq})"
                 ),
                 WorkerEvent::Finished {
                     run_id,
                     status,
                     nodes_run,
-                } => eprintln!("finished {run_id} {status} after {nodes_run} node(s)"),
+                } => format!("finished {run_id} {status} after {nodes_run} node(s)"),
                 WorkerEvent::LeaseLost { run_id, message } => {
-                    eprintln!("lost     {run_id}: {message}")
+                    format!("lost     {run_id}: {message}")
                 }
                 WorkerEvent::Released { run_id, reason } => {
-                    eprintln!("released {run_id}: {reason}")
+                    format!("released {run_id}: {reason}")
                 }
-                WorkerEvent::Error { message } => eprintln!("error    {message}"),
+                WorkerEvent::Error { message } => format!("error    {message}"),
                 WorkerEvent::Stopping { in_flight } => {
-                    eprintln!("stopping: waiting for {in_flight} run(s) in flight")
+                    format!("stopping: waiting for {in_flight} run(s) in flight")
                 }
                 WorkerEvent::Scheduled {
                     run_id,
                     scenario,
                     schedule,
                     tick,
-                } => eprintln!("queued   {run_id} ({scenario}, schedule `{schedule}`, tick {tick})"),
+                } => format!("queued   {run_id} ({scenario}, schedule `{schedule}`, tick {tick})"),
                 WorkerEvent::TicksSkipped {
                     scenario,
                     schedule,
                     newest_skipped,
                     catch_up,
-                } => eprintln!(
+                } => format!(
                     "skipped  missed ticks of {scenario} schedule `{schedule}` up to \
                      {newest_skipped} (only the newest {catch_up} are caught up; --catch-up)"
                 ),
-            }
+            };
+            eprintln!("{}", shown(&line));
         });
         if !json_out {
             eprintln!(

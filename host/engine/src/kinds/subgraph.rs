@@ -18,7 +18,14 @@
 //!
 //! This module never commits the parent's step: the child's engine
 //! commits the child's own steps, and the core this node's.
+//!
+//! A child run's loop is a task of its own ([`own_task`]), so nesting
+//! costs no stack; a child deeper than
+//! [`MAX_SUBGRAPH_DEPTH`] levels below its top-level run fails the node
+//! (`subgraph-too-deep`), whatever loaded it (the checker refuses such
+//! files first).
 
+use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -27,7 +34,7 @@ use super::{NodeFailure, NodeSuccess, Outcome};
 use crate::node::{base_vars, check_pre, map_input, writes};
 use crate::run::{empty_step, summarize};
 use crate::{Engine, EngineError, RunContext, RunOutcome};
-use skillhost_scenario::{LoadedScenario, Node, SubgraphNode};
+use skillhost_scenario::{LoadedScenario, MAX_SUBGRAPH_DEPTH, Node, SubgraphNode};
 use skillhost_store::{NewArtifact, ParentLink, RunRow, RunState, RunStatus};
 
 pub(crate) async fn run(
@@ -71,9 +78,24 @@ async fn run_child(
     })?;
     let vars = base_vars(cx, node, state);
     check_pre(node, &subgraph.pre, &vars)?;
+    let level = cx.level + 1;
+    if level > MAX_SUBGRAPH_DEPTH {
+        return Err(NodeFailure::new(
+            "subgraph-too-deep",
+            format!(
+                "node `{}`: scenario `{}` would run as a child run {level} levels below its \
+                 top-level run; subgraphs nest at most {MAX_SUBGRAPH_DEPTH} levels (`host \
+                 check` refuses such a chain of files; this run's tree is deeper than the \
+                 files it loaded say). Run the deeper part as a run of its own",
+                node.id, subgraph.written
+            ),
+        ));
+    }
     let input = map_input(node, &subgraph.input, &vars)?;
 
-    let engine = Engine::new(cx.store.cloned(), cx.events.clone()).with_kv(cx.kv.clone());
+    let engine = Engine::new(cx.store.cloned(), cx.events.clone())
+        .with_kv(cx.kv.clone())
+        .at_level(level);
     let link = ParentLink {
         run_id: cx.run_id.clone(),
         node: node.id.clone(),
@@ -86,21 +108,24 @@ async fn run_child(
             .map_err(|e| child_error(node, subgraph, None, EngineError::Store(e)))?,
         None => None,
     };
-    // The child's run loop is this future's own: boxed, since a run may
-    // hold subgraphs nested to any depth.
+    let parent = cx.run_id.as_str();
     let mut end = match earlier {
         Some(row) if row.status.is_finished() => recorded_end(&engine, child, row),
         Some(row) => {
             let id = row.id.clone();
-            Box::pin(engine.resume_with(child, &id, cx.allow_changed))
+            let (child, allow_changed) = (child.clone(), cx.allow_changed);
+            own_task(parent, resume_loop(engine, child, row.id, allow_changed))
                 .await
                 .map(ChildEnd::from)
                 .map_err(|e| child_error(node, subgraph, Some(&id), e))?
         }
-        None => Box::pin(engine.start_run(child, input, None, Some(link)))
-            .await
-            .map(ChildEnd::from)
-            .map_err(|e| child_error(node, subgraph, None, e))?,
+        None => {
+            let child = child.clone();
+            own_task(parent, start_loop(engine, child, input, link))
+                .await
+                .map(ChildEnd::from)
+                .map_err(|e| child_error(node, subgraph, None, e))?
+        }
     };
 
     if end.status != RunStatus::Completed {
@@ -136,6 +161,60 @@ async fn run_child(
         answer: None,
         route: None,
     })
+}
+
+/// Runs a child run's loop as a task of its own and waits for it. Awaited
+/// in place, a child's loop would be polled inside its parent's, one more
+/// set of frames on the thread's stack for every level of subgraphs, all
+/// the way down; as a task it is polled by the runtime from the bottom of
+/// a thread's stack whatever its level. Dropping the wait (the parent's
+/// loop was dropped: a lost lease, a shutdown) aborts the child, as a
+/// child polled in place would have been dropped with it; a panic in the
+/// child is the parent's, as it was in place.
+///
+/// The child's loop comes boxed as a `Send` future: a run's loop holds its
+/// subgraph nodes' waits, so its type refers to itself, and the box is
+/// where that type is named without looking inside.
+async fn own_task(parent: &str, child: ChildLoop) -> Result<RunOutcome, EngineError> {
+    struct AbortOnDrop(tokio::task::JoinHandle<Result<RunOutcome, EngineError>>);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let mut task = AbortOnDrop(tokio::spawn(child));
+    match (&mut task.0).await {
+        Ok(ended) => ended,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(EngineError::Internal {
+            run: parent.to_string(),
+            message: format!("the child run's task ended before the child did: {e}"),
+        }),
+    }
+}
+
+/// A child run's loop, from its start or its last checkpoint to its end.
+type ChildLoop = Pin<Box<dyn Future<Output = Result<RunOutcome, EngineError>> + Send>>;
+
+/// A new child run's loop. (Boxed outside `run_child`, whose own future
+/// the compiler cannot yet call `Send` while it checks its body.)
+fn start_loop(
+    engine: Engine,
+    child: Arc<LoadedScenario>,
+    input: Value,
+    link: ParentLink,
+) -> ChildLoop {
+    Box::pin(async move { engine.start_run(&child, input, None, Some(link)).await })
+}
+
+/// The loop of a child run an earlier process left unfinished.
+fn resume_loop(
+    engine: Engine,
+    child: Arc<LoadedScenario>,
+    run_id: String,
+    allow_changed: bool,
+) -> ChildLoop {
+    Box::pin(async move { engine.resume_with(&child, &run_id, allow_changed).await })
 }
 
 /// How a child run ended, whether this process ran it or read it back.

@@ -378,6 +378,7 @@ pub async fn replay(
                 replay: Some(replay.clone()),
                 wait: None,
                 allow_changed: false,
+                level: 0,
             };
             let position = Position {
                 seq: before.seq,

@@ -139,7 +139,7 @@ async fn citations_that_hold_are_verified_with_their_offsets() {
     let loaded = load(&scenario("citations"));
     let claims = json!([
         { "cites": ["p1"], "quote": "Quick brown\nfox" },
-        { "cites": ["p1", "p2"], "quote": ["dogs sleep"] },
+        { "cites": ["p1", "p2"], "quote": ["dogs sleep all day"] },
         { "cites": "p2" },
     ]);
     let (ran, db) = run_both(&loaded, json!({ "claims": claims, "sources": sources() })).await;
@@ -156,10 +156,10 @@ async fn citations_that_hold_are_verified_with_their_offsets() {
         {
             "claim_index": 1,
             "source_id": "p2",
-            "quote": "dogs sleep",
+            "quote": "dogs sleep all day",
             "start": 5,
-            "end": 15,
-            "matched": "dogs sleep",
+            "end": 23,
+            "matched": "dogs sleep all day",
         },
     ]);
     assert_eq!(ran.state()["quotes"], quotes);
@@ -188,4 +188,44 @@ async fn citations_that_do_not_hold_fail_the_node_naming_each_claim() {
     }
     assert_eq!(ran.state()["quotes"], json!([]));
     assert_eq!(ran.state()["echoed"], "");
+}
+
+/// The run-time check holds quotes to the same rule as the checker's
+/// declarations: a quote any text holds (`"a"`, `"."`, two short words)
+/// is too short, and one that starts or ends inside a word of its source
+/// is not a quote of it; neither is verified, and the node fails naming
+/// each.
+#[tokio::test]
+async fn short_quotes_and_quotes_that_split_words_fail_the_node() {
+    let loaded = load(&scenario("citations"));
+    let claims = json!([
+        { "cites": ["p1"], "quote": "a" },
+        { "cites": ["p1"], "quote": "." },
+        { "cites": ["p2"], "quote": "all day" },
+        { "cites": ["p1"], "quote": "uick  brown fox jumps" },
+        { "cites": ["p2"], "quote": "Lazy dogs sleep all da" },
+        { "cites": ["p1"], "quote": "quick brown fox jumps." },
+    ]);
+    let (ran, _db) = run_both(&loaded, json!({ "claims": claims, "sources": sources() })).await;
+    failed(&ran);
+    let error = ran.last_error();
+    assert_eq!(error["code"], "citation-check-failed");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("node `cite`: citation check failed (5 problems): "),
+        "{message}"
+    );
+    for named in [
+        "claim 0 quotes \"a\", 1 character and 1 word, shorter than a quote may be",
+        "claim 1 quotes \".\", 1 character and 0 words",
+        "claim 2 quotes \"all day\", 7 characters and 2 words",
+        "claim 3 quotes \"uick  brown fox jumps\", which source `p1` holds only as part of \
+         longer words (\"quick brown fox jumps\")",
+        "claim 4 quotes \"Lazy dogs sleep all da\", which source `p2` holds only as part of \
+         longer words (\"lazy dogs sleep all day\")",
+    ] {
+        assert!(message.contains(named), "`{named}` in {message}");
+    }
+    assert!(!message.contains("claim 5"), "{message}");
+    assert_eq!(ran.state()["quotes"], json!([]));
 }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use skillhost_engine::{CollectEvents, Engine, EngineError, Event, EventSink};
+use skillhost_scenario::LoadedScenario;
 use skillhost_scenario::codes;
 use skillhost_store::{Cancelled, RunStatus, Store};
 
@@ -509,4 +510,121 @@ async fn a_cancelled_parent_left_by_a_crash_and_its_child_end_when_resumed() {
         .unwrap();
     assert_eq!(resumed.outcome.status, RunStatus::Cancelled);
     assert_eq!(resumed.outcome.nodes_run, 0);
+}
+
+/// A scenario of one subgraph node, `down`, running `leaf.toml`, and the
+/// leaf (one gate), written in `dir`: the rungs of the deep trees below.
+fn rung_and_leaf(dir: &Path) -> (Arc<LoadedScenario>, Arc<LoadedScenario>) {
+    std::fs::write(
+        dir.join("rung.toml"),
+        "[scenario]\nname = \"rung\"\n\n[[node]]\nid = \"down\"\nkind = \"subgraph\"\n\
+         scenario = \"leaf.toml\"\n\n[[node]]\nid = \"done\"\nkind = \"end\"\n\n\
+         [[edge]]\nfrom = \"down\"\nto = \"done\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("leaf.toml"),
+        "[scenario]\nname = \"leaf\"\n\n[[node]]\nid = \"bottom\"\nkind = \"gate\"\n\n\
+         [[node]]\nid = \"done\"\nkind = \"end\"\n\n[[edge]]\nfrom = \"bottom\"\nto = \"done\"\n",
+    )
+    .unwrap();
+    (load(&dir.join("rung.toml")), load(&dir.join("leaf.toml")))
+}
+
+/// `levels` rungs, each running the next as its `down` node, over the
+/// leaf: a tree built in memory, as a library user could, past the
+/// loader's limit on files.
+fn tree_of(levels: usize, rung: &LoadedScenario, leaf: Arc<LoadedScenario>) -> Arc<LoadedScenario> {
+    (0..levels).fold(leaf, |below, _| {
+        let mut level = rung.clone();
+        level.subgraphs.insert("down".to_string(), below);
+        Arc::new(level)
+    })
+}
+
+/// The engine holds the nesting limit itself, whatever loaded the
+/// scenario: in a tree deeper than `MAX_SUBGRAPH_DEPTH` levels, the run at
+/// the limit fails its subgraph node (`subgraph-too-deep`) before starting
+/// a child, every run above fails in turn, and none is left running.
+#[tokio::test]
+async fn a_child_run_past_the_depth_limit_fails_its_node_and_no_run_is_left_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rung, leaf) = rung_and_leaf(dir.path());
+    let limit = skillhost_scenario::MAX_SUBGRAPH_DEPTH;
+    let db = Db::sqlite().await;
+
+    // At the limit, the whole tree runs: levels 0 to `limit`.
+    let fits = tree_of(limit, &rung, leaf.clone());
+    let ran = run(Some(db.store.clone()), &fits, json!({})).await;
+    completed(&ran);
+    let all = db.store.list_runs(None, 1000).await.unwrap();
+    assert_eq!(all.len(), limit + 1);
+    assert!(all.iter().all(|r| r.status == RunStatus::Completed));
+
+    // One level more: the run at level `limit` refuses to start its child.
+    let db = Db::sqlite().await;
+    let deep = tree_of(limit + 5, &rung, leaf);
+    let ran = run(Some(db.store.clone()), &deep, json!({})).await;
+    failed(&ran);
+    let all = db.store.list_runs(None, 1000).await.unwrap();
+    assert_eq!(all.len(), limit + 1, "a run past the limit was created");
+    assert!(
+        all.iter().all(|r| r.status == RunStatus::Failed),
+        "{:?}",
+        all.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    let deepest = all
+        .iter()
+        .find(|r| db_children_empty(&all, &r.id))
+        .expect("a deepest run");
+    let error = deepest.error.as_ref().unwrap();
+    assert_eq!(error["code"], "subgraph-too-deep", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "would run as a child run {} levels below its top-level run; subgraphs nest at \
+             most {limit} levels",
+            limit + 1
+        )),
+        "{message}"
+    );
+    // The top-level run's failure names its child's.
+    assert_eq!(ran.failure()["code"], "subgraph-failed");
+}
+
+/// Whether no run of `all` has `id` as its parent.
+fn db_children_empty(all: &[skillhost_store::RunRow], id: &str) -> bool {
+    !all.iter()
+        .any(|r| r.parent().is_some_and(|p| p.run_id == id))
+}
+
+/// A tree at the depth limit runs on a thread whose stack is far smaller
+/// than nesting each child's poll in its parent's would need: each child
+/// run's loop is a task of its own, polled from the runtime's loop.
+#[test]
+fn nested_child_runs_do_not_grow_the_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rung, leaf) = rung_and_leaf(dir.path());
+    let tree = tree_of(skillhost_scenario::MAX_SUBGRAPH_DEPTH, &rung, leaf);
+    // A debug build's run loop takes about 600 KiB of this stack at its
+    // top level; polled inside its parent's, each child took some 250 KiB
+    // more, so the old engine overflowed here by the eighth level.
+    let ran = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(async {
+                    Engine::new(None, Arc::new(skillhost_engine::NoEvents))
+                        .start(&tree, json!({}), None)
+                        .await
+                        .map(|outcome| outcome.status)
+                })
+        })
+        .unwrap()
+        .join()
+        .expect("the run's thread");
+    assert_eq!(ran.unwrap(), RunStatus::Completed);
 }

@@ -4,10 +4,14 @@
 //!
 //! Quotes are compared after normalising whitespace (every run of it is one
 //! space, ends trimmed) and case, so a quote that re-flows a line still
-//! matches, and a quote with one changed word does not. For every quote
-//! found, the check records where: the source id and the character offsets
-//! (Unicode scalar values, end exclusive) of the match in the source's
-//! original text, so an auditor can highlight it.
+//! matches, and a quote with one changed word does not. A quote must be
+//! long enough to say something ([`QuoteRule`]: at least 15 characters and
+//! 3 words by default, so `"a"` or `"."`, which any text holds, prove
+//! nothing), and it must match whole words: it starts and ends at word
+//! boundaries of the source (`"ransform"` is not in "Transformer"). For
+//! every quote found, the check records where: the source id and the
+//! character offsets (Unicode scalar values, end exclusive) of the match in
+//! the source's original text, so an auditor can highlight it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -30,10 +34,54 @@ pub struct CitationInputs {
     pub source_text: String,
     /// Distinct sources each claim must cite.
     pub min_per_claim: usize,
+    /// How long a quote must be.
+    pub quote_rule: QuoteRule,
+}
+
+/// How long a quote must be to count, after normalisation: at least
+/// `min_chars` characters and `min_words` words (a word: a run of
+/// non-space characters holding a letter or a digit). A scenario's
+/// citation check may set either (`min_quote_chars`, `min_quote_words`),
+/// to 1 at the least.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuoteRule {
+    pub min_chars: usize,
+    pub min_words: usize,
+}
+
+/// The default [`QuoteRule`]'s characters: a short clause ("28.4 BLEU on
+/// WMT" is 16).
+pub const DEFAULT_MIN_QUOTE_CHARS: usize = 15;
+/// The default [`QuoteRule`]'s words.
+pub const DEFAULT_MIN_QUOTE_WORDS: usize = 3;
+
+impl Default for QuoteRule {
+    fn default() -> Self {
+        QuoteRule {
+            min_chars: DEFAULT_MIN_QUOTE_CHARS,
+            min_words: DEFAULT_MIN_QUOTE_WORDS,
+        }
+    }
+}
+
+impl QuoteRule {
+    /// The characters and words of a normalised quote, when it is shorter
+    /// than the rule allows.
+    fn too_short(&self, normalized: &str) -> Option<(usize, usize)> {
+        let chars = normalized.chars().count();
+        let words = normalized
+            .split(' ')
+            .filter(|word| word.chars().any(char::is_alphanumeric))
+            .count();
+        (chars < self.min_chars || words < self.min_words).then_some((chars, words))
+    }
 }
 
 impl CitationInputs {
     /// Inputs from evaluated `claims` and `sources`, which must be lists.
+    // A problem is built only when a check fails, never on the way of one
+    // that holds: its size costs nothing there.
+    #[allow(clippy::result_large_err)]
     pub fn from_values(
         claims: Value,
         sources: Value,
@@ -65,6 +113,7 @@ impl CitationInputs {
             quote: quote.to_string(),
             source_text: source_text.to_string(),
             min_per_claim,
+            quote_rule: QuoteRule::default(),
         })
     }
 }
@@ -166,6 +215,22 @@ pub enum CitationProblem {
     },
     #[error("{claim} has an empty quote")]
     EmptyQuote { claim: ClaimRef },
+    #[error(
+        "{claim} quotes {}, {chars} character{} and {words} word{}, shorter than a quote may be \
+         (at least {min_chars} characters and {min_words} words: the check's \
+         `min_quote_chars` and `min_quote_words`)",
+        quoted(.quote, 120),
+        if *.chars == 1 { "" } else { "s" },
+        if *.words == 1 { "" } else { "s" }
+    )]
+    QuoteTooShort {
+        claim: ClaimRef,
+        quote: String,
+        chars: usize,
+        words: usize,
+        min_chars: usize,
+        min_words: usize,
+    },
     #[error("cited source `{source_id}` has no text in `{field}` to find quotes in")]
     SourceWithoutText { source_id: String, field: String },
     #[error(
@@ -178,6 +243,19 @@ pub enum CitationProblem {
         claim: ClaimRef,
         quote: String,
         cited: Vec<String>,
+    },
+    #[error(
+        "{claim} quotes {}, which source `{source_id}` holds only as part of longer words \
+         ({}); a quote starts and ends at word boundaries of its source",
+        quoted(.quote, 120),
+        quoted(.context, 120)
+    )]
+    QuoteSplitsWords {
+        claim: ClaimRef,
+        quote: String,
+        source_id: String,
+        /// The source's words around the first place it holds the quote.
+        context: String,
     },
 }
 
@@ -291,7 +369,20 @@ pub fn check_citations(inputs: &CitationInputs) -> Result<Vec<VerifiedQuote>, Ci
                 });
                 continue;
             }
+            if let Some((chars, words)) = inputs.quote_rule.too_short(&needle.text) {
+                problems.push(CitationProblem::QuoteTooShort {
+                    claim: claim_ref.clone(),
+                    quote,
+                    chars,
+                    words,
+                    min_chars: inputs.quote_rule.min_chars,
+                    min_words: inputs.quote_rule.min_words,
+                });
+                continue;
+            }
             let mut found = None;
+            // A cited source holding the quote only inside longer words.
+            let mut inside_words = None;
             for (id, source) in &known {
                 let haystack = normalized.entry(*source).or_insert_with(|| {
                     inputs.sources[*source]
@@ -308,15 +399,20 @@ pub fn check_citations(inputs: &CitationInputs) -> Result<Vec<VerifiedQuote>, Ci
                     }
                     continue;
                 };
-                if let Some(at) = haystack.text.find(&needle.text) {
+                if let Some(at) = haystack.find_words(&needle.text) {
                     let start = haystack.origin[at];
                     let end = haystack.origin[at + needle.text.len() - 1] + 1;
                     found = Some((id.clone(), *source, start, end));
                     break;
                 }
+                if inside_words.is_none()
+                    && let Some(at) = haystack.text.find(&needle.text)
+                {
+                    inside_words = Some((id.clone(), haystack.words_around(at, needle.text.len())));
+                }
             }
-            match found {
-                Some((source_id, source, start, end)) => {
+            match (found, inside_words) {
+                (Some((source_id, source, start, end)), _) => {
                     let text = inputs.sources[source]
                         .get(&inputs.source_text)
                         .and_then(Value::as_str)
@@ -330,7 +426,15 @@ pub fn check_citations(inputs: &CitationInputs) -> Result<Vec<VerifiedQuote>, Ci
                         matched: text.chars().skip(start).take(end - start).collect(),
                     });
                 }
-                None => problems.push(CitationProblem::QuoteNotFound {
+                (None, Some((source_id, context))) => {
+                    problems.push(CitationProblem::QuoteSplitsWords {
+                        claim: claim_ref.clone(),
+                        quote,
+                        source_id,
+                        context,
+                    })
+                }
+                (None, None) => problems.push(CitationProblem::QuoteNotFound {
                     claim: claim_ref.clone(),
                     quote,
                     cited: known.iter().map(|(id, _)| id.clone()).collect(),
@@ -352,6 +456,80 @@ pub fn check_citations(inputs: &CitationInputs) -> Result<Vec<VerifiedQuote>, Ci
 struct Normalized {
     text: String,
     origin: Vec<usize>,
+}
+
+impl Normalized {
+    /// Where `needle` first occurs in the text on word boundaries: neither
+    /// its first character nor its last continues a word of the text (a
+    /// letter or digit against a letter or digit).
+    ///
+    /// Every occurrence is a candidate, overlapping ones too, so the search
+    /// is one Knuth–Morris–Pratt pass over the bytes (UTF-8 matches start on
+    /// characters): linear in the text and the quote, whatever they repeat,
+    /// where restarting a search after each occurrence that splits a word
+    /// would compare the whole quote again at each.
+    fn find_words(&self, needle: &str) -> Option<usize> {
+        let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+        let (first, last) = (needle.chars().next(), needle.chars().next_back());
+        let (text, pattern) = (self.text.as_bytes(), needle.as_bytes());
+        if pattern.is_empty() || pattern.len() > text.len() {
+            return None;
+        }
+        // fallback[i]: the longest proper prefix of pattern[..=i] that is
+        // also its suffix.
+        let mut fallback = vec![0usize; pattern.len()];
+        let mut k = 0;
+        for i in 1..pattern.len() {
+            while k > 0 && pattern[i] != pattern[k] {
+                k = fallback[k - 1];
+            }
+            if pattern[i] == pattern[k] {
+                k += 1;
+            }
+            fallback[i] = k;
+        }
+        let mut matched = 0;
+        for (i, &byte) in text.iter().enumerate() {
+            while matched > 0 && byte != pattern[matched] {
+                matched = fallback[matched - 1];
+            }
+            if byte == pattern[matched] {
+                matched += 1;
+            }
+            if matched == pattern.len() {
+                let end = i + 1;
+                let at = end - pattern.len();
+                let before = self.text[..at].chars().next_back();
+                let after = self.text[end..].chars().next();
+                let splits_a_word = (word(before) && word(first)) || (word(last) && word(after));
+                if !splits_a_word {
+                    return Some(at);
+                }
+                matched = fallback[matched - 1];
+            }
+        }
+        None
+    }
+
+    /// The (normalised) text of bytes `at..at + len`, widened to the whole
+    /// words it cuts into.
+    fn words_around(&self, at: usize, len: usize) -> String {
+        let word = |c: &char| c.is_alphanumeric();
+        let start = self.text[..at]
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| word(c))
+            .last()
+            .map_or(at, |(i, _)| i);
+        let end = at + len;
+        let end = end
+            + self.text[end..]
+                .chars()
+                .take_while(word)
+                .map(char::len_utf8)
+                .sum::<usize>();
+        self.text[start..end].to_string()
+    }
 }
 
 fn normalize(original: &str) -> Normalized {
@@ -472,7 +650,7 @@ mod tests {
     #[test]
     fn unknown_ids_fail() {
         let p = problems(json!([
-            {"id": "c1", "supporting_paper_ids": ["p1", "p404"], "evidence": "28.4 BLEU"}
+            {"id": "c1", "supporting_paper_ids": ["p1", "p404"], "evidence": "28.4 BLEU on WMT"}
         ]));
         assert_eq!(
             p,
@@ -505,7 +683,7 @@ mod tests {
         );
         // A quote from a source the claim does not cite does not count.
         let p = problems(json!([
-            {"supporting_paper_ids": ["p2"], "evidence": "eschewing recurrence"}
+            {"supporting_paper_ids": ["p2"], "evidence": "architecture eschewing recurrence"}
         ]));
         assert!(matches!(&p[0], CitationProblem::QuoteNotFound { cited, .. } if cited == &["p2"]));
     }
@@ -531,22 +709,22 @@ mod tests {
     #[test]
     fn offsets_are_characters_in_the_original_text() {
         let verified = check_citations(&inputs(json!([
-            {"supporting_paper_ids": ["p2"], "evidence": "FAÇADE: bert"},
-            {"supporting_paper_ids": [7], "evidence": "ids work"}
+            {"supporting_paper_ids": ["p2"], "evidence": "FAÇADE: bert is"},
+            {"supporting_paper_ids": [7], "evidence": "Numeric ids work"}
         ])))
         .unwrap();
         let v = &verified[0];
         assert_eq!(v.source_id, "p2");
         // "Ünïcode " is 8 characters (10 bytes): offsets count characters.
-        assert_eq!((v.start, v.end), (8, 20));
+        assert_eq!((v.start, v.end), (8, 23));
         let slice: String = ABSTRACT_2
             .chars()
             .skip(v.start)
             .take(v.end - v.start)
             .collect();
-        assert_eq!(slice, "façade: BERT");
+        assert_eq!(slice, "façade: BERT is");
         assert_eq!(verified[1].source_id, "7");
-        assert_eq!((verified[1].start, verified[1].end), (8, 16));
+        assert_eq!((verified[1].start, verified[1].end), (0, 16));
     }
 
     #[test]
@@ -567,11 +745,12 @@ mod tests {
             ]
         );
         let p = problems(json!([
-            {"id": "c1", "supporting_paper_ids": ["p1"], "evidence": ["28.4 BLEU", "made up", ""]}
+            {"id": "c1", "supporting_paper_ids": ["p1"],
+             "evidence": ["28.4 BLEU on WMT", "a made up result", ""]}
         ]));
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(
-            matches!(&p[0], CitationProblem::QuoteNotFound { quote, .. } if quote == "made up")
+            matches!(&p[0], CitationProblem::QuoteNotFound { quote, .. } if quote == "a made up result")
         );
         assert!(matches!(&p[1], CitationProblem::EmptyQuote { .. }));
     }
@@ -581,7 +760,7 @@ mod tests {
         let err = check_citations(&inputs(json!([
             {"id": "a", "supporting_paper_ids": []},
             {"id": "b", "supporting_paper_ids": ["nope"]},
-            {"id": "c", "supporting_paper_ids": ["p1"], "evidence": "invented"},
+            {"id": "c", "supporting_paper_ids": ["p1"], "evidence": "an invented finding"},
             "not an object",
             {"id": "d", "supporting_paper_ids": ["p1"], "evidence": 3}
         ])))
@@ -607,7 +786,7 @@ mod tests {
     #[test]
     fn sources_without_text_are_named() {
         let inputs = CitationInputs::from_values(
-            json!([{"cites": ["s"], "q": "x"}]),
+            json!([{"cites": ["s"], "q": "a quote of the body"}]),
             json!([{"id": "s"}]),
             "cites",
             "id",
@@ -620,6 +799,167 @@ mod tests {
         assert_eq!(
             p[0].to_string(),
             "cited source `s` has no text in `body` to find quotes in"
+        );
+    }
+
+    #[test]
+    fn short_quotes_fail_whatever_they_match() {
+        // Each of these is in p1's text, on word boundaries.
+        for short in [
+            "a",
+            ".",
+            "We",
+            "28.4",
+            "a model",
+            "BLEU on WMT",
+            "It achieves",
+        ] {
+            let p = problems(json!([{"supporting_paper_ids": ["p1"], "evidence": short}]));
+            assert!(
+                matches!(&p[..], [CitationProblem::QuoteTooShort { quote, .. }] if quote == short),
+                "{short:?}: {p:?}"
+            );
+        }
+        let p =
+            problems(json!([{"id": "c1", "supporting_paper_ids": ["p1"], "evidence": " a\n "}]));
+        assert_eq!(
+            p[0].to_string(),
+            "claim 0 (c1) quotes \" a\n \", 1 character and 1 word, shorter than a quote may be \
+             (at least 15 characters and 3 words: the check's `min_quote_chars` and \
+             `min_quote_words`)"
+        );
+        // Characters and words are counted after normalising: punctuation
+        // alone is no word.
+        let p =
+            problems(json!([{"supporting_paper_ids": ["p1"], "evidence": "recurrence. It . ."}]));
+        assert!(
+            matches!(
+                &p[0],
+                CitationProblem::QuoteTooShort {
+                    chars: 18,
+                    words: 2,
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+        // Long enough on both counts passes.
+        check_citations(&inputs(json!([
+            {"supporting_paper_ids": ["p1"], "evidence": "28.4 BLEU on WMT"}
+        ])))
+        .unwrap();
+    }
+
+    #[test]
+    fn the_quote_rule_is_the_checks_to_set() {
+        let mut loose = inputs(json!([{"supporting_paper_ids": ["p1"], "evidence": "BLEU"}]));
+        loose.quote_rule = QuoteRule {
+            min_chars: 4,
+            min_words: 1,
+        };
+        assert_eq!(check_citations(&loose).unwrap()[0].matched, "BLEU");
+        let mut strict = inputs(json!([
+            {"supporting_paper_ids": ["p1"], "evidence": "28.4 BLEU on WMT 2014"}
+        ]));
+        strict.quote_rule = QuoteRule {
+            min_chars: 10,
+            min_words: 6,
+        };
+        let p = check_citations(&strict).unwrap_err().problems;
+        assert!(
+            matches!(
+                &p[0],
+                CitationProblem::QuoteTooShort {
+                    words: 5,
+                    min_words: 6,
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn quotes_match_whole_words_only() {
+        // In the text, but starting or ending inside a word of it.
+        for (partial, around) in [
+            ("ransformer, a model", "transformer, a model"),
+            ("the Transformer, a mod", "the transformer, a model"),
+            ("ropose the Transforme", "propose the transformer"),
+            ("28.4 BLEU on WMT 201", "28.4 bleu on wmt 2014"),
+            ("8.4 BLEU on WMT 2014", "28.4 bleu on wmt 2014"),
+        ] {
+            let p = problems(json!([{"supporting_paper_ids": ["p1"], "evidence": partial}]));
+            match &p[..] {
+                [
+                    CitationProblem::QuoteSplitsWords {
+                        source_id, context, ..
+                    },
+                ] => {
+                    assert_eq!((source_id.as_str(), context.as_str()), ("p1", around));
+                }
+                other => panic!("{partial:?}: {other:?}"),
+            }
+        }
+        let p = problems(json!([
+            {"id": "c1", "supporting_paper_ids": ["p2", "p1"], "evidence": "ransformer, a model"}
+        ]));
+        assert_eq!(
+            p[0].to_string(),
+            "claim 0 (c1) quotes \"ransformer, a model\", which source `p1` holds only as part of \
+             longer words (\"transformer, a model\"); a quote starts and ends at word boundaries \
+             of its source"
+        );
+        // Punctuation at either end, and a later whole-word occurrence after
+        // a partial one, are found.
+        let text = "Retrained models win. (the trained models win.)";
+        let inputs = CitationInputs::from_values(
+            json!([
+                {"cites": ["s"], "q": "trained models win."},
+                {"cites": ["s"], "q": "(the trained models win.)"},
+                {"cites": ["s"], "q": "the trained models"}
+            ]),
+            json!([{"id": "s", "text": text}]),
+            "cites",
+            "id",
+            "q",
+            "text",
+            1,
+        )
+        .unwrap();
+        let verified = check_citations(&inputs).unwrap();
+        let at: Vec<(usize, usize)> = verified.iter().map(|v| (v.start, v.end)).collect();
+        assert_eq!(at, [(27, 46), (22, 47), (23, 41)]);
+    }
+
+    /// A source and a quote that repeat themselves: every one of the
+    /// source's 300,000 occurrences of the quote's start splits a word, and
+    /// the search stays linear (restarted at each, it compared the 90 KB
+    /// quote 300,000 times).
+    #[test]
+    fn repetitive_quotes_are_searched_in_linear_time() {
+        let text = "ab ".repeat(300_000);
+        let quote = format!("{}a", "ab ".repeat(30_000));
+        let inputs = CitationInputs::from_values(
+            json!([{"cites": ["s"], "q": quote}]),
+            json!([{"id": "s", "text": text}]),
+            "cites",
+            "id",
+            "q",
+            "text",
+            1,
+        )
+        .unwrap();
+        let started = std::time::Instant::now();
+        let p = check_citations(&inputs).unwrap_err().problems;
+        assert!(
+            matches!(&p[..], [CitationProblem::QuoteSplitsWords { .. }]),
+            "{p:?}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
         );
     }
 }

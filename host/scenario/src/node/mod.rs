@@ -41,7 +41,7 @@ pub use map::{DEFAULT_MAP_CONCURRENCY, MapNode};
 pub use skill::{
     ArtifactEncoding, ArtifactSpec, CacheSpec, CitationSpec, PostCheck, RetrySpec, SkillCall,
 };
-pub use subgraph::SubgraphNode;
+pub use subgraph::{MAX_SUBGRAPH_DEPTH, MAX_SUBGRAPH_SCENARIOS, SubgraphNode};
 
 /// The kinds of node, as written in `kind = "…"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]

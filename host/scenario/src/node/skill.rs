@@ -14,7 +14,7 @@ use super::{
     pre_expressions, write_expressions, writes,
 };
 use crate::Expr;
-use crate::checks::citations::{CitationError, CitationInputs};
+use crate::checks::citations::{CitationError, CitationInputs, QuoteRule};
 use crate::checks::fs_grant::{self, FsPolicy};
 use crate::checks::schema::CompiledSchema;
 use crate::checks::{artifact_name, media_type};
@@ -171,7 +171,8 @@ pub enum PostCheck {
 
 /// A citation check on a node's output: every claim cites at least
 /// `min_per_claim` sources, every cited id is a source, every quote is in a
-/// cited source's text.
+/// cited source's text, as whole words, and at least as long as
+/// `quote_rule` says.
 #[derive(Debug, Clone)]
 pub struct CitationSpec {
     /// The list of claims.
@@ -187,13 +188,16 @@ pub struct CitationSpec {
     /// Field of a source holding the text quotes must come from.
     pub source_text: String,
     pub min_per_claim: usize,
+    /// `min_quote_chars` and `min_quote_words` (defaults
+    /// [`QuoteRule::default`]).
+    pub quote_rule: QuoteRule,
     pub line: usize,
 }
 
 impl CitationSpec {
     /// The checker's input, from the evaluated `claims` and `sources`.
     pub fn inputs(&self, claims: Value, sources: Value) -> Result<CitationInputs, CitationError> {
-        CitationInputs::from_values(
+        let mut inputs = CitationInputs::from_values(
             claims,
             sources,
             &self.cites,
@@ -201,7 +205,9 @@ impl CitationSpec {
             &self.quote,
             &self.source_text,
             self.min_per_claim,
-        )
+        )?;
+        inputs.quote_rule = self.quote_rule;
+        Ok(inputs)
     }
 }
 
@@ -573,6 +579,8 @@ fn post(
                 ("quote", decl.quote.is_some()),
                 ("source_text", decl.source_text.is_some()),
                 ("min_per_claim", decl.min_per_claim.is_some()),
+                ("min_quote_chars", decl.min_quote_chars.is_some()),
+                ("min_quote_words", decl.min_quote_words.is_some()),
             ];
             for (field, present) in stray {
                 if present {
@@ -664,6 +672,7 @@ fn post(
                     1
                 }
             };
+            let quote_rule = quote_rule(p, node, index, &decl);
             // Either expression may not compile (reported); the other is
             // still checked, and the scenario is rejected either way.
             let mut compiled = |what: &str, source: &Spanned<String>| {
@@ -680,6 +689,7 @@ fn post(
                 quote: decl.quote.unwrap_or_default(),
                 source_text: decl.source_text.unwrap_or_default(),
                 min_per_claim,
+                quote_rule,
                 line,
             }))
         }
@@ -697,6 +707,58 @@ fn post(
             None
         }
     }
+}
+
+/// A citations check's `min_quote_chars` and `min_quote_words`: whole
+/// numbers from 1, meaningful only with `quote`; the defaults for those
+/// left out.
+fn quote_rule(p: &mut Parser<'_>, node: Option<&str>, index: usize, decl: &PostDecl) -> QuoteRule {
+    let mut rule = QuoteRule::default();
+    for (key, value, into) in [
+        (
+            "min_quote_chars",
+            &decl.min_quote_chars,
+            &mut rule.min_chars,
+        ),
+        (
+            "min_quote_words",
+            &decl.min_quote_words,
+            &mut rule.min_words,
+        ),
+    ] {
+        let Some(value) = value else {
+            continue;
+        };
+        let line = p.line(value);
+        if decl.quote.is_none() {
+            p.reporter.error(
+                line,
+                node,
+                codes::FIELD_NOT_ALLOWED,
+                format!(
+                    "post[{index}]: `{key}` applies to quotes, and this citations check has no \
+                     `quote` field; add `quote = \"<claim field>\"` or remove `{key}`"
+                ),
+            );
+            continue;
+        }
+        match usize::try_from(*value.get_ref()) {
+            Ok(n) if n >= 1 => *into = n,
+            _ => p.reporter.error(
+                line,
+                node,
+                codes::INVALID_VALUE,
+                format!(
+                    "post[{index}]: `{key}` is {}; a quote must be at least one character and \
+                     one word long, so give a whole number from 1 (the default, {}, is used \
+                     when it is left out)",
+                    value.get_ref(),
+                    *into
+                ),
+            ),
+        }
+    }
+    rule
 }
 
 fn grants(

@@ -20,6 +20,26 @@ use crate::diagnostic::codes;
 use crate::file::NodeDecl;
 use crate::parse::Parser;
 
+/// How many levels subgraphs may nest: a scenario's child is level 1, the
+/// child's child level 2, and a subgraph node at level 16 may not run
+/// another. The checker refuses a deeper chain of files, and the engine a
+/// child run deeper than this, however the run got there.
+///
+/// Why 16: nothing shipped nests more than one level (the router runs a
+/// workflow), and every level is a run of its own, with its own history,
+/// loaded scenario and task; a bound this far above any real use keeps a
+/// file a scenario controls from making the host load, walk or run an
+/// unbounded tree.
+pub const MAX_SUBGRAPH_DEPTH: usize = 16;
+
+/// How many child scenarios one scenario's tree may hold: each subgraph
+/// node of every level counts (with the children below it), a file run by
+/// two nodes twice. A tree of files that include one another is loaded
+/// once per file, but a run, `host graph` and a run's recorded components
+/// walk every branch, and a few files that each run the next twice expand
+/// to millions of them: at most 256.
+pub const MAX_SUBGRAPH_SCENARIOS: usize = 256;
+
 /// The keys a subgraph node reads.
 pub const KEYS: &[&str] = &[
     "scenario",
