@@ -299,9 +299,17 @@ pub async fn run_with_schedules(
         }
         None => None,
     };
+    let stopping = shutdown.clone();
     let mut report = claim_and_run(store, runtime, config, shutdown, events).await;
     if let Some(scheduling) = scheduling {
-        scheduling.abort();
+        if *stopping.borrow() {
+            // Asked to stop: the scheduler sees it too and returns once a
+            // pass in flight has reported what it queued. Aborted there, it
+            // could queue a tick's run and never say so.
+            let _ = scheduling.await;
+        } else {
+            scheduling.abort();
+        }
     }
     report.scheduled = scheduled.load(Ordering::Relaxed);
     report
