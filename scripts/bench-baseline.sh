@@ -11,8 +11,10 @@
 # Usage: scripts/bench-baseline.sh [--rounds N] [--database URL] [MODE...]
 #   MODE        runtime, engine, postgres (default: runtime engine postgres)
 #   --rounds N  ABBA rounds (default 8: 16 runs of each side)
-#   --database  the Postgres database `host bench postgres` uses (default: a
-#               throwaway cluster started here, fsync on, as CI's machine)
+#   --database  URL: `host bench postgres` of the baseline uses URL_base, the
+#               head's URL_head (two existing databases: the head may migrate
+#               past the baseline's schema); default: a throwaway cluster
+#               started here, fsync on, as CI's machine
 # Environment:
 #   SKILLHOST_BENCH_DIR  where the baseline is built (default
 #                        ~/.cache/skillhost/bench-baseline)
@@ -39,7 +41,7 @@ while [ $# -gt 0 ]; do
         --rounds) rounds="$2"; shift 2 ;;
         --database) database="$2"; shift 2 ;;
         runtime|engine|postgres) modes+=("$1"); shift ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
         *) echo "unknown argument $1; see $0 --help" >&2; exit 2 ;;
     esac
 done
@@ -79,7 +81,7 @@ if [[ " ${modes[*]} " == *" postgres "* ]] && [ -z "$database" ]; then
     TEST_PG_OPTIONS="-c shared_buffers=128MB" test_postgres_start
     cleanup+=(test_postgres_stop)
     database="${SKILLHOST_TEST_DATABASE_URL%/postgres}/bench"
-    "${TEST_PG_PSQL[@]}" -c "CREATE DATABASE bench" >/dev/null
+    "${TEST_PG_PSQL[@]}" -c "CREATE DATABASE bench_base" -c "CREATE DATABASE bench_head" >/dev/null
 fi
 trap 'for c in "${cleanup[@]}"; do "$c"; done' EXIT
 
@@ -93,12 +95,16 @@ MODES = {
     "runtime": (["bench", "runtime"], [("fresh_call_us", True), ("cached_load_ms", True), ("compile_ms", True)]),
     "engine": (["bench", "engine"], [("per_node_us_memory", True), ("engine_us_memory", True),
                                      ("call_us", True), ("per_node_us_sqlite", True)]),
-    "postgres": (["bench", "postgres", "--database", database],
+    # Each side on a database of its own: the head may migrate its schema
+    # past what the baseline knows.
+    "postgres": (["bench", "postgres", "--database", "{database}"],
                  [("per_node_us_single", True), ("node_steps_per_s", False)]),
 }
 
 def run(binary, mode):
     args, _ = MODES[mode]
+    side = "base" if binary == base_bin else "head"
+    args = [a.replace("{database}", f"{database}_{side}") for a in args]
     out = subprocess.run([binary, *args, "--echo", echo, "--json"], capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"{binary} {' '.join(args)} failed:\n{out.stderr}")
