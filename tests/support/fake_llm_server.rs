@@ -168,25 +168,13 @@ impl FakeLlmServer {
 
     fn start_with_shared(shared: Shared) -> FakeLlmServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Mutex::new(shared));
         let thread = {
             let (stop, shared) = (stop.clone(), shared.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            let (stop, shared) = (stop.clone(), shared.clone());
-                            std::thread::spawn(move || serve(stream, &stop, &shared));
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(5));
-                        }
-                        Err(_) => break,
-                    }
-                }
+            crate::accept_until_stopped(listener, stop.clone(), move |stream| {
+                serve(stream, &stop, &shared)
             })
         };
         FakeLlmServer {

@@ -126,7 +126,6 @@ impl HostileRegistry {
     /// Starts one on a free port of 127.0.0.1.
     pub fn start(hostility: Hostility) -> HostileRegistry {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -134,26 +133,16 @@ impl HostileRegistry {
         let artifact = Arc::new(Artifact::echo());
         let thread = {
             let (stop, requests, sent) = (stop.clone(), requests.clone(), sent.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            let context = Context {
-                                hostility: hostility.clone(),
-                                artifact: artifact.clone(),
-                                addr,
-                                stop: stop.clone(),
-                                requests: requests.clone(),
-                                sent: sent.clone(),
-                            };
-                            std::thread::spawn(move || context.serve(stream));
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(5));
-                        }
-                        Err(_) => break,
-                    }
-                }
+            crate::accept_until_stopped(listener, stop.clone(), move |stream| {
+                let context = Context {
+                    hostility: hostility.clone(),
+                    artifact: artifact.clone(),
+                    addr,
+                    stop: stop.clone(),
+                    requests: requests.clone(),
+                    sent: sent.clone(),
+                };
+                context.serve(stream)
             })
         };
         HostileRegistry {

@@ -55,27 +55,14 @@ impl HttpServer {
     /// (`127.0.0.2` is another origin than `127.0.0.1`).
     pub fn start_on(ip: &str) -> HttpServer {
         let listener = TcpListener::bind((ip, 0)).unwrap_or_else(|e| panic!("bind {ip}: {e}"));
-        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(AtomicUsize::new(0));
         let last_headers = Arc::new(Mutex::new(Vec::new()));
         let thread = {
             let (stop, requests, last) = (stop.clone(), requests.clone(), last_headers.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            let (stop, requests) = (stop.clone(), requests.clone());
-                            let last = last.clone();
-                            std::thread::spawn(move || serve(stream, &stop, &requests, &last));
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(5));
-                        }
-                        Err(_) => break,
-                    }
-                }
+            crate::accept_until_stopped(listener, stop.clone(), move |stream| {
+                serve(stream, &stop, &requests, &last)
             })
         };
         HttpServer {

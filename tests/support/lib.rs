@@ -181,3 +181,31 @@ pub fn assert_variant_of_scenario(example: &str, variant: &str, changes: &[(&str
         "examples/{example}/{variant} is not scenario.toml with only its changes; make it so again"
     );
 }
+
+/// Accepts connections on `listener` until `stop` is set, each served by
+/// `serve` on a thread of its own: the loop every test server here runs
+/// (the listener is made non-blocking so that `stop` is seen within 5 ms).
+pub fn accept_until_stopped(
+    listener: std::net::TcpListener,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    serve: impl Fn(std::net::TcpStream) + Send + Sync + 'static,
+) -> std::thread::JoinHandle<()> {
+    listener
+        .set_nonblocking(true)
+        .expect("a non-blocking listener");
+    let serve = std::sync::Arc::new(serve);
+    std::thread::spawn(move || {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    let serve = serve.clone();
+                    std::thread::spawn(move || serve(stream));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(_) => break,
+            }
+        }
+    })
+}
