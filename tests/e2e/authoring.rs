@@ -85,8 +85,12 @@ fn cargo(dir: &Path, args: &[&str]) -> std::process::Output {
 #[test]
 fn an_out_of_tree_skill_crate_builds_and_tests_as_documented() {
     let root = skillhost_tests::repo_root();
-    // Inside the workspace's directory tree (target/tmp), not a member.
-    let skill = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Inside the workspace's directory tree, not a member. Not under
+    // CARGO_TARGET_TMPDIR: CI keeps its target directory outside the clone.
+    let skill = tempfile::Builder::new()
+        .prefix(".tmp-out-of-tree-")
+        .tempdir_in(&root)
+        .unwrap();
     let dir = skill.path();
     std::fs::create_dir_all(dir.join("src")).unwrap();
     std::fs::create_dir_all(dir.join("wit/deps/skillhost-skill")).unwrap();
