@@ -52,6 +52,16 @@ fn cache_lists_what_a_call_compiled_and_prunes_it() {
     assert_eq!(entry["current"], true);
     assert!(entry["size"].as_u64().unwrap() > 10_000, "{entry}");
     assert_eq!(listed["registry"]["entries"], serde_json::json!([]));
+    // The functions that compile produced, which later compiles reuse.
+    let functions = &listed["functions"];
+    let [pack] = functions["entries"].as_array().unwrap().as_slice() else {
+        panic!("one pack of compiled functions: {listed}")
+    };
+    assert_eq!(pack["kind"], "functions");
+    assert_eq!(pack["current"], true);
+    assert!(pack["functions"].as_u64().unwrap() > 0, "{pack}");
+    assert_eq!(functions["functions"], pack["functions"]);
+    let both = entry["size"].as_u64().unwrap() + pack["size"].as_u64().unwrap();
 
     // A file being written beside it: never pruned, even with --all.
     let engine_dir = std::path::Path::new(entry["path"].as_str().unwrap())
@@ -63,8 +73,12 @@ fn cache_lists_what_a_call_compiled_and_prunes_it() {
     let kept = cache(dir.path(), &["prune"]);
     assert_eq!(kept["removed"], serde_json::json!([]), "{kept}");
     let dry = cache(dir.path(), &["prune", "--all", "--dry-run"]);
-    assert_eq!(dry["removed"].as_array().unwrap().len(), 1, "{dry}");
-    assert_eq!(dry["removed"][0]["component"], entry["component"]);
+    let removed = dry["removed"].as_array().unwrap();
+    assert_eq!(removed.len(), 2, "{dry}");
+    let compiled = removed.iter().find(|e| e["cache"] == "compiled").unwrap();
+    assert_eq!(compiled["component"], entry["component"]);
+    let functions = removed.iter().find(|e| e["cache"] == "functions").unwrap();
+    assert_eq!(functions["path"], pack["path"]);
     assert_eq!(
         cache(dir.path(), &["list"])["compiled"]["entries"]
             .as_array()
@@ -74,9 +88,14 @@ fn cache_lists_what_a_call_compiled_and_prunes_it() {
     );
 
     let pruned = cache(dir.path(), &["prune", "--all"]);
-    assert_eq!(pruned["removed"].as_array().unwrap().len(), 1, "{pruned}");
-    assert_eq!(pruned["freed"], entry["size"]);
+    assert_eq!(pruned["removed"].as_array().unwrap().len(), 2, "{pruned}");
+    assert_eq!(pruned["freed"], both);
     let left = cache(dir.path(), &["list"]);
+    assert_eq!(
+        left["functions"]["entries"],
+        serde_json::json!([]),
+        "{left}"
+    );
     let left = left["compiled"]["entries"].as_array().unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0]["kind"], "partial");

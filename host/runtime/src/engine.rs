@@ -15,6 +15,7 @@ use wasmtime::{
     UpdateDeadline,
 };
 
+use crate::cache::FunctionStore;
 use crate::limits::MAX_MEMORY_BYTES;
 
 /// How often the epoch advances: how late past its deadline a call may stop.
@@ -42,7 +43,13 @@ impl Default for PoolConfig {
     }
 }
 
-pub(crate) fn build_engine(pool: &PoolConfig) -> wasmtime::Result<Engine> {
+/// The engine, with `functions` as Cranelift's incremental compilation
+/// store when there is one (`cache::functions`): a function compiled before,
+/// in any component, is not compiled again.
+pub(crate) fn build_engine(
+    pool: &PoolConfig,
+    functions: Option<Arc<FunctionStore>>,
+) -> wasmtime::Result<Engine> {
     let mut pooling = PoolingAllocationConfig::new();
     pooling
         .total_component_instances(pool.component_instances)
@@ -80,6 +87,9 @@ pub(crate) fn build_engine(pool: &PoolConfig) -> wasmtime::Result<Engine> {
         .consume_fuel(true)
         .parallel_compilation(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    if let Some(functions) = functions {
+        config.enable_incremental_compilation(functions)?;
+    }
     Engine::new(&config)
 }
 

@@ -95,12 +95,14 @@ pub(crate) struct Shared {
 impl Runtime {
     pub fn new(config: RuntimeConfig) -> anyhow::Result<Runtime> {
         use anyhow::Context as _;
-        let engine = engine::build_engine(&config.pool)
+        // Compiled functions are kept beside the compiled components.
+        let functions = config.cache_dir.is_some().then(cache::FunctionStore::new);
+        let engine = engine::build_engine(&config.pool, functions.clone())
             .map_err(|e| anyhow::anyhow!("configuring wasmtime: {e:#}"))?;
         let mut linker = Linker::new(&engine);
         capabilities::link(&mut linker)
             .map_err(|e| anyhow::anyhow!("linking host imports: {e:#}"))?;
-        let cache = ComponentCache::new(config.cache_dir, &engine);
+        let cache = ComponentCache::new(config.cache_dir, &engine, functions);
         let ticker = EpochTicker::start(&engine).context("starting the epoch thread")?;
         Ok(Runtime {
             inner: Arc::new(Inner {

@@ -1,5 +1,6 @@
 //! `host cache list|prune`: the compiled-component cache
-//! (`skillhost_runtime::cache`) and the registry cache
+//! (`skillhost_runtime::cache`) with the compiled functions any compile
+//! reuses (`skillhost_runtime::cache::functions`), and the registry cache
 //! (`skillhost_oci::cache`), their entries with size, age and the component
 //! they came from, and removing old ones. Each cache's module owns what an
 //! entry is and how it is removed safely; this one prints.
@@ -16,7 +17,7 @@ use skillhost_runtime::cache::{CompiledEntry, EntryKind as CompiledKind};
 
 #[derive(Debug, Subcommand)]
 pub enum CacheCommand {
-    /// List the compiled components and the registry cache: size, age, what each came from.
+    /// List the compiled components, the compiled functions they share, and the registry cache: size, age, what each came from.
     List(ListArgs),
     /// Remove entries unused for a while (default 30d), or all; never one being written.
     Prune(PruneArgs),
@@ -31,7 +32,7 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {
-    /// Remove compiled components not loaded for this long and registry blobs stored this long ago (30d, 12h, 90m).
+    /// Remove compiled components not loaded for this long, packs of compiled functions no compile used for this long, and registry blobs stored this long ago (30d, 12h, 90m).
     #[arg(long, value_name = "DURATION", value_parser = duration_arg, default_value = "30d")]
     older_than: Duration,
     /// Remove every entry, whatever its age (a file being written is still left alone).
@@ -102,11 +103,21 @@ impl Listing {
     }
 
     fn compiled_json(&self, entry: &CompiledEntry, now: SystemTime) -> Value {
+        if entry.kind == CompiledKind::Functions {
+            return json!({
+                "path": entry.path,
+                "kind": "functions",
+                "functions": entry.functions,
+                "current": entry.current,
+                "size": entry.size,
+                "age_seconds": entry.age(now).as_secs(),
+            });
+        }
         json!({
             "path": entry.path,
             "kind": match entry.kind {
                 CompiledKind::Compiled => "compiled",
-                CompiledKind::Partial => "partial",
+                _ => "partial",
             },
             "component": entry.component.as_ref().map(|d| format!("sha256:{d}")),
             "origin": entry.origin,
@@ -129,15 +140,31 @@ fn registry_json(entry: &RegistryEntry, now: SystemTime) -> Value {
     })
 }
 
+/// Whether a compiled-cache entry is a pack of functions (or a pack being
+/// written), listed apart from the compiled components.
+fn is_functions(entry: &CompiledEntry) -> bool {
+    entry.kind == CompiledKind::Functions
+        || entry.path.parent().and_then(|p| p.file_name())
+            == Some(skillhost_runtime::cache::functions::FUNCTIONS_DIR.as_ref())
+}
+
 fn list(args: ListArgs, globals: &Globals) -> CliResult {
     let listing = read(globals)?;
     let now = SystemTime::now();
+    let (functions, compiled): (Vec<&CompiledEntry>, Vec<&CompiledEntry>) =
+        listing.compiled.iter().partition(|e| is_functions(e));
+    let count = functions.iter().filter_map(|e| e.functions).sum::<u64>();
     if args.json {
         return print_json(&json!({
             "compiled": {
                 "dir": listing.compiled_dir,
-                "size": listing.compiled.iter().map(|e| e.size).sum::<u64>(),
-                "entries": listing.compiled.iter().map(|e| listing.compiled_json(e, now)).collect::<Vec<_>>(),
+                "size": compiled.iter().map(|e| e.size).sum::<u64>(),
+                "entries": compiled.iter().map(|e| listing.compiled_json(e, now)).collect::<Vec<_>>(),
+            },
+            "functions": {
+                "size": functions.iter().map(|e| e.size).sum::<u64>(),
+                "functions": count,
+                "entries": functions.iter().map(|e| listing.compiled_json(e, now)).collect::<Vec<_>>(),
             },
             "registry": {
                 "dir": listing.registry_dir,
@@ -150,12 +177,25 @@ fn list(args: ListArgs, globals: &Globals) -> CliResult {
         Some(dir) => println!(
             "compiled components in {}: {} entries, {}",
             dir.display(),
-            listing.compiled.len(),
-            size(listing.compiled.iter().map(|e| e.size).sum())
+            compiled.len(),
+            size(compiled.iter().map(|e| e.size).sum())
         ),
         None => println!("compiled components: no cache directory (set SKILLHOST_CACHE_DIR)"),
     }
-    for entry in &listing.compiled {
+    for entry in &compiled {
+        println!(
+            "  {:>9}  {:>6}  {}",
+            size(entry.size),
+            age(entry.age(now)),
+            describe_compiled(&listing, entry)
+        );
+    }
+    println!(
+        "compiled functions, reused by every compile: {count} in {} packs, {}",
+        functions.len(),
+        size(functions.iter().map(|e| e.size).sum())
+    );
+    for entry in &functions {
         println!(
             "  {:>9}  {:>6}  {}",
             size(entry.size),
@@ -186,6 +226,16 @@ fn describe_compiled(listing: &Listing, entry: &CompiledEntry) -> String {
             "being written (or left by a crash): {}",
             entry.path.display()
         );
+    }
+    if entry.kind == CompiledKind::Functions {
+        let mut text = match entry.functions {
+            Some(n) => format!("{n} functions  {}", entry.path.display()),
+            None => format!("(unreadable header)  {}", entry.path.display()),
+        };
+        if !entry.current {
+            text += "  [another host build's: never used by this one]";
+        }
+        return text;
     }
     let component = entry
         .component
@@ -243,7 +293,11 @@ fn prune(args: PruneArgs, globals: &Globals) -> CliResult {
             }
             freed += entry.size;
             let mut value = listing.compiled_json(entry, now);
-            value["cache"] = json!("compiled");
+            value["cache"] = json!(if is_functions(entry) {
+                "functions"
+            } else {
+                "compiled"
+            });
             removed.push(value);
         }
     }
