@@ -358,3 +358,91 @@ impl<'a> RunLog<'a> {
         Some(read.await)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use skillhost_store::{NewWait, RunStatus, Store};
+
+    use super::{Decision, ItemDone, RunLog};
+
+    /// A volatile run keeps nothing, reads nothing back, and cannot wait;
+    /// a durable one on a store that holds nothing for it reads nothing
+    /// back either, and its approval is unanswered.
+    #[tokio::test]
+    async fn a_volatile_log_keeps_nothing_and_a_durable_one_reads_its_store() {
+        let volatile = RunLog::over(None);
+        assert!(!volatile.keeps_records() && !volatile.is_durable() && !volatile.is_replay());
+        assert!(volatile.replay().is_none() && !volatile.serves_cache());
+        assert!(matches!(
+            volatile.decision("ask", 3, 0),
+            Decision::CannotWait
+        ));
+        assert!(
+            volatile
+                .items_done("run", "map", 1)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let output = json!({"text": "hi"});
+        volatile
+            .record_item(ItemDone {
+                run_id: "run",
+                node_id: "map",
+                visit: 1,
+                index: 0,
+                output: &output,
+                duration_us: 1,
+                fuel_consumed: 1,
+                journal: &[],
+                attempt: 1,
+            })
+            .await
+            .unwrap();
+        assert!(volatile.stored_artifacts("run").await.is_none());
+        volatile
+            .finish_run("run", RunStatus::Completed, None, None)
+            .await
+            .unwrap();
+        let wait = NewWait {
+            run_id: "run".into(),
+            seq: 3,
+            node_id: "ask".into(),
+            prompt: "ok?".into(),
+            answer_schema: json!({}),
+            timeout_ms: None,
+        };
+        let refused = volatile.record_wait(&wait).await.unwrap_err();
+        assert!(
+            refused.to_string().contains("node `ask` waits"),
+            "{refused}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("runs.db").display());
+        let store = Store::open(&url).await.unwrap();
+        let durable = RunLog::over(Some(&store));
+        assert!(durable.keeps_records() && durable.is_durable() && durable.serves_cache());
+        assert!(matches!(
+            durable.decision("ask", 3, 0),
+            Decision::Unanswered
+        ));
+        assert!(
+            durable
+                .items_done("run", "map", 1)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(durable.cached_output("key").await.unwrap().is_none());
+        assert!(
+            durable
+                .stored_artifacts("run")
+                .await
+                .unwrap()
+                .unwrap()
+                .is_empty()
+        );
+    }
+}
