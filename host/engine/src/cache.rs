@@ -43,11 +43,11 @@ pub(crate) async fn lookup(
     skill: &Skill,
     input: &Value,
 ) -> Lookup {
-    let (Some(_), Some(store), None) = (&call.cache, cx.store, &cx.replay) else {
+    if call.cache.is_none() || !cx.log.serves_cache() {
         return Lookup::Off;
-    };
+    }
     let key = key(skill, call, input);
-    match store.cached_output(&key).await {
+    match cx.log.cached_output(&key).await {
         Ok(Some(hit)) => Lookup::Hit(hit),
         Ok(None) => Lookup::Miss { key, refused: None },
         // A damaged entry is not served; the step records why, and its own

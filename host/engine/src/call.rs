@@ -265,7 +265,7 @@ pub(crate) async fn call_node_skill(
     plan: &CallPlan,
     input: &Value,
 ) -> Attempts {
-    let replay = cx.replay.as_deref();
+    let replay = cx.log.replay().map(|replay| &**replay);
     // A call whose `kv` is the store's blocks on the store's async API.
     if (plan.max_attempts <= 1 || replay.is_some())
         && !skill.needs_blocking_thread()
@@ -289,7 +289,7 @@ pub(crate) async fn call_node_skill(
         plan.clone(),
         input.clone(),
         cx.events.clone(),
-        cx.replay.clone(),
+        cx.log.replay().cloned(),
     );
     let skill_name = skill.name.clone();
     let task = tokio::task::spawn_blocking(move || {

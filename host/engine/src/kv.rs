@@ -1,10 +1,12 @@
 //! The `kv` capability's backend over the run store ([`StoreKv`]): what a
 //! skill sets is a row of the store's `kv` table, so it outlives the process
 //! that wrote it, and every process and worker on the store (SQLite file or
-//! Postgres database) reads the same data. Commands that run scenarios give
-//! it to their engine ([`Engine::with_store_kv`](crate::Engine::with_store_kv));
-//! without it, calls use the runtime's backend (by default held in memory
-//! for the life of the process).
+//! Postgres database) reads the same data. It is the backend of every engine
+//! that has a store, unless the engine was given another
+//! ([`Engine::with_kv`](crate::Engine::with_kv),
+//! [`Engine::with_runtime_kv`](crate::Engine::with_runtime_kv)); without a
+//! store, calls use the runtime's backend (by default held in memory for
+//! the life of the process).
 //!
 //! Before it first touches a scoped namespace, a process lets it adopt the
 //! rows its name had before namespaces were scoped

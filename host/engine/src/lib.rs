@@ -7,7 +7,9 @@
 //! of node is one module under [`kinds`] (skill, map fan-out, gate, end,
 //! fail, subgraph: another scenario as a child run) that returns what happened and never commits or routes itself;
 //! retries are the calling kinds' business ([`call`]), failure routing the
-//! core's. No model and no clock decide where a run goes: only the
+//! core's. Whether a run is durable, volatile (`--durability none`) or a
+//! replay is known to one type only, its run log (`run_log.rs`), which the
+//! core and the kinds write and read through. No model and no clock decide where a run goes: only the
 //! scenario's CEL guards over the state.
 //!
 //! Exactly-once: a node's writes reach the store in the same transaction as the
@@ -44,18 +46,20 @@ mod node;
 pub mod queue;
 pub mod replay;
 mod run;
+mod run_log;
 pub mod schedule;
 pub mod state;
 pub mod worker;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
 pub use control::{Answered, describe_fields};
 pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
 use run::drive;
+use run_log::RunLog;
 use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Configs, LoadedScenario, Scenario};
 use skillhost_store::{
@@ -204,9 +208,10 @@ pub struct Waiting {
 pub struct Engine {
     store: Option<Store>,
     events: Arc<dyn EventSink>,
-    /// Where calls' `kv` goes instead of the runtime's backend
-    /// ([`Engine::with_store_kv`]).
-    kv: Option<skillhost_runtime::KvOverride>,
+    /// Where calls' `kv` goes instead of the runtime's backend: set by
+    /// [`Engine::with_kv`] or [`Engine::with_runtime_kv`], else the
+    /// store's ([`kv::StoreKv`]), made when the first run needs it.
+    kv: OnceLock<Option<skillhost_runtime::KvOverride>>,
     /// The subgraph level of the runs it starts: 0 for a top-level run, 1
     /// for a child run, … (`kinds/subgraph.rs` refuses a child past
     /// [`skillhost_scenario::MAX_SUBGRAPH_DEPTH`]).
@@ -224,7 +229,7 @@ impl RunContext<'_> {
     /// Whether what a step's row keeps (input and output hashes, detail) is
     /// built: when a store will keep it, or a replay compares it.
     pub(crate) fn keeps_records(&self) -> bool {
-        self.store.is_some() || self.replay.is_some()
+        self.log.keeps_records()
     }
 }
 
@@ -237,17 +242,12 @@ pub(crate) struct RunContext<'a> {
     pub input: Arc<Value>,
     /// The scenario's `[config]` and each node's.
     pub configs: &'a Configs,
-    pub store: Option<&'a Store>,
+    /// Where the run's progress goes: a store, nowhere, or a replay's
+    /// comparison ([`RunLog`]).
+    pub log: RunLog<'a>,
     pub events: Arc<dyn EventSink>,
     /// Where the calls' `kv` goes, when not the runtime's backend.
     pub kv: Option<skillhost_runtime::KvOverride>,
-    /// Set while a replay re-executes one recorded step: the journals and
-    /// attempts its calls are answered with. None in a run.
-    pub replay: Option<Arc<replay::StepReplay>>,
-    /// The run's wait at the checkpoint it resumed from, when it resumed at
-    /// an approval node: the answer (or the timeout) that node goes on
-    /// with.
-    pub wait: Option<skillhost_store::WaitRow>,
     /// The run was resumed with `--allow-changed`: a child run a subgraph
     /// node continues may have changed too.
     pub allow_changed: bool,
@@ -258,32 +258,48 @@ pub(crate) struct RunContext<'a> {
 
 impl Engine {
     /// An engine that checkpoints to `store`, or runs without durability when
-    /// `store` is `None` (`--durability none`).
+    /// `store` is `None` (`--durability none`). With a store, the `kv`
+    /// capability's backend is the store ([`kv::StoreKv`]): what skills set
+    /// outlives the process and is shared by every process and worker on
+    /// the store; without one (or outside a tokio runtime), the runtime's.
     pub fn new(store: Option<Store>, events: Arc<dyn EventSink>) -> Self {
         Engine {
             store,
             events,
-            kv: None,
+            kv: OnceLock::new(),
             level: 0,
         }
     }
 
-    /// This engine with its store as the `kv` capability's backend
-    /// ([`kv::StoreKv`]): what skills set outlives the process and is
-    /// shared by every process and worker on the store. Without a store, or
-    /// outside a tokio runtime, the runtime's backend stays.
-    pub fn with_store_kv(mut self) -> Self {
-        if let (Some(store), Ok(handle)) = (&self.store, tokio::runtime::Handle::try_current()) {
-            self.kv = Some(kv::StoreKv::over(store.clone(), handle));
+    /// This engine with `kv` as its calls' `kv` backend instead of its
+    /// store's (a worker's unfenced store; a subgraph's child runs with
+    /// their parent's). None: the runtime's backend.
+    pub fn with_kv(self, kv: Option<skillhost_runtime::KvOverride>) -> Self {
+        Engine {
+            kv: OnceLock::from(kv),
+            ..self
         }
-        self
     }
 
-    /// This engine with `kv` (an engine's, [`Engine::kv`]) as its calls'
-    /// `kv` backend: a subgraph's child runs with its parent's.
-    pub(crate) fn with_kv(mut self, kv: Option<skillhost_runtime::KvOverride>) -> Self {
-        self.kv = kv;
-        self
+    /// This engine with the runtime's `kv` backend (its
+    /// `Backends::kv`) even though it has a store.
+    pub fn with_runtime_kv(self) -> Self {
+        self.with_kv(None)
+    }
+
+    /// The calls' `kv` backend: the one chosen, else the store's, made
+    /// once (it keeps which namespaces this process let adopt their older
+    /// rows), else the runtime's.
+    fn kv(&self) -> Option<skillhost_runtime::KvOverride> {
+        if let Some(kv) = self.kv.get() {
+            return kv.clone();
+        }
+        let (Some(store), Ok(handle)) = (&self.store, tokio::runtime::Handle::try_current()) else {
+            return None;
+        };
+        self.kv
+            .get_or_init(|| Some(kv::StoreKv::over(store.clone(), handle)))
+            .clone()
     }
 
     /// This engine for child runs at subgraph `level` (a parent's level
@@ -350,8 +366,9 @@ impl Engine {
         let scenario = &*loaded.scenario;
         let (run, options) = queue::new_run(loaded, input, request)?;
         let initial = &loaded.initial_state;
-        if let Some(store) = &self.store
-            && let Admission::Existing { run_id } = store.create_run_with(&run, &options).await?
+        if let Admission::Existing { run_id } = RunLog::over(self.store.as_ref())
+            .create_run(&run, &options)
+            .await?
         {
             return Ok(Started::Existing { run_id });
         }
@@ -493,7 +510,7 @@ impl Engine {
             resumed: true,
         });
         let mut cx = self.context(loaded, run_id.to_string(), run.input.clone());
-        cx.wait = wait;
+        cx.log = cx.log.with_wait(wait);
         cx.allow_changed = allow_changed;
         // A child run continued on its own (`host resume CHILD`) is still
         // as deep as its parents put it.
@@ -670,11 +687,9 @@ impl Engine {
             run_id,
             input: Arc::new(input),
             configs: &loaded.configs,
-            store: self.store.as_ref(),
+            log: RunLog::over(self.store.as_ref()),
             events: self.events.clone(),
-            kv: self.kv.clone(),
-            replay: None,
-            wait: None,
+            kv: self.kv(),
             allow_changed: false,
             level: self.level,
         }

@@ -7,8 +7,9 @@
 //! Nothing here knows what a kind does: adding one is a module in
 //! [`kinds`] returning an [`Outcome`]. What a run does with each outcome is
 //! here, once, for a run ([`drive`]) and for a replay, which runs one node
-//! the same way and keeps the commit instead of writing it
-//! ([`replay_step`]).
+//! the same way, its commit kept by the replay's run log instead of written
+//! ([`replay_step`]). Where each commit goes is the run log's business
+//! ([`crate::run_log`]): nothing here knows whether there is a store.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -100,8 +101,8 @@ pub(crate) struct ReplayedStep {
 /// Runs the one node `position` leads to over `state`, exactly as the run
 /// loop does (its kind, its rules, its routing, the failure handling), and
 /// returns the commit the loop would have made instead of making it. For a
-/// replay: `cx` has no store and answers the node's calls from their
-/// journals.
+/// replay: `cx`'s log is a replay's ([`crate::run_log::RunLog::replaying`]),
+/// which answers the node's calls from their journals and keeps its commit.
 /// `tokens_used` is what the run's completions had used when the node
 /// started, so a token budget judges the replayed node as it judged it.
 pub(crate) async fn replay_step(
@@ -125,9 +126,8 @@ pub(crate) async fn replay_step(
             message: format!("checkpoint {} leads to no node", position.seq),
         });
     };
-    run.captured = Some(None);
     let ended = run.run_node(current).await?;
-    let commit = run.captured.take().flatten();
+    let commit = cx.log.take_commit();
     // A node that finished the run (or made it wait) is not a step; one that
     // went on was recorded.
     debug_assert!(matches!(ended, NodeEnd::Finish(_) | NodeEnd::Wait(..)) != commit.is_some());
@@ -165,9 +165,6 @@ struct Run<'c, 'a> {
     /// The node the run came from, for a fail node's report.
     came_from: String,
     started: Instant,
-    /// In a replay (`Some`), where the step's commit is kept instead of
-    /// being written.
-    captured: Option<Option<StepCommit>>,
 }
 
 impl<'c, 'a> Run<'c, 'a> {
@@ -191,7 +188,6 @@ impl<'c, 'a> Run<'c, 'a> {
             nodes_run: 0,
             came_from: String::new(),
             started: Instant::now(),
-            captured: None,
         }
     }
 
@@ -272,33 +268,27 @@ impl<'c, 'a> Run<'c, 'a> {
         Ok(NodeEnd::Next(next))
     }
 
-    /// Whether a step's commit is built: to write it, or to keep it for a
-    /// replay.
-    fn records(&self) -> bool {
-        self.cx.store.is_some() || self.captured.is_some()
-    }
-
-    /// Writes a step's commit to the store, or keeps it in a replay.
+    /// Hands a step's commit to the run log; whether it was written to a
+    /// store.
     async fn record(
         &mut self,
         commit: StepCommit,
         artifacts: &[NewArtifact],
-    ) -> Result<(), EngineError> {
-        match (&mut self.captured, self.cx.store) {
-            (Some(captured), _) => *captured = Some(commit),
-            (None, Some(store)) => {
-                if let Err(e) = store.commit_step_with_artifacts(&commit, artifacts).await {
-                    // The run ends at the checkpoint before this one.
-                    if e.is_cancel_requested() {
-                        self.seq = commit.seq - 1;
-                    }
-                    return Err(e.into());
+    ) -> Result<bool, EngineError> {
+        let seq = commit.seq;
+        self.cx
+            .log
+            .commit_step(commit, artifacts)
+            .await
+            .map_err(|e| {
+                // The run ends at the checkpoint before this one.
+                if e.is_cancel_requested() {
+                    self.seq = seq - 1;
                 }
-            }
-            (None, None) => {}
-        }
-        Ok(())
+                e.into()
+            })
     }
+
     /// Counts a visit of `node`; returns the count, this one included.
     fn visit(&mut self, node: &Node) -> u32 {
         let count = self.visits.entry(node.id.clone()).or_insert(0);
@@ -416,7 +406,7 @@ impl<'c, 'a> Run<'c, 'a> {
         }
         success.step.duration_us = node_started.elapsed().as_micros() as u64;
         skillhost_store::failpoint::hit(|| format!("before-commit:{}", node.id));
-        if self.records() {
+        if cx.log.keeps_records() {
             let commit = StepCommit {
                 run_id: cx.run_id.clone(),
                 seq,
@@ -431,8 +421,7 @@ impl<'c, 'a> Run<'c, 'a> {
                 journal: success.journal,
                 cache: success.cache,
             };
-            self.record(commit, &success.artifacts).await?;
-            if cx.store.is_some() {
+            if self.record(commit, &success.artifacts).await? {
                 skillhost_store::failpoint::hit(|| format!("after-commit:{}", node.id));
                 cx.emit(|| Event::CheckpointWritten {
                     run_id: cx.run_id.clone(),
@@ -539,7 +528,7 @@ impl<'c, 'a> Run<'c, 'a> {
             .filter(|handler| *handler != node.id);
         self.seq += 1;
         let seq = self.seq;
-        if self.records() {
+        if cx.log.keeps_records() {
             let mut step = step.unwrap_or_else(|| empty_step(cx, node, failure.attempt));
             step.seq = Some(seq);
             for entry in &mut failure.journal {
@@ -560,8 +549,7 @@ impl<'c, 'a> Run<'c, 'a> {
                 journal: failure.journal,
                 cache: None,
             };
-            self.record(commit, &[]).await?;
-            if cx.store.is_some() {
+            if self.record(commit, &[]).await? {
                 cx.emit(|| Event::CheckpointWritten {
                     run_id: cx.run_id.clone(),
                     seq,
@@ -578,15 +566,10 @@ impl<'c, 'a> Run<'c, 'a> {
     /// ends the run loop.
     async fn waiting(self, node_id: String, wait: Wait) -> Result<RunOutcome, EngineError> {
         let cx = self.cx;
-        let Some(store) = cx.store else {
-            return Err(EngineError::Internal {
-                run: cx.run_id.clone(),
-                message: format!("node `{node_id}` waits, but the run has no database"),
-            });
-        };
         skillhost_store::failpoint::hit(|| format!("before-wait:{node_id}"));
-        let recorded = store
-            .wait_run(&NewWait {
+        let recorded = cx
+            .log
+            .record_wait(&NewWait {
                 run_id: cx.run_id.clone(),
                 seq: self.seq,
                 node_id: node_id.clone(),
@@ -597,10 +580,10 @@ impl<'c, 'a> Run<'c, 'a> {
             .await;
         let deadline_ms = match recorded {
             Ok(deadline) => deadline,
-            Err(StoreError::CancelRequested { by, at_ms, .. }) => {
+            Err(EngineError::Store(StoreError::CancelRequested { by, at_ms, .. })) => {
                 return self.cancelled(&by, at_ms).await;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         skillhost_store::failpoint::hit(|| format!("after-wait:{node_id}"));
         cx.emit(|| Event::RunWaiting {
@@ -644,11 +627,9 @@ impl<'c, 'a> Run<'c, 'a> {
             "by": by,
             "requested_at": at_ms,
         });
-        if let Some(store) = cx.store {
-            store
-                .finish_run(&cx.run_id, RunStatus::Cancelled, None, Some(&error))
-                .await?;
-        }
+        cx.log
+            .finish_run(&cx.run_id, RunStatus::Cancelled, None, Some(&error))
+            .await?;
         self.finished("cancelled");
         Ok(RunOutcome {
             run_id: cx.run_id.clone(),
@@ -669,11 +650,9 @@ impl<'c, 'a> Run<'c, 'a> {
     async fn completed(self) -> Result<RunOutcome, EngineError> {
         let cx = self.cx;
         let summary = summarize(cx, &self.state);
-        if let Some(store) = cx.store {
-            store
-                .finish_run(&cx.run_id, RunStatus::Completed, Some(&*self.state), None)
-                .await?;
-        }
+        cx.log
+            .finish_run(&cx.run_id, RunStatus::Completed, Some(&*self.state), None)
+            .await?;
         self.finished("completed");
         Ok(RunOutcome {
             run_id: cx.run_id.clone(),
@@ -712,11 +691,9 @@ impl<'c, 'a> Run<'c, 'a> {
                 "suggestions": last.get("suggestions").cloned().unwrap_or(json!([])),
             })
         });
-        if let Some(store) = cx.store {
-            store
-                .finish_run(&cx.run_id, RunStatus::Failed, Some(&**state), Some(&report))
-                .await?;
-        }
+        cx.log
+            .finish_run(&cx.run_id, RunStatus::Failed, Some(&**state), Some(&report))
+            .await?;
         self.finished("failed");
         Ok(RunOutcome {
             run_id: cx.run_id.clone(),

@@ -245,8 +245,7 @@ impl SkillhostMcp {
         input: Value,
         run_id: Option<String>,
     ) -> CallToolResult {
-        let engine =
-            Engine::new(Some(self.inner.store.clone()), Arc::new(NoEvents)).with_store_kv();
+        let engine = Engine::new(Some(self.inner.store.clone()), Arc::new(NoEvents));
         let request = RunRequest {
             run_id,
             ..RunRequest::default()
@@ -404,8 +403,7 @@ impl SkillhostMcp {
 
     /// `run_cancel`: as `host runs cancel`.
     pub(crate) async fn cancel(&self, run_id: &str, by: &str) -> CallToolResult {
-        let engine =
-            Engine::new(Some(self.inner.store.clone()), Arc::new(NoEvents)).with_store_kv();
+        let engine = Engine::new(Some(self.inner.store.clone()), Arc::new(NoEvents));
         match engine.cancel(run_id, by).await {
             Ok(Cancelled::Now(was)) => structured_result(json!({
                 "run_id": run_id, "status": "cancelled", "was": was.as_str(), "by": by,
@@ -437,7 +435,7 @@ impl SkillhostMcp {
                 run.scenario_path
             ));
         };
-        let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents)).with_store_kv();
+        let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents));
         if let Err(e) = engine.answer(run_id, answer, by).await {
             return error_result(format!("run `{run_id}`: the answer was not taken: {e}"));
         }
@@ -455,7 +453,7 @@ impl SkillhostMcp {
             }
             Err(e) => return error_result(format!("run `{run_id}`: cannot take it: {e}")),
         };
-        let engine = Engine::new(Some(lease.store().clone()), Arc::new(NoEvents)).with_store_kv();
+        let engine = Engine::new(Some(lease.store().clone()), Arc::new(NoEvents));
         let outcome = engine.resume(loaded, run_id).await;
         let _ = lease.release().await;
         self.remember(run_id);

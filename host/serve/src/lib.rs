@@ -147,7 +147,7 @@ pub fn router(
     shutdown: watch::Receiver<bool>,
 ) -> Router {
     let state = Arc::new(AppState {
-        engine: Engine::new(Some(store.clone()), Arc::new(NoEvents)).with_store_kv(),
+        engine: Engine::new(Some(store.clone()), Arc::new(NoEvents)),
         store,
         scenarios: scenarios
             .into_iter()

@@ -315,7 +315,7 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
             Durability::None => None,
             durability => Some(args.db.open_with(durability).await?),
         };
-        let engine = Engine::new(store, args.outcome.sink()).with_store_kv();
+        let engine = Engine::new(store, args.outcome.sink());
         let key = idempotency.as_ref().map(|k| k.key.clone());
         let request = RunRequest {
             idempotency,
@@ -373,7 +373,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             args.outcome.json,
         )?;
         let lease = lease_run(&store, &args.run_id, "resume").await?;
-        let engine = Engine::new(Some(lease.store().clone()), args.outcome.sink()).with_store_kv();
+        let engine = Engine::new(Some(lease.store().clone()), args.outcome.sink());
         let outcome = match args.allow_changed {
             true => engine.resume_changed(&loaded, &args.run_id).await,
             false => engine.resume(&loaded, &args.run_id).await,
@@ -485,7 +485,7 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
                 }
             }
         };
-        let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents)).with_store_kv();
+        let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents));
         let answered = engine
             .answer(run_id, data, &by)
             .await
@@ -537,7 +537,7 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
                 }
                 Err(e) => return Err(store_error(e)),
             };
-        let engine = Engine::new(Some(lease.store().clone()), args.outcome.sink()).with_store_kv();
+        let engine = Engine::new(Some(lease.store().clone()), args.outcome.sink());
         let outcome = engine.resume(&loaded, run_id).await;
         let _ = lease.release().await;
         finish(
@@ -570,7 +570,7 @@ pub fn fork(args: ForkArgs, globals: &Globals) -> CliResult {
             args.outcome.json,
         )?;
         let database = database_flag(&args.db, &store);
-        let engine = Engine::new(Some(store), args.outcome.sink()).with_store_kv();
+        let engine = Engine::new(Some(store), args.outcome.sink());
         let outcome = engine
             .fork(&loaded, &args.run_id, args.at, &set)
             .await

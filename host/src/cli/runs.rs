@@ -135,8 +135,7 @@ async fn cancel_run(args: CancelArgs) -> CliResult {
     let store = args.db.open_for_run(&args.run_id).await?;
     let by = who(args.by);
     let engine =
-        skillhost_engine::Engine::new(Some(store), std::sync::Arc::new(skillhost_engine::NoEvents))
-            .with_store_kv();
+        skillhost_engine::Engine::new(Some(store), std::sync::Arc::new(skillhost_engine::NoEvents));
     let cancelled = engine
         .cancel(&args.run_id, &by)
         .await

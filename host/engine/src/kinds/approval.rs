@@ -5,7 +5,7 @@
 //! loop there, with nothing committed past the checkpoint the run stands
 //! at. `host runs answer` records an answer and queues the run again; when
 //! it is resumed from that checkpoint, this node finds the answer in the
-//! run's wait (`RunContext::wait`) and advances with its writes, its edges
+//! run's wait (`RunLog::decision`) and advances with its writes, its edges
 //! seeing it as `answer`. A wait whose deadline passed without an answer
 //! goes to `on_timeout` instead, without writes. A replay takes the answer
 //! (or the timeout) its step recorded.
@@ -22,19 +22,12 @@ use super::{NodeFailure, NodeSuccess, Outcome, Wait};
 use crate::RunContext;
 use crate::node::{base_vars, writes};
 use crate::run::{empty_step, now_ms};
+use crate::run_log::Decision;
 use skillhost_scenario::{ApprovalNode, Node};
 use skillhost_store::RunState;
 
 /// The key of a step's detail that records an approval's decision.
 pub(crate) const DETAIL: &str = "approval";
-
-/// What the node decides from.
-enum Decision {
-    /// Someone answered: `{answer, answered_by, answered_at}`.
-    Answered(Value),
-    /// Nobody answered before the deadline: `{timed_out_at}`.
-    TimedOut(Value),
-}
 
 /// Runs the approval node the run reached from checkpoint `at_seq`.
 pub(crate) fn run(
@@ -44,47 +37,15 @@ pub(crate) fn run(
     state: &Arc<RunState>,
     at_seq: u64,
 ) -> Outcome {
-    let decision = match &cx.replay {
-        Some(replay) => match replay.approval.as_ref().and_then(recorded) {
-            Some(decision) => Some(decision),
-            None => {
-                return Outcome::Fail(
-                    NodeFailure::new(
-                        "approval-not-recorded",
-                        format!(
-                            "node `{}`: the recorded step holds no answer and no timeout to \
-                             replay",
-                            node.id
-                        ),
-                    ),
-                    None,
-                );
-            }
-        },
-        None => cx
-            .wait
-            .as_ref()
-            .filter(|wait| wait.seq == at_seq && wait.node_id == node.id)
-            .and_then(|wait| match (&wait.answer, wait.deadline_ms) {
-                (Some(answer), _) => Some(Decision::Answered(json!({
-                    "answer": answer,
-                    "answered_by": wait.answered_by,
-                    "answered_at": wait.answered_at_ms,
-                }))),
-                (None, Some(deadline)) if wait.is_due(now_ms()) => {
-                    Some(Decision::TimedOut(json!({ "timed_out_at": deadline })))
-                }
-                (None, _) => None,
-            }),
-    };
+    let decision = cx.log.decision(&node.id, at_seq, now_ms());
     let mut vars = base_vars(cx, node, state);
     let (detail, answer, route) = match decision {
-        Some(Decision::Answered(detail)) => {
+        Decision::Answered(detail) => {
             let answer = Arc::new(detail["answer"].clone());
             vars.set_shared("answer", answer.clone());
             (detail, Some(answer), None)
         }
-        Some(Decision::TimedOut(detail)) => {
+        Decision::TimedOut(detail) => {
             let Some(timeout) = &approval.timeout else {
                 return Outcome::Fail(
                     NodeFailure::new(
@@ -100,7 +61,33 @@ pub(crate) fn run(
             };
             (detail, None, Some(timeout.on_timeout.clone()))
         }
-        None => return wait(cx, node, approval, &vars),
+        Decision::Unanswered => return wait(node, approval, &vars),
+        Decision::CannotWait => {
+            let mut failure = NodeFailure::new(
+                "approval-needs-database",
+                format!(
+                    "node `{}` waits for an answer, but this run keeps no checkpoints to \
+                     continue from (--durability none)",
+                    node.id
+                ),
+            );
+            failure.suggestions =
+                vec!["run it with a database (the default, or `--durability normal`)".into()];
+            return Outcome::Fail(failure, None);
+        }
+        Decision::NotRecorded => {
+            return Outcome::Fail(
+                NodeFailure::new(
+                    "approval-not-recorded",
+                    format!(
+                        "node `{}`: the recorded step holds no answer and no timeout to \
+                         replay",
+                        node.id
+                    ),
+                ),
+                None,
+            );
+        }
     };
     let changes = match &answer {
         Some(_) => match writes(cx, node, &approval.writes, &vars, state) {
@@ -114,50 +101,14 @@ pub(crate) fn run(
         step.detail = Some(json!({ DETAIL: detail }));
     }
     Outcome::Advance(NodeSuccess {
-        changes,
-        step,
-        fuel_consumed: 0,
-        artifacts: Vec::new(),
-        journal: Vec::new(),
-        logs_dropped: 0,
-        usage: Default::default(),
-        cache: None,
         answer,
         route,
+        ..NodeSuccess::new(changes, step)
     })
 }
 
-/// A replayed step's recorded decision.
-fn recorded(detail: &Value) -> Option<Decision> {
-    if detail.get("answer").is_some() {
-        Some(Decision::Answered(detail.clone()))
-    } else if detail.get("timed_out_at").is_some() {
-        Some(Decision::TimedOut(detail.clone()))
-    } else {
-        None
-    }
-}
-
 /// No answer yet: the run waits, showing the prompt.
-fn wait(
-    cx: &RunContext<'_>,
-    node: &Node,
-    approval: &ApprovalNode,
-    vars: &skillhost_scenario::Vars,
-) -> Outcome {
-    if cx.store.is_none() {
-        let mut failure = NodeFailure::new(
-            "approval-needs-database",
-            format!(
-                "node `{}` waits for an answer, but this run keeps no checkpoints to continue \
-                 from (--durability none)",
-                node.id
-            ),
-        );
-        failure.suggestions =
-            vec!["run it with a database (the default, or `--durability normal`)".into()];
-        return Outcome::Fail(failure, None);
-    }
+fn wait(node: &Node, approval: &ApprovalNode, vars: &skillhost_scenario::Vars) -> Outcome {
     let prompt = match approval.prompt.eval(vars) {
         Ok(Value::String(prompt)) => prompt,
         Ok(other) => {

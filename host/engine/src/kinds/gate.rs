@@ -19,18 +19,7 @@ pub(crate) fn run(
     let vars = base_vars(cx, node, state);
     let result = check_pre(node, &gate.pre, &vars)
         .and_then(|()| writes(cx, node, &gate.writes, &vars, state))
-        .map(|changes| NodeSuccess {
-            changes,
-            step: empty_step(cx, node, 1),
-            fuel_consumed: 0,
-            artifacts: Vec::new(),
-            journal: Vec::new(),
-            logs_dropped: 0,
-            usage: Default::default(),
-            cache: None,
-            answer: None,
-            route: None,
-        })
+        .map(|changes| NodeSuccess::new(changes, empty_step(cx, node, 1)))
         .map_err(|f| (f, None));
     result.into()
 }

@@ -1,8 +1,14 @@
 //! Map nodes: one call of the node's skill per item of a list, at most
 //! `concurrency` at a time on blocking threads, outputs kept in input order.
 //!
-//! Every finished item is made durable on its own before the node commits, so a
-//! crash inside a map re-runs only the items that had not finished.
+//! Every finished item is made durable on its own before the node commits
+//! (the run log records it, `RunLog::record_item`), so a crash inside a map
+//! re-runs only the items that had not finished.
+//!
+//! The node runs in phases: its items' inputs, the items done before a
+//! crash taken back ([`Items::reuse`]), the others called
+//! ([`schedule`]), each settled as it finishes ([`Items::settle`]), and the
+//! node's result over them all ([`Items::finish`]).
 //!
 //! The node's journal is every item's, in item order, whatever order the
 //! items finished in, each entry naming its item: every item's call has a
@@ -24,10 +30,14 @@ use crate::node::{
     artifacts, base_vars, check_constraints, check_post, check_pre, map_input, skill_of, writes,
 };
 use crate::run::{empty_step, now_ms};
+use crate::run_log::ItemDone;
 use crate::{Event, RunContext};
-use skillhost_runtime::TokenUsage;
-use skillhost_scenario::{MapNode, Node};
-use skillhost_store::{JournalEntry, MapItemRow, RunState, StepRow, state_hash};
+use skillhost_runtime::{Skill, TokenUsage};
+use skillhost_scenario::{MapNode, Node, SkillCall, Vars};
+use skillhost_store::{JournalEntry, RunState, StepRow, state_hash};
+
+/// A failure of the node, with its step row when it got that far.
+type Failed = (NodeFailure, Option<StepRow>);
 
 pub(crate) async fn run(
     cx: &RunContext<'_>,
@@ -42,6 +52,7 @@ pub(crate) async fn run(
         .into()
 }
 
+/// The node's phases, in order.
 async fn run_items(
     cx: &RunContext<'_>,
     node: &Node,
@@ -49,13 +60,40 @@ async fn run_items(
     state: &Arc<RunState>,
     visit: u32,
     tokens_left: Option<u64>,
-) -> Result<NodeSuccess, (NodeFailure, Option<StepRow>)> {
+) -> Result<NodeSuccess, Failed> {
     let fail = |f: NodeFailure| (f, None);
     let call = &map.call;
     let skill = skill_of(cx, node, call).map_err(fail)?;
-    let mut vars = base_vars(cx, node, state);
+    let vars = base_vars(cx, node, state);
     check_pre(node, &call.pre, &vars).map_err(fail)?;
-    let items = match map.over.eval(&vars) {
+    let inputs = item_inputs(cx, node, map, state, &vars)?;
+
+    let mut items = Items::new(inputs.len());
+    items.reuse(cx, node, visit).await.map_err(fail)?;
+    // Items run at once, so each is given what was left when the node
+    // started; the core judges the node's total against the budget.
+    let plan = CallPlan::new(call, &skill, tokens_left, cx.kv.as_ref());
+    let started_at_ms = now_ms();
+    schedule(cx, node, map, &skill, &plan, &inputs, visit, &mut items).await;
+    cx.log
+        .record_attempts(&items.failed_steps)
+        .await
+        .map_err(|e| fail(NodeFailure::new("store-error", e.to_string())))?;
+    items.finish(cx, node, call, state, vars, started_at_ms)
+}
+
+/// Each item's input, computed up front, so a bad mapping fails before any
+/// call.
+fn item_inputs(
+    cx: &RunContext<'_>,
+    node: &Node,
+    map: &MapNode,
+    state: &Arc<RunState>,
+    vars: &Vars,
+) -> Result<Vec<Value>, Failed> {
+    let fail = |f: NodeFailure| (f, None);
+    let call = &map.call;
+    let items = match map.over.eval(vars) {
         Ok(Value::Array(items)) => items,
         Ok(other) => {
             return Err(fail(NodeFailure::new(
@@ -75,8 +113,6 @@ async fn run_items(
             )));
         }
     };
-
-    // Inputs are computed up front, so a bad mapping fails before any call.
     let mut inputs = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
         let mut item_vars = base_vars(cx, node, state);
@@ -90,64 +126,30 @@ async fn run_items(
         )?;
         inputs.push(input);
     }
-    let total = inputs.len();
+    Ok(inputs)
+}
 
-    let mut outputs: BTreeMap<usize, Value> = BTreeMap::new();
-    // By item index, so the node's journal is in item order.
-    let mut journals: BTreeMap<usize, Vec<JournalEntry>> = BTreeMap::new();
-    // The items whose output came from an attempt after the first (their
-    // `wasi:random` seed depends on it): kept in the step for a replay.
-    let mut later_attempts: BTreeMap<usize, u32> = BTreeMap::new();
-    let mut fuel_total = 0;
-    let mut logs_dropped = 0;
-    // The completions of items finished before a crash: counted with the
-    // node, which commits them.
-    let mut reused_usage = TokenUsage::default();
-    if let Some(store) = cx.store {
-        let done = store
-            .map_items(&cx.run_id, &node.id, visit)
-            .await
-            .map_err(|e| fail(NodeFailure::new("store-error", e.to_string())))?;
-        for row in done {
-            let index = row.item_index as usize;
-            if index < total {
-                fuel_total += row.fuel_consumed;
-                outputs.insert(index, row.output);
-                if !row.journal.is_empty() {
-                    reused_usage.add(journal_usage(&row.journal));
-                    journals.insert(index, row.journal);
-                }
-                if row.attempt > 1 {
-                    later_attempts.insert(index, row.attempt);
-                }
-                cx.emit(|| Event::MapItemFinished {
-                    run_id: cx.run_id.clone(),
-                    node: node.id.clone(),
-                    index,
-                    total,
-                    reused: true,
-                });
-            }
-        }
-    }
-
-    // Items run at once, so each is given what was left when the node
-    // started; the core judges the node's total against the budget.
-    let plan = CallPlan::new(call, &skill, tokens_left, cx.kv.as_ref());
-    let started_at_ms = now_ms();
-    let mut queue = (0..total)
-        .filter(|i| !outputs.contains_key(i))
+/// Calls every item without an output yet, at most `concurrency` at a time
+/// on blocking threads, settling each as it finishes; after the first
+/// failure, starts no more.
+#[allow(clippy::too_many_arguments)]
+async fn schedule(
+    cx: &RunContext<'_>,
+    node: &Node,
+    map: &MapNode,
+    skill: &Arc<Skill>,
+    plan: &CallPlan,
+    inputs: &[Value],
+    visit: u32,
+    items: &mut Items,
+) {
+    let mut queue = (0..items.total)
+        .filter(|i| !items.outputs.contains_key(i))
         .collect::<Vec<_>>()
         .into_iter();
-    let mut first_failure: Option<NodeFailure> = None;
-    // Every attempt's, and the last attempts' alone (the step row's: the
-    // rows of retried attempts hold their own).
-    let mut usage = reused_usage;
-    let mut step_usage = reused_usage;
-    let mut failed_steps = Vec::new();
     let mut running = JoinSet::new();
     loop {
-        while running.len() < map.concurrency.max(1) && first_failure.is_none() {
+        while running.len() < map.concurrency.max(1) && items.first_failure.is_none() {
             let Some(index) = queue.next() else { break };
             let (run_id, node_id, skill, plan, input, events, replay) = (
                 cx.run_id.clone(),
@@ -156,7 +158,7 @@ async fn run_items(
                 plan.clone(),
                 inputs[index].clone(),
                 cx.events.clone(),
-                cx.replay.clone(),
+                cx.log.replay().cloned(),
             );
             running.spawn_blocking(move || {
                 let attempts = call_with_retries(
@@ -175,30 +177,125 @@ async fn run_items(
         let Some(joined) = running.join_next().await else {
             break;
         };
-        let (index, attempts) = match joined {
-            Ok(done) => done,
+        match joined {
+            Ok((index, attempts)) => {
+                items
+                    .settle(cx, node, &map.call, visit, index, attempts)
+                    .await;
+            }
             Err(e) => {
-                first_failure.get_or_insert(NodeFailure::new(
+                items.first_failure.get_or_insert(NodeFailure::new(
                     "map-item-failed",
                     format!("map node `{}`: an item's thread failed: {e}", node.id),
                 ));
+            }
+        }
+    }
+}
+
+/// What the node's items came to so far.
+struct Items {
+    total: usize,
+    outputs: BTreeMap<usize, Value>,
+    /// By item index, so the node's journal is in item order.
+    journals: BTreeMap<usize, Vec<JournalEntry>>,
+    /// The items whose output came from an attempt after the first (their
+    /// `wasi:random` seed depends on it): kept in the step for a replay.
+    later_attempts: BTreeMap<usize, u32>,
+    fuel: u64,
+    logs_dropped: u64,
+    /// Every attempt's tokens, those of items reused included.
+    usage: TokenUsage,
+    /// The last attempts' alone (the step row's: the rows of retried
+    /// attempts hold their own).
+    step_usage: TokenUsage,
+    /// One step row per retried attempt of any item.
+    failed_steps: Vec<StepRow>,
+    first_failure: Option<NodeFailure>,
+}
+
+impl Items {
+    fn new(total: usize) -> Self {
+        Items {
+            total,
+            outputs: BTreeMap::new(),
+            journals: BTreeMap::new(),
+            later_attempts: BTreeMap::new(),
+            fuel: 0,
+            logs_dropped: 0,
+            usage: TokenUsage::default(),
+            step_usage: TokenUsage::default(),
+            failed_steps: Vec::new(),
+            first_failure: None,
+        }
+    }
+
+    /// Takes the items that finished before a crash, from the run log:
+    /// their outputs, journals and attempts, and the completions they made
+    /// (counted with the node, which commits them).
+    async fn reuse(
+        &mut self,
+        cx: &RunContext<'_>,
+        node: &Node,
+        visit: u32,
+    ) -> Result<(), NodeFailure> {
+        let done = cx
+            .log
+            .items_done(&cx.run_id, &node.id, visit)
+            .await
+            .map_err(|e| NodeFailure::new("store-error", e.to_string()))?;
+        for row in done {
+            let index = row.item_index as usize;
+            if index >= self.total {
                 continue;
             }
-        };
-        usage.add(attempts.usage());
-        step_usage.add(attempts.report.usage);
+            self.fuel += row.fuel_consumed;
+            self.outputs.insert(index, row.output);
+            if !row.journal.is_empty() {
+                let usage = journal_usage(&row.journal);
+                self.usage.add(usage);
+                self.step_usage.add(usage);
+                self.journals.insert(index, row.journal);
+            }
+            if row.attempt > 1 {
+                self.later_attempts.insert(index, row.attempt);
+            }
+            cx.emit(|| Event::MapItemFinished {
+                run_id: cx.run_id.clone(),
+                node: node.id.clone(),
+                index,
+                total: self.total,
+                reused: true,
+            });
+        }
+        Ok(())
+    }
+
+    /// Settles item `index`, whose call ended with `attempts`: its output
+    /// checked and made durable on its own, or the node's first failure.
+    async fn settle(
+        &mut self,
+        cx: &RunContext<'_>,
+        node: &Node,
+        call: &SkillCall,
+        visit: u32,
+        index: usize,
+        attempts: Attempts,
+    ) {
+        self.usage.add(attempts.usage());
+        self.step_usage.add(attempts.report.usage);
         let Attempts {
             mut report,
             attempt,
             failed,
             ..
         } = attempts;
-        failed_steps.extend(failed);
-        fuel_total += report.fuel_consumed;
-        logs_dropped += report.logs_dropped;
+        self.failed_steps.extend(failed);
+        self.fuel += report.fuel_consumed;
+        self.logs_dropped += report.logs_dropped;
         let journal = journal_entries(&node.id, Some(index), std::mem::take(&mut report.journal));
         if attempt > 1 {
-            later_attempts.insert(index, attempt);
+            self.later_attempts.insert(index, attempt);
         }
         let mut result = report.result.map_err(Some);
         if let Ok(output) = &result
@@ -207,37 +304,36 @@ async fn run_items(
         {
             f.message = format!("{} (item {index})", f.message);
             f.attempt = attempt;
-            first_failure.get_or_insert(f);
+            self.first_failure.get_or_insert(f);
             result = Err(None);
         }
         match result {
             Err(None) => {}
             Ok(output) => {
-                if let Some(store) = cx.store {
-                    let row = MapItemRow {
-                        run_id: cx.run_id.clone(),
-                        node_id: node.id.clone(),
+                let recorded = cx
+                    .log
+                    .record_item(ItemDone {
+                        run_id: &cx.run_id,
+                        node_id: &node.id,
                         visit,
-                        item_index: index as u32,
-                        output_hash: state_hash(&output),
-                        output: output.clone(),
+                        index,
+                        output: &output,
                         duration_us: report.duration.as_micros() as u64,
                         fuel_consumed: report.fuel_consumed,
-                        // No allocation for an item that journaled nothing.
-                        journal: journal.clone(),
+                        journal: &journal,
                         attempt,
-                    };
-                    if let Err(e) = store.record_map_item(&row).await {
-                        first_failure.get_or_insert(NodeFailure::new("store-error", e.to_string()));
-                    }
-                    skillhost_store::failpoint::hit(|| format!("map-item:{}:{index}", node.id));
+                    })
+                    .await;
+                if let Err(e) = recorded {
+                    self.first_failure
+                        .get_or_insert(NodeFailure::new("store-error", e.to_string()));
                 }
-                outputs.insert(index, output);
+                self.outputs.insert(index, output);
                 cx.emit(|| Event::MapItemFinished {
                     run_id: cx.run_id.clone(),
                     node: node.id.clone(),
                     index,
-                    total,
+                    total: self.total,
                     reused: false,
                 });
             }
@@ -248,87 +344,106 @@ async fn run_items(
                 );
                 failure.attempt = attempt;
                 failure.detail = json!({ "kind": e.kind(), "skill": e.skill(), "item": index });
-                first_failure.get_or_insert(failure);
+                self.first_failure.get_or_insert(failure);
             }
         }
         // The host calls were made whatever became of the item.
         if !journal.is_empty() {
-            journals.insert(index, journal);
+            self.journals.insert(index, journal);
         }
-    }
-    if let Some(store) = cx.store {
-        for step in &failed_steps {
-            store
-                .record_failed_step(step)
-                .await
-                .map_err(|e| fail(NodeFailure::new("store-error", e.to_string())))?;
-        }
-    }
-    let journal: Vec<JournalEntry> = journals.into_values().flatten().collect();
-    let mut step = empty_step(cx, node, 1);
-    step.started_at_ms = started_at_ms;
-    step.fuel_consumed = Some(fuel_total);
-    let item_attempts = (!later_attempts.is_empty()).then(|| {
-        Value::Object(
-            later_attempts
-                .iter()
-                .map(|(index, attempt)| (index.to_string(), json!(attempt)))
-                .collect(),
-        )
-    });
-    let failed_after_calls = |mut f: NodeFailure, step: &StepRow| {
-        f.journal = journal.clone();
-        f.usage = usage;
-        (f, Some(step.clone()))
-    };
-    if let Some(failure) = first_failure {
-        // The step row is the failing item's last attempt, as its error
-        // says; the attempts before it are rows of their own already.
-        step.attempt = failure.attempt;
-        if let Some(item_attempts) = item_attempts {
-            step.detail = Some(json!({ ITEM_ATTEMPTS: item_attempts }));
-        }
-        if cx.store.is_some() {
-            add_usage(&mut step, step_usage);
-        }
-        return Err(failed_after_calls(failure, &step));
     }
 
-    let output = Value::Array(outputs.into_values().collect());
-    if cx.keeps_records() {
-        step.output_hash = Some(state_hash(&output));
+    /// The node's result over every item: its failure (the first item's
+    /// that failed, with every item's journal), or its output through the
+    /// postconditions, writes and artifacts.
+    fn finish(
+        self,
+        cx: &RunContext<'_>,
+        node: &Node,
+        call: &SkillCall,
+        state: &Arc<RunState>,
+        mut vars: Vars,
+        started_at_ms: i64,
+    ) -> Result<NodeSuccess, Failed> {
+        let Items {
+            total,
+            outputs,
+            journals,
+            later_attempts,
+            fuel,
+            logs_dropped,
+            usage,
+            step_usage,
+            first_failure,
+            ..
+        } = self;
+        let journal: Vec<JournalEntry> = journals.into_values().flatten().collect();
+        let mut step = empty_step(cx, node, 1);
+        step.started_at_ms = started_at_ms;
+        step.fuel_consumed = Some(fuel);
+        let item_attempts = (!later_attempts.is_empty()).then(|| {
+            Value::Object(
+                later_attempts
+                    .iter()
+                    .map(|(index, attempt)| (index.to_string(), json!(attempt)))
+                    .collect(),
+            )
+        });
+        let failed_after_calls = |mut f: NodeFailure, step: &StepRow| {
+            f.journal = journal.clone();
+            f.usage = usage;
+            (f, Some(step.clone()))
+        };
+        if let Some(failure) = first_failure {
+            // The step row is the failing item's last attempt, as its error
+            // says; the attempts before it are rows of their own already.
+            step.attempt = failure.attempt;
+            if let Some(item_attempts) = item_attempts {
+                step.detail = Some(json!({ ITEM_ATTEMPTS: item_attempts }));
+            }
+            if cx.log.is_durable() {
+                add_usage(&mut step, step_usage);
+            }
+            return Err(failed_after_calls(failure, &step));
+        }
+
+        let output = Value::Array(outputs.into_values().collect());
+        if cx.keeps_records() {
+            step.output_hash = Some(state_hash(&output));
+        }
+        vars.set("output", &output);
+        let verified =
+            check_post(node, &call.post, &vars).map_err(|f| failed_after_calls(f, &step))?;
+        vars.set_owned("verified", Value::Array(verified.clone()));
+        let changes = writes(cx, node, &call.writes, &vars, state)
+            .map_err(|f| failed_after_calls(f, &step))?;
+        let files =
+            artifacts(node, &call.artifacts, &vars).map_err(|f| failed_after_calls(f, &step))?;
+        let mut detail = json!({ "items": total });
+        if !verified.is_empty() {
+            detail["verified_quotes"] = Value::Array(verified);
+        }
+        if logs_dropped > 0 {
+            detail["logs_dropped"] = json!(logs_dropped);
+        }
+        if let Some(item_attempts) = item_attempts {
+            detail[ITEM_ATTEMPTS] = item_attempts;
+        }
+        step.detail = Some(detail);
+        add_usage(&mut step, step_usage);
+        Ok(NodeSuccess {
+            changes,
+            step,
+            fuel_consumed: fuel,
+            artifacts: files,
+            journal,
+            logs_dropped,
+            usage,
+            cache: None,
+            answer: None,
+            route: None,
+        })
     }
-    vars.set("output", &output);
-    let verified = check_post(node, &call.post, &vars).map_err(|f| failed_after_calls(f, &step))?;
-    vars.set_owned("verified", Value::Array(verified.clone()));
-    let changes =
-        writes(cx, node, &call.writes, &vars, state).map_err(|f| failed_after_calls(f, &step))?;
-    let files =
-        artifacts(node, &call.artifacts, &vars).map_err(|f| failed_after_calls(f, &step))?;
-    let mut detail = json!({ "items": total });
-    if !verified.is_empty() {
-        detail["verified_quotes"] = Value::Array(verified);
-    }
-    if logs_dropped > 0 {
-        detail["logs_dropped"] = json!(logs_dropped);
-    }
-    if let Some(item_attempts) = item_attempts {
-        detail[ITEM_ATTEMPTS] = item_attempts;
-    }
-    step.detail = Some(detail);
-    add_usage(&mut step, step_usage);
-    Ok(NodeSuccess {
-        changes,
-        step,
-        fuel_consumed: fuel_total,
-        artifacts: files,
-        journal,
-        logs_dropped,
-        usage,
-        cache: None,
-        answer: None,
-        route: None,
-    })
 }
 
 /// The key of a map step's detail that holds, by item index, the attempt

@@ -4,7 +4,12 @@
 //!
 //! A kind never commits, routes or runs the rules: it maps its input, calls
 //! what it calls, checks what it checks, and returns the state changes it
-//! wants (or why it failed, or how the run ends).
+//! wants (or why it failed, or how the run ends). It never sees a store
+//! either: what it reads back or keeps before its node commits (a map's
+//! finished items, retried attempts, the node cache, an approval's answer,
+//! a child run), and a replay's answers to its calls, it asks of the run's
+//! log (`cx.log`, [`crate::run_log::RunLog`]), the same whether the run is
+//! durable, volatile or a replay.
 
 pub(crate) mod approval;
 mod end;
@@ -77,6 +82,25 @@ pub(crate) struct NodeSuccess {
     /// Where the run goes instead of along the node's edges (an approval
     /// whose wait timed out goes to its `on_timeout`).
     pub route: Option<String>,
+}
+
+impl NodeSuccess {
+    /// A success with `changes` and `step` and nothing else: no call, no
+    /// artifacts, no journal, no usage, no cache entry, its node's edges.
+    pub(crate) fn new(changes: Vec<StateChange>, step: StepRow) -> Self {
+        NodeSuccess {
+            changes,
+            step,
+            fuel_consumed: 0,
+            artifacts: Vec::new(),
+            journal: Vec::new(),
+            logs_dropped: 0,
+            usage: TokenUsage::default(),
+            cache: None,
+            answer: None,
+            route: None,
+        }
+    }
 }
 
 /// A failure of one node, before routing decides what it means for the run.

@@ -72,14 +72,10 @@ async fn run_call(
         f.usage = usage;
         (f, Some(step.clone()))
     };
-    if let Some(store) = cx.store {
-        for step in &failed {
-            store
-                .record_failed_step(step)
-                .await
-                .map_err(|e| (NodeFailure::new("store-error", e.to_string()), None))?;
-        }
-    }
+    cx.log
+        .record_attempts(&failed)
+        .await
+        .map_err(|e| (NodeFailure::new("store-error", e.to_string()), None))?;
     let mut step = empty_step(cx, node, attempt);
     step.started_at_ms = started_at_ms;
     step.fuel_consumed = Some(report.fuel_consumed);
@@ -269,7 +265,7 @@ to = "done"
         let loaded = skillhost_scenario::load(&path, &runtime).expect("scenario loads");
         let url = format!("sqlite://{}", dir.path().join("runs.db").display());
         let store = Store::open(&url).await.unwrap();
-        let engine = Engine::new(Some(store), Arc::new(NoEvents));
+        let engine = Engine::new(Some(store), Arc::new(NoEvents)).with_runtime_kv();
         let outcome = engine.start(&loaded, input, None).await.unwrap();
         let journal = engine
             .store()

@@ -57,7 +57,7 @@ async fn run_child(
     state: &Arc<RunState>,
     visit: u32,
 ) -> Result<NodeSuccess, NodeFailure> {
-    if cx.replay.is_some() {
+    if cx.log.is_replay() {
         return Err(NodeFailure::new(
             "subgraph-not-replayable",
             format!(
@@ -93,21 +93,17 @@ async fn run_child(
     }
     let input = map_input(node, &subgraph.input, &vars)?;
 
-    let engine = Engine::new(cx.store.cloned(), cx.events.clone())
-        .with_kv(cx.kv.clone())
-        .at_level(level);
+    let engine = cx.log.child_engine(cx.events.clone(), cx.kv.clone(), level);
     let link = ParentLink {
         run_id: cx.run_id.clone(),
         node: node.id.clone(),
         visit,
     };
-    let earlier = match cx.store {
-        Some(store) => store
-            .child(&link.run_id, &link.node, link.visit)
-            .await
-            .map_err(|e| child_error(node, subgraph, None, EngineError::Store(e)))?,
-        None => None,
-    };
+    let earlier = cx
+        .log
+        .earlier_child(&link)
+        .await
+        .map_err(|e| child_error(node, subgraph, None, EngineError::Store(e)))?;
     let parent = cx.run_id.as_str();
     let mut end = match earlier {
         Some(row) if row.status.is_finished() => recorded_end(&engine, child, row),
@@ -150,16 +146,8 @@ async fn run_child(
         step.detail = Some(json!({ "child_run_id": end.run_id }));
     }
     Ok(NodeSuccess {
-        changes,
-        step,
-        fuel_consumed: 0,
         artifacts,
-        journal: Vec::new(),
-        logs_dropped: 0,
-        usage: Default::default(),
-        cache: None,
-        answer: None,
-        route: None,
+        ..NodeSuccess::new(changes, step)
     })
 }
 
@@ -275,31 +263,25 @@ async fn child_artifacts(
     subgraph: &SubgraphNode,
     end: &mut ChildEnd,
 ) -> Result<Vec<NewArtifact>, NodeFailure> {
-    let Some(store) = cx.store else {
+    let Some(stored) = cx.log.stored_artifacts(&end.run_id).await else {
         return Ok(std::mem::take(&mut end.artifacts));
     };
-    let failed = |e: skillhost_store::StoreError| {
-        child_error(node, subgraph, Some(&end.run_id), EngineError::Store(e))
-    };
-    let rows = store.artifacts(&end.run_id).await.map_err(failed)?;
+    let rows = stored
+        .map_err(|e| child_error(node, subgraph, Some(&end.run_id), EngineError::Store(e)))?;
     let mut artifacts = Vec::with_capacity(rows.len());
-    for row in rows {
-        let bytes = store
-            .artifact_bytes(&row.digest)
-            .await
-            .map_err(failed)?
-            .ok_or_else(|| {
-                let mut failure = NodeFailure::new(
-                    "subgraph-error",
-                    format!(
-                        "node `{}`: artifact `{}` of child run `{}` is listed but its bytes \
+    for (row, bytes) in rows {
+        let bytes = bytes.ok_or_else(|| {
+            let mut failure = NodeFailure::new(
+                "subgraph-error",
+                format!(
+                    "node `{}`: artifact `{}` of child run `{}` is listed but its bytes \
                          (sha256 {}) are not in the store",
-                        node.id, row.name, end.run_id, row.digest
-                    ),
-                );
-                failure.detail = json!({ "child_run_id": end.run_id });
-                failure
-            })?;
+                    node.id, row.name, end.run_id, row.digest
+                ),
+            );
+            failure.detail = json!({ "child_run_id": end.run_id });
+            failure
+        })?;
         artifacts.push(NewArtifact {
             name: row.name,
             media_type: row.media_type,

@@ -37,6 +37,7 @@ use serde_json::Value;
 use crate::call::{Attempts, CallPlan, random_seed};
 use crate::kinds::map::ITEM_ATTEMPTS;
 use crate::run::{ReplayedStep, replay_step};
+use crate::run_log::RunLog;
 use crate::{EngineError, NoEvents, Position, RunContext};
 use skillhost_runtime::{
     CallError, Capability, JournalMode, JournalRecord, Runtime, Skill, TokenUsage,
@@ -371,12 +372,10 @@ pub async fn replay(
                 run_id: run_id.clone(),
                 input: input.clone(),
                 configs: &loaded.configs,
-                store: None,
+                log: RunLog::replaying(replay.clone()),
                 events: Arc::new(NoEvents),
                 // A replay answers kv from the journal; no backend is asked.
                 kv: None,
-                replay: Some(replay.clone()),
-                wait: None,
                 allow_changed: false,
                 level: 0,
             };

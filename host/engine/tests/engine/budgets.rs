@@ -73,7 +73,7 @@ to = "done"
 async fn a_node_s_budget_stops_a_skill_that_loops_host_calls(db: Db) {
     let dir = tempfile::tempdir().unwrap();
     let loaded = load(&looping_scenario(dir.path(), "max_host_calls = 25\nhost_call_mb = 2").await);
-    let engine = || Engine::new(Some(db.store.clone()), Arc::new(NoEvents)).with_store_kv();
+    let engine = || Engine::new(Some(db.store.clone()), Arc::new(NoEvents));
 
     // Within the budget the skill runs to its end.
     let outcome = engine()

@@ -66,7 +66,7 @@ to = "done"
 /// What a run of `scenario` read for `key` on `store`, whose `kv` is the
 /// store's as every `host` command's is.
 async fn read(store: &Store, scenario: &LoadedScenario, key: &str) -> String {
-    let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents)).with_store_kv();
+    let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents));
     let outcome = engine
         .start(scenario, json!({ "key": key }), None)
         .await

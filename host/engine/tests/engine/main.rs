@@ -158,7 +158,9 @@ pub async fn start(
     input: Value,
 ) -> Result<Ran, EngineError> {
     let events = Arc::new(CollectEvents::default());
-    let engine = Engine::new(store, events.clone());
+    // The runtime's kv, whose backend these tests fill with what their
+    // skills read (`kv.rs` tests the store's, an engine's default).
+    let engine = Engine::new(store, events.clone()).with_runtime_kv();
     let outcome = engine.start(loaded, input, None).await?;
     let events = events.events.lock().unwrap().clone();
     Ok(Ran { outcome, events })
@@ -264,6 +266,7 @@ pub async fn crash(
         let (loaded, run_id, sink) = (loaded.clone(), run_id.clone(), sink.clone());
         async move {
             Engine::new(Some(store), sink)
+                .with_runtime_kv()
                 .start(&loaded, input, Some(run_id))
                 .await
         }
@@ -286,7 +289,7 @@ pub async fn resume(
     run_id: &str,
 ) -> Result<Ran, EngineError> {
     let events = Arc::new(CollectEvents::default());
-    let engine = Engine::new(Some(store), events.clone());
+    let engine = Engine::new(Some(store), events.clone()).with_runtime_kv();
     let outcome = engine.resume(loaded, run_id).await?;
     let events = events.events.lock().unwrap().clone();
     Ok(Ran { outcome, events })

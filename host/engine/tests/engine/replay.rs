@@ -96,6 +96,7 @@ impl KvScenario {
     async fn run(&self, store: &Store) -> RunOutcome {
         let loaded = self.loaded_with_kv();
         let outcome = Engine::new(Some(store.clone()), Arc::new(NoEvents))
+            .with_runtime_kv()
             .start(&loaded, json!({ "key": "greeting" }), None)
             .await
             .unwrap();
