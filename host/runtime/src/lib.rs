@@ -35,8 +35,8 @@ pub use capabilities::llm::{
 };
 pub use capabilities::wasi::{RandomSeed, derive_random_seed};
 pub use capabilities::{
-    Backends, Capability, GrantError, Grants, HttpBackend, KvBackend, KvFailure, KvGrant,
-    KvNamespace, KvOverride, KvQuota, KvUsage, MemoryKv, ReqwestHttp,
+    Backends, Capability, Effects, GrantError, Grants, HttpBackend, KvBackend, KvFailure, KvGrant,
+    KvNamespace, KvOverride, KvQuota, KvUsage, MemoryKv, ReqwestHttp, describe_journal_entry,
 };
 pub use config::{ConfigError, ConfigSource, HostConfig, Lookup};
 pub use engine::PoolConfig;

@@ -50,8 +50,8 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::kv as wit;
 use super::{
-    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
-    HostCapability, guest_error,
+    Backends, Capability, Effects, GrantError, Grantable, Grants, GuestError, HasHostCall,
+    HostCall, HostCapability, guest_error, text_of,
 };
 use crate::call::{CallOptions, CallState};
 
@@ -419,6 +419,67 @@ struct KvAccess {
 impl HostCapability for Kv {
     type Call = KvCall;
 
+    const JOURNALED: bool = true;
+    /// Writes state that outlives the call, and a `set` may overwrite a
+    /// value; what a `get` answers depends on what others wrote.
+    const EFFECTS: Effects = Effects {
+        writes: true,
+        destructive: true,
+        open_world: false,
+        varies: true,
+    };
+    const ASK_LESS: &'static str = "read or write fewer or smaller values";
+
+    fn grant_schema() -> Value {
+        json!({
+            "description": "A key-value namespace of this scenario's own: its name, or a table with `namespace` and optionally `shared` (the namespace every scenario that shares it reaches), `max_keys` and `max_bytes` (its quotas).",
+            "oneOf": [
+                {
+                    "type": "string"
+                },
+                {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": [
+                        "namespace"
+                    ],
+                    "properties": {
+                        "namespace": {
+                            "type": "string"
+                        },
+                        "shared": {
+                            "type": "boolean",
+                            "default": false
+                        },
+                        "max_keys": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 1000000,
+                            "default": 10000
+                        },
+                        "max_bytes": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 4294967296_u64,
+                            "default": 67108864
+                        }
+                    }
+                }
+            ]
+        })
+    }
+
+    /// The operation and its key or prefix (`get KEY`).
+    fn describe_request(request: &Value) -> String {
+        let key = text_of(request, "key");
+        let key = if key.is_empty() {
+            text_of(request, "prefix")
+        } else {
+            key
+        };
+        format!("{} {key}", text_of(request, "op"))
+    }
+
     fn new_call(options: &CallOptions, grants: &Grants, backends: &Backends) -> KvCall {
         KvCall {
             access: grants.kv.as_ref().map(|grant| KvAccess {
@@ -442,6 +503,9 @@ impl HostCapability for Kv {
 
 impl Grantable for Kv {
     type Grant = KvGrant;
+
+    const EXAMPLE: &'static str = "\"namespace\"";
+    const FLAG_VALUE: &'static str = "NAMESPACE";
 
     fn parse_grant(value: &str) -> Result<KvGrant, GrantError> {
         KvGrant::parse(value)
