@@ -31,7 +31,7 @@ pub use cache::{LoadSource, LoadStats, default_cache_dir};
 pub use call::{CallOptions, CallReport, LogLevel, LogLine};
 pub use capabilities::http::{HttpFailure, HttpGrant, InboundResponse, OutboundRequest};
 pub use capabilities::llm::{
-    LlmGrant, LlmProviders, Provider, ProviderKind, ProviderProblem, TokenUsage,
+    LlmFailure, LlmGrant, LlmProviders, Provider, ProviderKind, ProviderProblem, TokenUsage,
 };
 pub use capabilities::wasi::{RandomSeed, derive_random_seed};
 pub use capabilities::{

@@ -624,15 +624,19 @@ pub struct InboundResponse {
 }
 
 /// Why a request got no response.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HttpFailure {
     /// The request ran out of time.
+    #[error("the request timed out")]
     Timeout,
     /// The body was larger than the grant allows.
+    #[error("the response body is larger than {limit} bytes")]
     TooLarge { limit: u64 },
     /// A granted name resolved to an address it may not reach.
+    #[error("{0}")]
     AddressNotAllowed(String),
     /// No connection, a TLS failure, a broken response.
+    #[error("{0}")]
     Failed(String),
 }
 

@@ -270,12 +270,19 @@ impl KvUsage {
 }
 
 /// Why a kv backend did not do what was asked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KvFailure {
     /// The write would take the namespace past its quota; what it would
     /// have held.
+    #[error(
+        "the write would leave the namespace with {} keys and {} bytes, past its quota",
+        .0.keys,
+        .0.bytes
+    )]
     OverQuota(KvUsage),
-    /// The backend failed (a database error, a lost connection).
+    /// The backend failed (a database error, a lost connection, a lock a
+    /// panic left poisoned, a key with NUL, which no backend stores).
+    #[error("{0}")]
     Unavailable(String),
 }
 
@@ -289,7 +296,7 @@ impl From<String> for KvFailure {
 /// name ([`KvNamespace`]); the backend keeps each namespace's usage and
 /// refuses a `set` that takes it past its quota.
 pub trait KvBackend: Send + Sync {
-    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, String>;
+    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, KvFailure>;
     fn set(
         &self,
         namespace: &KvNamespace,
@@ -297,7 +304,7 @@ pub trait KvBackend: Send + Sync {
         value: Vec<u8>,
         quota: KvQuota,
     ) -> Result<(), KvFailure>;
-    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), String>;
+    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), KvFailure>;
     /// The keys that start with `prefix`, in byte order, at most `limit` of
     /// them.
     fn list_keys(
@@ -305,7 +312,7 @@ pub trait KvBackend: Send + Sync {
         namespace: &KvNamespace,
         prefix: &str,
         limit: usize,
-    ) -> Result<Vec<String>, String>;
+    ) -> Result<Vec<String>, KvFailure>;
 }
 
 /// A call's own kv backend, in place of the runtime's
@@ -333,15 +340,15 @@ pub struct MemoryKv {
 }
 
 impl MemoryKv {
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Entries>, String> {
-        self.entries
-            .lock()
-            .map_err(|_| "the key-value store is unavailable after a panic".to_string())
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Entries>, KvFailure> {
+        self.entries.lock().map_err(|_| {
+            KvFailure::Unavailable("the key-value store is unavailable after a panic".into())
+        })
     }
 }
 
 impl KvBackend for MemoryKv {
-    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, KvFailure> {
         Ok(self
             .lock()?
             .values
@@ -375,7 +382,7 @@ impl KvBackend for MemoryKv {
         Ok(())
     }
 
-    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), String> {
+    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), KvFailure> {
         let mut entries = self.lock()?;
         if let Some(old) = entries.values.remove(&(namespace.clone(), key.into())) {
             let usage = entries.usage.entry(namespace.clone()).or_default();
@@ -389,7 +396,7 @@ impl KvBackend for MemoryKv {
         namespace: &KvNamespace,
         prefix: &str,
         limit: usize,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, KvFailure> {
         Ok(self
             .lock()?
             .values
@@ -512,11 +519,17 @@ impl Grantable for Kv {
     }
 }
 
-fn backend_error(e: String) -> GuestError {
-    GuestError {
-        code: "kv-unavailable".into(),
-        message: e,
-        retryable: true,
+/// The guest's error for what the backend refused: a write past the
+/// namespace's quota, or `kv-unavailable` (retryable) with the backend's
+/// reason.
+fn backend_error(access: &KvAccess, failure: KvFailure) -> GuestError {
+    match failure {
+        KvFailure::OverQuota(after) => over_quota(access, after),
+        KvFailure::Unavailable(message) => GuestError {
+            code: "kv-unavailable".into(),
+            message,
+            retryable: true,
+        },
     }
 }
 
@@ -566,7 +579,7 @@ impl wit::Host for HostCall<'_, KvCall> {
             access
                 .backend
                 .get(&access.namespace, &key)
-                .map_err(backend_error)
+                .map_err(|failure| backend_error(&access, failure))
         })
     }
 
@@ -593,10 +606,7 @@ impl wit::Host for HostCall<'_, KvCall> {
             access
                 .backend
                 .set(&access.namespace, &key, value, quota)
-                .map_err(|failure| match failure {
-                    KvFailure::Unavailable(e) => backend_error(e),
-                    KvFailure::OverQuota(after) => over_quota(&access, after),
-                })
+                .map_err(|failure| backend_error(&access, failure))
         })
     }
 
@@ -610,7 +620,7 @@ impl wit::Host for HostCall<'_, KvCall> {
             access
                 .backend
                 .delete(&access.namespace, &key)
-                .map_err(backend_error)
+                .map_err(|failure| backend_error(&access, failure))
         })
     }
 
@@ -625,7 +635,7 @@ impl wit::Host for HostCall<'_, KvCall> {
             let keys = access
                 .backend
                 .list_keys(&access.namespace, &prefix, most.saturating_add(1))
-                .map_err(backend_error)?;
+                .map_err(|failure| backend_error(&access, failure))?;
             if keys.len() > most {
                 return Err(guest_error(
                     "too-many-keys",

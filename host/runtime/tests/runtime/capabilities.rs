@@ -31,7 +31,7 @@ impl WatchedKv {
 }
 
 impl KvBackend for WatchedKv {
-    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, KvFailure> {
         self.note(format!("get {}/{key}", namespace.name));
         self.data.get(namespace, key)
     }
@@ -47,7 +47,7 @@ impl KvBackend for WatchedKv {
         self.data.set(namespace, key, value, quota)
     }
 
-    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), String> {
+    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), KvFailure> {
         self.note(format!("delete {}/{key}", namespace.name));
         self.data.delete(namespace, key)
     }
@@ -57,7 +57,7 @@ impl KvBackend for WatchedKv {
         namespace: &KvNamespace,
         prefix: &str,
         limit: usize,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, KvFailure> {
         self.note(format!("list-keys {}/{prefix}", namespace.name));
         self.data.list_keys(namespace, prefix, limit)
     }
@@ -67,17 +67,17 @@ impl KvBackend for WatchedKv {
 struct DownKv;
 
 impl KvBackend for DownKv {
-    fn get(&self, _: &KvNamespace, _: &str) -> Result<Option<Vec<u8>>, String> {
-        Err("the store is down".into())
+    fn get(&self, _: &KvNamespace, _: &str) -> Result<Option<Vec<u8>>, KvFailure> {
+        Err(KvFailure::Unavailable("the store is down".into()))
     }
     fn set(&self, _: &KvNamespace, _: &str, _: Vec<u8>, _: KvQuota) -> Result<(), KvFailure> {
         Err(KvFailure::Unavailable("the store is down".into()))
     }
-    fn delete(&self, _: &KvNamespace, _: &str) -> Result<(), String> {
-        Err("the store is down".into())
+    fn delete(&self, _: &KvNamespace, _: &str) -> Result<(), KvFailure> {
+        Err(KvFailure::Unavailable("the store is down".into()))
     }
-    fn list_keys(&self, _: &KvNamespace, _: &str, _: usize) -> Result<Vec<String>, String> {
-        Err("the store is down".into())
+    fn list_keys(&self, _: &KvNamespace, _: &str, _: usize) -> Result<Vec<String>, KvFailure> {
+        Err(KvFailure::Unavailable("the store is down".into()))
     }
 }
 

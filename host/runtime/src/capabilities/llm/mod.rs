@@ -74,7 +74,7 @@ use super::{
 use crate::call::{CallOptions, CallState};
 use crate::journal::JournalValue;
 
-pub use providers::{LlmProviders, Provider, ProviderKind, ProviderProblem};
+pub use providers::{LlmFailure, LlmProviders, Provider, ProviderKind, ProviderProblem};
 pub(crate) use wire::{ChatMessage, ChatRequest, ChatRole};
 
 /// The most tokens a completion may generate when neither the request nor
@@ -568,7 +568,9 @@ impl wit::Host for HostCall<'_, LlmCall> {
         let deadline = self.scope.deadline();
         let record = prepared.journal_request(&grant);
         let answer = self.scope.journaled(Capability::Llm, record, 0, |_| {
-            providers.complete(&grant.provider, &prepared.chat(&grant), deadline)
+            providers
+                .complete(&grant.provider, &prepared.chat(&grant), deadline)
+                .map_err(GuestError::from)
         })?;
         let completion = match answer {
             Ok(completion) => completion,
