@@ -72,11 +72,11 @@ impl StoreKv {
 }
 
 impl KvBackend for StoreKv {
-    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, KvFailure> {
         let space = self.space(namespace)?;
         self.handle
             .block_on(self.store.kv_get(space, key))
-            .map_err(|e| e.to_string())
+            .map_err(|e| KvFailure::Unavailable(e.to_string()))
     }
 
     fn set(
@@ -104,11 +104,11 @@ impl KvBackend for StoreKv {
         }
     }
 
-    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), String> {
+    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), KvFailure> {
         let space = self.space(namespace)?;
         self.handle
             .block_on(self.store.kv_delete(space, key))
-            .map_err(|e| e.to_string())
+            .map_err(|e| KvFailure::Unavailable(e.to_string()))
     }
 
     fn list_keys(
@@ -116,10 +116,10 @@ impl KvBackend for StoreKv {
         namespace: &KvNamespace,
         prefix: &str,
         limit: usize,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, KvFailure> {
         let space = self.space(namespace)?;
         self.handle
             .block_on(self.store.kv_keys(space, prefix, limit as u64))
-            .map_err(|e| e.to_string())
+            .map_err(|e| KvFailure::Unavailable(e.to_string()))
     }
 }

@@ -14,7 +14,8 @@
 //! guest, so it never sees an answer that was not recorded for it.
 //!
 //! Which host calls are journaled is each capability's decision, stated in its
-//! module (`kv` journals all four of its functions). Answers that are already
+//! module (`HostCapability::JOURNALED`; `kv` journals all four of its
+//! functions). Answers that are already
 //! deterministic (WASI's fixed clocks and seeded randomness, `log`) or that
 //! are part of the scenario itself (the `fs` directory) are not journaled.
 //!
@@ -184,6 +185,10 @@ impl Journal {
         budget: &mut HostCallBudget,
         perform: impl FnOnce(AnswerRoom) -> Result<T, GuestError>,
     ) -> wasmtime::Result<Result<T, GuestError>> {
+        debug_assert!(
+            capability.journaled(),
+            "`{capability}` journals a host call but does not say `JOURNALED`"
+        );
         let asked = held_bytes(&request) + RECORD_BYTES;
         let room = match budget.admit(capability, asked + written) {
             Ok(room) => room,

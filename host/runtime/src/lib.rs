@@ -31,12 +31,12 @@ pub use cache::{LoadSource, LoadStats, default_cache_dir};
 pub use call::{CallOptions, CallReport, LogLevel, LogLine};
 pub use capabilities::http::{HttpFailure, HttpGrant, InboundResponse, OutboundRequest};
 pub use capabilities::llm::{
-    LlmGrant, LlmProviders, Provider, ProviderKind, ProviderProblem, TokenUsage,
+    LlmFailure, LlmGrant, LlmProviders, Provider, ProviderKind, ProviderProblem, TokenUsage,
 };
 pub use capabilities::wasi::{RandomSeed, derive_random_seed};
 pub use capabilities::{
-    Backends, Capability, GrantError, Grants, HttpBackend, KvBackend, KvFailure, KvGrant,
-    KvNamespace, KvOverride, KvQuota, KvUsage, MemoryKv, ReqwestHttp,
+    Backends, Capability, Effects, GrantError, Grants, HttpBackend, KvBackend, KvFailure, KvGrant,
+    KvNamespace, KvOverride, KvQuota, KvUsage, MemoryKv, ReqwestHttp, describe_journal_entry,
 };
 pub use config::{ConfigError, ConfigSource, HostConfig, Lookup};
 pub use engine::PoolConfig;

@@ -339,12 +339,7 @@ fn budget_error(message: String) -> GuestError {
 
 /// Where a budget of host-call bytes is raised.
 fn raise_bytes(set: bool, capability: Capability) -> String {
-    let fewer = match capability {
-        Capability::Http => "fetch less (a smaller page or range)",
-        Capability::Sql => "select fewer rows or columns",
-        Capability::Kv => "read or write fewer or smaller values",
-        _ => "ask for less",
-    };
+    let fewer = capability.ask_less();
     if set {
         format!("raise the node's `host_call_mb`, or {fewer}")
     } else {

@@ -298,11 +298,13 @@ pub(crate) fn load(
         .filter(|c| !c.always_granted() && !capabilities.contains(c))
         .copied()
         .collect();
-    // An undeclared `http`, `llm` or `sql` is denied before it could block;
-    // a declared one waits on the network, a model or a query.
-    let usable = |c: Capability| imported_capabilities.contains(&c) && capabilities.contains(&c);
-    let needs_blocking_thread =
-        uses_wasi || usable(Capability::Http) || usable(Capability::Llm) || usable(Capability::Sql);
+    // An undeclared capability that blocks (`http`, `llm`, `sql`) is
+    // denied before it could; a declared one waits on the network, a model
+    // or a query (each capability's `HostCapability::BLOCKS`).
+    let needs_blocking_thread = uses_wasi
+        || imported_capabilities
+            .iter()
+            .any(|c| c.blocks() && capabilities.contains(c));
     Ok(Skill {
         needs_blocking_thread,
         name_arc: Arc::from(name.as_str()),

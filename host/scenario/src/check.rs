@@ -429,7 +429,7 @@ pub(crate) fn check_skills(s: &Scenario, skills: &BTreeMap<String, Arc<Skill>>, 
                     "skill `{alias}` declares capability `{capability}` in its manifest, which \
                      this node does not grant; add it to the node, e.g. `capabilities = {{ \
                      {capability} = {} }}`",
-                    example_grant(capability.name())
+                    capability.example_grant().unwrap_or("\"…\"")
                 ),
             );
         }
@@ -487,8 +487,9 @@ pub(crate) fn check_llm_providers(s: &Scenario, providers: &LlmProviders, r: &mu
 /// What a cached node's skill can make of its cache: a skill that imports
 /// WASI may read random bytes (seeded per run) or the time, so another
 /// run's output is not the one it would have made; a call that makes a
-/// journaled host call (kv, http, llm, sql) depends on an answer from outside
-/// the run, so it is never cached. Both are warnings: the node runs.
+/// journaled host call (`Capability::journaled`: kv, http, llm, sql) depends
+/// on an answer from outside the run, so it is never cached. Both are
+/// warnings: the node runs.
 fn cache_limits(node: &Node, call: &SkillCall, skill: &Skill, r: &mut Reporter) {
     let alias = &call.skill;
     let node_id = Some(node.id.as_str());
@@ -507,16 +508,12 @@ fn cache_limits(node: &Node, call: &SkillCall, skill: &Skill, r: &mut Reporter) 
             ),
         );
     }
-    let outside: Vec<&str> = [
-        Capability::Kv,
-        Capability::Http,
-        Capability::Llm,
-        Capability::Sql,
-    ]
-    .into_iter()
-    .filter(|c| skill.capabilities.contains(c) && call.grants.is_granted(*c))
-    .map(Capability::name)
-    .collect();
+    let outside: Vec<&str> = Capability::ALL
+        .into_iter()
+        .filter(|c| c.journaled())
+        .filter(|c| skill.capabilities.contains(c) && call.grants.is_granted(*c))
+        .map(Capability::name)
+        .collect();
     if !outside.is_empty() {
         r.warning(
             node.line,
@@ -528,18 +525,6 @@ fn cache_limits(node: &Node, call: &SkillCall, skill: &Skill, r: &mut Reporter) 
                 outside.join(", ")
             ),
         );
-    }
-}
-
-/// An example of a grant's value, as TOML.
-fn example_grant(capability: &str) -> &'static str {
-    match capability {
-        "fs" => "\"./data\"",
-        "kv" => "\"namespace\"",
-        "http" => "[\"api.example.org\"]",
-        "llm" => "\"local/qwen2.5:7b\"",
-        "sql" => "\"data/analytics.db\"",
-        _ => "\"…\"",
     }
 }
 

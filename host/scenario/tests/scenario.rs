@@ -1086,6 +1086,58 @@ fn the_published_schema_refuses_what_the_loader_refuses() {
     }
 }
 
+/// The object in `value` under the key `capabilities` that has
+/// `properties`: the grants of a skill or map node.
+fn capabilities_table(value: &mut Value) -> Option<&mut Value> {
+    match value {
+        Value::Object(object) => {
+            if object
+                .get("capabilities")
+                .is_some_and(|c| c.get("properties").is_some())
+            {
+                return object.get_mut("capabilities");
+            }
+            object.values_mut().find_map(capabilities_table)
+        }
+        Value::Array(items) => items.iter_mut().find_map(capabilities_table),
+        _ => None,
+    }
+}
+
+/// The schema's `capabilities` table is each capability's own statement of
+/// its grant (`Capability::grant_schema`), in the list's order: a capability
+/// added to the host is in the published schema, or this fails. With
+/// `SKILLHOST_WRITE_SCHEMA=1` it writes the table into the file instead.
+#[test]
+fn the_published_schema_grants_what_each_capability_declares() {
+    let path = skillhost_tests::repo_root().join("schemas/scenario.schema.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut schema: Value = serde_json::from_str(&text).unwrap();
+    let table = capabilities_table(&mut schema).expect("the schema's capabilities table");
+    let declared = Capability::grants_schema();
+    let published = table["properties"].as_object().unwrap();
+    let same = published.keys().eq(declared.keys())
+        && published.iter().zip(&declared).all(|(a, b)| a == b);
+    if same {
+        return;
+    }
+    if std::env::var_os("SKILLHOST_WRITE_SCHEMA").is_some() {
+        table["properties"] = Value::Object(declared);
+        let mut text = serde_json::to_string_pretty(&schema).unwrap();
+        text.push('\n');
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    panic!(
+        "{}: the capabilities table is not what the capabilities declare (their \
+         `grant_schema` in host/runtime/src/capabilities/); run this test with \
+         SKILLHOST_WRITE_SCHEMA=1 to write it.\npublished: {}\ndeclared: {}",
+        path.display(),
+        serde_json::to_string_pretty(published).unwrap(),
+        serde_json::to_string_pretty(&declared).unwrap()
+    );
+}
+
 /// Resolves every registry reference to the shipped `echo`, recording what
 /// it was asked.
 struct ToEcho(std::sync::Mutex<Vec<(String, String, Vec<PathBuf>)>>);

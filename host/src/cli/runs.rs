@@ -15,7 +15,7 @@ use super::common::{
     print_json, shown, shown_lines, store_error, tokio_runtime, write_output_file,
 };
 use skillhost_engine::replay::{ReplayError, RunExport};
-use skillhost_runtime::TokenUsage;
+use skillhost_runtime::{TokenUsage, describe_journal_entry};
 use skillhost_store::{
     Cancelled, JournalEntry, RunRow, RunStatus, StepRow, Store, StoreError, format_ms,
     parse_duration,
@@ -701,69 +701,15 @@ fn replay_failure(e: ReplayError) -> Failure {
 
 /// One journaled host call of a step, on one line: its kind, what was asked
 /// and what came back (`http GET URL -> 200, 26 bytes`; `kv get KEY -> ok`;
-/// `llm local/MODEL, 2 message(s) -> 5 in, 7 out tokens`; `sql SELECT … -> 6 row(s)`).
+/// `llm local/MODEL, 2 message(s) -> 5 in, 7 out tokens`; `sql SELECT … -> 6 row(s)`),
+/// as each capability describes its entries.
 fn journal_line(entry: &JournalEntry) -> String {
-    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_string();
-    let asked = match entry.kind.as_str() {
-        "http" => format!(
-            "{} {}",
-            text(&entry.request, "method"),
-            text(&entry.request, "url")
-        ),
-        "kv" => format!("{} {}", text(&entry.request, "op"), {
-            let key = text(&entry.request, "key");
-            if key.is_empty() {
-                text(&entry.request, "prefix")
-            } else {
-                key
-            }
-        }),
-        "llm" => format!(
-            "{}/{}, {} message(s)",
-            text(&entry.request, "provider"),
-            text(&entry.request, "model"),
-            entry
-                .request
-                .get("messages")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len)
-        ),
-        "sql" => text(&entry.request, "statement"),
-        _ => entry.request.to_string(),
-    };
-    let answer = match (entry.response.get("ok"), entry.response.get("error")) {
-        (_, Some(error)) => format!("error {}", text(error, "code")),
-        (Some(ok), None) if entry.kind == "http" => {
-            use base64::Engine as _;
-            let bytes = ok
-                .get("body")
-                .and_then(Value::as_str)
-                .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-                .map_or(0, |b| b.len());
-            format!(
-                "{}, {bytes} bytes",
-                ok.get("status").unwrap_or(&Value::Null)
-            )
-        }
-        (Some(ok), None) if entry.kind == "llm" => {
-            let tokens = |key: &str| ok.get(key).and_then(Value::as_u64).unwrap_or(0);
-            format!(
-                "{} in, {} out tokens",
-                tokens("input_tokens"),
-                tokens("output_tokens")
-            )
-        }
-        (Some(ok), None) if entry.kind == "sql" => format!(
-            "{} row(s)",
-            ok.get("rows").and_then(Value::as_array).map_or(0, Vec::len)
-        ),
-        _ => "ok".to_string(),
-    };
     let item = entry
         .item
         .map(|i| format!("item {i}: "))
         .unwrap_or_default();
-    format!("journal: {item}{} {asked} -> {answer}", entry.kind)
+    let call = describe_journal_entry(&entry.kind, &entry.request, &entry.response);
+    format!("journal: {item}{} {call}", entry.kind)
 }
 
 /// The rule warnings a step recorded, one line each: code, message and

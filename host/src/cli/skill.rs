@@ -17,7 +17,7 @@ use super::common::{
     CliResult, CredentialArgs, Failure, Globals, current_dir, oci_failure, print_json,
     read_json_arg, shown, shown_lines, trust_policy,
 };
-use skillhost_runtime::{CallError, CallOptions, Grants, Limits, Runtime, Skill};
+use skillhost_runtime::{CallError, CallOptions, Capability, Grants, Limits, Runtime, Skill};
 
 #[derive(Debug, Subcommand)]
 pub enum SkillCommand {
@@ -58,8 +58,9 @@ pub struct CallArgs {
     /// The input: inline JSON, or @FILE.
     #[arg(long, value_name = "JSON|@FILE")]
     input: String,
-    /// Grant a capability: fs=DIR, kv=NAMESPACE, http=HOST[:PORT],… (or a JSON list or table of host patterns), llm=PROVIDER/MODEL (or a JSON table; the provider from the host's configuration, skillhost.toml here, $SKILLHOST_CONFIG or ~/.config/skillhost/config.toml), sql=FILE (a SQLite database, read-only), see docs/scenarios.md; log is always granted. Repeatable.
-    #[arg(long = "grant", value_name = "CAP=VALUE")]
+    // Grant a capability: the help lists each capability's value, as its
+    // module states it (`Capability::grant_flag_help`).
+    #[arg(long = "grant", value_name = "CAP=VALUE", help = Capability::grant_flag_help())]
     grants: Vec<String>,
     /// Wall-clock limit for the call.
     #[arg(long, value_name = "N", default_value_t = 30_000)]

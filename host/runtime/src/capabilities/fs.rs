@@ -17,6 +17,7 @@ use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
+use serde_json::{Value, json};
 use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::fs::{self as wit, DirEntry, EntryKind};
@@ -38,6 +39,13 @@ pub(crate) struct FsCall {
 impl HostCapability for Fs {
     type Call = FsCall;
 
+    fn grant_schema() -> Value {
+        json!({
+            "type": "string",
+            "description": "Read-only directory, relative to the scenario file."
+        })
+    }
+
     fn new_call(options: &CallOptions, grants: &Grants, _backends: &Backends) -> FsCall {
         FsCall {
             grant: grants.fs.clone(),
@@ -55,6 +63,14 @@ impl HostCapability for Fs {
 
 impl Grantable for Fs {
     type Grant = FsGrant;
+
+    const EXAMPLE: &'static str = "\"./data\"";
+    const FLAG_VALUE: &'static str = "DIR";
+    const NAMES_PATH: bool = true;
+
+    fn path(grant: &FsGrant) -> Option<&Path> {
+        Some(&grant.root)
+    }
 
     fn parse_grant(value: &str) -> Result<FsGrant, GrantError> {
         FsGrant::parse(value)

@@ -82,8 +82,8 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::http::{self as wit, Request, Response};
 use super::{
-    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
-    HostCapability, guest_error,
+    Backends, Capability, Effects, GrantError, Grantable, Grants, GuestError, HasHostCall,
+    HostCall, HostCapability, guest_error, text_of,
 };
 use crate::call::{CallOptions, CallState};
 use crate::journal::JournalValue;
@@ -624,15 +624,19 @@ pub struct InboundResponse {
 }
 
 /// Why a request got no response.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HttpFailure {
     /// The request ran out of time.
+    #[error("the request timed out")]
     Timeout,
     /// The body was larger than the grant allows.
+    #[error("the response body is larger than {limit} bytes")]
     TooLarge { limit: u64 },
     /// A granted name resolved to an address it may not reach.
+    #[error("{0}")]
     AddressNotAllowed(String),
     /// No connection, a TLS failure, a broken response.
+    #[error("{0}")]
     Failed(String),
 }
 
@@ -795,6 +799,91 @@ pub(crate) struct HttpCall {
 impl HostCapability for Http {
     type Call = HttpCall;
 
+    /// [`ReqwestHttp`] blocks its thread for the request.
+    const BLOCKS: bool = true;
+    const JOURNALED: bool = true;
+    /// A request may change what it reaches, on the network.
+    const EFFECTS: Effects = Effects {
+        writes: true,
+        destructive: false,
+        open_world: true,
+        varies: true,
+    };
+    const ASK_LESS: &'static str = "fetch less (a smaller page or range)";
+
+    fn grant_schema() -> Value {
+        json!({
+            "description": "Hosts the skill may call: patterns comma-separated, a list of them, or a table with `hosts`, `max_response_bytes` and `headers` (secret headers per origin, `{ \"https://HOST\" = { NAME = \"env:VARIABLE\" } }`; `{ NAME = \"env:VARIABLE\" }` alone is the https origin of the grant's one host).",
+            "oneOf": [
+                {
+                    "type": "string"
+                },
+                {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": [
+                        "hosts"
+                    ],
+                    "properties": {
+                        "hosts": {
+                            "type": "array",
+                            "items": {
+                                "type": "string"
+                            }
+                        },
+                        "max_response_bytes": {
+                            "type": "integer",
+                            "minimum": 1
+                        },
+                        "headers": {
+                            "type": "object",
+                            "additionalProperties": {
+                                "oneOf": [
+                                    {
+                                        "type": "string",
+                                        "pattern": "^env:"
+                                    },
+                                    {
+                                        "type": "object",
+                                        "additionalProperties": {
+                                            "type": "string",
+                                            "pattern": "^env:"
+                                        }
+                                    }
+                                ]
+                            }
+                        }
+                    }
+                }
+            ]
+        })
+    }
+
+    /// The method and the URL (`GET URL`).
+    fn describe_request(request: &Value) -> String {
+        format!("{} {}", text_of(request, "method"), text_of(request, "url"))
+    }
+
+    /// The status and the body's size (`200, 26 bytes`).
+    fn describe_answer(ok: &Value) -> String {
+        use base64::Engine as _;
+        let bytes = ok
+            .get("body")
+            .and_then(Value::as_str)
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .map_or(0, |b| b.len());
+        format!(
+            "{}, {bytes} bytes",
+            ok.get("status").unwrap_or(&Value::Null)
+        )
+    }
+
     fn new_call(_options: &CallOptions, grants: &Grants, backends: &Backends) -> HttpCall {
         HttpCall {
             access: grants
@@ -814,6 +903,9 @@ impl HostCapability for Http {
 
 impl Grantable for Http {
     type Grant = HttpGrant;
+
+    const EXAMPLE: &'static str = "[\"api.example.org\"]";
+    const FLAG_VALUE: &'static str = "HOST[:PORT],… (or a JSON list or table of host patterns)";
 
     fn parse_grant(value: &str) -> Result<HttpGrant, GrantError> {
         HttpGrant::parse(value)

@@ -50,8 +50,8 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::kv as wit;
 use super::{
-    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
-    HostCapability, guest_error,
+    Backends, Capability, Effects, GrantError, Grantable, Grants, GuestError, HasHostCall,
+    HostCall, HostCapability, guest_error, text_of,
 };
 use crate::call::{CallOptions, CallState};
 
@@ -270,12 +270,19 @@ impl KvUsage {
 }
 
 /// Why a kv backend did not do what was asked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KvFailure {
     /// The write would take the namespace past its quota; what it would
     /// have held.
+    #[error(
+        "the write would leave the namespace with {} keys and {} bytes, past its quota",
+        .0.keys,
+        .0.bytes
+    )]
     OverQuota(KvUsage),
-    /// The backend failed (a database error, a lost connection).
+    /// The backend failed (a database error, a lost connection, a lock a
+    /// panic left poisoned, a key with NUL, which no backend stores).
+    #[error("{0}")]
     Unavailable(String),
 }
 
@@ -289,7 +296,7 @@ impl From<String> for KvFailure {
 /// name ([`KvNamespace`]); the backend keeps each namespace's usage and
 /// refuses a `set` that takes it past its quota.
 pub trait KvBackend: Send + Sync {
-    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, String>;
+    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, KvFailure>;
     fn set(
         &self,
         namespace: &KvNamespace,
@@ -297,7 +304,7 @@ pub trait KvBackend: Send + Sync {
         value: Vec<u8>,
         quota: KvQuota,
     ) -> Result<(), KvFailure>;
-    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), String>;
+    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), KvFailure>;
     /// The keys that start with `prefix`, in byte order, at most `limit` of
     /// them.
     fn list_keys(
@@ -305,7 +312,7 @@ pub trait KvBackend: Send + Sync {
         namespace: &KvNamespace,
         prefix: &str,
         limit: usize,
-    ) -> Result<Vec<String>, String>;
+    ) -> Result<Vec<String>, KvFailure>;
 }
 
 /// A call's own kv backend, in place of the runtime's
@@ -333,15 +340,15 @@ pub struct MemoryKv {
 }
 
 impl MemoryKv {
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Entries>, String> {
-        self.entries
-            .lock()
-            .map_err(|_| "the key-value store is unavailable after a panic".to_string())
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Entries>, KvFailure> {
+        self.entries.lock().map_err(|_| {
+            KvFailure::Unavailable("the key-value store is unavailable after a panic".into())
+        })
     }
 }
 
 impl KvBackend for MemoryKv {
-    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, KvFailure> {
         Ok(self
             .lock()?
             .values
@@ -375,7 +382,7 @@ impl KvBackend for MemoryKv {
         Ok(())
     }
 
-    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), String> {
+    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), KvFailure> {
         let mut entries = self.lock()?;
         if let Some(old) = entries.values.remove(&(namespace.clone(), key.into())) {
             let usage = entries.usage.entry(namespace.clone()).or_default();
@@ -389,7 +396,7 @@ impl KvBackend for MemoryKv {
         namespace: &KvNamespace,
         prefix: &str,
         limit: usize,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, KvFailure> {
         Ok(self
             .lock()?
             .values
@@ -419,6 +426,67 @@ struct KvAccess {
 impl HostCapability for Kv {
     type Call = KvCall;
 
+    const JOURNALED: bool = true;
+    /// Writes state that outlives the call, and a `set` may overwrite a
+    /// value; what a `get` answers depends on what others wrote.
+    const EFFECTS: Effects = Effects {
+        writes: true,
+        destructive: true,
+        open_world: false,
+        varies: true,
+    };
+    const ASK_LESS: &'static str = "read or write fewer or smaller values";
+
+    fn grant_schema() -> Value {
+        json!({
+            "description": "A key-value namespace of this scenario's own: its name, or a table with `namespace` and optionally `shared` (the namespace every scenario that shares it reaches), `max_keys` and `max_bytes` (its quotas).",
+            "oneOf": [
+                {
+                    "type": "string"
+                },
+                {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": [
+                        "namespace"
+                    ],
+                    "properties": {
+                        "namespace": {
+                            "type": "string"
+                        },
+                        "shared": {
+                            "type": "boolean",
+                            "default": false
+                        },
+                        "max_keys": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 1000000,
+                            "default": 10000
+                        },
+                        "max_bytes": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 4294967296_u64,
+                            "default": 67108864
+                        }
+                    }
+                }
+            ]
+        })
+    }
+
+    /// The operation and its key or prefix (`get KEY`).
+    fn describe_request(request: &Value) -> String {
+        let key = text_of(request, "key");
+        let key = if key.is_empty() {
+            text_of(request, "prefix")
+        } else {
+            key
+        };
+        format!("{} {key}", text_of(request, "op"))
+    }
+
     fn new_call(options: &CallOptions, grants: &Grants, backends: &Backends) -> KvCall {
         KvCall {
             access: grants.kv.as_ref().map(|grant| KvAccess {
@@ -443,16 +511,25 @@ impl HostCapability for Kv {
 impl Grantable for Kv {
     type Grant = KvGrant;
 
+    const EXAMPLE: &'static str = "\"namespace\"";
+    const FLAG_VALUE: &'static str = "NAMESPACE";
+
     fn parse_grant(value: &str) -> Result<KvGrant, GrantError> {
         KvGrant::parse(value)
     }
 }
 
-fn backend_error(e: String) -> GuestError {
-    GuestError {
-        code: "kv-unavailable".into(),
-        message: e,
-        retryable: true,
+/// The guest's error for what the backend refused: a write past the
+/// namespace's quota, or `kv-unavailable` (retryable) with the backend's
+/// reason.
+fn backend_error(access: &KvAccess, failure: KvFailure) -> GuestError {
+    match failure {
+        KvFailure::OverQuota(after) => over_quota(access, after),
+        KvFailure::Unavailable(message) => GuestError {
+            code: "kv-unavailable".into(),
+            message,
+            retryable: true,
+        },
     }
 }
 
@@ -502,7 +579,7 @@ impl wit::Host for HostCall<'_, KvCall> {
             access
                 .backend
                 .get(&access.namespace, &key)
-                .map_err(backend_error)
+                .map_err(|failure| backend_error(&access, failure))
         })
     }
 
@@ -529,10 +606,7 @@ impl wit::Host for HostCall<'_, KvCall> {
             access
                 .backend
                 .set(&access.namespace, &key, value, quota)
-                .map_err(|failure| match failure {
-                    KvFailure::Unavailable(e) => backend_error(e),
-                    KvFailure::OverQuota(after) => over_quota(&access, after),
-                })
+                .map_err(|failure| backend_error(&access, failure))
         })
     }
 
@@ -546,7 +620,7 @@ impl wit::Host for HostCall<'_, KvCall> {
             access
                 .backend
                 .delete(&access.namespace, &key)
-                .map_err(backend_error)
+                .map_err(|failure| backend_error(&access, failure))
         })
     }
 
@@ -561,7 +635,7 @@ impl wit::Host for HostCall<'_, KvCall> {
             let keys = access
                 .backend
                 .list_keys(&access.namespace, &prefix, most.saturating_add(1))
-                .map_err(backend_error)?;
+                .map_err(|failure| backend_error(&access, failure))?;
             if keys.len() > most {
                 return Err(guest_error(
                     "too-many-keys",

@@ -8,6 +8,7 @@
 //! stdout or stderr join the log before each `log` line, so the log keeps
 //! the order in which both were written.
 
+use serde_json::{Value, json};
 use wasmtime::component::{HasData, Linker};
 
 use super::bindings::skillhost::skill::log::{self as wit, Level};
@@ -71,6 +72,13 @@ pub(crate) fn sanitize(message: String) -> String {
 
 impl HostCapability for Log {
     type Call = LogCall;
+
+    fn grant_schema() -> Value {
+        json!({
+            "type": "string",
+            "description": "Always granted; accepted for explicitness (any value)."
+        })
+    }
 
     fn new_call(options: &CallOptions, _grants: &Grants, _backends: &Backends) -> LogCall {
         LogCall {

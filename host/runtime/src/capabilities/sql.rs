@@ -47,8 +47,8 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::sql::{self as wit, QueryResult, Value as WitValue};
 use super::{
-    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
-    HostCapability, guest_error,
+    Backends, Capability, Effects, GrantError, Grantable, Grants, GuestError, HasHostCall,
+    HostCall, HostCapability, guest_error, text_of,
 };
 use crate::call::{CallOptions, CallState};
 use crate::journal::{JournalValue, array_bytes, object_bytes, string_bytes};
@@ -171,6 +171,33 @@ pub(crate) struct SqlCall {
 impl HostCapability for Sql {
     type Call = SqlCall;
 
+    /// A query runs on the calling thread for up to its time bound.
+    const BLOCKS: bool = true;
+    const JOURNALED: bool = true;
+    /// Reads a database file that ships with the scenario, like `fs`.
+    const EFFECTS: Effects = Effects::NONE;
+    const ASK_LESS: &'static str = "select fewer rows or columns";
+
+    fn grant_schema() -> Value {
+        json!({
+            "type": "string",
+            "description": "A SQLite database file, relative to the scenario file, queried read-only."
+        })
+    }
+
+    /// The statement (`SELECT …`).
+    fn describe_request(request: &Value) -> String {
+        text_of(request, "statement")
+    }
+
+    /// The rows' count (`6 row(s)`).
+    fn describe_answer(ok: &Value) -> String {
+        format!(
+            "{} row(s)",
+            ok.get("rows").and_then(Value::as_array).map_or(0, Vec::len)
+        )
+    }
+
     fn new_call(_options: &CallOptions, grants: &Grants, _backends: &Backends) -> SqlCall {
         SqlCall {
             grant: grants.sql.clone(),
@@ -188,6 +215,14 @@ impl HostCapability for Sql {
 
 impl Grantable for Sql {
     type Grant = SqlGrant;
+
+    const EXAMPLE: &'static str = "\"data/analytics.db\"";
+    const FLAG_VALUE: &'static str = "FILE (a SQLite database, read-only)";
+    const NAMES_PATH: bool = true;
+
+    fn path(grant: &SqlGrant) -> Option<&Path> {
+        Some(&grant.path)
+    }
 
     fn parse_grant(value: &str) -> Result<SqlGrant, GrantError> {
         SqlGrant::parse(value)

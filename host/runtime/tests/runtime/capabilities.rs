@@ -31,7 +31,7 @@ impl WatchedKv {
 }
 
 impl KvBackend for WatchedKv {
-    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, namespace: &KvNamespace, key: &str) -> Result<Option<Vec<u8>>, KvFailure> {
         self.note(format!("get {}/{key}", namespace.name));
         self.data.get(namespace, key)
     }
@@ -47,7 +47,7 @@ impl KvBackend for WatchedKv {
         self.data.set(namespace, key, value, quota)
     }
 
-    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), String> {
+    fn delete(&self, namespace: &KvNamespace, key: &str) -> Result<(), KvFailure> {
         self.note(format!("delete {}/{key}", namespace.name));
         self.data.delete(namespace, key)
     }
@@ -57,7 +57,7 @@ impl KvBackend for WatchedKv {
         namespace: &KvNamespace,
         prefix: &str,
         limit: usize,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, KvFailure> {
         self.note(format!("list-keys {}/{prefix}", namespace.name));
         self.data.list_keys(namespace, prefix, limit)
     }
@@ -67,17 +67,17 @@ impl KvBackend for WatchedKv {
 struct DownKv;
 
 impl KvBackend for DownKv {
-    fn get(&self, _: &KvNamespace, _: &str) -> Result<Option<Vec<u8>>, String> {
-        Err("the store is down".into())
+    fn get(&self, _: &KvNamespace, _: &str) -> Result<Option<Vec<u8>>, KvFailure> {
+        Err(KvFailure::Unavailable("the store is down".into()))
     }
     fn set(&self, _: &KvNamespace, _: &str, _: Vec<u8>, _: KvQuota) -> Result<(), KvFailure> {
         Err(KvFailure::Unavailable("the store is down".into()))
     }
-    fn delete(&self, _: &KvNamespace, _: &str) -> Result<(), String> {
-        Err("the store is down".into())
+    fn delete(&self, _: &KvNamespace, _: &str) -> Result<(), KvFailure> {
+        Err(KvFailure::Unavailable("the store is down".into()))
     }
-    fn list_keys(&self, _: &KvNamespace, _: &str, _: usize) -> Result<Vec<String>, String> {
-        Err("the store is down".into())
+    fn list_keys(&self, _: &KvNamespace, _: &str, _: usize) -> Result<Vec<String>, KvFailure> {
+        Err(KvFailure::Unavailable("the store is down".into()))
     }
 }
 
@@ -463,4 +463,50 @@ fn an_undeclared_import_is_denied_even_when_the_call_grants_it() {
     // The denying instance has no backend to reach.
     assert!(kv.seen().is_empty(), "{:?}", kv.seen());
     assert!(report.journal.is_empty());
+}
+
+/// The guest SDK cannot read the host's list of capabilities (it is built
+/// for the guest, without the runtime), so its names are held to the list
+/// here: `skillhost_sdk::manifest!` accepts exactly the capabilities the
+/// host knows and names them all when it refuses one, and the contract's
+/// manifest record lists them.
+#[test]
+fn the_sdk_and_the_contract_name_every_capability() {
+    let root = skillhost_tests::repo_root();
+    let names = Capability::ALL.map(Capability::name);
+    let sdk = std::fs::read_to_string(root.join("sdk/src/lib.rs")).unwrap();
+    let listed = sdk
+        .lines()
+        .find(|line| line.contains("pub const CAPABILITIES"))
+        .expect("sdk/src/lib.rs: `CAPABILITIES`");
+    let listed: Vec<&str> = listed
+        .split_once('=')
+        .unwrap()
+        .1
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .collect();
+    assert_eq!(listed, names, "sdk/src/lib.rs: `CAPABILITIES`");
+    let refusal = sdk
+        .lines()
+        .find(|line| line.contains("unknown capability in skillhost_sdk::manifest!"))
+        .expect("sdk/src/lib.rs: `check_capability`'s message");
+    for name in names {
+        assert!(
+            refusal.contains(&format!("\\\"{name}\\\"")),
+            "sdk/src/lib.rs: `check_capability`'s message does not name `{name}`"
+        );
+    }
+    let wit = std::fs::read_to_string(root.join("wit/skill.wit")).unwrap();
+    let start = wit
+        .find("/// The host capabilities the skill needs:")
+        .expect("wit/skill.wit: the manifest's `capabilities`");
+    let doc = &wit[start..start + wit[start..].find("capabilities:").unwrap()];
+    for name in names {
+        assert!(
+            doc.contains(&format!("`{name}`")),
+            "wit/skill.wit: the manifest's `capabilities` does not name `{name}`"
+        );
+    }
 }

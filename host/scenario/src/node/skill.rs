@@ -785,8 +785,7 @@ fn grants(
         let mut value = as_written.clone();
         // A path is resolved against the scenario's directory, for the
         // directory `fs` reads and the database file `sql` queries alike.
-        let is_path = matches!(capability, Capability::Fs | Capability::Sql);
-        if is_path && !value.is_empty() {
+        if capability.names_path() && !value.is_empty() {
             value = normalize(&p.dir.join(&value))
                 .to_string_lossy()
                 .into_owned();
@@ -805,12 +804,7 @@ fn grants(
                 .take()
                 .map(|kv| Arc::new(KvGrant::clone(&kv).owned_by(&p.scenario_name)));
         }
-        let resolved = match capability {
-            Capability::Fs => grants.fs.as_ref().map(|fs| fs.root.as_path()),
-            Capability::Sql => grants.sql.as_ref().map(|sql| sql.path.as_path()),
-            _ => None,
-        };
-        if let Some(resolved) = resolved
+        if let Some(resolved) = grants.path(capability)
             && let Err(rule) = fs_grant::check(&fs_policy(&p.dir), as_written, resolved)
         {
             // The grant stays parsed (the load fails anyway), so the node is

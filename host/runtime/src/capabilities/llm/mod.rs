@@ -68,13 +68,13 @@ use wasmtime::component::Linker;
 
 use super::bindings::skillhost::skill::llm::{self as wit, Completion, CompletionRequest, Role};
 use super::{
-    Backends, Capability, GrantError, Grantable, Grants, GuestError, HasHostCall, HostCall,
-    HostCapability, guest_error,
+    Backends, Capability, Effects, GrantError, Grantable, Grants, GuestError, HasHostCall,
+    HostCall, HostCapability, guest_error, text_of,
 };
 use crate::call::{CallOptions, CallState};
 use crate::journal::JournalValue;
 
-pub use providers::{LlmProviders, Provider, ProviderKind, ProviderProblem};
+pub use providers::{LlmFailure, LlmProviders, Provider, ProviderKind, ProviderProblem};
 pub(crate) use wire::{ChatMessage, ChatRequest, ChatRole};
 
 /// The most tokens a completion may generate when neither the request nor
@@ -264,6 +264,82 @@ pub(crate) struct LlmCall {
 impl HostCapability for Llm {
     type Call = LlmCall;
 
+    /// A completion waits on the provider, on its own blocking client.
+    const BLOCKS: bool = true;
+    const JOURNALED: bool = true;
+    /// Asks a model beyond the host, which may answer otherwise next time.
+    const EFFECTS: Effects = Effects {
+        writes: false,
+        destructive: false,
+        open_world: true,
+        varies: true,
+    };
+
+    fn grant_schema() -> Value {
+        json!({
+            "description": "A model of a provider the host's configuration defines: `PROVIDER/MODEL`, or a table with `provider`, `model`, and optionally `max_tokens` (caps and defaults a request's) and `temperature` (for requests that give none).",
+            "oneOf": [
+                {
+                    "type": "string",
+                    "pattern": "^[A-Za-z0-9_-]{1,64}/\\S+$"
+                },
+                {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": [
+                        "provider",
+                        "model"
+                    ],
+                    "properties": {
+                        "provider": {
+                            "type": "string",
+                            "pattern": "^[A-Za-z0-9_-]{1,64}$"
+                        },
+                        "model": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 256
+                        },
+                        "max_tokens": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 1000000
+                        },
+                        "temperature": {
+                            "type": "number",
+                            "minimum": 0,
+                            "maximum": 2
+                        }
+                    }
+                }
+            ]
+        })
+    }
+
+    /// The provider, the model and how many messages (`local/MODEL, 2
+    /// message(s)`).
+    fn describe_request(request: &Value) -> String {
+        format!(
+            "{}/{}, {} message(s)",
+            text_of(request, "provider"),
+            text_of(request, "model"),
+            request
+                .get("messages")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len)
+        )
+    }
+
+    /// The tokens used (`5 in, 7 out tokens`).
+    fn describe_answer(ok: &Value) -> String {
+        let tokens = |key: &str| ok.get(key).and_then(Value::as_u64).unwrap_or(0);
+        format!(
+            "{} in, {} out tokens",
+            tokens("input_tokens"),
+            tokens("output_tokens")
+        )
+    }
+
     fn new_call(options: &CallOptions, grants: &Grants, backends: &Backends) -> LlmCall {
         LlmCall {
             access: grants
@@ -285,6 +361,9 @@ impl HostCapability for Llm {
 
 impl Grantable for Llm {
     type Grant = LlmGrant;
+
+    const EXAMPLE: &'static str = "\"local/qwen2.5:7b\"";
+    const FLAG_VALUE: &'static str = "PROVIDER/MODEL (or a JSON table; the provider from the host's configuration, skillhost.toml here, $SKILLHOST_CONFIG or ~/.config/skillhost/config.toml)";
 
     fn parse_grant(value: &str) -> Result<LlmGrant, GrantError> {
         LlmGrant::parse(value)
@@ -489,7 +568,9 @@ impl wit::Host for HostCall<'_, LlmCall> {
         let deadline = self.scope.deadline();
         let record = prepared.journal_request(&grant);
         let answer = self.scope.journaled(Capability::Llm, record, 0, |_| {
-            providers.complete(&grant.provider, &prepared.chat(&grant), deadline)
+            providers
+                .complete(&grant.provider, &prepared.chat(&grant), deadline)
+                .map_err(GuestError::from)
         })?;
         let completion = match answer {
             Ok(completion) => completion,

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::retry;
 use super::wire::{self, ChatRequest};
+use crate::capabilities::GuestError;
 use crate::capabilities::bindings::skillhost::skill::llm::Completion;
-use crate::capabilities::{GuestError, guest_error};
 use crate::config::{ConfigSource, ProviderDecl};
 
 /// Retries of a 429 or 5xx unless the provider's `max_retries` says.
@@ -363,22 +363,14 @@ impl LlmProviders {
         name: &str,
         chat: &ChatRequest<'_>,
         deadline: Instant,
-    ) -> Result<Completion, GuestError> {
-        let provider = self
-            .check(name)
-            .map_err(|problem| guest_error("provider-not-configured", problem.to_string()))?;
+    ) -> Result<Completion, LlmFailure> {
+        let provider = self.check(name)?;
         let kind = provider.kind;
         let body = wire::request_body(kind, chat).map_err(|why| {
-            guest_error(
-                "invalid-request",
-                format!("provider `{name}` ({kind}): {why}"),
-            )
+            LlmFailure::InvalidRequest(format!("provider `{name}` ({kind}): {why}"))
         })?;
         let body = serde_json::to_vec(&body).map_err(|e| {
-            guest_error(
-                "invalid-request",
-                format!("the request cannot be encoded: {e}"),
-            )
+            LlmFailure::InvalidRequest(format!("the request cannot be encoded: {e}"))
         })?;
         let url = wire::endpoint(kind, &provider.base_url);
         let headers = wire::headers(kind, provider.key());
@@ -488,24 +480,65 @@ impl LlmProviders {
     }
 }
 
-fn timed_out(message: String) -> GuestError {
-    GuestError {
-        code: "timeout".into(),
-        message,
-        retryable: true,
+/// Why a provider gave no completion. The skill gets it as the
+/// `skill-error` of its kind ([`LlmFailure::code`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LlmFailure {
+    /// The grant's provider is not configured, or its key is not set.
+    #[error(transparent)]
+    NotConfigured(#[from] ProviderProblem),
+    /// The request cannot be written in the provider's wire format.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// No answer before the call's deadline or the provider's timeout.
+    #[error("{0}")]
+    Timeout(String),
+    /// Unreachable, or busy past its retries or the deadline.
+    #[error("{0}")]
+    Unavailable(String),
+    /// It refused the request, or answered what this host cannot read.
+    #[error("{0}")]
+    Provider(String),
+}
+
+impl LlmFailure {
+    /// The `skill-error` code the skill gets.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LlmFailure::NotConfigured(_) => "provider-not-configured",
+            LlmFailure::InvalidRequest(_) => "invalid-request",
+            LlmFailure::Timeout(_) => "timeout",
+            LlmFailure::Unavailable(_) => "provider-unavailable",
+            LlmFailure::Provider(_) => "provider-error",
+        }
+    }
+
+    /// Whether the same request may succeed later.
+    pub fn retryable(&self) -> bool {
+        matches!(self, LlmFailure::Timeout(_) | LlmFailure::Unavailable(_))
     }
 }
 
-fn unavailable(message: String) -> GuestError {
-    GuestError {
-        code: "provider-unavailable".into(),
-        message,
-        retryable: true,
+impl From<LlmFailure> for GuestError {
+    fn from(failure: LlmFailure) -> GuestError {
+        GuestError {
+            code: failure.code().into(),
+            message: failure.to_string(),
+            retryable: failure.retryable(),
+        }
     }
 }
 
-fn provider_error(message: String) -> GuestError {
-    guest_error("provider-error", message)
+fn timed_out(message: String) -> LlmFailure {
+    LlmFailure::Timeout(message)
+}
+
+fn unavailable(message: String) -> LlmFailure {
+    LlmFailure::Unavailable(message)
+}
+
+fn provider_error(message: String) -> LlmFailure {
+    LlmFailure::Provider(message)
 }
 
 /// What a provider answered.
