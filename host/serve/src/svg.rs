@@ -562,8 +562,7 @@ pub(crate) fn layout(s: &Scenario) -> Layout {
     // spread along it, in the order of where they go.
     let mut bottom_port: HashMap<(usize, usize), f64> = HashMap::new();
     let mut top_port: HashMap<(usize, usize), f64> = HashMap::new();
-    for v in 0..vertices {
-        let i = item_of_vertex[v];
+    for &i in &item_of_vertex {
         let (bx, _, bw, _) = box_of(i);
         for (ports, next) in [
             (&mut bottom_port, &items[i].down),
