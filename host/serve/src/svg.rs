@@ -7,7 +7,8 @@
 //!    the start node) and edges from what the start does not reach (the
 //!    failure handler) back into what it does are drawn reversed; on the
 //!    acyclic rest, a node's layer is its longest path from the start,
-//!    and what the start does not reach goes below the rest.
+//!    and what the start does not reach goes below the rest (but the
+//!    failure entry of a handler the start reaches goes just above it).
 //! 2. Ranks. A layer is every other rank; between two layers lies a rank
 //!    of edge points. An edge crossing ranks gets one point per rank it
 //!    crosses, and a labelled edge carries its label on its first point
@@ -260,7 +261,9 @@ pub(crate) fn layout(s: &Scenario) -> Layout {
                     top.1 += 1;
                     let t = edges[k].to;
                     if !reached[v] && reached[t] {
-                        reversed[k] = true;
+                        // The entry keeps its way down: it is placed
+                        // above its handler below.
+                        reversed[k] = v != n;
                         continue;
                     }
                     match state[t] {
@@ -317,12 +320,33 @@ pub(crate) fn layout(s: &Scenario) -> Layout {
     };
     let mut layer = vec![0usize; vertices];
     longest(&|v| reached[v], 0, &mut layer);
+    // The failure entry goes just above a handler the start reaches (all
+    // one layer down if that is the start itself).
+    let handler = edges
+        .iter()
+        .find(|e| e.from.is_none())
+        .map(|e| e.to)
+        .filter(|&h| reached[h]);
+    if let Some(h) = handler {
+        if layer[h] == 0 {
+            for v in 0..vertices {
+                if reached[v] {
+                    layer[v] += 1;
+                }
+            }
+        }
+        layer[n] = layer[h] - 1;
+    }
     let floor = (0..vertices)
         .filter(|&v| reached[v])
         .map(|v| layer[v] + 1)
         .max()
         .unwrap_or(0);
-    longest(&|v| !reached[v], floor, &mut layer);
+    longest(
+        &|v| !reached[v] && (handler.is_none() || v != n),
+        floor,
+        &mut layer,
+    );
 
     // 2. Ranks: vertices on even ranks, edge points between.
     let ranks = 2 * layer.iter().copied().max().map_or(1, |l| l + 1) - 1;
@@ -1068,6 +1092,12 @@ branches = [{ when = "state.n > 7", to = "failed" }, { else = "done" }]
             svg.contains("data-from=\"count\" data-to=\"count\""),
             "{svg}"
         );
+        // The start as its own failure handler: its entry above it.
+        let text = LOOP.replace("[state]", "on_failure = \"count\"\n\n[state]");
+        let (s, _) = skillhost_scenario::parse_str(&text, Path::new("/tmp/loop.toml")).unwrap();
+        check_layout(&s);
+        let layout = layout(&s);
+        assert!(layout.entry.unwrap().1 < layout.nodes[0].1);
     }
 
     #[test]
