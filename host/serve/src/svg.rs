@@ -35,8 +35,10 @@
 //! a run of its own, with a page of its own).
 //!
 //! Must not: need anything outside the binary to be seen (no fonts, no
-//! scripts, no network), nor take more than about quadratic time in the
-//! number of nodes and edges on a hostile scenario.
+//! scripts, no network), nor take unbounded time or memory on a hostile
+//! scenario: a graph that needs more than [`MAX_POINTS`] edge points is
+//! not drawn (the picture says so and names `host graph`), and crossings
+//! are counted only while that stays under [`MAX_CROSSING_PAIRS`].
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -71,6 +73,12 @@ const LOOP_W: f64 = 34.0;
 const LOOP_STEP: f64 = 18.0;
 /// The most characters a label shows.
 const LABEL_CHARS: usize = 28;
+/// The most edge points a graph is laid out with (a scenario's edges
+/// times the layers each crosses): a larger graph is not drawn here.
+pub(crate) const MAX_POINTS: usize = 20_000;
+/// The most pairs of segments between ranks whose crossings are counted
+/// after each ordering sweep; over it, the last sweep's order is kept.
+const MAX_CROSSING_PAIRS: usize = 4_000_000;
 /// Sweeps of the ordering and of the coordinate fit.
 const ORDER_SWEEPS: usize = 12;
 const PLACE_SWEEPS: usize = 16;
@@ -202,8 +210,9 @@ fn edges_of(s: &Scenario, index: &HashMap<&str, usize>) -> Vec<Edge> {
     edges
 }
 
-/// Lays out the graph of `s`.
-pub(crate) fn layout(s: &Scenario) -> Layout {
+/// Lays out the graph of `s`; None when it would take more than
+/// [`MAX_POINTS`] edge points.
+pub(crate) fn layout(s: &Scenario) -> Option<Layout> {
     let n = s.nodes.len();
     let index: HashMap<&str, usize> = s
         .nodes
@@ -349,6 +358,16 @@ pub(crate) fn layout(s: &Scenario) -> Layout {
     );
 
     // 2. Ranks: vertices on even ranks, edge points between.
+    let points: usize = layered
+        .iter()
+        .map(|&k| {
+            let (a, b) = oriented(k);
+            2 * layer[b].saturating_sub(layer[a])
+        })
+        .sum();
+    if points > MAX_POINTS {
+        return None;
+    }
     let ranks = 2 * layer.iter().copied().max().map_or(1, |l| l + 1) - 1;
     let mut items: Vec<Item> = Vec::new();
     let mut item_of_vertex = vec![0usize; vertices];
@@ -458,7 +477,17 @@ pub(crate) fn layout(s: &Scenario) -> Layout {
         }
         count
     };
-    let mut best = (crossings(&pos), order.clone());
+    // Counting is quadratic in a rank's segments: bounded on a large graph.
+    let pairs: usize = order_ranks(&items, ranks)
+        .iter()
+        .map(|rank| rank.iter().map(|&i| items[i].down.len()).sum::<usize>())
+        .map(|segments| segments * segments)
+        .sum();
+    let count_crossings = pairs <= MAX_CROSSING_PAIRS;
+    let mut best = (
+        if count_crossings { crossings(&pos) } else { 0 },
+        order.clone(),
+    );
     for sweep in 0..ORDER_SWEEPS {
         let down = sweep % 2 == 0;
         let seq: Vec<usize> = if down {
@@ -485,6 +514,10 @@ pub(crate) fn layout(s: &Scenario) -> Layout {
             for (p, &i) in order[r].iter().enumerate() {
                 pos[i] = p;
             }
+        }
+        if !count_crossings {
+            best.1.clone_from(&order);
+            continue;
         }
         let count = crossings(&pos);
         if count < best.0 {
@@ -682,13 +715,13 @@ pub(crate) fn layout(s: &Scenario) -> Layout {
     }
     let nodes = (0..n).map(|v| box_of(item_of_vertex[v])).collect();
     let entry = entry.then(|| box_of(item_of_vertex[n]));
-    Layout {
+    Some(Layout {
         nodes,
         entry,
         edges: drawn,
         width,
         height,
-    }
+    })
 }
 
 /// The items of each rank, in no particular order.
@@ -748,7 +781,16 @@ fn num(v: f64) -> String {
 
 /// The graph of `s` as a standalone SVG document.
 pub fn graph_svg(s: &Scenario) -> String {
-    let layout = layout(s);
+    let Some(layout) = layout(s) else {
+        return format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"graph too-large\" width=\"480\" \
+             height=\"40\" role=\"img\" aria-label=\"graph of scenario {name}\"><text x=\"10\" \
+             y=\"24\" font-size=\"13\">{} nodes: too large a graph to draw here; `host graph` \
+             draws it as DOT</text></svg>",
+            s.nodes.len(),
+            name = xml(&s.name)
+        );
+    };
     let (width, height) = (num(layout.width), num(layout.height));
     let mut out = String::with_capacity(1024 + s.nodes.len() * 600);
     let _ = write!(
@@ -929,7 +971,7 @@ branches = [{ when = "state.n < 3", to = "count" }, { else = "done" }]
     /// nodes; every edge starts on its source's box and ends on its
     /// target's.
     fn check_layout(s: &Scenario) {
-        let layout = layout(s);
+        let layout = layout(s).expect("a graph small enough to draw");
         let within = |(x, y): (f64, f64), (bx, by, bw, bh): (f64, f64, f64, f64)| {
             x >= bx - 0.5 && x <= bx + bw + 0.5 && y >= by - 0.5 && y <= by + bh + 0.5
         };
@@ -1096,8 +1138,40 @@ branches = [{ when = "state.n > 7", to = "failed" }, { else = "done" }]
         let text = LOOP.replace("[state]", "on_failure = \"count\"\n\n[state]");
         let (s, _) = skillhost_scenario::parse_str(&text, Path::new("/tmp/loop.toml")).unwrap();
         check_layout(&s);
-        let layout = layout(&s);
+        let layout = layout(&s).unwrap();
         assert!(layout.entry.unwrap().1 < layout.nodes[0].1);
+    }
+
+    /// A long chain whose every node loops back to the start would take
+    /// a point per layer for each loop: it is not drawn, and says so.
+    #[test]
+    fn a_graph_too_large_is_not_drawn() {
+        let mut text =
+            String::from("[scenario]\nname = \"long\"\n\n[state]\nn = { type = \"integer\" }\n");
+        let count = 200;
+        for i in 0..count {
+            text.push_str(&format!(
+                "\n[[node]]\nid = \"n{i}\"\nkind = \"gate\"\nmax_visits = 2\n"
+            ));
+        }
+        text.push_str("\n[[node]]\nid = \"done\"\nkind = \"end\"\n");
+        for i in 0..count {
+            let next = if i + 1 < count {
+                format!("n{}", i + 1)
+            } else {
+                "done".into()
+            };
+            text.push_str(&format!(
+                "\n[[edge]]\nfrom = \"n{i}\"\nbranches = [{{ when = \"state.n > 1\", to = \"n0\" }}, {{ else = \"{next}\" }}]\n"
+            ));
+        }
+        let (s, _) = skillhost_scenario::parse_str(&text, Path::new("/tmp/long.toml"))
+            .unwrap_or_else(|report| panic!("{report}"));
+        let started = std::time::Instant::now();
+        assert!(layout(&s).is_none());
+        let svg = graph_svg(&s);
+        assert!(svg.contains("too large a graph to draw here"), "{svg}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]
