@@ -1092,3 +1092,98 @@ fn stdio_answers_tasks_in_front_of_the_sdk_and_refuses_what_does_not_fit() {
     let status = session.child.wait().unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// `host mcp` given a scenario that cannot run here (`research-llm`,
+/// whose `llm` provider this host has no configuration for) and broken
+/// ones (not TOML, an unbounded cycle, a grant outside their directory)
+/// beside one that can: it starts, offers no tool for them, says why in
+/// its instructions, and a call by such a name is refused with the
+/// reason; the rest work. Given only scenarios that cannot run, it
+/// refuses to start, with every reason.
+#[test]
+fn scenarios_that_cannot_run_are_no_tools_and_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = crate::serve::broken_scenarios(dir.path());
+    let hostile = broken
+        .join(crate::serve::HOSTILE_NAME)
+        .join("scenario.toml");
+    let mut args: Vec<String> = vec![
+        "mcp".into(),
+        "--scenario".into(),
+        "examples/research/scenario.toml".into(),
+        "--scenario".into(),
+        "examples/research-llm/scenario.toml".into(),
+    ];
+    for file in [
+        hostile.clone(),
+        broken.join("cycle/scenario.toml"),
+        broken.join("outside/scenario.toml"),
+    ] {
+        args.push("--scenario".into());
+        args.push(file.display().to_string());
+    }
+    args.push("--skill".into());
+    args.push(
+        repo_root()
+            .join("skills/dist/echo.wasm")
+            .display()
+            .to_string(),
+    );
+    let mut config = stdio_server(dir.path());
+    config["args"] = json!(args);
+    config["transport"] = json!("stdio");
+    config["exercise"] = json!("unavailable");
+    let out = client(dir.path(), config);
+    assert_eq!(
+        out["tools"],
+        json!(["echo", "research", "run_answer", "run_cancel", "run_status"]),
+        "{out}"
+    );
+    let instructions = out["instructions"].as_str().unwrap();
+    assert!(
+        instructions.contains("cannot run (not offered as tools)"),
+        "{instructions}"
+    );
+    for says in [
+        "- research-llm: ",
+        "- cycle: ",
+        "- outside: ",
+        "outside the scenario's directory",
+        "max_visits",
+    ] {
+        assert!(instructions.contains(says), "{says}: {instructions}");
+    }
+    assert!(
+        instructions.contains(&format!("- {}: ", crate::serve::HOSTILE_NAME)),
+        "{instructions}"
+    );
+    let refused = out["unavailable_call"].as_str().unwrap();
+    assert!(
+        refused.contains("scenario `research-llm` is not offered: it cannot run on this server"),
+        "{refused}"
+    );
+    assert!(refused.contains("local"), "{refused}");
+    assert_eq!(out["echo"]["is_error"], false, "{out}");
+
+    // Nothing that can run: refused at start, with every reason.
+    let out = host_command(
+        dir.path(),
+        &[
+            "mcp",
+            "--scenario",
+            "examples/research-llm/scenario.toml",
+            "--scenario",
+            &broken.join("cycle/scenario.toml").display().to_string(),
+        ],
+        None,
+    )
+    .current_dir(repo_root())
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("nothing to offer"), "{said}");
+    assert!(said.contains("scenario `research-llm`"), "{said}");
+    assert!(said.contains("scenario `cycle`"), "{said}");
+}

@@ -716,6 +716,213 @@ fn other_names_other_sites_and_bodies_not_sent_as_json_are_refused() {
     );
 }
 
+/// The name of the directory of a broken scenario whose file does not
+/// parse: it is listed by this name, and its reason names its path.
+pub(crate) const HOSTILE_NAME: &str = "x<img src=x onerror=alert(1)>";
+
+/// A directory of scenarios that cannot run: a file that is not TOML (its
+/// directory's name, which its reason quotes, an image with a handler), a
+/// cycle with no bound, an `fs` grant outside the scenario's directory.
+/// Each is a `scenario.toml` in a directory of its own under `broken/`.
+pub(crate) fn broken_scenarios(dir: &Path) -> std::path::PathBuf {
+    let root = dir.join("broken");
+    let write = |name: &str, text: &str| {
+        let sub = root.join(name);
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join("scenario.toml"), text).unwrap();
+    };
+    write(
+        HOSTILE_NAME,
+        "[scenario]\nname = \"bad\" <script>document.title = 'pwned'</script>\n",
+    );
+    write(
+        "cycle",
+        r#"[scenario]
+name = "cycle"
+
+[[node]]
+id = "a"
+kind = "gate"
+
+[[node]]
+id = "b"
+kind = "gate"
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "a"
+to = "b"
+
+[[edge]]
+from = "b"
+branches = [{ when = "true", to = "a" }, { else = "done" }]
+"#,
+    );
+    write(
+        "outside",
+        &format!(
+            r#"[scenario]
+name = "outside"
+
+[skills.echo]
+component = "{}"
+
+[[node]]
+id = "read"
+skill = "echo"
+capabilities = {{ fs = "../../.." }}
+input = {{ message = "'x'", repeat = "1" }}
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "read"
+to = "done"
+"#,
+            repo_root().join("skills/dist/echo.wasm").display()
+        ),
+    );
+    root
+}
+
+/// The scenarios under `examples/`, by directory.
+fn example_dirs() -> Vec<String> {
+    let mut dirs: Vec<String> = std::fs::read_dir(repo_root().join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("scenario.toml").is_file())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// `host serve --scenarios examples broken/`: it starts though
+/// `research-llm` names an `llm` provider this host has no configuration
+/// for and the broken scenarios do not load or pass the checker; it lists
+/// each of them as unavailable with why, refuses only their starts (409,
+/// naming the scenario and the reason, nothing written), and starts the
+/// rest. The pages show the reasons as text.
+#[test]
+fn one_scenario_that_cannot_run_does_not_take_the_server_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = broken_scenarios(dir.path());
+    let broken = broken.display().to_string();
+    let server = Server::start(dir.path(), None, &["--scenarios", "examples", &broken]);
+    let (status, listed) = server.get("/api/scenarios");
+    assert_eq!(status, 200);
+    let listed = listed["scenarios"].as_array().unwrap().clone();
+    let by_name = |name: &str| -> &Value {
+        listed
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no scenario `{name}` listed: {listed:?}"))
+    };
+    let research = by_name("research");
+    assert_eq!(research["available"], true);
+    assert!(research["input_schema"].is_object());
+    assert!(research.get("reason").is_none());
+    let llm = by_name("research-llm");
+    assert_eq!(llm["available"], false);
+    let reason = llm["reason"].as_str().unwrap();
+    assert!(reason.contains("local"), "{reason}");
+    assert!(llm.get("input_schema").is_none());
+    for (name, says) in [
+        (
+            HOSTILE_NAME,
+            "x<img src=x onerror=alert(1)>/scenario.toml:2: unexpected key",
+        ),
+        ("cycle", "max_visits"),
+        ("outside", "outside the scenario's directory"),
+    ] {
+        let entry = by_name(name);
+        assert_eq!(entry["available"], false, "{entry}");
+        let reason = entry["reason"].as_str().unwrap();
+        assert!(reason.contains(says), "{name}: {reason}");
+    }
+    let available = listed.iter().filter(|s| s["available"] == true).count();
+    assert_eq!(available + 1, example_dirs().len(), "{listed:?}");
+
+    // Their starts are refused, by name and with why; nothing is written.
+    for name in ["research-llm", "cycle", HOSTILE_NAME] {
+        let reply = server.post(
+            "/api/runs",
+            &json!({"scenario": name, "input": {"query": "rag"}}),
+        );
+        assert_eq!(reply.0, 409, "{reply:?}");
+        let error = error_of(&reply);
+        assert!(
+            error.contains(&format!("scenario `{name}` cannot run on this server")),
+            "{error}"
+        );
+        assert!(error.contains("host check"), "{error}");
+    }
+    assert!(
+        error_of(&server.post("/api/runs", &json!({"scenario": "research-llm"}))).contains("local")
+    );
+    let (_, runs) = server.get("/api/runs");
+    assert_eq!(runs["runs"], json!([]), "{runs}");
+    let doc = server.get("/api/openapi.json").1;
+    assert!(doc["paths"]["/api/runs"]["post"]["responses"]["409"].is_object());
+
+    // The rest start and run.
+    let reply = server.post(
+        "/api/runs",
+        &json!({"scenario": "research", "input": {"query": "retrieval augmented generation"}}),
+    );
+    assert_eq!(reply.0, 201, "{reply:?}");
+    let id = reply.1["id"].as_str().unwrap().to_string();
+    poll(&server, &format!("/api/runs/{id}"), |d| {
+        d["run"]["status"] == "completed"
+    });
+
+    // A scenario's page: the reason as text, never markup; the graph of
+    // one that parses.
+    let page = |name: &str| -> String {
+        let encoded: String = name
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' => (b as char).to_string(),
+                b => format!("%{b:02X}"),
+            })
+            .collect();
+        let response = server
+            .client
+            .get(server.url(&format!("/scenarios/{encoded}")))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "/scenarios/{name}");
+        response.text().unwrap()
+    };
+    let hostile = page(HOSTILE_NAME);
+    assert!(!hostile.contains("<img src=x"), "{hostile}");
+    assert!(!hostile.contains("<script>document"), "{hostile}");
+    assert!(
+        hostile.contains("x&lt;img src=x onerror=alert(1)&gt;"),
+        "{hostile}"
+    );
+    assert!(hostile.contains("unexpected key or value"), "{hostile}");
+    let llm_page = page("research-llm");
+    assert!(llm_page.contains("<svg"), "{llm_page}");
+    assert!(llm_page.contains("class=\"error reason\""), "{llm_page}");
+    let research_page = page("research");
+    assert!(
+        research_page.contains("data-node=\"paper_discovery\""),
+        "{research_page}"
+    );
+    let response = server
+        .client
+        .get(server.url("/scenarios/nope"))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+}
+
 /// A scenario whose run writes the artifacts `input` gives: an HTML page, an
 /// SVG picture and a Markdown report.
 fn hostile_scenario(dir: &Path) -> String {
@@ -1153,6 +1360,136 @@ mod browser {
         assert_eq!(detail["waits"][0]["answer"]["approved"], true);
         assert_eq!(detail["waits"][0]["answered_by"], "api");
         driver.screenshot("approval-answered");
+    }
+
+    /// Every box and end of the graph on the page: the edge labels' boxes,
+    /// the nodes' boxes, and each edge's first and last point with the
+    /// boxes of its source (the `on failure` entry when it has none) and
+    /// its target, as Chromium lays them out.
+    const GRAPH_GEOMETRY: &str = "const svg = document.querySelector('svg.graph'); \
+        const box = (e) => { const b = e.getBBox(); return [b.x, b.y, b.width, b.height]; }; \
+        const node = (id) => svg.querySelector(`g.node[data-node=\"${CSS.escape(id)}\"] rect`); \
+        return { \
+          labels: [...svg.querySelectorAll('text.edge-label')].map((t) => [t.textContent, box(t)]), \
+          nodes: [...svg.querySelectorAll('g.node')].map((g) => [g.dataset.node, box(g.querySelector('rect'))]), \
+          edges: [...svg.querySelectorAll('path.edge')].map((p) => { \
+            const a = p.getPointAtLength(0), b = p.getPointAtLength(p.getTotalLength()); \
+            const from = p.dataset.from ? node(p.dataset.from) : svg.querySelector('g.entry rect'); \
+            return [p.dataset.from + ' -> ' + p.dataset.to, [a.x, a.y], box(from), [b.x, b.y], box(node(p.dataset.to))]; \
+          }), \
+        };";
+
+    fn rect(v: &Value) -> [f64; 4] {
+        let n = |i: usize| v[i].as_f64().unwrap();
+        [n(0), n(1), n(2), n(3)]
+    }
+
+    fn overlap(a: [f64; 4], b: [f64; 4]) -> bool {
+        a[0] < b[0] + b[2] && b[0] < a[0] + a[2] && a[1] < b[1] + b[3] && b[1] < a[1] + a[3]
+    }
+
+    /// Within the box or on its border (a pixel's tolerance).
+    fn at_box(p: &Value, b: [f64; 4]) -> bool {
+        let (x, y) = (p[0].as_f64().unwrap(), p[1].as_f64().unwrap());
+        x >= b[0] - 1.0 && x <= b[0] + b[2] + 1.0 && y >= b[1] - 1.0 && y <= b[1] + b[3] + 1.0
+    }
+
+    /// Every example's graph on its scenario page, in Chromium: no two
+    /// edge labels overlap (nor a label and a node), and every edge
+    /// starts at its source's box and ends at its target's. The runs
+    /// list shows the scenarios that cannot run with their reasons as
+    /// text (a hostile one's markup is not run).
+    #[test]
+    fn every_example_graph_has_apart_labels_and_edges_from_their_nodes() {
+        let Some(driver) = Driver::start() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let broken = broken_scenarios(dir.path()).display().to_string();
+        let server = Server::start(dir.path(), None, &["--scenarios", "examples", &broken]);
+
+        driver.open(&server.url("/"));
+        driver.until(
+            "the unavailable research-llm",
+            "return !!document.querySelector('.scenario.unavailable[data-scenario=\"research-llm\"] pre.reason')",
+        );
+        let shown = driver.script(
+            "return [...document.querySelectorAll('.scenario.unavailable')].map((d) => \
+             [d.dataset.scenario, d.querySelector('pre.reason').textContent, !!d.querySelector('form')])",
+        );
+        let shown = shown.as_array().unwrap();
+        assert_eq!(shown.len(), 4, "{shown:?}");
+        for entry in shown {
+            assert_eq!(entry[2], false, "a form for {entry}");
+        }
+        let hostile = shown.iter().find(|e| e[0] == HOSTILE_NAME).unwrap();
+        assert!(
+            hostile[1]
+                .as_str()
+                .unwrap()
+                .contains("x<img src=x onerror=alert(1)>/scenario.toml"),
+            "{hostile}"
+        );
+        assert_eq!(
+            driver.script(
+                "return document.querySelectorAll('#scenarios img, #scenarios script').length"
+            ),
+            0
+        );
+        assert_ne!(driver.script("return document.title"), "pwned");
+        assert!(
+            driver.script("return !!document.querySelector('form[data-scenario=\"approval\"]')")
+                == true
+        );
+        driver.script("document.querySelector('.scenario.unavailable').scrollIntoView()");
+        driver.screenshot("scenarios-unavailable");
+
+        let (_, listed) = server.get("/api/scenarios");
+        let names: Vec<String> = listed["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .filter(|n| n != HOSTILE_NAME && n != "cycle" && n != "outside")
+            .collect();
+        assert_eq!(names.len(), example_dirs().len(), "{names:?}");
+        for name in &names {
+            driver.open(&server.url(&format!("/scenarios/{name}")));
+            driver.until("the graph", "return !!document.querySelector('svg.graph')");
+            let geometry = driver.script(GRAPH_GEOMETRY);
+            let labels = geometry["labels"].as_array().unwrap();
+            let nodes = geometry["nodes"].as_array().unwrap();
+            let edges = geometry["edges"].as_array().unwrap();
+            assert!(!nodes.is_empty() && !edges.is_empty(), "{name}: {geometry}");
+            for (i, a) in labels.iter().enumerate() {
+                for b in &labels[i + 1..] {
+                    assert!(
+                        !overlap(rect(&a[1]), rect(&b[1])),
+                        "{name}: labels {a} and {b} overlap"
+                    );
+                }
+                for n in nodes {
+                    assert!(
+                        !overlap(rect(&a[1]), rect(&n[1])),
+                        "{name}: label {a} overlaps node {n}"
+                    );
+                }
+            }
+            for e in edges {
+                assert!(
+                    at_box(&e[1], rect(&e[2])),
+                    "{name}: edge {e} does not start at its source"
+                );
+                assert!(
+                    at_box(&e[3], rect(&e[4])),
+                    "{name}: edge {e} does not end at its target"
+                );
+            }
+            if name == "approval" {
+                assert!(labels.len() >= 7, "{labels:?}");
+                driver.screenshot("graph-approval");
+            }
+        }
     }
 
     /// What a run's HTML page or SVG picture would do on the inspector's

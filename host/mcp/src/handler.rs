@@ -27,7 +27,7 @@ use skillhost_scenario::checks::schema::CompiledSchema;
 use skillhost_store::{Cancelled, RunStatus, Store, StoreError, new_owner_id, new_run_id};
 
 use crate::tools::{self, Entry, Kind};
-use crate::{McpError, Offer, SkillTool};
+use crate::{McpError, Offer, SkillTool, Unavailable};
 
 /// The artifact resources' URI scheme: `skillhost://runs/RUN/artifacts/NAME`.
 const ARTIFACT_PREFIX: &str = "skillhost://runs/";
@@ -47,6 +47,11 @@ pub(crate) struct Inner {
     summaries: HashMap<String, Vec<(String, CompiledSchema)>>,
     skills: Vec<SkillTool>,
     scenarios: Vec<Arc<LoadedScenario>>,
+    /// The scenarios given that cannot run here, and why.
+    unavailable: Vec<Unavailable>,
+    /// What `initialize` tells the client: how the tools work, and which
+    /// scenarios are not offered, and why.
+    instructions: String,
     pub(crate) store: Store,
     /// The runs this server started or continued, newest last: their
     /// artifacts are the resources it lists (any run's can be read).
@@ -111,6 +116,8 @@ impl SkillhostMcp {
                 summaries,
                 skills: offer.skills,
                 scenarios: offer.scenarios,
+                instructions: instructions(&offer.unavailable),
+                unavailable: offer.unavailable,
                 store: offer.store,
                 runs: Mutex::new(Vec::new()),
                 tasks: Mutex::new(HashMap::new()),
@@ -129,10 +136,16 @@ impl SkillhostMcp {
     fn prepare(&self, name: &str, mut arguments: Value) -> Result<(&Entry, Value), Refused> {
         let inner = &*self.inner;
         let Some(&index) = inner.by_name.get(name) else {
-            return Err(Box::new(Err(ErrorData::invalid_params(
-                format!("no tool named `{name}`; tools/list names the tools this server offers"),
-                None,
-            ))));
+            let message = match inner.unavailable.iter().find(|u| u.name == name) {
+                Some(u) => format!(
+                    "scenario `{name}` is not offered: it cannot run on this server: {}",
+                    u.reason
+                ),
+                None => {
+                    format!("no tool named `{name}`; tools/list names the tools this server offers")
+                }
+            };
+            return Err(Box::new(Err(ErrorData::invalid_params(message, None))));
         };
         let entry = &inner.entries[index];
         if let Kind::Scenario(loaded) = &entry.kind {
@@ -535,6 +548,24 @@ fn str_arg<'a>(arguments: &'a Value, name: &str) -> &'a str {
     arguments.get(name).and_then(Value::as_str).unwrap_or("")
 }
 
+/// What `initialize` says: how the tools work, then each scenario given
+/// that is no tool because it cannot run here, with why.
+fn instructions(unavailable: &[Unavailable]) -> String {
+    let mut text = String::from(
+        "Each scenario tool starts a durable, checkpointed run and returns its run id; a run \
+         that waits for an approval is answered with run_answer, and run_status reads any run \
+         later. Skill tools call one sandboxed WebAssembly skill. Run artifacts (reports) are \
+         resources.",
+    );
+    if !unavailable.is_empty() {
+        text.push_str("\n\nScenarios this server was given but cannot run (not offered as tools):");
+        for u in unavailable {
+            text.push_str(&format!("\n- {}: {}", u.name, u.reason));
+        }
+    }
+    text
+}
+
 /// A result with `structuredContent` and the same JSON as text.
 fn structured_result(value: Value) -> CallToolResult {
     let text = serde_json::to_string(&value).unwrap_or_default();
@@ -556,12 +587,7 @@ impl ServerHandler for SkillhostMcp {
                 .build(),
         )
         .with_server_info(Implementation::new("skillhost", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "Each scenario tool starts a durable, checkpointed run and returns its run id; a run \
-             that waits for an approval is answered with run_answer, and run_status reads any run \
-             later. Skill tools call one sandboxed WebAssembly skill. Run artifacts (reports) are \
-             resources.",
-        )
+        .with_instructions(self.inner.instructions.clone())
     }
 
     async fn list_tools(

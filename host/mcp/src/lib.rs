@@ -9,7 +9,9 @@
 //! call of a fresh instance with the command line's grants), how results
 //! and failures are reported (`structuredContent` plus the same JSON as
 //! text; `isError` naming the node or field), and the artifacts of the runs
-//! it started as resources. It must not parse command lines, open
+//! it started as resources. A scenario it was given that cannot run here
+//! is no tool: the server's instructions say why, and so does the error
+//! of a call by its name. It must not parse command lines, open
 //! databases or load scenarios itself (the `host` binary does, as for every
 //! command), nor keep any state of a run outside the store: a run id it
 //! hands out works with `host runs show` and `host runs answer` too.
@@ -40,9 +42,22 @@ pub struct SkillTool {
     pub limits: Limits,
 }
 
+/// A scenario the server was given that cannot run on this host (it does
+/// not load, or does not pass the checker here): no tool is offered for it;
+/// the server's instructions name it with `reason`, and a call of its name
+/// is refused with the reason.
+#[derive(Debug, Clone)]
+pub struct Unavailable {
+    pub name: String,
+    /// The loader's or checker's report.
+    pub reason: String,
+}
+
 /// What the server offers: each scenario and each skill is one tool.
 pub struct Offer {
     pub scenarios: Vec<Arc<LoadedScenario>>,
+    /// The scenarios given that cannot run here: not offered, said why.
+    pub unavailable: Vec<Unavailable>,
     pub skills: Vec<SkillTool>,
     /// Where runs are checkpointed (`--database`, else the default SQLite).
     pub store: Store,

@@ -180,8 +180,18 @@ function runsPage() {
     const box = $("#scenarios");
     if (!scenarios.length) box.append(el("p", { class: "note" }, "No scenarios: start the server with --scenarios DIR to start runs here."));
     for (const s of scenarios) {
+      // One the server was given but cannot run: why, and no form (the
+      // reason is text, never markup).
+      const title = el("a", { href: "/scenarios/" + encodeURIComponent(s.name) }, s.name);
+      if (s.available === false) {
+        box.append(el("div", { class: "scenario unavailable", "data-scenario": s.name },
+          el("h3", {}, title, " ", el("small", {}, "unavailable")),
+          el("p", {}, "This server cannot run it; fix it and restart the server:"),
+          el("pre", { class: "error reason" }, s.reason)));
+        continue;
+      }
       const form = el("form", { class: "start", "data-scenario": s.name });
-      box.append(el("div", { class: "scenario" }, el("h3", {}, s.name), s.description ? el("p", {}, s.description) : null, form));
+      box.append(el("div", { class: "scenario" }, el("h3", {}, title), s.description ? el("p", {}, s.description) : null, form));
       schemaForm(form, s.input_schema, "start " + s.name, async (input) => {
         const started = await api("POST", "/api/runs", { scenario: s.name, input });
         location.href = "/runs/" + encodeURIComponent(started.id);

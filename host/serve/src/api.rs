@@ -3,7 +3,8 @@
 //! what each changed, the state at one, the difference between two, an
 //! artifact's bytes with their media type (served as `headers.rs` says:
 //! sandboxed or as an attachment); starting a run of a known scenario,
-//! answering a waiting run, cancelling one; the scenarios it can start;
+//! answering a waiting run, cancelling one; the scenarios it can start
+//! and those it cannot run here, with why;
 //! signing a browser in and out (`access.rs`); the OpenAPI document
 //! (`assets/openapi.json`).
 //!
@@ -437,6 +438,18 @@ async fn start_run(
             )));
         }
     };
+    if let Some(unavailable) = state.unavailable.get(&name) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "scenario `{name}` cannot run on this server: {}\nfix it (`host check {}` \
+                 shows the same) and restart `host serve`; GET /api/scenarios lists what it \
+                 can start",
+                unavailable.reason,
+                unavailable.path.display()
+            ),
+        ));
+    }
     let loaded = state.scenarios.get(&name).ok_or_else(|| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -531,20 +544,27 @@ async fn cancel(
     Ok(Json(json!({ "run_id": run_id, "result": result, "by": by })).into_response())
 }
 
+/// The scenarios it can start (`available: true`), then those it was
+/// given but cannot run, each with the loader's or checker's `reason`.
 async fn scenarios(State(state): State<Shared>) -> Json<Value> {
-    let list: Vec<Value> = state
-        .scenarios
-        .values()
-        .map(|loaded| {
-            let s = &loaded.scenario;
-            json!({
-                "name": s.name,
-                "description": s.description,
-                "version": s.version,
-                "input_schema": s.input_schema,
-            })
+    let ready = state.scenarios.values().map(|loaded| {
+        let s = &loaded.scenario;
+        json!({
+            "name": s.name,
+            "available": true,
+            "description": s.description,
+            "version": s.version,
+            "input_schema": s.input_schema,
         })
-        .collect();
+    });
+    let unavailable = state.unavailable.values().map(|u| {
+        json!({
+            "name": u.name,
+            "available": false,
+            "reason": u.reason,
+        })
+    });
+    let list: Vec<Value> = ready.chain(unavailable).collect();
     Json(json!({ "scenarios": list }))
 }
 

@@ -20,9 +20,14 @@
 //! cancelling go through the engine's `control.rs`, as the `host runs`
 //! commands do.
 //!
+//! A scenario it was given that cannot run on this host (it does not load
+//! or pass the checker: [`UnavailableScenario`]) does not stop it: it is
+//! listed with why, and its starts are refused (409).
+//!
 //! Must not: write anything on a request that fails, run a scenario it
-//! was not given with `--scenarios`, reach the network for a page, or let
-//! a script from a run (an artifact, a report) run on its origin.
+//! was not given with `--scenarios` or one that cannot run here, reach
+//! the network for a page, or let a script from a run (an artifact, a
+//! report) run on its origin.
 
 mod access;
 mod api;
@@ -35,6 +40,7 @@ mod svg;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -92,6 +98,9 @@ pub struct ServeConfig {
     pub allowed_hosts: Vec<String>,
     /// The scenarios `POST /api/runs` may start, by name.
     pub scenarios: Vec<Arc<LoadedScenario>>,
+    /// The scenarios given that cannot run here (they do not load or do
+    /// not pass the checker on this host): listed with why, never started.
+    pub unavailable: Vec<UnavailableScenario>,
     /// Run queued and answered runs here (else `host worker`s do).
     pub worker: bool,
     /// How the embedded worker loads a claimed run's scenario.
@@ -101,11 +110,28 @@ pub struct ServeConfig {
     pub log: Arc<dyn Fn(&str) + Send + Sync>,
 }
 
+/// A scenario the server was given that cannot run on this host: it does
+/// not load, or does not pass the checker (an `llm` provider the host is
+/// not configured for, a TOML error, a cycle, a grant outside its
+/// directory). The server still starts; `GET /api/scenarios` and the
+/// start form list it with `reason`, and `POST /api/runs` refuses it (409).
+#[derive(Debug, Clone)]
+pub struct UnavailableScenario {
+    /// Its `[scenario] name` when the file says one, else its directory's
+    /// (or file's) name.
+    pub name: String,
+    pub path: PathBuf,
+    /// The loader's or checker's report, as `host check` would print it.
+    pub reason: String,
+}
+
 /// What every handler shares.
 pub(crate) struct AppState {
     pub store: Store,
     pub engine: Engine,
     pub scenarios: BTreeMap<String, Arc<LoadedScenario>>,
+    /// The scenarios given that cannot run here, by name.
+    pub unavailable: BTreeMap<String, UnavailableScenario>,
     /// Who may ask: names, token, bodies.
     pub gate: Arc<Gate>,
     /// Scenario files parsed to draw their graphs, by path and digest.
@@ -143,6 +169,7 @@ pub fn gate(
 pub fn router(
     store: Store,
     scenarios: Vec<Arc<LoadedScenario>>,
+    unavailable: Vec<UnavailableScenario>,
     gate: Gate,
     shutdown: watch::Receiver<bool>,
 ) -> Router {
@@ -152,6 +179,10 @@ pub fn router(
         scenarios: scenarios
             .into_iter()
             .map(|s| (s.scenario.name.clone(), s))
+            .collect(),
+        unavailable: unavailable
+            .into_iter()
+            .map(|u| (u.name.clone(), u))
             .collect(),
         gate: Arc::new(gate),
         graphs: Mutex::new(HashMap::new()),
@@ -211,7 +242,13 @@ pub async fn serve(
             events,
         ))
     });
-    let app = router(store, config.scenarios, gate, shutdown.clone());
+    let app = router(
+        store,
+        config.scenarios,
+        config.unavailable,
+        gate,
+        shutdown.clone(),
+    );
     log(&format!("host serve: listening on http://{local}/"));
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {

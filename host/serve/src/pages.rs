@@ -1,6 +1,8 @@
 //! The web run inspector: the runs list (`/`, live through `/api/events`,
-//! with a form per known scenario generated from its `[input]` schema) and
-//! a run page (`/runs/{id}`: its scenario's graph drawn here as SVG, nodes
+//! with a form per known scenario generated from its `[input]` schema, and
+//! each scenario that cannot run here with why), a scenario's page
+//! (`/scenarios/{name}`: its graph, or why it cannot run here) and a run
+//! page (`/runs/{id}`: its scenario's graph drawn here as SVG, nodes
 //! coloured by status as the run moves, the step timeline, the state diff
 //! of each step, its citations, its artifacts with a Markdown report
 //! rendered (`markdown.rs`), and the answer form of a waiting run). Plain
@@ -28,6 +30,7 @@ use crate::{GraphView, Shared};
 
 const RUNS_HTML: &str = include_str!("../assets/runs.html");
 const RUN_HTML: &str = include_str!("../assets/run.html");
+const SCENARIO_HTML: &str = include_str!("../assets/scenario.html");
 const APP_CSS: &str = include_str!("../assets/app.css");
 const APP_JS: &str = include_str!("../assets/app.js");
 
@@ -39,6 +42,7 @@ pub(crate) fn routes() -> Router<Shared> {
     Router::new()
         .route("/", get(|| async { Html(RUNS_HTML) }))
         .route("/runs/{id}", get(run_page))
+        .route("/scenarios/{name}", get(scenario_page))
         .route(
             "/assets/app.css",
             get(|| asset("text/css; charset=utf-8", APP_CSS)),
@@ -100,6 +104,86 @@ async fn run_page(State(state): State<Shared>, Path(run_id): Path<String>) -> Re
         .replace("{{graph}}", &graph)
         .replace("{{artifacts}}", &reports);
     Html(body).into_response()
+}
+
+/// A scenario the server was given: its description, or why it cannot
+/// run here, and its graph (drawn from its file when it did not load but
+/// parses).
+async fn scenario_page(State(state): State<Shared>, Path(name): Path<String>) -> Response {
+    let (version, status, graph) = if let Some(loaded) = state.scenarios.get(&name) {
+        let s = &loaded.scenario;
+        (
+            s.version.clone(),
+            format!("<p>{}</p>", xml(&s.description)),
+            crate::svg::graph_svg(s),
+        )
+    } else if let Some(unavailable) = state.unavailable.get(&name) {
+        let path = unavailable.path.clone();
+        let parsed = tokio::task::spawn_blocking(move || skillhost_scenario::parse_file(&path))
+            .await
+            .ok()
+            .and_then(Result::ok);
+        let status = format!(
+            "<div class=\"unavailable\"><p class=error>This server cannot run it; fix it and \
+             restart the server:</p><pre class=\"error reason\">{}</pre></div>",
+            xml(&unavailable.reason)
+        );
+        match parsed {
+            Some((s, _)) => (s.version.clone(), status, crate::svg::graph_svg(&s)),
+            None => (
+                String::new(),
+                status,
+                "<p class=note>Its file does not parse: no graph to draw.</p>".to_string(),
+            ),
+        }
+    } else {
+        return page_error(
+            StatusCode::NOT_FOUND,
+            &format!("this server was not given a scenario `{name}`"),
+        );
+    };
+    let name = xml(&name);
+    let version = xml(&version);
+    let body = fill(
+        SCENARIO_HTML,
+        &[
+            ("name", &name),
+            ("version", &version),
+            ("status", &status),
+            ("graph", &graph),
+        ],
+    );
+    Html(body).into_response()
+}
+
+/// `template` with each `{{key}}` replaced by its value, in one pass (so a
+/// value that holds `{{…}}` stays as it is).
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out =
+        String::with_capacity(template.len() + values.iter().map(|v| v.1.len()).sum::<usize>());
+    let mut rest = template;
+    while let Some(at) = rest.find("{{") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        match after.find("}}").and_then(|end| {
+            let key = &after[..end];
+            values
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| (end, *v))
+        }) {
+            Some((end, value)) => {
+                out.push_str(value);
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The graph of the run's scenario, parsed from its file once per
@@ -182,6 +266,14 @@ fn percent(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_template_is_filled_once() {
+        assert_eq!(
+            fill("<h1>{{a}}</h1>{{b}}{{c}}", &[("a", "{{b}}"), ("b", "x")]),
+            "<h1>{{b}}</h1>x{{c}}"
+        );
+    }
 
     #[test]
     fn artifact_names_are_percent_encoded() {

@@ -803,6 +803,84 @@ fn check_failure(path: &Path, report: CheckReport, json: bool) -> Result<Failure
     )))
 }
 
+/// A scenario a server was given that cannot run on this host, and why.
+pub struct NotLoaded {
+    /// Its `[scenario] name` when the file parses, else its directory's
+    /// name (for a `scenario.toml`) or its file's stem.
+    pub name: String,
+    pub path: PathBuf,
+    /// What `host run` would have said: the loader's or checker's report.
+    pub reason: String,
+}
+
+/// Loads and checks each of `files` as `host run` does, for a server that
+/// offers several: one that does not load or does not pass the checker (a
+/// TOML error, a cycle, a grant outside its directory, an `llm` provider
+/// the host is not configured for, a registry component not to be had) is
+/// set aside with why, and said on stderr, instead of refusing them all.
+/// Two scenarios of the same name, loaded or not, are refused: which one
+/// a name starts would be a guess.
+pub fn load_each(
+    files: &[PathBuf],
+    globals: &Globals,
+    registry: RegistryArgs,
+) -> Result<(Vec<std::sync::Arc<LoadedScenario>>, Vec<NotLoaded>), Failure> {
+    let mut loaded: Vec<std::sync::Arc<LoadedScenario>> = Vec::new();
+    let mut unavailable: Vec<NotLoaded> = Vec::new();
+    let mut names: Vec<(String, PathBuf)> = Vec::new();
+    for path in files {
+        let name = match load_scenario(&path.display().to_string(), globals, registry, false) {
+            Ok(scenario) => {
+                let name = scenario.scenario.name.clone();
+                loaded.push(std::sync::Arc::new(scenario));
+                name
+            }
+            Err(failure) => {
+                let name = name_of(path);
+                eprintln!(
+                    "warning: scenario `{}` ({}) is unavailable: {}",
+                    shown(&name),
+                    path.display(),
+                    shown_lines(&failure.message)
+                );
+                unavailable.push(NotLoaded {
+                    name: name.clone(),
+                    path: path.clone(),
+                    reason: failure.message,
+                });
+                name
+            }
+        };
+        if let Some((_, other)) = names.iter().find(|(n, _)| *n == name) {
+            return Err(Failure::bad_input(format!(
+                "two scenarios are named `{}`: {} and {}; give only one of them",
+                shown(&name),
+                other.display(),
+                path.display()
+            )));
+        }
+        names.push((name, path.clone()));
+    }
+    Ok((loaded, unavailable))
+}
+
+/// The name a scenario that does not load is listed by: its own when its
+/// file parses, else its directory's (a `scenario.toml`) or its file's.
+fn name_of(path: &Path) -> String {
+    if let Ok((scenario, _)) = skillhost_scenario::parse_file(path) {
+        return scenario.name;
+    }
+    let stem = if path.file_name().is_some_and(|f| f == "scenario.toml") {
+        path.parent().and_then(|dir| dir.file_name())
+    } else {
+        path.file_stem()
+    };
+    stem.map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
 /// Fills in `[input]`'s defaults and checks the run input against it, as
 /// the engine will, so that input which does not fit is refused (exit 2)
 /// before a database is opened or created.

@@ -1,7 +1,9 @@
 //! `host mcp`: scenarios and skill components as the tools of a Model
 //! Context Protocol server, over stdio (default) or streamable HTTP
 //! (`--http ADDR`, at `/mcp`). Loads what it is given and opens the store
-//! as `host run` and `host skill call` do; the server is `skillhost-mcp`'s.
+//! as `host run` and `host skill call` do (a scenario that does not load
+//! or pass the checker here is left out with why, as `host serve` does,
+//! unless nothing else is offered); the server is `skillhost-mcp`'s.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,10 +13,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::common::{
-    AllowedHostArgs, CliResult, DatabaseArgs, Failure, Globals, RegistryArgs, TokenArgs,
-    load_scenario, tokio_runtime,
+    AllowedHostArgs, CliResult, DatabaseArgs, Failure, Globals, RegistryArgs, TokenArgs, load_each,
+    tokio_runtime,
 };
-use skillhost_mcp::{Offer, SkillTool};
+use skillhost_mcp::{Offer, SkillTool, Unavailable};
 use skillhost_runtime::{Grants, Limits};
 
 #[derive(Debug, Args)]
@@ -77,14 +79,31 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
         ..Limits::default()
     };
     limits.validate().map_err(Failure::bad_input)?;
-    let mut scenarios = Vec::new();
+    // A name or path that is no scenario file is the command line's
+    // mistake; one that does not load or pass the checker here is left
+    // out with why (its tool is not offered), unless nothing is left.
+    let mut files = Vec::new();
     for name in &args.scenarios {
-        let registry = RegistryArgs {
-            locked: args.registry.locked,
-            offline: args.registry.offline,
-        };
-        scenarios.push(Arc::new(load_scenario(name, globals, registry, false)?));
+        files.push(skillhost_scenario::resolve(name).map_err(Failure::bad_input)?);
     }
+    let (scenarios, unavailable) = load_each(&files, globals, args.registry)?;
+    if scenarios.is_empty() && args.skills.is_empty() {
+        let reasons: Vec<String> = unavailable
+            .iter()
+            .map(|u| format!("scenario `{}`: {}", u.name, u.reason))
+            .collect();
+        return Err(Failure::bad_input(format!(
+            "no scenario given can run here, and no --skill is given: nothing to offer\n{}",
+            reasons.join("\n")
+        )));
+    }
+    let unavailable: Vec<Unavailable> = unavailable
+        .into_iter()
+        .map(|u| Unavailable {
+            name: u.name,
+            reason: u.reason,
+        })
+        .collect();
     let runtime = globals.runtime_here()?;
     if let Some(grant) = &grants.llm {
         runtime
@@ -107,6 +126,7 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
         let store = args.db.open().await?;
         let offer = Offer {
             scenarios,
+            unavailable,
             skills,
             store,
         };

@@ -1,7 +1,10 @@
 //! `host serve`: the HTTP API and web run inspector of `skillhost-serve`
 //! over a database. Turns flags into its configuration (the address and
 //! token checked before anything is opened, the `--scenarios` loaded and
-//! checked as `host run` loads them), signals into its shutdown.
+//! checked as `host run` loads them: one that does not load or pass the
+//! checker is served as unavailable, with why, rather than refused:
+//! `common.rs`'s `load_each`, which `host mcp` shares), signals into its
+//! shutdown.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,9 +14,9 @@ use clap::Args;
 
 use super::common::{
     AllowedHostArgs, CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs,
-    TokenArgs, load_scenario, scenario_loader, shutdown_on_signals, tokio_runtime,
+    TokenArgs, load_each, scenario_loader, shutdown_on_signals, tokio_runtime,
 };
-use skillhost_serve::ServeConfig;
+use skillhost_serve::{ServeConfig, UnavailableScenario};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -40,34 +43,29 @@ pub struct ServeArgs {
 pub fn serve(args: ServeArgs, globals: &Globals) -> CliResult {
     let token = args.token.checked("--addr", args.addr)?;
     let allowed_hosts = args.allowed_hosts.checked(args.addr)?;
-    let mut scenarios = Vec::new();
-    for path in scenario_files(&args.scenarios)? {
-        let loaded = load_scenario(&path.display().to_string(), globals, args.registry, false)?;
-        if let Some(other) =
-            scenarios
-                .iter()
-                .find(|s: &&Arc<skillhost_scenario::LoadedScenario>| {
-                    s.scenario.name == loaded.scenario.name
-                })
-        {
-            return Err(Failure::bad_input(format!(
-                "two scenarios are named `{}`: {} and {}; give --scenarios only one of them",
-                loaded.scenario.name,
-                other.scenario.path.display(),
-                path.display()
-            )));
-        }
-        scenarios.push(Arc::new(loaded));
-    }
+    let files = scenario_files(&args.scenarios)?;
+    let (scenarios, unavailable) = load_each(&files, globals, args.registry)?;
+    let unavailable: Vec<UnavailableScenario> = unavailable
+        .into_iter()
+        .map(|u| UnavailableScenario {
+            name: u.name,
+            path: u.path,
+            reason: u.reason,
+        })
+        .collect();
     let runtime = globals.runtime_here()?;
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let store = args.db.open_with(Durability::Full).await?;
         eprintln!(
-            "host serve: {} on {}, {} scenario(s){}",
+            "host serve: {} on {}, {} scenario(s){}{}",
             store.backend_name(),
             store.url_for_display(),
             scenarios.len(),
+            match unavailable.len() {
+                0 => String::new(),
+                n => format!(", {n} unavailable"),
+            },
             if args.no_worker {
                 "; runs are left to `host worker`s"
             } else {
@@ -79,6 +77,7 @@ pub fn serve(args: ServeArgs, globals: &Globals) -> CliResult {
             token,
             allowed_hosts,
             scenarios,
+            unavailable,
             worker: !args.no_worker,
             loader: scenario_loader(globals.clone(), args.registry),
             log: Arc::new(|line: &str| eprintln!("{line}")),

@@ -6,8 +6,9 @@ Usage: client.py CONFIG.json, where CONFIG holds either
 {"transport": "stdio", "command": ..., "args": [...], "env": {...}, "cwd": ...}
 or {"transport": "http", "url": "http://127.0.0.1:PORT/mcp", "headers": {...}},
 and optionally "exercise": "brief" (list the tools and call `echo` only; a
-failure to connect is reported as {"refused": MESSAGE} instead of raised) or
-"runs" (a research run and its status, an approval run answered).
+failure to connect is reported as {"refused": MESSAGE} instead of raised),
+"runs" (a research run and its status, an approval run answered) or
+"unavailable" (the instructions, the tools, a call of `research-llm`).
 """
 
 import json
@@ -173,6 +174,27 @@ async def runs(session):
     return out
 
 
+async def unavailable(session):
+    """The instructions, the tools, a call of a scenario that is not
+    offered because it cannot run here, and `echo`: what a server given a
+    scenario it cannot run shows."""
+    init = await session.initialize()
+    tools = await session.list_tools()
+    out = {
+        "instructions": init.instructions,
+        "tools": sorted(tool.name for tool in tools.tools),
+    }
+    try:
+        await session.call_tool("research-llm", {"query": "x"})
+        out["unavailable_call"] = None
+    except MCPError as e:
+        out["unavailable_call"] = str(e)
+    out["echo"] = call_report(
+        await session.call_tool("echo", {"message": "hi", "repeat": 2})
+    )
+    return out
+
+
 def messages(error):
     """The messages of an error and of those it groups (anyio's task
     groups wrap the transport's failure)."""
@@ -198,7 +220,9 @@ async def main():
     else:
         client = create_mcp_http_client(headers=config.get("headers"))
         transport = streamable_http_client(config["url"], http_client=client)
-    run = {"brief": brief, "runs": runs}.get(config.get("exercise"), exercise)
+    run = {"brief": brief, "runs": runs, "unavailable": unavailable}.get(
+        config.get("exercise"), exercise
+    )
     try:
         async with transport as streams:
             read, write = streams[0], streams[1]

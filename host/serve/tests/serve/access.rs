@@ -78,7 +78,7 @@ impl Fixture {
         let allowed: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
         let gate = skillhost_serve::gate(HOST.parse().unwrap(), &allowed, token.map(String::from))
             .unwrap();
-        skillhost_serve::router(self.store.clone(), Vec::new(), gate, shutdown)
+        skillhost_serve::router(self.store.clone(), Vec::new(), Vec::new(), gate, shutdown)
     }
 
     /// Every GET route, with this run where it takes one.

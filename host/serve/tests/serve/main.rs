@@ -99,7 +99,7 @@ async fn runs_list_and_run_page_times() {
 
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let gate = skillhost_serve::gate(HOST.parse().unwrap(), &[], None).unwrap();
-    let app = skillhost_serve::router(store.clone(), Vec::new(), gate, shutdown);
+    let app = skillhost_serve::router(store.clone(), Vec::new(), Vec::new(), gate, shutdown);
     let list = median_get(&app, "/api/runs", 21).await;
     let by_status = median_get(&app, "/api/runs?status=queued&limit=50", 21).await;
     let by_scenario = median_get(&app, "/api/runs?scenario=other&limit=50", 21).await;
