@@ -1173,6 +1173,12 @@ mod browser {
         }
 
         fn call(&self, method: &str, path: &str, body: Value) -> Value {
+            self.try_call(method, path, body)
+                .unwrap_or_else(|value| panic!("WebDriver {method} {path}: {value}"))
+        }
+
+        /// As `call`, with WebDriver's error answer as the error.
+        fn try_call(&self, method: &str, path: &str, body: Value) -> Result<Value, Value> {
             let url = if self.session.is_empty() {
                 format!("{}{path}", self.base)
             } else {
@@ -1190,8 +1196,8 @@ mod browser {
             let response = request.send().expect("chromedriver answers");
             let ok = response.status().is_success();
             let value: Value = serde_json::from_str(&response.text().unwrap()).unwrap();
-            assert!(ok, "WebDriver {method} {path}: {value}");
-            value.get("value").cloned().unwrap_or(value)
+            let value = value.get("value").cloned().unwrap_or(value);
+            if ok { Ok(value) } else { Err(value) }
         }
 
         fn open(&self, url: &str) {
@@ -1215,17 +1221,33 @@ mod browser {
             }
         }
 
+        /// Clicks the element `css` finds. The pages redraw what they poll
+        /// for, so the element found may be replaced before the click
+        /// reaches it: a click WebDriver refuses as stale did not happen,
+        /// and is tried again on the element found anew.
         fn click(&self, css: &str) {
-            let found = self.call(
-                "POST",
-                "/element",
-                json!({"using": "css selector", "value": css}),
-            );
-            let id = found[ELEMENT]
-                .as_str()
-                .unwrap_or_else(|| panic!("no element {css}: {found}"))
-                .to_string();
-            self.call("POST", &format!("/element/{id}/click"), json!({}));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let found = self.call(
+                    "POST",
+                    "/element",
+                    json!({"using": "css selector", "value": css}),
+                );
+                let id = found[ELEMENT]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("no element {css}: {found}"))
+                    .to_string();
+                match self.try_call("POST", &format!("/element/{id}/click"), json!({})) {
+                    Ok(_) => return,
+                    Err(error)
+                        if error["error"] == "stale element reference"
+                            && Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    Err(error) => panic!("WebDriver click on {css}: {error}"),
+                }
+            }
         }
 
         fn screenshot(&self, name: &str) {
