@@ -39,6 +39,7 @@ mod cache;
 mod call;
 pub mod control;
 pub mod events;
+mod failure;
 mod kinds;
 pub mod kv;
 pub mod lease;
@@ -58,6 +59,7 @@ use serde_json::{Map, Value};
 
 pub use control::{Answered, describe_fields};
 pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
+pub use failure::FailureCode;
 use run::drive;
 use run_log::RunLog;
 use skillhost_runtime::TokenUsage;

@@ -10,6 +10,7 @@ use super::{NodeFailure, NodeSuccess, Outcome};
 use crate::RunContext;
 use crate::cache::{self, Lookup};
 use crate::call::{Attempts, CallPlan, call_node_skill, journal_entries, usage_detail};
+use crate::failure::FailureCode;
 use crate::node::{
     artifacts, base_vars, check_constraints, check_post, check_pre, map_input, skill_of, writes,
 };
@@ -72,10 +73,12 @@ async fn run_call(
         f.usage = usage;
         (f, Some(step.clone()))
     };
-    cx.log
-        .record_attempts(&failed)
-        .await
-        .map_err(|e| (NodeFailure::new("store-error", e.to_string()), None))?;
+    cx.log.record_attempts(&failed).await.map_err(|e| {
+        (
+            NodeFailure::new(FailureCode::StoreError, e.to_string()),
+            None,
+        )
+    })?;
     let mut step = empty_step(cx, node, attempt);
     step.started_at_ms = started_at_ms;
     step.fuel_consumed = Some(report.fuel_consumed);
@@ -88,7 +91,7 @@ async fn run_call(
     let output = match report.result {
         Ok(output) => output,
         Err(e) => {
-            let mut failure = NodeFailure::new(e.code(), e.to_string());
+            let mut failure = NodeFailure::coded(e.code().to_owned(), e.to_string());
             failure.detail =
                 json!({ "kind": e.kind(), "skill": e.skill(), "retryable": e.retryable() });
             return Err(failed_after_call(failure, &step));

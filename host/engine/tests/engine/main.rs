@@ -18,6 +18,7 @@ mod artifacts;
 mod boundaries;
 mod budgets;
 mod cache;
+mod codes;
 mod events;
 mod failures;
 mod integrity;
@@ -115,7 +116,7 @@ impl Db {
         self.steps(run_id)
             .await
             .into_iter()
-            .map(|s| (s.node_id, s.attempt, s.status))
+            .map(|s| (s.node_id, s.attempt, s.status.to_string()))
             .collect()
     }
 }
