@@ -446,10 +446,7 @@ impl Engine {
             .run(run_id)
             .await?
             .ok_or_else(|| EngineError::UnknownRun(run_id.to_string()))?;
-        if matches!(
-            run.status,
-            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
-        ) {
+        if run.status.is_finished() {
             return Err(EngineError::RunFinished {
                 id: run_id.to_string(),
                 status: run.status.as_str().to_string(),

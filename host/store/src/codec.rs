@@ -31,6 +31,8 @@ use crate::run::{Provenance, RunRow};
 /// Statuses a run takes checkpoints in (the complement of
 /// [`RunStatus::is_finished`](crate::RunStatus::is_finished)), as SQL.
 pub(crate) const ACTIVE: &str = "('queued', 'running', 'waiting')";
+/// Statuses a finished run has ([`RunStatus::is_finished`](crate::RunStatus::is_finished)), as SQL.
+pub(crate) const FINISHED: &str = "('completed', 'failed', 'cancelled')";
 
 /// The columns of a run that [`Codec::run_row`] reads; a macro, so that
 /// statements can be built with `concat!`.
