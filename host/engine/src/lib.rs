@@ -34,6 +34,7 @@
 // cost every success a branch for nothing.
 #![allow(clippy::result_large_err)]
 
+#[cfg(feature = "bench")]
 pub mod bench;
 mod cache;
 mod call;
