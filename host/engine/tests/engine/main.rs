@@ -22,6 +22,7 @@ mod codes;
 mod events;
 mod failures;
 mod integrity;
+mod journal;
 mod kinds;
 mod kv;
 mod llm;
