@@ -20,40 +20,15 @@
 #include <string.h>
 
 #include "analytics_review.h"
+#include "skillhost.h"
 
-// No stdio: Debian's wasi-libc makes `snprintf` import WASI, and the
-// preview1 adapter that would bring costs more than this skill's work.
+// No stdio (see skillhost.h): messages are built with `skillhost_put*`.
 
-// A message being built, cut at its capacity.
-typedef struct {
-  char text[512];
-  size_t len;
-} message_t;
-
-static void put(message_t *m, const char *s, size_t n) {
-  if (n > sizeof m->text - 1 - m->len) n = sizeof m->text - 1 - m->len;
-  memcpy(m->text + m->len, s, n);
-  m->len += n;
-  m->text[m->len] = 0;
-}
-
-static void put_str(message_t *m, const char *s) { put(m, s, strlen(s)); }
-
-static void put_string(message_t *m, const analytics_review_string_t *s) { put(m, (const char *)s->ptr, s->len); }
-
-static void put_uint(message_t *m, uint64_t n) {
-  char digits[20];
-  size_t i = sizeof digits;
-  do {
-    digits[--i] = (char)('0' + n % 10);
-    n /= 10;
-  } while (n);
-  put(m, digits + i, sizeof digits - i);
-}
+static void put_string(skillhost_message_t *m, const analytics_review_string_t *s) { skillhost_put(m, (const char *)s->ptr, s->len); }
 
 // Every string returned to the host is freed by the bindings after the
 // call: return copies, never pointers to constants.
-static void set(analytics_review_string_t *out, const char *text) { analytics_review_string_dup(out, text); }
+SKILLHOST_STRING_SET(analytics_review)
 
 void exports_analytics_review_manifest(analytics_review_manifest_t *ret) {
   set(&ret->id, "analytics-review");
@@ -73,7 +48,7 @@ static bool same(const analytics_review_string_t *a, const analytics_review_stri
   return a->len == b->len && memcmp(a->ptr, b->ptr, a->len) == 0;
 }
 
-static bool fail(analytics_review_skill_error_t *err, analytics_review_input_t *input, message_t *message) {
+static bool fail(analytics_review_skill_error_t *err, analytics_review_input_t *input, skillhost_message_t *message) {
   set(&err->code, "invalid-input");
   set(&err->message, message->text);
   err->retryable = false;
@@ -84,69 +59,69 @@ static bool fail(analytics_review_skill_error_t *err, analytics_review_input_t *
 // What the review decided for one finding.
 typedef struct {
   bool accepted;
-  message_t reason;
+  skillhost_message_t reason;
 } decision_t;
 
 // Reviews a `sql` finding, changing `task`'s feedback when it sends it back.
 static void review_sql(const analytics_review_finding_t *f, analytics_review_task_t *task, uint32_t min_support,
                        decision_t *d) {
   if (f->figures.len == 0) {
-    put_str(&d->reason, "the query returned no row");
+    skillhost_put_str(&d->reason, "the query returned no row");
     return;
   }
   if (f->missing_groups > 0 && !task->feedback.exclude_missing) {
     task->feedback.exclude_missing = true;
-    put_uint(&d->reason, f->missing_groups);
-    put_str(&d->reason, " group(s) have a missing grouping value; leave those rows out");
+    skillhost_put_uint(&d->reason, f->missing_groups);
+    skillhost_put_str(&d->reason, " group(s) have a missing grouping value; leave those rows out");
     return;
   }
   for (size_t i = 0; i < f->figures.len; i++) {
     const skillhost_analytics_types_figure_t *figure = &f->figures.ptr[i];
     if (figure->support >= min_support) continue;
-    put_str(&d->reason, "`");
+    skillhost_put_str(&d->reason, "`");
     put_string(&d->reason, &figure->label);
-    put_str(&d->reason, "` rests on ");
-    put_uint(&d->reason, figure->support);
-    put_str(&d->reason, " row(s), fewer than ");
-    put_uint(&d->reason, min_support);
+    skillhost_put_str(&d->reason, "` rests on ");
+    skillhost_put_uint(&d->reason, figure->support);
+    skillhost_put_str(&d->reason, " row(s), fewer than ");
+    skillhost_put_uint(&d->reason, min_support);
     size_t groups = task->group_by.len;
     if (groups > task->feedback.drop_groupings + 1) {
       task->feedback.drop_groupings += 1;
-      put_str(&d->reason, "; group by one column fewer");
+      skillhost_put_str(&d->reason, "; group by one column fewer");
     } else {
-      put_str(&d->reason, "; no coarser grouping is left");
+      skillhost_put_str(&d->reason, "; no coarser grouping is left");
     }
     return;
   }
   d->accepted = true;
-  put_uint(&d->reason, f->figures.len);
-  put_str(&d->reason, " figure(s), each on at least ");
-  put_uint(&d->reason, min_support);
-  put_str(&d->reason, " row(s), no missing group");
+  skillhost_put_uint(&d->reason, f->figures.len);
+  skillhost_put_str(&d->reason, " figure(s), each on at least ");
+  skillhost_put_uint(&d->reason, min_support);
+  skillhost_put_str(&d->reason, " row(s), no missing group");
 }
 
 static void review_documents(const analytics_review_finding_t *f, analytics_review_task_t *task, decision_t *d) {
   if (f->figures.len > 0) {
     d->accepted = true;
-    put_uint(&d->reason, f->figures.len);
-    put_str(&d->reason, " passage(s) quoted");
+    skillhost_put_uint(&d->reason, f->figures.len);
+    skillhost_put_str(&d->reason, " passage(s) quoted");
     return;
   }
   if (!task->feedback.any_term) {
     task->feedback.any_term = true;
-    put_str(&d->reason, "no passage holds all the terms; accept passages that hold any of them");
+    skillhost_put_str(&d->reason, "no passage holds all the terms; accept passages that hold any of them");
   } else {
-    put_str(&d->reason, "no passage holds any of the terms");
+    skillhost_put_str(&d->reason, "no passage holds any of the terms");
   }
 }
 
 static void review_graph(const analytics_review_finding_t *f, decision_t *d) {
   if (f->figures.len > 0) {
     d->accepted = true;
-    put_uint(&d->reason, f->figures.len);
-    put_str(&d->reason, " edge(s) found");
+    skillhost_put_uint(&d->reason, f->figures.len);
+    skillhost_put_str(&d->reason, " edge(s) found");
   } else {
-    put_str(&d->reason, "no edge of the relation from the nodes asked about");
+    skillhost_put_str(&d->reason, "no edge of the relation from the nodes asked about");
   }
 }
 
@@ -163,7 +138,7 @@ static void add_note(analytics_review_task_t *task, const char *note) {
 bool exports_analytics_review_run(analytics_review_input_t *input, analytics_review_output_t *ret,
                                   analytics_review_skill_error_t *err) {
   size_t n = input->findings.len;
-  message_t problem = {0};
+  skillhost_message_t problem = {0};
   // Every finding names a sub-task of the round, and every sub-task has one.
   size_t *task_of = malloc((n ? n : 1) * sizeof *task_of);
   for (size_t i = 0; i < n; i++) {
@@ -171,11 +146,11 @@ bool exports_analytics_review_run(analytics_review_input_t *input, analytics_rev
     size_t t = 0;
     while (t < input->tasks.len && !same(&input->tasks.ptr[t].id, &f->task_id)) t++;
     if (t == input->tasks.len) {
-      put_str(&problem, "finding ");
-      put_uint(&problem, i);
-      put_str(&problem, " names sub-task `");
+      skillhost_put_str(&problem, "finding ");
+      skillhost_put_uint(&problem, i);
+      skillhost_put_str(&problem, " names sub-task `");
       put_string(&problem, &f->task_id);
-      put_str(&problem, "`, which is not among the round's sub-tasks");
+      skillhost_put_str(&problem, "`, which is not among the round's sub-tasks");
       free(task_of);
       return fail(err, input, &problem);
     }
@@ -185,9 +160,9 @@ bool exports_analytics_review_run(analytics_review_input_t *input, analytics_rev
     size_t i = 0;
     while (i < n && task_of[i] != t) i++;
     if (i == n) {
-      put_str(&problem, "sub-task `");
+      skillhost_put_str(&problem, "sub-task `");
       put_string(&problem, &input->tasks.ptr[t].id);
-      put_str(&problem, "` has no finding in this round");
+      skillhost_put_str(&problem, "` has no finding in this round");
       free(task_of);
       return fail(err, input, &problem);
     }
@@ -227,11 +202,11 @@ bool exports_analytics_review_run(analytics_review_input_t *input, analytics_rev
       memset(task, 0, sizeof *task);
     }
   }
-  message_t line = {0};
-  put_uint(&line, accepted);
-  put_str(&line, " of ");
-  put_uint(&line, n);
-  put_str(&line, " finding(s) accepted");
+  skillhost_message_t line = {0};
+  skillhost_put_uint(&line, accepted);
+  skillhost_put_str(&line, " of ");
+  skillhost_put_uint(&line, n);
+  skillhost_put_str(&line, " finding(s) accepted");
   analytics_review_string_t text;
   analytics_review_string_set(&text, line.text);
   skillhost_skill_log_log(SKILLHOST_SKILL_LOG_LEVEL_INFO, &text);

@@ -6,13 +6,14 @@
 #include <string.h>
 
 #include "echo.h"
+#include "skillhost.h"
 
 // Larger outputs are refused rather than built.
 #define MAX_OUTPUT_BYTES (1u << 20)
 
 // Every string returned to the host is freed by the bindings after the
 // call: return copies, never pointers to constants.
-static void set(echo_string_t *out, const char *text) { echo_string_dup(out, text); }
+SKILLHOST_STRING_SET(echo)
 
 void exports_echo_manifest(echo_manifest_t *ret) {
   set(&ret->id, "echo-c");
@@ -33,14 +34,6 @@ static void fail(echo_skill_error_t *err, const char *code, const char *message)
   err->retryable = false;
 }
 
-// Unicode scalar values in UTF-8 `text`: bytes that do not continue a
-// character (the host hands over valid UTF-8 only).
-static uint32_t chars(const uint8_t *text, size_t len) {
-  uint32_t n = 0;
-  for (size_t i = 0; i < len; i++) n += (text[i] & 0xC0) != 0x80;
-  return n;
-}
-
 bool exports_echo_run(echo_input_t *input, echo_output_t *ret, echo_skill_error_t *err) {
   size_t size = input->message.len;
   uint64_t total = (uint64_t)size * input->repeat;
@@ -57,7 +50,7 @@ bool exports_echo_run(echo_input_t *input, echo_output_t *ret, echo_skill_error_
   for (uint32_t i = 0; i < input->repeat; i++) memcpy(text + i * size, input->message.ptr, size);
   ret->message.ptr = text;
   ret->message.len = total;
-  ret->length = chars(text, total);
+  ret->length = skillhost_utf8_chars(text, total);
 
   char line[64];
   snprintf(line, sizeof line, "echo: %u characters", ret->length);

@@ -9,38 +9,12 @@
 #include <string.h>
 
 #include "ppt_visual.h"
+#include "skillhost.h"
 
-// No stdio: Debian's wasi-libc makes `snprintf` import WASI, and a
-// component with WASI imports carries the preview1 adapter, whose
-// instantiation costs more than this skill's work. Messages are built with
-// these instead.
-typedef struct {
-  char text[512];
-  size_t len;
-} message_t;
-
-static void put(message_t *m, const char *s, size_t n) {
-  if (n > sizeof m->text - 1 - m->len) n = sizeof m->text - 1 - m->len;
-  memcpy(m->text + m->len, s, n);
-  m->len += n;
-  m->text[m->len] = 0;
-}
-
-static void put_str(message_t *m, const char *s) { put(m, s, strlen(s)); }
-
-static void put_uint(message_t *m, uint64_t n) {
-  char digits[20];
-  size_t i = sizeof digits;
-  do {
-    digits[--i] = (char)('0' + n % 10);
-    n /= 10;
-  } while (n);
-  put(m, digits + i, sizeof digits - i);
-}
-
+// No stdio (see skillhost.h): messages are built with `skillhost_put*`.
 // Every string returned to the host is freed by the bindings after the
 // call: return copies, never pointers to constants.
-static void set(ppt_visual_string_t *out, const char *text) { ppt_visual_string_dup(out, text); }
+SKILLHOST_STRING_SET(ppt_visual)
 
 void exports_ppt_visual_manifest(ppt_visual_manifest_t *ret) {
   set(&ret->id, "ppt-visual");
@@ -98,31 +72,31 @@ bool exports_ppt_visual_run(ppt_visual_input_t *input, ppt_visual_output_t *ret,
     percent = percent || has_percent(&bullets->ptr[i]);
   }
 
-  message_t suggestion = {.len = 0};
+  skillhost_message_t suggestion = {.len = 0};
   const char *layout, *chart = "";
   bool image = false;
   if (figures >= 2) {
     layout = "title-and-chart";
     chart = year ? "line" : percent ? "pie" : "bar";
-    put_str(&suggestion, "Chart: a ");
-    put_str(&suggestion, chart);
-    put_str(&suggestion, " chart of the figures in ");
-    put_uint(&suggestion, figures);
-    put_str(&suggestion, " bullets");
-    put_str(&suggestion, year ? " (they run over years)" : percent ? " (they are shares)" : "");
+    skillhost_put_str(&suggestion, "Chart: a ");
+    skillhost_put_str(&suggestion, chart);
+    skillhost_put_str(&suggestion, " chart of the figures in ");
+    skillhost_put_uint(&suggestion, figures);
+    skillhost_put_str(&suggestion, " bullets");
+    skillhost_put_str(&suggestion, year ? " (they run over years)" : percent ? " (they are shares)" : "");
   } else if (bullets->len <= 2) {
     layout = "title-and-image";
     image = true;
-    put_str(&suggestion, "Image: a picture of ");
-    put(&suggestion, (const char *)input->title.ptr, input->title.len > 200 ? 200 : input->title.len);
+    skillhost_put_str(&suggestion, "Image: a picture of ");
+    skillhost_put(&suggestion, (const char *)input->title.ptr, input->title.len > 200 ? 200 : input->title.len);
   } else if (bullets->len >= 6) {
     layout = "two-column";
-    put_str(&suggestion, "Layout: the ");
-    put_uint(&suggestion, bullets->len);
-    put_str(&suggestion, " bullets in two columns");
+    skillhost_put_str(&suggestion, "Layout: the ");
+    skillhost_put_uint(&suggestion, bullets->len);
+    skillhost_put_str(&suggestion, " bullets in two columns");
   } else {
     layout = "title-and-content";
-    put_str(&suggestion, "Layout: title and bullets, an icon beside each");
+    skillhost_put_str(&suggestion, "Layout: title and bullets, an icon beside each");
   }
 
   ret->number = input->number;
@@ -135,11 +109,11 @@ bool exports_ppt_visual_run(ppt_visual_input_t *input, ppt_visual_output_t *ret,
   }
   ppt_visual_string_dup_n(&ret->suggestion, suggestion.text, suggestion.len);
 
-  message_t line = {.len = 0};
-  put_str(&line, "ppt-visual: slide ");
-  put_uint(&line, input->number);
-  put_str(&line, ": ");
-  put_str(&line, layout);
+  skillhost_message_t line = {.len = 0};
+  skillhost_put_str(&line, "ppt-visual: slide ");
+  skillhost_put_uint(&line, input->number);
+  skillhost_put_str(&line, ": ");
+  skillhost_put_str(&line, layout);
   ppt_visual_string_t text;
   ppt_visual_string_set(&text, line.text);
   skillhost_skill_log_log(SKILLHOST_SKILL_LOG_LEVEL_INFO, &text);

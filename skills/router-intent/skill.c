@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "router_intent.h"
+#include "skillhost.h"
 
 #define MAX_REQUEST_CHARS 10000u
 
@@ -357,7 +358,7 @@ static buf_t folder_of(const char *t, size_t len) {
 
 // Every string returned to the host is freed by the bindings after the
 // call: return copies, never pointers to constants.
-static void set(router_intent_string_t *out, const char *text) { router_intent_string_dup(out, text); }
+SKILLHOST_STRING_SET(router_intent)
 
 // Hands `b`'s text over as `out` (an empty one as an empty string).
 static void take(router_intent_string_t *out, buf_t *b) {

@@ -12,43 +12,17 @@
 #include <string.h>
 
 #include "summary_chunk.h"
+#define SKILLHOST_MESSAGE_BYTES 256
+#include "skillhost.h"
 
-// No stdio: Debian's wasi-libc makes `snprintf` import WASI, and a
-// component with WASI imports carries the preview1 adapter, whose
-// instantiation costs more than this skill's work. Messages are built with
-// these instead.
-
-// A message being built, cut at its capacity.
-typedef struct {
-  char text[256];
-  size_t len;
-} message_t;
-
-static void put(message_t *m, const char *s, size_t n) {
-  if (n > sizeof m->text - 1 - m->len) n = sizeof m->text - 1 - m->len;
-  memcpy(m->text + m->len, s, n);
-  m->len += n;
-  m->text[m->len] = 0;
-}
-
-static void put_str(message_t *m, const char *s) { put(m, s, strlen(s)); }
-
-static void put_uint(message_t *m, uint64_t n) {
-  char digits[20];
-  size_t i = sizeof digits;
-  do {
-    digits[--i] = (char)('0' + n % 10);
-    n /= 10;
-  } while (n);
-  put(m, digits + i, sizeof digits - i);
-}
+// No stdio (see skillhost.h): messages are built with `skillhost_put*`.
 
 #define MIN_MAX_CHARS 200u
 #define MAX_MAX_CHARS 20000u
 
 // Every string returned to the host is freed by the bindings after the
 // call: return copies, never pointers to constants.
-static void set(summary_chunk_string_t *out, const char *text) { summary_chunk_string_dup(out, text); }
+SKILLHOST_STRING_SET(summary_chunk)
 
 void exports_summary_chunk_manifest(summary_chunk_manifest_t *ret) {
   set(&ret->id, "summary-chunk");
@@ -124,9 +98,9 @@ static void push_chunk(summary_chunk_list_chunk_t *out, size_t *capacity, const 
     out->ptr = realloc(out->ptr, *capacity * sizeof(summary_chunk_chunk_t));
   }
   summary_chunk_chunk_t *chunk = &out->ptr[out->len++];
-  message_t suffix = {.len = 0};
-  put_str(&suffix, "#");
-  put_uint(&suffix, number);
+  skillhost_message_t suffix = {.len = 0};
+  skillhost_put_str(&suffix, "#");
+  skillhost_put_uint(&suffix, number);
   chunk->id.len = source->len + suffix.len;
   chunk->id.ptr = malloc(chunk->id.len);
   memcpy(chunk->id.ptr, source->ptr, source->len);
@@ -164,15 +138,15 @@ static void chunk_document(const summary_chunk_document_t *doc, uint32_t max_cha
 
 bool exports_summary_chunk_run(summary_chunk_input_t *input, summary_chunk_output_t *ret,
                                summary_chunk_skill_error_t *err) {
-  message_t m = {.len = 0};
+  skillhost_message_t m = {.len = 0};
   if (input->max_chars < MIN_MAX_CHARS || input->max_chars > MAX_MAX_CHARS) {
-    put_str(&m, "max-chars is ");
-    put_uint(&m, input->max_chars);
-    put_str(&m, "; give " );
-    put_uint(&m, MIN_MAX_CHARS);
-    put_str(&m, " to ");
-    put_uint(&m, MAX_MAX_CHARS);
-    put_str(&m, ", e.g. 1200");
+    skillhost_put_str(&m, "max-chars is ");
+    skillhost_put_uint(&m, input->max_chars);
+    skillhost_put_str(&m, "; give " );
+    skillhost_put_uint(&m, MIN_MAX_CHARS);
+    skillhost_put_str(&m, " to ");
+    skillhost_put_uint(&m, MAX_MAX_CHARS);
+    skillhost_put_str(&m, ", e.g. 1200");
     return fail(err, input, m.text);
   }
   const summary_chunk_list_document_t *docs = &input->documents;
@@ -180,21 +154,21 @@ bool exports_summary_chunk_run(summary_chunk_input_t *input, summary_chunk_outpu
   for (size_t i = 0; i < docs->len; i++) {
     const summary_chunk_string_t *source = &docs->ptr[i].source;
     if (source->len == 0) {
-      put_str(&m, "document ");
-      put_uint(&m, i);
-      put_str(&m, " has an empty source; every document names its file");
+      skillhost_put_str(&m, "document ");
+      skillhost_put_uint(&m, i);
+      skillhost_put_str(&m, " has an empty source; every document names its file");
       return fail(err, input, m.text);
     }
     for (size_t j = 0; j < i; j++) {
       const summary_chunk_string_t *other = &docs->ptr[j].source;
       if (other->len == source->len && memcmp(other->ptr, source->ptr, source->len) == 0) {
-        put_str(&m, "documents ");
-        put_uint(&m, j);
-        put_str(&m, " and ");
-        put_uint(&m, i);
-        put_str(&m, " have the same source `");
-        put(&m, (const char *)source->ptr, source->len > 100 ? 100 : source->len);
-        put_str(&m, "`; sources name chunks and must differ");
+        skillhost_put_str(&m, "documents ");
+        skillhost_put_uint(&m, j);
+        skillhost_put_str(&m, " and ");
+        skillhost_put_uint(&m, i);
+        skillhost_put_str(&m, " have the same source `");
+        skillhost_put(&m, (const char *)source->ptr, source->len > 100 ? 100 : source->len);
+        skillhost_put_str(&m, "`; sources name chunks and must differ");
         return fail(err, input, m.text);
       }
     }
@@ -205,13 +179,13 @@ bool exports_summary_chunk_run(summary_chunk_input_t *input, summary_chunk_outpu
   ret->chunks.len = 0;
   for (size_t i = 0; i < docs->len; i++) chunk_document(&docs->ptr[i], input->max_chars, &ret->chunks, &capacity);
 
-  put_str(&m, "summary-chunk: ");
-  put_uint(&m, docs->len);
-  put_str(&m, " document(s), ");
-  put_uint(&m, ret->chunks.len);
-  put_str(&m, " chunk(s) of at most ");
-  put_uint(&m, input->max_chars);
-  put_str(&m, " characters");
+  skillhost_put_str(&m, "summary-chunk: ");
+  skillhost_put_uint(&m, docs->len);
+  skillhost_put_str(&m, " document(s), ");
+  skillhost_put_uint(&m, ret->chunks.len);
+  skillhost_put_str(&m, " chunk(s) of at most ");
+  skillhost_put_uint(&m, input->max_chars);
+  skillhost_put_str(&m, " characters");
   summary_chunk_string_t line;
   summary_chunk_string_set(&line, m.text);
   skillhost_skill_log_log(SKILLHOST_SKILL_LOG_LEVEL_INFO, &line);

@@ -167,60 +167,32 @@ fn an_http_run_replays_after_its_server_is_stopped() {
     assert!(error.contains("--components DIR"), "{error}");
 }
 
-/// The `kv-probe` scenario of the engine's tests: a skill node and a map
-/// node that read and write `kv`.
+/// The `kv-journal` scenario of the engine's tests
+/// (`tests/e2e/engine/kv_journal.toml`: a skill node and a map node that
+/// read and write `kv`), its map one item at a time over `a`, `b` and
+/// `seen`, so the last item reads what the one before it wrote.
 fn kv_scenario(dir: &Path) -> String {
     std::fs::write(
         dir.join("kv-probe.wasm"),
         skillhost_tests::fixture_component("kv-probe"),
     )
     .unwrap();
-    let path = dir.join("kv.toml");
-    std::fs::write(
-        &path,
-        r#"[scenario]
-name = "kv"
-version = "0.1.0"
-description = "reads kv from a skill node and a map node"
-
-[state]
-greeting = { type = "string" }
-readings = { type = "array" }
-
-[skills.probe]
-component = "kv-probe.wasm"
-
-[[node]]
-id = "read_one"
-skill = "probe"
-capabilities = { kv = "shared" }
-input = { key = "'greeting'" }
-writes = [{ field = "greeting", from = "output.text" }]
-
-[[node]]
-id = "read_many"
-kind = "map"
-skill = "probe"
-capabilities = { kv = "shared" }
-over = "['a', 'b', 'seen']"
-concurrency = 1
-input = { key = "item" }
-writes = [{ field = "readings", from = "output.map(o, o.text)" }]
-
-[[node]]
-id = "done"
-kind = "end"
-
-[[edge]]
-from = "read_one"
-to = "read_many"
-
-[[edge]]
-from = "read_many"
-to = "done"
-"#,
+    let mut text = std::fs::read_to_string(
+        skillhost_tests::repo_root().join("tests/e2e/engine/kv_journal.toml"),
     )
     .unwrap();
+    for (from, to) in [
+        (
+            "over = \"['a', 'b', 'c']\"",
+            "over = \"['a', 'b', 'seen']\"",
+        ),
+        ("concurrency = 3", "concurrency = 1"),
+    ] {
+        assert!(text.contains(from), "kv_journal.toml has no `{from}`");
+        text = text.replace(from, to);
+    }
+    let path = dir.join("kv.toml");
+    std::fs::write(&path, text).unwrap();
     path.display().to_string()
 }
 
@@ -228,7 +200,17 @@ to = "done"
 fn a_kv_run_replays_and_an_edited_journal_entry_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = kv_scenario(dir.path());
-    let id = run_id(&host(dir.path(), &["run", &scenario, "--json"], None));
+    let id = run_id(&host(
+        dir.path(),
+        &[
+            "run",
+            &scenario,
+            "--input",
+            r#"{"key": "greeting"}"#,
+            "--json",
+        ],
+        None,
+    ));
     // One item at a time: the last one reads what the one before it wrote.
     let shown = json(&host(dir.path(), &["runs", "show", &id, "--json"], None));
     assert_eq!(

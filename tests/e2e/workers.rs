@@ -224,7 +224,7 @@ async fn assert_exactly_once(
             .await
             .unwrap()
             .into_iter()
-            .filter(|s| s.status == "ok")
+            .filter(|s| s.status == skillhost_store::StepStatus::Ok)
             .map(|s| s.node_id)
             .collect();
         assert_eq!(ok_steps, nodes, "steps of run {id}");

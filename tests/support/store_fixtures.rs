@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 use skillhost_store::{
     InitialState, JournalEntry, NewRun, Provenance, RunState, StateChange, StepCommit, StepRow,
-    apply, state_hash,
+    StepStatus, apply, state_hash,
 };
 
 pub fn new_run(id: &str, initial_state: Value) -> NewRun {
@@ -33,7 +33,7 @@ pub fn ok_step(run_id: &str, node_id: &str) -> StepRow {
         seq: None,
         node_id: node_id.to_owned(),
         attempt: 1,
-        status: "ok".into(),
+        status: StepStatus::Ok,
         started_at_ms: 1_700_000_000_000,
         duration_us: 42,
         input_hash: Some("i".repeat(64)),

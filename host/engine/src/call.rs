@@ -17,7 +17,7 @@ use skillhost_runtime::{
     Skill, TokenUsage, derive_random_seed,
 };
 use skillhost_scenario::SkillCall;
-use skillhost_store::{JournalEntry, StepRow};
+use skillhost_store::{JournalEntry, StepRow, StepStatus};
 
 /// How a node's skill is called: the limits and grants of each attempt, and
 /// how often to try. Cheap to clone.
@@ -235,7 +235,7 @@ pub(crate) fn call_with_retries(
             seq: None,
             node_id: node_id.to_string(),
             attempt,
-            status: "failed".into(),
+            status: StepStatus::Failed,
             started_at_ms,
             duration_us: report.duration.as_micros() as u64,
             input_hash: None,

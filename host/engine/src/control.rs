@@ -13,7 +13,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::{Engine, EngineError, Event};
+use crate::{Engine, EngineError, Event, FailureCode};
 use skillhost_scenario::checks::schema::CompiledSchema;
 use skillhost_store::{Cancelled, RunStatus, format_ms};
 
@@ -171,7 +171,7 @@ impl Engine {
             });
         }
         let error = json!({
-            "code": "cancelled",
+            "code": FailureCode::Cancelled,
             "message": format!(
                 "cancelled by `{by}` while it was {} (at node `{}`, checkpoint {})",
                 run.status,

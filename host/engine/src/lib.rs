@@ -34,11 +34,13 @@
 // cost every success a branch for nothing.
 #![allow(clippy::result_large_err)]
 
+#[cfg(feature = "bench")]
 pub mod bench;
 mod cache;
 mod call;
 pub mod control;
 pub mod events;
+mod failure;
 mod kinds;
 pub mod kv;
 pub mod lease;
@@ -58,6 +60,7 @@ use serde_json::{Map, Value};
 
 pub use control::{Answered, describe_fields};
 pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
+pub use failure::FailureCode;
 use run::drive;
 use run_log::RunLog;
 use skillhost_runtime::TokenUsage;
@@ -444,10 +447,7 @@ impl Engine {
             .run(run_id)
             .await?
             .ok_or_else(|| EngineError::UnknownRun(run_id.to_string()))?;
-        if matches!(
-            run.status,
-            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
-        ) {
+        if run.status.is_finished() {
             return Err(EngineError::RunFinished {
                 id: run_id.to_string(),
                 status: run.status.as_str().to_string(),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use crate::failure::FailureCode;
 use crate::kinds::NodeFailure;
 use crate::{RunContext, state};
 use skillhost_runtime::Skill;
@@ -43,9 +44,14 @@ pub(crate) fn check_constraints(
     let Some(schema) = constraints else {
         return Ok(());
     };
+    let code = if side == "input" {
+        FailureCode::InputConstraintFailed
+    } else {
+        FailureCode::OutputConstraintFailed
+    };
     schema.validate(value).map_err(|violations| {
         NodeFailure::new(
-            &format!("{side}-constraint-failed"),
+            code,
             format!(
                 "node `{}`: the skill's {side} does not satisfy `{side}_schema`: {violations}",
                 node.id
@@ -65,7 +71,7 @@ pub(crate) fn map_input(
     for (field, expr) in mapping {
         let value = expr.eval(vars).map_err(|e| {
             NodeFailure::new(
-                "input-mapping-failed",
+                FailureCode::InputMappingFailed,
                 format!("node `{}`: input field `{field}`: {e}", node.id),
             )
         })?;
@@ -80,7 +86,7 @@ pub(crate) fn check_pre(node: &Node, pre: &[Condition], vars: &Vars) -> Result<(
             Ok(true) => {}
             Ok(false) => {
                 return Err(NodeFailure::new(
-                    "precondition-failed",
+                    FailureCode::PreconditionFailed,
                     format!(
                         "node `{}`: precondition `{}` failed: {}",
                         node.id, condition.name, condition.message
@@ -89,7 +95,7 @@ pub(crate) fn check_pre(node: &Node, pre: &[Condition], vars: &Vars) -> Result<(
             }
             Err(e) => {
                 return Err(NodeFailure::new(
-                    "precondition-error",
+                    FailureCode::PreconditionError,
                     format!("node `{}`: precondition `{}`: {e}", node.id, condition.name),
                 ));
             }
@@ -111,7 +117,7 @@ pub(crate) fn check_post(
                 Ok(true) => {}
                 Ok(false) => {
                     return Err(NodeFailure::new(
-                        "postcondition-failed",
+                        FailureCode::PostconditionFailed,
                         format!(
                             "node `{}`: postcondition `{}` failed: {}",
                             node.id, condition.name, condition.message
@@ -120,7 +126,7 @@ pub(crate) fn check_post(
                 }
                 Err(e) => {
                     return Err(NodeFailure::new(
-                        "postcondition-error",
+                        FailureCode::PostconditionError,
                         format!(
                             "node `{}`: postcondition `{}`: {e}",
                             node.id, condition.name
@@ -135,7 +141,7 @@ pub(crate) fn check_post(
                     match expr.eval(vars) {
                         Ok(Value::Array(items)) => Ok(items),
                         Ok(other) => Err(NodeFailure::new(
-                            "citation-check-error",
+                            FailureCode::CitationCheckError,
                             format!(
                                 "node `{}`: citation check: `{}` ({what}) is {}, not a list",
                                 node.id,
@@ -144,7 +150,7 @@ pub(crate) fn check_post(
                             ),
                         )),
                         Err(e) => Err(NodeFailure::new(
-                            "citation-check-error",
+                            FailureCode::CitationCheckError,
                             format!("node `{}`: citation check: {what}: {e}", node.id),
                         )),
                     }
@@ -161,7 +167,7 @@ pub(crate) fn check_post(
                 };
                 let quotes = check_citations(&inputs).map_err(|e| {
                     let mut failure = NodeFailure::new(
-                        "citation-check-failed",
+                        FailureCode::CitationCheckFailed,
                         format!("node `{}`: {e}", node.id),
                     );
                     failure.detail = json!({ "check": "citations" });
@@ -189,7 +195,7 @@ pub(crate) fn artifacts(
                 bytes: artifact_bytes(node, spec, text)?,
             }),
             Ok(other) => Err(NodeFailure::new(
-                "artifact-failed",
+                FailureCode::ArtifactFailed,
                 format!(
                     "node `{}`: artifact `{}` ({}) gave {}, not a string",
                     node.id,
@@ -199,7 +205,7 @@ pub(crate) fn artifacts(
                 ),
             )),
             Err(e) => Err(NodeFailure::new(
-                "artifact-failed",
+                FailureCode::ArtifactFailed,
                 format!("node `{}`: artifact `{}`: {e}", node.id, spec.name),
             )),
         })
@@ -216,7 +222,7 @@ fn artifact_bytes(node: &Node, spec: &ArtifactSpec, text: String) -> Result<Vec<
                 .decode(text.as_bytes())
                 .map_err(|e| {
                     NodeFailure::new(
-                        "artifact-failed",
+                        FailureCode::ArtifactFailed,
                         format!(
                             "node `{}`: artifact `{}` ({}) is declared `encoding = \"base64\"` \
                              but its string is not base64 (standard alphabet, padded): {e}",
@@ -240,12 +246,14 @@ pub(crate) fn writes(
     for write in writes {
         let value = write.from.eval(vars).map_err(|e| {
             NodeFailure::new(
-                "write-failed",
+                FailureCode::WriteFailed,
                 format!("node `{}`: write to `{}`: {e}", node.id, write.field),
             )
         })?;
         let change = state::change_for(cx.scenario, state, &write.field, &write.reducer, value)
-            .map_err(|e| NodeFailure::new("write-failed", format!("node `{}`: {e}", node.id)))?;
+            .map_err(|e| {
+                NodeFailure::new(FailureCode::WriteFailed, format!("node `{}`: {e}", node.id))
+            })?;
         changes.push(change);
     }
     Ok(changes)
@@ -259,7 +267,7 @@ pub(crate) fn skill_of(
 ) -> Result<Arc<Skill>, NodeFailure> {
     cx.loaded.skills.get(&call.skill).cloned().ok_or_else(|| {
         NodeFailure::new(
-            "unknown-skill",
+            FailureCode::UnknownSkill,
             format!("node `{}` has no loaded skill", node.id),
         )
     })

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
+use crate::failure::FailureCode;
 use crate::kinds::{self, Finish, NodeFailure, NodeSuccess, Outcome, Wait};
 use crate::node::node_config;
 use crate::{EngineError, Event, Position, RunContext, RunOutcome, Waiting, state};
@@ -24,7 +25,7 @@ use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Node, Route, Severity, Vars};
 use skillhost_store::{
     FieldHashes, NewArtifact, NewWait, RunState, RunStatus, StateChange, StepCommit, StepRow,
-    StoreError,
+    StepStatus, StoreError,
 };
 
 /// The run loop, from `checkpoint` with `state` until an end or fail node.
@@ -207,7 +208,7 @@ impl<'c, 'a> Run<'c, 'a> {
         let outcome = match node.max_visits() {
             Some(max) if visit > max => Outcome::Fail(
                 NodeFailure::new(
-                    "max-visits-exceeded",
+                    FailureCode::MaxVisitsExceeded,
                     format!(
                         "node `{}` was reached {visit} times, more than its max_visits of {max}",
                         node.id
@@ -315,7 +316,7 @@ impl<'c, 'a> Run<'c, 'a> {
             (_, outcome) => return outcome,
         };
         let mut failure = NodeFailure::new(
-            "token-budget-exceeded",
+            FailureCode::TokenBudgetExceeded,
             format!(
                 "node `{}` used {} tokens ({} in, {} out, in {} completion(s)), which brings \
                  the run to {total} tokens, past its token_budget of {budget}",
@@ -359,8 +360,10 @@ impl<'c, 'a> Run<'c, 'a> {
             .iter()
             .find_map(|change| skillhost_store::check_change_nesting(change).err())
         {
-            let mut failure =
-                NodeFailure::new("output-too-deep", format!("node `{}`: {too_deep}", node.id));
+            let mut failure = NodeFailure::new(
+                FailureCode::OutputTooDeep,
+                format!("node `{}`: {too_deep}", node.id),
+            );
             failure.journal = std::mem::take(&mut success.journal);
             return self.node_failed(node, failure, Some(success.step)).await;
         }
@@ -456,7 +459,8 @@ impl<'c, 'a> Run<'c, 'a> {
                 Ok(false) => {}
                 Ok(true) => match rule.severity {
                     Severity::Fatal => {
-                        let mut failure = NodeFailure::new(&rule.code, rule.message.clone());
+                        let mut failure =
+                            NodeFailure::coded(rule.code.clone(), rule.message.clone());
                         failure.suggestions = rule.suggestions.clone();
                         return Err(failure);
                     }
@@ -478,7 +482,7 @@ impl<'c, 'a> Run<'c, 'a> {
                 },
                 Err(e) => {
                     return Err(NodeFailure::new(
-                        "rule-error",
+                        FailureCode::RuleError,
                         format!("rule `{}`: {e}", rule.code),
                     ));
                 }
@@ -534,7 +538,7 @@ impl<'c, 'a> Run<'c, 'a> {
             for entry in &mut failure.journal {
                 entry.seq = seq;
             }
-            step.status = "failed".into();
+            step.status = StepStatus::Failed;
             step.error = Some(entry);
             let commit = StepCommit {
                 run_id: cx.run_id.clone(),
@@ -619,7 +623,7 @@ impl<'c, 'a> Run<'c, 'a> {
     async fn cancelled(self, by: &str, at_ms: i64) -> Result<RunOutcome, EngineError> {
         let cx = self.cx;
         let error = json!({
-            "code": "cancelled",
+            "code": FailureCode::Cancelled,
             "message": format!(
                 "cancelled by `{by}`; the run stopped at its node boundary after checkpoint {}",
                 self.seq
@@ -746,7 +750,7 @@ fn next_node(
                     Ok(false) => {}
                     Err(e) => {
                         return Err(NodeFailure::new(
-                            "branch-error",
+                            FailureCode::BranchError,
                             format!("node `{}`: branch guard failed: {e}", node.id),
                         ));
                     }
@@ -755,7 +759,7 @@ fn next_node(
             Ok(otherwise.clone())
         }
         Route::End => Err(NodeFailure::new(
-            "no-route",
+            FailureCode::NoRoute,
             format!("node `{}` has no outgoing edge", node.id),
         )),
     }
@@ -807,7 +811,7 @@ pub(crate) fn empty_step(cx: &RunContext<'_>, node: &Node, attempt: u32) -> Step
         seq: None,
         node_id: node.id.clone(),
         attempt,
-        status: "ok".into(),
+        status: StepStatus::Ok,
         started_at_ms: now_ms(),
         duration_us: 0,
         input_hash: None,

@@ -37,7 +37,7 @@ use tokio::task::JoinSet;
 
 use crate::lease::RunLease;
 use crate::schedule::{self, Scheduler};
-use crate::{Engine, EngineError, EventSink, NoEvents};
+use crate::{Engine, EngineError, EventSink, FailureCode, NoEvents};
 use skillhost_runtime::Runtime;
 use skillhost_scenario::LoadedScenario;
 use skillhost_store::{Lease, RunRow, RunStatus, Store, StoreError};
@@ -475,7 +475,7 @@ impl Job {
                 // The run cannot make progress anywhere this file is missing
                 // or broken: fail it with the reason rather than bounce it
                 // between workers forever.
-                let error = json!({"code": "scenario-unavailable", "message": message});
+                let error = json!({"code": FailureCode::ScenarioUnavailable, "message": message});
                 return match fenced
                     .finish_run(&run_id, RunStatus::Failed, None, Some(&error))
                     .await
@@ -533,8 +533,8 @@ impl Job {
                 e @ (EngineError::ScenarioChanged { .. } | EngineError::ComponentsChanged { .. }),
             )) => {
                 let code = match e {
-                    EngineError::ScenarioChanged { .. } => "scenario-changed",
-                    _ => "components-changed",
+                    EngineError::ScenarioChanged { .. } => FailureCode::ScenarioChanged,
+                    _ => FailureCode::ComponentsChanged,
                 };
                 let error = json!({"code": code, "message": e.to_string()});
                 match fenced

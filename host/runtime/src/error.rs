@@ -160,6 +160,26 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// Every [`CallError::kind`], in the order of its match (a variant
+    /// added there is added here): for those who check that a code is one
+    /// the host can give.
+    pub const KINDS: &'static [&'static str] = &[
+        "skill-error",
+        "invalid-input",
+        "timeout",
+        "memory-limit",
+        "fuel-exhausted",
+        "resource-limit",
+        "output-too-large",
+        "invalid-output",
+        "trap",
+        "exited",
+        "capability-denied",
+        "host-call-budget",
+        "host",
+        "journal-mismatch",
+    ];
+
     /// A stable, kebab-case name for the kind of failure.
     pub fn kind(&self) -> &'static str {
         match self {

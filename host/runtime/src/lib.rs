@@ -6,6 +6,7 @@
 //! `InstancePre` per [`Skill`]), instantiate per call ([`call`]). Nothing in this
 //! module knows about scenarios or the store.
 
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod bridge;
 pub mod cache;
@@ -230,6 +231,7 @@ impl Runtime {
 
     /// Compiles `bytes` without caching or memoizing: what a first-ever load
     /// costs. Used by benchmarks.
+    #[cfg(feature = "bench")]
     pub fn compile_uncached(&self, bytes: &[u8]) -> Result<std::time::Duration, LoadError> {
         let start = std::time::Instant::now();
         wasmtime::component::Component::new(&self.inner.engine, bytes).map_err(|e| {
@@ -243,6 +245,7 @@ impl Runtime {
 
     /// Loads `bytes` through the on-disk cache only, bypassing the in-memory
     /// memo: what a new process pays for an already-compiled component.
+    #[cfg(feature = "bench")]
     pub fn load_from_cache(&self, bytes: &[u8]) -> Result<LoadStats, LoadError> {
         let digest = skill::digest_of(bytes);
         let (_, stats) = self

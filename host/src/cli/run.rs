@@ -348,10 +348,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
     rt.block_on(async {
         let store = args.db.open_for_run(&args.run_id).await?;
         let run = fetch_run(&store, &args.run_id).await?;
-        if matches!(
-            run.status,
-            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
-        ) {
+        if run.status.is_finished() {
             let database = if args.db.is_default() {
                 String::new()
             } else {

@@ -536,7 +536,7 @@ async fn show_run(args: ShowArgs) -> CliResult {
             s.seq.map(|q| q.to_string()).unwrap_or_else(|| "-".into()),
             shown(&s.node_id),
             s.attempt,
-            shown(&s.status),
+            s.status.as_str(),
             s.duration_us as f64 / 1e3,
             s.fuel_consumed.map(|f| f.to_string()).unwrap_or_default(),
             shown(error)

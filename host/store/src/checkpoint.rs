@@ -732,7 +732,7 @@ mod tests {
                 seq: Some(seq),
                 node_id: format!("n{seq}"),
                 attempt: 1,
-                status: "ok".into(),
+                status: crate::rows::StepStatus::Ok,
                 started_at_ms: 0,
                 duration_us: 0,
                 input_hash: None,

@@ -31,6 +31,8 @@ use crate::run::{Provenance, RunRow};
 /// Statuses a run takes checkpoints in (the complement of
 /// [`RunStatus::is_finished`](crate::RunStatus::is_finished)), as SQL.
 pub(crate) const ACTIVE: &str = "('queued', 'running', 'waiting')";
+/// Statuses a finished run has ([`RunStatus::is_finished`](crate::RunStatus::is_finished)), as SQL.
+pub(crate) const FINISHED: &str = "('completed', 'failed', 'cancelled')";
 
 /// The columns of a run that [`Codec::run_row`] reads; a macro, so that
 /// statements can be built with `concat!`.
@@ -219,7 +221,7 @@ pub(crate) trait Codec {
             seq: opt(step.seq, "step seq")?,
             node_id: step.node_id.clone(),
             attempt: i64::from(step.attempt),
-            status: step.status.clone(),
+            status: step.status.as_str().to_owned(),
             started_at: step.started_at_ms,
             duration_us: self.int(step.duration_us, "step duration")?,
             input_hash: step.input_hash.clone(),
@@ -317,7 +319,10 @@ pub(crate) trait Codec {
             seq: opt(self.get(row, "seq")?, "seq")?,
             node_id: self.get(row, "node_id")?,
             attempt: self.uint(self.get(row, "attempt")?, what("attempt"))?,
-            status: self.get(row, "status")?,
+            status: self
+                .get::<String>(row, "status")?
+                .parse()
+                .map_err(|e| self.corrupt(what("status"), e))?,
             started_at_ms: self.get(row, "started_at")?,
             duration_us: self.uint(self.get(row, "duration_us")?, what("duration_us"))?,
             input_hash: self.get(row, "input_hash")?,

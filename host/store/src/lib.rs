@@ -55,7 +55,8 @@ pub use lease::{
 };
 pub use migrate::SCHEMA_VERSION;
 pub use rows::{
-    ArtifactRow, JournalEntry, JournalRow, MapItemRow, NewArtifact, StepRow, blob_digest,
+    ArtifactRow, JournalEntry, JournalRow, MapItemRow, NewArtifact, StepRow, StepStatus,
+    UnknownStepStatus, blob_digest,
 };
 pub use run::{
     ForkOrigin, NewRun, ParentLink, Provenance, RunCursor, RunFilter, RunRow, RunStatus,

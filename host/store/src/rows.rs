@@ -12,8 +12,7 @@ pub struct StepRow {
     pub seq: Option<u64>,
     pub node_id: String,
     pub attempt: u32,
-    /// "ok" or "failed".
-    pub status: String,
+    pub status: StepStatus,
     pub started_at_ms: i64,
     pub duration_us: u64,
     pub input_hash: Option<String>,
@@ -23,6 +22,49 @@ pub struct StepRow {
     pub memory_peak_bytes: Option<u64>,
     /// Anything else worth keeping (verified citations, logs).
     pub detail: Option<Value>,
+}
+
+/// How an attempt at a node ended. Stored lowercase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepStatus {
+    /// The node succeeded; its checkpoint is the step's `seq`.
+    Ok,
+    /// The attempt failed (the step's `error` says why).
+    Failed,
+}
+
+impl StepStatus {
+    pub const ALL: [StepStatus; 2] = [StepStatus::Ok, StepStatus::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Ok => "ok",
+            StepStatus::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for StepStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A step status name that is not one of [`StepStatus::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown step status `{0}` (expected ok or failed)")]
+pub struct UnknownStepStatus(pub String);
+
+impl std::str::FromStr for StepStatus {
+    type Err = UnknownStepStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        StepStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| UnknownStepStatus(s.to_owned()))
+    }
 }
 
 /// A finished item of a map node, durable before the node's own commit so a

@@ -268,6 +268,22 @@ mod tests {
         assert!("done".parse::<RunStatus>().is_err());
     }
 
+    /// The SQL lists of active and finished statuses are
+    /// [`RunStatus::is_finished`] and its complement.
+    #[test]
+    fn sql_status_lists_follow_is_finished() {
+        let sql = |finished: bool| {
+            let names: Vec<String> = RunStatus::ALL
+                .into_iter()
+                .filter(|s| s.is_finished() == finished)
+                .map(|s| format!("'{s}'"))
+                .collect();
+            format!("({})", names.join(", "))
+        };
+        assert_eq!(crate::codec::ACTIVE, sql(false));
+        assert_eq!(crate::codec::FINISHED, sql(true));
+    }
+
     #[test]
     fn cursors_round_trip() {
         let cursor = RunCursor {

@@ -5,7 +5,9 @@
 //!
 //! The bindings are generated here, in-process, with the `wit-bindgen-c`
 //! crate (no `wit-bindgen` binary to install), into `<build dir>/bindings`:
-//! `<world>.h`, `<world>.c` and `<world>_component_type.o`. clang compiles
+//! `<world>.h`, `<world>.c` and `<world>_component_type.o`, with
+//! `skillhost.h` (`sdk/c/skillhost.h`: the helpers C skills share, shipped
+//! inside this crate) beside them. clang compiles
 //! the skill against them for `wasm32-wasi` as a reactor, with a 128 KiB
 //! stack and the source paths mapped to `.`, so the core module does not
 //! depend on where the checkout is. The shared tail encodes it (with the
@@ -22,6 +24,10 @@ use super::guest::{self, World};
 use super::{Artifact, ArtifactKind, Language, Recipe};
 use crate::componentize::ComponentMetadata;
 use crate::{BuildError, BuildOptions};
+
+/// The helpers C skills share (`#include "skillhost.h"`), written next to
+/// every build's bindings.
+const SKILLHOST_H: &str = include_str!("../../../../sdk/c/skillhost.h");
 
 /// How to install the toolchain, named when it is missing.
 pub const INSTALL: &str = "apt-get install -y clang lld wasi-libc libclang-rt-dev-wasm32 (or scripts/install-guest-toolchains.sh c)";
@@ -84,8 +90,8 @@ pub(crate) fn claims_wit_skill(dir: &Path, extension: &str) -> bool {
 }
 
 /// Generates the C bindings of `skill`'s world into `out`: `<world>.h`,
-/// `<world>.c` and `<world>_component_type.o`. Returns the `.c` and `.o`
-/// files to compile with the skill.
+/// `<world>.c` and `<world>_component_type.o`, and writes `skillhost.h`
+/// beside them. Returns the `.c` and `.o` files to compile with the skill.
 pub(crate) fn bindings(skill: &WitSkill, out: &Path) -> Result<Vec<PathBuf>, BuildError> {
     use wit_bindgen_core::wit_parser::Resolve;
     let wit = skill.dir.join(guest::WIT_DIR);
@@ -118,6 +124,7 @@ pub(crate) fn bindings(skill: &WitSkill, out: &Path) -> Result<Vec<PathBuf>, Bui
             compile.push(path);
         }
     }
+    guest::write(&out.join("skillhost.h"), SKILLHOST_H.as_bytes())?;
     compile.sort();
     Ok(compile)
 }

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use super::{NodeFailure, NodeSuccess, Outcome, Wait};
 use crate::RunContext;
+use crate::failure::FailureCode;
 use crate::node::{base_vars, writes};
 use crate::run::{empty_step, now_ms};
 use crate::run_log::Decision;
@@ -49,7 +50,7 @@ pub(crate) fn run(
             let Some(timeout) = &approval.timeout else {
                 return Outcome::Fail(
                     NodeFailure::new(
-                        "approval-timeout-without-route",
+                        FailureCode::ApprovalTimeoutWithoutRoute,
                         format!(
                             "node `{}`: the run's wait timed out, but the node has no \
                              `on_timeout` (the scenario changed since it waited)",
@@ -64,7 +65,7 @@ pub(crate) fn run(
         Decision::Unanswered => return wait(node, approval, &vars),
         Decision::CannotWait => {
             let mut failure = NodeFailure::new(
-                "approval-needs-database",
+                FailureCode::ApprovalNeedsDatabase,
                 format!(
                     "node `{}` waits for an answer, but this run keeps no checkpoints to \
                      continue from (--durability none)",
@@ -78,7 +79,7 @@ pub(crate) fn run(
         Decision::NotRecorded => {
             return Outcome::Fail(
                 NodeFailure::new(
-                    "approval-not-recorded",
+                    FailureCode::ApprovalNotRecorded,
                     format!(
                         "node `{}`: the recorded step holds no answer and no timeout to \
                          replay",
@@ -114,7 +115,7 @@ fn wait(node: &Node, approval: &ApprovalNode, vars: &skillhost_scenario::Vars) -
         Ok(other) => {
             return Outcome::Fail(
                 NodeFailure::new(
-                    "prompt-error",
+                    FailureCode::PromptError,
                     format!(
                         "node `{}`: prompt `{}` gave {other}, not a string",
                         node.id, approval.prompt.source
@@ -125,7 +126,10 @@ fn wait(node: &Node, approval: &ApprovalNode, vars: &skillhost_scenario::Vars) -
         }
         Err(e) => {
             return Outcome::Fail(
-                NodeFailure::new("prompt-error", format!("node `{}`: prompt: {e}", node.id)),
+                NodeFailure::new(
+                    FailureCode::PromptError,
+                    format!("node `{}`: prompt: {e}", node.id),
+                ),
                 None,
             );
         }

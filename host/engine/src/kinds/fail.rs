@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::{Finish, Outcome};
 use crate::RunContext;
+use crate::failure::FailureCode;
 use crate::node::base_vars;
 use crate::run::partial_results;
 use skillhost_scenario::{FailNode, Node};
@@ -66,7 +67,7 @@ fn report(
     json!({
         "node": failed_node,
         "handler": node.id,
-        "code": last.as_ref().and_then(|l| l.get("code")).cloned().unwrap_or(json!("routed-to-failure")),
+        "code": last.as_ref().and_then(|l| l.get("code")).cloned().unwrap_or(json!(FailureCode::RoutedToFailure)),
         "message": message,
         "errors": errors,
         "partial_results": partial_results(state),

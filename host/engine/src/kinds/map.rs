@@ -26,6 +26,7 @@ use super::{NodeFailure, NodeSuccess, Outcome};
 use crate::call::{
     Attempts, CallPlan, add_usage, call_with_retries, journal_entries, journal_usage,
 };
+use crate::failure::FailureCode;
 use crate::node::{
     artifacts, base_vars, check_constraints, check_post, check_pre, map_input, skill_of, writes,
 };
@@ -78,7 +79,7 @@ async fn run_items(
     cx.log
         .record_attempts(&items.failed_steps)
         .await
-        .map_err(|e| fail(NodeFailure::new("store-error", e.to_string())))?;
+        .map_err(|e| fail(NodeFailure::new(FailureCode::StoreError, e.to_string())))?;
     items.finish(cx, node, call, state, vars, started_at_ms)
 }
 
@@ -97,7 +98,7 @@ fn item_inputs(
         Ok(Value::Array(items)) => items,
         Ok(other) => {
             return Err(fail(NodeFailure::new(
-                "map-over-not-a-list",
+                FailureCode::MapOverNotAList,
                 format!(
                     "map node `{}`: `over` ({}) gave {}, not a list",
                     node.id,
@@ -108,7 +109,7 @@ fn item_inputs(
         }
         Err(e) => {
             return Err(fail(NodeFailure::new(
-                "map-over-failed",
+                FailureCode::MapOverFailed,
                 format!("map node `{}`: `over`: {e}", node.id),
             )));
         }
@@ -185,7 +186,7 @@ async fn schedule(
             }
             Err(e) => {
                 items.first_failure.get_or_insert(NodeFailure::new(
-                    "map-item-failed",
+                    FailureCode::MapItemFailed,
                     format!("map node `{}`: an item's thread failed: {e}", node.id),
                 ));
             }
@@ -243,7 +244,7 @@ impl Items {
             .log
             .items_done(&cx.run_id, &node.id, visit)
             .await
-            .map_err(|e| NodeFailure::new("store-error", e.to_string()))?;
+            .map_err(|e| NodeFailure::new(FailureCode::StoreError, e.to_string()))?;
         for row in done {
             let index = row.item_index as usize;
             if index >= self.total {
@@ -326,7 +327,7 @@ impl Items {
                     .await;
                 if let Err(e) = recorded {
                     self.first_failure
-                        .get_or_insert(NodeFailure::new("store-error", e.to_string()));
+                        .get_or_insert(NodeFailure::new(FailureCode::StoreError, e.to_string()));
                 }
                 self.outputs.insert(index, output);
                 cx.emit(|| Event::MapItemFinished {
@@ -338,8 +339,8 @@ impl Items {
                 });
             }
             Err(Some(e)) => {
-                let mut failure = NodeFailure::new(
-                    e.code(),
+                let mut failure = NodeFailure::coded(
+                    e.code().to_owned(),
                     format!("map node `{}`, item {index}: {e}", node.id),
                 );
                 failure.attempt = attempt;

@@ -19,11 +19,13 @@ pub(crate) mod map;
 pub(crate) mod skill;
 mod subgraph;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::RunContext;
+use crate::failure::FailureCode;
 use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Node, NodeBody};
 use skillhost_store::{JournalEntry, NewArtifact, NewCacheEntry, RunState, StateChange, StepRow};
@@ -106,7 +108,9 @@ impl NodeSuccess {
 /// A failure of one node, before routing decides what it means for the run.
 #[derive(Debug, Clone)]
 pub(crate) struct NodeFailure {
-    pub code: String,
+    /// An engine's [`FailureCode`], or the code the failure came with (a
+    /// skill call's, a fatal rule's).
+    pub code: Cow<'static, str>,
     pub message: String,
     pub attempt: u32,
     pub suggestions: Vec<String>,
@@ -119,9 +123,16 @@ pub(crate) struct NodeFailure {
 }
 
 impl NodeFailure {
-    pub(crate) fn new(code: &str, message: impl Into<String>) -> Self {
+    /// A failure the engine detected.
+    pub(crate) fn new(code: FailureCode, message: impl Into<String>) -> Self {
+        NodeFailure::coded(code.as_str(), message)
+    }
+
+    /// A failure that came with its own code: a skill call's
+    /// ([`skillhost_runtime::CallError::code`]) or a fatal rule's.
+    pub(crate) fn coded(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
         NodeFailure {
-            code: code.to_string(),
+            code: code.into(),
             message: message.into(),
             attempt: 1,
             suggestions: Vec::new(),

@@ -10,6 +10,7 @@ use super::{NodeFailure, NodeSuccess, Outcome};
 use crate::RunContext;
 use crate::cache::{self, Lookup};
 use crate::call::{Attempts, CallPlan, call_node_skill, journal_entries, usage_detail};
+use crate::failure::FailureCode;
 use crate::node::{
     artifacts, base_vars, check_constraints, check_post, check_pre, map_input, skill_of, writes,
 };
@@ -72,10 +73,12 @@ async fn run_call(
         f.usage = usage;
         (f, Some(step.clone()))
     };
-    cx.log
-        .record_attempts(&failed)
-        .await
-        .map_err(|e| (NodeFailure::new("store-error", e.to_string()), None))?;
+    cx.log.record_attempts(&failed).await.map_err(|e| {
+        (
+            NodeFailure::new(FailureCode::StoreError, e.to_string()),
+            None,
+        )
+    })?;
     let mut step = empty_step(cx, node, attempt);
     step.started_at_ms = started_at_ms;
     step.fuel_consumed = Some(report.fuel_consumed);
@@ -88,7 +91,7 @@ async fn run_call(
     let output = match report.result {
         Ok(output) => output,
         Err(e) => {
-            let mut failure = NodeFailure::new(e.code(), e.to_string());
+            let mut failure = NodeFailure::coded(e.code().to_owned(), e.to_string());
             failure.detail =
                 json!({ "kind": e.kind(), "skill": e.skill(), "retryable": e.retryable() });
             return Err(failed_after_call(failure, &step));
@@ -163,210 +166,4 @@ async fn run_call(
         answer: None,
         route: None,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use serde_json::json;
-    use skillhost_runtime::{
-        Backends, KvBackend, KvGrant, MemoryKv, PoolConfig, Runtime, RuntimeConfig,
-    };
-    use skillhost_store::{JournalEntry, RunStatus, Store};
-
-    use crate::{Engine, NoEvents, RunOutcome};
-
-    const SCENARIO: &str = r#"
-[scenario]
-name = "kv-journal"
-version = "0.1.0"
-description = "A skill node and a map node whose skill reads kv"
-
-[input]
-key = { type = "string" }
-
-[state]
-greeting = { type = "string" }
-readings = { type = "array" }
-
-[skills.probe]
-component = "kv-probe.wasm"
-
-[[node]]
-id = "read_one"
-skill = "probe"
-capabilities = { kv = "shared" }
-input = { key = "input.key" }
-writes = [{ field = "greeting", from = "output.text" }]
-
-[[node]]
-id = "read_many"
-kind = "map"
-skill = "probe"
-capabilities = { kv = "shared" }
-over = "['a', 'b', 'c']"
-concurrency = 3
-input = { key = "item" }
-writes = [{ field = "readings", from = "output.map(o, o.text)" }]
-
-[[node]]
-id = "done"
-kind = "end"
-
-[[edge]]
-from = "read_one"
-to = "read_many"
-
-[[edge]]
-from = "read_many"
-to = "done"
-"#;
-
-    /// Runs `scenario` (next to the `kv-probe` component, whose kv holds
-    /// `greeting`, `a` and `b` in namespace `shared`) with a SQLite store:
-    /// the outcome and the run's journal rows.
-    async fn run(scenario: &str, input: serde_json::Value) -> (RunOutcome, Vec<JournalEntry>) {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("kv-probe.wasm"),
-            skillhost_tests::fixture_component("kv-probe"),
-        )
-        .unwrap();
-        let path = dir.path().join("kv-journal.toml");
-        std::fs::write(&path, scenario).unwrap();
-
-        let kv = MemoryKv::default();
-        // The scenario's own namespace `shared`.
-        let grant = KvGrant::parse("shared").unwrap().owned_by("kv-journal");
-        for (key, value) in [("greeting", "hello"), ("a", "1"), ("b", "2")] {
-            kv.set(
-                &grant.namespace(),
-                key,
-                value.as_bytes().to_vec(),
-                grant.quota(),
-            )
-            .unwrap();
-        }
-        let runtime = Runtime::new(RuntimeConfig {
-            cache_dir: Some(dir.path().join("cache")),
-            pool: PoolConfig {
-                component_instances: 16,
-                core_instances: 128,
-                memories: 32,
-                tables: 64,
-            },
-            backends: Backends {
-                kv: Arc::new(kv),
-                ..Backends::default()
-            },
-        })
-        .unwrap();
-        let loaded = skillhost_scenario::load(&path, &runtime).expect("scenario loads");
-        let url = format!("sqlite://{}", dir.path().join("runs.db").display());
-        let store = Store::open(&url).await.unwrap();
-        let engine = Engine::new(Some(store), Arc::new(NoEvents)).with_runtime_kv();
-        let outcome = engine.start(&loaded, input, None).await.unwrap();
-        let journal = engine
-            .store()
-            .unwrap()
-            .journal(&outcome.run_id)
-            .await
-            .unwrap();
-        (outcome, journal)
-    }
-
-    #[tokio::test]
-    async fn a_nodes_kv_calls_are_committed_to_the_journal_with_its_step() {
-        let (outcome, journal) = run(SCENARIO, json!({ "key": "greeting" })).await;
-        assert_eq!(
-            outcome.status,
-            RunStatus::Completed,
-            "{:?}",
-            outcome.failure
-        );
-        assert_eq!(outcome.state.get("greeting"), Some(&json!("hello")));
-        assert_eq!(
-            outcome.state.get("readings"),
-            Some(&json!(["1", "2", "(none)"]))
-        );
-        let rows: Vec<(u64, &str, &str, String, &serde_json::Value)> = journal
-            .iter()
-            .map(|e| {
-                let what = e.request["key"].as_str().unwrap_or_default();
-                (
-                    e.seq,
-                    e.node_id.as_str(),
-                    e.kind.as_str(),
-                    format!("{} {what}", e.request["op"].as_str().unwrap()),
-                    &e.response,
-                )
-            })
-            .collect();
-        let ok_null = json!({ "ok": null });
-        assert_eq!(
-            rows,
-            [
-                (
-                    1,
-                    "read_one",
-                    "kv",
-                    "get greeting".to_string(),
-                    &json!({ "ok": "aGVsbG8=" })
-                ),
-                (1, "read_one", "kv", "set seen".to_string(), &ok_null),
-                (
-                    2,
-                    "read_many",
-                    "kv",
-                    "get a".to_string(),
-                    &json!({ "ok": "MQ==" })
-                ),
-                (2, "read_many", "kv", "set seen".to_string(), &ok_null),
-                (
-                    2,
-                    "read_many",
-                    "kv",
-                    "get b".to_string(),
-                    &json!({ "ok": "Mg==" })
-                ),
-                (2, "read_many", "kv", "set seen".to_string(), &ok_null),
-                (
-                    2,
-                    "read_many",
-                    "kv",
-                    "get c".to_string(),
-                    &json!({ "ok": null })
-                ),
-                (2, "read_many", "kv", "set seen".to_string(), &ok_null),
-            ]
-        );
-        // Each write's request names the value it wrote, by length and digest.
-        assert_eq!(journal[1].request["value_bytes"], json!("greeting".len()));
-        assert_eq!(journal[7].request["value_bytes"], json!(1));
-    }
-
-    #[tokio::test]
-    async fn a_node_that_fails_after_its_kv_calls_commits_them_with_the_failure() {
-        let scenario = SCENARIO.replace(
-            "writes = [{ field = \"greeting\", from = \"output.text\" }]",
-            "post = [{ name = \"says hi\", when = \"output.text == 'hi'\", message = \"it did not say hi\" }]\n\
-             writes = [{ field = \"greeting\", from = \"output.text\" }]",
-        );
-        assert_ne!(scenario, SCENARIO);
-        let (outcome, journal) = run(&scenario, json!({ "key": "greeting" })).await;
-        assert_eq!(outcome.status, RunStatus::Failed);
-        let rows: Vec<(u64, &str, &serde_json::Value)> = journal
-            .iter()
-            .map(|e| (e.seq, e.node_id.as_str(), &e.request["op"]))
-            .collect();
-        assert_eq!(
-            rows,
-            [
-                (1, "read_one", &json!("get")),
-                (1, "read_one", &json!("set"))
-            ]
-        );
-        assert_eq!(journal[0].response, json!({ "ok": "aGVsbG8=" }));
-    }
 }

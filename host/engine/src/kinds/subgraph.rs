@@ -31,6 +31,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::{NodeFailure, NodeSuccess, Outcome};
+use crate::failure::FailureCode;
 use crate::node::{base_vars, check_pre, map_input, writes};
 use crate::run::{empty_step, summarize};
 use crate::{Engine, EngineError, RunContext, RunOutcome};
@@ -59,7 +60,7 @@ async fn run_child(
 ) -> Result<NodeSuccess, NodeFailure> {
     if cx.log.is_replay() {
         return Err(NodeFailure::new(
-            "subgraph-not-replayable",
+            FailureCode::SubgraphNotReplayable,
             format!(
                 "node `{}` runs scenario `{}` as a child run, which a replay does not \
                  re-execute; replay the child run itself (`host runs show {}` lists it)",
@@ -69,7 +70,7 @@ async fn run_child(
     }
     let child = cx.loaded.subgraphs.get(&node.id).ok_or_else(|| {
         NodeFailure::new(
-            "subgraph-not-loaded",
+            FailureCode::SubgraphNotLoaded,
             format!(
                 "node `{}`: scenario `{}` was not loaded with its parent",
                 node.id, subgraph.written
@@ -81,7 +82,7 @@ async fn run_child(
     let level = cx.level + 1;
     if level > MAX_SUBGRAPH_DEPTH {
         return Err(NodeFailure::new(
-            "subgraph-too-deep",
+            FailureCode::SubgraphTooDeep,
             format!(
                 "node `{}`: scenario `{}` would run as a child run {level} levels below its \
                  top-level run; subgraphs nest at most {MAX_SUBGRAPH_DEPTH} levels (`host \
@@ -272,7 +273,7 @@ async fn child_artifacts(
     for (row, bytes) in rows {
         let bytes = bytes.ok_or_else(|| {
             let mut failure = NodeFailure::new(
-                "subgraph-error",
+                FailureCode::SubgraphError,
                 format!(
                     "node `{}`: artifact `{}` of child run `{}` is listed but its bytes \
                          (sha256 {}) are not in the store",
@@ -307,7 +308,7 @@ fn child_failed(
             .to_string()
     };
     let mut failure = NodeFailure::new(
-        "subgraph-failed",
+        FailureCode::SubgraphFailed,
         format!(
             "node `{}`: child run `{}` of scenario `{scenario}` ({}) ended {} at its node `{}`: \
              {}: {}; see it with `host runs show {}`",
@@ -345,8 +346,8 @@ fn child_error(
     error: EngineError,
 ) -> NodeFailure {
     let code = match &error {
-        EngineError::InvalidInput { .. } => "subgraph-input",
-        _ => "subgraph-error",
+        EngineError::InvalidInput { .. } => FailureCode::SubgraphInput,
+        _ => FailureCode::SubgraphError,
     };
     let run = child_run.map_or(String::new(), |id| format!(" (child run `{id}`)"));
     let mut failure = NodeFailure::new(

@@ -22,7 +22,7 @@ async fn retryable_errors_are_retried_and_every_attempt_is_a_step() {
     let steps = db.steps(&ran.outcome.run_id).await;
     let attempts: Vec<(u32, &str, Option<u64>)> = steps
         .iter()
-        .map(|s| (s.attempt, &*s.status, s.seq))
+        .map(|s| (s.attempt, s.status.as_str(), s.seq))
         .collect();
     // The retried attempts have no checkpoint; the last one records the
     // failure that went to the handler.

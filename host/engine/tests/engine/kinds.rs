@@ -33,7 +33,7 @@ async fn a_skill_a_map_a_gate_and_an_end_run_in_order() {
     let steps = db.steps(run_id).await;
     let rows: Vec<(&str, Option<u64>, u32, &str)> = steps
         .iter()
-        .map(|s| (&*s.node_id, s.seq, s.attempt, &*s.status))
+        .map(|s| (&*s.node_id, s.seq, s.attempt, s.status.as_str()))
         .collect();
     assert_eq!(
         rows,

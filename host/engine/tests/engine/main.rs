@@ -18,9 +18,11 @@ mod artifacts;
 mod boundaries;
 mod budgets;
 mod cache;
+mod codes;
 mod events;
 mod failures;
 mod integrity;
+mod journal;
 mod kinds;
 mod kv;
 mod llm;
@@ -115,7 +117,7 @@ impl Db {
         self.steps(run_id)
             .await
             .into_iter()
-            .map(|s| (s.node_id, s.attempt, s.status))
+            .map(|s| (s.node_id, s.attempt, s.status.to_string()))
             .collect()
     }
 }

@@ -7,7 +7,6 @@
 //! from a middle checkpoint with fields replaced and its visit counts.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -16,134 +15,10 @@ use skillhost_engine::replay::{
     replay,
 };
 use skillhost_engine::{Engine, EngineError, NoEvents, RunOutcome};
-use skillhost_runtime::{
-    Backends, KvBackend, KvGrant, MemoryKv, PoolConfig, Runtime, RuntimeConfig,
-};
 use skillhost_store::{RunStatus, Store};
 
+use crate::journal::KvScenario;
 use crate::{Db, completed, e2e_scenario, load, runtime};
-
-/// A skill node and a map node whose skill reads and writes `kv`.
-const KV_SCENARIO: &str = r#"
-[scenario]
-name = "kv-replay"
-version = "0.1.0"
-description = "A skill node and a map node whose skill reads kv"
-
-[input]
-key = { type = "string" }
-
-[state]
-greeting = { type = "string" }
-readings = { type = "array" }
-
-[skills.probe]
-component = "kv-probe.wasm"
-
-[[node]]
-id = "read_one"
-skill = "probe"
-capabilities = { kv = "shared" }
-input = { key = "input.key" }
-writes = [{ field = "greeting", from = "output.text" }]
-
-[[node]]
-id = "read_many"
-kind = "map"
-skill = "probe"
-capabilities = { kv = "shared" }
-over = "['a', 'b', 'c']"
-concurrency = 3
-input = { key = "item" }
-writes = [{ field = "readings", from = "output.map(o, o.text)" }]
-
-[[node]]
-id = "done"
-kind = "end"
-
-[[edge]]
-from = "read_one"
-to = "read_many"
-
-[[edge]]
-from = "read_many"
-to = "done"
-"#;
-
-/// The `kv` scenario in its own directory, next to the `kv-probe` component.
-struct KvScenario {
-    dir: tempfile::TempDir,
-}
-
-impl KvScenario {
-    fn new() -> KvScenario {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("kv-probe.wasm"),
-            skillhost_tests::fixture_component("kv-probe"),
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("kv-replay.toml"), KV_SCENARIO).unwrap();
-        KvScenario { dir }
-    }
-
-    fn path(&self) -> PathBuf {
-        self.dir.path().join("kv-replay.toml")
-    }
-
-    /// Runs it on `store` with a runtime whose kv (namespace `shared`) holds
-    /// `greeting`, `a` and `b`.
-    async fn run(&self, store: &Store) -> RunOutcome {
-        let loaded = self.loaded_with_kv();
-        let outcome = Engine::new(Some(store.clone()), Arc::new(NoEvents))
-            .with_runtime_kv()
-            .start(&loaded, json!({ "key": "greeting" }), None)
-            .await
-            .unwrap();
-        assert_eq!(
-            outcome.status,
-            RunStatus::Completed,
-            "{:?}",
-            outcome.failure
-        );
-        assert_eq!(
-            outcome.state.get("readings"),
-            Some(&json!(["1", "2", "(none)"]))
-        );
-        outcome
-    }
-
-    /// The scenario loaded by a runtime of its own whose kv (the
-    /// scenario's namespace `shared`) holds `greeting`, `a` and `b`.
-    fn loaded_with_kv(&self) -> skillhost_scenario::LoadedScenario {
-        let kv = MemoryKv::default();
-        let grant = KvGrant::parse("shared").unwrap().owned_by("kv-replay");
-        for (key, value) in [("greeting", "hello"), ("a", "1"), ("b", "2")] {
-            kv.set(
-                &grant.namespace(),
-                key,
-                value.as_bytes().to_vec(),
-                grant.quota(),
-            )
-            .unwrap();
-        }
-        let recording = Runtime::new(RuntimeConfig {
-            cache_dir: Some(self.dir.path().join("cache")),
-            pool: PoolConfig {
-                component_instances: 16,
-                core_instances: 128,
-                memories: 32,
-                tables: 64,
-            },
-            backends: Backends {
-                kv: Arc::new(kv),
-                ..Backends::default()
-            },
-        })
-        .unwrap();
-        skillhost_scenario::load(&self.path(), &recording).unwrap()
-    }
-}
 
 /// Replays run `run_id` of `store` as `host replay RUN` does, with the
 /// binary's runtime, whose kv is empty.

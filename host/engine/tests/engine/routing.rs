@@ -48,7 +48,7 @@ async fn a_branch_guard_that_fails_fails_its_node_and_undoes_its_writes() {
     assert_eq!(ran.state()["label"], "");
     assert_eq!(ran.state()["length"], 4);
     let steps = db.steps(&ran.outcome.run_id).await;
-    assert_eq!(steps[1].status, "failed");
+    assert_eq!(steps[1].status.as_str(), "failed");
     assert_eq!(steps[1].error.as_ref(), Some(&error));
 }
 

@@ -73,7 +73,7 @@ async fn a_fatal_rule_undoes_the_writes_of_its_node() {
 
     let steps = db.steps(&ran.outcome.run_id).await;
     let two = steps.iter().find(|s| s.node_id == "two").unwrap();
-    assert_eq!(two.status, "failed");
+    assert_eq!(two.status.as_str(), "failed");
     assert_eq!(two.error.as_ref().unwrap()["code"], "TOO_LONG");
     // The node's call happened and is accounted for.
     assert!(

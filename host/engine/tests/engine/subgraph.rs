@@ -45,7 +45,7 @@ async fn steps(db: &Db, run_id: &str) -> Vec<(String, String)> {
     db.steps(run_id)
         .await
         .into_iter()
-        .map(|s| (s.node_id, s.status))
+        .map(|s| (s.node_id, s.status.to_string()))
         .collect()
 }
 

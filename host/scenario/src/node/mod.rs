@@ -5,8 +5,10 @@
 //! A body holds exactly what its kind means, so a state the engine cannot
 //! run (a map node without `over`, a gate with a skill) cannot be built.
 //! Adding a kind is one module here (its body, the keys it reads, its
-//! parser), one variant of [`NodeKind`] and [`NodeBody`], and its module in
-//! the engine.
+//! parser), one variant of [`NodeKind`] and [`NodeBody`], an arm in each of
+//! [`Node`]'s accessors (`call`, `writes`, `max_visits`, …: none has a
+//! fall-through arm, so a kind that forgets one does not compile), and its
+//! module in the engine.
 //!
 //! A kind's parser *takes* the keys it understands out of the
 //! [`NodeDecl`](crate::file::NodeDecl); whatever is left was written on a
@@ -200,7 +202,12 @@ impl Node {
     pub fn subgraph(&self) -> Option<&SubgraphNode> {
         match &self.body {
             NodeBody::Subgraph(subgraph) => Some(subgraph),
-            _ => None,
+            NodeBody::Skill(_)
+            | NodeBody::Map(_)
+            | NodeBody::Gate(_)
+            | NodeBody::Approval(_)
+            | NodeBody::Fail(_)
+            | NodeBody::End => None,
         }
     }
 
@@ -212,20 +219,22 @@ impl Node {
     /// The node's writes into state, in file order.
     pub fn writes(&self) -> &[Write] {
         match &self.body {
+            NodeBody::Skill(call) | NodeBody::Map(MapNode { call, .. }) => &call.writes,
             NodeBody::Gate(gate) => &gate.writes,
             NodeBody::Approval(approval) => &approval.writes,
             NodeBody::Subgraph(subgraph) => &subgraph.writes,
-            _ => self.call().map_or(&[], |call| &call.writes),
+            NodeBody::Fail(_) | NodeBody::End => &[],
         }
     }
 
     /// How often the run may reach this node.
     pub fn max_visits(&self) -> Option<u32> {
         match &self.body {
+            NodeBody::Skill(call) | NodeBody::Map(MapNode { call, .. }) => call.max_visits,
             NodeBody::Gate(gate) => gate.max_visits,
             NodeBody::Approval(approval) => approval.max_visits,
             NodeBody::Subgraph(subgraph) => subgraph.max_visits,
-            _ => self.call().and_then(|call| call.max_visits),
+            NodeBody::Fail(_) | NodeBody::End => None,
         }
     }
 
@@ -258,7 +267,12 @@ impl Node {
     pub fn edge_vars(&self) -> &'static [&'static str] {
         match self.body {
             NodeBody::Approval(_) => ANSWER_VARS,
-            _ => BASE_VARS,
+            NodeBody::Skill(_)
+            | NodeBody::Map(_)
+            | NodeBody::Gate(_)
+            | NodeBody::Fail(_)
+            | NodeBody::End
+            | NodeBody::Subgraph(_) => BASE_VARS,
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use sqlx::postgres::PgRow;
 
 use super::PgStore;
-use crate::codec::{ACTIVE, Codec, RUN_COLUMNS, now_ms};
+use crate::codec::{ACTIVE, Codec, FINISHED, RUN_COLUMNS, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, PruneReport, ttl_ms};
 use crate::queue::{FLOW_ALLOWS, PRUNE_IDEMPOTENCY_KEYS, pick_queued, pick_timed_out_wait};
@@ -327,21 +327,23 @@ impl PgStore {
         older_than: Option<Duration>,
     ) -> Result<PruneReport, StoreError> {
         let action = "pruning finished runs";
+        let prune = format!(
+            "DELETE FROM runs WHERE status IN {FINISHED} \
+             AND updated_at < $1 - COALESCE( \
+                 (SELECT keep_ms FROM retention AS r \
+                  WHERE r.scenario_name = runs.scenario_name), $2::bigint) \
+             RETURNING id"
+        );
+        let prune = prune.as_str();
         // Idempotent: a retry deletes what is still old enough.
         self.retrying(|_| async move {
             let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
-            let mut runs: Vec<String> = sqlx::query_scalar(
-                "DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') \
-                 AND updated_at < $1 - COALESCE( \
-                     (SELECT keep_ms FROM retention AS r \
-                      WHERE r.scenario_name = runs.scenario_name), $2::bigint) \
-                 RETURNING id",
-            )
-            .bind(now_ms())
-            .bind(older_than.map(ttl_ms))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, action))?;
+            let mut runs: Vec<String> = sqlx::query_scalar(prune)
+                .bind(now_ms())
+                .bind(older_than.map(ttl_ms))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(|e| self.error(e, action))?;
             // The runs' history goes in the same transaction: checkpoints,
             // steps and task rows have no foreign key to cascade from (their
             // writes insert from the run's locked row instead), so they are

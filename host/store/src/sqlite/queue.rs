@@ -7,7 +7,7 @@ use std::time::Duration;
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::SqliteStore;
-use crate::codec::{ACTIVE, Codec, now_ms};
+use crate::codec::{ACTIVE, Codec, FINISHED, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, PruneReport, ttl_ms};
 use crate::queue::{PRUNE_IDEMPOTENCY_KEYS, pick_queued, pick_timed_out_wait};
@@ -255,14 +255,14 @@ impl SqliteStore {
             .writer
             .write(action, |tx| {
                 let runs = tx
-                    .prepare(
-                        "DELETE FROM runs WHERE status IN ('completed', 'failed', 'cancelled') \
+                    .prepare(&format!(
+                        "DELETE FROM runs WHERE status IN {FINISHED} \
                          AND updated_at < ?1 - COALESCE( \
                              (SELECT keep_ms FROM retention AS r \
                               WHERE r.scenario_name = runs.scenario_name), \
                              ?2) \
-                         RETURNING id",
-                    )
+                         RETURNING id"
+                    ))
                     .and_then(|mut statement| {
                         statement
                             .query_map(params![now, older_than.map(ttl_ms)], |row| row.get(0))?

@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use skillhost_store::{
     KvLimits, KvSpace, KvUsage, KvWrite, MapItemRow, NewArtifact, RunStatus, SCHEMA_VERSION,
-    START_NODE, StateChange, StepRow, Store, StoreError, state_hash,
+    START_NODE, StateChange, StepRow, StepStatus, Store, StoreError, state_hash,
 };
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
@@ -937,7 +937,7 @@ async fn runs_are_listed_newest_first_and_filtered(kind: Kind) {
         .unwrap();
 
     let failed_step = StepRow {
-        status: "failed".into(),
+        status: StepStatus::Failed,
         error: Some(json!({"code": "timeout", "message": "took too long"})),
         output_hash: None,
         ..ok_step(&ids[1], "n1")
@@ -1451,7 +1451,7 @@ async fn prune_deletes_only_old_finished_runs(kind: Kind) {
                 .unwrap();
             store
                 .record_failed_step(&StepRow {
-                    status: "failed".into(),
+                    status: StepStatus::Failed,
                     error: Some(json!({"code": "skill-error"})),
                     ..ok_step(id, "n2")
                 })
@@ -2068,7 +2068,7 @@ async fn a_stale_runner_writes_no_failed_steps_map_items_or_artifacts(kind: Kind
         attempt: 1,
     };
     let failed = StepRow {
-        status: "failed".into(),
+        status: StepStatus::Failed,
         error: Some(json!({"code": "skill-error"})),
         ..ok_step("f1", "n1")
     };
