@@ -1,5 +1,5 @@
 //! `host skill new`: a new skill's directory, in any guest language, from
-//! the templates in `host/build/templates/` (embedded at compile time).
+//! the templates in `host/skill-build/templates/` (embedded at compile time).
 //!
 //! A scaffolded skill builds with `host skill build`, answers
 //! `host skill call`, and carries a unit test in its language's usual
