@@ -349,9 +349,11 @@ fn a_deep_chain_queued_in_host_serve_fails_its_run_and_the_server_stays_up() {
     assert_eq!(statuses, [Value::from("failed")]);
 }
 
-/// `host serve --scenarios` with the 300-level chain among them does not
-/// start, naming the file and the chain (as `host run` does), instead of
-/// offering a scenario whose run would take the server down.
+/// `host serve --scenarios` with the 300-level chain among them starts
+/// (one scenario that cannot run does not take the server down, issue 30)
+/// but never offers it: it is listed as unavailable, naming the file and the
+/// chain as `host run` does, and a start of it is refused without a run,
+/// while the server keeps answering.
 #[test]
 fn host_serve_refuses_to_offer_a_chain_past_the_limit() {
     let dir = tempfile::tempdir().unwrap();
@@ -369,24 +371,32 @@ fn host_serve_refuses_to_offer_a_chain_past_the_limit() {
         None,
     )
     .stdout(Stdio::null())
-    .stderr(Stdio::piped())
+    .stderr(Stdio::null())
     .spawn()
     .expect("start host serve");
     let mut server = KilledOnDrop::new(child);
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let base = format!("http://{addr}");
     let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = server.try_wait().unwrap() {
-            break status;
-        }
+    let listed: Value = loop {
         assert!(
-            Instant::now() < deadline,
-            "host serve started with a scenario nested 300 levels deep"
+            server.try_wait().unwrap().is_none(),
+            "host serve exited instead of listing the chain as unavailable"
         );
+        if let Ok(reply) = client.get(format!("{base}/api/scenarios")).send() {
+            break reply.json().unwrap();
+        }
+        assert!(Instant::now() < deadline, "host serve never answered");
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert_eq!(status.code(), Some(2));
-    let mut text = String::new();
-    std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut text).unwrap();
+    let scenarios = listed["scenarios"].as_array().unwrap();
+    assert_eq!(scenarios.len(), 1, "{listed}");
+    let entry = &scenarios[0];
+    assert_eq!(entry["available"], false, "{entry}");
+    let text = entry["reason"].as_str().unwrap();
     assert!(
         text.contains("would run 17 levels of subgraphs deep"),
         "{text}"
@@ -395,4 +405,21 @@ fn host_serve_refuses_to_offer_a_chain_past_the_limit() {
         text.contains(&named(dir.path(), MAX_SUBGRAPH_DEPTH)),
         "{text}"
     );
+
+    let name = entry["name"].as_str().unwrap();
+    let refused = client
+        .post(format!("{base}/api/runs"))
+        .header("content-type", "application/json")
+        .body(serde_json::json!({"scenario": name, "input": {}}).to_string())
+        .send()
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 409);
+    let runs: Value = client
+        .get(format!("{base}/api/runs"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(runs["runs"], serde_json::json!([]), "{runs}");
+    assert!(server.try_wait().unwrap().is_none(), "host serve exited");
 }
