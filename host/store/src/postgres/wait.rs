@@ -75,31 +75,31 @@ impl PgStore {
                 self.position(&mut tx, run_id, action).await?;
             if status == RunStatus::Waiting.as_str() && last_seq == seq {
                 // An earlier attempt committed, and its answer was lost.
+                release(tx).await;
                 return Ok(deadline);
             }
             if let Some(fence) = fence
                 && !holds(fence, holder.as_deref(), generation)
             {
-                return Err(lease_lost(
-                    &self.db,
-                    fence,
-                    holder.as_deref(),
-                    generation,
-                    expires,
-                ));
+                return refuse(
+                    tx,
+                    lease_lost(&self.db, fence, holder.as_deref(), generation, expires),
+                )
+                .await;
             }
             if let Some(cancelled) =
                 refusal::cancel_requested(&self.db, run_id, (cancel_at, cancel_by))
             {
-                return Err(cancelled);
+                return refuse(tx, cancelled).await;
             }
             if refusal::is_finished(&status) || last_seq != seq {
-                return Err(refusal::not_next(
+                let refused = refusal::not_next(
                     &self.db,
                     run_id,
                     format_args!("{seq} (to wait at)"),
                     Some((status.as_str(), last_seq)),
-                ));
+                );
+                return refuse(tx, refused).await;
             }
             sqlx::query(
                 "INSERT INTO waits (run_id, seq, node_id, prompt, answer_schema, created_at, \
@@ -153,7 +153,11 @@ impl PgStore {
         let (status, last_seq, deadline, ..) = self.position(&mut tx, run_id, action).await?;
         let waiting = status == RunStatus::Waiting.as_str() && last_seq == seq;
         if !waiting || deadline.is_some_and(|d| d <= now) {
-            return Err(refusal::not_waiting(&self.db, run_id, &status, deadline));
+            return refuse(
+                tx,
+                refusal::not_waiting(&self.db, run_id, &status, deadline),
+            )
+            .await;
         }
         let answered = sqlx::query(
             "UPDATE waits SET answer = $3, answered_by = $4, answered_at = $5 \
@@ -169,7 +173,7 @@ impl PgStore {
         .map_err(|e| self.error(e, action))?
         .rows_affected();
         if answered != 1 {
-            return Err(refusal::not_waiting(&self.db, run_id, "answered", None));
+            return refuse(tx, refusal::not_waiting(&self.db, run_id, "answered", None)).await;
         }
         sqlx::query(
             "UPDATE runs SET status = 'queued', wait_deadline = NULL, updated_at = $2 \
@@ -233,11 +237,31 @@ impl PgStore {
                     .map_err(|e| self.error(e, action))?;
                     Cancelled::Requested
                 }
-                finished => return Err(refusal::nothing_to_cancel(&self.db, run_id, finished)),
+                finished => {
+                    return refuse(tx, refusal::nothing_to_cancel(&self.db, run_id, finished))
+                        .await;
+                }
             };
             tx.commit().await.map_err(|e| self.error(e, action))?;
             Ok(done)
         })
         .await
     }
+}
+
+/// Ends a transaction that refuses what it was asked, before the refusal is
+/// returned. Dropping it would roll it back only when its connection is next
+/// used: until then the run's row stays locked (`position` reads it `FOR
+/// UPDATE`), and a claim, which skips locked rows, would pass over a run it
+/// may take.
+async fn refuse<T>(tx: Transaction<'_, Postgres>, error: StoreError) -> Result<T, StoreError> {
+    release(tx).await;
+    Err(error)
+}
+
+/// Rolls back a transaction that wrote nothing, releasing its locks now.
+async fn release(tx: Transaction<'_, Postgres>) {
+    // A failed rollback leaves nothing to undo: the connection is closed
+    // and the server ends its transaction.
+    let _ = tx.rollback().await;
 }
