@@ -45,8 +45,8 @@
 //! beginning on the next write. The WAL is then overwritten in place, which
 //! an `fdatasync` writes without the file's size or block map; left to the
 //! thread alone, commits arriving while it runs keep the WAL from ever being
-//! wholly copied, and it grows by appending, at two to three times the cost
-//! per sync (measured: docs/contributing.md, "SQLite with an fsync per
+//! wholly copied, and it grows by appending, at about twice the cost per
+//! node (measured: docs/contributing.md, "SQLite with an fsync per
 //! checkpoint").
 
 use std::path::{Path, PathBuf};
