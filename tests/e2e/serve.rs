@@ -331,6 +331,12 @@ fn every_route(db: Option<&str>) {
     assert_eq!(end["status"], "completed");
     let reply = server.post(&answer, &json!({"answer": {"approved": true}}));
     assert_eq!(reply.0, 409, "{reply:?}");
+    // What to do is said as this API's routes, never as a `host` command.
+    assert!(
+        error_of(&reply).contains(&format!("see it with GET /api/runs/{id}")),
+        "{reply:?}"
+    );
+    assert!(!error_of(&reply).contains("host "), "{reply:?}");
 
     // Checkpoints, the state at one, a diff.
     let (_, checkpoints) = server.get(&format!("/api/runs/{id}/checkpoints"));

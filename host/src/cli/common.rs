@@ -376,8 +376,42 @@ pub async fn report_existing_run(store: &Store, run_id: &str, key: &str, json: b
 pub fn engine_failure(e: skillhost_engine::EngineError) -> Failure {
     use skillhost_engine::EngineError::*;
     match e {
-        Store(_) | Internal { .. } => Failure::environment(e.to_string()),
-        _ => Failure::bad_input(e.to_string()),
+        Store(_) | Internal { .. } => Failure::environment(e.render(&HostCommands)),
+        _ => Failure::bad_input(e.render(&HostCommands)),
+    }
+}
+
+/// The library's remedies as `host` commands: what the command line says
+/// to do about a refusal.
+pub struct HostCommands;
+
+impl skillhost_engine::Remedies for HostCommands {
+    fn way(&self, remedy: &skillhost_engine::Remedy) -> Option<String> {
+        use skillhost_engine::Remedy::*;
+        Some(match remedy {
+            ShowRun { run } => format!("`host runs show {run}`"),
+            ResumeRun { run } => format!("`host resume {run}`"),
+            ResumeChanged { run } => format!("`host resume {run} --allow-changed`"),
+            AnswerRun { run } => format!(
+                "`host runs answer {run} --data JSON` (or `host runs approve|reject {run}` for a \
+                 yes/no answer)"
+            ),
+            CancelRun { run } => format!("`host runs cancel {run}`"),
+            ListRuns { waiting: false } => "`host runs list`".into(),
+            ListRuns { waiting: true } => "`host runs list --status waiting`".into(),
+            StartRun => "`host run <scenario>`".into(),
+            ListCheckpoints { run } => format!("`host checkpoints {run}`"),
+            ExportRun { run, components } => format!(
+                "`host runs export{}{}`",
+                match (run, components) {
+                    (Some(run), _) => format!(" {run}"),
+                    (None, true) => " RUN".into(),
+                    (None, false) => String::new(),
+                },
+                if *components { " --components DIR" } else { "" }
+            ),
+            ReplayExport => "`host replay --file`".into(),
+        })
     }
 }
 
@@ -1012,4 +1046,153 @@ pub fn shutdown_on_signals() -> Result<tokio::sync::watch::Receiver<bool>, Failu
         let _ = shutdown_tx.send(true);
     });
     Ok(shutdown_rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use skillhost_engine::EngineError;
+    use skillhost_engine::replay::ReplayError;
+
+    use super::HostCommands;
+
+    fn said(e: &EngineError) -> String {
+        e.render(&HostCommands)
+    }
+
+    /// The engine's remedies, said as `host` commands, are the messages
+    /// the command line has always printed, word for word.
+    #[test]
+    fn the_engines_remedies_are_said_as_host_commands() {
+        let id = || "r1".to_string();
+        assert_eq!(
+            said(&EngineError::UnknownRun(id())),
+            "run `r1` does not exist in this database; list runs with `host runs list`"
+        );
+        assert_eq!(
+            said(&EngineError::RunFinished {
+                id: id(),
+                status: "completed".into()
+            }),
+            "run `r1` is completed; only unfinished runs can be resumed. Start a new run with \
+             `host run <scenario>`, or see this run's steps with `host runs show r1`"
+        );
+        assert_eq!(
+            said(&EngineError::ScenarioChanged {
+                id: id(),
+                scenario: "loop".into(),
+                expected: "aa".into(),
+                found: "bb".into()
+            }),
+            "run `r1` was started from scenario `loop` with digest aa, but the file now has \
+             digest bb; resume it with the scenario it started with, or continue it with the \
+             changed scenario with `host resume r1 --allow-changed`"
+        );
+        assert_eq!(
+            said(&EngineError::ComponentsChanged {
+                id: id(),
+                changes: "skill `a` changed".into()
+            }),
+            "run `r1` started with other code than it would continue with: skill `a` changed; a \
+             run in flight never switches code silently: resume it with the components it \
+             started with (`host runs show r1` lists them), or continue it with the new ones \
+             with `host resume r1 --allow-changed`"
+        );
+        assert_eq!(
+            said(&EngineError::Waiting {
+                id: id(),
+                node: "approve".into(),
+                prompt: "Ship?".into()
+            }),
+            "run `r1` is waiting for an answer at node `approve` (Ship?); answer it with `host \
+             runs answer r1 --data JSON` (or `host runs approve|reject r1` for a yes/no \
+             answer), or cancel it with `host runs cancel r1`"
+        );
+        assert_eq!(
+            said(&EngineError::NotWaiting {
+                id: id(),
+                status: "completed".into()
+            }),
+            "run `r1` is completed, not waiting for an answer; only a run waiting at an \
+             approval node can be answered (`host runs list --status waiting`)"
+        );
+        assert_eq!(
+            said(&EngineError::AlreadyAnswered {
+                id: id(),
+                node: "approve".into(),
+                by: "alice".into(),
+                at: "T".into(),
+                status: "queued".into()
+            }),
+            "run `r1` was already answered at node `approve` by `alice` at T and is queued now; \
+             an answer is given once (see it with `host runs show r1`)"
+        );
+        assert_eq!(
+            said(&EngineError::WaitTimedOut {
+                id: id(),
+                node: "approve".into(),
+                deadline: "T".into()
+            }),
+            "run `r1` stopped waiting at node `approve`: its wait timed out at T, so it takes \
+             the node's `on_timeout` route; continue it with `host resume r1` (a worker does \
+             that by itself)"
+        );
+        assert_eq!(
+            said(&EngineError::NoSuchCheckpoint {
+                id: id(),
+                seq: 9,
+                last: 3
+            }),
+            "run `r1` has no checkpoint 9 (its checkpoints are 0 to 3); see them with `host \
+             checkpoints r1`"
+        );
+        assert_eq!(
+            said(&EngineError::ForkGoesNowhere { id: id(), seq: 3 }),
+            "checkpoint 3 of run `r1` leads to no node (the run failed there with no failure \
+             handler); fork at an earlier checkpoint (`host checkpoints r1`)"
+        );
+    }
+
+    #[test]
+    fn a_replays_remedies_are_said_as_host_commands() {
+        let said = |e: ReplayError| e.render(&HostCommands);
+        assert_eq!(
+            said(ReplayError::UnknownRun {
+                id: "r1".into(),
+                db: "sqlite://x.db".into()
+            }),
+            "run `r1` does not exist in sqlite://x.db; list runs with `host runs list`"
+        );
+        assert_eq!(
+            said(ReplayError::NotFinished {
+                id: "r1".into(),
+                status: "running".into()
+            }),
+            "run `r1` is running; only a finished run (completed or failed) can be replayed. \
+             Resume it with `host resume r1` first, or see its steps with `host runs show r1`"
+        );
+        assert_eq!(
+            said(ReplayError::ScenarioUnreadable {
+                path: "s.toml".into(),
+                message: "gone".into()
+            }),
+            "cannot read the scenario file `s.toml`: gone; a replay reads the scenario the run \
+             was started from. Put it back, or replay an export of the run (`host runs export`) \
+             with `host replay --file`"
+        );
+        assert_eq!(
+            said(ReplayError::HasSubgraphs {
+                id: "r1".into(),
+                node: "child".into()
+            }),
+            "run `r1` runs another scenario as a child run (subgraph node `child`), which a \
+             replay does not re-execute; replay each child run on its own (`host runs show r1` \
+             lists them)"
+        );
+        assert_eq!(
+            said(ReplayError::ComponentsMissing { missing: vec![] }),
+            "0 component(s) the run used cannot be found: . Put each one back where the \
+             scenario expects it, or pass --components DIR holding it as <sha256>.wasm (`host \
+             runs export RUN --components DIR` writes them)"
+        );
+    }
 }
