@@ -1,8 +1,8 @@
 //! The command line's one rule of layering, checked on its source: a
 //! subcommand's module (`src/cli/<command>.rs`, and anything under
-//! `src/cli/<command>/`) uses `cli/common.rs` and the library crates, never
+//! `src/cli/<command>/`) uses `cli/common/` and the library crates, never
 //! another subcommand's module. What two commands share belongs in
-//! `common.rs`; what one command does belongs in its own module.
+//! `common/`; what one command does belongs in its own module.
 //!
 //! The check reads every file under `src/cli/` except `mod.rs` (the
 //! dispatcher, which names every command), drops comments and string
@@ -10,7 +10,7 @@
 //! (`super::run::X`, `super::{common, worker}`, `crate::cli::bench::Y`,
 //! `super::super::runs` from a nested file, globs) against the file's own
 //! module path. A path that lands in `cli::<other command>`, or a glob over
-//! `cli` itself, is a violation. `common.rs` is checked too: it may name no
+//! `cli` itself, is a violation. `common/` is checked too: it may name no
 //! command at all.
 
 use std::path::{Path, PathBuf};
@@ -267,8 +267,8 @@ fn no_subcommand_module_refers_to_another() {
     }
     assert!(
         violations.is_empty(),
-        "{}\nA subcommand uses cli/common.rs and the library crates only: move what two \
-         commands share to cli/common.rs, and what one command does to its own module.",
+        "{}\nA subcommand uses cli/common/ and the library crates only: move what two \
+         commands share to cli/common/, and what one command does to its own module.",
         violations.join("\n")
     );
 }

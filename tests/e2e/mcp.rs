@@ -1073,6 +1073,21 @@ fn stdio_answers_tasks_in_front_of_the_sdk_and_refuses_what_does_not_fit() {
         result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
         id
     );
+    // Answered twice: refused, and what to do is said as this server's
+    // tools, never as a `host` command.
+    let again = session.request(
+        13,
+        "tools/call",
+        json!({"name": "run_answer", "arguments": {"run_id": id, "answer": {"approved": true}}}),
+    );
+    assert_eq!(again["result"]["isError"], true, "{again}");
+    let text = again["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("already answered"), "{text}");
+    assert!(
+        text.contains(&format!("see it with `run_status` (run_id `{id}`)")),
+        "{text}"
+    );
+    assert!(!text.contains("host "), "{text}");
     // Time for the cancelled request's answer to come, had it not been
     // cancelled; a ping answered after it shows nothing came.
     std::thread::sleep(std::time::Duration::from_millis(800));

@@ -331,6 +331,12 @@ fn every_route(db: Option<&str>) {
     assert_eq!(end["status"], "completed");
     let reply = server.post(&answer, &json!({"answer": {"approved": true}}));
     assert_eq!(reply.0, 409, "{reply:?}");
+    // What to do is said as this API's routes, never as a `host` command.
+    assert!(
+        error_of(&reply).contains(&format!("see it with GET /api/runs/{id}")),
+        "{reply:?}"
+    );
+    assert!(!error_of(&reply).contains("host "), "{reply:?}");
 
     // Checkpoints, the state at one, a diff.
     let (_, checkpoints) = server.get(&format!("/api/runs/{id}/checkpoints"));
@@ -451,7 +457,18 @@ fn every_route(db: Option<&str>) {
         let reply = server.post(path, &json!({"answer": {"approved": true}}));
         assert_eq!(reply.0, 404, "POST {path}: {reply:?}");
         assert!(error_of(&reply).contains("nope"), "{reply:?}");
+        assert!(error_of(&reply).contains("GET /api/runs"), "{reply:?}");
+        assert!(!error_of(&reply).contains("host "), "{reply:?}");
     }
+    // A hostile run id (a path, a quote, a new line) is only ever a
+    // name: not found, said back as JSON, and nothing written.
+    let reply = server.post(
+        "/api/runs/..%2F%22%0Aerror:%20x/answer",
+        &json!({"answer": {"approved": true}}),
+    );
+    assert_eq!(reply.0, 404, "{reply:?}");
+    assert!(error_of(&reply).contains("../\"\nerror: x"), "{reply:?}");
+    assert!(!error_of(&reply).contains("host "), "{reply:?}");
     // `host runs list` sees the same runs the API does.
     let mut list = vec!["runs", "list", "--json"];
     if let Some(db) = db {

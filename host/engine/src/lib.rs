@@ -27,7 +27,11 @@
 //! run wait for an answer, which [`Engine::answer`] records (the run then
 //! continues from that boundary when it is resumed), and [`Engine::cancel`]
 //! ends a queued or waiting run at once and a running one at its next node
-//! boundary (its next checkpoint is refused).
+//! boundary (its next checkpoint is refused). Every face (the command line,
+//! the MCP server, the HTTP API) acts on runs through the run service
+//! ([`service`]: start, answer, continue under the run's lease, cancel),
+//! and says the typed remedies its errors carry ([`remedy`]) in its own
+//! words.
 
 // A node failure carries its report and the step row to store with it. It is
 // built at most once per failed node, never on the hot path, so boxing it would
@@ -46,10 +50,12 @@ pub mod kv;
 pub mod lease;
 mod node;
 pub mod queue;
+pub mod remedy;
 pub mod replay;
 mod run;
 mod run_log;
 pub mod schedule;
+pub mod service;
 pub mod state;
 pub mod worker;
 
@@ -61,8 +67,10 @@ use serde_json::{Map, Value};
 pub use control::{Answered, describe_fields};
 pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
 pub use failure::FailureCode;
+pub use remedy::{Plain, Remedies, Remedy};
 use run::drive;
 use run_log::RunLog;
+pub use service::{Continued, Queued, RunService};
 use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Configs, LoadedScenario, Scenario};
 use skillhost_store::{
@@ -71,45 +79,39 @@ use skillhost_store::{
 };
 
 /// Why a run could not be started or continued (as opposed to a run that
-/// failed, which is a [`RunOutcome`] with status `failed`).
-#[derive(Debug, thiserror::Error)]
+/// failed, which is a [`RunOutcome`] with status `failed`). Its `Display`
+/// says what to do in plain words; [`EngineError::remedies`] are those
+/// remedies typed, which [`EngineError::render`] puts in a face's words.
+#[derive(Debug)]
 pub enum EngineError {
-    #[error("scenario `{scenario}`: the run input does not fit [input]: {message}")]
-    InvalidInput { scenario: String, message: String },
-    #[error("run `{0}` does not exist in this database; list runs with `host runs list`")]
+    InvalidInput {
+        scenario: String,
+        message: String,
+    },
     UnknownRun(String),
-    #[error(
-        "run `{id}` is {status}; only unfinished runs can be resumed. Start a new run with `host run <scenario>`, or see this run's steps with `host runs show {id}`"
-    )]
-    RunFinished { id: String, status: String },
-    #[error(
-        "run `{id}` was started from scenario `{scenario}` with digest {expected}, but the file now has digest {found}; resume it with the scenario it started with, or continue it with the changed scenario with `host resume {id} --allow-changed`"
-    )]
+    RunFinished {
+        id: String,
+        status: String,
+    },
     ScenarioChanged {
         id: String,
         scenario: String,
         expected: String,
         found: String,
     },
-    #[error(
-        "run `{id}` started with other code than it would continue with: {changes}; a run in flight never switches code silently: resume it with the components it started with (`host runs show {id}` lists them), or continue it with the new ones with `host resume {id} --allow-changed`"
-    )]
-    ComponentsChanged { id: String, changes: String },
-    #[error(
-        "run `{id}` is waiting for an answer at node `{node}` ({prompt}); answer it with `host runs answer {id} --data JSON` (or `host runs approve|reject {id}` for a yes/no answer), or cancel it with `host runs cancel {id}`"
-    )]
+    ComponentsChanged {
+        id: String,
+        changes: String,
+    },
     Waiting {
         id: String,
         node: String,
         prompt: String,
     },
-    #[error(
-        "run `{id}` is {status}, not waiting for an answer; only a run waiting at an approval node can be answered (`host runs list --status waiting`)"
-    )]
-    NotWaiting { id: String, status: String },
-    #[error(
-        "run `{id}` was already answered at node `{node}` by `{by}` at {at} and is {status} now; an answer is given once (see it with `host runs show {id}`)"
-    )]
+    NotWaiting {
+        id: String,
+        status: String,
+    },
     AlreadyAnswered {
         id: String,
         node: String,
@@ -117,45 +119,201 @@ pub enum EngineError {
         at: String,
         status: String,
     },
-    #[error(
-        "run `{id}` stopped waiting at node `{node}`: its wait timed out at {deadline}, so it takes the node's `on_timeout` route; continue it with `host resume {id}` (a worker does that by itself)"
-    )]
     WaitTimedOut {
         id: String,
         node: String,
         deadline: String,
     },
-    #[error(
-        "the answer does not fit node `{node}`'s answer shape: {message}; run `{id}` is still waiting and nothing was written. The answer is a JSON object with {fields}"
-    )]
     InvalidAnswer {
         id: String,
         node: String,
         message: String,
         fields: String,
     },
-    #[error(
-        "run `{id}` is already {status}; there is nothing to cancel (only queued, waiting and running runs can be cancelled)"
-    )]
-    NothingToCancel { id: String, status: String },
-    #[error("run `{id}` has no checkpoint to resume from")]
-    NoCheckpoint { id: String },
-    #[error(
-        "run `{id}` has no checkpoint {seq} (its checkpoints are 0 to {last}); see them with `host checkpoints {id}`"
-    )]
-    NoSuchCheckpoint { id: String, seq: u64, last: u64 },
-    #[error(
-        "checkpoint {seq} of run `{id}` leads to no node (the run failed there with no failure handler); fork at an earlier checkpoint (`host checkpoints {id}`)"
-    )]
-    ForkGoesNowhere { id: String, seq: u64 },
-    #[error("--set {field}: {message}")]
-    InvalidFork { field: String, message: String },
-    #[error("scenario `{scenario}` cannot be queued: {message}")]
-    NotQueueable { scenario: String, message: String },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("run `{run}`: {message}")]
-    Internal { run: String, message: String },
+    NothingToCancel {
+        id: String,
+        status: String,
+    },
+    NoCheckpoint {
+        id: String,
+    },
+    NoSuchCheckpoint {
+        id: String,
+        seq: u64,
+        last: u64,
+    },
+    ForkGoesNowhere {
+        id: String,
+        seq: u64,
+    },
+    InvalidFork {
+        field: String,
+        message: String,
+    },
+    NotQueueable {
+        scenario: String,
+        message: String,
+    },
+    Store(StoreError),
+    Internal {
+        run: String,
+        message: String,
+    },
+}
+
+impl EngineError {
+    /// What can be done about it, typed, in the order its message says
+    /// them.
+    pub fn remedies(&self) -> Vec<Remedy> {
+        use EngineError::*;
+        let run = |id: &String| id.clone();
+        match self {
+            UnknownRun(_) => vec![Remedy::ListRuns { waiting: false }],
+            RunFinished { id, .. } => vec![Remedy::StartRun, Remedy::ShowRun { run: run(id) }],
+            ScenarioChanged { id, .. } => vec![Remedy::ResumeChanged { run: run(id) }],
+            ComponentsChanged { id, .. } => vec![
+                Remedy::ShowRun { run: run(id) },
+                Remedy::ResumeChanged { run: run(id) },
+            ],
+            Waiting { id, .. } => vec![
+                Remedy::AnswerRun { run: run(id) },
+                Remedy::CancelRun { run: run(id) },
+            ],
+            NotWaiting { .. } => vec![Remedy::ListRuns { waiting: true }],
+            AlreadyAnswered { id, .. } => vec![Remedy::ShowRun { run: run(id) }],
+            WaitTimedOut { id, .. } => vec![Remedy::ResumeRun { run: run(id) }],
+            NoSuchCheckpoint { id, .. } | ForkGoesNowhere { id, .. } => {
+                vec![Remedy::ListCheckpoints { run: run(id) }]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The message, its remedies in `face`'s words (`Display` is
+    /// [`Plain`]'s: no face's).
+    pub fn render(&self, face: &dyn Remedies) -> String {
+        use EngineError::*;
+        let w = remedy::Words(face);
+        let run = |id: &String| id.clone();
+        match self {
+            InvalidInput { scenario, message } => {
+                format!("scenario `{scenario}`: the run input does not fit [input]: {message}")
+            }
+            UnknownRun(id) => format!(
+                "run `{id}` does not exist in this database; list runs{}",
+                w.with(Remedy::ListRuns { waiting: false })
+            ),
+            RunFinished { id, status } => format!(
+                "run `{id}` is {status}; only unfinished runs can be resumed. Start a new run{}, \
+                 or see this run's steps{}",
+                w.with(Remedy::StartRun),
+                w.with(Remedy::ShowRun { run: run(id) })
+            ),
+            ScenarioChanged {
+                id,
+                scenario,
+                expected,
+                found,
+            } => format!(
+                "run `{id}` was started from scenario `{scenario}` with digest {expected}, but \
+                 the file now has digest {found}; resume it with the scenario it started with, \
+                 or continue it with the changed scenario{}",
+                w.with(Remedy::ResumeChanged { run: run(id) })
+            ),
+            ComponentsChanged { id, changes } => format!(
+                "run `{id}` started with other code than it would continue with: {changes}; a \
+                 run in flight never switches code silently: resume it with the components it \
+                 started with{}, or continue it with the new ones{}",
+                w.aside(Remedy::ShowRun { run: run(id) }, " lists them"),
+                w.with(Remedy::ResumeChanged { run: run(id) })
+            ),
+            Waiting { id, node, prompt } => format!(
+                "run `{id}` is waiting for an answer at node `{node}` ({prompt}); answer it{}, \
+                 or cancel it{}",
+                w.with(Remedy::AnswerRun { run: run(id) }),
+                w.with(Remedy::CancelRun { run: run(id) })
+            ),
+            NotWaiting { id, status } => format!(
+                "run `{id}` is {status}, not waiting for an answer; only a run waiting at an \
+                 approval node can be answered{}",
+                w.aside(Remedy::ListRuns { waiting: true }, "")
+            ),
+            AlreadyAnswered {
+                id,
+                node,
+                by,
+                at,
+                status,
+            } => format!(
+                "run `{id}` was already answered at node `{node}` by `{by}` at {at} and is \
+                 {status} now; an answer is given once{}",
+                w.aside_after("see it with ", Remedy::ShowRun { run: run(id) })
+            ),
+            WaitTimedOut { id, node, deadline } => format!(
+                "run `{id}` stopped waiting at node `{node}`: its wait timed out at {deadline}, \
+                 so it takes the node's `on_timeout` route; continue it{} (a worker does that by \
+                 itself)",
+                w.with(Remedy::ResumeRun { run: run(id) })
+            ),
+            InvalidAnswer {
+                id,
+                node,
+                message,
+                fields,
+            } => format!(
+                "the answer does not fit node `{node}`'s answer shape: {message}; run `{id}` is \
+                 still waiting and nothing was written. The answer is a JSON object with {fields}"
+            ),
+            NothingToCancel { id, status } => format!(
+                "run `{id}` is already {status}; there is nothing to cancel (only queued, \
+                 waiting and running runs can be cancelled)"
+            ),
+            NoCheckpoint { id } => format!("run `{id}` has no checkpoint to resume from"),
+            NoSuchCheckpoint { id, seq, last } => format!(
+                "run `{id}` has no checkpoint {seq} (its checkpoints are 0 to {last}){}",
+                match face.way(&Remedy::ListCheckpoints { run: run(id) }) {
+                    Some(way) => format!("; see them with {way}"),
+                    None => String::new(),
+                }
+            ),
+            ForkGoesNowhere { id, seq } => format!(
+                "checkpoint {seq} of run `{id}` leads to no node (the run failed there with no \
+                 failure handler); fork at an earlier checkpoint{}",
+                w.aside(Remedy::ListCheckpoints { run: run(id) }, "")
+            ),
+            InvalidFork { field, message } => format!("--set {field}: {message}"),
+            NotQueueable { scenario, message } => {
+                format!("scenario `{scenario}` cannot be queued: {message}")
+            }
+            Store(e) => e.to_string(),
+            Internal { run, message } => format!("run `{run}`: {message}"),
+        }
+    }
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // The store's error as it is, as `#[error(transparent)]` had it.
+            EngineError::Store(e) => std::fmt::Display::fmt(e, f),
+            _ => f.write_str(&self.render(&Plain)),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EngineError::Store(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for EngineError {
+    fn from(e: StoreError) -> Self {
+        EngineError::Store(e)
+    }
 }
 
 /// What [`Engine::start_with`] did.

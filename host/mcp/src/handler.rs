@@ -18,13 +18,12 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
-use skillhost_engine::lease::{self, RunLease};
 use skillhost_engine::queue::RunRequest;
-use skillhost_engine::{Engine, NoEvents, RunOutcome, Started};
+use skillhost_engine::{Continued, NoEvents, Remedies, Remedy, RunOutcome, RunService, Started};
 use skillhost_runtime::{CallError, CallOptions};
 use skillhost_scenario::LoadedScenario;
 use skillhost_scenario::checks::schema::CompiledSchema;
-use skillhost_store::{Cancelled, RunStatus, Store, StoreError, new_owner_id, new_run_id};
+use skillhost_store::{Cancelled, RunStatus, Store, new_run_id};
 
 use crate::tools::{self, Entry, Kind};
 use crate::{McpError, Offer, SkillTool, Unavailable};
@@ -53,6 +52,8 @@ pub(crate) struct Inner {
     /// scenarios are not offered, and why.
     instructions: String,
     pub(crate) store: Store,
+    /// What it does to runs: start, answer and continue, cancel.
+    service: RunService,
     /// The runs this server started or continued, newest last: their
     /// artifacts are the resources it lists (any run's can be read).
     runs: Mutex<Vec<String>>,
@@ -118,6 +119,7 @@ impl SkillhostMcp {
                 scenarios: offer.scenarios,
                 instructions: instructions(&offer.unavailable),
                 unavailable: offer.unavailable,
+                service: RunService::new(offer.store.clone(), Arc::new(NoEvents)),
                 store: offer.store,
                 runs: Mutex::new(Vec::new()),
                 tasks: Mutex::new(HashMap::new()),
@@ -258,12 +260,11 @@ impl SkillhostMcp {
         input: Value,
         run_id: Option<String>,
     ) -> CallToolResult {
-        let engine = Engine::new(Some(self.inner.store.clone()), Arc::new(NoEvents));
         let request = RunRequest {
             run_id,
             ..RunRequest::default()
         };
-        match engine.start_with(loaded, input, request).await {
+        match self.inner.service.start(loaded, input, request).await {
             Ok(Started::Ran(outcome)) => {
                 self.remember(&outcome.run_id);
                 self.outcome_result(&loaded.scenario.name, outcome).await
@@ -273,8 +274,9 @@ impl SkillhostMcp {
                 loaded.scenario.name
             )),
             Err(e) => error_result(format!(
-                "scenario `{}`: the run could not go on: {e}",
-                loaded.scenario.name
+                "scenario `{}`: the run could not go on: {}",
+                loaded.scenario.name,
+                e.render(&ToolNames)
             )),
         }
     }
@@ -291,7 +293,8 @@ impl SkillhostMcp {
                         return error_result(format!(
                             "run `{run_id}` of scenario `{scenario}` completed, but its summary \
                              `{label}` is {value} and does not fit its type ({problem}); see the \
-                             run with `host runs show {run_id}`"
+                             run with `{}`",
+                            tools::RUN_STATUS
                         ));
                     }
                 }
@@ -416,15 +419,17 @@ impl SkillhostMcp {
 
     /// `run_cancel`: as `host runs cancel`.
     pub(crate) async fn cancel(&self, run_id: &str, by: &str) -> CallToolResult {
-        let engine = Engine::new(Some(self.inner.store.clone()), Arc::new(NoEvents));
-        match engine.cancel(run_id, by).await {
+        match self.inner.service.cancel(run_id, by).await {
             Ok(Cancelled::Now(was)) => structured_result(json!({
                 "run_id": run_id, "status": "cancelled", "was": was.as_str(), "by": by,
             })),
             Ok(Cancelled::Requested) => structured_result(json!({
                 "run_id": run_id, "status": "cancel-requested", "by": by,
             })),
-            Err(e) => error_result(format!("run `{run_id}`: not cancelled: {e}")),
+            Err(e) => error_result(format!(
+                "run `{run_id}`: not cancelled: {}",
+                e.render(&ToolNames)
+            )),
         }
     }
 
@@ -444,35 +449,39 @@ impl SkillhostMcp {
         else {
             return error_result(format!(
                 "run `{run_id}` is a run of `{}`, which this server does not offer; answer it \
-                 with `host runs answer {run_id} --data JSON`",
+                 where that scenario is offered (another MCP server, the HTTP API, the command \
+                 line)",
                 run.scenario_path
             ));
         };
-        let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents));
-        if let Err(e) = engine.answer(run_id, answer, by).await {
-            return error_result(format!("run `{run_id}`: the answer was not taken: {e}"));
+        let service = &self.inner.service;
+        if let Err(e) = service.answer(run_id, answer, by).await {
+            return error_result(format!(
+                "run `{run_id}`: the answer was not taken: {}",
+                e.render(&ToolNames)
+            ));
         }
-        let lease = match RunLease::acquire(store, run_id, &new_owner_id("mcp"), lease::DEFAULT_TTL)
-            .await
-        {
-            Ok(lease) => lease,
-            // A worker took it between the answer and here: it runs it.
-            Err(StoreError::Leased { owner, .. }) => {
+        let result = match service.continue_run(loaded, run_id, "mcp", false).await {
+            Ok(Continued::Ran(outcome)) => {
+                self.remember(run_id);
+                self.outcome_result(&loaded.scenario.name, outcome).await
+            }
+            // A worker (or another face) took it between the answer and
+            // here: it runs it.
+            Ok(Continued::HeldBy { owner, .. }) => {
                 return structured_result(json!({
                     "run_id": run_id, "status": "running",
                     "artifacts": self.artifacts(run_id).await,
                     "summary": {"continued_by": owner},
                 }));
             }
-            Err(e) => return error_result(format!("run `{run_id}`: cannot take it: {e}")),
-        };
-        let engine = Engine::new(Some(lease.store().clone()), Arc::new(NoEvents));
-        let outcome = engine.resume(loaded, run_id).await;
-        let _ = lease.release().await;
-        self.remember(run_id);
-        let result = match outcome {
-            Ok(outcome) => self.outcome_result(&loaded.scenario.name, outcome).await,
-            Err(e) => error_result(format!("run `{run_id}`: could not continue: {e}")),
+            Err(e) => {
+                self.remember(run_id);
+                error_result(format!(
+                    "run `{run_id}`: could not continue: {}",
+                    e.render(&ToolNames)
+                ))
+            }
         };
         self.task_ended(run_id, result.clone()).await;
         result
@@ -574,6 +583,28 @@ fn structured_result(value: Value) -> CallToolResult {
     result
 }
 
+/// The library's remedies as this server's tools: what a client can call
+/// about a refusal. What no tool does (resuming, listing runs,
+/// checkpoints, exports) the message says in plain words.
+pub struct ToolNames;
+
+impl Remedies for ToolNames {
+    fn way(&self, remedy: &Remedy) -> Option<String> {
+        match remedy {
+            Remedy::ShowRun { run } => Some(format!("`{}` (run_id `{run}`)", tools::RUN_STATUS)),
+            Remedy::AnswerRun { run } => Some(format!("`{}` (run_id `{run}`)", tools::RUN_ANSWER)),
+            Remedy::CancelRun { run } => Some(format!("`{}` (run_id `{run}`)", tools::RUN_CANCEL)),
+            Remedy::StartRun => Some("the scenario's tool".into()),
+            Remedy::ResumeRun { .. }
+            | Remedy::ResumeChanged { .. }
+            | Remedy::ListRuns { .. }
+            | Remedy::ListCheckpoints { .. }
+            | Remedy::ExportRun { .. }
+            | Remedy::ReplayExport => None,
+        }
+    }
+}
+
 fn error_result(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
@@ -663,5 +694,60 @@ impl ServerHandler for SkillhostMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.read_artifact(&request.uri).await.map(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use skillhost_engine::EngineError;
+
+    use super::ToolNames;
+
+    /// A run that waits: the error says to answer it or cancel it with
+    /// this server's tools, and names no `host` command.
+    #[test]
+    fn a_waiting_runs_error_names_the_tools_and_no_host_command() {
+        let waiting = EngineError::Waiting {
+            id: "r1".into(),
+            node: "approve".into(),
+            prompt: "Ship?".into(),
+        };
+        let said = waiting.render(&ToolNames);
+        assert_eq!(
+            said,
+            "run `r1` is waiting for an answer at node `approve` (Ship?); answer it with \
+             `run_answer` (run_id `r1`), or cancel it with `run_cancel` (run_id `r1`)"
+        );
+        let others = [
+            EngineError::UnknownRun("r1".into()),
+            EngineError::RunFinished {
+                id: "r1".into(),
+                status: "completed".into(),
+            },
+            EngineError::NotWaiting {
+                id: "r1".into(),
+                status: "completed".into(),
+            },
+            EngineError::AlreadyAnswered {
+                id: "r1".into(),
+                node: "approve".into(),
+                by: "alice".into(),
+                at: "T".into(),
+                status: "completed".into(),
+            },
+            EngineError::WaitTimedOut {
+                id: "r1".into(),
+                node: "approve".into(),
+                deadline: "T".into(),
+            },
+            EngineError::ComponentsChanged {
+                id: "r1".into(),
+                changes: "skill `a` changed".into(),
+            },
+        ];
+        for e in others {
+            let said = e.render(&ToolNames);
+            assert!(!said.contains("host "), "{said}");
+        }
     }
 }

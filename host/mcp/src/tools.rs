@@ -149,7 +149,7 @@ pub fn run_result_schema(summary: Value) -> Value {
     json!({
         "type": "object",
         "properties": {
-            "run_id": {"type": "string", "description": "The run's id: for run_status, run_answer, and `host runs show`"},
+            "run_id": {"type": "string", "description": "The run's id: for run_status, run_answer and run_cancel"},
             "status": {"type": "string", "enum": ["completed", "waiting", "queued", "running"]},
             "summary": summary,
             "artifacts": artifacts_schema(),

@@ -22,8 +22,9 @@ use axum::{Json, Router};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
-use skillhost_engine::queue::{RunRequest, new_queued_run};
-use skillhost_store::{Admission, Cancelled, RunCursor, RunFilter, RunRow, RunStatus};
+use skillhost_engine::Queued;
+use skillhost_engine::queue::RunRequest;
+use skillhost_store::{Cancelled, RunCursor, RunFilter, RunRow, RunStatus};
 
 use crate::Shared;
 use crate::error::ApiError;
@@ -476,11 +477,12 @@ async fn start_run(
             "unknown field `{extra}` in the request; give `scenario` and `input`"
         )));
     }
-    let (run, options) = new_queued_run(loaded, input, RunRequest::default())?;
-    let admission = state.store.enqueue_run_with(&run, &options).await?;
-    let id = match admission {
-        Admission::Created => run.id,
-        Admission::Existing { run_id } => run_id,
+    let id = match state
+        .service
+        .enqueue(loaded, input, RunRequest::default())
+        .await?
+    {
+        Queued::Created { run_id } | Queued::Existing { run_id } => run_id,
     };
     Ok((
         StatusCode::CREATED,
@@ -519,7 +521,7 @@ async fn answer(
             kind_of(&answer)
         )));
     }
-    let answered = state.engine.answer(&run_id, answer, &by).await?;
+    let answered = state.service.answer(&run_id, answer, &by).await?;
     Ok(Json(json!({
         "run_id": answered.run_id,
         "node": answered.node_id,
@@ -537,7 +539,7 @@ async fn cancel(
     JsonObject(mut body): JsonObject,
 ) -> Result<Response, ApiError> {
     let by = who(&mut body)?;
-    let result = match state.engine.cancel(&run_id, &by).await? {
+    let result = match state.service.cancel(&run_id, &by).await? {
         Cancelled::Now(_) => "cancelled",
         Cancelled::Requested => "cancel-requested",
     };

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use skillhost_engine::EngineError;
+use skillhost_engine::{EngineError, Remedies, Remedy};
 use skillhost_store::StoreError;
 
 /// An error answered as JSON.
@@ -85,6 +85,87 @@ impl From<EngineError> for ApiError {
             EngineError::Store(e) if e.is_conflict() => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, error.to_string())
+        ApiError::new(status, error.render(&Routes))
+    }
+}
+
+/// The library's remedies as this API's routes: what a client can request
+/// about a refusal. What no route does (resuming: the server's worker
+/// does it; exports) the message says in plain words.
+pub struct Routes;
+
+impl Remedies for Routes {
+    fn way(&self, remedy: &Remedy) -> Option<String> {
+        // A run id is a path segment: one that is not plain text is
+        // written percent-encoded, so the route names that run only.
+        let run = |id: &str| path_segment(id);
+        match remedy {
+            Remedy::ShowRun { run: id } => Some(format!("GET /api/runs/{}", run(id))),
+            Remedy::AnswerRun { run: id } => Some(format!("POST /api/runs/{}/answer", run(id))),
+            Remedy::CancelRun { run: id } => Some(format!("POST /api/runs/{}/cancel", run(id))),
+            Remedy::ListRuns { waiting: false } => Some("GET /api/runs".into()),
+            Remedy::ListRuns { waiting: true } => Some("GET /api/runs?status=waiting".into()),
+            Remedy::StartRun => Some("POST /api/runs".into()),
+            Remedy::ListCheckpoints { run: id } => {
+                Some(format!("GET /api/runs/{}/checkpoints", run(id)))
+            }
+            Remedy::ResumeRun { .. }
+            | Remedy::ResumeChanged { .. }
+            | Remedy::ExportRun { .. }
+            | Remedy::ReplayExport => None,
+        }
+    }
+}
+
+/// `text` as one URL path segment: unreserved bytes as they are, every
+/// other byte percent-encoded.
+fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run that waits: the JSON error says to answer it or cancel it with
+    /// this API's routes (a hostile run id percent-encoded in them), and
+    /// names no `host` command.
+    #[test]
+    fn a_waiting_runs_error_names_the_routes_and_no_host_command() {
+        let error = ApiError::from(EngineError::Waiting {
+            id: "r1".into(),
+            node: "approve".into(),
+            prompt: "Ship?".into(),
+        });
+        assert_eq!(
+            error.message,
+            "run `r1` is waiting for an answer at node `approve` (Ship?); answer it with POST \
+             /api/runs/r1/answer, or cancel it with POST /api/runs/r1/cancel"
+        );
+        let hostile = ApiError::from(EngineError::AlreadyAnswered {
+            id: "../x y?\n".into(),
+            node: "approve".into(),
+            by: "alice".into(),
+            at: "T".into(),
+            status: "completed".into(),
+        });
+        assert_eq!(hostile.status, StatusCode::CONFLICT);
+        assert!(
+            hostile
+                .message
+                .ends_with("(see it with GET /api/runs/..%2Fx%20y%3F%0A)"),
+            "{}",
+            hostile.message
+        );
+        assert!(!hostile.message.contains("host "), "{}", hostile.message);
     }
 }

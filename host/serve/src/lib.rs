@@ -16,9 +16,10 @@
 //! Runs it starts are queued in the store like `host submit`'s, and the
 //! server runs them with an embedded worker (the engine's, with the
 //! scenario loader the command line gives), unless told to leave them to
-//! `host worker`s; answered runs continue the same way. Answering and
-//! cancelling go through the engine's `control.rs`, as the `host runs`
-//! commands do.
+//! `host worker`s; answered runs continue the same way. Starting,
+//! answering and cancelling go through the engine's run service
+//! (`service.rs`), as the `host` commands and the MCP server do; the
+//! errors' remedies are said as this API's routes (`error.rs`).
 //!
 //! A scenario it was given that cannot run on this host (it does not load
 //! or pass the checker: [`UnavailableScenario`]) does not stop it: it is
@@ -50,7 +51,7 @@ use tokio::sync::watch;
 
 use skillhost_auth::{AllowedHosts, Gate, Shape, TokenGuard};
 use skillhost_engine::worker::{self, ScenarioLoader, WorkerConfig, WorkerEvent};
-use skillhost_engine::{Engine, NoEvents};
+use skillhost_engine::{NoEvents, RunService};
 use skillhost_runtime::Runtime;
 use skillhost_scenario::LoadedScenario;
 use skillhost_store::Store;
@@ -128,7 +129,7 @@ pub struct UnavailableScenario {
 /// What every handler shares.
 pub(crate) struct AppState {
     pub store: Store,
-    pub engine: Engine,
+    pub service: RunService,
     pub scenarios: BTreeMap<String, Arc<LoadedScenario>>,
     /// The scenarios given that cannot run here, by name.
     pub unavailable: BTreeMap<String, UnavailableScenario>,
@@ -174,7 +175,7 @@ pub fn router(
     shutdown: watch::Receiver<bool>,
 ) -> Router {
     let state = Arc::new(AppState {
-        engine: Engine::new(Some(store.clone()), Arc::new(NoEvents)),
+        service: RunService::new(store.clone(), Arc::new(NoEvents)),
         store,
         scenarios: scenarios
             .into_iter()

@@ -1,6 +1,6 @@
 //! The `host` command line: one module per subcommand (a subcommand's own
 //! subcommands in it or under its folder, e.g. `skill/build.rs`), and
-//! `common.rs` for what they share. Parses arguments, calls the library,
+//! `common/` for what they share. Parses arguments, calls the library,
 //! prints for people (or JSON with `--json`), and maps failures to the
 //! documented exit codes ([`common::Failure`]):
 //!

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::common::{CliResult, DatabaseArgs, Failure, Globals, print_json, shown, tokio_runtime};
+use super::common::{
+    CliResult, DatabaseArgs, Failure, Globals, HostCommands, print_json, shown, tokio_runtime,
+};
 use skillhost_engine::replay::{
     ComponentSearch, ReplayError, ReplayReport, RunExport, StepStatus, StepVerdict, check_finished,
     load_exported, replay as replay_run,
@@ -169,8 +171,8 @@ fn print_summary(report: &ReplayReport) {
 /// or the stored history fails, else what was asked for (exit 2).
 fn failure(e: ReplayError) -> Failure {
     if e.is_environment() {
-        Failure::environment(e)
+        Failure::environment(e.render(&HostCommands))
     } else {
-        Failure::bad_input(e)
+        Failure::bad_input(e.render(&HostCommands))
     }
 }

@@ -18,12 +18,13 @@ use super::common::{
     print_json, read_run_input, report_existing_run, shown, shown_lines, store_error,
     tokio_runtime, write_output_file,
 };
-use skillhost_engine::lease::{self, RunLease};
 use skillhost_engine::queue::RunRequest;
-use skillhost_engine::{Engine, Event, EventSink, NdjsonEvents, NoEvents, RunOutcome, Started};
+use skillhost_engine::{
+    Continued, Engine, Event, EventSink, NdjsonEvents, NoEvents, RunOutcome, RunService, Started,
+};
 use skillhost_scenario::LoadedScenario;
 use skillhost_scenario::checks::artifact_name;
-use skillhost_store::{RunStatus, StoreError, new_owner_id};
+use skillhost_store::{RunStatus, Store};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -338,7 +339,7 @@ pub fn run(args: RunArgs, globals: &Globals) -> CliResult {
             Some(store) => database_flag(&args.db, store),
             None => String::new(),
         };
-        finish(&engine, &loaded, outcome, report, out, &database).await
+        finish(engine.store(), &loaded, outcome, report, out, &database).await
     })
 }
 
@@ -369,42 +370,28 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
             args.registry,
             args.outcome.json,
         )?;
-        let lease = lease_run(&store, &args.run_id, "resume").await?;
-        let engine = Engine::new(Some(lease.store().clone()), args.outcome.sink());
-        let outcome = match args.allow_changed {
-            true => engine.resume_changed(&loaded, &args.run_id).await,
-            false => engine.resume(&loaded, &args.run_id).await,
+        // One runner per run: refused, naming the holder and the expiry,
+        // while a worker (or another face) holds it. A lease lost while
+        // running shows as the refusal of the next write it fences.
+        let service = RunService::new(store.clone(), args.outcome.sink());
+        let outcome = match service
+            .continue_run(&loaded, &args.run_id, "resume", args.allow_changed)
+            .await
+            .map_err(engine_failure)?
+        {
+            Continued::Ran(outcome) => outcome,
+            Continued::HeldBy { message, .. } => return Err(Failure::bad_input(message)),
         };
-        // A finished run released its lease already; an unfinished one goes
-        // back to the queue. Failing to give it back only delays that until
-        // the lease expires, so the outcome is reported either way.
-        let _ = lease.release().await;
         finish(
-            &engine,
+            Some(&store),
             &loaded,
-            outcome.map_err(engine_failure)?,
+            outcome,
             args.outcome.report(),
             out,
             &database_flag(&args.db, &store),
         )
         .await
     })
-}
-
-/// One runner per run: refused, naming the holder and the expiry, while a
-/// worker (or another resume) holds it. A lease lost while running shows
-/// as the refusal of the next write it fences.
-async fn lease_run(
-    store: &skillhost_store::Store,
-    run_id: &str,
-    who: &str,
-) -> Result<RunLease, Failure> {
-    RunLease::acquire(store, run_id, &new_owner_id(who), lease::DEFAULT_TTL)
-        .await
-        .map_err(|e| match e {
-            StoreError::Leased { .. } => Failure::bad_input(e),
-            e => store_error(e),
-        })
 }
 
 /// ` --database URL` when the database is not the default one, for the
@@ -482,8 +469,9 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
                 }
             }
         };
-        let engine = Engine::new(Some(store.clone()), Arc::new(NoEvents));
-        let answered = engine
+        // The answer reports no events: `--events` streams the run's.
+        let answering = RunService::new(store.clone(), Arc::new(NoEvents));
+        let answered = answering
             .answer(run_id, data, &by)
             .await
             .map_err(|e| match e {
@@ -496,7 +484,7 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
             shown(&by),
             shown(&answered.answer.to_string())
         );
-        if args.queue || store.backend_name() != "sqlite" {
+        if args.queue || !answering.continues_answered_runs() {
             let next = format!(
                 "run {run_id} is queued: a worker continues it from node `{}` (`host \
                  worker{database}`), or continue it here with `host resume {run_id}{database}`",
@@ -519,28 +507,27 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
             args.registry,
             args.outcome.json,
         )?;
-        let lease =
-            match RunLease::acquire(&store, run_id, &new_owner_id("answer"), lease::DEFAULT_TTL)
-                .await
-            {
-                Ok(lease) => lease,
-                // A worker claimed it between the answer and here: it runs it.
-                Err(StoreError::Leased { owner, .. }) => {
-                    println!(
-                        "run {run_id} is queued and `{}` took it; it continues there",
-                        shown(&owner)
-                    );
-                    return Ok(());
-                }
-                Err(e) => return Err(store_error(e)),
-            };
-        let engine = Engine::new(Some(lease.store().clone()), args.outcome.sink());
-        let outcome = engine.resume(&loaded, run_id).await;
-        let _ = lease.release().await;
+        let service = RunService::new(store.clone(), args.outcome.sink());
+        let outcome = match service
+            .continue_run(&loaded, run_id, "answer", false)
+            .await
+            .map_err(engine_failure)?
+        {
+            Continued::Ran(outcome) => outcome,
+            // A worker (or another face) took it between the answer and
+            // here: it runs it.
+            Continued::HeldBy { owner, .. } => {
+                println!(
+                    "run {run_id} is queued and `{}` took it; it continues there",
+                    shown(&owner)
+                );
+                return Ok(());
+            }
+        };
         finish(
-            &engine,
+            Some(&store),
             &loaded,
-            outcome.map_err(engine_failure)?,
+            outcome,
             args.outcome.report(),
             out,
             &database,
@@ -573,7 +560,7 @@ pub fn fork(args: ForkArgs, globals: &Globals) -> CliResult {
             .await
             .map_err(engine_failure)?;
         finish(
-            &engine,
+            engine.store(),
             &loaded,
             outcome,
             args.outcome.report(),
@@ -623,7 +610,7 @@ enum Report {
 /// run is exit 1, one that waits for an answer exit 0 with how to give it.
 /// `database`: the ` --database URL` the commands it suggests need.
 async fn finish(
-    engine: &Engine,
+    store: Option<&Store>,
     loaded: &LoadedScenario,
     outcome: RunOutcome,
     report: Report,
@@ -646,7 +633,7 @@ async fn finish(
             });
         (wait, answer, shorthand)
     });
-    let written = write_artifacts(engine, &outcome, out).await?;
+    let written = write_artifacts(store, &outcome, out).await?;
     let line = |text: String| {
         if report == Report::Events {
             eprintln!("{text}");
@@ -796,12 +783,12 @@ impl<'a> Out<'a> {
 /// existing one without `--force`, never through a symlink. Artifacts made
 /// before a resume come from the store.
 async fn write_artifacts(
-    engine: &Engine,
+    store: Option<&Store>,
     outcome: &RunOutcome,
     out: Out<'_>,
 ) -> Result<Vec<PathBuf>, Failure> {
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    if let Some(store) = engine.store() {
+    if let Some(store) = store {
         let rows = store
             .artifacts(&outcome.run_id)
             .await
@@ -825,7 +812,7 @@ async fn write_artifacts(
             files.push((artifact.name.clone(), artifact.bytes.clone()));
         }
     }
-    let stored = engine.store().is_some();
+    let stored = store.is_some();
     let mut written = Vec::new();
     for (name, bytes) in &files {
         // A name the checker would refuse (a store written before it

@@ -11,9 +11,10 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::common::{
-    CliResult, DatabaseArgs, Failure, check_output_path, duration_arg, fetch_run, open_failure,
-    print_json, shown, shown_lines, store_error, tokio_runtime, write_output_file,
+    CliResult, DatabaseArgs, Failure, HostCommands, check_output_path, duration_arg, fetch_run,
+    open_failure, print_json, shown, shown_lines, store_error, tokio_runtime, write_output_file,
 };
+use skillhost_engine::NoEvents;
 use skillhost_engine::replay::{ReplayError, RunExport};
 use skillhost_runtime::{TokenUsage, describe_journal_entry};
 use skillhost_store::{
@@ -134,14 +135,13 @@ pub fn cancel(args: CancelArgs) -> CliResult {
 async fn cancel_run(args: CancelArgs) -> CliResult {
     let store = args.db.open_for_run(&args.run_id).await?;
     let by = who(args.by);
-    let engine =
-        skillhost_engine::Engine::new(Some(store), std::sync::Arc::new(skillhost_engine::NoEvents));
-    let cancelled = engine
+    let service = skillhost_engine::RunService::new(store, std::sync::Arc::new(NoEvents));
+    let cancelled = service
         .cancel(&args.run_id, &by)
         .await
         .map_err(|e| match e {
             skillhost_engine::EngineError::Store(e) => store_error(e),
-            e => Failure::bad_input(e.to_string()),
+            e => Failure::bad_input(e.render(&HostCommands)),
         })?;
     let (status, text) = match cancelled {
         Cancelled::Now(was) => (
@@ -693,9 +693,9 @@ async fn export_run(args: ExportArgs) -> CliResult {
 /// when a database or the history fails, else what was asked for (exit 2).
 fn replay_failure(e: ReplayError) -> Failure {
     if e.is_environment() {
-        Failure::environment(e)
+        Failure::environment(e.render(&HostCommands))
     } else {
-        Failure::bad_input(e)
+        Failure::bad_input(e.render(&HostCommands))
     }
 }
 

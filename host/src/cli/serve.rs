@@ -3,7 +3,7 @@
 //! token checked before anything is opened, the `--scenarios` loaded and
 //! checked as `host run` loads them: one that does not load or pass the
 //! checker is served as unavailable, with why, rather than refused:
-//! `common.rs`'s `load_each`, which `host mcp` shares), signals into its
+//! `common/loading.rs`'s `load_each`, which `host mcp` shares), signals into its
 //! shutdown.
 
 use std::net::SocketAddr;

@@ -198,7 +198,21 @@ impl Store {
         })
     }
 
-    /// Which backend: `"sqlite"` or `"postgres"`.
+    /// Whether a run answered (or otherwise made ready) on this store is,
+    /// by default, left queued for a worker rather than continued by the
+    /// process that readied it: true on Postgres, the shared database
+    /// workers claim from; false on SQLite, a file one machine's commands
+    /// continue their runs in.
+    pub fn queues_for_workers(&self) -> bool {
+        match &self.backend {
+            Backend::Sqlite(_) => false,
+            Backend::Postgres(_) => true,
+        }
+    }
+
+    /// Which backend: `"sqlite"` or `"postgres"`, for display only (what a
+    /// backend implies is asked of the store, e.g.
+    /// [`Store::queues_for_workers`]).
     pub fn backend_name(&self) -> &'static str {
         match &self.backend {
             Backend::Sqlite(_) => "sqlite",

@@ -63,7 +63,8 @@ async fn run_child(
             FailureCode::SubgraphNotReplayable,
             format!(
                 "node `{}` runs scenario `{}` as a child run, which a replay does not \
-                 re-execute; replay the child run itself (`host runs show {}` lists it)",
+                 re-execute; replay the child run itself (run `{}` lists it among its child \
+                 runs)",
                 node.id, subgraph.written, cx.run_id
             ),
         ));
@@ -85,8 +86,8 @@ async fn run_child(
             FailureCode::SubgraphTooDeep,
             format!(
                 "node `{}`: scenario `{}` would run as a child run {level} levels below its \
-                 top-level run; subgraphs nest at most {MAX_SUBGRAPH_DEPTH} levels (`host \
-                 check` refuses such a chain of files; this run's tree is deeper than the \
+                 top-level run; subgraphs nest at most {MAX_SUBGRAPH_DEPTH} levels (the \
+                 checker refuses such a chain of files; this run's tree is deeper than the \
                  files it loaded say). Run the deeper part as a run of its own",
                 node.id, subgraph.written
             ),
@@ -311,7 +312,7 @@ fn child_failed(
         FailureCode::SubgraphFailed,
         format!(
             "node `{}`: child run `{}` of scenario `{scenario}` ({}) ended {} at its node `{}`: \
-             {}: {}; see it with `host runs show {}`",
+             {}: {}; its own steps say more (child run `{}`)",
             node.id,
             end.run_id,
             subgraph.written,

@@ -243,8 +243,7 @@ impl RunExport {
             Some(EXPORT_FORMAT) => {}
             other => {
                 return Err(unreadable(format!(
-                    "its `format` is {}, not \"{EXPORT_FORMAT}\": it is not a run exported by \
-                     `host runs export`",
+                    "its `format` is {}, not \"{EXPORT_FORMAT}\": it is not a run export",
                     other.map_or("missing".to_string(), |f| format!("{f:?}"))
                 )));
             }

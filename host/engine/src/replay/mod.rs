@@ -36,6 +36,7 @@ use serde_json::Value;
 
 use crate::call::{Attempts, CallPlan, random_seed};
 use crate::kinds::map::ITEM_ATTEMPTS;
+use crate::remedy::{Plain, Remedies, Remedy, Words};
 use crate::run::{ReplayedStep, replay_step};
 use crate::run_log::RunLog;
 use crate::{EngineError, NoEvents, Position, RunContext};
@@ -52,63 +53,183 @@ pub use export::{
 };
 
 /// Why a run could not be replayed (as opposed to a replay that diverged,
-/// which is a [`ReplayReport`]).
-#[derive(Debug, thiserror::Error)]
+/// which is a [`ReplayReport`]). Its `Display` says what to do in plain
+/// words; [`ReplayError::render`] in a face's ([`Remedies`]).
+#[derive(Debug)]
 pub enum ReplayError {
-    #[error("run `{id}` does not exist in {db}; list runs with `host runs list`")]
-    UnknownRun { id: String, db: String },
-    #[error(
-        "run `{id}` is {status}; only a finished run (completed or failed) can be replayed. Resume it with `host resume {id}` first, or see its steps with `host runs show {id}`"
-    )]
-    NotFinished { id: String, status: String },
-    #[error(
-        "run `{id}` was created by a host that did not record the digests of its components (before schema version 6), so what code ran cannot be checked; it cannot be replayed. Runs started from now on can"
-    )]
-    NoProvenance { id: String },
-    #[error(
-        "cannot read the scenario file `{}`: {message}; a replay reads the scenario the run was started from. Put it back, or replay an export of the run (`host runs export`) with `host replay --file`",
-        path.display()
-    )]
-    ScenarioUnreadable { path: PathBuf, message: String },
-    #[error(
-        "the scenario file `{}` has digest {found}, but the run was started from one with digest {expected}; put back the scenario the run used (replaying needs the same graph), or replay an export made before it changed",
-        path.display()
-    )]
+    UnknownRun {
+        id: String,
+        db: String,
+    },
+    NotFinished {
+        id: String,
+        status: String,
+    },
+    NoProvenance {
+        id: String,
+    },
+    ScenarioUnreadable {
+        path: PathBuf,
+        message: String,
+    },
     ScenarioChanged {
         path: PathBuf,
         expected: String,
         found: String,
     },
-    #[error("the scenario `{}` does not load:\n{report}", path.display())]
-    ScenarioInvalid { path: PathBuf, report: String },
-    #[error(
-        "run `{id}` runs another scenario as a child run (subgraph node `{node}`), which a replay does not re-execute; replay each child run on its own (`host runs show {id}` lists them)"
-    )]
-    HasSubgraphs { id: String, node: String },
-    #[error(
-        "{} component(s) the run used cannot be found: {}. Put each one back where the scenario expects it, or pass --components DIR holding it as <sha256>.wasm (`host runs export RUN --components DIR` writes them)",
-        missing.len(),
-        missing.iter().map(|m| format!("skill `{}` (sha256 {}; looked at {})", m.alias, m.digest, m.looked.join(", "))).collect::<Vec<_>>().join("; ")
-    )]
-    ComponentsMissing { missing: Vec<MissingComponent> },
-    #[error(
-        "skill `{alias}`: `{}` has digest {found}, but the run used a component with digest {expected}; put back the component the run used, or pass --components DIR holding it as {expected}.wasm",
-        path.display()
-    )]
+    ScenarioInvalid {
+        path: PathBuf,
+        report: String,
+    },
+    HasSubgraphs {
+        id: String,
+        node: String,
+    },
+    ComponentsMissing {
+        missing: Vec<MissingComponent>,
+    },
     ComponentChanged {
         alias: String,
         path: PathBuf,
         expected: String,
         found: String,
     },
-    #[error("cannot use the run export `{}`: {message}", path.display())]
-    ExportUnreadable { path: PathBuf, message: String },
-    #[error("the recorded history of run `{id}` is not whole: {message}")]
-    History { id: String, message: String },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Engine(#[from] EngineError),
+    ExportUnreadable {
+        path: PathBuf,
+        message: String,
+    },
+    History {
+        id: String,
+        message: String,
+    },
+    Store(StoreError),
+    Engine(EngineError),
+}
+
+impl ReplayError {
+    /// The message, its remedies in `face`'s words (`Display` is
+    /// [`Plain`]'s).
+    pub fn render(&self, face: &dyn Remedies) -> String {
+        use ReplayError::*;
+        let w = Words(face);
+        match self {
+            UnknownRun { id, db } => format!(
+                "run `{id}` does not exist in {db}; list runs{}",
+                w.with(Remedy::ListRuns { waiting: false })
+            ),
+            NotFinished { id, status } => format!(
+                "run `{id}` is {status}; only a finished run (completed or failed) can be \
+                 replayed. Resume it{} first, or see its steps{}",
+                w.with(Remedy::ResumeRun { run: id.clone() }),
+                w.with(Remedy::ShowRun { run: id.clone() })
+            ),
+            NoProvenance { id } => format!(
+                "run `{id}` was created by a host that did not record the digests of its \
+                 components (before schema version 6), so what code ran cannot be checked; it \
+                 cannot be replayed. Runs started from now on can"
+            ),
+            ScenarioUnreadable { path, message } => format!(
+                "cannot read the scenario file `{}`: {message}; a replay reads the scenario the \
+                 run was started from. Put it back, or replay an export of the run{}{}",
+                path.display(),
+                w.aside(
+                    Remedy::ExportRun {
+                        run: None,
+                        components: false
+                    },
+                    ""
+                ),
+                w.with(Remedy::ReplayExport)
+            ),
+            ScenarioChanged {
+                path,
+                expected,
+                found,
+            } => format!(
+                "the scenario file `{}` has digest {found}, but the run was started from one \
+                 with digest {expected}; put back the scenario the run used (replaying needs the \
+                 same graph), or replay an export made before it changed",
+                path.display()
+            ),
+            ScenarioInvalid { path, report } => {
+                format!("the scenario `{}` does not load:\n{report}", path.display())
+            }
+            HasSubgraphs { id, node } => format!(
+                "run `{id}` runs another scenario as a child run (subgraph node `{node}`), which \
+                 a replay does not re-execute; replay each child run on its own{}",
+                w.aside(Remedy::ShowRun { run: id.clone() }, " lists them")
+            ),
+            ComponentsMissing { missing } => format!(
+                "{} component(s) the run used cannot be found: {}. Put each one back where the \
+                 scenario expects it, or pass --components DIR holding it as <sha256>.wasm{}",
+                missing.len(),
+                missing
+                    .iter()
+                    .map(|m| format!(
+                        "skill `{}` (sha256 {}; looked at {})",
+                        m.alias,
+                        m.digest,
+                        m.looked.join(", ")
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                w.aside(
+                    Remedy::ExportRun {
+                        run: None,
+                        components: true
+                    },
+                    " writes them"
+                )
+            ),
+            ComponentChanged {
+                alias,
+                path,
+                expected,
+                found,
+            } => format!(
+                "skill `{alias}`: `{}` has digest {found}, but the run used a component with \
+                 digest {expected}; put back the component the run used, or pass --components \
+                 DIR holding it as {expected}.wasm",
+                path.display()
+            ),
+            ExportUnreadable { path, message } => {
+                format!("cannot use the run export `{}`: {message}", path.display())
+            }
+            History { id, message } => {
+                format!("the recorded history of run `{id}` is not whole: {message}")
+            }
+            Store(e) => e.to_string(),
+            Engine(e) => e.render(face),
+        }
+    }
+}
+
+impl std::fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render(&Plain))
+    }
+}
+
+impl std::error::Error for ReplayError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReplayError::Store(e) => e.source(),
+            ReplayError::Engine(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for ReplayError {
+    fn from(e: StoreError) -> Self {
+        ReplayError::Store(e)
+    }
+}
+
+impl From<EngineError> for ReplayError {
+    fn from(e: EngineError) -> Self {
+        ReplayError::Engine(e)
+    }
 }
 
 impl ReplayError {

@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use skillhost_engine::{CollectEvents, Engine, EngineError, Event, EventSink, RunOutcome};
+use skillhost_engine::lease::{self, RunLease};
+use skillhost_engine::{
+    CollectEvents, Continued, Engine, EngineError, Event, EventSink, Remedy, RunOutcome, RunService,
+};
 use skillhost_scenario::LoadedScenario;
 use skillhost_store::{Cancelled, RunStatus, Store};
 
@@ -197,8 +200,114 @@ async fn a_waiting_run_is_not_resumed_until_it_is_answered() {
             refused.map(|r| r.outcome)
         );
     };
-    assert!(e.to_string().contains("host runs answer"), "{e}");
+    // It says to answer it (or cancel it), typed for each face to name
+    // its own way (the `host runs answer` command: `cli::failures`' tests).
+    assert!(e.to_string().contains("answer it, or cancel it"), "{e}");
+    assert_eq!(
+        e.remedies(),
+        vec![
+            Remedy::AnswerRun {
+                run: run_id.clone()
+            },
+            Remedy::CancelRun {
+                run: run_id.clone()
+            }
+        ]
+    );
     assert_eq!(db.attempts(&run_id).await.len(), 1);
+}
+
+/// Two faces continue the same answered run (an MCP client's `run_answer`
+/// and a `host resume`, or a web page's answer and a worker): the lease
+/// decides. While one holds it the other is told who
+/// ([`Continued::HeldBy`]) and runs nothing; after the run ended a late
+/// continue is refused (the store leases no finished run). Racing, exactly one of them runs it:
+/// its nodes run once.
+async fn a_second_continue_is_told_who_holds_the_run(db: Db) {
+    let run_id = waiting(&db).await.run_id;
+    answer(&db, &run_id, json!({"approved": true}), "alice")
+        .await
+        .unwrap();
+    let store = db.reopen().await;
+    let service = RunService::new(store.clone(), Arc::new(CollectEvents::default()));
+    // Another face's continue, mid-run: it holds the run's lease.
+    let held = RunLease::acquire(&store, &run_id, "cli-resume-1", lease::DEFAULT_TTL)
+        .await
+        .unwrap();
+    let second = service
+        .continue_run(&approval(), &run_id, "mcp", false)
+        .await
+        .unwrap();
+    let Continued::HeldBy { owner, message } = second else {
+        panic!("it ran beside the lease's holder: {second:?}");
+    };
+    assert_eq!(owner, "cli-resume-1");
+    assert!(
+        message.contains("is being run by `cli-resume-1`"),
+        "{message}"
+    );
+    assert_eq!(db.attempts(&run_id).await.len(), 1, "nothing ran");
+    let row = db.store.run(&run_id).await.unwrap().unwrap();
+    assert_eq!(row.lease_owner.as_deref(), Some("cli-resume-1"));
+    assert!(held.release().await.unwrap());
+
+    let first = service
+        .continue_run(&approval(), &run_id, "mcp", false)
+        .await
+        .unwrap();
+    let Continued::Ran(outcome) = first else {
+        panic!("the lease was given back: {first:?}");
+    };
+    assert_eq!(outcome.status, RunStatus::Completed);
+    let steps = db.attempts(&run_id).await;
+    let late = service
+        .continue_run(&approval(), &run_id, "mcp", false)
+        .await;
+    // The store refuses a lease on a finished run.
+    assert!(
+        matches!(&late, Err(EngineError::Store(e)) if e.is_conflict()),
+        "{late:?}"
+    );
+    assert_eq!(db.attempts(&run_id).await, steps, "nothing ran again");
+
+    // Two continues at once, through two handles.
+    let run_id = waiting(&db).await.run_id;
+    answer(&db, &run_id, json!({"approved": true}), "alice")
+        .await
+        .unwrap();
+    let other = RunService::new(db.reopen().await, Arc::new(CollectEvents::default()));
+    let loaded = approval();
+    let (a, b) = tokio::join!(
+        service.continue_run(&loaded, &run_id, "mcp", false),
+        other.continue_run(&loaded, &run_id, "serve", false),
+    );
+    let ran = [&a, &b]
+        .iter()
+        .filter(|c| matches!(c, Ok(Continued::Ran(_))))
+        .count();
+    assert_eq!(ran, 1, "{a:?} / {b:?}");
+    for c in [&a, &b] {
+        assert!(
+            matches!(c, Ok(Continued::Ran(_)) | Ok(Continued::HeldBy { .. }))
+                || matches!(c, Err(EngineError::Store(e)) if e.is_conflict()),
+            "{c:?}"
+        );
+    }
+    assert_eq!(
+        db.attempts(&run_id).await,
+        steps,
+        "the raced run's steps are those of a run continued once"
+    );
+}
+
+#[tokio::test]
+async fn a_second_continue_is_told_who_holds_the_run_sqlite() {
+    a_second_continue_is_told_who_holds_the_run(Db::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn a_second_continue_is_told_who_holds_the_run_postgres() {
+    a_second_continue_is_told_who_holds_the_run(Db::postgres().await).await;
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-use skillhost_engine::{Engine, EngineError, Event, NoEvents};
+use skillhost_engine::{Engine, EngineError, Event, NoEvents, Remedy};
 use skillhost_scenario::LoadedScenario;
 use skillhost_store::RunStatus;
 
@@ -314,12 +314,18 @@ async fn a_finished_run_is_not_resumed() {
         matches!(&err, EngineError::RunFinished { id: i, status } if *i == id && status == "completed"),
         "{err:?}"
     );
+    // What to do, in plain words and typed: each face says the remedies
+    // its own way (the `host` commands: `cli::failures`' tests).
     assert_eq!(
         err.to_string(),
         format!(
-            "run `{id}` is completed; only unfinished runs can be resumed. Start a new run with \
-             `host run <scenario>`, or see this run's steps with `host runs show {id}`"
+            "run `{id}` is completed; only unfinished runs can be resumed. Start a new run, or \
+             see this run's steps"
         )
+    );
+    assert_eq!(
+        err.remedies(),
+        vec![Remedy::StartRun, Remedy::ShowRun { run: id.clone() }]
     );
 
     let over = run(Some(db.store.clone()), &loaded, json!({ "limit": 10 })).await;
@@ -376,8 +382,14 @@ async fn a_run_is_resumed_only_with_the_scenario_it_started_with() {
         format!(
             "run `{run_id}` was started from scenario `loop` with digest {expected}, but the \
              file now has digest {found}; resume it with the scenario it started with, or \
-             continue it with the changed scenario with `host resume {run_id} --allow-changed`"
+             continue it with the changed scenario"
         )
+    );
+    assert_eq!(
+        err.remedies(),
+        vec![Remedy::ResumeChanged {
+            run: run_id.clone()
+        }]
     );
     // Refused without touching the run: with its own scenario it resumes.
     let ran = resume(db.reopen().await, &loaded, &run_id).await.unwrap();
@@ -399,8 +411,9 @@ async fn an_unknown_run_or_a_run_without_a_store_is_not_resumed() {
     );
     assert_eq!(
         err.to_string(),
-        "run `no-such-run` does not exist in this database; list runs with `host runs list`"
+        "run `no-such-run` does not exist in this database; list runs"
     );
+    assert_eq!(err.remedies(), vec![Remedy::ListRuns { waiting: false }]);
 
     let err = Engine::new(None, Arc::new(NoEvents))
         .resume(&loaded, "any-run")
