@@ -30,6 +30,7 @@ mod kv;
 pub mod lease;
 pub mod migrate;
 mod postgres;
+mod prepared;
 mod queue;
 mod read;
 mod refusal;
@@ -94,7 +95,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use codec::Codec;
 use postgres::PgStore;
+use prepared::{
+    CommitExtras, PreparedAnswer, PreparedArtifact, PreparedCancel, PreparedCommit, PreparedFinish,
+    PreparedMapItem, PreparedRun, PreparedStep, PreparedWait,
+};
 use read::Reads;
 use sqlite::SqliteStore;
 use url::DatabaseUrl;
@@ -138,6 +144,13 @@ pub struct Store {
 enum Backend {
     Sqlite(SqliteStore),
     Postgres(PgStore),
+}
+
+/// Preparation (`prepared.rs`) names the database in its errors.
+impl Codec for Store {
+    fn db(&self) -> &str {
+        &self.display
+    }
 }
 
 /// Calls the same method on whichever backend this is.
@@ -266,7 +279,8 @@ impl Store {
         options: &RunOptions,
     ) -> Result<Admission, StoreError> {
         self.check_new_run(run)?;
-        let admission = dispatch!(self, s => s.create_run(run, status, options).await)?;
+        let prepared = PreparedRun::new(run, status, options.task_id.as_deref());
+        let admission = dispatch!(self, s => s.create_run(run, prepared, options).await)?;
         if admission == Admission::Created {
             self.plans.set(
                 &run.id,
@@ -373,7 +387,9 @@ impl Store {
             state::state_hash_like(&commit.full_state, &commit.state_hash),
             "StepCommit.state_hash must be the hash of full_state"
         );
-        dispatch!(self, s => s.commit_step(commit, &encoded, artifacts, fence).await)?;
+        let prepared = PreparedCommit::new(self, commit, encoded, fence)?;
+        let extras = CommitExtras::new(self, commit, &prepared, artifacts)?;
+        dispatch!(self, s => s.commit_step(prepared, &extras).await)?;
         self.plans.set(&commit.run_id, after);
         Ok(())
     }
@@ -393,8 +409,8 @@ impl Store {
             db: self.display.clone(),
             message: format!("run `{}`: {e}", item.run_id),
         })?;
-        let fence = self.fence_for(&item.run_id);
-        dispatch!(self, s => s.record_map_item(item, fence).await)
+        let prepared = PreparedMapItem::new(self, item, self.fence_for(&item.run_id))?;
+        dispatch!(self, s => s.record_map_item(&prepared).await)
     }
 
     /// The recorded items of one visit of a map node, by item index, each
@@ -410,8 +426,8 @@ impl Store {
 
     /// Records a failed attempt (no checkpoint).
     pub async fn record_failed_step(&self, step: &StepRow) -> Result<(), StoreError> {
-        let fence = self.fence_for(&step.run_id);
-        dispatch!(self, s => s.record_failed_step(step, fence).await)
+        let prepared = PreparedStep::new(self, step, self.fence_for(&step.run_id))?;
+        dispatch!(self, s => s.record_failed_step(&prepared).await)
     }
 
     /// Sets the run's final status, result and error, and releases its lease.
@@ -425,8 +441,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         let fence = self.fence_for(run_id);
         let result = result.map(RunResult::json_text);
-        let result = result.as_deref();
-        dispatch!(self, s => s.finish_run(run_id, status, result, error, fence).await)?;
+        let prepared = PreparedFinish::new(self, run_id, status, result, error, fence)?;
+        dispatch!(self, s => s.finish_run(prepared).await)?;
         self.plans.forget(run_id);
         Ok(())
     }
@@ -439,8 +455,8 @@ impl Store {
     /// cancel was asked for ([`StoreError::CancelRequested`]), or this
     /// handle's lease on it was lost. Returns the wait's deadline.
     pub async fn wait_run(&self, wait: &NewWait) -> Result<Option<i64>, StoreError> {
-        let fence = self.fence_for(&wait.run_id);
-        dispatch!(self, s => s.wait_run(wait, fence).await)
+        let prepared = PreparedWait::new(self, wait, self.fence_for(&wait.run_id))?;
+        dispatch!(self, s => s.wait_run(&prepared).await)
     }
 
     /// Records `answer` (checked against the wait's schema by the caller)
@@ -455,7 +471,8 @@ impl Store {
         answer: &Value,
         by: &str,
     ) -> Result<(), StoreError> {
-        dispatch!(self, s => s.answer_wait(run_id, seq, answer, by).await)
+        let prepared = PreparedAnswer::new(self, run_id, seq, answer, by)?;
+        dispatch!(self, s => s.answer_wait(&prepared).await)
     }
 
     /// The run's waits, by seq (answered ones with their answers).
@@ -480,7 +497,8 @@ impl Store {
         by: &str,
         error: &Value,
     ) -> Result<Cancelled, StoreError> {
-        dispatch!(self, s => s.cancel_run(run_id, by, error).await)
+        let prepared = PreparedCancel::new(run_id, by, error);
+        dispatch!(self, s => s.cancel_run(&prepared).await)
     }
 
     /// The value of `key` in kv namespace `space`, if it is set. No key
@@ -690,7 +708,9 @@ impl Store {
         bytes: &[u8],
     ) -> Result<String, StoreError> {
         let fence = self.fence_for(run_id);
-        dispatch!(self, s => s.put_artifact(run_id, name, media_type, bytes, fence).await)
+        let artifact = PreparedArtifact::new(name, media_type, bytes);
+        dispatch!(self, s => s.put_artifact(run_id, &artifact, fence).await)?;
+        Ok(artifact.digest)
     }
 
     /// The run's artifacts, by name.

@@ -13,6 +13,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::StoreError;
+use crate::lease::{Lease, holds, lease_lost};
+use crate::refusal;
+use crate::run::RunStatus;
+
 /// What [`Store::wait_run`](crate::Store::wait_run) records.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewWait {
@@ -58,4 +63,125 @@ pub enum Cancelled {
     Now(crate::RunStatus),
     /// The run is running: it ends as cancelled at its next node boundary.
     Requested,
+}
+
+/// What a wait, an answer or a cancel reads of its run first, under the
+/// run's lock (SQLite's write lock, Postgres's `FOR UPDATE`), and decides
+/// from: the verdicts below are the rules, written once for both backends.
+#[derive(Debug, Clone)]
+pub(crate) struct RunPosition {
+    pub status: String,
+    pub last_seq: i64,
+    pub wait_deadline: Option<i64>,
+    pub cancel_requested_at: Option<i64>,
+    pub cancel_requested_by: Option<String>,
+    pub lease_owner: Option<String>,
+    pub lease_generation: i64,
+    pub lease_expires_at: Option<i64>,
+}
+
+/// The columns [`RunPosition`] is read from, in its order.
+pub(crate) const POSITION_COLUMNS: &str = "status, last_seq, wait_deadline, \
+     cancel_requested_at, cancel_requested_by, lease_owner, lease_generation, lease_expires_at";
+
+/// What a run starting to wait does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitVerdict {
+    /// It waits there already (an earlier attempt committed and its answer
+    /// was lost): nothing to write; its deadline.
+    Already(Option<i64>),
+    /// Record the wait and put the run in `waiting`.
+    Write,
+}
+
+/// What a cancel does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CancelVerdict {
+    /// The run is queued or waiting (this status): it ends now.
+    Now(RunStatus),
+    /// The run is running: record a request.
+    Request,
+}
+
+impl RunPosition {
+    /// Whether run `run_id` may wait at checkpoint `seq` under `fence`:
+    /// it waits there already; or the lease was lost, a cancel was asked
+    /// for, or the run finished or moved on (refused); or it may.
+    pub fn wait(
+        &self,
+        db: &str,
+        run_id: &str,
+        seq: i64,
+        fence: Option<&Lease>,
+    ) -> Result<WaitVerdict, StoreError> {
+        if self.status == RunStatus::Waiting.as_str() && self.last_seq == seq {
+            return Ok(WaitVerdict::Already(self.wait_deadline));
+        }
+        if let Some(fence) = fence
+            && !holds(fence, self.lease_owner.as_deref(), self.lease_generation)
+        {
+            return Err(lease_lost(
+                db,
+                fence,
+                self.lease_owner.as_deref(),
+                self.lease_generation,
+                self.lease_expires_at,
+            ));
+        }
+        if let Some(cancelled) = refusal::cancel_requested(
+            db,
+            run_id,
+            (self.cancel_requested_at, self.cancel_requested_by.clone()),
+        ) {
+            return Err(cancelled);
+        }
+        if refusal::is_finished(&self.status) || self.last_seq != seq {
+            return Err(refusal::not_next(
+                db,
+                run_id,
+                format_args!("{seq} (to wait at)"),
+                Some((self.status.as_str(), self.last_seq)),
+            ));
+        }
+        Ok(WaitVerdict::Write)
+    }
+
+    /// Whether an answer for the wait at `seq` may be recorded at `now`:
+    /// only while the run waits there and its deadline has not passed.
+    pub fn answer(&self, db: &str, run_id: &str, seq: i64, now: i64) -> Result<(), StoreError> {
+        let waiting = self.status == RunStatus::Waiting.as_str() && self.last_seq == seq;
+        if !waiting || self.wait_deadline.is_some_and(|d| d <= now) {
+            return Err(refusal::not_waiting(
+                db,
+                run_id,
+                &self.status,
+                self.wait_deadline,
+            ));
+        }
+        Ok(())
+    }
+
+    /// What a cancel of the run does; a finished run is refused.
+    pub fn cancel(&self, db: &str, run_id: &str) -> Result<CancelVerdict, StoreError> {
+        let status: RunStatus = self.status.parse().map_err(|e| StoreError::Corrupt {
+            db: db.to_owned(),
+            what: format!("status of run `{run_id}`"),
+            detail: format!("{e}"),
+        })?;
+        match status {
+            RunStatus::Queued | RunStatus::Waiting => Ok(CancelVerdict::Now(status)),
+            RunStatus::Running => Ok(CancelVerdict::Request),
+            finished => Err(refusal::nothing_to_cancel(db, run_id, finished)),
+        }
+    }
+}
+
+/// Whether the update that records an answer found the wait unanswered
+/// (`rows` updated): a second answer is refused.
+pub(crate) fn answered(db: &str, run_id: &str, rows: u64) -> Result<(), StoreError> {
+    if rows == 1 {
+        Ok(())
+    } else {
+        Err(refusal::not_waiting(db, run_id, "answered", None))
+    }
 }
