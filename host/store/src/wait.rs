@@ -67,7 +67,8 @@ pub enum Cancelled {
 
 /// What a wait, an answer or a cancel reads of its run first, under the
 /// run's lock (SQLite's write lock, Postgres's `FOR UPDATE`), and decides
-/// from: the verdicts below are the rules, written once for both backends.
+/// from, and what a refused checkpoint reads to say why: the verdicts below
+/// are the rules, written once for both backends.
 #[derive(Debug, Clone)]
 pub(crate) struct RunPosition {
     pub status: String,
@@ -104,6 +105,43 @@ pub(crate) enum CancelVerdict {
 }
 
 impl RunPosition {
+    /// Why checkpoint `seq` of run `run_id`, whose row is `run` (None: no
+    /// such run), was not taken under `fence`: the lease was lost (before
+    /// whatever else moved on since), a cancel was asked for, the run is
+    /// finished, or the checkpoint is not the next in sequence.
+    pub fn checkpoint_refused(
+        run: Option<&RunPosition>,
+        db: &str,
+        run_id: &str,
+        seq: i64,
+        fence: Option<&Lease>,
+    ) -> StoreError {
+        let Some(run) = run else {
+            return refusal::run_not_found(db, run_id);
+        };
+        if let Some(fence) = fence
+            && !holds(fence, run.lease_owner.as_deref(), run.lease_generation)
+        {
+            return lease_lost(
+                db,
+                fence,
+                run.lease_owner.as_deref(),
+                run.lease_generation,
+                run.lease_expires_at,
+            );
+        }
+        if !refusal::is_finished(&run.status)
+            && let Some(cancelled) = refusal::cancel_requested(
+                db,
+                run_id,
+                (run.cancel_requested_at, run.cancel_requested_by.clone()),
+            )
+        {
+            return cancelled;
+        }
+        refusal::not_next(db, run_id, seq, Some((run.status.as_str(), run.last_seq)))
+    }
+
     /// Whether run `run_id` may wait at checkpoint `seq` under `fence`:
     /// it waits there already; or the lease was lost, a cancel was asked
     /// for, or the run finished or moved on (refused); or it may.

@@ -31,6 +31,7 @@ use crate::prepared::{
 use crate::read::Reads;
 use crate::refusal::{self, Decision};
 use crate::run::{NewRun, RunStatus};
+use crate::wait::RunPosition;
 
 /// The run ($1) while the lease fence ($2 owner, $3 generation; NULL: no
 /// fence) holds, locked against a takeover (`FOR SHARE`) until COMMIT: the
@@ -531,45 +532,15 @@ impl PgStore {
         p: &PreparedCommit,
         action: &str,
     ) -> StoreError {
-        type Row = (
-            String,
-            i64,
-            Option<String>,
-            i64,
-            Option<i64>,
-            Option<i64>,
-            Option<String>,
-        );
-        let row = sqlx::query_as::<_, Row>(
-            "SELECT status, last_seq, lease_owner, lease_generation, lease_expires_at, \
-                 cancel_requested_at, cancel_requested_by \
-             FROM runs WHERE id = $1",
-        )
-        .bind(&p.run_id)
-        .fetch_optional(executor)
-        .await;
-        match (row, &p.fence) {
-            (Err(e), _) => self.error(e, action),
-            (Ok(Some((_, _, holder, generation, expires, ..))), Some(fence))
-                if !holds(fence, holder.as_deref(), generation) =>
-            {
-                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
-            }
-            (Ok(Some((status, _, _, _, _, Some(at), by))), _) if !refusal::is_finished(&status) => {
-                StoreError::CancelRequested {
-                    db: self.db.clone(),
-                    run_id: p.run_id.clone(),
-                    by: by.unwrap_or_else(|| "someone".to_owned()),
-                    at_ms: at,
-                }
-            }
-            (Ok(run), _) => refusal::not_next(
+        match self.read_position(executor, &p.run_id, action).await {
+            Ok(run) => RunPosition::checkpoint_refused(
+                run.as_ref(),
                 &self.db,
                 &p.run_id,
                 p.seq,
-                run.as_ref()
-                    .map(|(status, last, ..)| (status.as_str(), *last)),
+                p.fence.as_ref(),
             ),
+            Err(e) => e,
         }
     }
 

@@ -18,6 +18,8 @@ use crate::wait::{self, CancelVerdict, POSITION_COLUMNS, RunPosition, WaitVerdic
 
 static POSITION: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {POSITION_COLUMNS} FROM runs WHERE id = $1 FOR UPDATE"));
+static READ_POSITION: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {POSITION_COLUMNS} FROM runs WHERE id = $1"));
 
 type PositionRow = (
     String,
@@ -44,18 +46,22 @@ impl PgStore {
             .await
             .map_err(|e| self.error(e, action))?
             .ok_or_else(|| refusal::run_not_found(&self.db, run_id))?;
-        let (status, last_seq, wait_deadline, cancel_at, cancel_by, owner, generation, expires) =
-            row;
-        Ok(RunPosition {
-            status,
-            last_seq,
-            wait_deadline,
-            cancel_requested_at: cancel_at,
-            cancel_requested_by: cancel_by,
-            lease_owner: owner,
-            lease_generation: generation,
-            lease_expires_at: expires,
-        })
+        Ok(position(row))
+    }
+
+    /// The run's row as it is now, unlocked (None: no such run).
+    pub(super) async fn read_position<'e>(
+        &self,
+        executor: impl sqlx::PgExecutor<'e>,
+        run_id: &str,
+        action: &str,
+    ) -> Result<Option<RunPosition>, StoreError> {
+        let row = sqlx::query_as::<_, PositionRow>(READ_POSITION.as_str())
+            .bind(run_id)
+            .fetch_optional(executor)
+            .await
+            .map_err(|e| self.error(e, action))?;
+        Ok(row.map(position))
     }
 
     pub async fn wait_run(&self, p: &PreparedWait<'_>) -> Result<Option<i64>, StoreError> {
@@ -190,5 +196,19 @@ impl PgStore {
             .await
         })
         .await
+    }
+}
+
+fn position(row: PositionRow) -> RunPosition {
+    let (status, last_seq, wait_deadline, cancel_at, cancel_by, owner, generation, expires) = row;
+    RunPosition {
+        status,
+        last_seq,
+        wait_deadline,
+        cancel_requested_at: cancel_at,
+        cancel_requested_by: cancel_by,
+        lease_owner: owner,
+        lease_generation: generation,
+        lease_expires_at: expires,
     }
 }

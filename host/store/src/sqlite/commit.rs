@@ -21,6 +21,7 @@ use crate::prepared::{
 };
 use crate::refusal::{self, Decision};
 use crate::run::NewRun;
+use crate::wait::RunPosition;
 
 impl SqliteStore {
     /// Like [`sq`](Self::sq), but a foreign-key violation means the run is
@@ -353,37 +354,14 @@ impl SqliteStore {
 
     /// Why the sequence guard refused a checkpoint: a cancel was asked
     /// for, or the run is finished, or the checkpoint is not the next.
+    /// (The fence was checked before, under the same write lock.)
     fn why_not_next(&self, tx: &Transaction<'_>, run_id: &str, seq: i64) -> StoreError {
-        let row = tx
-            .query_row(
-                "SELECT status, last_seq, cancel_requested_at, cancel_requested_by \
-                 FROM runs WHERE id = ?1",
-                params![run_id],
-                |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, i64>(1)?,
-                        row.get::<_, Option<i64>>(2)?,
-                        row.get::<_, Option<String>>(3)?,
-                    ))
-                },
-            )
-            .optional();
-        if let Ok(Some((status, _, at, by))) = &row
-            && !refusal::is_finished(status)
-            && let Some(cancelled) = refusal::cancel_requested(&self.db, run_id, (*at, by.clone()))
-        {
-            return cancelled;
-        }
-        match row {
-            Err(e) => self.sq(e, &format!("checking run `{run_id}`")),
-            Ok(run) => refusal::not_next(
-                &self.db,
-                run_id,
-                seq,
-                run.as_ref()
-                    .map(|(status, last, ..)| (status.as_str(), *last)),
-            ),
+        match self.position(tx, run_id, &format!("checking run `{run_id}`")) {
+            Ok(run) => RunPosition::checkpoint_refused(Some(&run), &self.db, run_id, seq, None),
+            Err(StoreError::RunNotFound { .. }) => {
+                RunPosition::checkpoint_refused(None, &self.db, run_id, seq, None)
+            }
+            Err(e) => e,
         }
     }
 

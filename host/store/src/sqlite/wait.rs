@@ -17,7 +17,8 @@ static POSITION: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {POSITION_COLUMNS} FROM runs WHERE id = ?1"));
 
 impl SqliteStore {
-    fn position(
+    /// The run's row as a write's verdicts read it (`store::wait`).
+    pub(super) fn position(
         &self,
         tx: &Transaction<'_>,
         run_id: &str,
