@@ -136,6 +136,173 @@ fn killed_before_the_last_commit() {
     crash_and_resume("before-commit:third");
 }
 
+/// With `--durability full`, a commit that returned is on disk: killed right
+/// after `second`'s commit, the run has `second`'s step, and it resumes to
+/// the same state as an uninterrupted run.
+#[test]
+fn killed_after_a_durable_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = reference_state(dir.path());
+    let out = host(
+        dir.path(),
+        &["run", &scenario(), "--durability", "full", "--events"],
+        Some("after-commit:second"),
+    );
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    let first: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let id = first["run_id"].as_str().unwrap();
+    let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
+    let steps: Vec<(&str, &str)> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["node"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(steps, [("first", "ok"), ("second", "ok")]);
+    let out = host(dir.path(), &["resume", id], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
+    assert_eq!(serde_json::to_string(&shown["state"]).unwrap(), reference);
+}
+
+/// What `strace` saw a process do to one file: writes (offset, the bytes
+/// as hex) and syncs (`fsync` or `fdatasync`), in the order they started.
+#[derive(Debug, PartialEq)]
+enum FileCall {
+    /// `hex`: the first 64 bytes at most.
+    Write {
+        len: u64,
+        offset: u64,
+        hex: String,
+    },
+    Sync(String),
+}
+
+/// Runs `host` under `strace -f` (writes and syncs, strings in hex) and
+/// returns its output with the calls on `file` (a path's file name).
+fn traced(
+    dir: &Path,
+    args: &[&str],
+    point: &str,
+    file: &str,
+) -> (std::process::Output, Vec<FileCall>) {
+    let trace = dir.join("strace.txt");
+    let cmd = skillhost_tests::cli::host_command(dir, args, Some(point));
+    let host = cmd.get_program().to_owned();
+    let mut strace = std::process::Command::new("strace");
+    strace
+        .args([
+            "-f",
+            "-y",
+            "-xx",
+            "-s",
+            "64",
+            "-e",
+            "trace=pwrite64,fsync,fdatasync",
+            "-o",
+        ])
+        .arg(&trace)
+        .arg(host)
+        .args(cmd.get_args())
+        .current_dir(dir);
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => strace.env(key, value),
+            None => strace.env_remove(key),
+        };
+    }
+    let out = strace
+        .output()
+        .expect("run strace (apt-get install -y strace)");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let suffix = format!("/{file}");
+    let calls = text
+        .lines()
+        .filter(|line| !line.contains("resumed>"))
+        .filter_map(|line| {
+            // "PID call(FD<path, in hex>, args…"
+            let (_, call) = line.split_once(' ')?;
+            let (name, rest) = call.trim_start().split_once('(')?;
+            let (path, args) = rest.split_once('<')?.1.split_once('>')?;
+            if !String::from_utf8_lossy(&unhex(path)).ends_with(&suffix) {
+                return None;
+            }
+            match name {
+                "fsync" | "fdatasync" => Some(FileCall::Sync(name.to_owned())),
+                "pwrite64" => {
+                    // `, "\x00…"…, LEN, OFFSET) = …` or `… <unfinished ...>`
+                    let (quoted, tail) = args.trim_start_matches(", \"").split_once('"')?;
+                    let mut numbers = tail.trim_start_matches("...").split(',').skip(1).map(|s| {
+                        s.split([')', ' '])
+                            .find(|s| !s.is_empty())
+                            .and_then(|n| n.parse().ok())
+                    });
+                    Some(FileCall::Write {
+                        len: numbers.next()??,
+                        offset: numbers.next()??,
+                        hex: quoted.replace("\\x", ""),
+                    })
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    (out, calls)
+}
+
+/// Bytes written as strace's `-xx` writes them: `\x2f\x74…`.
+fn unhex(text: &str) -> Vec<u8> {
+    text.split("\\x")
+        .filter(|byte| !byte.is_empty())
+        .filter_map(|byte| u8::from_str_radix(byte, 16).ok())
+        .collect()
+}
+
+/// With `--durability full`, each checkpoint commit is synced once, with
+/// `fdatasync`, before the run goes on: traced with strace, every commit
+/// frame the host writes into the WAL (a 24-byte frame header whose second
+/// word, the database size after the commit, is not zero) is followed by
+/// exactly one sync of the WAL, an `fdatasync`, before the next frame, and
+/// the last one, `second`'s checkpoint, before the process is killed right
+/// after that commit returned.
+#[test]
+fn with_durability_full_each_commit_is_synced_once_before_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    // The database exists already: the traced process only commits runs.
+    reference_state(dir.path());
+    let (out, calls) = traced(
+        dir.path(),
+        &["run", &scenario(), "--durability", "full"],
+        "after-commit:second",
+        "runs.db-wal",
+    );
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    // Per commit frame, the syncs until the next frame is written.
+    let mut commits: Vec<Vec<&str>> = Vec::new();
+    let mut open = false;
+    for call in &calls {
+        match call {
+            FileCall::Write { len: 24, hex, .. } => {
+                // A frame header (the WAL's own header is 32 bytes).
+                open = false;
+                if &hex[8..16] != "00000000" {
+                    commits.push(Vec::new());
+                    open = true;
+                }
+            }
+            FileCall::Write { .. } => {}
+            FileCall::Sync(name) if open => commits.last_mut().unwrap().push(name),
+            FileCall::Sync(_) => {}
+        }
+    }
+    // The run's row with checkpoint 0, then `first` and `second`.
+    assert_eq!(commits.len(), 3, "{calls:#?}");
+    for (i, syncs) in commits.iter().enumerate() {
+        assert_eq!(syncs, &["fdatasync"], "commit {i}: {calls:#?}");
+    }
+}
+
 /// Runs `sql` on the test's database, beside the host (as a careless or
 /// hostile hand would).
 fn edit_database(dir: &Path, sql: &str) {

@@ -39,8 +39,10 @@ pub struct EngineBenchArgs {
     /// Durable runs on SQLite to time.
     #[arg(long, default_value_t = EngineBenchSettings::default().sqlite_runs)]
     sqlite_runs: usize,
-    /// `full` also times runs with an fsync per checkpoint (SQLite
-    /// `synchronous = FULL`) against one `fdatasync` on the same disk;
+    /// `full` also times runs with an fsync per checkpoint (the store's
+    /// `--durability full`: an `fdatasync` of the WAL before each commit
+    /// returns) against one `fdatasync` on the same disk, and 8 such runs in
+    /// flight at once (their commits share syncs);
     /// `normal` (the default) times only what `host run` does by default.
     #[arg(long, value_enum, default_value_t = Durability::Normal)]
     durability: Durability,

@@ -208,6 +208,10 @@ pub enum FailureKind {
     /// Another connection held the lock a write needed past the busy
     /// timeout (SQLITE_BUSY or SQLITE_LOCKED on a SQLite store's writer).
     Busy,
+    /// A SQLite commit was written into the WAL (and is visible) but the
+    /// sync that was to make it durable failed: it may or may not survive
+    /// a power loss, and the store handle refuses writes from then on.
+    Unsynced,
     /// Anything else: a closed pool, a value that does not decode, …
     Other,
 }
@@ -239,7 +243,7 @@ impl DatabaseFailure {
                         "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
                     )
             }),
-            FailureKind::Other => false,
+            FailureKind::Unsynced | FailureKind::Other => false,
         }
     }
 
@@ -248,7 +252,7 @@ impl DatabaseFailure {
     /// leaves a statement's outcome unknown.
     pub fn may_have_committed(&self) -> bool {
         match self.kind {
-            FailureKind::ConnectionLost => true,
+            FailureKind::ConnectionLost | FailureKind::Unsynced => true,
             FailureKind::Refused => self
                 .code()
                 .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
@@ -271,6 +275,16 @@ impl DatabaseFailure {
             kind,
             code,
             message: error.to_string(),
+        }
+    }
+
+    /// A SQLite commit whose WAL sync failed (`message` says which file
+    /// and why).
+    pub(crate) fn unsynced(message: String) -> DatabaseFailure {
+        DatabaseFailure {
+            kind: FailureKind::Unsynced,
+            code: None,
+            message,
         }
     }
 

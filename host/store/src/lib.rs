@@ -108,10 +108,12 @@ use url::DatabaseUrl;
 /// When a commit counts as durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyncMode {
-    /// A commit returns once it is on stable storage (SQLite `synchronous =
-    /// FULL`: an fsync per commit). Survives power loss and OS crashes. An
-    /// fsync costs milliseconds on many disks, so this bounds a single run
-    /// to a few hundred nodes per second.
+    /// A commit returns once it is on stable storage (SQLite: an
+    /// `fdatasync` of the WAL that covers the commit, one for all the
+    /// commits waiting at the time; Postgres: `synchronous_commit = on`).
+    /// Survives power loss and OS crashes. A sync costs from a tenth of a
+    /// millisecond to milliseconds depending on the disk, which bounds a
+    /// single run's nodes per second; concurrent runs share syncs.
     #[default]
     Full,
     /// A commit returns once the OS has it (SQLite WAL with `synchronous =

@@ -1,6 +1,7 @@
 //! The SQLite backend: one database file in WAL mode. With the default
-//! [`SyncMode::Full`] (`synchronous = FULL`) a commit that returned survives a
-//! crash or power loss; [`SyncMode::Normal`] trades power-loss durability of
+//! [`SyncMode::Full`] a commit that returned survives a crash or power loss
+//! (its WAL is synced with `fdatasync`, one sync for the commits waiting
+//! together: `wal.rs`); [`SyncMode::Normal`] trades power-loss durability of
 //! the last commits for no fsync per commit.
 //!
 //! Opening never writes to a file that is not ours: an existing file is
@@ -36,6 +37,7 @@ mod kv;
 mod migrate;
 mod queue;
 mod wait;
+mod wal;
 mod writer;
 
 use writer::Writer;

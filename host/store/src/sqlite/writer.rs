@@ -16,9 +16,12 @@
 //! 27 µs on this class of machine, twice per checkpoint, which was more than
 //! SQLite's own work for a small commit. Here a transaction is one
 //! synchronous call of `work` on the async task's thread: a checkpoint is a
-//! few page writes into the WAL (no fsync with `synchronous = NORMAL`, one
-//! with `FULL`), so it blocks the thread for about as long as a hand-over
-//! would have. What could block for long, waiting for another process's
+//! few page writes into the WAL (SQLite syncs nothing: the connection runs
+//! with `synchronous = NORMAL`), so it blocks the thread for about as long as
+//! a hand-over would have. With [`SyncMode::Full`] the commit then waits,
+//! outside the connection, for an `fdatasync` of the WAL that covers it
+//! (`wal.rs`: one sync for every commit waiting, so concurrent runs share
+//! it), before it is acknowledged. What could block for long, waiting for another process's
 //! write lock, is not done on the thread: the connection's busy timeout is
 //! zero and a busy `BEGIN IMMEDIATE` is retried after an async sleep, up to
 //! the store's busy timeout.
@@ -34,6 +37,17 @@
 //! checkpoint (it never blocks the writer) every [`CHECKPOINT_EVERY`]
 //! commits. The writer keeps SQLite's automatic checkpoint only as a backstop,
 //! at [`BACKSTOP_PAGES`], should the thread fall that far behind.
+//!
+//! With [`SyncMode::Full`] the writer also follows each of the thread's
+//! checkpoints with a PASSIVE checkpoint of its own, on its next commit: it
+//! copies the few frames committed while the thread's checkpoint ran, so the
+//! whole WAL is in the database file and SQLite starts the WAL over from its
+//! beginning on the next write. The WAL is then overwritten in place, which
+//! an `fdatasync` writes without the file's size or block map; left to the
+//! thread alone, commits arriving while it runs keep the WAL from ever being
+//! wholly copied, and it grows by appending, at two to three times the cost
+//! per sync (measured: docs/contributing.md, "SQLite with an fsync per
+//! checkpoint").
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,6 +58,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use tokio::sync::Mutex;
 
+use super::wal::WalSync;
 use crate::SyncMode;
 use crate::error::{DatabaseFailure, FailureKind, StoreError};
 
@@ -66,6 +81,9 @@ pub(super) struct Writer {
     slot: Arc<Mutex<Option<Slot>>>,
     /// Checkpoints the checkpointer thread has completed.
     checkpoints: Arc<AtomicU64>,
+    /// With [`SyncMode::Full`]: the WAL a commit is synced through before it
+    /// is acknowledged (see `wal`). None: SQLite syncs (or not) itself.
+    wal: Option<Arc<WalSync>>,
     /// Display URL, for messages.
     db: Arc<str>,
     /// How long a write waits for another process's write lock.
@@ -79,6 +97,13 @@ struct Slot {
     commits: u64,
     /// Asks the checkpointer thread to run; dropping it stops the thread.
     checkpointer: Option<SyncSender<()>>,
+    /// The checkpointer thread's count (shared with the Writer).
+    checkpoints: Arc<AtomicU64>,
+    /// Its checkpoints this connection has followed with the WAL's tail.
+    followed: u64,
+    /// Whether to follow them: with a WAL synced by `wal`, so that the WAL
+    /// is reused in place rather than grown (see `follow_checkpoint`).
+    follow: bool,
 }
 
 impl Writer {
@@ -92,11 +117,16 @@ impl Writer {
         let error = |source, action: &str| sqlite_error(db, source, action);
         let conn = connect(path).map_err(|e| error(e, "opening the writer connection"))?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        let wal = match sync {
+            SyncMode::Full => open_wal(&conn, db),
+            SyncMode::Normal => None,
+        };
         // The journal mode is the file's (the opening connection set WAL);
-        // these are the connection's own.
-        let sync = match sync {
-            SyncMode::Full => "FULL",
-            SyncMode::Normal => "NORMAL",
+        // these are the connection's own. With a WAL to sync, SQLite's
+        // commits need not sync.
+        let sync = match (sync, &wal) {
+            (SyncMode::Full, None) => "FULL",
+            (SyncMode::Full, Some(_)) | (SyncMode::Normal, _) => "NORMAL",
         };
         conn.execute_batch(&format!(
             "PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 0; \
@@ -118,8 +148,12 @@ impl Writer {
                 conn,
                 commits: 0,
                 checkpointer,
+                checkpoints: checkpoints.clone(),
+                followed: 0,
+                follow: wal.is_some(),
             }))),
             checkpoints,
+            wal: wal.map(Arc::new),
             db: db.into(),
             busy_timeout,
         })
@@ -152,6 +186,9 @@ impl Writer {
                     db: self.db.to_string(),
                 });
             };
+            if let Some(failed) = self.wal.as_ref().and_then(|wal| wal.failed()) {
+                return Err(self.unsynced(action, failed));
+            }
             let attempt = held
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -161,16 +198,31 @@ impl Writer {
                     tx.commit().map_err(|source| self.error(source, action))?;
                     Ok(value)
                 });
-            if attempt.is_ok() {
-                held.committed();
-            }
+            // Taken while the slot is held: the commit is in the WAL.
+            let ticket = match &attempt {
+                Ok(_) => {
+                    held.committed();
+                    self.wal.as_ref().map(|wal| (wal, wal.ticket()))
+                }
+                Err(_) => None,
+            };
             drop(slot);
             match attempt {
+                Ok(value) => {
+                    // Outside the slot: the next write goes ahead while this
+                    // one syncs, and one sync may cover both.
+                    if let Some((wal, ticket)) = ticket {
+                        wal.durable(ticket)
+                            .await
+                            .map_err(|failed| self.unsynced(action, failed))?;
+                    }
+                    return Ok(value);
+                }
                 Err(error) if is_busy(&error) && Instant::now() < deadline => {
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(Duration::from_millis(50));
                 }
-                other => return other,
+                Err(error) => return Err(error),
             }
         }
     }
@@ -178,6 +230,15 @@ impl Writer {
     /// The error of a statement of this connection.
     pub fn error(&self, source: rusqlite::Error, action: &str) -> StoreError {
         sqlite_error(&self.db, source, action)
+    }
+
+    /// A write whose WAL sync failed (or that follows one that did).
+    fn unsynced(&self, action: &str, failed: String) -> StoreError {
+        StoreError::Database {
+            db: self.db.to_string(),
+            action: action.to_owned(),
+            source: DatabaseFailure::unsynced(failed),
+        }
     }
 
     /// Waits for the write in flight, if any, and closes the connection;
@@ -201,6 +262,11 @@ impl Slot {
     /// to run (if it is still busy with the last request, this one is moot).
     fn committed(&mut self) {
         self.commits += 1;
+        let done = self.checkpoints.load(Ordering::Relaxed);
+        if self.follow && done != self.followed {
+            self.followed = done;
+            self.follow_checkpoint();
+        }
         if self.commits < CHECKPOINT_EVERY {
             return;
         }
@@ -210,6 +276,55 @@ impl Slot {
         {
             tracing::warn!("the checkpointer thread stopped; the writer will checkpoint");
             self.checkpointer = None;
+        }
+    }
+}
+
+impl Slot {
+    /// Copies what the checkpointer thread's last checkpoint left in the
+    /// WAL (the commits made while it ran) into the database file, so that
+    /// the next write starts the WAL over from its beginning.
+    fn follow_checkpoint(&mut self) {
+        match self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, i64>(2)?,
+                ))
+            }) {
+            Ok(counts) => tracing::trace!(?counts, "the WAL's tail checkpointed"),
+            Err(error) => tracing::debug!(%error, "checkpointing the WAL's tail"),
+        }
+    }
+}
+
+/// The WAL of the writer connection's database, to sync commits through;
+/// None (SQLite then syncs each commit itself) if the database is not in
+/// WAL mode or its WAL cannot be opened.
+fn open_wal(conn: &Connection, db: &str) -> Option<WalSync> {
+    // A read opens (creating if need be) the WAL of a database in WAL mode.
+    let mode = conn
+        .query_row("PRAGMA journal_mode", [], |row| row.get::<_, String>(0))
+        .and_then(|mode| {
+            conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |_| Ok(()))
+                .map(|()| mode)
+        });
+    let path = match (mode, conn.path()) {
+        (Ok(mode), Some(path)) if mode.eq_ignore_ascii_case("wal") && !path.is_empty() => {
+            PathBuf::from(format!("{path}-wal"))
+        }
+        (mode, _) => {
+            tracing::debug!(db, ?mode, "no WAL to sync: SQLite syncs every commit");
+            return None;
+        }
+    };
+    match WalSync::open(&path) {
+        Ok(wal) => Some(wal),
+        Err(error) => {
+            tracing::debug!(db, %error, wal = %path.display(), "cannot open the WAL: SQLite syncs every commit");
+            None
         }
     }
 }

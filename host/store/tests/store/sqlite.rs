@@ -179,3 +179,37 @@ async fn normal_sync_mode_keeps_the_same_behaviour() {
     let store = Store::open(&url(&path)).await.unwrap();
     assert_eq!(store.latest_state("n").await.unwrap().unwrap().state, state);
 }
+
+/// With an fsync per commit (the default), the WAL is started over once it
+/// has been copied into the database file, so a store that commits for a
+/// long time writes into the same WAL pages again (overwriting in place,
+/// which a sync does without writing the file's size or block map) instead
+/// of appending to the WAL for as long as commits keep coming.
+#[tokio::test]
+async fn durable_commits_reuse_the_wal_instead_of_growing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("full.db");
+    let store = Store::open(&url(&path)).await.unwrap();
+    let wal = dir.path().join("full.db-wal");
+    let (runs, steps) = (60, 10);
+    for r in 0..runs {
+        let id = format!("r{r}");
+        let mut state = json!({});
+        store
+            .create_run(&new_run(&id, state.clone()))
+            .await
+            .unwrap();
+        let mut visits = BTreeMap::new();
+        for seq in 1..=steps {
+            let c = commit(&id, seq, &mut state, &mut visits, varied_change(seq));
+            store.commit_step(&c).await.unwrap();
+        }
+    }
+    // 660 commits of four to five frames of 4 KiB each: about 12 MiB of
+    // WAL had none of it been started over.
+    let size = std::fs::metadata(&wal).unwrap().len();
+    assert!(size < 4 << 20, "the WAL grew to {size} bytes");
+    let last = store.latest_state(&format!("r{}", runs - 1)).await.unwrap();
+    assert_eq!(last.unwrap().seq, steps);
+    store.close().await;
+}
