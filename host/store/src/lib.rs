@@ -16,9 +16,17 @@
 //! folder defining the same tables, and the same file per concern:
 //! `mod.rs` (open), `commit.rs` (writes of a run's history), `queue.rs`
 //! (leases, queue, retention), `migrate.rs`. Each keeps its own write path;
-//! reads (`read.rs`) and the row codec (`codec.rs`) are written once for
-//! both. Backend-neutral rules live in [`checkpoint`], [`state`],
-//! [`migrate`] and [`lease`].
+//! reads (`read.rs`), the row codec (`codec.rs`), every write before its SQL
+//! (`prepared.rs`: converted, encoded and digested here, in this file, and
+//! only executed by a backend) and the verdicts on what a write found
+//! (`refusal.rs`, `wait.rs`) are written once for both. A refusal rolls its
+//! transaction back before it is returned, on both backends (`refusal.rs`).
+//! Backend-neutral rules live in [`checkpoint`], [`state`], [`migrate`] and
+//! [`lease`].
+//!
+//! Interfaces: [`Store`] derefs to [`RunWriter`] (the writes of a run's
+//! history, what the engine's run log uses), which derefs to [`History`]
+//! (reads only, what readers take).
 
 mod cache;
 pub mod checkpoint;
