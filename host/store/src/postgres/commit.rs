@@ -67,6 +67,38 @@ static MAP_ITEM_STATEMENT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// Whether a run takes checkpoint `$seq` under the fence `$owner`,
+/// `$generation` (owner NULL: no fence), its columns prefixed by `$runs`:
+/// it is active, no cancel was asked for, `seq` is its `last_seq + 1` (the
+/// exactly-once guard) and the fence holds. The one condition of
+/// [`CHECKPOINT_STATEMENT`] and of `group.rs`'s batch; a macro, so that
+/// both are built with `concat!`.
+macro_rules! takes_checkpoint {
+    ($runs:literal, $seq:literal, $owner:literal, $generation:literal) => {
+        concat!(
+            $runs,
+            "last_seq = ",
+            $seq,
+            " - 1 AND ",
+            $runs,
+            "status IN ('queued', 'running', 'waiting') AND ",
+            $runs,
+            "cancel_requested_at IS NULL AND (",
+            $owner,
+            " IS NULL OR (",
+            $runs,
+            "lease_owner = ",
+            $owner,
+            " AND ",
+            $runs,
+            "lease_generation = ",
+            $generation,
+            "))"
+        )
+    };
+}
+pub(super) use takes_checkpoint;
+
 /// One checkpoint commit as one statement. It moves the run's row
 /// (`last_seq`, `current_node`) only if the run takes the checkpoint: the
 /// lease fence holds ($5 owner, $6 generation; NULL: no fence), the run is
@@ -81,13 +113,14 @@ static MAP_ITEM_STATEMENT: LazyLock<String> = LazyLock::new(|| {
 /// then says why. (Updating first, rather than locking the row with
 /// `SELECT … FOR UPDATE` and then updating it, saves a lock record per
 /// commit.)
-const CHECKPOINT_STATEMENT: &str = "\
+const CHECKPOINT_STATEMENT: &str = concat!(
+    "\
     WITH r AS ( \
         UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
             status = 'running' \
-        WHERE id = $1 AND last_seq = $2 - 1 \
-            AND status IN ('queued', 'running', 'waiting') AND cancel_requested_at IS NULL \
-            AND ($5::text IS NULL OR (lease_owner = $5 AND lease_generation = $6)) \
+        WHERE id = $1 AND ",
+    takes_checkpoint!("", "$2", "$5::text", "$6"),
+    " \
         RETURNING id, task_id), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
@@ -106,7 +139,8 @@ const CHECKPOINT_STATEMENT: &str = "\
             seq = excluded.seq, node_id = excluded.node_id, \
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
             updated_at = excluded.updated_at) \
-    SELECT 1 FROM r";
+    SELECT 1 FROM r"
+);
 
 impl PgStore {
     fn write_error(&self, source: sqlx::Error, run_id: &str, action: impl Display) -> StoreError {

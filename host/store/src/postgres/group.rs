@@ -24,6 +24,7 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::PgStore;
+use super::commit::takes_checkpoint;
 use crate::checkpoint::START_NODE;
 use crate::codec::{ACTIVE, now_ms};
 use crate::error::{DatabaseFailure, StoreError};
@@ -450,7 +451,8 @@ static FINISH_STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(
 /// detects it), the statement fails and its commits are retried. The task
 /// rows (runs with a task id only) get the batch's last commit for each
 /// task.
-const BATCH_STATEMENT: &str = "\
+const BATCH_STATEMENT: &str = concat!(
+    "\
     WITH u AS ( \
         SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $5::text[], \
             $6::bigint[], $7::text[], $8::text[], $9::bool[], $10::text[], $11::text[], \
@@ -467,11 +469,9 @@ const BATCH_STATEMENT: &str = "\
         UPDATE runs SET last_seq = u.seq, current_node = u.current_node, updated_at = $4, \
             status = 'running' \
         FROM u \
-        WHERE runs.id = u.run_id AND runs.last_seq = u.seq - 1 \
-            AND runs.status IN ('queued', 'running', 'waiting') \
-            AND runs.cancel_requested_at IS NULL \
-            AND (u.owner IS NULL \
-                OR (runs.lease_owner = u.owner AND runs.lease_generation = u.generation)) \
+        WHERE runs.id = u.run_id AND ",
+    takes_checkpoint!("runs.", "u.seq", "u.owner", "u.generation"),
+    " \
         RETURNING runs.id, runs.task_id, u.ord), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
@@ -498,4 +498,5 @@ const BATCH_STATEMENT: &str = "\
             seq = excluded.seq, node_id = excluded.node_id, \
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
             updated_at = excluded.updated_at) \
-    SELECT ord FROM r";
+    SELECT ord FROM r"
+);
