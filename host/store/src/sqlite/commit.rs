@@ -79,69 +79,68 @@ impl SqliteStore {
         let p = &prepared;
         let (encoded, hash) = (&p.checkpoint, p.state_hash.as_str());
         let task_id = p.task_id.as_deref();
-        self.writer
-            .write(&action, |tx| {
-                // One writer at a time: a key looked up here is still free
-                // when this transaction writes it.
-                if let Some(holder) = self
-                    .key_holder(tx, run, options, now)
-                    .map_err(|e| self.sq(e, &action))?
-                {
-                    return Ok(Admission::Existing { run_id: holder });
-                }
-                // The run's row goes first, so a duplicate id fails before
-                // anything else is written.
-                let inserted = execute(
-                    tx,
-                    INSERT_RUN_SQL,
-                    params![
-                        p.id,
-                        p.scenario_name,
-                        p.scenario_path,
-                        p.scenario_digest,
-                        p.status,
-                        p.input,
-                        p.start_node,
-                        now,
-                        task_id,
-                        p.run_digest,
-                        p.provenance,
-                        options.priority,
-                        options.concurrency_limit,
-                        options.concurrency_key,
-                    ],
+        self.transaction(&action, |tx| {
+            // One writer at a time: a key looked up here is still free
+            // when this transaction writes it.
+            if let Some(holder) = self
+                .key_holder(tx, run, options, now)
+                .map_err(|e| self.sq(e, &action))?
+            {
+                return Ok(Decision::Leave(Admission::Existing { run_id: holder }));
+            }
+            // The run's row goes first, so a duplicate id fails before
+            // anything else is written.
+            let inserted = execute(
+                tx,
+                INSERT_RUN_SQL,
+                params![
+                    p.id,
+                    p.scenario_name,
+                    p.scenario_path,
+                    p.scenario_digest,
+                    p.status,
+                    p.input,
+                    p.start_node,
+                    now,
+                    task_id,
+                    p.run_digest,
+                    p.provenance,
+                    options.priority,
+                    options.concurrency_limit,
+                    options.concurrency_key,
+                ],
+            );
+            if let Err(e) = inserted {
+                return Err(
+                    if matches!(
+                        extended_code(&e),
+                        Some(
+                            rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                                | rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                        )
+                    ) {
+                        refusal::run_exists(&self.db, &run.id)
+                    } else {
+                        self.sq(e, &action)
+                    },
                 );
-                if let Err(e) = inserted {
-                    return Err(
-                        if matches!(
-                            extended_code(&e),
-                            Some(
-                                rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
-                                    | rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-                            )
-                        ) {
-                            refusal::run_exists(&self.db, &run.id)
-                        } else {
-                            self.sq(e, &action)
-                        },
-                    );
-                }
-                insert_checkpoint(tx, &run.id, 0, START_NODE, encoded, hash, now)
-                    .and_then(|written| match task_id {
-                        // A run without a task id is its own task: its row in
-                        // `runs` already says where it stands.
-                        None => Ok(written),
-                        Some(task_id) => execute(
-                            tx,
-                            INSERT_FIRST_TASK_ROW_SQL,
-                            params![task_id, run.id, START_NODE, encoded.next_nodes, hash, now],
-                        ),
-                    })
-                    .and_then(|_| self.take_keys(tx, run, options, now))
-                    .map_err(|e| self.sq(e, &action))?;
-                Ok(Admission::Created)
-            })
-            .await
+            }
+            insert_checkpoint(tx, &run.id, 0, START_NODE, encoded, hash, now)
+                .and_then(|written| match task_id {
+                    // A run without a task id is its own task: its row in
+                    // `runs` already says where it stands.
+                    None => Ok(written),
+                    Some(task_id) => execute(
+                        tx,
+                        INSERT_FIRST_TASK_ROW_SQL,
+                        params![task_id, run.id, START_NODE, encoded.next_nodes, hash, now],
+                    ),
+                })
+                .and_then(|_| self.take_keys(tx, run, options, now))
+                .map_err(|e| self.sq(e, &action))?;
+            Ok(Decision::Commit(Admission::Created))
+        })
+        .await
     }
 
     /// The run that already holds the idempotency key or the schedule tick
