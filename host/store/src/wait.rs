@@ -223,3 +223,123 @@ pub(crate) fn answered(db: &str, run_id: &str, rows: u64) -> Result<(), StoreErr
         Err(refusal::not_waiting(db, run_id, "answered", None))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(status: &str, last_seq: i64) -> RunPosition {
+        RunPosition {
+            status: status.into(),
+            last_seq,
+            wait_deadline: None,
+            cancel_requested_at: None,
+            cancel_requested_by: None,
+            lease_owner: Some("w1".into()),
+            lease_generation: 2,
+            lease_expires_at: Some(0),
+        }
+    }
+
+    fn lease(owner: &str, generation: u64) -> Lease {
+        Lease {
+            run_id: "r".into(),
+            owner: owner.into(),
+            generation,
+            expires_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_wait_is_refused_for_a_lost_lease_a_cancel_or_a_run_that_moved_on() {
+        let held = lease("w1", 2);
+        assert_eq!(
+            at("running", 3).wait("db", "r", 3, Some(&held)).unwrap(),
+            WaitVerdict::Write
+        );
+        let mut waiting = at("waiting", 3);
+        waiting.wait_deadline = Some(9);
+        // Already there (an earlier attempt committed): kept, whoever asks.
+        assert_eq!(
+            waiting.wait("db", "r", 3, Some(&lease("w0", 1))).unwrap(),
+            WaitVerdict::Already(Some(9))
+        );
+        let lost = at("running", 3).wait("db", "r", 3, Some(&lease("w0", 1)));
+        assert!(lost.unwrap_err().is_lease_lost());
+        let mut cancelled = at("running", 3);
+        cancelled.cancel_requested_at = Some(5);
+        assert!(
+            cancelled
+                .wait("db", "r", 3, None)
+                .unwrap_err()
+                .is_cancel_requested()
+        );
+        assert!(
+            at("running", 4)
+                .wait("db", "r", 3, None)
+                .unwrap_err()
+                .is_conflict()
+        );
+        assert!(
+            at("completed", 3)
+                .wait("db", "r", 3, None)
+                .unwrap_err()
+                .is_conflict()
+        );
+    }
+
+    #[test]
+    fn an_answer_needs_the_run_waiting_there_before_its_deadline() {
+        let mut waiting = at("waiting", 3);
+        waiting.wait_deadline = Some(100);
+        assert!(waiting.answer("db", "r", 3, 99).is_ok());
+        let late = waiting.answer("db", "r", 3, 100).unwrap_err().to_string();
+        assert!(late.contains("timed out"), "{late}");
+        assert!(waiting.answer("db", "r", 2, 99).is_err());
+        assert!(at("queued", 3).answer("db", "r", 3, 0).is_err());
+        assert!(answered("db", "r", 1).is_ok());
+        let twice = answered("db", "r", 0).unwrap_err().to_string();
+        assert!(twice.contains("answered already"), "{twice}");
+    }
+
+    #[test]
+    fn a_cancel_ends_queued_and_waiting_runs_and_requests_a_running_ones_end() {
+        assert_eq!(
+            at("queued", 0).cancel("db", "r").unwrap(),
+            CancelVerdict::Now(RunStatus::Queued)
+        );
+        assert_eq!(
+            at("waiting", 2).cancel("db", "r").unwrap(),
+            CancelVerdict::Now(RunStatus::Waiting)
+        );
+        assert_eq!(
+            at("running", 2).cancel("db", "r").unwrap(),
+            CancelVerdict::Request
+        );
+        assert!(at("failed", 2).cancel("db", "r").unwrap_err().is_conflict());
+        assert!(at("bogus", 2).cancel("db", "r").unwrap_err().is_corrupt());
+    }
+
+    #[test]
+    fn a_refused_checkpoint_says_why_lease_first_then_cancel_then_sequence() {
+        let refused = |run: Option<&RunPosition>, fence: Option<&Lease>| {
+            RunPosition::checkpoint_refused(run, "db", "r", 4, fence)
+        };
+        assert!(matches!(
+            refused(None, None),
+            StoreError::RunNotFound { .. }
+        ));
+        let mut run = at("running", 3);
+        run.cancel_requested_at = Some(5);
+        assert!(refused(Some(&run), Some(&lease("w0", 1))).is_lease_lost());
+        assert!(refused(Some(&run), Some(&lease("w1", 2))).is_cancel_requested());
+        // A finished run's cancel request is not why.
+        run.status = "cancelled".into();
+        assert!(refused(Some(&run), None).is_conflict());
+        let behind = refused(Some(&at("running", 7)), None).to_string();
+        assert!(
+            behind.contains("checkpoint 4 does not follow the last one (7)"),
+            "{behind}"
+        );
+    }
+}
