@@ -74,8 +74,8 @@ pub use service::{Continued, Queued, RunService};
 use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Configs, LoadedScenario, Scenario};
 use skillhost_store::{
-    Admission, FieldHashes, ForkOrigin, InitialState, NewArtifact, NewRun, ParentLink, Provenance,
-    RunState, RunStatus, START_NODE, StepRow, Store, StoreError,
+    Admission, FieldHashes, ForkOrigin, History, InitialState, NewArtifact, NewRun, ParentLink,
+    Provenance, RunState, RunStatus, START_NODE, StepRow, Store, StoreError,
 };
 
 /// Why a run could not be started or continued (as opposed to a run that
@@ -858,7 +858,7 @@ impl Engine {
 /// up the store's links one run at a time; past
 /// [`skillhost_scenario::MAX_SUBGRAPH_DEPTH`] it stops counting (the run's
 /// subgraph nodes are refused either way).
-async fn run_level(store: &Store, parent: &ParentLink) -> Result<usize, EngineError> {
+async fn run_level(store: &History, parent: &ParentLink) -> Result<usize, EngineError> {
     let mut level = 1;
     let mut above = parent.run_id.clone();
     while level <= skillhost_scenario::MAX_SUBGRAPH_DEPTH {

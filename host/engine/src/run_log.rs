@@ -1,5 +1,6 @@
 //! The run log: where a run's progress goes. A run is durable (every step,
-//! map item and retried attempt written to a [`Store`], the default),
+//! map item and retried attempt written through a store's [`RunWriter`],
+//! the default),
 //! volatile (`--durability none`: nothing kept), or a replay of one
 //! recorded step (its calls answered from the step's journal, its commit
 //! kept for the replay to compare instead of written). This is the one
@@ -25,8 +26,8 @@ use crate::{Engine, EngineError, EventSink};
 use skillhost_runtime::KvOverride;
 use skillhost_store::{
     Admission, ArtifactRow, CachedOutput, JournalEntry, MapItemRow, NewArtifact, NewRun, NewWait,
-    ParentLink, RunOptions, RunResult, RunRow, RunStatus, StepCommit, StepRow, Store, StoreError,
-    WaitRow, state_hash,
+    ParentLink, RunOptions, RunResult, RunRow, RunStatus, RunWriter, StepCommit, StepRow, Store,
+    StoreError, WaitRow, state_hash,
 };
 
 /// Where one run's progress goes ([the module](self)).
@@ -37,6 +38,9 @@ pub(crate) struct RunLog<'a>(Mode<'a>);
 #[allow(clippy::large_enum_variant)]
 enum Mode<'a> {
     Durable {
+        /// What the log writes and reads through: a run's history only.
+        writer: &'a RunWriter,
+        /// The store itself, for a subgraph's child engine alone.
         store: &'a Store,
         /// The run's wait at the checkpoint it resumed from, when it
         /// resumed at an approval node: the answer (or the timeout) that
@@ -83,7 +87,11 @@ impl<'a> RunLog<'a> {
     /// A durable log over `store`, or a volatile one without.
     pub(crate) fn over(store: Option<&'a Store>) -> Self {
         RunLog(match store {
-            Some(store) => Mode::Durable { store, wait: None },
+            Some(store) => Mode::Durable {
+                writer: store,
+                store,
+                wait: None,
+            },
             None => Mode::Volatile,
         })
     }
@@ -140,7 +148,7 @@ impl<'a> RunLog<'a> {
         options: &RunOptions,
     ) -> Result<Admission, StoreError> {
         match &self.0 {
-            Mode::Durable { store, .. } => store.create_run_with(run, options).await,
+            Mode::Durable { writer: store, .. } => store.create_run_with(run, options).await,
             Mode::Volatile | Mode::Replay { .. } => Ok(Admission::Created),
         }
     }
@@ -154,7 +162,7 @@ impl<'a> RunLog<'a> {
         artifacts: &[NewArtifact],
     ) -> Result<bool, StoreError> {
         match &self.0 {
-            Mode::Durable { store, .. } => {
+            Mode::Durable { writer: store, .. } => {
                 store.commit_step_with_artifacts(&commit, artifacts).await?;
                 Ok(true)
             }
@@ -178,7 +186,7 @@ impl<'a> RunLog<'a> {
     /// deadline, if it has one. Only a durable run can wait.
     pub(crate) async fn record_wait(&self, wait: &NewWait) -> Result<Option<i64>, EngineError> {
         match &self.0 {
-            Mode::Durable { store, .. } => Ok(store.wait_run(wait).await?),
+            Mode::Durable { writer: store, .. } => Ok(store.wait_run(wait).await?),
             Mode::Volatile | Mode::Replay { .. } => Err(EngineError::Internal {
                 run: wait.run_id.clone(),
                 message: format!("node `{}` waits, but the run has no database", wait.node_id),
@@ -195,7 +203,9 @@ impl<'a> RunLog<'a> {
         error: Option<&Value>,
     ) -> Result<(), StoreError> {
         match &self.0 {
-            Mode::Durable { store, .. } => store.finish_run(run_id, status, result, error).await,
+            Mode::Durable { writer: store, .. } => {
+                store.finish_run(run_id, status, result, error).await
+            }
             Mode::Volatile | Mode::Replay { .. } => Ok(()),
         }
     }
@@ -211,7 +221,7 @@ impl<'a> RunLog<'a> {
         visit: u32,
     ) -> Result<Vec<MapItemRow>, StoreError> {
         match &self.0 {
-            Mode::Durable { store, .. } => store.map_items(run_id, node_id, visit).await,
+            Mode::Durable { writer: store, .. } => store.map_items(run_id, node_id, visit).await,
             Mode::Volatile | Mode::Replay { .. } => Ok(Vec::new()),
         }
     }
@@ -219,7 +229,7 @@ impl<'a> RunLog<'a> {
     /// Makes a finished map item durable on its own, before its node
     /// commits.
     pub(crate) async fn record_item(&self, item: ItemDone<'_>) -> Result<(), StoreError> {
-        let Mode::Durable { store, .. } = &self.0 else {
+        let Mode::Durable { writer: store, .. } = &self.0 else {
             return Ok(());
         };
         let row = MapItemRow {
@@ -242,7 +252,7 @@ impl<'a> RunLog<'a> {
 
     /// Records the step rows of a call's attempts that were retried.
     pub(crate) async fn record_attempts(&self, failed: &[StepRow]) -> Result<(), StoreError> {
-        if let Mode::Durable { store, .. } = &self.0 {
+        if let Mode::Durable { writer: store, .. } = &self.0 {
             for step in failed {
                 store.record_failed_step(step).await?;
             }
@@ -262,7 +272,7 @@ impl<'a> RunLog<'a> {
         key: &str,
     ) -> Result<Option<CachedOutput>, StoreError> {
         match &self.0 {
-            Mode::Durable { store, .. } => store.cached_output(key).await,
+            Mode::Durable { writer: store, .. } => store.cached_output(key).await,
             Mode::Volatile | Mode::Replay { .. } => Ok(None),
         }
     }
@@ -327,7 +337,9 @@ impl<'a> RunLog<'a> {
         link: &ParentLink,
     ) -> Result<Option<RunRow>, StoreError> {
         match &self.0 {
-            Mode::Durable { store, .. } => store.child(&link.run_id, &link.node, link.visit).await,
+            Mode::Durable { writer: store, .. } => {
+                store.child(&link.run_id, &link.node, link.visit).await
+            }
             Mode::Volatile | Mode::Replay { .. } => Ok(None),
         }
     }
@@ -339,7 +351,7 @@ impl<'a> RunLog<'a> {
         &self,
         run_id: &str,
     ) -> Option<Result<Vec<(ArtifactRow, Option<Vec<u8>>)>, StoreError>> {
-        let Mode::Durable { store, .. } = &self.0 else {
+        let Mode::Durable { writer: store, .. } = &self.0 else {
             return None;
         };
         let read = async {

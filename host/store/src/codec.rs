@@ -215,10 +215,22 @@ pub(crate) trait Codec {
 
     /// A step's columns, converted and range-checked.
     fn step_binds(&self, step: &StepRow) -> Result<StepBinds, StoreError> {
+        self.step_binds_as(step, &step.run_id, step.seq)
+    }
+
+    /// [`step_binds`](Self::step_binds) of `step` as a row of run `run_id`
+    /// at `seq` (a commit's step row takes the commit's), without copying
+    /// the row first.
+    fn step_binds_as(
+        &self,
+        step: &StepRow,
+        run_id: &str,
+        seq: Option<u64>,
+    ) -> Result<StepBinds, StoreError> {
         let opt = |v: Option<u64>, what| v.map(|v| self.int(v, what)).transpose();
         Ok(StepBinds {
-            run_id: step.run_id.clone(),
-            seq: opt(step.seq, "step seq")?,
+            run_id: run_id.to_owned(),
+            seq: opt(seq, "step seq")?,
             node_id: step.node_id.clone(),
             attempt: i64::from(step.attempt),
             status: step.status.as_str().to_owned(),

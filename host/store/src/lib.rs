@@ -16,9 +16,17 @@
 //! folder defining the same tables, and the same file per concern:
 //! `mod.rs` (open), `commit.rs` (writes of a run's history), `queue.rs`
 //! (leases, queue, retention), `migrate.rs`. Each keeps its own write path;
-//! reads (`read.rs`) and the row codec (`codec.rs`) are written once for
-//! both. Backend-neutral rules live in [`checkpoint`], [`state`],
-//! [`migrate`] and [`lease`].
+//! reads (`read.rs`), the row codec (`codec.rs`), every write before its SQL
+//! (`prepared.rs`: converted, encoded and digested here, in this file, and
+//! only executed by a backend) and the verdicts on what a write found
+//! (`refusal.rs`, `wait.rs`) are written once for both. A refusal rolls its
+//! transaction back before it is returned, on both backends (`refusal.rs`).
+//! Backend-neutral rules live in [`checkpoint`], [`state`], [`migrate`] and
+//! [`lease`].
+//!
+//! Interfaces: [`Store`] derefs to [`RunWriter`] (the writes of a run's
+//! history, what the engine's run log uses), which derefs to [`History`]
+//! (reads only, what readers take).
 
 mod cache;
 pub mod checkpoint;
@@ -30,6 +38,7 @@ mod kv;
 pub mod lease;
 pub mod migrate;
 mod postgres;
+mod prepared;
 mod queue;
 mod read;
 mod refusal;
@@ -94,7 +103,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use codec::Codec;
 use postgres::PgStore;
+use prepared::{
+    CommitExtras, PreparedAnswer, PreparedArtifact, PreparedCancel, PreparedCommit, PreparedFinish,
+    PreparedMapItem, PreparedRun, PreparedStep, PreparedWait,
+};
 use read::Reads;
 use sqlite::SqliteStore;
 use url::DatabaseUrl;
@@ -125,10 +139,23 @@ pub struct StoreOptions {
 
 /// A handle on an open store. Cheap to clone (a connection pool inside);
 /// share it between runs.
+///
+/// Three interfaces, each narrower than the last, by deref: a `Store`
+/// opens, submits runs, answers and cancels them, holds leases, claims,
+/// prunes and keeps kv; it derefs to a [`RunWriter`], the writes of a run's
+/// history (what the engine's run log uses), which derefs to a
+/// [`History`], reads only (what readers use: `host serve`, `host mcp`,
+/// replay, `host runs`).
 #[derive(Debug, Clone)]
 pub struct Store {
-    backend: Backend,
-    display: String,
+    writer: RunWriter,
+}
+
+/// The writes of a run's history over a store ([`Store`] derefs to it):
+/// see its `impl`.
+#[derive(Debug, Clone)]
+pub struct RunWriter {
+    history: History,
     /// Set on handles made by [`Store::fenced`]: commits and finishes of the
     /// lease's run are refused once the lease changed hands.
     fence: Option<Arc<Lease>>,
@@ -136,10 +163,39 @@ pub struct Store {
     plans: Arc<checkpoint::SnapshotPlans>,
 }
 
+/// Reads of a store's runs and their history ([`Store`] and [`RunWriter`]
+/// deref to it): see its `impl`.
+#[derive(Debug, Clone)]
+pub struct History {
+    backend: Backend,
+    display: String,
+}
+
+impl std::ops::Deref for Store {
+    type Target = RunWriter;
+    fn deref(&self) -> &RunWriter {
+        &self.writer
+    }
+}
+
+impl std::ops::Deref for RunWriter {
+    type Target = History;
+    fn deref(&self) -> &History {
+        &self.history
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Backend {
     Sqlite(SqliteStore),
     Postgres(PgStore),
+}
+
+/// Preparation (`prepared.rs`) names the database in its errors.
+impl Codec for History {
+    fn db(&self) -> &str {
+        &self.display
+    }
 }
 
 /// Calls the same method on whichever backend this is.
@@ -191,10 +247,11 @@ impl Store {
             }
         };
         Ok(Store {
-            backend,
-            display,
-            fence: None,
-            plans: Arc::default(),
+            writer: RunWriter {
+                history: History { backend, display },
+                fence: None,
+                plans: Arc::default(),
+            },
         })
     }
 
@@ -210,16 +267,6 @@ impl Store {
         }
     }
 
-    /// Which backend: `"sqlite"` or `"postgres"`, for display only (what a
-    /// backend implies is asked of the store, e.g.
-    /// [`Store::queues_for_workers`]).
-    pub fn backend_name(&self) -> &'static str {
-        match &self.backend {
-            Backend::Sqlite(_) => "sqlite",
-            Backend::Postgres(_) => "postgres",
-        }
-    }
-
     /// A handle on the same database whose checkpoint commits and
     /// `finish_run` of `lease.run_id` carry the lease: the database refuses
     /// them ([`StoreError::LeaseLost`]) once another runner took the run over.
@@ -227,84 +274,17 @@ impl Store {
     /// way.
     pub fn fenced(&self, lease: Lease) -> Store {
         Store {
-            fence: Some(Arc::new(lease)),
-            ..self.clone()
+            writer: RunWriter {
+                fence: Some(Arc::new(lease)),
+                ..self.writer.clone()
+            },
         }
-    }
-
-    /// The lease this handle is fenced by, if any.
-    pub fn lease(&self) -> Option<&Lease> {
-        self.fence.as_deref()
-    }
-
-    fn fence_for(&self, run_id: &str) -> Option<&Lease> {
-        self.fence.as_deref().filter(|lease| lease.run_id == run_id)
-    }
-
-    /// The URL for messages: passwords replaced by `***`.
-    pub fn url_for_display(&self) -> String {
-        self.display.clone()
     }
 
     /// Waits for in-flight statements and closes every connection. Dropping
     /// the store also closes them, but without waiting.
     pub async fn close(&self) {
         dispatch!(self, s => s.close().await)
-    }
-
-    /// Creates a running run and its checkpoint 0: the full initial state,
-    /// node [`START_NODE`], next node `run.start_node`.
-    /// Refuses ([`StoreError::Invalid`]) an input or initial state nested
-    /// deeper than [`MAX_NESTING`].
-    pub async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        self.create(run, RunStatus::Running, &RunOptions::default())
-            .await
-            .map(drop)
-    }
-
-    /// [`create_run`](Self::create_run) with options: an idempotency key
-    /// whose live run is returned instead of creating another
-    /// ([`Admission::Existing`], nothing written), and what a queue claim
-    /// would read (a run created running is counted by the concurrency
-    /// limits of the runs its scenario queues).
-    pub async fn create_run_with(
-        &self,
-        run: &NewRun,
-        options: &RunOptions,
-    ) -> Result<Admission, StoreError> {
-        self.create(run, RunStatus::Running, options).await
-    }
-
-    async fn create(
-        &self,
-        run: &NewRun,
-        status: RunStatus,
-        options: &RunOptions,
-    ) -> Result<Admission, StoreError> {
-        self.check_new_run(run)?;
-        let admission = dispatch!(self, s => s.create_run(run, status, options).await)?;
-        if admission == Admission::Created {
-            self.plans.set(
-                &run.id,
-                checkpoint::EncodedCheckpoint::initial_plan(&run.initial_state),
-            );
-        }
-        Ok(admission)
-    }
-
-    /// A run whose input or initial state could not be read back is not
-    /// written.
-    fn check_new_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        let invalid = |e: TooDeep| StoreError::Invalid {
-            db: self.display.clone(),
-            message: format!("run `{}` was not created: {e}", run.id),
-        };
-        skillhost_model::check_nesting(&run.input, || "the run's input".into()).map_err(invalid)?;
-        for (field, value) in run.initial_state.state().iter() {
-            skillhost_model::check_nesting(value, || format!("initial state field `{field}`"))
-                .map_err(invalid)?;
-        }
-        Ok(())
     }
 
     /// Like [`create_run`](Self::create_run), but the run waits in the queue
@@ -348,117 +328,6 @@ impl Store {
         self.create(run, RunStatus::Queued, options).await
     }
 
-    /// The newest tick of `schedule` of `scenario` that has a run, if any
-    /// (Unix ms): where a worker's catch-up starts.
-    pub async fn last_schedule_tick(
-        &self,
-        scenario: &str,
-        schedule: &str,
-    ) -> Result<Option<i64>, StoreError> {
-        dispatch!(self, s => s.last_schedule_tick(scenario, schedule).await)
-    }
-
-    /// Writes one node's outcome in ONE transaction: the checkpoint (changes,
-    /// plus the full state when a snapshot is due), the step row, the journal
-    /// entries, the node cache entry (replacing one under the same key), and
-    /// the run's status (`running`), current node (the first of
-    /// `next_nodes`) and `last_seq`. Fails with [`StoreError::Conflict`],
-    /// writing nothing, unless `commit.seq` is exactly the last seq + 1 and
-    /// the run is not finished: the exactly-once guard on resume. Refuses
-    /// ([`StoreError::Invalid`], writing nothing) changes nested deeper than
-    /// [`MAX_NESTING`].
-    pub async fn commit_step(&self, commit: &StepCommit) -> Result<(), StoreError> {
-        self.commit_step_with_artifacts(commit, &[]).await
-    }
-
-    /// [`commit_step`](Self::commit_step), with artifacts the node produced
-    /// written in the same transaction.
-    pub async fn commit_step_with_artifacts(
-        &self,
-        commit: &StepCommit,
-        artifacts: &[NewArtifact],
-    ) -> Result<(), StoreError> {
-        let fence = self.fence_for(&commit.run_id);
-        let plan = self.plans.get(&commit.run_id);
-        // First: it refuses changes too deep to hash or serialise safely.
-        let (encoded, after) = checkpoint::EncodedCheckpoint::new(&self.display, commit, plan)?;
-        // The engine hashes incrementally (`FieldHashes`); in debug builds,
-        // every commit is checked against a hash from scratch.
-        debug_assert_eq!(
-            commit.state_hash,
-            state::state_hash_like(&commit.full_state, &commit.state_hash),
-            "StepCommit.state_hash must be the hash of full_state"
-        );
-        dispatch!(self, s => s.commit_step(commit, &encoded, artifacts, fence).await)?;
-        self.plans.set(&commit.run_id, after);
-        Ok(())
-    }
-
-    /// Records a finished item of a map node, durable before the node's own
-    /// commit. Idempotent on (run, node, visit, item index): the first output
-    /// recorded wins.
-    /// Refuses an output nested deeper than [`MAX_NESTING`].
-    pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
-        skillhost_model::check_nesting(&item.output, || {
-            format!(
-                "the output of item {} of map node `{}`",
-                item.item_index, item.node_id
-            )
-        })
-        .map_err(|e| StoreError::Invalid {
-            db: self.display.clone(),
-            message: format!("run `{}`: {e}", item.run_id),
-        })?;
-        let fence = self.fence_for(&item.run_id);
-        dispatch!(self, s => s.record_map_item(item, fence).await)
-    }
-
-    /// The recorded items of one visit of a map node, by item index, each
-    /// checked against its recorded output hash ([`StoreError::Corrupt`]).
-    pub async fn map_items(
-        &self,
-        run_id: &str,
-        node_id: &str,
-        visit: u32,
-    ) -> Result<Vec<MapItemRow>, StoreError> {
-        dispatch!(self, s => s.map_items(run_id, node_id, visit).await)
-    }
-
-    /// Records a failed attempt (no checkpoint).
-    pub async fn record_failed_step(&self, step: &StepRow) -> Result<(), StoreError> {
-        let fence = self.fence_for(&step.run_id);
-        dispatch!(self, s => s.record_failed_step(step, fence).await)
-    }
-
-    /// Sets the run's final status, result and error, and releases its lease.
-    /// Refused ([`StoreError::Conflict`]) if the run is already finished.
-    pub async fn finish_run(
-        &self,
-        run_id: &str,
-        status: RunStatus,
-        result: Option<&dyn RunResult>,
-        error: Option<&Value>,
-    ) -> Result<(), StoreError> {
-        let fence = self.fence_for(run_id);
-        let result = result.map(RunResult::json_text);
-        let result = result.as_deref();
-        dispatch!(self, s => s.finish_run(run_id, status, result, error, fence).await)?;
-        self.plans.forget(run_id);
-        Ok(())
-    }
-
-    /// Puts the run in `waiting` at its last checkpoint (`wait.seq`) for an
-    /// answer, in one transaction: the wait (prompt, answer schema, deadline
-    /// from now + `timeout_ms`; a wait already recorded at that checkpoint
-    /// keeps its own) and the run's status, its lease released. Refused
-    /// when the run moved on or finished ([`StoreError::Conflict`]), its
-    /// cancel was asked for ([`StoreError::CancelRequested`]), or this
-    /// handle's lease on it was lost. Returns the wait's deadline.
-    pub async fn wait_run(&self, wait: &NewWait) -> Result<Option<i64>, StoreError> {
-        let fence = self.fence_for(&wait.run_id);
-        dispatch!(self, s => s.wait_run(wait, fence).await)
-    }
-
     /// Records `answer` (checked against the wait's schema by the caller)
     /// by `by` for the wait of a run waiting at checkpoint `seq`, and queues
     /// the run again, in one transaction. Refused ([`StoreError::Conflict`],
@@ -471,17 +340,8 @@ impl Store {
         answer: &Value,
         by: &str,
     ) -> Result<(), StoreError> {
-        dispatch!(self, s => s.answer_wait(run_id, seq, answer, by).await)
-    }
-
-    /// The run's waits, by seq (answered ones with their answers).
-    pub async fn waits(&self, run_id: &str) -> Result<Vec<WaitRow>, StoreError> {
-        dispatch!(self, s => s.waits(run_id).await)
-    }
-
-    /// The run's wait at checkpoint `seq`, if it waited there.
-    pub async fn wait_at(&self, run_id: &str, seq: u64) -> Result<Option<WaitRow>, StoreError> {
-        dispatch!(self, s => s.wait_at(run_id, seq).await)
+        let prepared = PreparedAnswer::new(&self.writer.history, run_id, seq, answer, by)?;
+        dispatch!(self, s => s.answer_wait(&prepared).await)
     }
 
     /// Cancels a run on behalf of `by`: a queued or waiting run ends as
@@ -496,7 +356,8 @@ impl Store {
         by: &str,
         error: &Value,
     ) -> Result<Cancelled, StoreError> {
-        dispatch!(self, s => s.cancel_run(run_id, by, error).await)
+        let prepared = PreparedCancel::new(run_id, by, error);
+        dispatch!(self, s => s.cancel_run(&prepared).await)
     }
 
     /// The value of `key` in kv namespace `space`, if it is set. No key
@@ -572,6 +433,292 @@ impl Store {
     /// took them first; how many rows it took. See `kv.rs`.
     pub async fn kv_adopt(&self, space: KvSpace<'_>) -> Result<u64, StoreError> {
         dispatch!(self, s => s.kv_adopt(space).await)
+    }
+
+    /// Takes the lease on an unfinished run for `owner` until now + `ttl`.
+    /// Refused with [`StoreError::Leased`] (naming the holder and expiry) while
+    /// another owner holds a live lease; taking over an expired lease (or
+    /// none) bumps the generation. The same owner re-acquiring just renews.
+    /// A queued run becomes running.
+    pub async fn acquire_lease(
+        &self,
+        run_id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Lease, StoreError> {
+        dispatch!(self, s => s.acquire_lease(run_id, owner, ttl).await)
+    }
+
+    /// Extends a held lease to now + `ttl` (the heartbeat). Fails with
+    /// [`StoreError::LeaseLost`] if it changed hands, or a conflict if the
+    /// run finished.
+    pub async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        dispatch!(self, s => s.renew_lease(lease, ttl).await)
+    }
+
+    /// Gives a held lease back: an unfinished run goes back to the queue for
+    /// any worker. Returns false (and changes nothing) if the lease was no
+    /// longer held (lost, or the run finished, which releases it).
+    pub async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.release_lease(lease).await)
+    }
+
+    /// Claims one run for `owner`: first a running run whose lease expired (a
+    /// dead runner's), then a waiting run whose wait timed out (its approval
+    /// node takes its `on_timeout` route), else the queued run of the
+    /// highest priority, oldest first; either of the last two only if its
+    /// flow control lets it run: fewer running runs of its scenario than its
+    /// concurrency limit, and none with its concurrency key (waiting runs
+    /// do not count). On Postgres concurrent claimers skip each other's rows (`FOR
+    /// UPDATE SKIP LOCKED`), and the limits of a scenario are checked again
+    /// under a lock of that scenario's claims, so any number of workers obey
+    /// them. The run is returned as it is after the claim (status running,
+    /// leased).
+    pub async fn claim_run(
+        &self,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<(RunRow, Lease)>, StoreError> {
+        dispatch!(self, s => s.claim_run(owner, ttl).await)
+    }
+
+    /// Sets (Some) or removes (None) how long finished runs of `scenario`
+    /// are kept by [`prune_runs`](Self::prune_runs).
+    pub async fn set_retention(
+        &self,
+        scenario: &str,
+        keep: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, s => s.set_retention(scenario, keep).await)
+    }
+
+    /// Deletes the whole history (checkpoints, steps, journal, map items,
+    /// artifacts, task rows) of finished runs (completed, failed, cancelled)
+    /// last updated longer ago than their scenario's retention setting, or
+    /// `older_than` for scenarios without one (None: only scenarios with a
+    /// setting are pruned), then blobs nothing refers to any more. Queued,
+    /// running and waiting runs are never touched.
+    pub async fn prune_runs(
+        &self,
+        older_than: Option<Duration>,
+    ) -> Result<PruneReport, StoreError> {
+        dispatch!(self, s => s.prune_runs(older_than).await)
+    }
+}
+
+/// The writes of a run's history, as the engine's run log makes them:
+/// creating a run, committing its steps with their journal, cache entry and
+/// artifacts, its map items and retried attempts, its wait and its finish,
+/// fenced by the lease of a handle made by [`Store::fenced`]; and the state a
+/// resume continues from ([`latest_state`](Self::latest_state), which
+/// plans the next snapshot). Reads are [`History`]'s, which it derefs to.
+impl RunWriter {
+    /// The lease this handle is fenced by, if any.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.fence.as_deref()
+    }
+
+    fn fence_for(&self, run_id: &str) -> Option<&Lease> {
+        self.fence.as_deref().filter(|lease| lease.run_id == run_id)
+    }
+
+    /// Creates a running run and its checkpoint 0: the full initial state,
+    /// node [`START_NODE`], next node `run.start_node`.
+    /// Refuses ([`StoreError::Invalid`]) an input or initial state nested
+    /// deeper than [`MAX_NESTING`].
+    pub async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        self.create(run, RunStatus::Running, &RunOptions::default())
+            .await
+            .map(drop)
+    }
+
+    /// [`create_run`](Self::create_run) with options: an idempotency key
+    /// whose live run is returned instead of creating another
+    /// ([`Admission::Existing`], nothing written), and what a queue claim
+    /// would read (a run created running is counted by the concurrency
+    /// limits of the runs its scenario queues).
+    pub async fn create_run_with(
+        &self,
+        run: &NewRun,
+        options: &RunOptions,
+    ) -> Result<Admission, StoreError> {
+        self.create(run, RunStatus::Running, options).await
+    }
+
+    async fn create(
+        &self,
+        run: &NewRun,
+        status: RunStatus,
+        options: &RunOptions,
+    ) -> Result<Admission, StoreError> {
+        self.check_new_run(run)?;
+        let prepared = PreparedRun::new(run, status, options.task_id.as_deref());
+        let admission = dispatch!(self, s => s.create_run(run, prepared, options).await)?;
+        if admission == Admission::Created {
+            self.plans.set(
+                &run.id,
+                checkpoint::EncodedCheckpoint::initial_plan(&run.initial_state),
+            );
+        }
+        Ok(admission)
+    }
+
+    /// A run whose input or initial state could not be read back is not
+    /// written.
+    fn check_new_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        let invalid = |e: TooDeep| StoreError::Invalid {
+            db: self.display.clone(),
+            message: format!("run `{}` was not created: {e}", run.id),
+        };
+        skillhost_model::check_nesting(&run.input, || "the run's input".into()).map_err(invalid)?;
+        for (field, value) in run.initial_state.state().iter() {
+            skillhost_model::check_nesting(value, || format!("initial state field `{field}`"))
+                .map_err(invalid)?;
+        }
+        Ok(())
+    }
+
+    /// Writes one node's outcome in ONE transaction: the checkpoint (changes,
+    /// plus the full state when a snapshot is due), the step row, the journal
+    /// entries, the node cache entry (replacing one under the same key), and
+    /// the run's status (`running`), current node (the first of
+    /// `next_nodes`) and `last_seq`. Fails with [`StoreError::Conflict`],
+    /// writing nothing, unless `commit.seq` is exactly the last seq + 1 and
+    /// the run is not finished: the exactly-once guard on resume. Refuses
+    /// ([`StoreError::Invalid`], writing nothing) changes nested deeper than
+    /// [`MAX_NESTING`].
+    pub async fn commit_step(&self, commit: &StepCommit) -> Result<(), StoreError> {
+        self.commit_step_with_artifacts(commit, &[]).await
+    }
+
+    /// [`commit_step`](Self::commit_step), with artifacts the node produced
+    /// written in the same transaction.
+    pub async fn commit_step_with_artifacts(
+        &self,
+        commit: &StepCommit,
+        artifacts: &[NewArtifact],
+    ) -> Result<(), StoreError> {
+        let fence = self.fence_for(&commit.run_id);
+        let plan = self.plans.get(&commit.run_id);
+        // First: it refuses changes too deep to hash or serialise safely.
+        let (encoded, after) = checkpoint::EncodedCheckpoint::new(&self.display, commit, plan)?;
+        // The engine hashes incrementally (`FieldHashes`); in debug builds,
+        // every commit is checked against a hash from scratch.
+        debug_assert_eq!(
+            commit.state_hash,
+            state::state_hash_like(&commit.full_state, &commit.state_hash),
+            "StepCommit.state_hash must be the hash of full_state"
+        );
+        let prepared = PreparedCommit::new(&self.history, commit, encoded, fence)?;
+        let extras = CommitExtras::new(&self.history, commit, &prepared, artifacts)?;
+        dispatch!(self, s => s.commit_step(prepared, &extras).await)?;
+        self.plans.set(&commit.run_id, after);
+        Ok(())
+    }
+
+    /// Records a finished item of a map node, durable before the node's own
+    /// commit. Idempotent on (run, node, visit, item index): the first output
+    /// recorded wins.
+    /// Refuses an output nested deeper than [`MAX_NESTING`].
+    pub async fn record_map_item(&self, item: &MapItemRow) -> Result<(), StoreError> {
+        skillhost_model::check_nesting(&item.output, || {
+            format!(
+                "the output of item {} of map node `{}`",
+                item.item_index, item.node_id
+            )
+        })
+        .map_err(|e| StoreError::Invalid {
+            db: self.display.clone(),
+            message: format!("run `{}`: {e}", item.run_id),
+        })?;
+        let prepared = PreparedMapItem::new(&self.history, item, self.fence_for(&item.run_id))?;
+        dispatch!(self, s => s.record_map_item(&prepared).await)
+    }
+
+    /// Records a failed attempt (no checkpoint).
+    pub async fn record_failed_step(&self, step: &StepRow) -> Result<(), StoreError> {
+        let prepared = PreparedStep::new(&self.history, step, self.fence_for(&step.run_id))?;
+        dispatch!(self, s => s.record_failed_step(&prepared).await)
+    }
+
+    /// Puts the run in `waiting` at its last checkpoint (`wait.seq`) for an
+    /// answer, in one transaction: the wait (prompt, answer schema, deadline
+    /// from now + `timeout_ms`; a wait already recorded at that checkpoint
+    /// keeps its own) and the run's status, its lease released. Refused
+    /// when the run moved on or finished ([`StoreError::Conflict`]), its
+    /// cancel was asked for ([`StoreError::CancelRequested`]), or this
+    /// handle's lease on it was lost. Returns the wait's deadline.
+    pub async fn wait_run(&self, wait: &NewWait) -> Result<Option<i64>, StoreError> {
+        let prepared = PreparedWait::new(&self.history, wait, self.fence_for(&wait.run_id))?;
+        dispatch!(self, s => s.wait_run(&prepared).await)
+    }
+
+    /// Sets the run's final status, result and error, and releases its lease.
+    /// Refused ([`StoreError::Conflict`]) if the run is already finished.
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        result: Option<&dyn RunResult>,
+        error: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let fence = self.fence_for(run_id);
+        let result = result.map(RunResult::json_text);
+        let prepared = PreparedFinish::new(&self.history, run_id, status, result, error, fence)?;
+        dispatch!(self, s => s.finish_run(prepared).await)?;
+        self.plans.forget(run_id);
+        Ok(())
+    }
+
+    /// The state at the run's last checkpoint, rebuilt and verified against
+    /// its hash and every replayed row against its digest
+    /// ([`StoreError::Corrupt`], naming the run, the seq and what does not
+    /// match). None for an unknown run.
+    pub async fn latest_state(&self, run_id: &str) -> Result<Option<LoadedCheckpoint>, StoreError> {
+        let loaded = dispatch!(self, s => s.latest_state(run_id).await)?;
+        Ok(loaded.map(|(checkpoint, plan)| {
+            // A resume continues from here: its next snapshot is due when
+            // this run's would have been.
+            self.plans.set(run_id, plan);
+            checkpoint
+        }))
+    }
+
+    /// Stores bytes under `name` in the run (replacing an artifact of that
+    /// name) and returns their SHA-256 (lowercase hex). Identical bytes are
+    /// stored once, whichever runs refer to them.
+    pub async fn put_artifact(
+        &self,
+        run_id: &str,
+        name: &str,
+        media_type: &str,
+        bytes: &[u8],
+    ) -> Result<String, StoreError> {
+        let fence = self.fence_for(run_id);
+        let artifact = PreparedArtifact::new(name, media_type, bytes);
+        dispatch!(self, s => s.put_artifact(run_id, &artifact, fence).await)?;
+        Ok(artifact.digest)
+    }
+}
+
+/// Reads of runs and their history, and nothing else: what `host serve`,
+/// `host mcp`, a replay and `host runs` read. A [`Store`] and a
+/// [`RunWriter`] deref to it, so a function that only reads takes
+/// `&History` and is given `&store`.
+impl History {
+    /// Which backend: `"sqlite"` or `"postgres"`, for display only (what a
+    /// backend implies is asked of the store, e.g.
+    /// [`Store::queues_for_workers`]).
+    pub fn backend_name(&self) -> &'static str {
+        match &self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The URL for messages: passwords replaced by `***`.
+    pub fn url_for_display(&self) -> String {
+        self.display.clone()
     }
 
     pub async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
@@ -655,20 +802,6 @@ impl Store {
         dispatch!(self, s => s.checkpoints(run_id).await)
     }
 
-    /// The state at the run's last checkpoint, rebuilt and verified against
-    /// its hash and every replayed row against its digest
-    /// ([`StoreError::Corrupt`], naming the run, the seq and what does not
-    /// match). None for an unknown run.
-    pub async fn latest_state(&self, run_id: &str) -> Result<Option<LoadedCheckpoint>, StoreError> {
-        let loaded = dispatch!(self, s => s.latest_state(run_id).await)?;
-        Ok(loaded.map(|(checkpoint, plan)| {
-            // A resume continues from here: its next snapshot is due when
-            // this run's would have been.
-            self.plans.set(run_id, plan);
-            checkpoint
-        }))
-    }
-
     /// The run's whole checkpoint history: the state it started from and
     /// every checkpoint with its changes, each row verified against its
     /// digest ([`StoreError::Corrupt`]). None for an unknown run.
@@ -686,6 +819,27 @@ impl Store {
         dispatch!(self, s => s.state_at(run_id, seq).await)
     }
 
+    /// The recorded items of one visit of a map node, by item index, each
+    /// checked against its recorded output hash ([`StoreError::Corrupt`]).
+    pub async fn map_items(
+        &self,
+        run_id: &str,
+        node_id: &str,
+        visit: u32,
+    ) -> Result<Vec<MapItemRow>, StoreError> {
+        dispatch!(self, s => s.map_items(run_id, node_id, visit).await)
+    }
+
+    /// The run's waits, by seq (answered ones with their answers).
+    pub async fn waits(&self, run_id: &str) -> Result<Vec<WaitRow>, StoreError> {
+        dispatch!(self, s => s.waits(run_id).await)
+    }
+
+    /// The run's wait at checkpoint `seq`, if it waited there.
+    pub async fn wait_at(&self, run_id: &str, seq: u64) -> Result<Option<WaitRow>, StoreError> {
+        dispatch!(self, s => s.wait_at(run_id, seq).await)
+    }
+
     /// The node cache's entry under `key`, if one is there and has not
     /// expired: its output, verified against its hash and the row's digest
     /// ([`StoreError::Corrupt`] when it does not match), with the run, seq
@@ -693,20 +847,6 @@ impl Store {
     /// that step ([`StepCommit::cache`]).
     pub async fn cached_output(&self, key: &str) -> Result<Option<CachedOutput>, StoreError> {
         dispatch!(self, s => s.cached_output(key).await)
-    }
-
-    /// Stores bytes under `name` in the run (replacing an artifact of that
-    /// name) and returns their SHA-256 (lowercase hex). Identical bytes are
-    /// stored once, whichever runs refer to them.
-    pub async fn put_artifact(
-        &self,
-        run_id: &str,
-        name: &str,
-        media_type: &str,
-        bytes: &[u8],
-    ) -> Result<String, StoreError> {
-        let fence = self.fence_for(run_id);
-        dispatch!(self, s => s.put_artifact(run_id, name, media_type, bytes, fence).await)
     }
 
     /// The run's artifacts, by name.
@@ -719,55 +859,6 @@ impl Store {
         dispatch!(self, s => s.artifact_bytes(digest).await)
     }
 
-    // ---- leases, queue, tasks, retention ---------------------------------------
-
-    /// Takes the lease on an unfinished run for `owner` until now + `ttl`.
-    /// Refused with [`StoreError::Leased`] (naming the holder and expiry) while
-    /// another owner holds a live lease; taking over an expired lease (or
-    /// none) bumps the generation. The same owner re-acquiring just renews.
-    /// A queued run becomes running.
-    pub async fn acquire_lease(
-        &self,
-        run_id: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Lease, StoreError> {
-        dispatch!(self, s => s.acquire_lease(run_id, owner, ttl).await)
-    }
-
-    /// Extends a held lease to now + `ttl` (the heartbeat). Fails with
-    /// [`StoreError::LeaseLost`] if it changed hands, or a conflict if the
-    /// run finished.
-    pub async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
-        dispatch!(self, s => s.renew_lease(lease, ttl).await)
-    }
-
-    /// Gives a held lease back: an unfinished run goes back to the queue for
-    /// any worker. Returns false (and changes nothing) if the lease was no
-    /// longer held (lost, or the run finished, which releases it).
-    pub async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
-        dispatch!(self, s => s.release_lease(lease).await)
-    }
-
-    /// Claims one run for `owner`: first a running run whose lease expired (a
-    /// dead runner's), then a waiting run whose wait timed out (its approval
-    /// node takes its `on_timeout` route), else the queued run of the
-    /// highest priority, oldest first; either of the last two only if its
-    /// flow control lets it run: fewer running runs of its scenario than its
-    /// concurrency limit, and none with its concurrency key (waiting runs
-    /// do not count). On Postgres concurrent claimers skip each other's rows (`FOR
-    /// UPDATE SKIP LOCKED`), and the limits of a scenario are checked again
-    /// under a lock of that scenario's claims, so any number of workers obey
-    /// them. The run is returned as it is after the claim (status running,
-    /// leased).
-    pub async fn claim_run(
-        &self,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Option<(RunRow, Lease)>, StoreError> {
-        dispatch!(self, s => s.claim_run(owner, ttl).await)
-    }
-
     /// Where a task stands: its current-checkpoint row, one indexed lookup.
     /// A run without a task id is the task with the run's own id; it has no
     /// row, and its checkpoint at `last_seq` answers (in the same statement).
@@ -778,31 +869,18 @@ impl Store {
         dispatch!(self, s => s.current_checkpoint(task_id).await)
     }
 
-    /// Sets (Some) or removes (None) how long finished runs of `scenario`
-    /// are kept by [`prune_runs`](Self::prune_runs).
-    pub async fn set_retention(
-        &self,
-        scenario: &str,
-        keep: Option<Duration>,
-    ) -> Result<(), StoreError> {
-        dispatch!(self, s => s.set_retention(scenario, keep).await)
-    }
-
     /// The per-scenario retention settings, by scenario name.
     pub async fn retention(&self) -> Result<Vec<Retention>, StoreError> {
         dispatch!(self, s => s.retention().await)
     }
 
-    /// Deletes the whole history (checkpoints, steps, journal, map items,
-    /// artifacts, task rows) of finished runs (completed, failed, cancelled)
-    /// last updated longer ago than their scenario's retention setting, or
-    /// `older_than` for scenarios without one (None: only scenarios with a
-    /// setting are pruned), then blobs nothing refers to any more. Queued,
-    /// running and waiting runs are never touched.
-    pub async fn prune_runs(
+    /// The newest tick of `schedule` of `scenario` that has a run, if any
+    /// (Unix ms): where a worker's catch-up starts.
+    pub async fn last_schedule_tick(
         &self,
-        older_than: Option<Duration>,
-    ) -> Result<PruneReport, StoreError> {
-        dispatch!(self, s => s.prune_runs(older_than).await)
+        scenario: &str,
+        schedule: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        dispatch!(self, s => s.last_schedule_tick(scenario, schedule).await)
     }
 }

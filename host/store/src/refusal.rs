@@ -6,12 +6,41 @@
 //! the refused transaction, Postgres after a statement that wrote nothing)
 //! and passes what it read here; what that means is decided once. Lost
 //! leases are `lease::lease_lost`'s. Must not: read or write anything.
+//!
+//! One rule for returning them: **a refusal rolls its transaction back
+//! before it is returned.** Every write transaction of either backend is a
+//! function of its `work` (SQLite's `Writer::write`, Postgres's
+//! `PgStore::transaction`): `work` returns a refusal as its `Err`, or a
+//! [`Decision`], and the backend ends the transaction (ROLLBACK, or COMMIT
+//! of a kept decision) before the call returns, so no refused transaction
+//! keeps a lock until its connection is next used. Nothing else in a
+//! backend opens a transaction (a test of `postgres/` holds it to that).
 
 use std::fmt::Display;
 
 use crate::error::StoreError;
 use crate::lease::{Lease, lease_lost};
 use crate::run::RunStatus;
+
+/// What a write transaction's `work` decided, when it did not refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision<T> {
+    /// Keep what it wrote: COMMIT, then answer `T`.
+    Commit(T),
+    /// It wrote nothing (nothing to do, or a verdict that is not an error,
+    /// such as a kv write over its quota): end the transaction now and
+    /// answer `T`.
+    Leave(T),
+}
+
+impl<T> Decision<T> {
+    /// The answer, whichever way the transaction ended.
+    pub fn into_inner(self) -> T {
+        match self {
+            Decision::Commit(value) | Decision::Leave(value) => value,
+        }
+    }
+}
 
 pub(crate) fn is_finished(status: &str) -> bool {
     status.parse().is_ok_and(RunStatus::is_finished)

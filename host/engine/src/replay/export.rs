@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::ReplayError;
 use skillhost_store::{
-    CheckpointDelta, ForkOrigin, JournalEntry, RunStatus, StepRow, Store, blob_digest,
+    CheckpointDelta, ForkOrigin, History, JournalEntry, RunStatus, StepRow, blob_digest,
 };
 
 /// What the `format` field of an export says.
@@ -115,7 +115,7 @@ impl RunExport {
     /// reports it as its step's divergence
     /// ([`changed_journal_entries`](Self::changed_journal_entries) lists
     /// them).
-    pub async fn from_store(store: &Store, run_id: &str) -> Result<RunExport, ReplayError> {
+    pub async fn from_store(store: &History, run_id: &str) -> Result<RunExport, ReplayError> {
         let run = store
             .run(run_id)
             .await?

@@ -12,23 +12,26 @@
 use std::fmt::Display;
 use std::sync::LazyLock;
 
-use serde_json::Value;
 use sqlx::Postgres;
 use sqlx::error::ErrorKind;
 use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::query::QueryScalar;
 
 use super::PgStore;
+use super::group::Answer;
 use super::queue::NOW_MS;
-use crate::cache::{CacheBinds, NewCacheEntry};
-use crate::checkpoint::{EncodedCheckpoint, RunDigest, START_NODE, StepCommit};
-use crate::codec::{ACTIVE, Codec, JournalBinds, MapItemBinds, StepBinds, now_ms};
+use crate::checkpoint::START_NODE;
+use crate::codec::{ACTIVE, Codec, JournalBinds, StepBinds, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Admission, Lease, RunOptions, holds, lease_lost, ttl_ms};
+use crate::prepared::{
+    CommitExtras, PreparedArtifact, PreparedCommit, PreparedFinish, PreparedMapItem, PreparedRun,
+    PreparedStep,
+};
 use crate::read::Reads;
-use crate::refusal;
-use crate::rows::{JournalEntry, MapItemRow, NewArtifact, StepRow, blob_digest};
+use crate::refusal::{self, Decision};
 use crate::run::{NewRun, RunStatus};
+use crate::wait::RunPosition;
 
 /// The run ($1) while the lease fence ($2 owner, $3 generation; NULL: no
 /// fence) holds, locked against a takeover (`FOR SHARE`) until COMMIT: the
@@ -64,6 +67,38 @@ static MAP_ITEM_STATEMENT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// Whether a run takes checkpoint `$seq` under the fence `$owner`,
+/// `$generation` (owner NULL: no fence), its columns prefixed by `$runs`:
+/// it is active, no cancel was asked for, `seq` is its `last_seq + 1` (the
+/// exactly-once guard) and the fence holds. The one condition of
+/// [`CHECKPOINT_STATEMENT`] and of `group.rs`'s batch; a macro, so that
+/// both are built with `concat!`.
+macro_rules! takes_checkpoint {
+    ($runs:literal, $seq:literal, $owner:literal, $generation:literal) => {
+        concat!(
+            $runs,
+            "last_seq = ",
+            $seq,
+            " - 1 AND ",
+            $runs,
+            "status IN ('queued', 'running', 'waiting') AND ",
+            $runs,
+            "cancel_requested_at IS NULL AND (",
+            $owner,
+            " IS NULL OR (",
+            $runs,
+            "lease_owner = ",
+            $owner,
+            " AND ",
+            $runs,
+            "lease_generation = ",
+            $generation,
+            "))"
+        )
+    };
+}
+pub(super) use takes_checkpoint;
+
 /// One checkpoint commit as one statement. It moves the run's row
 /// (`last_seq`, `current_node`) only if the run takes the checkpoint: the
 /// lease fence holds ($5 owner, $6 generation; NULL: no fence), the run is
@@ -78,13 +113,14 @@ static MAP_ITEM_STATEMENT: LazyLock<String> = LazyLock::new(|| {
 /// then says why. (Updating first, rather than locking the row with
 /// `SELECT … FOR UPDATE` and then updating it, saves a lock record per
 /// commit.)
-const CHECKPOINT_STATEMENT: &str = "\
+const CHECKPOINT_STATEMENT: &str = concat!(
+    "\
     WITH r AS ( \
         UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
             status = 'running' \
-        WHERE id = $1 AND last_seq = $2 - 1 \
-            AND status IN ('queued', 'running', 'waiting') AND cancel_requested_at IS NULL \
-            AND ($5::text IS NULL OR (lease_owner = $5 AND lease_generation = $6)) \
+        WHERE id = $1 AND ",
+    takes_checkpoint!("", "$2", "$5::text", "$6"),
+    " \
         RETURNING id, task_id), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
@@ -103,71 +139,8 @@ const CHECKPOINT_STATEMENT: &str = "\
             seq = excluded.seq, node_id = excluded.node_id, \
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
             updated_at = excluded.updated_at) \
-    SELECT 1 FROM r";
-
-/// What a checkpoint commit writes besides the checkpoint and its step row.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Extra<'a> {
-    journal: &'a [JournalEntry],
-    artifacts: &'a [NewArtifact],
-    cache: Option<&'a NewCacheEntry>,
-}
-
-/// One checkpoint commit, converted and range-checked, ready to bind.
-#[derive(Debug)]
-pub(super) struct Prepared {
-    pub(super) run_id: String,
-    pub(super) seq: i64,
-    pub(super) node_id: String,
-    pub(super) current_node: Option<String>,
-    pub(super) next_nodes: String,
-    pub(super) is_snapshot: bool,
-    pub(super) state: Option<String>,
-    pub(super) changes: String,
-    pub(super) state_hash: String,
-    pub(super) visits: String,
-    pub(super) bytes: i64,
-    pub(super) digest: String,
-    pub(super) step: StepBinds,
-    pub(super) fence: Option<Lease>,
-}
-
-/// A new run, converted and encoded, ready to bind.
-#[derive(Debug)]
-pub(super) struct PreparedRun {
-    pub(super) id: String,
-    pub(super) scenario_name: String,
-    pub(super) scenario_path: String,
-    pub(super) scenario_digest: String,
-    pub(super) status: String,
-    pub(super) input: String,
-    pub(super) start_node: String,
-    pub(super) task_id: Option<String>,
-    pub(super) next_nodes: String,
-    pub(super) is_snapshot: bool,
-    pub(super) state: Option<String>,
-    pub(super) changes: String,
-    pub(super) state_hash: String,
-    pub(super) visits: String,
-    pub(super) bytes: i64,
-    /// The digest of checkpoint 0.
-    pub(super) digest: String,
-    /// The run's digest.
-    pub(super) run_digest: String,
-    /// The run's provenance, as stored.
-    pub(super) provenance: String,
-}
-
-/// A run's final status, ready to bind.
-#[derive(Debug)]
-pub(super) struct PreparedFinish {
-    pub(super) run_id: String,
-    pub(super) status: String,
-    pub(super) result: Option<String>,
-    pub(super) error: Option<String>,
-    pub(super) fence_generation: Option<i64>,
-    pub(super) fence: Option<Lease>,
-}
+    SELECT 1 FROM r"
+);
 
 impl PgStore {
     fn write_error(&self, source: sqlx::Error, run_id: &str, action: impl Display) -> StoreError {
@@ -185,19 +158,20 @@ impl PgStore {
     pub async fn create_run(
         &self,
         run: &NewRun,
-        status: RunStatus,
+        prepared: PreparedRun,
         options: &RunOptions,
     ) -> Result<Admission, StoreError> {
         if options.is_plain() {
-            let task_id = options.task_id.as_deref();
             return self
-                .retrying(|maybe_done| async move {
-                    match self.create_run_once(run, status, task_id).await {
+                .retrying_with(prepared, |prepared, maybe_done| async move {
+                    match self.create_run_once(prepared).await {
                         // An earlier attempt may have committed before the
                         // connection broke. (Otherwise the run is another
                         // caller's: a conflict.)
-                        Err(e) if maybe_done && e.is_conflict() && self.is_same_run(run).await => {
-                            Ok(())
+                        (back, Err(e))
+                            if maybe_done && e.is_conflict() && self.is_same_run(run).await =>
+                        {
+                            (back, Ok(()))
                         }
                         other => other,
                     }
@@ -205,8 +179,9 @@ impl PgStore {
                 .await
                 .map(|()| Admission::Created);
         }
+        let prepared = &prepared;
         self.retrying(|maybe_done| async move {
-            match self.create_keyed_once(run, status, options).await {
+            match self.create_keyed_once(run, prepared, options).await {
                 Err(e) if maybe_done && e.is_conflict() && self.is_same_run(run).await => {
                     Ok(Admission::Created)
                 }
@@ -225,55 +200,13 @@ impl PgStore {
             if row.scenario_digest == run.scenario_digest && row.input == run.input)
     }
 
-    fn prepare_run(&self, run: &NewRun, status: RunStatus, task_id: Option<&str>) -> PreparedRun {
-        let encoded = EncodedCheckpoint::initial(
-            &run.id,
-            &run.start_node,
-            &run.initial_state,
-            &run.start_visits,
-        );
-        let input = run.input.to_string();
-        let provenance = run.provenance.to_json_text();
-        let run_digest = RunDigest::of(
-            &run.id,
-            &run.scenario_name,
-            &run.scenario_path,
-            &run.scenario_digest,
-            &input,
-            &provenance,
-        );
-        PreparedRun {
-            id: run.id.clone(),
-            scenario_name: run.scenario_name.clone(),
-            scenario_path: run.scenario_path.clone(),
-            scenario_digest: run.scenario_digest.clone(),
-            status: status.as_str().to_owned(),
-            input,
-            start_node: run.start_node.clone(),
-            task_id: task_id.map(str::to_owned),
-            next_nodes: encoded.next_nodes,
-            is_snapshot: encoded.is_snapshot,
-            state: encoded.state,
-            changes: encoded.changes,
-            state_hash: run.initial_state.hash().to_owned(),
-            visits: encoded.visits,
-            bytes: encoded.bytes as i64,
-            digest: encoded.digest,
-            run_digest,
-            provenance,
-        }
-    }
-
-    async fn create_run_once(
-        &self,
-        run: &NewRun,
-        status: RunStatus,
-        task_id: Option<&str>,
-    ) -> Result<(), StoreError> {
-        let prepared = self.prepare_run(run, status, task_id);
+    async fn create_run_once(&self, prepared: PreparedRun) -> Answer<PreparedRun> {
         match &self.group {
             Some(group) => group.create(prepared, &self.db).await,
-            None => self.insert_run(&prepared).await,
+            None => {
+                let result = self.insert_run(&prepared).await;
+                (Some(prepared), result)
+            }
         }
     }
 
@@ -285,83 +218,82 @@ impl PgStore {
     async fn create_keyed_once(
         &self,
         run: &NewRun,
-        status: RunStatus,
+        prepared: &PreparedRun,
         options: &RunOptions,
     ) -> Result<Admission, StoreError> {
         let action = format!("creating run `{}`", run.id);
         let action = action.as_str();
-        let prepared = self.prepare_run(run, status, options.task_id.as_deref());
-        let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
-        self.insert_run_on(&mut *tx, &prepared).await?;
-        sqlx::query(
-            "UPDATE runs SET priority = $2, concurrency_limit = $3, concurrency_key = $4 \
-             WHERE id = $1",
-        )
-        .bind(&run.id)
-        .bind(options.priority)
-        .bind(options.concurrency_limit.map(i64::from))
-        .bind(&options.concurrency_key)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| self.error(e, action))?;
-        if let Some(idempotency) = &options.idempotency {
-            // A live key is left alone (`WHERE` false: no row returned); an
-            // expired one is taken over.
-            let taken: Option<String> = sqlx::query_scalar(&format!(
-                "INSERT INTO idempotency_keys (key, run_id, created_at, expires_at) \
-                 VALUES ($1, $2, {NOW_MS}, {NOW_MS} + $3) \
-                 ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id, \
-                   created_at = excluded.created_at, expires_at = excluded.expires_at \
-                 WHERE idempotency_keys.expires_at <= excluded.created_at \
-                 RETURNING run_id"
-            ))
-            .bind(&idempotency.key)
+        self.transaction(action, async |conn| {
+            self.insert_run_on(&mut *conn, prepared).await?;
+            sqlx::query(
+                "UPDATE runs SET priority = $2, concurrency_limit = $3, concurrency_key = $4 \
+                 WHERE id = $1",
+            )
             .bind(&run.id)
-            .bind(ttl_ms(idempotency.ttl))
-            .fetch_optional(&mut *tx)
+            .bind(options.priority)
+            .bind(options.concurrency_limit.map(i64::from))
+            .bind(&options.concurrency_key)
+            .execute(&mut *conn)
             .await
             .map_err(|e| self.error(e, action))?;
-            if taken.is_none() {
-                // A fresh statement sees the holder's committed row.
-                let holder: String =
-                    sqlx::query_scalar("SELECT run_id FROM idempotency_keys WHERE key = $1")
-                        .bind(&idempotency.key)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .map_err(|e| self.error(e, action))?;
-                tx.rollback().await.map_err(|e| self.error(e, action))?;
-                return Ok(Admission::Existing { run_id: holder });
+            if let Some(idempotency) = &options.idempotency {
+                // A live key is left alone (`WHERE` false: no row returned); an
+                // expired one is taken over.
+                let taken: Option<String> = sqlx::query_scalar(&format!(
+                    "INSERT INTO idempotency_keys (key, run_id, created_at, expires_at) \
+                     VALUES ($1, $2, {NOW_MS}, {NOW_MS} + $3) \
+                     ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id, \
+                       created_at = excluded.created_at, expires_at = excluded.expires_at \
+                     WHERE idempotency_keys.expires_at <= excluded.created_at \
+                     RETURNING run_id"
+                ))
+                .bind(&idempotency.key)
+                .bind(&run.id)
+                .bind(ttl_ms(idempotency.ttl))
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(|e| self.error(e, action))?;
+                if taken.is_none() {
+                    // A fresh statement sees the holder's committed row.
+                    let holder: String =
+                        sqlx::query_scalar("SELECT run_id FROM idempotency_keys WHERE key = $1")
+                            .bind(&idempotency.key)
+                            .fetch_one(&mut *conn)
+                            .await
+                            .map_err(|e| self.error(e, action))?;
+                    return Ok(Decision::Leave(Admission::Existing { run_id: holder }));
+                }
             }
-        }
-        if let Some(tick) = &options.schedule_tick {
-            let taken: Option<String> = sqlx::query_scalar(&format!(
-                "INSERT INTO schedule_ticks (scenario_name, schedule, tick_ms, run_id, created_at) \
-                 VALUES ($1, $2, $3, $4, {NOW_MS}) ON CONFLICT DO NOTHING RETURNING run_id"
-            ))
-            .bind(&run.scenario_name)
-            .bind(&tick.schedule)
-            .bind(tick.tick_ms)
-            .bind(&run.id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, action))?;
-            if taken.is_none() {
-                let holder: String = sqlx::query_scalar(
-                    "SELECT run_id FROM schedule_ticks \
-                     WHERE scenario_name = $1 AND schedule = $2 AND tick_ms = $3",
-                )
+            if let Some(tick) = &options.schedule_tick {
+                let taken: Option<String> = sqlx::query_scalar(&format!(
+                    "INSERT INTO schedule_ticks (scenario_name, schedule, tick_ms, run_id, \
+                         created_at) \
+                     VALUES ($1, $2, $3, $4, {NOW_MS}) ON CONFLICT DO NOTHING RETURNING run_id"
+                ))
                 .bind(&run.scenario_name)
                 .bind(&tick.schedule)
                 .bind(tick.tick_ms)
-                .fetch_one(&mut *tx)
+                .bind(&run.id)
+                .fetch_optional(&mut *conn)
                 .await
                 .map_err(|e| self.error(e, action))?;
-                tx.rollback().await.map_err(|e| self.error(e, action))?;
-                return Ok(Admission::Existing { run_id: holder });
+                if taken.is_none() {
+                    let holder: String = sqlx::query_scalar(
+                        "SELECT run_id FROM schedule_ticks \
+                         WHERE scenario_name = $1 AND schedule = $2 AND tick_ms = $3",
+                    )
+                    .bind(&run.scenario_name)
+                    .bind(&tick.schedule)
+                    .bind(tick.tick_ms)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                    return Ok(Decision::Leave(Admission::Existing { run_id: holder }));
+                }
             }
-        }
-        tx.commit().await.map_err(|e| self.error(e, action))?;
-        Ok(Admission::Created)
+            Ok(Decision::Commit(Admission::Created))
+        })
+        .await
     }
 
     /// Creates one run as one statement, so one round trip with its
@@ -379,6 +311,7 @@ impl PgStore {
         run: &PreparedRun,
     ) -> Result<(), StoreError> {
         let now = now_ms();
+        let checkpoint = &run.checkpoint;
         let inserted = sqlx::query(
             "WITH r AS ( \
                  INSERT INTO runs (id, scenario_name, scenario_path, scenario_digest, status, \
@@ -399,13 +332,13 @@ impl PgStore {
         )
         .bind(&run.id)
         .bind(START_NODE)
-        .bind(&run.next_nodes)
-        .bind(run.is_snapshot)
-        .bind(&run.state)
-        .bind(&run.changes)
+        .bind(&checkpoint.next_nodes)
+        .bind(checkpoint.is_snapshot)
+        .bind(&checkpoint.state)
+        .bind(&checkpoint.changes)
         .bind(&run.state_hash)
-        .bind(&run.visits)
-        .bind(run.bytes)
+        .bind(&checkpoint.visits)
+        .bind(checkpoint.bytes as i64)
         .bind(now)
         .bind(&run.task_id)
         .bind(&run.scenario_name)
@@ -414,7 +347,7 @@ impl PgStore {
         .bind(&run.status)
         .bind(&run.input)
         .bind(&run.start_node)
-        .bind(&run.digest)
+        .bind(&checkpoint.digest)
         .bind(&run.run_digest)
         .bind(&run.provenance)
         .execute(executor)
@@ -433,18 +366,15 @@ impl PgStore {
 
     pub async fn commit_step(
         &self,
-        commit: &StepCommit,
-        encoded: &EncodedCheckpoint,
-        artifacts: &[NewArtifact],
-        fence: Option<&Lease>,
+        prepared: PreparedCommit,
+        extras: &CommitExtras<'_>,
     ) -> Result<(), StoreError> {
-        self.retrying(|maybe_done| async move {
-            match self
-                .commit_step_once(commit, encoded, artifacts, fence)
-                .await
-            {
-                Err(e) if maybe_done && e.is_conflict() && self.already_committed(commit).await => {
-                    Ok(())
+        self.retrying_with(prepared, |prepared, maybe_done| async move {
+            match self.commit_step_once(prepared, extras).await {
+                (Some(back), Err(e))
+                    if maybe_done && e.is_conflict() && self.already_committed(&back).await =>
+                {
+                    (Some(back), Ok(()))
                 }
                 other => other,
             }
@@ -452,148 +382,120 @@ impl PgStore {
         .await
     }
 
-    /// Whether `commit` is already in the history (an earlier attempt whose
+    /// Whether `p` is already in the history (an earlier attempt whose
     /// COMMIT landed although its connection broke).
-    async fn already_committed(&self, commit: &StepCommit) -> bool {
-        let Ok(seq) = i64::try_from(commit.seq) else {
-            return false;
-        };
+    async fn already_committed(&self, p: &PreparedCommit) -> bool {
         let row = sqlx::query_as::<_, (String, String)>(
             "SELECT node_id, state_hash FROM checkpoints WHERE run_id = $1 AND seq = $2",
         )
-        .bind(&commit.run_id)
-        .bind(seq)
+        .bind(&p.run_id)
+        .bind(p.seq)
         .fetch_optional(&self.pool)
         .await;
-        matches!(row, Ok(Some((node, hash))) if node == commit.node_id && hash == commit.state_hash)
+        matches!(row, Ok(Some((node, hash))) if node == p.node_id && hash == p.state_hash)
     }
 
     async fn commit_step_once(
         &self,
-        commit: &StepCommit,
-        encoded: &EncodedCheckpoint,
-        artifacts: &[NewArtifact],
-        fence: Option<&Lease>,
-    ) -> Result<(), StoreError> {
-        let run_id = commit.run_id.as_str();
-        if commit.seq == 0 {
-            return Err(refusal::seq_zero(&self.db, run_id));
-        }
-        // A retry after a broken connection encodes nothing again.
-        let encoded = encoded.clone();
-        let step = StepRow {
-            run_id: commit.run_id.clone(),
-            seq: Some(commit.seq),
-            ..commit.step.clone()
-        };
-        let prepared = Prepared {
-            run_id: run_id.to_owned(),
-            seq: self.int(commit.seq, "checkpoint seq")?,
-            node_id: commit.node_id.clone(),
-            current_node: commit.next_nodes.first().cloned(),
-            next_nodes: encoded.next_nodes,
-            is_snapshot: encoded.is_snapshot,
-            state: encoded.state,
-            changes: encoded.changes,
-            state_hash: commit.state_hash.clone(),
-            visits: encoded.visits,
-            bytes: encoded.bytes as i64,
-            digest: encoded.digest,
-            step: self.step_binds(&step)?,
-            fence: fence.cloned(),
-        };
+        prepared: PreparedCommit,
+        extras: &CommitExtras<'_>,
+    ) -> Answer<PreparedCommit> {
         match &self.group {
             // Journal entries, artifacts and cache entries are rare: those
             // commits go alone.
-            Some(group)
-                if commit.journal.is_empty() && artifacts.is_empty() && commit.cache.is_none() =>
-            {
-                group.commit(prepared, &self.db).await
-            }
+            Some(group) if extras.is_empty() => group.commit(prepared, &self.db).await,
             _ => {
-                let extra = Extra {
-                    journal: &commit.journal,
-                    artifacts,
-                    cache: commit.cache.as_ref(),
-                };
-                self.commit_direct(&prepared, extra).await
+                let result = self.commit_direct(&prepared, extras).await;
+                (Some(prepared), result)
             }
         }
     }
 
     /// A commit in a transaction of its own.
-    pub(super) async fn commit_prepared(&self, prepared: &Prepared) -> Result<(), StoreError> {
-        self.commit_direct(prepared, Extra::default()).await
+    pub(super) async fn commit_prepared(
+        &self,
+        prepared: &PreparedCommit,
+    ) -> Result<(), StoreError> {
+        self.commit_direct(prepared, &CommitExtras::default()).await
     }
 
     /// One commit in a transaction of its own. Without journal entries,
     /// artifacts or a cache entry that is one statement
     /// ([`CHECKPOINT_STATEMENT`]) in an implicit transaction: one round
     /// trip, COMMIT included.
-    async fn commit_direct(&self, p: &Prepared, extra: Extra<'_>) -> Result<(), StoreError> {
-        let Extra {
-            journal,
-            artifacts,
-            cache,
-        } = extra;
+    async fn commit_direct(
+        &self,
+        p: &PreparedCommit,
+        extras: &CommitExtras<'_>,
+    ) -> Result<(), StoreError> {
         let run_id = p.run_id.as_str();
         let seq = p.seq;
-        let step = &p.step;
-        let fence = p.fence.as_ref();
-        let action = format!("committing checkpoint {seq} of run `{run_id}`");
-        let (fence_owner, fence_generation) = self.fence_binds(fence)?;
-        let now = now_ms();
+        let action = p.action();
+        let action = action.as_str();
+        let now = p.now;
         let statement = sqlx::query_scalar::<_, i32>(CHECKPOINT_STATEMENT)
             .bind(run_id)
             .bind(seq)
             .bind(&p.current_node)
             .bind(now)
-            .bind(fence_owner)
-            .bind(fence_generation);
-        let statement = bind_step(statement, step)
+            .bind(p.fence.as_ref().map(|lease| lease.owner.as_str()))
+            .bind(p.fence_generation);
+        let statement = bind_step(statement, &p.step)
             .bind(&p.node_id)
-            .bind(&p.next_nodes)
+            .bind(&p.checkpoint.next_nodes)
             .bind(&p.state_hash)
-            .bind(p.is_snapshot)
-            .bind(&p.state)
-            .bind(&p.changes)
-            .bind(&p.visits)
-            .bind(p.bytes)
-            .bind(&p.digest);
+            .bind(p.checkpoint.is_snapshot)
+            .bind(&p.checkpoint.state)
+            .bind(&p.checkpoint.changes)
+            .bind(&p.checkpoint.visits)
+            .bind(p.checkpoint.bytes as i64)
+            .bind(&p.checkpoint.digest);
 
-        if journal.is_empty() && artifacts.is_empty() && cache.is_none() {
+        if extras.is_empty() {
             // Nothing is written before COMMIT that is not in this one
             // statement, so "inside the commit" is just before it.
             crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
             let moved = statement.fetch_optional(&self.pool).await;
             return match moved {
                 Ok(Some(_)) => Ok(()),
-                Ok(None) => Err(self.why_not_written(p, &action).await),
-                Err(e) => Err(self.why_refused(p, e, &action).await),
+                Ok(None) => Err(self.why_not_written(&self.pool, p, action).await),
+                Err(e) => Err(self.why_refused(p, e, action).await),
             };
         }
 
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        match statement.fetch_optional(&mut *tx).await {
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                drop(tx);
-                return Err(self.why_not_written(p, &action).await);
-            }
-            Err(e) => {
-                drop(tx);
-                return Err(self.why_refused(p, e, &action).await);
-            }
+        // The statement failed (say a unique violation): the transaction is
+        // aborted, so why is asked once it has ended.
+        let failed = self
+            .transaction(action, async |conn| {
+                match statement.fetch_optional(&mut *conn).await {
+                    Ok(Some(_)) => {}
+                    // It wrote and locked nothing; the run's row says why.
+                    Ok(None) => return Err(self.why_not_written(&mut *conn, p, action).await),
+                    Err(e) => return Ok(Decision::Leave(Some(e))),
+                }
+                self.write_extras(conn, p, extras, action).await?;
+                crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
+                Ok(Decision::Commit(None))
+            })
+            .await?;
+        match failed {
+            None => Ok(()),
+            Some(e) => Err(self.why_refused(p, e, action).await),
         }
-        if !journal.is_empty() {
-            let rows = journal
-                .iter()
-                .map(|entry| JournalBinds::new(self, run_id, entry))
-                .collect::<Result<Vec<_>, StoreError>>()?;
+    }
+
+    /// The journal entries, cache entry and artifacts of a commit, in its
+    /// transaction.
+    async fn write_extras(
+        &self,
+        conn: &mut PgConnection,
+        p: &PreparedCommit,
+        extras: &CommitExtras<'_>,
+        action: &str,
+    ) -> Result<(), StoreError> {
+        let (run_id, now) = (p.run_id.as_str(), p.now);
+        let rows = &extras.journal;
+        if !rows.is_empty() {
             let text =
                 |f: fn(&JournalBinds) -> String| -> Vec<String> { rows.iter().map(f).collect() };
             sqlx::query(
@@ -618,12 +520,11 @@ impl PgStore {
             .bind(rows.iter().map(|r| r.entry).collect::<Vec<i64>>())
             .bind(text(|r| r.request_digest.clone()))
             .bind(text(|r| r.digest.clone()))
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await
-            .map_err(|e| self.error(e, &action))?;
+            .map_err(|e| self.error(e, action))?;
         }
-        if let Some(entry) = cache {
-            let entry = CacheBinds::new(entry, run_id, seq, &p.node_id, now);
+        if let Some(entry) = &extras.cache {
             sqlx::query(
                 "INSERT INTO node_cache (key, output, output_hash, run_id, seq, node_id, \
                      created_at, expires_at, digest) \
@@ -638,75 +539,42 @@ impl PgStore {
             .bind(&entry.output)
             .bind(&entry.output_hash)
             .bind(run_id)
-            .bind(seq)
+            .bind(p.seq)
             .bind(&p.node_id)
             .bind(now)
             .bind(entry.expires_at)
             .bind(&entry.digest)
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await
-            .map_err(|e| self.error(e, &action))?;
+            .map_err(|e| self.error(e, action))?;
         }
-        for artifact in artifacts {
-            insert_artifact(
-                &mut tx,
-                run_id,
-                &artifact.name,
-                &artifact.media_type,
-                &blob_digest(&artifact.bytes),
-                &artifact.bytes,
-                now,
-            )
-            .await
-            .map_err(|e| self.error(e, &action))?;
+        for artifact in &extras.artifacts {
+            insert_artifact(&mut *conn, run_id, artifact, now)
+                .await
+                .map_err(|e| self.error(e, action))?;
         }
-        crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
-        tx.commit().await.map_err(|e| self.error(e, &action))
+        Ok(())
     }
 
-    /// Why [`CHECKPOINT_STATEMENT`] wrote nothing, read after the fact: the
-    /// run is missing; a lost lease (before whatever else moved on since);
-    /// the run is finished; or the checkpoint is not the next in sequence.
-    async fn why_not_written(&self, p: &Prepared, action: &str) -> StoreError {
-        type Row = (
-            String,
-            i64,
-            Option<String>,
-            i64,
-            Option<i64>,
-            Option<i64>,
-            Option<String>,
-        );
-        let row = sqlx::query_as::<_, Row>(
-            "SELECT status, last_seq, lease_owner, lease_generation, lease_expires_at, \
-                 cancel_requested_at, cancel_requested_by \
-             FROM runs WHERE id = $1",
-        )
-        .bind(&p.run_id)
-        .fetch_optional(&self.pool)
-        .await;
-        match (row, &p.fence) {
-            (Err(e), _) => self.error(e, action),
-            (Ok(Some((_, _, holder, generation, expires, ..))), Some(fence))
-                if !holds(fence, holder.as_deref(), generation) =>
-            {
-                lease_lost(&self.db, fence, holder.as_deref(), generation, expires)
-            }
-            (Ok(Some((status, _, _, _, _, Some(at), by))), _) if !refusal::is_finished(&status) => {
-                StoreError::CancelRequested {
-                    db: self.db.clone(),
-                    run_id: p.run_id.clone(),
-                    by: by.unwrap_or_else(|| "someone".to_owned()),
-                    at_ms: at,
-                }
-            }
-            (Ok(run), _) => refusal::not_next(
+    /// Why [`CHECKPOINT_STATEMENT`] wrote nothing, read after the fact (on
+    /// its transaction, or on the pool): the run is missing; a lost lease
+    /// (before whatever else moved on since); the run is finished; or the
+    /// checkpoint is not the next in sequence.
+    async fn why_not_written<'e>(
+        &self,
+        executor: impl sqlx::PgExecutor<'e>,
+        p: &PreparedCommit,
+        action: &str,
+    ) -> StoreError {
+        match self.read_position(executor, &p.run_id, action).await {
+            Ok(run) => RunPosition::checkpoint_refused(
+                run.as_ref(),
                 &self.db,
                 &p.run_id,
                 p.seq,
-                run.as_ref()
-                    .map(|(status, last, ..)| (status.as_str(), *last)),
+                p.fence.as_ref(),
             ),
+            Err(e) => e,
         }
     }
 
@@ -714,52 +582,33 @@ impl PgStore {
     /// seq (only a history written around the store leaves one where the
     /// run's `last_seq` does not say so) is refused like one out of
     /// sequence; anything else is a database error.
-    async fn why_refused(&self, p: &Prepared, e: sqlx::Error, action: &str) -> StoreError {
+    async fn why_refused(&self, p: &PreparedCommit, e: sqlx::Error, action: &str) -> StoreError {
         if is_unique_violation(&e) {
-            self.why_not_written(p, action).await
+            self.why_not_written(&self.pool, p, action).await
         } else {
             self.error(e, action)
         }
     }
 
-    pub async fn record_failed_step(
-        &self,
-        step: &StepRow,
-        fence: Option<&Lease>,
-    ) -> Result<(), StoreError> {
-        let action = format!("recording a failed step of run `{}`", step.run_id);
-        let b = self.step_binds(step)?;
-        let (owner, generation) = self.fence_binds(fence)?;
+    pub async fn record_failed_step(&self, p: &PreparedStep<'_>) -> Result<(), StoreError> {
+        let action = p.action();
+        let b = &p.step;
         // Not retried: a second copy of a failed attempt would be a lie in the
         // history, and losing one is only a missing diagnostic.
         let statement = sqlx::query_scalar(FAILED_STEP_STATEMENT.as_str())
             .bind(&b.run_id)
-            .bind(owner)
-            .bind(generation)
+            .bind(p.fence.map(|lease| lease.owner.as_str()))
+            .bind(p.fence_generation)
             .bind(b.seq);
-        let written: i64 = bind_step(statement, &b)
-            .bind(now_ms())
+        let written: i64 = bind_step(statement, b)
+            .bind(p.now)
             .fetch_one(&self.pool)
             .await
-            .map_err(|e| self.write_error(e, &step.run_id, &action))?;
+            .map_err(|e| self.write_error(e, &b.run_id, &action))?;
         if written == 0 {
-            return Err(self.why_not_fenced(&step.run_id, fence, &action).await);
+            return Err(self.why_not_fenced(&b.run_id, p.fence, &action).await);
         }
         Ok(())
-    }
-
-    /// The fence's owner and generation as binds (both NULL: no fence).
-    fn fence_binds<'a>(
-        &self,
-        fence: Option<&'a Lease>,
-    ) -> Result<(Option<&'a str>, Option<i64>), StoreError> {
-        Ok(match fence {
-            Some(lease) => (
-                Some(lease.owner.as_str()),
-                Some(self.int(lease.generation, "lease generation")?),
-            ),
-            None => (None, None),
-        })
     }
 
     /// Why a write guarded by [`FENCED_RUN`] found no run: it is missing,
@@ -785,57 +634,36 @@ impl PgStore {
         }
     }
 
-    pub async fn finish_run(
-        &self,
-        run_id: &str,
-        status: RunStatus,
-        result: Option<&str>,
-        error: Option<&Value>,
-        fence: Option<&Lease>,
-    ) -> Result<(), StoreError> {
-        self.retrying(|maybe_done| async move {
-            match self
-                .finish_run_once(run_id, status, result, error, fence)
-                .await
-            {
-                Err(e) if maybe_done && e.is_conflict() => match self.run(run_id).await {
-                    Ok(Some(run)) if run.status == status => Ok(()),
-                    _ => Err(e),
-                },
+    pub async fn finish_run(&self, prepared: PreparedFinish) -> Result<(), StoreError> {
+        self.retrying_with(prepared, |prepared, maybe_done| async move {
+            match self.finish_run_once(prepared).await {
+                (Some(back), Err(e)) if maybe_done && e.is_conflict() => {
+                    let result = match self.run(&back.run_id).await {
+                        Ok(Some(run)) if run.status.as_str() == back.status => Ok(()),
+                        _ => Err(e),
+                    };
+                    (Some(back), result)
+                }
                 other => other,
             }
         })
         .await
     }
 
-    async fn finish_run_once(
-        &self,
-        run_id: &str,
-        status: RunStatus,
-        result: Option<&str>,
-        error: Option<&Value>,
-        fence: Option<&Lease>,
-    ) -> Result<(), StoreError> {
-        let prepared = PreparedFinish {
-            run_id: run_id.to_owned(),
-            status: status.as_str().to_owned(),
-            result: result.map(str::to_owned),
-            error: error.map(Value::to_string),
-            fence_generation: fence
-                .map(|lease| self.int(lease.generation, "lease generation"))
-                .transpose()?,
-            fence: fence.cloned(),
-        };
+    async fn finish_run_once(&self, prepared: PreparedFinish) -> Answer<PreparedFinish> {
         match &self.group {
             Some(group) => group.finish(prepared, &self.db).await,
-            None => self.update_finished(&prepared).await,
+            None => {
+                let result = self.update_finished(&prepared).await;
+                (Some(prepared), result)
+            }
         }
     }
 
     /// Finishes one run as one statement (only an active run, and only
     /// while the fence holds), then says why if it did not.
     pub(super) async fn update_finished(&self, p: &PreparedFinish) -> Result<(), StoreError> {
-        let action = format!("finishing run `{}` as {}", p.run_id, p.status);
+        let action = p.action();
         let updated = sqlx::query(&format!(
             "UPDATE runs SET status = $2, result = $3, error = $4, lease_owner = NULL, \
              lease_expires_at = NULL, heartbeat_at = NULL, updated_at = $5 \
@@ -881,22 +709,10 @@ impl PgStore {
         })
     }
 
-    pub async fn record_map_item(
-        &self,
-        item: &MapItemRow,
-        fence: Option<&Lease>,
-    ) -> Result<(), StoreError> {
-        let action = format!(
-            "recording item {} of map node `{}` (visit {}) of run `{}`",
-            item.item_index, item.node_id, item.visit, item.run_id
-        );
-        let duration = self.int(item.duration_us, "item duration")?;
-        let fuel = self.int(item.fuel_consumed, "item fuel")?;
-        let output = item.output.to_string();
-        let (attempt, journal, digest) = MapItemBinds::of(item);
-        let (owner, generation) = self.fence_binds(fence)?;
-        let (action, output, owner) = (&action, &output, &owner);
-        let (journal, digest) = (&journal, &digest);
+    pub async fn record_map_item(&self, p: &PreparedMapItem<'_>) -> Result<(), StoreError> {
+        let action = &p.action();
+        let item = p.item;
+        let owner = p.fence.map(|lease| lease.owner.as_str());
         let sql = MAP_ITEM_STATEMENT.as_str();
         // Idempotent (the first durable output wins), so safe to retry.
         let found: i64 = self
@@ -904,25 +720,25 @@ impl PgStore {
                 sqlx::query_scalar(sql)
                     .bind(&item.run_id)
                     .bind(owner)
-                    .bind(generation)
+                    .bind(p.fence_generation)
                     .bind(&item.node_id)
-                    .bind(i64::from(item.visit))
-                    .bind(i64::from(item.item_index))
-                    .bind(output)
+                    .bind(p.visit)
+                    .bind(p.item_index)
+                    .bind(&p.output)
                     .bind(&item.output_hash)
-                    .bind(duration)
-                    .bind(fuel)
+                    .bind(p.duration_us)
+                    .bind(p.fuel_consumed)
                     .bind(now_ms())
-                    .bind(attempt)
-                    .bind(journal)
-                    .bind(digest)
+                    .bind(p.attempt)
+                    .bind(&p.journal)
+                    .bind(&p.digest)
                     .fetch_one(&self.pool)
                     .await
                     .map_err(|e| self.write_error(e, &item.run_id, action))
             })
             .await?;
         if found == 0 {
-            return Err(self.why_not_fenced(&item.run_id, fence, action).await);
+            return Err(self.why_not_fenced(&item.run_id, p.fence, action).await);
         }
         Ok(())
     }
@@ -932,46 +748,38 @@ impl PgStore {
     pub async fn put_artifact(
         &self,
         run_id: &str,
-        name: &str,
-        media_type: &str,
-        bytes: &[u8],
+        artifact: &PreparedArtifact<'_>,
         fence: Option<&Lease>,
-    ) -> Result<String, StoreError> {
-        let action = format!("storing artifact `{name}` of run `{run_id}`");
-        let digest = blob_digest(bytes);
-        let (owner, generation) = self.fence_binds(fence)?;
-        let (action, digest_ref, owner) = (&action, &digest, &owner);
+    ) -> Result<(), StoreError> {
+        let action = format!("storing artifact `{}` of run `{run_id}`", artifact.name);
+        let action = action.as_str();
+        let generation = fence
+            .map(|lease| self.int(lease.generation, "lease generation"))
+            .transpose()?;
+        let owner = fence.map(|lease| lease.owner.as_str());
         // Idempotent (content-addressed blob, upserted name).
         self.retrying(|_| async move {
-            let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
-            if fence.is_some() {
-                let held: Option<String> = sqlx::query_scalar(FENCED_RUN)
-                    .bind(run_id)
-                    .bind(owner)
-                    .bind(generation)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(|e| self.error(e, action))?;
-                if held.is_none() {
-                    drop(tx);
-                    return Err(self.why_not_fenced(run_id, fence, action).await);
+            self.transaction(action, async |conn| {
+                if fence.is_some() {
+                    let held: Option<String> = sqlx::query_scalar(FENCED_RUN)
+                        .bind(run_id)
+                        .bind(owner)
+                        .bind(generation)
+                        .fetch_optional(&mut *conn)
+                        .await
+                        .map_err(|e| self.error(e, action))?;
+                    if held.is_none() {
+                        return Err(self.why_not_fenced(run_id, fence, action).await);
+                    }
                 }
-            }
-            insert_artifact(
-                &mut tx,
-                run_id,
-                name,
-                media_type,
-                digest_ref,
-                bytes,
-                now_ms(),
-            )
+                insert_artifact(&mut *conn, run_id, artifact, now_ms())
+                    .await
+                    .map_err(|e| self.write_error(e, run_id, action))?;
+                Ok(Decision::Commit(()))
+            })
             .await
-            .map_err(|e| self.write_error(e, run_id, action))?;
-            tx.commit().await.map_err(|e| self.error(e, action))
         })
-        .await?;
-        Ok(digest)
+        .await
     }
 }
 
@@ -1003,13 +811,9 @@ fn is_unique_violation(error: &sqlx::Error) -> bool {
 async fn insert_artifact(
     conn: &mut PgConnection,
     run_id: &str,
-    name: &str,
-    media_type: &str,
-    digest: &str,
-    bytes: &[u8],
+    artifact: &PreparedArtifact<'_>,
     now: i64,
 ) -> Result<(), sqlx::Error> {
-    let size = bytes.len() as i64;
     sqlx::query(
         "WITH b AS (INSERT INTO blobs (digest, size, bytes, created_at) VALUES ($3, $5, $6, $7) \
              ON CONFLICT (digest) DO NOTHING) \
@@ -1019,11 +823,11 @@ async fn insert_artifact(
          media_type = excluded.media_type, size = excluded.size, created_at = excluded.created_at",
     )
     .bind(run_id)
-    .bind(name)
-    .bind(digest)
-    .bind(media_type)
-    .bind(size)
-    .bind(bytes)
+    .bind(artifact.name)
+    .bind(&artifact.digest)
+    .bind(artifact.media_type)
+    .bind(artifact.size)
+    .bind(artifact.bytes)
     .bind(now)
     .execute(&mut *conn)
     .await?;

@@ -24,21 +24,33 @@ use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::PgStore;
-use super::commit::{Prepared, PreparedFinish, PreparedRun};
+use super::commit::takes_checkpoint;
 use crate::checkpoint::START_NODE;
 use crate::codec::{ACTIVE, now_ms};
 use crate::error::{DatabaseFailure, StoreError};
+use crate::prepared::{PreparedCommit as Prepared, PreparedFinish, PreparedRun};
 
 /// Most writes of one kind in one statement.
 pub(super) const MAX_BATCH: usize = 64;
 /// Batches in flight at once (one can be in its fsync while the next builds).
 pub(super) const EXECUTORS: usize = 2;
 
-/// A queued write and where its outcome goes.
+/// A queued write and where its outcome goes, with the write itself (so
+/// that a retry has it without a copy).
 pub(super) struct Queued<T> {
     item: T,
-    reply: oneshot::Sender<Result<(), StoreError>>,
+    reply: oneshot::Sender<(T, Result<(), StoreError>)>,
 }
+
+impl<T> Queued<T> {
+    fn answer(self, result: Result<(), StoreError>) {
+        let _ = self.reply.send((self.item, result));
+    }
+}
+
+/// What a grouped write hears: its outcome, and the write back (None: the
+/// group is gone).
+pub(super) type Answer<T> = (Option<T>, Result<(), StoreError>);
 
 /// The writes that are grouped: checkpoint commits, new runs, finished runs.
 enum Op {
@@ -62,31 +74,34 @@ impl Group {
     }
 
     /// Queues a checkpoint commit and waits for its transaction's outcome.
-    pub async fn commit(&self, prepared: Prepared, db: &str) -> Result<(), StoreError> {
+    pub async fn commit(&self, prepared: Prepared, db: &str) -> Answer<Prepared> {
         self.queue(Op::Checkpoint, prepared, db).await
     }
 
     /// Queues a new run and waits for its transaction's outcome.
-    pub async fn create(&self, run: PreparedRun, db: &str) -> Result<(), StoreError> {
+    pub async fn create(&self, run: PreparedRun, db: &str) -> Answer<PreparedRun> {
         self.queue(Op::Create, run, db).await
     }
 
     /// Queues a run's final status and waits for its transaction's outcome.
-    pub async fn finish(&self, finish: PreparedFinish, db: &str) -> Result<(), StoreError> {
+    pub async fn finish(&self, finish: PreparedFinish, db: &str) -> Answer<PreparedFinish> {
         self.queue(Op::Finish, finish, db).await
     }
 
-    async fn queue<T>(&self, op: fn(Queued<T>) -> Op, item: T, db: &str) -> Result<(), StoreError> {
+    async fn queue<T>(&self, op: fn(Queued<T>) -> Op, item: T, db: &str) -> Answer<T> {
         let (reply, answer) = oneshot::channel();
         let closed = || StoreError::Database {
             db: db.to_owned(),
             action: "writing to the database (group commit)".into(),
             source: DatabaseFailure::from_sqlx(sqlx::Error::PoolClosed),
         };
-        self.tx
-            .send(op(Queued { item, reply }))
-            .map_err(|_| closed())?;
-        answer.await.map_err(|_| closed())?
+        if self.tx.send(op(Queued { item, reply })).is_err() {
+            return (None, Err(closed()));
+        }
+        match answer.await {
+            Ok((item, result)) => (Some(item), result),
+            Err(_) => (None, Err(closed())),
+        }
     }
 }
 
@@ -210,7 +225,7 @@ impl PgStore {
             Ok(written) => {
                 for (i, queued) in batch.into_iter().enumerate() {
                     if written.contains(&(i as i64 + 1)) {
-                        let _ = queued.reply.send(Ok(()));
+                        queued.answer(Ok(()));
                     } else {
                         // Fenced out, its run is gone or already there:
                         // alone, it hears why.
@@ -228,7 +243,7 @@ impl PgStore {
                         action: queued.item.describe(),
                         source: failure.clone(),
                     };
-                    let _ = queued.reply.send(Err(error));
+                    queued.answer(Err(error));
                 }
             }
             // The database refused the batch (say a checkpoint that is
@@ -247,7 +262,7 @@ impl PgStore {
 
     async fn alone<T: Batched>(&self, queued: Queued<T>) {
         let result = queued.item.alone(self).await;
-        let _ = queued.reply.send(result);
+        queued.answer(result);
     }
 
     /// Writes the batch in one statement (one implicit transaction) and
@@ -275,19 +290,19 @@ impl PgStore {
             .bind(opt(|p| p.current_node.as_deref()))
             .bind(now_ms())
             .bind(opt(|p| p.fence.as_ref().map(|f| f.owner.as_str())))
-            .bind(opt_int(|p| {
-                p.fence
-                    .as_ref()
-                    .map(|f| i64::try_from(f.generation).unwrap_or(i64::MAX))
-            }))
+            .bind(opt_int(|p| p.fence_generation))
             .bind(text(|p| &p.node_id))
-            .bind(text(|p| &p.next_nodes))
-            .bind(c.iter().map(|p| p.is_snapshot).collect::<Vec<bool>>())
-            .bind(opt(|p| p.state.as_deref()))
-            .bind(text(|p| &p.changes))
+            .bind(text(|p| &p.checkpoint.next_nodes))
+            .bind(
+                c.iter()
+                    .map(|p| p.checkpoint.is_snapshot)
+                    .collect::<Vec<bool>>(),
+            )
+            .bind(opt(|p| p.checkpoint.state.as_deref()))
+            .bind(text(|p| &p.checkpoint.changes))
             .bind(text(|p| &p.state_hash))
-            .bind(text(|p| &p.visits))
-            .bind(int(|p| p.bytes))
+            .bind(text(|p| &p.checkpoint.visits))
+            .bind(int(|p| p.checkpoint.bytes as i64))
             .bind(text(|p| &p.step.node_id))
             .bind(int(|p| p.step.attempt))
             .bind(text(|p| &p.step.status))
@@ -299,7 +314,7 @@ impl PgStore {
             .bind(opt_int(|p| p.step.fuel_consumed))
             .bind(opt_int(|p| p.step.memory_peak_bytes))
             .bind(opt(|p| p.step.detail.as_deref()))
-            .bind(text(|p| &p.digest))
+            .bind(text(|p| &p.checkpoint.digest))
             .fetch_all(&self.pool)
             .await
     }
@@ -321,16 +336,24 @@ impl PgStore {
             .bind(text(|r| r.input.clone()))
             .bind(text(|r| r.start_node.clone()))
             .bind(opt(|r| r.task_id.clone()))
-            .bind(text(|r| r.next_nodes.clone()))
-            .bind(c.iter().map(|r| r.is_snapshot).collect::<Vec<bool>>())
-            .bind(opt(|r| r.state.clone()))
-            .bind(text(|r| r.changes.clone()))
+            .bind(text(|r| r.checkpoint.next_nodes.clone()))
+            .bind(
+                c.iter()
+                    .map(|r| r.checkpoint.is_snapshot)
+                    .collect::<Vec<bool>>(),
+            )
+            .bind(opt(|r| r.checkpoint.state.clone()))
+            .bind(text(|r| r.checkpoint.changes.clone()))
             .bind(text(|r| r.state_hash.clone()))
-            .bind(text(|r| r.visits.clone()))
-            .bind(c.iter().map(|r| r.bytes).collect::<Vec<i64>>())
+            .bind(text(|r| r.checkpoint.visits.clone()))
+            .bind(
+                c.iter()
+                    .map(|r| r.checkpoint.bytes as i64)
+                    .collect::<Vec<i64>>(),
+            )
             .bind(now_ms())
             .bind(START_NODE)
-            .bind(text(|r| r.digest.clone()))
+            .bind(text(|r| r.checkpoint.digest.clone()))
             .bind(text(|r| r.run_digest.clone()))
             .bind(text(|r| r.provenance.clone()))
             .fetch_all(&self.pool)
@@ -428,7 +451,8 @@ static FINISH_STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(
 /// detects it), the statement fails and its commits are retried. The task
 /// rows (runs with a task id only) get the batch's last commit for each
 /// task.
-const BATCH_STATEMENT: &str = "\
+const BATCH_STATEMENT: &str = concat!(
+    "\
     WITH u AS ( \
         SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $5::text[], \
             $6::bigint[], $7::text[], $8::text[], $9::bool[], $10::text[], $11::text[], \
@@ -445,11 +469,9 @@ const BATCH_STATEMENT: &str = "\
         UPDATE runs SET last_seq = u.seq, current_node = u.current_node, updated_at = $4, \
             status = 'running' \
         FROM u \
-        WHERE runs.id = u.run_id AND runs.last_seq = u.seq - 1 \
-            AND runs.status IN ('queued', 'running', 'waiting') \
-            AND runs.cancel_requested_at IS NULL \
-            AND (u.owner IS NULL \
-                OR (runs.lease_owner = u.owner AND runs.lease_generation = u.generation)) \
+        WHERE runs.id = u.run_id AND ",
+    takes_checkpoint!("runs.", "u.seq", "u.owner", "u.generation"),
+    " \
         RETURNING runs.id, runs.task_id, u.ord), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
@@ -476,4 +498,5 @@ const BATCH_STATEMENT: &str = "\
             seq = excluded.seq, node_id = excluded.node_id, \
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
             updated_at = excluded.updated_at) \
-    SELECT ord FROM r";
+    SELECT ord FROM r"
+);

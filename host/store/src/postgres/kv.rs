@@ -4,7 +4,7 @@
 //! holds whatever the number of processes (reads are shared with SQLite, in
 //! `store/src/read.rs`).
 
-use sqlx::{Postgres, Transaction};
+use sqlx::PgConnection;
 
 use super::PgStore;
 use crate::codec::{Codec, now_ms};
@@ -13,6 +13,7 @@ use crate::kv::{
     KV_ADOPT, KV_ANY, KV_DELETE, KV_DROP_UNSCOPED_USAGE, KV_SET, KV_SET_USAGE, KV_VALUE_LENGTH,
     KvLimits, KvSpace, KvUsage, KvWrite, describe, kv_action,
 };
+use crate::refusal::Decision;
 
 /// Makes the namespace's usage row exist, then locks it.
 const KV_LOCK_USAGE: &str = "INSERT INTO kv_usage (scope, namespace, keys, bytes) \
@@ -25,23 +26,23 @@ const KV_COUNT_USAGE: &str = "SELECT count(*), coalesce(sum(octet_length(key) + 
      length(value)), 0)::bigint FROM kv WHERE scope = $1 AND namespace = $2";
 
 impl PgStore {
-    /// Locks and reads namespace `space`'s usage in `tx`.
+    /// Locks and reads namespace `space`'s usage on `conn`'s transaction.
     async fn lock_usage(
         &self,
-        tx: &mut Transaction<'_, Postgres>,
+        conn: &mut PgConnection,
         space: KvSpace<'_>,
         action: &str,
     ) -> Result<KvUsage, StoreError> {
         sqlx::query(KV_LOCK_USAGE)
             .bind(space.scope)
             .bind(space.namespace)
-            .execute(&mut **tx)
+            .execute(&mut *conn)
             .await
             .map_err(|e| self.error(e, action))?;
         let (keys, bytes): (i64, i64) = sqlx::query_as(KV_USAGE_FOR_UPDATE)
             .bind(space.scope)
             .bind(space.namespace)
-            .fetch_one(&mut **tx)
+            .fetch_one(&mut *conn)
             .await
             .map_err(|e| self.error(e, action))?;
         Ok(KvUsage {
@@ -52,7 +53,7 @@ impl PgStore {
 
     async fn set_usage(
         &self,
-        tx: &mut Transaction<'_, Postgres>,
+        conn: &mut PgConnection,
         space: KvSpace<'_>,
         usage: KvUsage,
         action: &str,
@@ -62,7 +63,7 @@ impl PgStore {
             .bind(space.namespace)
             .bind(usage.keys as i64)
             .bind(usage.bytes as i64)
-            .execute(&mut **tx)
+            .execute(&mut *conn)
             .await
             .map(drop)
             .map_err(|e| self.error(e, action))
@@ -70,7 +71,7 @@ impl PgStore {
 
     async fn value_length(
         &self,
-        tx: &mut Transaction<'_, Postgres>,
+        conn: &mut PgConnection,
         space: KvSpace<'_>,
         key: &str,
         action: &str,
@@ -79,7 +80,7 @@ impl PgStore {
             .bind(space.scope)
             .bind(space.namespace)
             .bind(key)
-            .fetch_optional(&mut **tx)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(|e| self.error(e, action))?;
         Ok(length.map(|n| n as u64))
@@ -92,54 +93,49 @@ impl PgStore {
         value: &[u8],
         limits: KvLimits,
     ) -> Result<KvWrite, StoreError> {
-        let action = kv_action("writing", space, key);
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        let usage = self.lock_usage(&mut tx, space, &action).await?;
-        let old = self.value_length(&mut tx, space, key, &action).await?;
-        let after = match usage.after_set(key, old, value.len() as u64, limits) {
-            Ok(after) => after,
-            // Dropping the transaction rolls it back: nothing written.
-            Err(over) => return Ok(KvWrite::OverQuota(over)),
-        };
-        sqlx::query(KV_SET)
-            .bind(space.scope)
-            .bind(space.namespace)
-            .bind(key)
-            .bind(value)
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        self.set_usage(&mut tx, space, after, &action).await?;
-        tx.commit().await.map_err(|e| self.error(e, &action))?;
-        Ok(KvWrite::Written)
+        let action = &kv_action("writing", space, key);
+        self.transaction(action, async |conn| {
+            let usage = self.lock_usage(conn, space, action).await?;
+            let old = self.value_length(conn, space, key, action).await?;
+            let after = match usage.after_set(key, old, value.len() as u64, limits) {
+                Ok(after) => after,
+                // Rolled back at once, releasing the usage row: nothing written.
+                Err(over) => return Ok(Decision::Leave(KvWrite::OverQuota(over))),
+            };
+            sqlx::query(KV_SET)
+                .bind(space.scope)
+                .bind(space.namespace)
+                .bind(key)
+                .bind(value)
+                .bind(now_ms())
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| self.error(e, action))?;
+            self.set_usage(conn, space, after, action).await?;
+            Ok(Decision::Commit(KvWrite::Written))
+        })
+        .await
     }
 
     pub async fn kv_delete(&self, space: KvSpace<'_>, key: &str) -> Result<(), StoreError> {
-        let action = kv_action("deleting", space, key);
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        let usage = self.lock_usage(&mut tx, space, &action).await?;
-        let Some(old) = self.value_length(&mut tx, space, key, &action).await? else {
-            return Ok(());
-        };
-        sqlx::query(KV_DELETE)
-            .bind(space.scope)
-            .bind(space.namespace)
-            .bind(key)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        self.set_usage(&mut tx, space, usage.after_delete(key, old), &action)
-            .await?;
-        tx.commit().await.map_err(|e| self.error(e, &action))
+        let action = &kv_action("deleting", space, key);
+        self.transaction(action, async |conn| {
+            let usage = self.lock_usage(conn, space, action).await?;
+            let Some(old) = self.value_length(conn, space, key, action).await? else {
+                return Ok(Decision::Leave(()));
+            };
+            sqlx::query(KV_DELETE)
+                .bind(space.scope)
+                .bind(space.namespace)
+                .bind(key)
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| self.error(e, action))?;
+            self.set_usage(conn, space, usage.after_delete(key, old), action)
+                .await?;
+            Ok(Decision::Commit(()))
+        })
+        .await
     }
 
     pub async fn kv_adopt(&self, space: KvSpace<'_>) -> Result<u64, StoreError> {
@@ -147,50 +143,48 @@ impl PgStore {
             "giving the kv rows written before scoping to namespace {}",
             describe(space)
         );
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        // The target's usage row, locked, orders this against its writers.
-        self.lock_usage(&mut tx, space, &action).await?;
-        for (scope, adopt_if) in [(space.scope, 0), (crate::kv::UNSCOPED, 1)] {
-            let holds: i64 = sqlx::query_scalar(KV_ANY)
-                .bind(scope)
-                .bind(space.namespace)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| self.error(e, &action))?;
-            if holds != adopt_if {
-                // The namespace has rows of its own, or there is nothing
-                // to adopt: the transaction rolls back, nothing changed.
-                return Ok(0);
+        let action = action.as_str();
+        self.transaction(action, async |conn| {
+            // The target's usage row, locked, orders this against its writers.
+            self.lock_usage(conn, space, action).await?;
+            for (scope, adopt_if) in [(space.scope, 0), (crate::kv::UNSCOPED, 1)] {
+                let holds: i64 = sqlx::query_scalar(KV_ANY)
+                    .bind(scope)
+                    .bind(space.namespace)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                if holds != adopt_if {
+                    // The namespace has rows of its own, or there is nothing
+                    // to adopt: the transaction rolls back, nothing changed.
+                    return Ok(Decision::Leave(0));
+                }
             }
-        }
-        let moved = sqlx::query(KV_ADOPT)
-            .bind(space.scope)
-            .bind(space.namespace)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, &action))?
-            .rows_affected();
-        sqlx::query(KV_DROP_UNSCOPED_USAGE)
-            .bind(space.namespace)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        let (keys, bytes): (i64, i64) = sqlx::query_as(KV_COUNT_USAGE)
-            .bind(space.scope)
-            .bind(space.namespace)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, &action))?;
-        let usage = KvUsage {
-            keys: keys as u64,
-            bytes: bytes as u64,
-        };
-        self.set_usage(&mut tx, space, usage, &action).await?;
-        tx.commit().await.map_err(|e| self.error(e, &action))?;
-        Ok(moved)
+            let moved = sqlx::query(KV_ADOPT)
+                .bind(space.scope)
+                .bind(space.namespace)
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| self.error(e, action))?
+                .rows_affected();
+            sqlx::query(KV_DROP_UNSCOPED_USAGE)
+                .bind(space.namespace)
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| self.error(e, action))?;
+            let (keys, bytes): (i64, i64) = sqlx::query_as(KV_COUNT_USAGE)
+                .bind(space.scope)
+                .bind(space.namespace)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(|e| self.error(e, action))?;
+            let usage = KvUsage {
+                keys: keys as u64,
+                bytes: bytes as u64,
+            };
+            self.set_usage(conn, space, usage, action).await?;
+            Ok(Decision::Commit(moved))
+        })
+        .await
     }
 }

@@ -56,6 +56,7 @@ mod group;
 mod kv;
 mod migrate;
 mod queue;
+mod tx;
 mod wait;
 
 /// How long a connection attempt may take before `open` gives up.
@@ -161,6 +162,37 @@ impl PgStore {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// [`retrying`](Self::retrying) for a write that takes its prepared
+    /// value `prepared` by value (to queue it for the group commit) and
+    /// gets it back with its outcome (None: it was lost with the group), so
+    /// that a retry copies nothing.
+    async fn retrying_with<P, T, F, Fut>(
+        &self,
+        prepared: P,
+        mut attempt: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnMut(P, bool) -> Fut,
+        Fut: Future<Output = (Option<P>, Result<T, StoreError>)>,
+    {
+        let deadline = Instant::now() + RETRY_FOR;
+        let mut delay = Duration::from_millis(50);
+        let mut maybe_done = false;
+        let mut prepared = prepared;
+        loop {
+            match attempt(prepared, maybe_done).await {
+                (Some(back), Err(e)) if e.is_transient() && Instant::now() + delay < deadline => {
+                    tracing::warn!("{e}; retrying in {delay:?}");
+                    maybe_done |= e.may_have_committed();
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                    prepared = back;
+                }
+                (_, other) => return other,
+            }
+        }
     }
 
     /// Runs `attempt` until it succeeds, fails for a reason other than the

@@ -13,7 +13,7 @@ use crate::codec::{ACTIVE, Codec, FINISHED, RUN_COLUMNS, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Lease, PruneReport, ttl_ms};
 use crate::queue::{FLOW_ALLOWS, PRUNE_IDEMPOTENCY_KEYS, pick_queued, pick_timed_out_wait};
-use crate::refusal;
+use crate::refusal::{self, Decision};
 use crate::run::RunRow;
 
 /// How many flow-controlled runs one claim passes over when a concurrent
@@ -254,42 +254,48 @@ impl PgStore {
         let recheck = format!("SELECT ({FLOW_ALLOWS}) FROM runs AS q WHERE q.id = $1");
         let mut passed_over: Vec<String> = Vec::new();
         for _ in 0..CLAIM_TRIES {
-            let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
-            let picked: Option<(String, String, bool)> = sqlx::query_as(&pick)
-                .bind(&passed_over)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| self.error(e, action))?;
-            let Some((run_id, scenario, limited)) = picked else {
-                tx.rollback().await.map_err(|e| self.error(e, action))?;
-                return Ok(None);
-            };
-            if limited {
-                sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-                    .bind(format!("skillhost.claim:{scenario}"))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| self.error(e, action))?;
-                let allowed: bool = sqlx::query_scalar(&recheck)
-                    .bind(&run_id)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(|e| self.error(e, action))?;
-                if !allowed {
-                    tx.rollback().await.map_err(|e| self.error(e, action))?;
-                    passed_over.push(run_id);
-                    continue;
-                }
+            let (pick, claim, recheck) = (&pick, &claim, &recheck);
+            let passed = &passed_over;
+            let claimed = self
+                .transaction(action, async |conn| {
+                    let picked: Option<(String, String, bool)> = sqlx::query_as(pick)
+                        .bind(passed)
+                        .fetch_optional(&mut *conn)
+                        .await
+                        .map_err(|e| self.error(e, action))?;
+                    let Some((run_id, scenario, limited)) = picked else {
+                        return Ok(Decision::Leave(Claim::Nothing));
+                    };
+                    if limited {
+                        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                            .bind(format!("skillhost.claim:{scenario}"))
+                            .execute(&mut *conn)
+                            .await
+                            .map_err(|e| self.error(e, action))?;
+                        let allowed: bool = sqlx::query_scalar(recheck)
+                            .bind(&run_id)
+                            .fetch_one(&mut *conn)
+                            .await
+                            .map_err(|e| self.error(e, action))?;
+                        if !allowed {
+                            return Ok(Decision::Leave(Claim::PassedOver(run_id)));
+                        }
+                    }
+                    let row = sqlx::query(claim)
+                        .bind(owner)
+                        .bind(ttl_ms(ttl))
+                        .bind(&run_id)
+                        .fetch_one(&mut *conn)
+                        .await
+                        .map_err(|e| self.error(e, action))?;
+                    Ok(Decision::Commit(Claim::Claimed(row)))
+                })
+                .await?;
+            match claimed {
+                Claim::Nothing => return Ok(None),
+                Claim::PassedOver(run_id) => passed_over.push(run_id),
+                Claim::Claimed(row) => return Ok(Some(row)),
             }
-            let row = sqlx::query(&claim)
-                .bind(owner)
-                .bind(ttl_ms(ttl))
-                .bind(&run_id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| self.error(e, action))?;
-            tx.commit().await.map_err(|e| self.error(e, action))?;
-            return Ok(Some(row));
         }
         Ok(None)
     }
@@ -337,61 +343,72 @@ impl PgStore {
         let prune = prune.as_str();
         // Idempotent: a retry deletes what is still old enough.
         self.retrying(|_| async move {
-            let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
-            let mut runs: Vec<String> = sqlx::query_scalar(prune)
-                .bind(now_ms())
-                .bind(older_than.map(ttl_ms))
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(|e| self.error(e, action))?;
-            // The runs' history goes in the same transaction: checkpoints,
-            // steps and task rows have no foreign key to cascade from (their
-            // writes insert from the run's locked row instead), so they are
-            // deleted here; so is everything else, explicitly. A separate
-            // statement, so it sees every write that held the run's row
-            // before the DELETE above took it (none can follow: the row is
-            // gone once this commits).
-            if !runs.is_empty() {
-                sqlx::query(
-                    "WITH c AS (DELETE FROM checkpoints WHERE run_id = ANY($1)), \
+            self.transaction(action, async |conn| {
+                let tx = conn;
+                let mut runs: Vec<String> = sqlx::query_scalar(prune)
+                    .bind(now_ms())
+                    .bind(older_than.map(ttl_ms))
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                // The runs' history goes in the same transaction: checkpoints,
+                // steps and task rows have no foreign key to cascade from (their
+                // writes insert from the run's locked row instead), so they are
+                // deleted here; so is everything else, explicitly. A separate
+                // statement, so it sees every write that held the run's row
+                // before the DELETE above took it (none can follow: the row is
+                // gone once this commits).
+                if !runs.is_empty() {
+                    sqlx::query(
+                        "WITH c AS (DELETE FROM checkpoints WHERE run_id = ANY($1)), \
                      s AS (DELETE FROM steps WHERE run_id = ANY($1)), \
                      j AS (DELETE FROM journal WHERE run_id = ANY($1)), \
                      m AS (DELETE FROM map_items WHERE run_id = ANY($1)), \
                      a AS (DELETE FROM artifacts WHERE run_id = ANY($1)) \
                      DELETE FROM task_checkpoints WHERE run_id = ANY($1)",
+                    )
+                    .bind(&runs)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                }
+                sqlx::query(PRUNE_IDEMPOTENCY_KEYS)
+                    .bind(now_ms())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                let cache_entries = sqlx::query(crate::cache::PRUNE_CACHE)
+                    .bind(now_ms())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| self.error(e, action))?
+                    .rows_affected();
+                let blobs = sqlx::query(
+                    "DELETE FROM blobs WHERE NOT EXISTS \
+                 (SELECT 1 FROM artifacts AS a WHERE a.digest = blobs.digest)",
                 )
-                .bind(&runs)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| self.error(e, action))?;
-            }
-            sqlx::query(PRUNE_IDEMPOTENCY_KEYS)
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| self.error(e, action))?;
-            let cache_entries = sqlx::query(crate::cache::PRUNE_CACHE)
-                .bind(now_ms())
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| self.error(e, action))?
                 .rows_affected();
-            let blobs = sqlx::query(
-                "DELETE FROM blobs WHERE NOT EXISTS \
-                 (SELECT 1 FROM artifacts AS a WHERE a.digest = blobs.digest)",
-            )
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.error(e, action))?
-            .rows_affected();
-            tx.commit().await.map_err(|e| self.error(e, action))?;
-            runs.sort();
-            Ok(PruneReport {
-                runs,
-                blobs,
-                cache_entries,
+                runs.sort();
+                Ok(Decision::Commit(PruneReport {
+                    runs,
+                    blobs,
+                    cache_entries,
+                }))
             })
+            .await
         })
         .await
     }
+}
+
+/// What one try of a flow-controlled claim found.
+enum Claim {
+    /// No run to claim.
+    Nothing,
+    /// A run its flow control keeps waiting: the next try passes it over.
+    PassedOver(String),
+    Claimed(PgRow),
 }

@@ -9,17 +9,19 @@
 //! synchronously), or read outside a write's own checks (`read.rs` does).
 
 use rusqlite::{OptionalExtension, Transaction, params};
-use serde_json::Value;
 
 use super::SqliteStore;
-use crate::cache::CacheBinds;
-use crate::checkpoint::{EncodedCheckpoint, RunDigest, START_NODE, StepCommit};
-use crate::codec::{ACTIVE, Codec, JournalBinds, MapItemBinds, StepBinds, now_ms};
+use crate::checkpoint::{EncodedCheckpoint, START_NODE};
+use crate::codec::{ACTIVE, StepBinds, now_ms};
 use crate::error::StoreError;
 use crate::lease::{Admission, Lease, RunOptions, holds, lease_lost, ttl_ms};
-use crate::refusal;
-use crate::rows::{MapItemRow, NewArtifact, StepRow, blob_digest};
-use crate::run::{NewRun, RunStatus};
+use crate::prepared::{
+    CommitExtras, PreparedArtifact, PreparedCommit, PreparedFinish, PreparedMapItem, PreparedRun,
+    PreparedStep,
+};
+use crate::refusal::{self, Decision};
+use crate::run::NewRun;
+use crate::wait::RunPosition;
 
 impl SqliteStore {
     /// Like [`sq`](Self::sq), but a foreign-key violation means the run is
@@ -29,6 +31,20 @@ impl SqliteStore {
             return refusal::run_not_found(&self.db, run_id);
         }
         self.sq(source, action)
+    }
+
+    /// A write transaction (see `writer`) whose `work` decides: a refusal is
+    /// its `Err`, rolled back before this returns (the writer's
+    /// `Transaction` rolls back when dropped); a [`Decision::Leave`] wrote
+    /// nothing, and commits nothing.
+    pub(super) async fn transaction<T>(
+        &self,
+        action: &str,
+        mut work: impl FnMut(&Transaction<'_>) -> Result<Decision<T>, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.writer
+            .write(action, |tx| work(tx).map(Decision::into_inner))
+            .await
     }
 
     /// A write transaction (see `writer`) that, with a `fence`, first checks
@@ -55,92 +71,76 @@ impl SqliteStore {
     pub async fn create_run(
         &self,
         run: &NewRun,
-        status: RunStatus,
+        prepared: PreparedRun,
         options: &RunOptions,
     ) -> Result<Admission, StoreError> {
         let action = format_args!("creating run `{}`", run.id).to_string();
         let now = now_ms();
-        let encoded = EncodedCheckpoint::initial(
-            &run.id,
-            &run.start_node,
-            &run.initial_state,
-            &run.start_visits,
-        );
-        let hash = run.initial_state.hash();
-        let input = run.input.to_string();
-        let provenance = run.provenance.to_json_text();
-        let digest = RunDigest::of(
-            &run.id,
-            &run.scenario_name,
-            &run.scenario_path,
-            &run.scenario_digest,
-            &input,
-            &provenance,
-        );
-        let task_id = options.task_id.as_deref();
-        self.writer
-            .write(&action, |tx| {
-                // One writer at a time: a key looked up here is still free
-                // when this transaction writes it.
-                if let Some(holder) = self
-                    .key_holder(tx, run, options, now)
-                    .map_err(|e| self.sq(e, &action))?
-                {
-                    return Ok(Admission::Existing { run_id: holder });
-                }
-                // The run's row goes first, so a duplicate id fails before
-                // anything else is written.
-                let inserted = execute(
-                    tx,
-                    INSERT_RUN_SQL,
-                    params![
-                        run.id,
-                        run.scenario_name,
-                        run.scenario_path,
-                        run.scenario_digest,
-                        status.as_str(),
-                        input,
-                        run.start_node,
-                        now,
-                        task_id,
-                        digest,
-                        provenance,
-                        options.priority,
-                        options.concurrency_limit,
-                        options.concurrency_key,
-                    ],
+        let p = &prepared;
+        let (encoded, hash) = (&p.checkpoint, p.state_hash.as_str());
+        let task_id = p.task_id.as_deref();
+        self.transaction(&action, |tx| {
+            // One writer at a time: a key looked up here is still free
+            // when this transaction writes it.
+            if let Some(holder) = self
+                .key_holder(tx, run, options, now)
+                .map_err(|e| self.sq(e, &action))?
+            {
+                return Ok(Decision::Leave(Admission::Existing { run_id: holder }));
+            }
+            // The run's row goes first, so a duplicate id fails before
+            // anything else is written.
+            let inserted = execute(
+                tx,
+                INSERT_RUN_SQL,
+                params![
+                    p.id,
+                    p.scenario_name,
+                    p.scenario_path,
+                    p.scenario_digest,
+                    p.status,
+                    p.input,
+                    p.start_node,
+                    now,
+                    task_id,
+                    p.run_digest,
+                    p.provenance,
+                    options.priority,
+                    options.concurrency_limit,
+                    options.concurrency_key,
+                ],
+            );
+            if let Err(e) = inserted {
+                return Err(
+                    if matches!(
+                        extended_code(&e),
+                        Some(
+                            rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                                | rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                        )
+                    ) {
+                        refusal::run_exists(&self.db, &run.id)
+                    } else {
+                        self.sq(e, &action)
+                    },
                 );
-                if let Err(e) = inserted {
-                    return Err(
-                        if matches!(
-                            extended_code(&e),
-                            Some(
-                                rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
-                                    | rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-                            )
-                        ) {
-                            refusal::run_exists(&self.db, &run.id)
-                        } else {
-                            self.sq(e, &action)
-                        },
-                    );
-                }
-                insert_checkpoint(tx, &run.id, 0, START_NODE, &encoded, hash, now)
-                    .and_then(|written| match task_id {
-                        // A run without a task id is its own task: its row in
-                        // `runs` already says where it stands.
-                        None => Ok(written),
-                        Some(task_id) => execute(
-                            tx,
-                            INSERT_FIRST_TASK_ROW_SQL,
-                            params![task_id, run.id, START_NODE, encoded.next_nodes, hash, now],
-                        ),
-                    })
-                    .and_then(|_| self.take_keys(tx, run, options, now))
-                    .map_err(|e| self.sq(e, &action))?;
-                Ok(Admission::Created)
-            })
-            .await
+            }
+            insert_checkpoint(tx, &run.id, 0, START_NODE, encoded, hash, now)
+                .and_then(|written| match task_id {
+                    // A run without a task id is its own task: its row in
+                    // `runs` already says where it stands.
+                    None => Ok(written),
+                    Some(task_id) => execute(
+                        tx,
+                        INSERT_FIRST_TASK_ROW_SQL,
+                        params![task_id, run.id, START_NODE, encoded.next_nodes, hash, now],
+                    ),
+                })
+                .and_then(|_| self.take_keys(tx, run, options, now))
+                .map_err(|e| self.sq(e, &action))?;
+            Ok(Decision::Commit(Admission::Created))
+        })
+        .await
     }
 
     /// The run that already holds the idempotency key or the schedule tick
@@ -211,39 +211,14 @@ impl SqliteStore {
 
     pub async fn commit_step(
         &self,
-        commit: &StepCommit,
-        encoded: &EncodedCheckpoint,
-        artifacts: &[NewArtifact],
-        fence: Option<&Lease>,
+        prepared: PreparedCommit,
+        extras: &CommitExtras<'_>,
     ) -> Result<(), StoreError> {
-        let run_id = commit.run_id.as_str();
-        let action = format!("committing checkpoint {} of run `{run_id}`", commit.seq);
-        if commit.seq == 0 {
-            return Err(refusal::seq_zero(&self.db, run_id));
-        }
-        let seq = self.int(commit.seq, "checkpoint seq")?;
-        let step = StepRow {
-            run_id: commit.run_id.clone(),
-            seq: Some(commit.seq),
-            ..commit.step.clone()
-        };
-        let step = self.step_binds(&step)?;
-        let journal = commit
-            .journal
-            .iter()
-            .map(|entry| JournalBinds::new(self, run_id, entry))
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let blobs: Vec<(String, &NewArtifact)> = artifacts
-            .iter()
-            .map(|a| (blob_digest(&a.bytes), a))
-            .collect();
-        let now = now_ms();
-        let cache = commit
-            .cache
-            .as_ref()
-            .map(|entry| CacheBinds::new(entry, run_id, seq, &commit.node_id, now));
-
-        self.write_fenced(fence, &action, |tx| {
+        let p = &prepared;
+        let run_id = p.run_id.as_str();
+        let action = p.action();
+        let (seq, now) = (p.seq, p.now);
+        self.write_fenced(p.fence.as_ref(), &action, |tx| {
             // The checkpoint goes first: the `checkpoints_in_sequence`
             // trigger aborts it unless seq is exactly last_seq + 1 of an
             // active run, which is the exactly-once guard; nothing after
@@ -252,15 +227,15 @@ impl SqliteStore {
                 tx,
                 run_id,
                 seq,
-                &commit.node_id,
-                encoded,
-                &commit.state_hash,
+                &p.node_id,
+                &p.checkpoint,
+                &p.state_hash,
                 now,
             );
             if let Err(e) = inserted {
                 if is_sequence_guard(&e) {
                     // Returning the error rolls the transaction back.
-                    return Err(self.why_not_next(tx, run_id, commit.seq));
+                    return Err(self.why_not_next(tx, run_id, seq));
                 }
                 return Err(self.sq(e, &action));
             }
@@ -269,10 +244,10 @@ impl SqliteStore {
             execute(
                 tx,
                 ADVANCE_RUN_SQL,
-                params![run_id, seq, commit.next_nodes.first(), now],
+                params![run_id, seq, p.current_node, now],
             )
             .and_then(|_| execute(tx, MARK_RUNNING_SQL, params![run_id]))
-            .and_then(|_| insert_step(tx, &step))
+            .and_then(|_| insert_step(tx, &p.step))
             .and_then(|_| {
                 execute(
                     tx,
@@ -280,15 +255,15 @@ impl SqliteStore {
                     params![
                         run_id,
                         seq,
-                        commit.node_id,
-                        encoded.next_nodes,
-                        commit.state_hash,
+                        p.node_id,
+                        p.checkpoint.next_nodes,
+                        p.state_hash,
                         now,
                     ],
                 )
             })
             .map_err(|e| self.sq(e, &action))?;
-            for entry in &journal {
+            for entry in &extras.journal {
                 execute(
                     tx,
                     "INSERT INTO journal (run_id, seq, node_id, kind, request, response, \
@@ -310,7 +285,7 @@ impl SqliteStore {
                 )
                 .map_err(|e| self.sq(e, &action))?;
             }
-            if let Some(entry) = &cache {
+            if let Some(entry) = &extras.cache {
                 execute(
                     tx,
                     UPSERT_CACHE_SQL,
@@ -320,7 +295,7 @@ impl SqliteStore {
                         entry.output_hash,
                         run_id,
                         seq,
-                        commit.node_id,
+                        p.node_id,
                         now,
                         entry.expires_at,
                         entry.digest,
@@ -328,19 +303,10 @@ impl SqliteStore {
                 )
                 .map_err(|e| self.sq(e, &action))?;
             }
-            for (digest, artifact) in &blobs {
-                insert_artifact(
-                    tx,
-                    run_id,
-                    &artifact.name,
-                    &artifact.media_type,
-                    digest,
-                    &artifact.bytes,
-                    now,
-                )
-                .map_err(|e| self.sq(e, &action))?;
+            for artifact in &extras.artifacts {
+                insert_artifact(tx, run_id, artifact, now).map_err(|e| self.sq(e, &action))?;
             }
-            crate::failpoint::hit(|| format!("in-commit:{}", commit.node_id));
+            crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
             Ok(())
         })
         .await
@@ -387,55 +353,27 @@ impl SqliteStore {
 
     /// Why the sequence guard refused a checkpoint: a cancel was asked
     /// for, or the run is finished, or the checkpoint is not the next.
-    fn why_not_next(&self, tx: &Transaction<'_>, run_id: &str, seq: u64) -> StoreError {
-        let row = tx
-            .query_row(
-                "SELECT status, last_seq, cancel_requested_at, cancel_requested_by \
-                 FROM runs WHERE id = ?1",
-                params![run_id],
-                |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, i64>(1)?,
-                        row.get::<_, Option<i64>>(2)?,
-                        row.get::<_, Option<String>>(3)?,
-                    ))
-                },
-            )
-            .optional();
-        if let Ok(Some((status, _, at, by))) = &row
-            && !refusal::is_finished(status)
-            && let Some(cancelled) = refusal::cancel_requested(&self.db, run_id, (*at, by.clone()))
-        {
-            return cancelled;
-        }
-        match row {
-            Err(e) => self.sq(e, &format!("checking run `{run_id}`")),
-            Ok(run) => refusal::not_next(
-                &self.db,
-                run_id,
-                seq,
-                run.as_ref()
-                    .map(|(status, last, ..)| (status.as_str(), *last)),
-            ),
+    /// (The fence was checked before, under the same write lock.)
+    fn why_not_next(&self, tx: &Transaction<'_>, run_id: &str, seq: i64) -> StoreError {
+        match self.position(tx, run_id, &format!("checking run `{run_id}`")) {
+            Ok(run) => RunPosition::checkpoint_refused(Some(&run), &self.db, run_id, seq, None),
+            Err(StoreError::RunNotFound { .. }) => {
+                RunPosition::checkpoint_refused(None, &self.db, run_id, seq, None)
+            }
+            Err(e) => e,
         }
     }
 
     /// With a `fence`, writes nothing unless the lease still holds.
-    pub async fn record_failed_step(
-        &self,
-        step: &StepRow,
-        fence: Option<&Lease>,
-    ) -> Result<(), StoreError> {
-        let action = format!("recording a failed step of run `{}`", step.run_id);
-        let binds = self.step_binds(step)?;
-        let now = now_ms();
-        self.write_fenced(fence, &action, |tx| {
-            insert_step(tx, &binds).map_err(|e| self.sq_write(e, &step.run_id, &action))?;
+    pub async fn record_failed_step(&self, p: &PreparedStep<'_>) -> Result<(), StoreError> {
+        let action = p.action();
+        let run_id = p.step.run_id.as_str();
+        self.write_fenced(p.fence, &action, |tx| {
+            insert_step(tx, &p.step).map_err(|e| self.sq_write(e, run_id, &action))?;
             execute(
                 tx,
                 "UPDATE runs SET updated_at = ?2 WHERE id = ?1",
-                params![step.run_id, now],
+                params![run_id, p.now],
             )
             .map_err(|e| self.sq(e, &action))?;
             Ok(())
@@ -443,19 +381,12 @@ impl SqliteStore {
         .await
     }
 
-    pub async fn finish_run(
-        &self,
-        run_id: &str,
-        status: RunStatus,
-        result: Option<&str>,
-        error: Option<&Value>,
-        fence: Option<&Lease>,
-    ) -> Result<(), StoreError> {
-        let action = format!("finishing run `{run_id}` as {status}");
-        let result = result.map(str::to_owned);
-        let error = error.map(Value::to_string);
+    pub async fn finish_run(&self, prepared: PreparedFinish) -> Result<(), StoreError> {
+        let p = &prepared;
+        let action = p.action();
+        let run_id = p.run_id.as_str();
         let now = now_ms();
-        self.write_fenced(fence, &action, |tx| {
+        self.write_fenced(p.fence.as_ref(), &action, |tx| {
             let updated = execute(
                 tx,
                 &format!(
@@ -463,7 +394,7 @@ impl SqliteStore {
                          lease_owner = NULL, lease_expires_at = NULL, updated_at = ?5 \
                          WHERE id = ?1 AND status IN {ACTIVE}"
                 ),
-                params![run_id, status.as_str(), result, error, now],
+                params![run_id, p.status, p.result, p.error, now],
             )
             .map_err(|e| self.sq(e, &action))?;
             if updated == 1 {
@@ -486,21 +417,11 @@ impl SqliteStore {
         .await
     }
 
-    pub async fn record_map_item(
-        &self,
-        item: &MapItemRow,
-        fence: Option<&Lease>,
-    ) -> Result<(), StoreError> {
-        let action = format!(
-            "recording item {} of map node `{}` (visit {}) of run `{}`",
-            item.item_index, item.node_id, item.visit, item.run_id
-        );
-        let duration_us = self.int(item.duration_us, "item duration")?;
-        let fuel_consumed = self.int(item.fuel_consumed, "item fuel")?;
-        let output = item.output.to_string();
-        let (attempt, journal, digest) = MapItemBinds::of(item);
+    pub async fn record_map_item(&self, p: &PreparedMapItem<'_>) -> Result<(), StoreError> {
+        let action = p.action();
+        let item = p.item;
         let now = now_ms();
-        self.write_fenced(fence, &action, |tx| {
+        self.write_fenced(p.fence, &action, |tx| {
             // Idempotent: a resumed map re-records items it already had;
             // the first durable output wins.
             execute(
@@ -513,16 +434,16 @@ impl SqliteStore {
                 params![
                     item.run_id,
                     item.node_id,
-                    item.visit,
-                    item.item_index,
-                    output,
+                    p.visit,
+                    p.item_index,
+                    p.output,
                     item.output_hash,
-                    duration_us,
-                    fuel_consumed,
+                    p.duration_us,
+                    p.fuel_consumed,
                     now,
-                    attempt,
-                    journal,
-                    digest,
+                    p.attempt,
+                    p.journal,
+                    p.digest,
                 ],
             )
             .map_err(|e| self.sq_write(e, &item.run_id, &action))?;
@@ -535,20 +456,16 @@ impl SqliteStore {
     pub async fn put_artifact(
         &self,
         run_id: &str,
-        name: &str,
-        media_type: &str,
-        bytes: &[u8],
+        artifact: &PreparedArtifact<'_>,
         fence: Option<&Lease>,
-    ) -> Result<String, StoreError> {
-        let action = format!("storing artifact `{name}` of run `{run_id}`");
-        let digest = blob_digest(bytes);
+    ) -> Result<(), StoreError> {
+        let action = format!("storing artifact `{}` of run `{run_id}`", artifact.name);
         let now = now_ms();
         self.write_fenced(fence, &action, |tx| {
-            insert_artifact(tx, run_id, name, media_type, &digest, bytes, now)
+            insert_artifact(tx, run_id, artifact, now)
                 .map_err(|e| self.sq_write(e, run_id, &action))
         })
-        .await?;
-        Ok(digest)
+        .await
     }
 }
 
@@ -690,13 +607,16 @@ fn insert_checkpoint(
 fn insert_artifact(
     tx: &Transaction<'_>,
     run_id: &str,
-    name: &str,
-    media_type: &str,
-    digest: &str,
-    bytes: &[u8],
+    artifact: &PreparedArtifact<'_>,
     now: i64,
 ) -> rusqlite::Result<()> {
-    let size = bytes.len() as i64;
+    let PreparedArtifact {
+        name,
+        media_type,
+        bytes,
+        digest,
+        size,
+    } = artifact;
     // Content-addressed: the bytes are stored once whatever refers to them.
     execute(
         tx,

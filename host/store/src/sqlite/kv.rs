@@ -12,6 +12,7 @@ use crate::kv::{
     KV_ADOPT, KV_ANY, KV_DELETE, KV_DROP_UNSCOPED_USAGE, KV_SET, KV_SET_USAGE, KV_USAGE,
     KV_VALUE_LENGTH, KvLimits, KvSpace, KvUsage, KvWrite, describe, kv_action,
 };
+use crate::refusal::Decision;
 
 /// The usage of namespace ($1, $2) counted from its rows (keys by their
 /// UTF-8 bytes).
@@ -86,39 +87,38 @@ impl SqliteStore {
     ) -> Result<KvWrite, StoreError> {
         let action = kv_action("writing", space, key);
         let now = now_ms();
-        self.writer
-            .write(&action, |tx| {
-                let usage = self.usage_in(tx, space, &action)?;
-                let old = self.value_length(tx, space, key, &action)?;
-                let after = match usage.after_set(key, old, value.len() as u64, limits) {
-                    Ok(after) => after,
-                    Err(over) => return Ok(KvWrite::OverQuota(over)),
-                };
-                tx.prepare_cached(KV_SET)
-                    .and_then(|mut st| {
-                        st.execute(params![space.scope, space.namespace, key, value, now])
-                    })
-                    .map_err(|e| self.sq(e, &action))?;
-                self.set_usage(tx, space, after, &action)?;
-                Ok(KvWrite::Written)
-            })
-            .await
+        self.transaction(&action, |tx| {
+            let usage = self.usage_in(tx, space, &action)?;
+            let old = self.value_length(tx, space, key, &action)?;
+            let after = match usage.after_set(key, old, value.len() as u64, limits) {
+                Ok(after) => after,
+                Err(over) => return Ok(Decision::Leave(KvWrite::OverQuota(over))),
+            };
+            tx.prepare_cached(KV_SET)
+                .and_then(|mut st| {
+                    st.execute(params![space.scope, space.namespace, key, value, now])
+                })
+                .map_err(|e| self.sq(e, &action))?;
+            self.set_usage(tx, space, after, &action)?;
+            Ok(Decision::Commit(KvWrite::Written))
+        })
+        .await
     }
 
     pub async fn kv_delete(&self, space: KvSpace<'_>, key: &str) -> Result<(), StoreError> {
         let action = kv_action("deleting", space, key);
-        self.writer
-            .write(&action, |tx| {
-                let Some(old) = self.value_length(tx, space, key, &action)? else {
-                    return Ok(());
-                };
-                tx.prepare_cached(KV_DELETE)
-                    .and_then(|mut st| st.execute(params![space.scope, space.namespace, key]))
-                    .map_err(|e| self.sq(e, &action))?;
-                let usage = self.usage_in(tx, space, &action)?;
-                self.set_usage(tx, space, usage.after_delete(key, old), &action)
-            })
-            .await
+        self.transaction(&action, |tx| {
+            let Some(old) = self.value_length(tx, space, key, &action)? else {
+                return Ok(Decision::Leave(()));
+            };
+            tx.prepare_cached(KV_DELETE)
+                .and_then(|mut st| st.execute(params![space.scope, space.namespace, key]))
+                .map_err(|e| self.sq(e, &action))?;
+            let usage = self.usage_in(tx, space, &action)?;
+            self.set_usage(tx, space, usage.after_delete(key, old), &action)?;
+            Ok(Decision::Commit(()))
+        })
+        .await
     }
 
     pub async fn kv_adopt(&self, space: KvSpace<'_>) -> Result<u64, StoreError> {
@@ -126,41 +126,38 @@ impl SqliteStore {
             "giving the kv rows written before scoping to namespace {}",
             describe(space)
         );
-        self.writer
-            .write(&action, |tx| {
-                let count = |scope: &str| {
-                    tx.prepare_cached(KV_ANY)
-                        .and_then(|mut st| {
-                            st.query_row(params![scope, space.namespace], |row| {
-                                row.get::<_, i64>(0)
-                            })
-                        })
-                        .map_err(|e| self.sq(e, &action))
-                };
-                if count(space.scope)? > 0 || count(crate::kv::UNSCOPED)? == 0 {
-                    return Ok(0);
-                }
-                let moved = tx
-                    .prepare_cached(KV_ADOPT)
-                    .and_then(|mut st| st.execute(params![space.scope, space.namespace]))
-                    .map_err(|e| self.sq(e, &action))?;
-                tx.prepare_cached(KV_DROP_UNSCOPED_USAGE)
-                    .and_then(|mut st| st.execute(params![space.namespace]))
-                    .map_err(|e| self.sq(e, &action))?;
-                let usage = tx
-                    .prepare_cached(KV_COUNT_USAGE)
+        self.transaction(&action, |tx| {
+            let count = |scope: &str| {
+                tx.prepare_cached(KV_ANY)
                     .and_then(|mut st| {
-                        st.query_row(params![space.scope, space.namespace], |row| {
-                            Ok(KvUsage {
-                                keys: row.get::<_, i64>(0)? as u64,
-                                bytes: row.get::<_, i64>(1)? as u64,
-                            })
+                        st.query_row(params![scope, space.namespace], |row| row.get::<_, i64>(0))
+                    })
+                    .map_err(|e| self.sq(e, &action))
+            };
+            if count(space.scope)? > 0 || count(crate::kv::UNSCOPED)? == 0 {
+                return Ok(Decision::Leave(0));
+            }
+            let moved = tx
+                .prepare_cached(KV_ADOPT)
+                .and_then(|mut st| st.execute(params![space.scope, space.namespace]))
+                .map_err(|e| self.sq(e, &action))?;
+            tx.prepare_cached(KV_DROP_UNSCOPED_USAGE)
+                .and_then(|mut st| st.execute(params![space.namespace]))
+                .map_err(|e| self.sq(e, &action))?;
+            let usage = tx
+                .prepare_cached(KV_COUNT_USAGE)
+                .and_then(|mut st| {
+                    st.query_row(params![space.scope, space.namespace], |row| {
+                        Ok(KvUsage {
+                            keys: row.get::<_, i64>(0)? as u64,
+                            bytes: row.get::<_, i64>(1)? as u64,
                         })
                     })
-                    .map_err(|e| self.sq(e, &action))?;
-                self.set_usage(tx, space, usage, &action)?;
-                Ok(moved as u64)
-            })
-            .await
+                })
+                .map_err(|e| self.sq(e, &action))?;
+            self.set_usage(tx, space, usage, &action)?;
+            Ok(Decision::Commit(moved as u64))
+        })
+        .await
     }
 }
