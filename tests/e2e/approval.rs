@@ -12,7 +12,13 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use skillhost_tests::cli::{KilledOnDrop, host, host_command, json, stderr};
+use skillhost_tests::cli::{
+    KilledOnDrop, host, host_command, json, send_signal, stderr, wait_until_stopped,
+};
+
+/// The failpoint that stops a process right after the commit of node `n02`
+/// of `workers/slow.toml`, until it is sent SIGCONT.
+const STOP_AFTER_N02: &str = "stop@after-commit:n02";
 
 fn fixture(path: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -303,16 +309,18 @@ fn cancel_a_running_run(dir: &Path, db: Option<&str>) {
         args.extend(["--database".into(), db.to_string()]);
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let child = host_command(dir, &args, None)
+    // Stopped after its second node's commit, so the cancel certainly
+    // finds it running however loaded the machine is.
+    let child = host_command(dir, &args, Some(STOP_AFTER_N02))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    wait_until_stopped(child.id(), "the run");
     let id = first_run_id(dir, db);
-    wait_until(dir, db, &id, "committed a node", |s| {
-        s["last_seq"].as_u64() >= Some(1)
-    });
+    assert_eq!(show(dir, db, &id)["last_seq"], 2);
     assert_eq!(cancel(dir, db, &id), "cancel-requested");
+    send_signal(child.id(), libc::SIGCONT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", out_text(&out));
     let shown = show(dir, db, &id);
@@ -373,18 +381,27 @@ async fn cancel_of_each_status_postgres() {
 
 /// A `host worker` on `db`, killed when dropped.
 pub(super) struct Worker {
-    _process: KilledOnDrop,
+    process: KilledOnDrop,
 }
 
 impl Worker {
     pub(super) fn start(dir: &Path, db: &str) -> Worker {
-        let child = host_command(dir, &["worker", "--poll", "50ms", "--database", db], None)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn host worker");
+        Worker::start_at(dir, db, None)
+    }
+
+    /// A worker with a failpoint armed (`SKILLHOST_FAILPOINT`).
+    fn start_at(dir: &Path, db: &str, failpoint: Option<&str>) -> Worker {
+        let child = host_command(
+            dir,
+            &["worker", "--poll", "50ms", "--database", db],
+            failpoint,
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn host worker");
         Worker {
-            _process: KilledOnDrop::new(child),
+            process: KilledOnDrop::new(child),
         }
     }
 }
@@ -394,7 +411,9 @@ async fn a_worker_continues_an_answered_run_on_postgres() {
     let db = skillhost_tests::pg::fresh_database().await;
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    let _worker = Worker::start(dir, &db);
+    // It stops itself after the `slow` run's second node (below); the
+    // approval scenario has no node of that name.
+    let worker = Worker::start_at(dir, &db, Some(STOP_AFTER_N02));
     // Submitted: the worker runs it to the approval, where it waits
     // holding no lease.
     let out = run_host(dir, Some(&db), &["submit", &approval()], 0);
@@ -429,10 +448,10 @@ async fn a_worker_continues_an_answered_run_on_postgres() {
         0,
     );
     let slow = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    wait_until(dir, Some(&db), &slow, "committed a node", |s| {
-        s["last_seq"].as_u64() >= Some(1)
-    });
+    wait_until_stopped(worker.process.id(), "the worker");
+    assert_eq!(show(dir, Some(&db), &slow)["last_seq"], 2);
     assert_eq!(cancel(dir, Some(&db), &slow), "cancel-requested");
+    send_signal(worker.process.id(), libc::SIGCONT);
     wait_until(dir, Some(&db), &slow, "was cancelled", |s| {
         s["status"] == "cancelled"
     });

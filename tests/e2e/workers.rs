@@ -125,31 +125,13 @@ impl Worker {
         }
     }
 
-    /// Waits until the process has stopped itself (state `T` in
-    /// `/proc/PID/stat`); panics after 30 s.
+    /// Waits until the process has stopped itself; panics after 30 s.
     fn wait_until_stopped(&self) {
-        let stat = format!("/proc/{}/stat", self.child.id());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let text = std::fs::read_to_string(&stat).unwrap_or_default();
-            // The state follows the command name, which is in parentheses.
-            let state = text
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.trim_start().chars().next());
-            if state == Some('T') {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the worker did not stop itself: {text}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        skillhost_tests::cli::wait_until_stopped(self.child.id(), "the worker");
     }
 
     fn signal(&self, signal: i32) {
-        let rc = unsafe { libc::kill(self.child.id() as i32, signal) };
-        assert_eq!(rc, 0, "kill -{signal} {}", self.child.id());
+        skillhost_tests::cli::send_signal(self.child.id(), signal);
     }
 
     /// SIGTERM, then the exit status and every event it printed.

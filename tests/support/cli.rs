@@ -316,3 +316,33 @@ impl Drop for KilledOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// Waits until process `pid` has stopped itself (state `T` in
+/// `/proc/PID/stat`, as a `stop@POINT` failpoint leaves it); panics after
+/// 30 s naming `what`.
+pub fn wait_until_stopped(pid: u32, what: &str) {
+    let stat = format!("/proc/{pid}/stat");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&stat).unwrap_or_default();
+        // The state follows the command name, which is in parentheses.
+        let state = text
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next());
+        if state == Some('T') {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not stop itself: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Sends `signal` to process `pid`; panics if it cannot.
+pub fn send_signal(pid: u32, signal: i32) {
+    // SAFETY: kill(2) on a child of this test, no memory involved.
+    let rc = unsafe { libc::kill(pid as i32, signal) };
+    assert_eq!(rc, 0, "kill -{signal} {pid}");
+}

@@ -69,7 +69,9 @@ async fn a_timed_out_wait_takes_no_answer_and_is_claimable(kind: Kind) {
         .create_run(&new_run("r", json!({"log": []})))
         .await
         .unwrap();
-    let deadline = store.wait_run(&wait("r", 0, Some(50))).await.unwrap();
+    // Two seconds: the claim just below must come before the deadline
+    // however loaded the machine is.
+    let deadline = store.wait_run(&wait("r", 0, Some(2_000))).await.unwrap();
     assert!(deadline.is_some());
     assert_eq!(
         store.run("r").await.unwrap().unwrap().wait_deadline_ms,
@@ -82,7 +84,17 @@ async fn a_timed_out_wait_takes_no_answer_and_is_claimable(kind: Kind) {
             .unwrap()
             .is_none()
     );
-    tokio::time::sleep(Duration::from_millis(120)).await;
+    // Past the deadline, by the wall clock the store compares it with.
+    let deadline_ms = deadline.unwrap();
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    while now_ms() <= deadline_ms + 20 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let late = store
         .answer_wait("r", 0, &json!({"go": true}), "alice")
         .await;
