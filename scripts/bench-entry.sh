@@ -6,7 +6,8 @@
 #   rebuild        `cargo build --release -p skillhost --bin host` after a
 #                  one-line change to a file of the `host` crate (the
 #                  release profile the README's first command builds)
-#   skill build    `host skill build` of a new Python skill (componentize-py)
+#   skill build    `host skill build` of a new Python skill (componentize-py),
+#                  and of a new JavaScript one (componentize-qjs)
 #   first call     `host skill call` of that skill, compile included, with an
 #     (cold)       empty compiled-component cache
 #   first call     the same for an edited copy of it, with the cache the
@@ -20,10 +21,13 @@
 # it on a quiet machine for figures worth comparing.
 #
 # Usage: scripts/bench-entry.sh [--repeat N] [--no-rebuild] [--host PATH]
+#                               [--lang python|js|all]
 #   --no-rebuild  skip the rebuild figure (it takes minutes)
 #   --host PATH   the `host` binary to time (default: target/release/host,
 #                 built first)
-# Needs componentize-py (scripts/install-guest-toolchains.sh python).
+#   --lang L      the skills' language: python (default), js, or all
+# Needs componentize-py for Python and componentize-qjs for JavaScript
+# (scripts/install-guest-toolchains.sh).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,8 +36,16 @@ cd "$root"
 repeat=3
 rebuild=1
 host=""
+langs="python"
 while [ $# -gt 0 ]; do
     case "$1" in
+        --lang)
+            case "${2:-}" in
+                python|js) langs="$2" ;;
+                all) langs="python js" ;;
+                *) echo "--lang takes python, js or all, not '${2:-}'" >&2; exit 2 ;;
+            esac
+            shift 2 ;;
         --repeat) repeat="$2"; shift 2 ;;
         --no-rebuild) rebuild=0; shift ;;
         --host) host="$2"; shift 2 ;;
@@ -80,8 +92,18 @@ if [ -z "$host" ]; then
     host="$target_dir/release/host"
 fi
 [ -x "$host" ] || { echo "error: no host binary at $host" >&2; exit 2; }
-command -v componentize-py >/dev/null ||
-    { echo "error: componentize-py is missing: scripts/install-guest-toolchains.sh python" >&2; exit 2; }
+for lang in $langs; do
+    case "$lang" in
+        python) tool=componentize-py ;;
+        js) tool=componentize-qjs ;;
+    esac
+    # `host skill build` finds the guest toolchains where the install script
+    # puts them, so ask it rather than the PATH.
+    if ! command -v "$tool" >/dev/null && [ ! -x "${SKILLHOST_TOOLCHAINS:-$HOME/.cache/skillhost/toolchains}/js/node_modules/.bin/$tool" ]; then
+        echo "error: $tool is missing: scripts/install-guest-toolchains.sh $lang" >&2
+        exit 2
+    fi
+done
 
 echo "== $("$host" --version), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -102,29 +124,41 @@ if [ "$rebuild" = 1 ]; then
 fi
 
 input='{"name": "Ada"}'
-builds=() cold=() warm=() calls=()
-for i in $(seq "$repeat"); do
-    dir="$work/round$i"
-    mkdir -p "$dir"
-    "$host" skill new entry-py --lang python --dir "$dir/a" >/dev/null
-    builds+=("$(timed "$host" skill build "$dir/a" --out "$dir/a.wasm")")
-    # The edit: another greeting, so another component.
-    cp -r "$dir/a" "$dir/b"
-    sed -i 's/Hello, /Good day, /' "$dir/b/greet.py"
-    timed "$host" skill build "$dir/b" --out "$dir/b.wasm" >/dev/null
-    cmp -s "$dir/a.wasm" "$dir/b.wasm" && { echo "error: the edit did not change the component" >&2; exit 1; }
+# One language's four figures: a new skill's build, its first call with an
+# empty cache, the first call of an edited copy with the cache that left,
+# and warm calls of the edited one.
+skill_loop() {
+    local lang=$1 label=$2 tool=$3 logic=$4
+    local builds=() cold=() warm=() calls=()
+    for i in $(seq "$repeat"); do
+        dir="$work/$lang$i"
+        mkdir -p "$dir"
+        "$host" skill new "entry-$lang" --lang "$lang" --dir "$dir/a" >/dev/null
+        builds+=("$(timed "$host" skill build "$dir/a" --out "$dir/a.wasm")")
+        # The edit: another greeting, so another component.
+        cp -r "$dir/a" "$dir/b"
+        sed -i 's/Hello, /Good day, /' "$dir/b/$logic"
+        timed "$host" skill build "$dir/b" --out "$dir/b.wasm" >/dev/null
+        cmp -s "$dir/a.wasm" "$dir/b.wasm" && { echo "error: the edit did not change the component" >&2; exit 1; }
 
-    export SKILLHOST_CACHE_DIR="$dir/cache"
-    cold+=("$(timed "$host" skill call "$dir/a.wasm" --input "$input")")
-    warm+=("$(timed "$host" skill call "$dir/b.wasm" --input "$input")")
-    grep -q "Good day, Ada!" "$work/out" || { echo "error: the edited skill answered: $(cat "$work/out")" >&2; exit 1; }
-    for _ in $(seq 5); do
-        calls+=("$(timed "$host" skill call "$dir/b.wasm" --input "$input")")
+        export SKILLHOST_CACHE_DIR="$dir/cache"
+        cold+=("$(timed "$host" skill call "$dir/a.wasm" --input "$input")")
+        warm+=("$(timed "$host" skill call "$dir/b.wasm" --input "$input")")
+        grep -q "Good day, Ada!" "$work/out" || { echo "error: the edited skill answered: $(cat "$work/out")" >&2; exit 1; }
+        for _ in $(seq 5); do
+            calls+=("$(timed "$host" skill call "$dir/b.wasm" --input "$input")")
+        done
+        unset SKILLHOST_CACHE_DIR
+        rm -rf "$dir"
     done
-    unset SKILLHOST_CACHE_DIR
-    rm -rf "$dir"
+    row "$label skill build ($tool)" "$(printf '%s\n' "${builds[@]}" | median)" "$repeat"
+    row "$label first call, empty cache" "$(printf '%s\n' "${cold[@]}" | median)" "$repeat"
+    row "$label first call after an edit" "$(printf '%s\n' "${warm[@]}" | median)" "$repeat"
+    row "$label warm call (whole process)" "$(printf '%s\n' "${calls[@]}" | median)" "$((repeat * 5))"
+}
+for lang in $langs; do
+    case "$lang" in
+        python) skill_loop python python componentize-py greet.py ;;
+        js) skill_loop js javascript componentize-qjs greet.js ;;
+    esac
 done
-row "python skill build (componentize-py)" "$(printf '%s\n' "${builds[@]}" | median)" "$repeat"
-row "python first call, empty cache" "$(printf '%s\n' "${cold[@]}" | median)" "$repeat"
-row "python first call after an edit" "$(printf '%s\n' "${warm[@]}" | median)" "$repeat"
-row "python warm call (whole process)" "$(printf '%s\n' "${calls[@]}" | median)" "$((repeat * 5))"
