@@ -18,7 +18,7 @@ use skillhost_engine::NoEvents;
 use skillhost_engine::replay::{ReplayError, RunExport};
 use skillhost_runtime::{TokenUsage, describe_journal_entry};
 use skillhost_store::{
-    Cancelled, JournalEntry, RunRow, RunStatus, StepRow, Store, StoreError, format_ms,
+    Cancelled, History, JournalEntry, RunRow, RunStatus, StepRow, StoreError, format_ms,
     parse_duration,
 };
 
@@ -787,7 +787,7 @@ pub fn retention(args: RetentionArgs) -> CliResult {
     })
 }
 
-async fn list_retention(store: &Store, json_out: bool) -> CliResult {
+async fn list_retention(store: &History, json_out: bool) -> CliResult {
     let settings = store.retention().await.map_err(store_error)?;
     if json_out {
         return print_json(&settings);

@@ -11,7 +11,7 @@ use serde_json::Value;
 use skillhost_oci::{Lock, ResolveOptions, Resolver, TrustPolicy};
 use skillhost_runtime::Runtime;
 use skillhost_scenario::{self as scenario, CheckReport, LoadedScenario, Scenario};
-use skillhost_store::{RunRow, Store};
+use skillhost_store::{History, RunRow};
 
 use super::{
     Failure, Globals, RegistryArgs, oci_failure, print_json, shown, shown_lines, store_error,
@@ -28,7 +28,7 @@ pub fn scenario_dir(path: &Path) -> &Path {
 }
 
 /// The run `id`; one that does not exist is a bad input (exit 2).
-pub async fn fetch_run(store: &Store, id: &str) -> Result<RunRow, Failure> {
+pub async fn fetch_run(store: &History, id: &str) -> Result<RunRow, Failure> {
     store.run(id).await.map_err(store_error)?.ok_or_else(|| {
         Failure::bad_input(format!(
             "run `{id}` does not exist in {}; list runs with `host runs list`",

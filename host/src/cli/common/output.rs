@@ -7,7 +7,7 @@ use std::fmt::Display;
 use std::io::Write as _;
 use std::path::Path;
 
-use skillhost_store::Store;
+use skillhost_store::History;
 
 use super::{CliResult, Failure, fetch_run};
 
@@ -55,7 +55,12 @@ impl skillhost_oci::Progress for TerminalProgress {
 /// Reports that `run_id` already holds `key`, so nothing was started: its
 /// id on stdout (as a new run's would be), or `{"run_id", "status",
 /// "existing": true}` with `--json`, and a line on stderr saying so.
-pub async fn report_existing_run(store: &Store, run_id: &str, key: &str, json: bool) -> CliResult {
+pub async fn report_existing_run(
+    store: &History,
+    run_id: &str,
+    key: &str,
+    json: bool,
+) -> CliResult {
     let run = fetch_run(store, run_id).await?;
     if json {
         return print_json(&serde_json::json!({
