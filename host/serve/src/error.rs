@@ -98,7 +98,7 @@ impl Remedies for Routes {
     fn way(&self, remedy: &Remedy) -> Option<String> {
         // A run id is a path segment: one that is not plain text is
         // written percent-encoded, so the route names that run only.
-        let run = |id: &str| path_segment(id);
+        let run = |id: &str| crate::pages::path_segment(id);
         match remedy {
             Remedy::ShowRun { run: id } => Some(format!("GET /api/runs/{}", run(id))),
             Remedy::AnswerRun { run: id } => Some(format!("POST /api/runs/{}/answer", run(id))),
@@ -115,21 +115,6 @@ impl Remedies for Routes {
             | Remedy::ReplayExport => None,
         }
     }
-}
-
-/// `text` as one URL path segment: unreserved bytes as they are, every
-/// other byte percent-encoded.
-fn path_segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                out.push(byte as char)
-            }
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -221,7 +221,7 @@ async fn artifact_html(state: &Shared, run_id: &str, artifact: &ArtifactRow) -> 
     let href = format!(
         "/api/runs/{}/artifacts/{}",
         xml(run_id),
-        xml(&percent(&artifact.name))
+        xml(&path_segment(&artifact.name))
     );
     let mut out = format!(
         "<section class=artifact data-artifact=\"{name}\"><h3><a href=\"{href}\">{name}</a> \
@@ -249,8 +249,10 @@ async fn artifact_html(state: &Shared, run_id: &str, artifact: &ArtifactRow) -> 
     out
 }
 
-/// A path segment: everything but unreserved characters percent-encoded.
-fn percent(text: &str) -> String {
+/// `text` as one URL path segment: unreserved bytes as they are, every
+/// other byte percent-encoded (artifact links, and the routes an API error
+/// names).
+pub(crate) fn path_segment(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
         match b {
@@ -277,7 +279,7 @@ mod tests {
 
     #[test]
     fn artifact_names_are_percent_encoded() {
-        assert_eq!(percent("report.md"), "report.md");
-        assert_eq!(percent("a b/c"), "a%20b%2Fc");
+        assert_eq!(path_segment("report.md"), "report.md");
+        assert_eq!(path_segment("a b/c"), "a%20b%2Fc");
     }
 }
