@@ -103,10 +103,6 @@ impl Recipe for JavaScript {
         "a JavaScript module with its package.json"
     }
 
-    fn claims(&self, dir: &Path) -> bool {
-        dir.join(MANIFEST).is_file()
-    }
-
     fn read(&self, dir: &Path, _opts: &BuildOptions) -> Result<JsSkill, BuildError> {
         let path = dir.join(MANIFEST);
         let bad = |message: String| BuildError::BadSkillFile {

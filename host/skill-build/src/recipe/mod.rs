@@ -76,8 +76,11 @@ pub trait Recipe {
 
     /// Whether `dir`, an existing directory, is a skill of this language.
     /// Looks at files only; a claimed directory that turns out to be broken
-    /// is for [`read`](Recipe::read) to report.
-    fn claims(&self, dir: &Path) -> bool;
+    /// is for [`read`](Recipe::read) to report. By default: it holds the
+    /// [`marker`](Recipe::marker) file.
+    fn claims(&self, dir: &Path) -> bool {
+        dir.join(self.marker()).is_file()
+    }
 
     /// Reads the skill in `dir` (which this recipe claims).
     fn read(&self, dir: &Path, opts: &BuildOptions) -> Result<Self::Skill, BuildError>;

@@ -115,10 +115,6 @@ impl Recipe for Python {
         "a Python module with its pyproject.toml"
     }
 
-    fn claims(&self, dir: &Path) -> bool {
-        dir.join(MANIFEST).is_file()
-    }
-
     fn read(&self, dir: &Path, _opts: &BuildOptions) -> Result<PySkill, BuildError> {
         let path = dir.join(MANIFEST);
         let bad = |message: String| BuildError::BadSkillFile {

@@ -52,10 +52,6 @@ impl Recipe for Rust {
         "a Rust crate"
     }
 
-    fn claims(&self, dir: &Path) -> bool {
-        dir.join(MANIFEST).is_file()
-    }
-
     fn read(&self, dir: &Path, _opts: &BuildOptions) -> Result<Package, BuildError> {
         package::read(package::metadata_cargo(), &dir.join(MANIFEST))
     }
