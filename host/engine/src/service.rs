@@ -142,22 +142,15 @@ impl RunService {
         let lease = match RunLease::acquire(&self.store, run_id, &new_owner_id(who), self.ttl).await
         {
             Ok(lease) => lease,
-            Err(StoreError::Leased {
-                db,
-                run_id,
-                owner,
-                expires_at_ms,
-            }) => {
-                let message = StoreError::Leased {
-                    db,
-                    run_id,
-                    owner: owner.clone(),
-                    expires_at_ms,
+            Err(e) => {
+                if let StoreError::Leased { owner, .. } = &e {
+                    return Ok(Continued::HeldBy {
+                        owner: owner.clone(),
+                        message: e.to_string(),
+                    });
                 }
-                .to_string();
-                return Ok(Continued::HeldBy { owner, message });
+                return Err(e.into());
             }
-            Err(e) => return Err(e.into()),
         };
         let engine = Engine::new(Some(lease.store().clone()), self.events.clone());
         let outcome = engine.resume_with(loaded, run_id, allow_changed).await;
