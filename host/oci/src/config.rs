@@ -96,6 +96,9 @@ struct File {
     /// here unread.
     #[serde(default, rename = "llm")]
     _llm: Option<toml::Value>,
+    /// `[telemetry]`: `skillhost-telemetry`'s, accepted here unread.
+    #[serde(default, rename = "telemetry")]
+    _telemetry: Option<toml::Value>,
 }
 
 #[derive(Deserialize, Default)]

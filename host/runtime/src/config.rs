@@ -158,6 +158,10 @@ struct ConfigFile {
     _registries: Option<toml::Value>,
     #[serde(default, rename = "trust")]
     _trust: Option<toml::Value>,
+    /// `[telemetry]`: where traces go (`skillhost-telemetry` reads and
+    /// checks it).
+    #[serde(default, rename = "telemetry")]
+    _telemetry: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

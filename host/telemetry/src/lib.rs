@@ -1,0 +1,73 @@
+//! What Skillhost shows its operators, outside the run store:
+//!
+//! - **Traces** over OTLP ([`trace`], [`export`]): a span per run, per node
+//!   attempt, per host call that leaves the run and per wait at an
+//!   approval node. A run's trace context is created with the run and kept
+//!   with it (its provenance), so a run resumed after a crash, answered in
+//!   another process or claimed by a worker stays in one trace. Spans are
+//!   built whole when what they measure has ended, with the times the
+//!   engine measured, and handed to a bounded queue: a full queue drops the
+//!   span and counts it, so exporting never slows or fails a run.
+//! - **Metrics** in Prometheus' text format ([`metrics`]).
+//! - Where both are configured ([`config`]): the standard
+//!   `OTEL_EXPORTER_OTLP_*`, `OTEL_SERVICE_NAME` and `OTEL_BSP_*`
+//!   variables, or `[telemetry]` in the host's configuration file. Off
+//!   unless configured; off, a span costs one atomic load.
+
+pub mod config;
+mod export;
+pub mod metrics;
+pub mod trace;
+
+pub use config::{ConfigError, Protocol, TelemetryConfig, TracesConfig};
+pub use trace::{SpanKind, SpanOut, TraceContext, emit, enabled};
+
+use std::sync::OnceLock;
+
+static TRACES: OnceLock<export::Exporting> = OnceLock::new();
+
+/// Starts exporting traces as `config` says (nothing when it configures
+/// none). Once per process; a second call keeps the first configuration.
+pub fn install(config: &TelemetryConfig) -> Result<(), ConfigError> {
+    let Some(traces) = &config.traces else {
+        return Ok(());
+    };
+    if TRACES.get().is_some() {
+        return Ok(());
+    }
+    let exporting = export::Exporting::start(traces, &config.service_name)?;
+    if TRACES.set(exporting).is_ok() {
+        trace::ENABLED.store(true, std::sync::atomic::Ordering::Release);
+    }
+    Ok(())
+}
+
+/// Sends what is queued and stops exporting, waiting at most `timeout`
+/// (a collector that does not answer costs the process no more than that
+/// at exit). Returns the spans dropped over the process's life (a full
+/// queue, a failed export, or still queued at the deadline), which the
+/// caller reports.
+pub fn shutdown(timeout: std::time::Duration) -> u64 {
+    match TRACES.get() {
+        Some(exporting) => {
+            trace::ENABLED.store(false, std::sync::atomic::Ordering::Release);
+            exporting.shutdown(timeout)
+        }
+        None => 0,
+    }
+}
+
+/// Spans dropped so far (for the `skillhost_trace_spans_dropped_total`
+/// metric).
+pub fn spans_dropped() -> u64 {
+    TRACES.get().map_or(0, export::Exporting::dropped)
+}
+
+/// The trace viewer's URL for `trace_id` (hex), from the configuration's
+/// template (`{trace_id}` replaced), if it names one.
+pub fn trace_url(config: &TelemetryConfig, trace_id: &str) -> Option<String> {
+    config
+        .trace_url
+        .as_ref()
+        .map(|template| template.replace("{trace_id}", trace_id))
+}

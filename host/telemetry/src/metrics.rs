@@ -1,0 +1,1 @@
+//! Metrics in Prometheus' text format: see the helper's task (to be written).
