@@ -23,6 +23,7 @@ pub fn new_run(id: &str, initial_state: Value) -> NewRun {
             components: BTreeMap::from([("probe".into(), "c".repeat(64))]),
             forked_from: None,
             parent: None,
+            ..Provenance::default()
         },
     }
 }

@@ -87,6 +87,7 @@ pub(crate) fn attempts_of(hit: &CachedOutput) -> Attempts {
             journal: Vec::new(),
             duration: Duration::ZERO,
             usage: TokenUsage::default(),
+            host_calls: Vec::new(),
         },
         attempt: 1,
         failed: Vec::new(),

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::replay::StepReplay;
 use crate::run::now_ms;
+use crate::traced::{self, CallTrace};
 use crate::{Event, EventSink, RunContext};
 use skillhost_runtime::{
     CallError, CallOptions, CallReport, JournalMode, JournalRecord, KvOverride, Limits, RandomSeed,
@@ -28,6 +29,8 @@ pub(crate) struct CallPlan {
     pub max_attempts: u32,
     /// Wait before the second attempt; doubled after each further failure.
     pub backoff_ms: u64,
+    /// Where each attempt's span goes, when traces are exported.
+    pub trace: Option<CallTrace>,
 }
 
 impl CallPlan {
@@ -38,6 +41,7 @@ impl CallPlan {
         skill: &Skill,
         tokens_left: Option<u64>,
         kv: Option<&KvOverride>,
+        trace: Option<CallTrace>,
     ) -> Self {
         let mut limits = Limits::default();
         if let Some(ms) = call.timeout_ms {
@@ -72,9 +76,11 @@ impl CallPlan {
                 token_budget: tokens_left,
                 // Only a call that may use `kv` carries the store's.
                 kv: kv.filter(|_| call.grants.kv.is_some()).cloned(),
+                time_host_calls: trace.is_some(),
             },
             max_attempts,
             backoff_ms,
+            trace,
         }
     }
 }
@@ -206,8 +212,12 @@ pub(crate) fn call_with_retries(
     let mut options = plan.options.clone();
     loop {
         let started_at_ms = now_ms();
+        let started = plan.trace.map(|_| std::time::SystemTime::now());
         options.random_seed = random_seed(run_id, node_id, item, attempt);
         let report = skill.call(input, &options);
+        if let (Some(trace), Some(started)) = (plan.trace, started) {
+            traced::call_attempt(trace, item, skill, attempt, started, &report);
+        }
         let error = match &report.result {
             Err(e) if e.retryable() && attempt < plan.max_attempts => e.to_json(),
             _ => {
@@ -321,6 +331,7 @@ pub(crate) async fn call_node_skill(
                 journal: Vec::new(),
                 usage: TokenUsage::default(),
                 duration: Duration::ZERO,
+                host_calls: Vec::new(),
             },
             attempt: 1,
             failed: Vec::new(),

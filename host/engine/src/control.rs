@@ -183,6 +183,8 @@ impl Engine {
         });
         let cancelled = store.cancel_run(run_id, by, &error).await?;
         if let Cancelled::Now(_) = cancelled {
+            // No process holds it to end its trace: this one does.
+            crate::traced::run_ended_unheld(&run, None, Some(&error));
             self.emit(|| Event::RunFinished {
                 run_id: run_id.to_string(),
                 status: RunStatus::Cancelled.as_str().to_string(),

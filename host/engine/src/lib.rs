@@ -57,6 +57,7 @@ mod run_log;
 pub mod schedule;
 pub mod service;
 pub mod state;
+mod traced;
 pub mod worker;
 
 use std::collections::BTreeMap;
@@ -387,6 +388,13 @@ impl RunContext<'_> {
         }
     }
 
+    /// Where a node's calls put their spans, when traces are exported.
+    pub(crate) fn call_trace(&self) -> Option<traced::CallTrace> {
+        self.trace
+            .as_ref()
+            .map(|trace| traced::CallTrace { node: trace.node() })
+    }
+
     /// Whether what a step's row keeps (input and output hashes, detail) is
     /// built: when a store will keep it, or a replay compares it.
     pub(crate) fn keeps_records(&self) -> bool {
@@ -415,6 +423,8 @@ pub(crate) struct RunContext<'a> {
     /// How many runs are above this one: 0 for a top-level run, its
     /// parent's level + 1 for a child run.
     pub level: usize,
+    /// The run's trace, when traces are exported.
+    pub trace: Option<traced::RunTrace>,
 }
 
 impl Engine {
@@ -496,11 +506,13 @@ impl Engine {
         loaded: &LoadedScenario,
         input: Value,
         run_id: Option<String>,
-        parent: Option<ParentLink>,
+        parent: Option<(ParentLink, Option<String>)>,
     ) -> Result<RunOutcome, EngineError> {
+        let (parent, trace_parent) = parent.unzip();
         let request = queue::RunRequest {
             run_id,
             parent,
+            trace_parent: trace_parent.flatten(),
             ..queue::RunRequest::default()
         };
         match self.start_with(loaded, input, request).await? {
@@ -533,15 +545,20 @@ impl Engine {
         {
             return Ok(Started::Existing { run_id });
         }
+        let created_at_ms = run::now_ms();
         let NewRun {
-            id: run_id, input, ..
+            id: run_id,
+            input,
+            provenance,
+            ..
         } = run;
         self.emit(|| Event::RunStarted {
             run_id: run_id.clone(),
             scenario: scenario.name.clone(),
             resumed: false,
         });
-        let cx = self.context(loaded, run_id, input);
+        let mut cx = self.context(loaded, run_id, input);
+        cx.trace = traced::RunTrace::of(Some(&provenance), created_at_ms, scenario, false, 0);
         let from = Position {
             seq: 0,
             node_id: String::new(),
@@ -668,6 +685,13 @@ impl Engine {
             resumed: true,
         });
         let mut cx = self.context(loaded, run_id.to_string(), run.input.clone());
+        cx.trace = traced::RunTrace::of(
+            run.provenance.as_ref(),
+            run.created_at_ms,
+            scenario,
+            true,
+            checkpoint.seq,
+        );
         cx.log = cx.log.with_wait(wait);
         cx.allow_changed = allow_changed;
         // A child run continued on its own (`host resume CHILD`) is still
@@ -785,6 +809,19 @@ impl Engine {
         }
         let initial = Arc::new(InitialState::new(state.into_value()));
         let run_id = skillhost_store::new_run_id();
+        // A fork is a run of its own, with a trace of its own.
+        let (trace, _) = traced::new_run_trace(None);
+        let provenance = Provenance {
+            components: loaded.component_digests(),
+            forked_from: Some(ForkOrigin {
+                run_id: from.to_string(),
+                seq,
+            }),
+            parent: None,
+            trace: Some(trace),
+            trace_parent_span: None,
+        };
+        let created_at_ms = run::now_ms();
         store
             .create_run(&NewRun {
                 id: run_id.clone(),
@@ -795,14 +832,7 @@ impl Engine {
                 initial_state: initial.clone(),
                 start_node: next.clone(),
                 start_visits: checkpoint.visits.clone(),
-                provenance: Provenance {
-                    components: loaded.component_digests(),
-                    forked_from: Some(ForkOrigin {
-                        run_id: from.to_string(),
-                        seq,
-                    }),
-                    parent: None,
-                },
+                provenance: provenance.clone(),
             })
             .await?;
         self.emit(|| Event::RunStarted {
@@ -810,7 +840,8 @@ impl Engine {
             scenario: scenario.name.clone(),
             resumed: false,
         });
-        let cx = self.context(loaded, run_id, source.input);
+        let mut cx = self.context(loaded, run_id, source.input);
+        cx.trace = traced::RunTrace::of(Some(&provenance), created_at_ms, scenario, false, 0);
         let position = Position {
             seq: 0,
             node_id: if checkpoint.seq == 0 {
@@ -850,6 +881,7 @@ impl Engine {
             kv: self.kv(),
             allow_changed: false,
             level: self.level,
+            trace: None,
         }
     }
 }

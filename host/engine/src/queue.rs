@@ -33,6 +33,9 @@ pub struct RunRequest {
     pub schedule_tick: Option<ScheduleTick>,
     /// The parent run and subgraph node of a child run.
     pub parent: Option<ParentLink>,
+    /// The span (W3C `traceparent`) the run's trace goes under: a child
+    /// run's parent node, or a caller's own trace. None: a trace of its own.
+    pub trace_parent: Option<String>,
 }
 
 /// The run `loaded` starts with `input` (defaults applied and checked
@@ -59,6 +62,7 @@ pub fn new_run(
         idempotency: request.idempotency,
         schedule_tick: request.schedule_tick,
     };
+    let (trace, trace_parent_span) = crate::traced::new_run_trace(request.trace_parent.as_deref());
     let run = NewRun {
         id: request.run_id.unwrap_or_else(new_run_id),
         scenario_name: scenario.name.clone(),
@@ -72,6 +76,8 @@ pub fn new_run(
             components: loaded.component_digests(),
             forked_from: None,
             parent: request.parent,
+            trace: Some(trace),
+            trace_parent_span,
         },
     };
     Ok((run, options))

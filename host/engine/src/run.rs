@@ -205,6 +205,13 @@ impl<'c, 'a> Run<'c, 'a> {
             })?;
         let visit = self.visit(node);
         let node_started = Instant::now();
+        // The node's span: its id now, so its calls can go under it.
+        let span = match &cx.trace {
+            Some(trace) if !node.is_terminal() => {
+                Some((trace.begin_node(), std::time::SystemTime::now()))
+            }
+            _ => None,
+        };
         let outcome = match node.max_visits() {
             Some(max) if visit > max => Outcome::Fail(
                 NodeFailure::new(
@@ -249,6 +256,13 @@ impl<'c, 'a> Run<'c, 'a> {
         // A step row records the node's time so far, whether it commits or
         // fails (the commit measures again, to include its rules and routing).
         let elapsed_us = node_started.elapsed().as_micros() as u64;
+        if let (Some(trace), Some((span, started))) = (&cx.trace, span) {
+            let error = match &outcome {
+                Outcome::Fail(failure, _) => Some((&*failure.code, failure.message.as_str())),
+                _ => None,
+            };
+            trace.node_ended(span, &cx.run_id, node, visit, started, error);
+        }
         let next = match outcome {
             Outcome::Finish(finish) => return Ok(NodeEnd::Finish(finish)),
             Outcome::Wait(wait) => return Ok(NodeEnd::Wait(node.id.clone(), wait)),
@@ -590,6 +604,9 @@ impl<'c, 'a> Run<'c, 'a> {
             Err(e) => return Err(e),
         };
         skillhost_store::failpoint::hit(|| format!("after-wait:{node_id}"));
+        if let Some(trace) = &cx.trace {
+            trace.drive_ended(&cx.run_id, RunStatus::Waiting, self.nodes_run);
+        }
         cx.emit(|| Event::RunWaiting {
             run_id: cx.run_id.clone(),
             node: node_id.clone(),
@@ -634,7 +651,7 @@ impl<'c, 'a> Run<'c, 'a> {
         cx.log
             .finish_run(&cx.run_id, RunStatus::Cancelled, None, Some(&error))
             .await?;
-        self.finished("cancelled");
+        self.finished(RunStatus::Cancelled, Some(&error));
         Ok(RunOutcome {
             run_id: cx.run_id.clone(),
             status: RunStatus::Cancelled,
@@ -657,7 +674,7 @@ impl<'c, 'a> Run<'c, 'a> {
         cx.log
             .finish_run(&cx.run_id, RunStatus::Completed, Some(&*self.state), None)
             .await?;
-        self.finished("completed");
+        self.finished(RunStatus::Completed, None);
         Ok(RunOutcome {
             run_id: cx.run_id.clone(),
             status: RunStatus::Completed,
@@ -698,7 +715,7 @@ impl<'c, 'a> Run<'c, 'a> {
         cx.log
             .finish_run(&cx.run_id, RunStatus::Failed, Some(&**state), Some(&report))
             .await?;
-        self.finished("failed");
+        self.finished(RunStatus::Failed, Some(&report));
         Ok(RunOutcome {
             run_id: cx.run_id.clone(),
             status: RunStatus::Failed,
@@ -714,12 +731,18 @@ impl<'c, 'a> Run<'c, 'a> {
         })
     }
 
-    fn finished(&self, status: &str) {
-        self.cx.emit(|| Event::RunFinished {
-            run_id: self.cx.run_id.clone(),
-            status: status.to_string(),
+    /// The run ended with `status` (and `error`, its failure or cancel).
+    fn finished(&self, status: RunStatus, error: Option<&Value>) {
+        let cx = self.cx;
+        cx.emit(|| Event::RunFinished {
+            run_id: cx.run_id.clone(),
+            status: status.as_str().to_string(),
             duration_ms: self.started.elapsed().as_millis() as u64,
         });
+        if let Some(trace) = &cx.trace {
+            trace.drive_ended(&cx.run_id, status, self.nodes_run);
+            trace.run_ended(&cx.run_id, status, error);
+        }
     }
 }
 

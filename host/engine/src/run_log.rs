@@ -280,6 +280,14 @@ impl<'a> RunLog<'a> {
     /// What approval node `node_id`, reached from checkpoint `at_seq`,
     /// goes on with: the answer or timeout of the run's wait there, or in
     /// a replay the one its step recorded.
+    /// The wait this run was resumed with, if any.
+    pub(crate) fn wait(&self) -> Option<&WaitRow> {
+        match &self.0 {
+            Mode::Durable { wait, .. } => wait.as_ref(),
+            _ => None,
+        }
+    }
+
     pub(crate) fn decision(&self, node_id: &str, at_seq: u64, now_ms: i64) -> Decision {
         match &self.0 {
             Mode::Replay { step, .. } => match &step.approval {

@@ -49,6 +49,20 @@ pub struct CallOptions {
     /// ([`Backends::kv`](crate::Backends)); `None`: the runtime's. Looked at
     /// only when the call has a `kv` grant.
     pub kv: Option<crate::capabilities::kv::KvOverride>,
+    /// Time each journaled host call ([`CallReport::host_calls`]), for a
+    /// trace's spans. Off, nothing is measured.
+    pub time_host_calls: bool,
+}
+
+/// When one journaled host call was made and how long it took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostCallTiming {
+    pub capability: Capability,
+    pub started: std::time::SystemTime,
+    pub duration: Duration,
+    /// Its record in [`CallReport::journal`]; None for a call refused
+    /// before it was journaled (the host-call budget).
+    pub entry: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -87,6 +101,9 @@ pub struct CallReport {
     /// The tokens the call's `llm` completions used, replayed ones included.
     pub usage: TokenUsage,
     pub duration: Duration,
+    /// Each journaled host call's timing, when the options asked for them
+    /// ([`CallOptions::time_host_calls`]); empty otherwise.
+    pub host_calls: Vec<HostCallTiming>,
 }
 
 impl CallReport {
@@ -106,6 +123,8 @@ pub(crate) struct CallScope {
     /// When the call must stop: the epoch callback stops the guest, and a
     /// host call that waits (`http`) waits no longer than this.
     deadline: Instant,
+    /// The journaled host calls' timings, when they are measured.
+    timings: Option<Vec<HostCallTiming>>,
 }
 
 impl CallScope {
@@ -134,11 +153,27 @@ impl CallScope {
         written: u64,
         perform: impl FnOnce(AnswerRoom) -> Result<T, crate::capabilities::GuestError>,
     ) -> wasmtime::Result<Result<T, crate::capabilities::GuestError>> {
-        if Instant::now() >= self.deadline {
+        let now = Instant::now();
+        if now >= self.deadline {
             return Err(Trap::Interrupt.into());
         }
-        self.journal
-            .call(capability, request, written, &mut self.budget, perform)
+        let Some(timings) = &mut self.timings else {
+            return self
+                .journal
+                .call(capability, request, written, &mut self.budget, perform);
+        };
+        let (started, before) = (std::time::SystemTime::now(), self.journal.recorded());
+        let answer = self
+            .journal
+            .call(capability, request, written, &mut self.budget, perform);
+        let after = self.journal.recorded();
+        timings.push(HostCallTiming {
+            capability,
+            started,
+            duration: now.elapsed(),
+            entry: (after > before).then_some(before),
+        });
+        answer
     }
 }
 
@@ -167,6 +202,7 @@ impl CallState {
                 journal: Journal::new(&options.journal),
                 budget: HostCallBudget::new(&options.limits),
                 deadline: Instant::now() + options.limits.timeout,
+                timings: options.time_host_calls.then(Vec::new),
             },
             capabilities: CapabilityCalls::new(options, grants, backends),
             limiter: CallLimiter::new(&options.limits),
@@ -205,6 +241,7 @@ impl Skill {
                     journal: Vec::new(),
                     usage: TokenUsage::default(),
                     duration: start.elapsed(),
+                    host_calls: Vec::new(),
                 };
             }
         };
@@ -239,6 +276,7 @@ impl Skill {
         } = state;
         let (journal, mismatch) = scope.journal.finish();
         let denied = scope.denied;
+        let host_calls = scope.timings.unwrap_or_default();
         let over_budget = scope.budget.refused;
         // Whatever the guest made of it, a replay that diverged did not
         // reproduce the recorded call; one that merely stopped early did not
@@ -300,6 +338,7 @@ impl Skill {
             journal,
             usage: capabilities.llm.usage,
             duration: start.elapsed(),
+            host_calls,
         }
     }
 

@@ -161,6 +161,14 @@ pub(crate) enum Journal {
 }
 
 impl Journal {
+    /// How many host calls it has recorded (or answered, in a replay).
+    pub(crate) fn recorded(&self) -> usize {
+        match self {
+            Journal::Record(records) => records.len(),
+            Journal::Replay { next, .. } => *next,
+        }
+    }
+
     pub(crate) fn new(mode: &JournalMode) -> Self {
         match mode {
             JournalMode::Record => Journal::Record(Vec::new()),

@@ -29,7 +29,7 @@ use wasmtime::Engine;
 use wasmtime::component::Linker;
 
 pub use cache::{LoadSource, LoadStats, default_cache_dir};
-pub use call::{CallOptions, CallReport, LogLevel, LogLine};
+pub use call::{CallOptions, CallReport, HostCallTiming, LogLevel, LogLine};
 pub use capabilities::http::{HttpFailure, HttpGrant, InboundResponse, OutboundRequest};
 pub use capabilities::llm::{
     LlmFailure, LlmGrant, LlmProviders, Provider, ProviderKind, ProviderProblem, TokenUsage,

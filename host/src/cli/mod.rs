@@ -165,6 +165,15 @@ pub fn main() -> ExitCode {
         Command::Bench(command) => bench::run(command, &globals),
         Command::Cache(command) => cache::run(command, &globals),
     };
+    // Spans still queued are sent before the process ends, waiting no
+    // longer than this for a collector that does not answer.
+    let dropped = skillhost_telemetry::shutdown(std::time::Duration::from_secs(2));
+    if dropped > 0 {
+        eprintln!(
+            "warning: {dropped} trace span(s) were not exported (the export queue was full, \
+             or the collector could not be reached in time)"
+        );
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {

@@ -116,6 +116,15 @@ pub struct Provenance {
     /// The run whose subgraph node started this one (a child run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
+    /// The trace the run's spans belong to: the W3C `traceparent` of its
+    /// root span, chosen when the run is created, so that every process
+    /// that works on the run adds to one trace (`skillhost-telemetry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+    /// The span the run's root span belongs under (16 hex digits): a child
+    /// run's, the span of its parent's subgraph node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent_span: Option<String>,
 }
 
 /// Where a child run comes from: the visit of a subgraph node of its

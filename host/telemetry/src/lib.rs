@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod trace;
 
 pub use config::{ConfigError, Protocol, TelemetryConfig, TracesConfig};
+pub use opentelemetry::KeyValue;
 pub use trace::{SpanKind, SpanOut, TraceContext, emit, enabled};
 
 use std::sync::OnceLock;

@@ -39,6 +39,11 @@ pub(crate) fn run(
     at_seq: u64,
 ) -> Outcome {
     let decision = cx.log.decision(&node.id, at_seq, now_ms());
+    if let (Some(trace), Decision::Answered(_) | Decision::TimedOut(_)) = (&cx.trace, &decision)
+        && let Some(wait) = cx.log.wait()
+    {
+        trace.wait_ended(wait);
+    }
     let mut vars = base_vars(cx, node, state);
     let (detail, answer, route) = match decision {
         Decision::Answered(detail) => {

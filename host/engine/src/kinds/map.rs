@@ -73,7 +73,7 @@ async fn run_items(
     items.reuse(cx, node, visit).await.map_err(fail)?;
     // Items run at once, so each is given what was left when the node
     // started; the core judges the node's total against the budget.
-    let plan = CallPlan::new(call, &skill, tokens_left, cx.kv.as_ref());
+    let plan = CallPlan::new(call, &skill, tokens_left, cx.kv.as_ref(), cx.call_trace());
     let started_at_ms = now_ms();
     schedule(cx, node, map, &skill, &plan, &inputs, visit, &mut items).await;
     cx.log

@@ -53,7 +53,7 @@ async fn run_call(
     let attempts = match &lookup {
         Lookup::Hit(hit) => cache::attempts_of(hit),
         Lookup::Off | Lookup::Miss { .. } => {
-            let plan = CallPlan::new(call, &skill, tokens_left, cx.kv.as_ref());
+            let plan = CallPlan::new(call, &skill, tokens_left, cx.kv.as_ref(), cx.call_trace());
             call_node_skill(cx, &node.id, &skill, &plan, &input).await
         }
     };

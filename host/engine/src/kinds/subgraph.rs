@@ -119,7 +119,8 @@ async fn run_child(
         }
         None => {
             let child = child.clone();
-            own_task(parent, start_loop(engine, child, input, link))
+            let under = cx.trace.as_ref().map(|trace| trace.node_traceparent());
+            own_task(parent, start_loop(engine, child, input, link, under))
                 .await
                 .map(ChildEnd::from)
                 .map_err(|e| child_error(node, subgraph, None, e))?
@@ -193,8 +194,13 @@ fn start_loop(
     child: Arc<LoadedScenario>,
     input: Value,
     link: ParentLink,
+    trace_under: Option<String>,
 ) -> ChildLoop {
-    Box::pin(async move { engine.start_run(&child, input, None, Some(link)).await })
+    Box::pin(async move {
+        engine
+            .start_run(&child, input, None, Some((link, trace_under)))
+            .await
+    })
 }
 
 /// The loop of a child run an earlier process left unfinished.

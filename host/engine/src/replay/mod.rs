@@ -499,6 +499,8 @@ pub async fn replay(
                 kv: None,
                 allow_changed: false,
                 level: 0,
+                // A replay compares; it is no part of the run's trace.
+                trace: None,
             };
             let position = Position {
                 seq: before.seq,

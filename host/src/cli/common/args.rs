@@ -17,6 +17,7 @@ use skillhost_oci::{
 };
 use skillhost_runtime::{HostConfig, Runtime, RuntimeConfig};
 use skillhost_store::{IdempotencyKey, Store, StoreError, StoreOptions, SyncMode, parse_duration};
+use skillhost_telemetry::TelemetryConfig;
 
 use super::{Failure, oci_failure, open_failure};
 
@@ -44,6 +45,12 @@ impl Globals {
         }
         if let Some(dir) = dir {
             let host = HostConfig::load(dir).map_err(Failure::bad_input)?;
+            // Where this process's traces go: the same file's `[telemetry]`
+            // and the OTEL_* variables, checked before anything runs.
+            let telemetry = TelemetryConfig::load(host.source.used())
+                .map_err(|e| Failure::bad_input(format!("traces: {e}")))?;
+            skillhost_telemetry::install(&telemetry)
+                .map_err(|e| Failure::environment(format!("traces: {e}")))?;
             config.backends.llm = host.llm;
         }
         Runtime::new(config).map_err(|e| Failure::environment(format!("{e:#}")))

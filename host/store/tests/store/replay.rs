@@ -147,6 +147,7 @@ async fn a_runs_provenance_and_start_are_recorded_and_pinned_by_its_digest(kind:
             seq: 7,
         }),
         parent: None,
+        ..Provenance::default()
     };
     fork.start_node = "n3".into();
     fork.start_visits = BTreeMap::from([("n1".into(), 2), ("n2".into(), 1)]);
