@@ -33,4 +33,5 @@ mod subgraph_depth;
 mod summary;
 mod task;
 mod terminal;
+mod traces;
 mod workers;

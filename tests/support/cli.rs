@@ -88,6 +88,18 @@ pub fn host_command(dir: &Path, args: &[&str], failpoint: Option<&str>) -> Comma
         .env("DOCKER_CONFIG", dir.join("docker"))
         .env_remove("SKILLHOST_REGISTRY_USERNAME")
         .env_remove("SKILLHOST_REGISTRY_PASSWORD");
+    // No traces unless the test asks for them.
+    for var in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_TRACES_EXPORTER",
+        "OTEL_SDK_DISABLED",
+        "SKILLHOST_TRACE_URL",
+    ] {
+        cmd.env_remove(var);
+    }
     match failpoint {
         Some(point) => cmd.env("SKILLHOST_FAILPOINT", point),
         None => cmd.env_remove("SKILLHOST_FAILPOINT"),

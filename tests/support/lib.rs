@@ -4,7 +4,8 @@
 //! directory ([`cli`]), throwaway Postgres clusters ([`pg`]), a real HTTP
 //! server ([`http_server`]), a real OCI registry and the registry clients
 //! nobody here wrote ([`registry`]), a registry that answers hostilely and
-//! a run of `host` measured for memory ([`hostile_registry`]), and, behind
+//! a run of `host` measured for memory ([`hostile_registry`]), an OTLP
+//! trace receiver decoding with the official definitions ([`otlp`]), and, behind
 //! features, a test `Runtime` (`runtime`) and the store's fixtures
 //! (`store`).
 //!
@@ -16,6 +17,7 @@ pub mod cli;
 pub mod fake_llm_server;
 pub mod hostile_registry;
 pub mod http_server;
+pub mod otlp;
 pub mod pg;
 pub mod registry;
 #[cfg(feature = "store")]

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 use super::common::{
     CliResult, DatabaseArgs, Failure, HostCommands, check_output_path, duration_arg, fetch_run,
-    open_failure, print_json, shown, shown_lines, store_error, tokio_runtime, write_output_file,
+    open_failure, print_json, shown, shown_lines, store_error, tokio_runtime, trace_link,
+    write_output_file,
 };
 use skillhost_engine::NoEvents;
 use skillhost_engine::replay::{ReplayError, RunExport};
@@ -383,6 +384,15 @@ async fn show_run(args: ShowArgs) -> CliResult {
     let components = run.provenance.as_ref().map(|p| &p.components);
     let waits = store.waits(&args.run_id).await.map_err(store_error)?;
     let children = store.children(&args.run_id).await.map_err(store_error)?;
+    let trace_id = run
+        .provenance
+        .as_ref()
+        .and_then(|p| p.trace.as_deref())
+        .and_then(skillhost_telemetry::trace_id_of);
+    let trace_url = match &trace_id {
+        Some(id) => trace_link(id)?,
+        None => None,
+    };
     if args.json {
         return print_json(&json!({
             "id": run.id,
@@ -390,6 +400,8 @@ async fn show_run(args: ShowArgs) -> CliResult {
             "scenario_path": run.scenario_path,
             "scenario_digest": run.scenario_digest,
             "components": components,
+            "trace_id": trace_id,
+            "trace_url": trace_url,
             "forked_from": forked_from(&run),
             "parent": parent_of(&run),
             "children": children.iter().map(|c| json!({
@@ -438,6 +450,12 @@ async fn show_run(args: ShowArgs) -> CliResult {
     println!("input     {}", shown(&run.input.to_string()));
     if !usage.is_zero() {
         println!("llm       {}", usage_text(usage));
+    }
+    if let Some(id) = &trace_id {
+        match &trace_url {
+            Some(url) => println!("trace     {id} ({})", shown(url)),
+            None => println!("trace     {id}"),
+        }
     }
     if let Some(origin) = run.provenance.as_ref().and_then(|p| p.forked_from.as_ref()) {
         println!(

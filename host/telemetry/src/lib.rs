@@ -64,6 +64,12 @@ pub fn spans_dropped() -> u64 {
     TRACES.get().map_or(0, export::Exporting::dropped)
 }
 
+/// The trace id (32 hex digits) of a run whose provenance keeps
+/// `traceparent`.
+pub fn trace_id_of(traceparent: &str) -> Option<String> {
+    TraceContext::parse(traceparent).map(|context| context.trace_id_hex())
+}
+
 /// The trace viewer's URL for `trace_id` (hex), from the configuration's
 /// template (`{trace_id}` replaced), if it names one.
 pub fn trace_url(config: &TelemetryConfig, trace_id: &str) -> Option<String> {

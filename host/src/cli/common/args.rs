@@ -398,3 +398,12 @@ fn store_options(durability: Durability) -> StoreOptions {
         sync: durability.sync_mode(),
     }
 }
+
+/// The trace viewer's link for `trace_id`, when the host configuration for
+/// the current directory (or `SKILLHOST_TRACE_URL`) names a template.
+pub fn trace_link(trace_id: &str) -> Result<Option<String>, Failure> {
+    let host = HostConfig::load(&current_dir()?).map_err(Failure::bad_input)?;
+    let telemetry = TelemetryConfig::load(host.source.used())
+        .map_err(|e| Failure::bad_input(format!("traces: {e}")))?;
+    Ok(skillhost_telemetry::trace_url(&telemetry, trace_id))
+}

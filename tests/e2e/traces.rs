@@ -1,0 +1,421 @@
+//! Traces over OTLP, read by a receiver that decodes them with the official
+//! protobuf definitions (`skillhost_tests::otlp`): the span tree of a
+//! research run, of a run SIGKILLed inside a model call and resumed by
+//! another process (one trace, both processes' nodes in it), and of an
+//! approval answered in a new process; a collector that is down costs the
+//! run nothing; a configuration that cannot be used is an error at start.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use skillhost_tests::cli::{KilledOnDrop, host_command, json, stderr};
+use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
+use skillhost_tests::otlp::{OtlpReceiver, named, one};
+use skillhost_tests::repo_root;
+
+/// `host ARGS…` in `dir` (from the repository's root) exporting traces to
+/// `receiver`, each span sent within 50 ms.
+fn traced(dir: &Path, receiver: &OtlpReceiver, args: &[&str]) -> Command {
+    let mut cmd = host_command(dir, args, None);
+    cmd.current_dir(repo_root())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
+        .env("OTEL_SERVICE_NAME", "skillhost-test");
+    cmd
+}
+
+fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
+    &span["attributes"][key]
+}
+
+/// Every span's parent is in `spans` but the root's, which has none.
+fn assert_one_tree(spans: &[Value]) {
+    let ids: std::collections::HashSet<&str> = spans
+        .iter()
+        .map(|s| s["span_id"].as_str().unwrap())
+        .collect();
+    let roots: Vec<&Value> = spans.iter().filter(|s| s["parent_span_id"] == "").collect();
+    assert_eq!(roots.len(), 1, "roots: {roots:#?}");
+    for span in spans {
+        let parent = span["parent_span_id"].as_str().unwrap();
+        assert!(
+            parent.is_empty() || ids.contains(parent),
+            "{} has a parent not in the trace: {span:#}",
+            span["name"]
+        );
+    }
+}
+
+#[test]
+fn a_research_run_is_one_trace_of_its_nodes_and_their_calls() {
+    let receiver = OtlpReceiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let out = traced(
+        dir.path(),
+        &receiver,
+        &[
+            "run",
+            "research",
+            "--input",
+            r#"{"query": "retrieval augmented generation"}"#,
+            "--json",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let outcome = json(&out);
+    let run_id = outcome["run_id"].as_str().unwrap();
+
+    // The process sends what it queued before it exits.
+    let spans = receiver.spans();
+    let root = one(&spans, "run research");
+    let trace = root["trace_id"].as_str().unwrap();
+    assert!(spans.iter().all(|s| s["trace_id"] == trace), "one trace");
+    assert_one_tree(&spans);
+    assert_eq!(attr(root, "skillhost.run.id"), run_id);
+    assert_eq!(attr(root, "skillhost.run.status"), "completed");
+    assert_eq!(attr(root, "skillhost.scenario"), "research");
+    assert_eq!(attr(root, "skillhost.scenario.version"), "0.1.0");
+    assert_eq!(root["resource"]["service.name"], "skillhost-test");
+    assert_eq!(root["scope"], "skillhost");
+
+    let drive = one(&spans, "drive research");
+    assert_eq!(drive["parent_span_id"], root["span_id"]);
+    assert_eq!(attr(drive, "skillhost.run.resumed"), false);
+    assert_eq!(
+        attr(drive, "skillhost.run.nodes_run"),
+        &outcome["nodes_run"]
+    );
+
+    // A span per node under the root, one per call attempt under its node,
+    // with the skill's digest, fuel and memory.
+    let nodes: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"].as_str().unwrap().starts_with("node "))
+        .collect();
+    assert_eq!(nodes.len() as u64, outcome["nodes_run"].as_u64().unwrap());
+    let shown = json(
+        &host_command(dir.path(), &["runs", "show", run_id, "--json"], None)
+            .output()
+            .unwrap(),
+    );
+    let components = &shown["components"];
+    for node in &nodes {
+        assert_eq!(node["parent_span_id"], root["span_id"], "{node:#}");
+        assert_eq!(attr(node, "skillhost.run.id"), run_id);
+        assert!(attr(node, "skillhost.node.kind").is_string(), "{node:#}");
+        let calls: Vec<&Value> = spans
+            .iter()
+            .filter(|s| s["parent_span_id"] == node["span_id"])
+            .collect();
+        for call in calls {
+            assert!(
+                call["name"].as_str().unwrap().starts_with("call "),
+                "{call:#}"
+            );
+            assert_eq!(attr(call, "skillhost.attempt"), 1);
+            assert!(attr(call, "skillhost.fuel_consumed").as_i64().unwrap() > 0);
+            assert!(attr(call, "skillhost.memory_peak_bytes").as_i64().unwrap() > 0);
+            let digest = attr(call, "skillhost.skill.digest").as_str().unwrap();
+            assert!(
+                components
+                    .as_object()
+                    .unwrap()
+                    .values()
+                    .any(|d| d == digest),
+                "{call:#} digest not among the run's components {components}"
+            );
+            assert!(call["start"].as_u64() >= node["start"].as_u64());
+            assert!(call["end"].as_u64() <= node["end"].as_u64());
+        }
+    }
+    // The summaries' map node has a call per paper, each naming its item.
+    let summarize = one(&spans, "node paper_summarize");
+    let items: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["parent_span_id"] == summarize["span_id"])
+        .collect();
+    assert!(items.len() > 1, "{items:#?}");
+    assert!(items.iter().all(|s| attr(s, "skillhost.map.item").is_i64()));
+
+    // The run keeps its trace: `runs show` names it.
+    assert_eq!(shown["trace_id"], trace, "{shown}");
+}
+
+/// A model provider whose answers are held while `hold` is set; `asked`
+/// is set once a request came.
+fn held_summariser(hold: Arc<AtomicBool>, asked: Arc<AtomicBool>) -> FakeLlmServer {
+    FakeLlmServer::start_with(move |request| {
+        asked.store(true, Ordering::Relaxed);
+        while hold.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let abstract_ = request.last_message_after("Abstract:\n")?;
+        let first = match abstract_.trim().find(". ") {
+            Some(end) => abstract_.trim()[..=end].to_string(),
+            None => abstract_.trim().to_string(),
+        };
+        let answer = json!({
+            "main_contributions": [first],
+            "methodology": "A method the fake model describes in its own words.",
+            "key_findings": [first],
+            "limitations": [],
+            "quotes": [first],
+        });
+        Some(FakeReply::openai_content(&answer.to_string()))
+    })
+}
+
+#[test]
+fn a_run_killed_inside_a_model_call_and_resumed_elsewhere_stays_one_trace() {
+    let receiver = OtlpReceiver::start();
+    let hold = Arc::new(AtomicBool::new(true));
+    let asked = Arc::new(AtomicBool::new(false));
+    let server = held_summariser(hold.clone(), asked.clone());
+    let dir = tempfile::tempdir().unwrap();
+    server.configure_user(dir.path());
+    let scenario = repo_root()
+        .join("examples/research-llm/scenario.toml")
+        .display()
+        .to_string();
+    let input = r#"{"query": "retrieval augmented generation", "max_papers": 4}"#;
+
+    // The first process: its nodes before the summaries are exported, then
+    // it is killed while the model holds its answers.
+    let mut first = KilledOnDrop::new(
+        traced(
+            dir.path(),
+            &receiver,
+            &["run", &scenario, "--input", input, "--events"],
+        )
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.path().join("first.err")).unwrap())
+        .spawn()
+        .unwrap(),
+    );
+    let mut events = BufReader::new(first.stdout.take().unwrap());
+    let mut line = String::new();
+    events.read_line(&mut line).unwrap();
+    let started: Value = serde_json::from_str(&line).unwrap();
+    // The rest of its events are read (and dropped) so it never writes to
+    // a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut events, &mut std::io::sink()));
+    let run_id = started["run_id"].as_str().unwrap().to_string();
+    receiver.wait_for("the nodes before the summaries", |spans| {
+        named(spans, "node paper_discovery").len() == 1
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !asked.load(Ordering::Relaxed) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no completion asked: {}",
+            std::fs::read_to_string(dir.path().join("first.err")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let first_pid = i64::from(first.id());
+    first.kill().unwrap();
+    first.wait().unwrap();
+    hold.store(false, Ordering::Relaxed);
+    let before_kill = receiver.spans();
+    assert!(named(&before_kill, &format!("run {}", "research-llm")).is_empty());
+
+    // The second process resumes it.
+    let out = traced(dir.path(), &receiver, &["resume", &run_id, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json(&out)["status"], "completed");
+
+    let spans = receiver.spans();
+    let root = one(&spans, "run research-llm");
+    let trace = root["trace_id"].as_str().unwrap();
+    assert!(spans.iter().all(|s| s["trace_id"] == trace), "one trace");
+    assert_eq!(attr(root, "skillhost.run.id"), run_id.as_str());
+    assert_eq!(attr(root, "skillhost.run.status"), "completed");
+    // Both processes' nodes are in it, under the root; only the second
+    // process ended its part (the first was killed).
+    let pids: std::collections::BTreeSet<i64> = spans
+        .iter()
+        .filter(|s| s["name"].as_str().unwrap().starts_with("node "))
+        .map(|s| s["resource"]["process.pid"].as_i64().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 2, "nodes from both processes: {pids:?}");
+    assert!(pids.contains(&first_pid));
+    let drive = one(&spans, "drive research-llm");
+    assert_eq!(attr(drive, "skillhost.run.resumed"), true);
+    assert_ne!(drive["resource"]["process.pid"], first_pid);
+    // The second process's completions are spans with the GenAI
+    // conventions' attributes, under their call.
+    let chats = named(&spans, "chat fake-model");
+    let chats = if chats.is_empty() {
+        spans
+            .iter()
+            .filter(|s| s["name"].as_str().unwrap().starts_with("chat "))
+            .collect()
+    } else {
+        chats
+    };
+    assert!(!chats.is_empty(), "no model call spans");
+    for chat in chats {
+        assert_eq!(chat["kind"], "SPAN_KIND_CLIENT");
+        assert_eq!(attr(chat, "gen_ai.operation.name"), "chat");
+        assert_eq!(attr(chat, "gen_ai.provider.name"), "local");
+        assert!(attr(chat, "gen_ai.request.model").is_string());
+        assert!(attr(chat, "gen_ai.usage.input_tokens").as_i64().unwrap() > 0);
+        assert!(attr(chat, "gen_ai.usage.output_tokens").as_i64().unwrap() > 0);
+        let call = spans
+            .iter()
+            .find(|s| s["span_id"] == chat["parent_span_id"])
+            .expect("a completion's span is under its call's");
+        assert_eq!(attr(call, "skillhost.skill"), "paper-summarize-llm");
+    }
+    assert_one_tree(&spans);
+}
+
+#[test]
+fn an_approval_answered_in_a_new_process_continues_the_trace_with_its_wait() {
+    let receiver = OtlpReceiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let example = repo_root().join("examples/approval");
+    let scenario = example.join("scenario.toml").display().to_string();
+    let input = format!("@{}", example.join("inputs/risky.json").display());
+    let out = traced(
+        dir.path(),
+        &receiver,
+        &["run", &scenario, "--input", &input, "--json"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run_id = json(&out)["run_id"].as_str().unwrap().to_string();
+    let waiting = receiver.spans();
+    let drive = one(&waiting, "drive approval");
+    assert_eq!(attr(drive, "skillhost.run.status"), "waiting");
+    assert!(named(&waiting, "run approval").is_empty(), "no root yet");
+
+    let out = traced(
+        dir.path(),
+        &receiver,
+        &["runs", "approve", &run_id, "--by", "alice", "--json"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let spans = receiver.spans();
+    let root = one(&spans, "run approval");
+    assert_eq!(attr(root, "skillhost.run.status"), "completed");
+    assert!(spans.iter().all(|s| s["trace_id"] == root["trace_id"]));
+    let wait = one(&spans, "wait approve");
+    assert_eq!(wait["parent_span_id"], root["span_id"]);
+    assert_eq!(attr(wait, "skillhost.wait.outcome"), "answered");
+    assert_eq!(attr(wait, "skillhost.wait.answered_by"), "alice");
+    assert!(wait["end"].as_u64() >= wait["start"].as_u64());
+    assert_eq!(named(&spans, "drive approval").len(), 2);
+    assert_one_tree(&spans);
+}
+
+#[test]
+fn a_collector_that_is_down_costs_the_run_nothing_but_the_spans() {
+    // One that refuses every export, and an address nobody listens on.
+    let refusing = OtlpReceiver::start_failing(1000);
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    for endpoint in [refusing.endpoint(), closed] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = host_command(
+            dir.path(),
+            &[
+                "run",
+                "research",
+                "--input",
+                r#"{"query": "retrieval augmented generation"}"#,
+                "--json",
+            ],
+            None,
+        )
+        .current_dir(repo_root())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{endpoint}: {}", stderr(&out));
+        assert_eq!(json(&out)["status"], "completed");
+        let err = stderr(&out);
+        assert!(
+            err.contains("trace span(s) were not exported"),
+            "{endpoint}: {err}"
+        );
+    }
+    assert!(refusing.spans().is_empty());
+}
+
+#[test]
+fn a_configuration_that_cannot_be_used_is_an_error_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "localhost:4318",
+            "OTEL_EXPORTER_OTLP_ENDPOINT: `localhost:4318` is not an http:// or https:// URL",
+        ),
+        (
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "grpc",
+            "OTEL_EXPORTER_OTLP_PROTOCOL: `grpc` is an OTLP protocol this host is not built with",
+        ),
+        (
+            "OTEL_TRACES_EXPORTER",
+            "zipkin",
+            "OTEL_TRACES_EXPORTER: `zipkin` is not an exporter this host has",
+        ),
+    ];
+    for (var, value, expected) in cases {
+        let out = host_command(
+            dir.path(),
+            &["run", "research", "--input", r#"{"query": "x"}"#],
+            None,
+        )
+        .current_dir(repo_root())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+        .env(var, value)
+        .output()
+        .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{var}={value}: {}",
+            stderr(&out)
+        );
+        assert!(stderr(&out).contains(expected), "{}", stderr(&out));
+    }
+    // The host configuration file's `[telemetry]`: a key it does not know.
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\nsample_rate = 1\n",
+    )
+    .unwrap();
+    let out = host_command(
+        dir.path(),
+        &["run", "research", "--input", r#"{"query": "x"}"#],
+        None,
+    )
+    .current_dir(repo_root())
+    .env("SKILLHOST_CONFIG", dir.path().join("config.toml"))
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("config.toml:3: [telemetry]: unknown field `sample_rate`"),
+        "{}",
+        stderr(&out)
+    );
+}
