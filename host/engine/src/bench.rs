@@ -181,6 +181,10 @@ pub struct EngineBenchSettings {
     /// to time, after 2 warm-up runs, against as many `fdatasync`s of one
     /// page on the same disk; None measures neither.
     pub full_runs: Option<usize>,
+    /// Runs to time with traces exported and as many without, each way
+    /// without a store and on SQLite, in ABBA rounds; None measures
+    /// neither.
+    pub traced_runs: Option<usize>,
 }
 
 impl EngineBenchSettings {
@@ -195,6 +199,7 @@ impl Default for EngineBenchSettings {
             memory_runs: 2_000,
             sqlite_runs: 200,
             full_runs: None,
+            traced_runs: None,
         }
     }
 }
@@ -206,7 +211,11 @@ pub async fn engine(
     scenario: &BenchScenario,
     settings: EngineBenchSettings,
 ) -> Result<EngineFigures, BenchError> {
-    if settings.memory_runs == 0 || settings.sqlite_runs == 0 || settings.full_runs == Some(0) {
+    if settings.memory_runs == 0
+        || settings.sqlite_runs == 0
+        || settings.full_runs == Some(0)
+        || settings.traced_runs.is_some_and(|runs| runs < 4)
+    {
         return Err(BenchError::Input(
             "the engine benchmark needs at least one run without a store and one on SQLite".into(),
         ));
@@ -272,6 +281,10 @@ pub async fn engine(
         .map(|c| serde_json::to_vec(&c.state).map(|v| v.len()).unwrap_or(0))
         .unwrap_or(0) as f64;
     let looped = loop_bytes(scenario, &durable, &store).await?;
+    let traced = match settings.traced_runs {
+        Some(runs) => Some(traced(scenario, &memory, &durable, runs).await?),
+        None => None,
+    };
     store.close().await;
     let full = match settings.full_runs {
         Some(runs) => Some(full_durability(scenario, runs).await?),
@@ -287,7 +300,135 @@ pub async fn engine(
         sqlite_runs: settings.sqlite_runs,
         looped,
         full,
+        traced,
     })
+}
+
+/// What exporting traces costs per node: runs with spans built and
+/// exported against runs without, in ABBA rounds in one process, without
+/// a store and on SQLite. Spans go to the collector the process is
+/// configured for, else to a local receiver started here
+/// ([`SpanSink`]: an HTTP server that reads each export and answers 200).
+async fn traced(
+    scenario: &BenchScenario,
+    memory: &Engine,
+    durable: &Engine,
+    runs: usize,
+) -> Result<Traced, BenchError> {
+    let sink = SpanSink::start().map_err(environment)?;
+    let config = skillhost_telemetry::TelemetryConfig {
+        traces: Some(skillhost_telemetry::TracesConfig {
+            endpoint: format!("http://{}/v1/traces", sink.addr),
+            protocol: skillhost_telemetry::Protocol::HttpProtobuf,
+            headers: Vec::new(),
+            timeout: Duration::from_secs(10),
+            max_queue: 2048,
+            delay: Duration::from_millis(200),
+            max_batch: 512,
+        }),
+        ..skillhost_telemetry::TelemetryConfig::off()
+    };
+    skillhost_telemetry::install(&config).map_err(environment)?;
+    let dropped_before = skillhost_telemetry::spans_dropped();
+    let mut figures = Traced {
+        runs,
+        ..Traced::default()
+    };
+    for (engine, off, on) in [
+        (memory, &mut figures.memory_off, &mut figures.memory_on),
+        (durable, &mut figures.sqlite_off, &mut figures.sqlite_on),
+    ] {
+        let (mut off_samples, mut on_samples) = (Vec::new(), Vec::new());
+        // ABBA: off, on, on, off; each a quarter of the runs.
+        for exporting in [false, true, true, false] {
+            skillhost_telemetry::set_exporting(exporting);
+            for _ in 0..runs / 4 {
+                let start = Instant::now();
+                scenario.run(engine).await.map_err(failed)?;
+                match exporting {
+                    true => on_samples.push(start.elapsed()),
+                    false => off_samples.push(start.elapsed()),
+                }
+            }
+        }
+        *off = median(off_samples) / ENGINE_NODES as u32;
+        *on = median(on_samples) / ENGINE_NODES as u32;
+    }
+    skillhost_telemetry::set_exporting(false);
+    figures.dropped = skillhost_telemetry::spans_dropped() - dropped_before;
+    Ok(figures)
+}
+
+/// A local OTLP receiver for the benchmark: reads each HTTP request whole
+/// and answers `200` with an empty body, keeping nothing. Not a collector:
+/// it stands for one that keeps up.
+struct SpanSink {
+    addr: std::net::SocketAddr,
+}
+
+impl SpanSink {
+    fn start() -> std::io::Result<SpanSink> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        std::thread::Builder::new()
+            .name("bench-span-sink".into())
+            .spawn(move || {
+                for stream in listener.incoming().flatten() {
+                    std::thread::spawn(move || sink_connection(stream));
+                }
+            })?;
+        Ok(SpanSink { addr })
+    }
+}
+
+/// Answers requests on one connection until it closes.
+fn sink_connection(stream: std::net::TcpStream) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut reader = BufReader::new(match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    });
+    let mut writer = stream;
+    loop {
+        let mut length = 0usize;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        if std::io::copy(&mut (&mut reader).take(length as u64), &mut std::io::sink()).is_err() {
+            return;
+        }
+        let answer =
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+        if writer.write_all(answer).is_err() {
+            return;
+        }
+    }
+}
+
+/// Per-node medians with traces exported and without.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Traced {
+    pub runs: usize,
+    pub memory_off: Duration,
+    pub memory_on: Duration,
+    pub sqlite_off: Duration,
+    pub sqlite_on: Duration,
+    /// Spans the export queue dropped while they were measured.
+    pub dropped: u64,
 }
 
 /// Runs [`loop_scenario`] once on `engine` and measures its checkpoints:
@@ -461,6 +602,8 @@ pub struct EngineFigures {
     pub looped: LoopBytes,
     /// With `--durability full`: runs with an fsync per checkpoint.
     pub full: Option<FullDurability>,
+    /// With `--traces`: what exporting traces costs per node.
+    pub traced: Option<Traced>,
 }
 
 impl EngineFigures {
@@ -507,6 +650,21 @@ impl EngineFigures {
                 full.concurrent_steps_per_s * full.per_node.as_secs_f64(),
                 2
             ));
+        }
+        if let Some(traced) = &self.traced {
+            let ratio = |on: Duration, off: Duration| {
+                round(on.as_secs_f64() / off.as_secs_f64().max(1e-12), 3)
+            };
+            figures["traced_runs"] = json!(traced.runs);
+            figures["per_node_us_memory_untraced"] = json!(round(us(traced.memory_off), 2));
+            figures["per_node_us_memory_traced"] = json!(round(us(traced.memory_on), 2));
+            figures["traced_over_untraced_memory"] =
+                json!(ratio(traced.memory_on, traced.memory_off));
+            figures["per_node_us_sqlite_untraced"] = json!(round(us(traced.sqlite_off), 2));
+            figures["per_node_us_sqlite_traced"] = json!(round(us(traced.sqlite_on), 2));
+            figures["traced_over_untraced_sqlite"] =
+                json!(ratio(traced.sqlite_on, traced.sqlite_off));
+            figures["traced_spans_dropped"] = json!(traced.dropped);
         }
         figures
     }
@@ -560,6 +718,21 @@ impl fmt::Display for EngineFigures {
                 figures["full_over_fdatasync"],
                 figures["node_steps_per_s_full_concurrent"],
                 figures["full_concurrent_over_one"]
+            )?;
+        }
+        if let Some(traced) = &self.traced {
+            write!(
+                f,
+                "\ntraces exported, no store: {} µs against {} µs untraced: {}x (ABBA, {} runs each)\n\
+                 traces exported, SQLite:   {} µs against {} µs untraced: {}x ({} spans dropped)",
+                figures["per_node_us_memory_traced"],
+                figures["per_node_us_memory_untraced"],
+                figures["traced_over_untraced_memory"],
+                traced.runs,
+                figures["per_node_us_sqlite_traced"],
+                figures["per_node_us_sqlite_untraced"],
+                figures["traced_over_untraced_sqlite"],
+                traced.dropped
             )?;
         }
         Ok(())
@@ -738,6 +911,7 @@ mod tests {
                 snapshots: 16,
             },
             full: None,
+            traced: None,
         };
         assert_eq!(
             figures.to_json().to_string(),
@@ -821,6 +995,7 @@ mod tests {
             memory_runs: 2,
             sqlite_runs: 1,
             full_runs: Some(1),
+            traced_runs: Some(4),
         };
         let figures = engine(&scenario, settings)
             .await
@@ -842,10 +1017,22 @@ mod tests {
         assert!(figures.looped.snapshots > 1, "{figures:?}");
         let full = figures.full.expect("measured with full_runs");
         assert!(full.per_node > Duration::ZERO && full.fdatasync > Duration::ZERO);
+        // Traces exported and not, each way, to the local receiver.
+        let traced = figures.traced.expect("measured with traced_runs");
+        for time in [
+            traced.memory_off,
+            traced.memory_on,
+            traced.sqlite_off,
+            traced.sqlite_on,
+        ] {
+            assert!(time > Duration::ZERO, "{traced:?}");
+        }
+        assert!(!skillhost_telemetry::enabled(), "left exporting");
         let zero = EngineBenchSettings {
             memory_runs: 0,
             sqlite_runs: 1,
             full_runs: None,
+            traced_runs: None,
         };
         assert!(matches!(
             engine(&scenario, zero).await,

@@ -558,7 +558,14 @@ impl Engine {
             resumed: false,
         });
         let mut cx = self.context(loaded, run_id, input);
-        cx.trace = traced::RunTrace::of(Some(&provenance), created_at_ms, scenario, false, 0);
+        cx.trace = traced::RunTrace::of(
+            &cx.run_id,
+            Some(&provenance),
+            created_at_ms,
+            scenario,
+            false,
+            0,
+        );
         let from = Position {
             seq: 0,
             node_id: String::new(),
@@ -686,6 +693,7 @@ impl Engine {
         });
         let mut cx = self.context(loaded, run_id.to_string(), run.input.clone());
         cx.trace = traced::RunTrace::of(
+            run_id,
             run.provenance.as_ref(),
             run.created_at_ms,
             scenario,
@@ -841,7 +849,14 @@ impl Engine {
             resumed: false,
         });
         let mut cx = self.context(loaded, run_id, source.input);
-        cx.trace = traced::RunTrace::of(Some(&provenance), created_at_ms, scenario, false, 0);
+        cx.trace = traced::RunTrace::of(
+            &cx.run_id,
+            Some(&provenance),
+            created_at_ms,
+            scenario,
+            false,
+            0,
+        );
         let position = Position {
             seq: 0,
             node_id: if checkpoint.seq == 0 {

@@ -261,7 +261,7 @@ impl<'c, 'a> Run<'c, 'a> {
                 Outcome::Fail(failure, _) => Some((&*failure.code, failure.message.as_str())),
                 _ => None,
             };
-            trace.node_ended(span, &cx.run_id, node, visit, started, error);
+            trace.node_ended(span, node, visit, started, error);
         }
         let next = match outcome {
             Outcome::Finish(finish) => return Ok(NodeEnd::Finish(finish)),
@@ -605,7 +605,7 @@ impl<'c, 'a> Run<'c, 'a> {
         };
         skillhost_store::failpoint::hit(|| format!("after-wait:{node_id}"));
         if let Some(trace) = &cx.trace {
-            trace.drive_ended(&cx.run_id, RunStatus::Waiting, self.nodes_run);
+            trace.drive_ended(RunStatus::Waiting, self.nodes_run);
         }
         cx.emit(|| Event::RunWaiting {
             run_id: cx.run_id.clone(),
@@ -740,7 +740,7 @@ impl<'c, 'a> Run<'c, 'a> {
             duration_ms: self.started.elapsed().as_millis() as u64,
         });
         if let Some(trace) = &cx.trace {
-            trace.drive_ended(&cx.run_id, status, self.nodes_run);
+            trace.drive_ended(status, self.nodes_run);
             trace.run_ended(&cx.run_id, status, error);
         }
     }

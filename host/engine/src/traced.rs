@@ -20,7 +20,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 use skillhost_runtime::{CallReport, Capability, JournalRecord, Skill};
 use skillhost_store::{Provenance, RunStatus, WaitRow};
-use skillhost_telemetry::{KeyValue, SpanKind, SpanOut, TraceContext};
+use std::sync::Arc;
+
+use skillhost_telemetry::{KeyValue, SpanKind, SpanOut, StringValue, TraceContext};
 
 /// The trace of a run a process works on.
 #[derive(Debug)]
@@ -33,6 +35,8 @@ pub(crate) struct RunTrace {
     created: SystemTime,
     scenario: String,
     version: String,
+    /// The run's id, shared by its spans' attributes.
+    run_id: Arc<str>,
     /// The span of the node being run now (its id as a number), so its
     /// calls can name it as their parent.
     node: AtomicU64,
@@ -83,6 +87,7 @@ impl RunTrace {
     /// provenance, or, for a run created before runs kept one, a trace of
     /// this process's own.
     pub(crate) fn of(
+        run_id: &str,
         provenance: Option<&Provenance>,
         created_at_ms: i64,
         scenario: &skillhost_scenario::Scenario,
@@ -104,6 +109,7 @@ impl RunTrace {
             created: time_of(created_at_ms),
             scenario: scenario.name.clone(),
             version: scenario.version.clone(),
+            run_id: Arc::from(run_id),
             node: AtomicU64::new(0),
             drive_started: SystemTime::now(),
             resumed,
@@ -142,7 +148,6 @@ impl RunTrace {
     pub(crate) fn node_ended(
         &self,
         span: TraceContext,
-        run_id: &str,
         node: &skillhost_scenario::Node,
         visit: u32,
         started: SystemTime,
@@ -155,7 +160,7 @@ impl RunTrace {
             started,
             SystemTime::now(),
         )
-        .attribute(KeyValue::new("skillhost.run.id", run_id.to_string()))
+        .attribute(KeyValue::new("skillhost.run.id", self.shared_run_id()))
         .attribute(KeyValue::new("skillhost.node", node.id.clone()))
         .attribute(KeyValue::new("skillhost.node.kind", node.kind().name()))
         .attribute(KeyValue::new("skillhost.node.visit", i64::from(visit)));
@@ -168,14 +173,18 @@ impl RunTrace {
 
     /// This process's part of the run, ended with the run `status` (a run
     /// that waits ends its process's part too).
-    pub(crate) fn drive_ended(&self, run_id: &str, status: RunStatus, nodes_run: usize) {
+    fn shared_run_id(&self) -> StringValue {
+        StringValue::from(self.run_id.clone())
+    }
+
+    pub(crate) fn drive_ended(&self, status: RunStatus, nodes_run: usize) {
         let out = self
             .under_root(
                 format!("drive {}", self.scenario),
                 self.drive_started,
                 SystemTime::now(),
             )
-            .attribute(KeyValue::new("skillhost.run.id", run_id.to_string()))
+            .attribute(KeyValue::new("skillhost.run.id", self.shared_run_id()))
             .attribute(KeyValue::new("skillhost.run.resumed", self.resumed))
             .attribute(KeyValue::new(
                 "skillhost.run.from_seq",
@@ -323,10 +332,13 @@ pub(crate) fn call_attempt(
         started,
         started + report.duration,
     )
-    .attribute(KeyValue::new("skillhost.skill", skill.name.clone()))
+    .attribute(KeyValue::new(
+        "skillhost.skill",
+        StringValue::from(skill.shared_name()),
+    ))
     .attribute(KeyValue::new(
         "skillhost.skill.digest",
-        skill.digest.clone(),
+        StringValue::from(skill.shared_digest()),
     ))
     .attribute(KeyValue::new("skillhost.attempt", i64::from(attempt)))
     .attribute(KeyValue::new(

@@ -53,6 +53,8 @@ pub struct Skill {
     /// The manifest's id: how errors and logs name the skill.
     pub name: String,
     pub(crate) name_arc: Arc<str>,
+    /// `digest`, shared (a trace's spans name it without copying it).
+    digest_arc: Arc<str>,
     /// SHA-256 of the component bytes.
     pub digest: String,
     /// Where the component came from (a path, or a label for embedded bytes).
@@ -93,6 +95,18 @@ impl std::fmt::Debug for Skill {
             .field("digest", &self.digest)
             .field("origin", &self.origin)
             .finish_non_exhaustive()
+    }
+}
+
+impl Skill {
+    /// The skill's name, shared.
+    pub fn shared_name(&self) -> Arc<str> {
+        self.name_arc.clone()
+    }
+
+    /// The component's SHA-256, shared.
+    pub fn shared_digest(&self) -> Arc<str> {
+        self.digest_arc.clone()
     }
 }
 
@@ -308,6 +322,7 @@ pub(crate) fn load(
     Ok(Skill {
         needs_blocking_thread,
         name_arc: Arc::from(name.as_str()),
+        digest_arc: Arc::from(digest.as_str()),
         name,
         digest,
         origin: origin.to_string(),

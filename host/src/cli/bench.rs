@@ -49,6 +49,12 @@ pub struct EngineBenchArgs {
     /// Runs to time with `--durability full`.
     #[arg(long, default_value_t = EngineBenchSettings::FULL_RUNS)]
     full_runs: usize,
+    /// Also time runs with traces exported against runs without, in ABBA
+    /// rounds (without a store and on SQLite): to the collector the
+    /// OTEL_* variables name, else to a local receiver the benchmark
+    /// starts. The value is the runs each way.
+    #[arg(long, value_name = "RUNS")]
+    traces: Option<usize>,
     #[command(flatten)]
     echo: EchoArgs,
     /// Print JSON only.
@@ -229,6 +235,7 @@ fn engine(args: EngineBenchArgs) -> CliResult {
         memory_runs: args.memory_runs,
         sqlite_runs: args.sqlite_runs,
         full_runs: (args.durability == Durability::Full).then_some(args.full_runs),
+        traced_runs: args.traces,
     };
     let figures = tokio_runtime()?
         .block_on(engine_bench::engine(&scenario, settings))

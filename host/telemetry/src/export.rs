@@ -1,13 +1,14 @@
-//! The export queue: spans wait in a bounded channel for a thread of their
-//! own that posts them in batches to the OTLP endpoint. The run's side only
-//! ever `try_send`s: a full queue drops the span and counts it, and a
-//! collector that is down or slow costs the runs nothing but those drops.
-//! (The SDK's batch processor does the same but keeps its drop count to
-//! itself; this one reports it.)
+//! The export queue: spans wait in a bounded buffer for a thread of their
+//! own that posts them in batches to the OTLP endpoint. The run's side
+//! only pushes under a short lock: a full queue drops the span and counts
+//! it, and a collector that is down or slow costs the runs nothing but
+//! those drops. (The SDK's batch processor does much the same, but wakes
+//! its thread through a channel per span and keeps its drop count to
+//! itself; this one wakes it once a batch and reports the count.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -18,17 +19,32 @@ use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
 use crate::config::{ConfigError, TracesConfig};
 
-enum Message {
-    Span(Box<SpanData>),
-    /// Export everything queued before this, then answer and stop.
-    Shutdown(mpsc::Sender<()>),
+/// The spans waiting for export, and whether the process is ending.
+struct Queue {
+    spans: Mutex<Pending>,
+    /// Rung when a batch is full or the process ends: the export thread
+    /// otherwise wakes once per delay, not once per span (a wake per span
+    /// cost the run more than building it).
+    ready: Condvar,
+    /// Rung by the export thread when it has sent everything after a
+    /// shutdown.
+    drained: Condvar,
+}
+
+#[derive(Default)]
+struct Pending {
+    spans: Vec<SpanData>,
+    /// Set by [`Exporting::shutdown`]: send what is left and stop.
+    ending: bool,
+    /// Set by the export thread once it has.
+    ended: bool,
 }
 
 pub(crate) struct Exporting {
-    queue: SyncSender<Message>,
+    queue: Arc<Queue>,
+    max_queue: usize,
+    max_batch: usize,
     dropped: Arc<AtomicU64>,
-    /// Spans in the channel, not yet taken by the export thread.
-    queued: Arc<AtomicU64>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -55,7 +71,11 @@ impl Exporting {
         // must not be built (or dropped) on a tokio thread: build it on the
         // export thread, and hear from there whether it could be.
         let (built, built_rx) = mpsc::channel();
-        let (queue, receiver) = mpsc::sync_channel(config.max_queue);
+        let queue = Arc::new(Queue {
+            spans: Mutex::new(Pending::default()),
+            ready: Condvar::new(),
+            drained: Condvar::new(),
+        });
         let dropped = Arc::new(AtomicU64::new(0));
         let resource = Resource::builder()
             .with_service_name(service_name.to_string())
@@ -66,8 +86,7 @@ impl Exporting {
             ])
             .build();
         let (batch, delay) = (config.max_batch, config.delay);
-        let queued = Arc::new(AtomicU64::new(0));
-        let (thread_dropped, thread_queued) = (dropped.clone(), queued.clone());
+        let (thread_queue, thread_dropped) = (queue.clone(), dropped.clone());
         let thread = std::thread::Builder::new()
             .name("skillhost-otlp".into())
             .spawn(move || {
@@ -88,14 +107,7 @@ impl Exporting {
                     }
                 };
                 exporter.set_resource(&resource);
-                run(
-                    exporter,
-                    receiver,
-                    batch,
-                    delay,
-                    &thread_dropped,
-                    &thread_queued,
-                );
+                run(&exporter, &thread_queue, batch, delay, &thread_dropped);
             })
             .map_err(|e| ConfigError {
                 source_name: "traces".into(),
@@ -118,20 +130,30 @@ impl Exporting {
         }
         Ok(Exporting {
             queue,
+            max_queue: config.max_queue,
+            max_batch: config.max_batch,
             dropped,
-            queued,
             thread: Mutex::new(Some(thread)),
         })
     }
 
+    /// Queues `span`, or drops it (counted) when the queue is full or the
+    /// process is ending. Never waits for the export.
     pub(crate) fn send(&self, span: SpanData) {
-        match self.queue.try_send(Message::Span(Box::new(span))) {
-            Ok(()) => {
-                self.queued.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        let Ok(mut pending) = self.queue.spans.lock() else {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        if pending.spans.len() >= self.max_queue || pending.ending {
+            drop(pending);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        pending.spans.push(span);
+        let full = pending.spans.len() == self.max_batch;
+        drop(pending);
+        if full {
+            self.queue.ready.notify_one();
         }
     }
 
@@ -144,25 +166,25 @@ impl Exporting {
     /// included.
     pub(crate) fn shutdown(&self, timeout: Duration) -> u64 {
         let deadline = Instant::now() + timeout;
-        let (done, done_rx) = mpsc::channel();
-        // The queue may be full: wait for room until the deadline.
-        let mut message = Message::Shutdown(done);
-        loop {
-            match self.queue.try_send(message) {
-                Ok(()) => break,
-                Err(TrySendError::Full(back)) if Instant::now() < deadline => {
-                    message = back;
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(_) => return self.dropped() + self.queued.load(Ordering::Relaxed),
+        let Ok(mut pending) = self.queue.spans.lock() else {
+            return self.dropped();
+        };
+        pending.ending = true;
+        self.queue.ready.notify_one();
+        while !pending.ended {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                // Still exporting at the deadline: what it has not sent is
+                // lost with the process.
+                let unsent = pending.spans.len() as u64;
+                return self.dropped() + unsent;
             }
+            pending = match self.queue.drained.wait_timeout(pending, left) {
+                Ok((pending, _)) => pending,
+                Err(_) => return self.dropped(),
+            };
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if done_rx.recv_timeout(left).is_err() {
-            // Still exporting at the deadline: what it has not sent is
-            // lost with the process.
-            return self.dropped() + self.queued.load(Ordering::Relaxed);
-        }
+        drop(pending);
         if let Ok(mut thread) = self.thread.lock()
             && let Some(thread) = thread.take()
         {
@@ -172,63 +194,53 @@ impl Exporting {
     }
 }
 
-/// The export thread: batches of at most `batch` spans, each sent when
-/// full or when its first span has waited `delay`.
+/// The export thread: takes what is queued when a batch is full, when
+/// `delay` has passed, or when the process ends, and posts it in batches
+/// of at most `batch` spans.
 fn run(
-    exporter: opentelemetry_otlp::SpanExporter,
-    receiver: Receiver<Message>,
+    exporter: &opentelemetry_otlp::SpanExporter,
+    queue: &Queue,
     batch: usize,
     delay: Duration,
     dropped: &AtomicU64,
-    queued: &AtomicU64,
 ) {
-    let mut spans: Vec<SpanData> = Vec::with_capacity(batch);
-    let mut first_at: Option<Instant> = None;
-    let export = |spans: &mut Vec<SpanData>| {
-        if spans.is_empty() {
-            return;
-        }
-        let count = spans.len() as u64;
-        let result = futures_executor::block_on(exporter.export(std::mem::take(spans)));
-        queued.fetch_sub(count, Ordering::Relaxed);
-        if let Err(e) = result {
-            dropped.fetch_add(count, Ordering::Relaxed);
-            tracing::debug!("OTLP export of {count} span(s) failed: {e}");
+    let export = |mut spans: Vec<SpanData>| {
+        while !spans.is_empty() {
+            let rest = spans.split_off(spans.len().min(batch));
+            let count = spans.len() as u64;
+            let result = futures_executor::block_on(exporter.export(spans));
+            if let Err(e) = result {
+                dropped.fetch_add(count, Ordering::Relaxed);
+                tracing::debug!("OTLP export of {count} span(s) failed: {e}");
+            }
+            spans = rest;
         }
     };
     loop {
-        let wait = match first_at {
-            Some(at) => delay.saturating_sub(at.elapsed()),
-            None => delay,
+        let (spans, ending) = {
+            let Ok(mut pending) = queue.spans.lock() else {
+                return;
+            };
+            if pending.spans.len() < batch && !pending.ending {
+                pending = match queue.ready.wait_timeout(pending, delay) {
+                    Ok((pending, _)) => pending,
+                    Err(_) => return,
+                };
+            }
+            (
+                std::mem::replace(&mut pending.spans, Vec::with_capacity(batch)),
+                pending.ending,
+            )
         };
-        match receiver.recv_timeout(wait) {
-            Ok(Message::Span(span)) => {
-                first_at.get_or_insert_with(Instant::now);
-                spans.push(*span);
-                if spans.len() >= batch {
-                    export(&mut spans);
-                    first_at = None;
-                }
+        export(spans);
+        if ending {
+            // Spans queued after the shutdown was asked for are refused
+            // (`send`), so this was the last of them.
+            if let Ok(mut pending) = queue.spans.lock() {
+                pending.ended = true;
             }
-            Ok(Message::Shutdown(done)) => {
-                // Whatever was queued before the shutdown is in `spans` by
-                // now (the channel keeps order), in batches.
-                while !spans.is_empty() {
-                    let rest = spans.split_off(spans.len().min(batch));
-                    export(&mut spans);
-                    spans = rest;
-                }
-                let _ = done.send(());
-                return;
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                export(&mut spans);
-                first_at = None;
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                export(&mut spans);
-                return;
-            }
+            queue.drained.notify_all();
+            return;
         }
     }
 }

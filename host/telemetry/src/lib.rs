@@ -20,7 +20,7 @@ pub mod metrics;
 pub mod trace;
 
 pub use config::{ConfigError, Protocol, TelemetryConfig, TracesConfig};
-pub use opentelemetry::KeyValue;
+pub use opentelemetry::{KeyValue, StringValue};
 pub use trace::{SpanKind, SpanOut, TraceContext, emit, enabled};
 
 use std::sync::OnceLock;
@@ -55,6 +55,14 @@ pub fn shutdown(timeout: std::time::Duration) -> u64 {
             exporting.shutdown(timeout)
         }
         None => 0,
+    }
+}
+
+/// Turns building and exporting spans off and on again, when traces are
+/// exported at all (the benchmark compares the two in one process).
+pub fn set_exporting(on: bool) {
+    if TRACES.get().is_some() {
+        trace::ENABLED.store(on, std::sync::atomic::Ordering::Release);
     }
 }
 

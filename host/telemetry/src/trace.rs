@@ -155,7 +155,7 @@ impl SpanOut {
             kind: SpanKind::Internal,
             start,
             end,
-            attributes: Vec::new(),
+            attributes: Vec::with_capacity(8),
             error: None,
         }
     }
