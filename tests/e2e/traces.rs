@@ -93,8 +93,9 @@ fn a_research_run_is_one_trace_of_its_nodes_and_their_calls() {
         &outcome["nodes_run"]
     );
 
-    // A span per node under the root, one per call attempt under its node,
-    // with the skill's digest, fuel and memory.
+    // A span per node under the root; a skill node's carries its call's
+    // figures (the skill's digest, the attempt, fuel and memory), a map
+    // node's calls each have a span under it naming their item.
     let nodes: Vec<&Value> = spans
         .iter()
         .filter(|s| s["name"].as_str().unwrap().starts_with("node "))
@@ -106,43 +107,52 @@ fn a_research_run_is_one_trace_of_its_nodes_and_their_calls() {
             .unwrap(),
     );
     let components = &shown["components"];
+    let ran_the_run_s_component = |span: &Value| {
+        let digest = attr(span, "skillhost.skill.digest").as_str().unwrap();
+        assert!(
+            components
+                .as_object()
+                .unwrap()
+                .values()
+                .any(|d| d == digest),
+            "{span:#} digest not among the run's components {components}"
+        );
+        assert_eq!(attr(span, "skillhost.attempt"), 1, "{span:#}");
+        assert!(attr(span, "skillhost.fuel_consumed").as_i64().unwrap() > 0);
+        assert!(attr(span, "skillhost.memory_peak_bytes").as_i64().unwrap() > 0);
+    };
     for node in &nodes {
         assert_eq!(node["parent_span_id"], root["span_id"], "{node:#}");
         assert_eq!(attr(node, "skillhost.run.id"), run_id);
-        assert!(attr(node, "skillhost.node.kind").is_string(), "{node:#}");
-        let calls: Vec<&Value> = spans
-            .iter()
-            .filter(|s| s["parent_span_id"] == node["span_id"])
-            .collect();
-        for call in calls {
-            assert!(
-                call["name"].as_str().unwrap().starts_with("call "),
-                "{call:#}"
-            );
-            assert_eq!(attr(call, "skillhost.attempt"), 1);
-            assert!(attr(call, "skillhost.fuel_consumed").as_i64().unwrap() > 0);
-            assert!(attr(call, "skillhost.memory_peak_bytes").as_i64().unwrap() > 0);
-            let digest = attr(call, "skillhost.skill.digest").as_str().unwrap();
-            assert!(
-                components
-                    .as_object()
-                    .unwrap()
-                    .values()
-                    .any(|d| d == digest),
-                "{call:#} digest not among the run's components {components}"
-            );
-            assert!(call["start"].as_u64() >= node["start"].as_u64());
-            assert!(call["end"].as_u64() <= node["end"].as_u64());
+        if attr(node, "skillhost.node.kind") == "skill" {
+            ran_the_run_s_component(node);
         }
     }
-    // The summaries' map node has a call per paper, each naming its item.
+    assert_eq!(
+        nodes
+            .iter()
+            .filter(|n| attr(n, "skillhost.node.kind") == "skill")
+            .count(),
+        4,
+        "paper_discovery, paper_compare, claim_synthesis, report_writer"
+    );
     let summarize = one(&spans, "node paper_summarize");
+    assert_eq!(attr(summarize, "skillhost.node.kind"), "map");
     let items: Vec<&Value> = spans
         .iter()
         .filter(|s| s["parent_span_id"] == summarize["span_id"])
         .collect();
     assert!(items.len() > 1, "{items:#?}");
-    assert!(items.iter().all(|s| attr(s, "skillhost.map.item").is_i64()));
+    let mut indexes = Vec::new();
+    for item in &items {
+        assert_eq!(item["name"], "call paper-summarize", "{item:#}");
+        ran_the_run_s_component(item);
+        assert!(item["start"].as_u64() >= summarize["start"].as_u64());
+        assert!(item["end"].as_u64() <= summarize["end"].as_u64());
+        indexes.push(attr(item, "skillhost.map.item").as_i64().unwrap());
+    }
+    indexes.sort();
+    assert_eq!(indexes, (0..items.len() as i64).collect::<Vec<_>>());
 
     // The run keeps its trace: `runs show` names it.
     assert_eq!(shown["trace_id"], trace, "{shown}");

@@ -216,7 +216,13 @@ pub(crate) fn call_with_retries(
         options.random_seed = random_seed(run_id, node_id, item, attempt);
         let report = skill.call(input, &options);
         if let (Some(trace), Some(started)) = (plan.trace, started) {
-            traced::call_attempt(trace, item, skill, attempt, started, &report);
+            // A skill node's last attempt is its node's span (`kinds/skill.rs`
+            // hands its figures over); a retried one, or a map item's, has a
+            // span of its own.
+            let retried =
+                matches!(&report.result, Err(e) if e.retryable() && attempt < plan.max_attempts);
+            let own_span = retried || item.is_some();
+            traced::call_attempt(trace, item, skill, attempt, started, &report, own_span);
         }
         let error = match &report.result {
             Err(e) if e.retryable() && attempt < plan.max_attempts => e.to_json(),

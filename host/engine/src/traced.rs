@@ -37,6 +37,8 @@ pub(crate) struct RunTrace {
     version: String,
     /// The run's id, shared by its spans' attributes.
     run_id: Arc<str>,
+    /// The last attempt of the running node's call, for its span.
+    call: std::sync::Mutex<Option<Called>>,
     /// The span of the node being run now (its id as a number), so its
     /// calls can name it as their parent.
     node: AtomicU64,
@@ -110,6 +112,7 @@ impl RunTrace {
             scenario: scenario.name.clone(),
             version: scenario.version.clone(),
             run_id: Arc::from(run_id),
+            call: std::sync::Mutex::new(None),
             node: AtomicU64::new(0),
             drive_started: SystemTime::now(),
             resumed,
@@ -123,7 +126,25 @@ impl RunTrace {
         let span = self.root.child();
         self.node
             .store(u64::from_be_bytes(span.span_id), Ordering::Relaxed);
+        if let Ok(mut slot) = self.call.lock() {
+            *slot = None;
+        }
         span
+    }
+
+    /// The running skill node's call ended (its last attempt): its
+    /// figures go on the node's span.
+    pub(crate) fn called(&self, skill: &Skill, attempt: u32, report: &CallReport) {
+        let called = Called {
+            skill: skill.shared_name(),
+            digest: skill.shared_digest(),
+            attempt,
+            fuel: report.fuel_consumed,
+            memory: report.memory_peak_bytes,
+        };
+        if let Ok(mut slot) = self.call.lock() {
+            *slot = Some(called);
+        }
     }
 
     /// The span of the node being run.
@@ -164,6 +185,9 @@ impl RunTrace {
         .attribute(KeyValue::new("skillhost.node", node.id.clone()))
         .attribute(KeyValue::new("skillhost.node.kind", node.kind().name()))
         .attribute(KeyValue::new("skillhost.node.visit", i64::from(visit)));
+        if let Some(called) = self.call.lock().ok().and_then(|mut slot| slot.take()) {
+            out.attributes.extend(called.attributes());
+        }
         if let Some((code, message)) = error {
             out = out.attribute(KeyValue::new("skillhost.error.code", code.to_string()));
             out.error = Some(message.to_string());
@@ -229,6 +253,28 @@ impl RunTrace {
             None => out.attribute(KeyValue::new("skillhost.wait.outcome", "timed_out")),
         };
         skillhost_telemetry::emit(out);
+    }
+}
+
+/// What a call's attempt measured, as its span's attributes.
+#[derive(Debug)]
+struct Called {
+    skill: Arc<str>,
+    digest: Arc<str>,
+    attempt: u32,
+    fuel: u64,
+    memory: u64,
+}
+
+impl Called {
+    fn attributes(self) -> [KeyValue; 5] {
+        [
+            KeyValue::new("skillhost.skill", StringValue::from(self.skill)),
+            KeyValue::new("skillhost.skill.digest", StringValue::from(self.digest)),
+            KeyValue::new("skillhost.attempt", i64::from(self.attempt)),
+            KeyValue::new("skillhost.fuel_consumed", self.fuel as i64),
+            KeyValue::new("skillhost.memory_peak_bytes", self.memory as i64),
+        ]
     }
 }
 
@@ -313,9 +359,12 @@ pub(crate) struct CallTrace {
     pub node: TraceContext,
 }
 
-/// The span of one attempt of a node's call (`item`: a map node's item),
-/// under the node's span (which names the run and the node), and one under
-/// it per host call it made that left the run.
+/// One attempt of a node's call (`item`: a map node's item): with
+/// `own_span`, a span of its own under the node's (which names the run and
+/// the node) with its host calls under it; without (a skill node's last
+/// attempt, whose figures go on the node's span), its host calls under the
+/// node's span.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn call_attempt(
     trace: CallTrace,
     item: Option<usize>,
@@ -323,46 +372,43 @@ pub(crate) fn call_attempt(
     attempt: u32,
     started: SystemTime,
     report: &CallReport,
+    own_span: bool,
 ) {
-    let span = trace.node.child();
-    let mut out = SpanOut::new(
-        format!("call {}", skill.name),
-        span,
-        Some(trace.node.span_id),
-        started,
-        started + report.duration,
-    )
-    .attribute(KeyValue::new(
-        "skillhost.skill",
-        StringValue::from(skill.shared_name()),
-    ))
-    .attribute(KeyValue::new(
-        "skillhost.skill.digest",
-        StringValue::from(skill.shared_digest()),
-    ))
-    .attribute(KeyValue::new("skillhost.attempt", i64::from(attempt)))
-    .attribute(KeyValue::new(
-        "skillhost.fuel_consumed",
-        report.fuel_consumed as i64,
-    ))
-    .attribute(KeyValue::new(
-        "skillhost.memory_peak_bytes",
-        report.memory_peak_bytes as i64,
-    ));
-    if let Some(item) = item {
-        out = out.attribute(KeyValue::new("skillhost.map.item", item as i64));
+    let parent = match own_span {
+        true => trace.node.child(),
+        false => trace.node,
+    };
+    if own_span {
+        let called = Called {
+            skill: skill.shared_name(),
+            digest: skill.shared_digest(),
+            attempt,
+            fuel: report.fuel_consumed,
+            memory: report.memory_peak_bytes,
+        };
+        let mut out = SpanOut::new(
+            format!("call {}", skill.name),
+            parent,
+            Some(trace.node.span_id),
+            started,
+            started + report.duration,
+        );
+        out.attributes.extend(called.attributes());
+        if let Some(item) = item {
+            out = out.attribute(KeyValue::new("skillhost.map.item", item as i64));
+        }
+        if let Err(error) = &report.result {
+            let json = error.to_json();
+            let code = json.get("code").and_then(Value::as_str).unwrap_or("error");
+            out = out.attribute(KeyValue::new("skillhost.error.code", code.to_string()));
+            out.error = Some(error.to_string());
+        }
+        skillhost_telemetry::emit(out);
     }
-    if let Err(error) = &report.result {
-        let json = error.to_json();
-        let code = json.get("code").and_then(Value::as_str).unwrap_or("error");
-        out = out.attribute(KeyValue::new("skillhost.error.code", code.to_string()));
-        out.error = Some(error.to_string());
-    }
-    skillhost_telemetry::emit(out);
     for timing in &report.host_calls {
         let record = timing.entry.and_then(|entry| report.journal.get(entry));
         host_call(
-            span,
+            parent,
             timing.capability,
             timing.started,
             timing.duration,

@@ -79,6 +79,9 @@ async fn run_call(
             None,
         )
     })?;
+    if let (Some(trace), Lookup::Off | Lookup::Miss { .. }) = (&cx.trace, &lookup) {
+        trace.called(&skill, attempt, &report);
+    }
     let mut step = empty_step(cx, node, attempt);
     step.started_at_ms = started_at_ms;
     step.fuel_consumed = Some(report.fuel_consumed);
