@@ -105,6 +105,21 @@ pub enum Admission {
     Existing { run_id: String },
 }
 
+/// The queue and the open waits as the store has them now, across every
+/// process on it ([`History::queue_stats`](super::History::queue_stats)):
+/// what a metrics scrape reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// Runs waiting in the queue for a worker.
+    pub queued: u64,
+    /// When the run queued longest ago was queued (Unix ms; None when
+    /// nothing is queued): its creation, or when it was queued again
+    /// (answered, or given back by a worker).
+    pub oldest_queued_at_ms: Option<i64>,
+    /// Runs waiting for an answer at an approval node.
+    pub waiting: u64,
+}
+
 /// A per-scenario retention setting for `host runs prune`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retention {

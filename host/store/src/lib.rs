@@ -60,7 +60,7 @@ pub use error::StoreError;
 pub use kv::{KvLimits, KvSpace, KvUsage, KvWrite};
 pub use lease::{
     Admission, CurrentCheckpoint, DEFAULT_IDEMPOTENCY_TTL, IdempotencyKey, Lease, PruneReport,
-    Retention, RunOptions, ScheduleTick, format_ms, new_owner_id, parse_duration,
+    QueueStats, Retention, RunOptions, ScheduleTick, format_ms, new_owner_id, parse_duration,
 };
 pub use migrate::SCHEMA_VERSION;
 pub use rows::{
@@ -867,6 +867,13 @@ impl History {
         task_id: &str,
     ) -> Result<Option<CurrentCheckpoint>, StoreError> {
         dispatch!(self, s => s.current_checkpoint(task_id).await)
+    }
+
+    /// How many runs are queued, since when the oldest of them, and how
+    /// many wait for an answer: across every process on the store, in one
+    /// read (what `/metrics` reports at each scrape).
+    pub async fn queue_stats(&self) -> Result<QueueStats, StoreError> {
+        dispatch!(self, s => s.queue_stats().await)
     }
 
     /// The per-scenario retention settings, by scenario name.
