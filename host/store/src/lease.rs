@@ -27,6 +27,18 @@ pub struct Lease {
     pub expires_at_ms: i64,
 }
 
+/// A run a claim took ([`Store::claim`](super::Store::claim)), leased to
+/// the claimer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// The run as it is after the claim (status running, leased).
+    pub run: super::RunRow,
+    pub lease: Lease,
+    /// The run's lease was another runner's, which let it expire (it died,
+    /// or stalled past its time to live): a takeover.
+    pub took_over: bool,
+}
+
 /// Where a task stands: its row in `task_checkpoints`, upserted with every
 /// checkpoint of the runs working on it (for a run without a task id: the
 /// run's checkpoint at `last_seq`, which says the same).
