@@ -4,7 +4,8 @@
 //! directory ([`cli`]), throwaway Postgres clusters ([`pg`]), a real HTTP
 //! server ([`http_server`]), a real OCI registry and the registry clients
 //! nobody here wrote ([`registry`]), a registry that answers hostilely and
-//! a run of `host` measured for memory ([`hostile_registry`]), and, behind
+//! a run of `host` measured for memory ([`hostile_registry`]), a real
+//! Prometheus server scraping what a test gives it ([`prometheus`]), and, behind
 //! features, a test `Runtime` (`runtime`) and the store's fixtures
 //! (`store`).
 //!
@@ -17,6 +18,7 @@ pub mod fake_llm_server;
 pub mod hostile_registry;
 pub mod http_server;
 pub mod pg;
+pub mod prometheus;
 pub mod registry;
 #[cfg(feature = "store")]
 pub mod store_fixtures;
