@@ -101,6 +101,12 @@ pub(crate) fn journal_committed(bytes: u64) {
     }
 }
 
+/// A worker failed a run it claimed without running it: its scenario
+/// cannot be loaded on the worker, or is no longer the run's.
+pub(crate) fn claimed_run_failed(scenario: &str) {
+    metrics::run_finished(scenario, "failed");
+}
+
 /// A worker's claim took over a run whose lease expired.
 pub(crate) fn lease_taken_over() {
     metrics::lease_taken_over();

@@ -488,6 +488,7 @@ impl Job {
                     .await
                 {
                     Ok(()) => {
+                        crate::metered::claimed_run_failed(&run.scenario_name);
                         (self.events)(&WorkerEvent::Finished {
                             run_id,
                             status: "failed".into(),
@@ -548,7 +549,10 @@ impl Job {
                     .finish_run(&run_id, RunStatus::Failed, None, Some(&error))
                     .await
                 {
-                    Ok(()) => Outcome::Failed,
+                    Ok(()) => {
+                        crate::metered::claimed_run_failed(&run.scenario_name);
+                        Outcome::Failed
+                    }
                     Err(e) => self.store_failure(lease, e).await,
                 }
             }

@@ -242,4 +242,16 @@ async fn a_worker_taking_over_an_expired_lease_counts_a_takeover() {
     assert_eq!(run.lease_generation, 2);
     let text = metrics::render(Format::Prometheus, None);
     assert_eq!(value(&text, "skillhost_lease_takeovers_total"), Some(1.0));
+    // Failed without running: it finished, and never started here.
+    assert_eq!(
+        value(
+            &text,
+            "skillhost_runs_finished_total{scenario=\"demo\",status=\"failed\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "skillhost_runs_started_total{scenario=\"demo\"}"),
+        None
+    );
 }
