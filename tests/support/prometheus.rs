@@ -166,12 +166,15 @@ impl Prometheus {
         }
     }
 
-    /// The targets' scrape health (`up`), by job.
+    /// The targets' scrape health (`up`), by job, in the jobs' order.
     pub fn targets_up(&self) -> Vec<(String, f64)> {
-        self.query("up")
+        let mut up: Vec<(String, f64)> = self
+            .query("up")
             .into_iter()
             .map(|s| (s.label("job").to_string(), s.value))
-            .collect()
+            .collect();
+        up.sort_by(|a, b| a.0.cmp(&b.0));
+        up
     }
 
     /// Queries `promql` until `check` accepts its series, or `timeout`

@@ -33,8 +33,11 @@ pub(crate) fn run_started(cx: &RunContext<'_>) {
 }
 
 /// The run loop of `cx`'s run returned `ended`: its status, or
-/// `interrupted` when the run stopped here without an end (its lease lost,
-/// a database failure; another runner or a resume goes on with it).
+/// `interrupted` when it stopped here with an error, without an end (a
+/// commit refused under a lost lease, a database failure; another runner
+/// or a resume goes on with it). A run loop dropped in flight (a worker's
+/// shutdown, a lease found lost by a renewal) returns nothing, and counts
+/// as started only.
 pub(crate) fn run_ended(cx: &RunContext<'_>, ended: &Result<RunOutcome, EngineError>) {
     if recorded(cx) {
         let status = match ended {
