@@ -7,7 +7,7 @@
 #   --quick  the inner loop: formatting, lints, the unit and integration
 #            tests and the core end-to-end tests, without the ones that
 #            drive outside tools (Chromium, LibreOffice, the MCP SDKs,
-#            registries, guest toolchains: `.config/nextest.toml`)
+#            registries, guest toolchains, Prometheus: `.config/nextest.toml`)
 #
 # The tests run under cargo-nextest (a process per test, every test's
 # time); without it they run under `cargo test`, the same tests, untimed.

@@ -16,6 +16,7 @@ mod kv;
 mod layout;
 mod llm;
 mod mcp;
+mod metrics;
 mod polyglot;
 mod ppt;
 mod progress;

@@ -6,6 +6,8 @@
 //! nobody here wrote ([`registry`]), a registry that answers hostilely and
 //! a run of `host` measured for memory ([`hostile_registry`]), an OTLP
 //! trace receiver decoding with the official definitions ([`otlp`]), and, behind
+//! a run of `host` measured for memory ([`hostile_registry`]), a real
+//! Prometheus server scraping what a test gives it ([`prometheus`]), and, behind
 //! features, a test `Runtime` (`runtime`) and the store's fixtures
 //! (`store`).
 //!
@@ -19,6 +21,7 @@ pub mod hostile_registry;
 pub mod http_server;
 pub mod otlp;
 pub mod pg;
+pub mod prometheus;
 pub mod registry;
 #[cfg(feature = "store")]
 pub mod store_fixtures;

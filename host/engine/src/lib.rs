@@ -48,6 +48,7 @@ mod failure;
 mod kinds;
 pub mod kv;
 pub mod lease;
+mod metered;
 mod node;
 pub mod queue;
 pub mod remedy;

@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use crate::failure::FailureCode;
 use crate::kinds::{self, Finish, NodeFailure, NodeSuccess, Outcome, Wait};
+use crate::metered;
 use crate::node::node_config;
 use crate::{EngineError, Event, Position, RunContext, RunOutcome, Waiting, state};
 use skillhost_runtime::TokenUsage;
@@ -33,6 +34,20 @@ use skillhost_store::{
 /// it hashes each new state, re-hashing only the fields a step changed.
 /// `tokens_used`: what the run's completions used before `checkpoint`.
 pub(crate) async fn drive(
+    cx: &RunContext<'_>,
+    checkpoint: Position,
+    state: RunState,
+    hashes: FieldHashes,
+    tokens_used: TokenUsage,
+) -> Result<RunOutcome, EngineError> {
+    metered::run_started(cx);
+    let ended = run_loop(cx, checkpoint, state, hashes, tokens_used).await;
+    metered::run_ended(cx, &ended);
+    ended
+}
+
+/// [`drive`]'s loop.
+async fn run_loop(
     cx: &RunContext<'_>,
     checkpoint: Position,
     state: RunState,
@@ -88,7 +103,10 @@ pub(crate) async fn cancel(
         FieldHashes::default(),
         TokenUsage::default(),
     );
-    run.cancelled(by, at_ms).await
+    metered::run_started(cx);
+    let ended = run.cancelled(by, at_ms).await;
+    metered::run_ended(cx, &ended);
+    ended
 }
 
 /// What one node of a replayed step did: the commit the run loop would have
@@ -263,6 +281,7 @@ impl<'c, 'a> Run<'c, 'a> {
             };
             trace.node_ended(span, node, visit, started, error);
         }
+        metered::node_finished(cx, node, std::time::Duration::from_micros(elapsed_us));
         let next = match outcome {
             Outcome::Finish(finish) => return Ok(NodeEnd::Finish(finish)),
             Outcome::Wait(wait) => return Ok(NodeEnd::Wait(node.id.clone(), wait)),

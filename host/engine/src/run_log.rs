@@ -163,7 +163,9 @@ impl<'a> RunLog<'a> {
     ) -> Result<bool, StoreError> {
         match &self.0 {
             Mode::Durable { writer: store, .. } => {
+                let journal_bytes = crate::metered::journal_bytes(&commit.journal);
                 store.commit_step_with_artifacts(&commit, artifacts).await?;
+                crate::metered::journal_committed(journal_bytes);
                 Ok(true)
             }
             Mode::Replay { kept, .. } => {

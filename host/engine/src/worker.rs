@@ -40,7 +40,7 @@ use crate::schedule::{self, Scheduler};
 use crate::{Engine, EngineError, EventSink, FailureCode, NoEvents};
 use skillhost_runtime::Runtime;
 use skillhost_scenario::LoadedScenario;
-use skillhost_store::{Lease, RunRow, RunStatus, Store, StoreError};
+use skillhost_store::{Claim, Lease, RunRow, RunStatus, Store, StoreError};
 
 /// How a worker behaves.
 #[derive(Debug, Clone)]
@@ -346,8 +346,15 @@ async fn claim_and_run(
                 continue;
             }
         };
-        match store.claim_run(&config.owner, config.lease_ttl).await {
-            Ok(Some((run, lease))) => {
+        match store.claim(&config.owner, config.lease_ttl).await {
+            Ok(Some(Claim {
+                run,
+                lease,
+                took_over,
+            })) => {
+                if took_over {
+                    crate::metered::lease_taken_over();
+                }
                 backoff = config.poll_interval;
                 events(&WorkerEvent::Claimed {
                     run_id: run.id.clone(),
@@ -481,6 +488,7 @@ impl Job {
                     .await
                 {
                     Ok(()) => {
+                        crate::metered::claimed_run_failed(&run.scenario_name);
                         (self.events)(&WorkerEvent::Finished {
                             run_id,
                             status: "failed".into(),
@@ -541,7 +549,10 @@ impl Job {
                     .finish_run(&run_id, RunStatus::Failed, None, Some(&error))
                     .await
                 {
-                    Ok(()) => Outcome::Failed,
+                    Ok(()) => {
+                        crate::metered::claimed_run_failed(&run.scenario_name);
+                        Outcome::Failed
+                    }
                     Err(e) => self.store_failure(lease, e).await,
                 }
             }

@@ -32,7 +32,8 @@ const SIGNIN_HTML: &str = include_str!("../assets/signin.html");
 pub(crate) async fn admit(State(state): State<Shared>, request: Request, next: Next) -> Response {
     let gate = &state.gate;
     let path = request.uri().path();
-    let api = path.starts_with("/api/");
+    // A scraper of `/metrics` is refused as the API refuses.
+    let api = path.starts_with("/api/") || path == "/metrics";
     let refused = if let Err(refusal) = gate.check_site(&request) {
         Some(refusal)
     } else if let (false, Err(refusal)) = (open(path), gate.check_token(&request)) {

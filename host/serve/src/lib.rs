@@ -4,7 +4,9 @@
 //! show), the web run inspector (`pages.rs`, every asset embedded from
 //! `assets/`; a report's Markdown rendered with only `http`, `https`,
 //! `mailto` and relative links, `markdown.rs`), the scenario graph drawn
-//! as SVG (`svg.rs`), the API's error shape (`error.rs`), who may ask
+//! as SVG (`svg.rs`), the process's metrics at `/metrics` (`metrics.rs`,
+//! also served alone for `host worker --metrics-addr`), the API's error
+//! shape (`error.rs`), who may ask
 //! (`access.rs`: the `Host` and `Origin` of every request, the token when
 //! one is set, of every request but the sign-in page's own, with a
 //! sign-in cookie for the pages, and JSON bodies, through
@@ -36,6 +38,7 @@ mod error;
 mod events;
 mod headers;
 mod markdown;
+mod metrics;
 mod pages;
 mod svg;
 
@@ -57,6 +60,7 @@ use skillhost_scenario::LoadedScenario;
 use skillhost_store::Store;
 
 pub use error::ApiError;
+pub use metrics::{MetricsConfig, MetricsServer, check_metrics_bind};
 pub use skillhost_auth::{BindError, check_bind};
 pub use svg::graph_svg;
 
@@ -87,6 +91,7 @@ pub const API_ROUTES: &[(&str, &str)] = &[
     ("get", "/api/events"),
     ("get", "/api/scenarios"),
     ("get", "/api/openapi.json"),
+    ("get", "/metrics"),
 ];
 
 /// What the server is given.
@@ -195,6 +200,7 @@ pub fn router(
     Router::new()
         .merge(api::routes())
         .merge(pages::routes())
+        .merge(metrics::routes())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             access::admit,
@@ -215,6 +221,7 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), String> {
     check_bind("--addr", config.addr, config.token.as_deref()).map_err(|e| e.to_string())?;
+    skillhost_telemetry::metrics::install();
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.addr))?;

@@ -6,6 +6,7 @@
 //! and hands their `[[schedule]]` entries to the engine's scheduler
 //! (`skillhost_engine::schedule`).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,11 +14,13 @@ use clap::Args;
 use serde_json::json;
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs, duration_arg,
-    engine_failure, load_scenario, scenario_loader, shown, shutdown_on_signals, tokio_runtime,
+    AllowedHostArgs, CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs,
+    TokenArgs, duration_arg, engine_failure, load_scenario, scenario_loader, shown,
+    shutdown_on_signals, tokio_runtime,
 };
 use skillhost_engine::schedule::{self, DEFAULT_CATCH_UP, Scheduler};
 use skillhost_engine::worker::{self, WorkerConfig, WorkerEvent};
+use skillhost_serve::{MetricsConfig, MetricsServer};
 use skillhost_store::new_owner_id;
 
 #[derive(Debug, Args)]
@@ -61,6 +64,15 @@ pub struct WorkerArgs {
     /// scheduled, ticks_skipped).
     #[arg(long)]
     pub json: bool,
+    /// Serve the process's metrics at http://ADDR/metrics for Prometheus (runs, node durations, tokens, takeovers, and the store's queue depth and open waits). Any address but a loopback one needs --token or --token-file.
+    #[arg(long, value_name = "IP:PORT")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// The token a scraper of --metrics-addr must send.
+    #[command(flatten)]
+    pub token: TokenArgs,
+    /// Names besides the loopback ones --metrics-addr answers to.
+    #[command(flatten)]
+    pub allowed_hosts: AllowedHostArgs,
 }
 
 pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
@@ -72,6 +84,7 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             "--catch-up must be at least 1 (the tick that is due now counts as one)",
         ));
     }
+    let metrics = metrics_config(&args)?;
     // Each scenario loaded and checked now: a bad cron, or an input that
     // does not fit, stops the worker before it starts.
     let scheduled = args
@@ -91,6 +104,12 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let store = args.db.open_with(Durability::Full).await?;
+        // Listening before anything is claimed: a worker asked for its
+        // metrics does not run without them.
+        let metrics = match metrics {
+            Some(config) => Some(MetricsServer::bind(config).await.map_err(Failure::environment)?),
+            None => None,
+        };
         let owner = args.owner.clone().unwrap_or_else(|| new_owner_id("worker"));
         let config = WorkerConfig {
             owner: owner.clone(),
@@ -162,6 +181,14 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             );
         }
         let shutdown_rx = shutdown_on_signals()?;
+        let metrics = metrics.map(|server| {
+            eprintln!(
+                "worker metrics on http://{}/metrics",
+                server.local_addr()
+            );
+            let history = skillhost_store::History::clone(&store);
+            tokio::spawn(server.serve(history, shutdown_rx.clone()))
+        });
         if let Some(scheduler) = &scheduler
             && !json_out
         {
@@ -180,6 +207,11 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             events,
         )
         .await;
+        // A worker that exits when idle stops its metrics with it; one
+        // stopped by a signal has told the server too.
+        if let Some(metrics) = metrics {
+            metrics.abort();
+        }
         store.close().await;
         if json_out {
             println!(
@@ -201,4 +233,26 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
         }
         Ok(())
     })
+}
+
+/// `--metrics-addr` with its token and names, checked before anything is
+/// opened; a token or a name without it is refused (there is nothing for
+/// it to guard).
+fn metrics_config(args: &WorkerArgs) -> Result<Option<MetricsConfig>, Failure> {
+    let token = args.token.given()?;
+    let Some(addr) = args.metrics_addr else {
+        if token.is_some() || !args.allowed_hosts.names.is_empty() {
+            return Err(Failure::bad_input(
+                "--token, --token-file and --allowed-host guard the metrics server: give \
+                 --metrics-addr IP:PORT with them, or leave them out",
+            ));
+        }
+        return Ok(None);
+    };
+    skillhost_serve::check_metrics_bind(addr, token.as_deref()).map_err(Failure::bad_input)?;
+    Ok(Some(MetricsConfig {
+        addr,
+        token,
+        allowed_hosts: args.allowed_hosts.checked(addr)?,
+    }))
 }

@@ -27,6 +27,18 @@ pub struct Lease {
     pub expires_at_ms: i64,
 }
 
+/// A run a claim took ([`Store::claim`](super::Store::claim)), leased to
+/// the claimer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// The run as it is after the claim (status running, leased).
+    pub run: super::RunRow,
+    pub lease: Lease,
+    /// The run's lease was another runner's, which let it expire (it died,
+    /// or stalled past its time to live): a takeover.
+    pub took_over: bool,
+}
+
 /// Where a task stands: its row in `task_checkpoints`, upserted with every
 /// checkpoint of the runs working on it (for a run without a task id: the
 /// run's checkpoint at `last_seq`, which says the same).
@@ -103,6 +115,21 @@ pub enum Admission {
     /// Nothing was written: a live idempotency key, or the schedule's
     /// tick, already has this run.
     Existing { run_id: String },
+}
+
+/// The queue and the open waits as the store has them now, across every
+/// process on it ([`History::queue_stats`](super::History::queue_stats)):
+/// what a metrics scrape reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// Runs waiting in the queue for a worker.
+    pub queued: u64,
+    /// When the run queued longest ago was queued (Unix ms; None when
+    /// nothing is queued): its creation, or when it was queued again
+    /// (answered, or given back by a worker).
+    pub oldest_queued_at_ms: Option<i64>,
+    /// Runs waiting for an answer at an approval node.
+    pub waiting: u64,
 }
 
 /// A per-scenario retention setting for `host runs prune`.

@@ -59,8 +59,9 @@ pub use checkpoint::{
 pub use error::StoreError;
 pub use kv::{KvLimits, KvSpace, KvUsage, KvWrite};
 pub use lease::{
-    Admission, CurrentCheckpoint, DEFAULT_IDEMPOTENCY_TTL, IdempotencyKey, Lease, PruneReport,
-    Retention, RunOptions, ScheduleTick, format_ms, new_owner_id, parse_duration,
+    Admission, Claim, CurrentCheckpoint, DEFAULT_IDEMPOTENCY_TTL, IdempotencyKey, Lease,
+    PruneReport, QueueStats, Retention, RunOptions, ScheduleTick, format_ms, new_owner_id,
+    parse_duration,
 };
 pub use migrate::SCHEMA_VERSION;
 pub use rows::{
@@ -479,6 +480,15 @@ impl Store {
         owner: &str,
         ttl: Duration,
     ) -> Result<Option<(RunRow, Lease)>, StoreError> {
+        Ok(self
+            .claim(owner, ttl)
+            .await?
+            .map(|claim| (claim.run, claim.lease)))
+    }
+
+    /// [`claim_run`](Self::claim_run), saying whether the run was taken
+    /// over from a runner whose lease expired ([`Claim::took_over`]).
+    pub async fn claim(&self, owner: &str, ttl: Duration) -> Result<Option<Claim>, StoreError> {
         dispatch!(self, s => s.claim_run(owner, ttl).await)
     }
 
@@ -867,6 +877,13 @@ impl History {
         task_id: &str,
     ) -> Result<Option<CurrentCheckpoint>, StoreError> {
         dispatch!(self, s => s.current_checkpoint(task_id).await)
+    }
+
+    /// How many runs are queued, since when the oldest of them, and how
+    /// many wait for an answer: across every process on the store, in one
+    /// read (what `/metrics` reports at each scrape).
+    pub async fn queue_stats(&self) -> Result<QueueStats, StoreError> {
+        dispatch!(self, s => s.queue_stats().await)
     }
 
     /// The per-scenario retention settings, by scenario name.

@@ -32,7 +32,7 @@ use crate::checkpoint::{CheckpointRow, LoadedCheckpoint, RunHistory, SnapshotPla
 use crate::codec::{Codec, StoredRow, run_columns};
 use crate::error::StoreError;
 use crate::kv::{KvSpace, KvUsage, describe, kv_action};
-use crate::lease::{CurrentCheckpoint, Retention};
+use crate::lease::{CurrentCheckpoint, QueueStats, Retention};
 use crate::rows::{ArtifactRow, JournalEntry, JournalRow, MapItemRow, StepRow};
 use crate::run::{RunFilter, RunRow, RunStatus, UnreadableRun};
 use crate::wait::WaitRow;
@@ -192,6 +192,16 @@ const LAST_SCHEDULE_TICK: &str = "SELECT tick_ms FROM schedule_ticks \
      WHERE scenario_name = $1 AND schedule = $2 ORDER BY tick_ms DESC LIMIT 1";
 
 const RETENTION: &str = "SELECT scenario_name, keep_ms FROM retention ORDER BY scenario_name";
+
+/// The queue and the open waits in one statement (one consistent read):
+/// queued runs, when the one queued longest ago was queued (its
+/// `updated_at`: a run queued again, answered or given back, counts from
+/// then), and runs waiting for an answer. The `runs_by_status` index
+/// answers each.
+const QUEUE_STATS: &str = "SELECT \
+    (SELECT COUNT(*) FROM runs WHERE status = 'queued') AS queued, \
+    (SELECT MIN(updated_at) FROM runs WHERE status = 'queued') AS oldest_queued_at, \
+    (SELECT COUNT(*) FROM runs WHERE status = 'waiting') AS waiting";
 
 const KV_GET: &str = "SELECT value FROM kv WHERE scope = $1 AND namespace = $2 AND key = $3";
 
@@ -591,5 +601,22 @@ pub(crate) trait Reads: Codec + Sync {
             .fetch(RETENTION, &[], "reading retention settings")
             .await?;
         rows.iter().map(|row| self.retention_row(row)).collect()
+    }
+
+    async fn queue_stats(&self) -> Result<QueueStats, StoreError> {
+        let action = "reading the queue's depth and the open waits";
+        let rows = self.fetch(QUEUE_STATS, &[], action).await?;
+        let Some(row) = rows.first() else {
+            return Ok(QueueStats::default());
+        };
+        let count = |column: &str| -> Result<u64, StoreError> {
+            let n: i64 = self.get(row, column)?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        Ok(QueueStats {
+            queued: count("queued")?,
+            oldest_queued_at_ms: self.get(row, "oldest_queued_at")?,
+            waiting: count("waiting")?,
+        })
     }
 }

@@ -283,6 +283,7 @@ impl Items {
         index: usize,
         attempts: Attempts,
     ) {
+        crate::metered::call_made(cx, call, &attempts.report.denied, attempts.usage());
         self.usage.add(attempts.usage());
         self.step_usage.add(attempts.report.usage);
         let Attempts {

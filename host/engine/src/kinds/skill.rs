@@ -58,6 +58,7 @@ async fn run_call(
         }
     };
     let usage = attempts.usage();
+    crate::metered::call_made(cx, call, &attempts.report.denied, usage);
     let Attempts {
         mut report,
         attempt,

@@ -27,6 +27,7 @@ mod kinds;
 mod kv;
 mod llm;
 mod map;
+mod metrics;
 mod postgres;
 mod replay;
 mod resume;

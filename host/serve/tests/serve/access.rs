@@ -5,7 +5,7 @@
 //! inline script or handler in any page, artifacts sandboxed or
 //! downloaded by media type (an old run's unparseable one never echoed),
 //! and a report's links of other schemes than `http`, `https` and
-//! `mailto` shown as text. The real browser's view of the same is
+//! `mailto` shown as text, and `/metrics` behind the same gate. The real browser's view of the same is
 //! `tests/e2e/serve.rs`.
 
 use std::path::Path;
@@ -506,4 +506,88 @@ async fn artifacts_are_sandboxed_or_downloaded_and_reports_lose_script_links() {
     assert!(!page.to_ascii_lowercase().contains("javascript:"), "{page}");
     // The old artifact's media type is shown as text, escaped.
     assert!(!page.contains("\"><script>alert"), "{page}");
+}
+
+/// `/metrics` passes the same gate as every route (its `Host`, the token),
+/// a refusal in the API's shape, and answers in the format the scraper
+/// asks for, with the queue read from the store at the scrape.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_are_behind_the_gate_and_in_the_format_asked_for() {
+    let fixture = Fixture::new().await;
+    let app = fixture.router(&[], None);
+    let (status, headers, body) = send(&app, Method::GET, "/metrics", &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        headers["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert!(body.contains("\nskillhost_queue_depth 0\n"), "{body}");
+    assert!(body.contains("\nskillhost_waits_open 0\n"), "{body}");
+    assert!(
+        body.contains("# TYPE skillhost_lease_takeovers_total counter"),
+        "{body}"
+    );
+    // No run id is a label.
+    assert!(!body.contains(&fixture.run), "{body}");
+
+    // A queued run is in the next scrape.
+    fixture
+        .store
+        .enqueue_run(&new_run(&skillhost_store::new_run_id(), json!({})))
+        .await
+        .unwrap();
+    let openmetrics = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+    let (status, headers, body) = send(
+        &app,
+        Method::GET,
+        "/metrics",
+        &[("accept", openmetrics)],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        headers["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(body.contains("\nskillhost_queue_depth 1\n"), "{body}");
+    assert!(body.ends_with("# EOF\n"), "{body}");
+
+    // Another site's name is refused, as on every route.
+    let (status, _, body) = send(
+        &app,
+        Method::GET,
+        "/metrics",
+        &[("host", "evil.example")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(!error_of(&body).is_empty());
+
+    // With a token: refused without it, in the API's shape; answered with it.
+    let guarded = fixture.router(&[], Some("s3cret-token"));
+    for authorization in [None, Some("Bearer guess")] {
+        let headers: Vec<(&str, &str)> = authorization
+            .map(|value| ("authorization", value))
+            .into_iter()
+            .collect();
+        let (status, answer, body) = send(&guarded, Method::GET, "/metrics", &headers, "").await;
+        assert_eq!(status, 401, "{authorization:?}: {body}");
+        assert_eq!(answer["www-authenticate"], "Bearer");
+        assert!(error_of(&body).contains("Authorization: Bearer"), "{body}");
+        assert!(!body.contains("skillhost_"), "{body}");
+        assert!(!body.contains("s3cret"), "{body}");
+    }
+    let (status, _, body) = send(
+        &guarded,
+        Method::GET,
+        "/metrics",
+        &[("authorization", "Bearer s3cret-token")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("skillhost_queue_depth 1"), "{body}");
 }

@@ -314,15 +314,21 @@ impl TokenArgs {
     /// The token given, if any; refuses a server on `addr` (named by
     /// `flag`) that is not loopback without one, and an empty one.
     pub fn checked(&self, flag: &'static str, addr: SocketAddr) -> Result<Option<String>, Failure> {
-        let token = match (&self.token, &self.token_file) {
+        let token = self.given()?;
+        skillhost_auth::check_bind(flag, addr, token.as_deref()).map_err(Failure::bad_input)?;
+        Ok(token)
+    }
+
+    /// The token given, if any, read from its file for `--token-file`;
+    /// where it may be used is the server's to check.
+    pub fn given(&self) -> Result<Option<String>, Failure> {
+        Ok(match (&self.token, &self.token_file) {
             (Some(token), _) => Some(token.clone()),
             (None, Some(file)) => {
                 Some(skillhost_auth::read_token_file(file).map_err(Failure::bad_input)?)
             }
             (None, None) => None,
-        };
-        skillhost_auth::check_bind(flag, addr, token.as_deref()).map_err(Failure::bad_input)?;
-        Ok(token)
+        })
     }
 }
 

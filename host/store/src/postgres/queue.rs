@@ -14,7 +14,6 @@ use crate::error::StoreError;
 use crate::lease::{Lease, PruneReport, ttl_ms};
 use crate::queue::{FLOW_ALLOWS, PRUNE_IDEMPOTENCY_KEYS, pick_queued, pick_timed_out_wait};
 use crate::refusal::{self, Decision};
-use crate::run::RunRow;
 
 /// How many flow-controlled runs one claim passes over when a concurrent
 /// claim took their last slot; the next poll tries again.
@@ -163,7 +162,7 @@ impl PgStore {
         &self,
         owner: &str,
         ttl: Duration,
-    ) -> Result<Option<(RunRow, Lease)>, StoreError> {
+    ) -> Result<Option<crate::lease::Claim>, StoreError> {
         let returning = RUN_COLUMNS
             .split(", ")
             .map(|c| format!("runs.{}", c.trim()))
@@ -191,6 +190,7 @@ impl PgStore {
                     .map_err(|e| self.error(e, "claiming a run"))
             })
             .await?;
+        let took_over = row.is_some();
         if row.is_none() {
             row = self
                 .retrying(|_| async move {
@@ -216,7 +216,11 @@ impl PgStore {
             generation: run.lease_generation,
             expires_at_ms: run.lease_expires_at_ms.unwrap_or_default(),
         };
-        Ok(Some((run, lease)))
+        Ok(Some(crate::lease::Claim {
+            run,
+            lease,
+            took_over,
+        }))
     }
 
     /// Claims the queued run, or the timed-out waiting run, that

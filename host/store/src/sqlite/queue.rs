@@ -9,11 +9,10 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use super::SqliteStore;
 use crate::codec::{ACTIVE, Codec, FINISHED, now_ms};
 use crate::error::StoreError;
-use crate::lease::{Lease, PruneReport, ttl_ms};
+use crate::lease::{Claim, Lease, PruneReport, ttl_ms};
 use crate::queue::{PRUNE_IDEMPOTENCY_KEYS, pick_queued, pick_timed_out_wait};
 use crate::read::Reads;
 use crate::refusal;
-use crate::run::RunRow;
 
 impl SqliteStore {
     pub async fn acquire_lease(
@@ -157,11 +156,7 @@ impl SqliteStore {
         Ok(released == 1)
     }
 
-    pub async fn claim_run(
-        &self,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Option<(RunRow, Lease)>, StoreError> {
+    pub async fn claim_run(&self, owner: &str, ttl: Duration) -> Result<Option<Claim>, StoreError> {
         let action = "claiming a run";
         let now = now_ms();
         let claimed = self
@@ -173,12 +168,15 @@ impl SqliteStore {
                 // read cannot change before it commits.
                 let waits = format!("SELECT id FROM ({})", pick_timed_out_wait("?2", ""));
                 let queued = format!("SELECT id FROM ({})", pick_queued(""));
-                for pick in [
+                for (index, pick) in [
                     "SELECT id FROM runs WHERE status = 'running' AND lease_owner IS NOT NULL \
                      AND lease_expires_at < ?2 ORDER BY lease_expires_at LIMIT 1",
                     waits.as_str(),
                     queued.as_str(),
-                ] {
+                ]
+                .into_iter()
+                .enumerate()
+                {
                     let claimed = tx
                         .prepare_cached(&format!(
                             "UPDATE runs SET lease_owner = ?1, \
@@ -195,14 +193,15 @@ impl SqliteStore {
                                 .optional()
                         })
                         .map_err(|e| self.sq(e, action))?;
-                    if claimed.is_some() {
-                        return Ok(claimed);
+                    if let Some(id) = claimed {
+                        // The first pick is a dead runner's run.
+                        return Ok(Some((id, index == 0)));
                     }
                 }
                 Ok(None)
             })
             .await?;
-        let Some(run_id) = claimed else {
+        let Some((run_id, took_over)) = claimed else {
             return Ok(None);
         };
         // Read back through the pool once committed: the lease now keeps
@@ -217,7 +216,11 @@ impl SqliteStore {
             generation: run.lease_generation,
             expires_at_ms: run.lease_expires_at_ms.unwrap_or(now),
         };
-        Ok(Some((run, lease)))
+        Ok(Some(Claim {
+            run,
+            lease,
+            took_over,
+        }))
     }
 
     pub async fn set_retention(

@@ -1258,18 +1258,21 @@ async fn workers_claim_queued_and_abandoned_runs_once(kind: Kind) {
     assert_eq!(claimed, ids);
 
     // A claimed run whose lease expires (its worker died) is taken over,
-    // with a new generation; live leases are left alone.
-    let (run, lease) = {
+    // with a new generation, and the claim says so; live leases are left
+    // alone.
+    let first = {
         stores[0]
             .enqueue_run(&new_run("late", json!({})))
             .await
             .unwrap();
         stores[0]
-            .claim_run("dying", Duration::from_millis(200))
+            .claim("dying", Duration::from_millis(200))
             .await
             .unwrap()
             .unwrap()
     };
+    assert!(!first.took_over, "a queued run is no takeover");
+    let (run, lease) = (first.run, first.lease);
     assert_eq!((run.id.as_str(), lease.generation), ("late", 1));
     assert!(
         stores[1]
@@ -1279,11 +1282,13 @@ async fn workers_claim_queued_and_abandoned_runs_once(kind: Kind) {
             .is_none()
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let (run, lease) = stores[1]
-        .claim_run("heir", Duration::from_secs(60))
+    let taken = stores[1]
+        .claim("heir", Duration::from_secs(60))
         .await
         .unwrap()
         .unwrap();
+    assert!(taken.took_over, "the dead runner's run is taken over");
+    let (run, lease) = (taken.run, taken.lease);
     assert_eq!((run.id.as_str(), lease.generation), ("late", 2));
     assert_eq!(run.lease_owner.as_deref(), Some("heir"));
     assert!(

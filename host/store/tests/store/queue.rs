@@ -6,13 +6,15 @@
 //! limit across concurrent claimers on several handles), and waits under
 //! those limits (a waiting run does not count; an answered run is claimed
 //! by its priority; a timed-out wait comes before queued runs, but within
-//! its scenario's limit).
+//! its scenario's limit), and what a metrics scrape reads of them (the
+//! queue's depth, its oldest run, the open waits).
 
 use std::time::Duration;
 
 use serde_json::json;
 use skillhost_store::{
-    Admission, IdempotencyKey, NewWait, RunOptions, RunStatus, ScheduleTick, Store, new_run_id,
+    Admission, IdempotencyKey, NewWait, QueueStats, RunOptions, RunStatus, ScheduleTick, Store,
+    new_run_id,
 };
 use skillhost_tests::store_fixtures::new_run;
 
@@ -26,6 +28,7 @@ both!(
     a_concurrency_key_holds_a_second_run_until_the_first_ends,
     a_concurrency_limit_caps_running_runs_across_concurrent_claimers,
     waiting_runs_do_not_count_and_answered_or_timed_out_ones_obey_the_limits,
+    queue_stats_count_queued_and_waiting_runs_and_date_the_oldest_queued_one,
 );
 
 const TTL: Duration = Duration::from_secs(60);
@@ -436,4 +439,57 @@ async fn waiting_runs_do_not_count_and_answered_or_timed_out_ones_obey_the_limit
     let (run, _) = store.claim_run("w", TTL).await.unwrap().expect("t");
     assert_eq!((run.id.as_str(), run.status), ("t", RunStatus::Running));
     assert_eq!(run.wait_deadline_ms, None);
+}
+
+async fn queue_stats_count_queued_and_waiting_runs_and_date_the_oldest_queued_one(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    assert_eq!(store.queue_stats().await.unwrap(), QueueStats::default());
+
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for id in ["q1", "q2", "q3"] {
+        store.enqueue_run(&new_run(id, json!({}))).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let stats = store.queue_stats().await.unwrap();
+    assert_eq!((stats.queued, stats.waiting), (3, 0));
+    let oldest = stats.oldest_queued_at_ms.expect("three runs are queued");
+    assert!(oldest >= before - 1000, "{oldest} vs {before}");
+    assert_eq!(
+        Some(oldest),
+        store.run("q1").await.unwrap().map(|r| r.updated_at_ms)
+    );
+
+    // Claimed, a run leaves the queue; waiting, it counts as a wait; one
+    // that finishes counts as neither.
+    let (first, _) = store.claim_run("w", TTL).await.unwrap().unwrap();
+    assert_eq!(first.id, "q1");
+    wait_at_start(&store, "q1", None).await;
+    let (second, _) = store.claim_run("w", TTL).await.unwrap().unwrap();
+    store
+        .finish_run(&second.id, RunStatus::Completed, None, None)
+        .await
+        .unwrap();
+    let stats = store.queue_stats().await.unwrap();
+    assert_eq!((stats.queued, stats.waiting), (1, 1), "{stats:?}");
+    assert_eq!(
+        stats.oldest_queued_at_ms,
+        store.run("q3").await.unwrap().map(|r| r.updated_at_ms)
+    );
+
+    // Answered, the waiting run is queued again, and dated from then.
+    store
+        .answer_wait("q1", 0, &json!({"go": true}), "alice")
+        .await
+        .unwrap();
+    let stats = store.queue_stats().await.unwrap();
+    assert_eq!((stats.queued, stats.waiting), (2, 0), "{stats:?}");
+    assert_eq!(
+        stats.oldest_queued_at_ms,
+        store.run("q3").await.unwrap().map(|r| r.updated_at_ms),
+        "q1 counts from its answer, after q3 was queued"
+    );
 }
