@@ -20,6 +20,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["skillhost-model", "skillhost-runtime"],
     ),
     ("skillhost-store", &["skillhost-model"]),
+    ("skillhost-telemetry", &[]),
     (
         "skillhost-engine",
         &[
@@ -27,6 +28,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "skillhost-runtime",
             "skillhost-scenario",
             "skillhost-store",
+            "skillhost-telemetry",
         ],
     ),
     ("skillhost-build", &[]),
@@ -41,6 +43,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "skillhost-scenario",
             "skillhost-store",
             "skillhost-engine",
+            "skillhost-telemetry",
         ],
     ),
     (
@@ -66,6 +69,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "skillhost-auth",
             "skillhost-serve",
             "skillhost-mcp",
+            "skillhost-telemetry",
         ],
     ),
 ];

@@ -429,3 +429,210 @@ fn a_configuration_that_cannot_be_used_is_an_error_at_start() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_child_run_hangs_under_its_parent_s_subgraph_node() {
+    let receiver = OtlpReceiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let input = json!({ "request": "find papers on retrieval augmented generation" }).to_string();
+    let out = traced(
+        dir.path(),
+        &receiver,
+        &["run", "router", "--input", &input, "--json"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let spans = receiver.spans();
+    let parent = one(&spans, "run router");
+    let child = one(&spans, "run research");
+    let subgraph = one(&spans, "node research");
+    assert!(spans.iter().all(|s| s["trace_id"] == parent["trace_id"]));
+    assert_eq!(subgraph["parent_span_id"], parent["span_id"]);
+    assert_eq!(attr(subgraph, "skillhost.node.kind"), "subgraph");
+    assert_eq!(child["parent_span_id"], subgraph["span_id"]);
+    assert_ne!(
+        attr(child, "skillhost.run.id"),
+        attr(parent, "skillhost.run.id")
+    );
+    // The child's nodes hang from the child's root.
+    let discovery = one(&spans, "node paper_discovery");
+    assert_eq!(discovery["parent_span_id"], child["span_id"]);
+    assert_one_tree(&spans);
+}
+
+#[test]
+fn a_submitted_run_claimed_by_a_worker_continues_the_trace_it_was_created_with() {
+    let db = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(skillhost_tests::pg::fresh_database());
+    let receiver = OtlpReceiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    // Submitted by a process that exports nothing.
+    let out = host_command(
+        dir.path(),
+        &[
+            "submit",
+            "research",
+            "--input",
+            r#"{"query": "retrieval augmented generation"}"#,
+            "--database",
+            &db,
+            "--json",
+        ],
+        None,
+    )
+    .current_dir(repo_root())
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run_id = json(&out)["run_id"].as_str().unwrap().to_string();
+    let shown = json(
+        &host_command(
+            dir.path(),
+            &["runs", "show", &run_id, "--database", &db, "--json"],
+            None,
+        )
+        .output()
+        .unwrap(),
+    );
+    let trace = shown["trace_id"]
+        .as_str()
+        .expect("a queued run keeps its trace");
+    assert_eq!(trace.len(), 32);
+
+    let out = traced(
+        dir.path(),
+        &receiver,
+        &["worker", "--database", &db, "--exit-when-idle"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let spans = receiver.spans();
+    let root = one(&spans, "run research");
+    assert_eq!(root["trace_id"], trace);
+    assert_eq!(attr(root, "skillhost.run.id"), run_id.as_str());
+    assert_eq!(attr(root, "skillhost.run.status"), "completed");
+    assert!(spans.iter().all(|s| s["trace_id"] == trace));
+    assert_one_tree(&spans);
+}
+
+#[test]
+fn the_run_page_and_the_api_name_the_trace_and_link_it_to_the_viewer() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = host_command(
+        dir.path(),
+        &[
+            "run",
+            "research",
+            "--input",
+            r#"{"query": "retrieval augmented generation"}"#,
+            "--json",
+        ],
+        None,
+    )
+    .current_dir(repo_root())
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run_id = json(&out)["run_id"].as_str().unwrap().to_string();
+    let viewer = "http://jaeger.example:16686/trace/{trace_id}";
+
+    // `runs show`, with and without a viewer configured.
+    let shown = json(
+        &host_command(dir.path(), &["runs", "show", &run_id, "--json"], None)
+            .output()
+            .unwrap(),
+    );
+    let trace = shown["trace_id"].as_str().unwrap().to_string();
+    assert_eq!(shown["trace_url"], Value::Null);
+    let out = host_command(dir.path(), &["runs", "show", &run_id], None)
+        .env("SKILLHOST_TRACE_URL", viewer)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let link = viewer.replace("{trace_id}", &trace);
+    assert!(
+        text.contains(&format!("trace     {trace} ({link})")),
+        "{text}"
+    );
+
+    // The run page and the API of a server configured with the viewer.
+    let port = skillhost_tests::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let _server = KilledOnDrop::new(
+        host_command(dir.path(), &["serve", "--addr", &addr, "--no-worker"], None)
+            .env("SKILLHOST_TRACE_URL", viewer)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let client = reqwest::blocking::Client::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let page = loop {
+        match client.get(format!("http://{addr}/runs/{run_id}")).send() {
+            Ok(answer) => break answer.text().unwrap(),
+            Err(_) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "host serve did not start"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    assert!(
+        page.contains(&format!("trace <code>{trace}</code>")),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!(
+            "<a href=\"{link}\" rel=\"noopener noreferrer\" target=\"_blank\">"
+        )),
+        "{page}"
+    );
+    let api: Value = client
+        .get(format!("http://{addr}/api/runs/{run_id}"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(api["trace_id"], trace.as_str());
+    assert_eq!(api["trace_url"], link.as_str());
+}
+
+#[test]
+fn a_waiting_run_cancelled_ends_its_trace() {
+    let receiver = OtlpReceiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let example = repo_root().join("examples/approval");
+    let scenario = example.join("scenario.toml").display().to_string();
+    let input = format!("@{}", example.join("inputs/risky.json").display());
+    let out = traced(
+        dir.path(),
+        &receiver,
+        &["run", &scenario, "--input", &input, "--json"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run_id = json(&out)["run_id"].as_str().unwrap().to_string();
+    let out = traced(
+        dir.path(),
+        &receiver,
+        &["runs", "cancel", &run_id, "--by", "bob"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let spans = receiver.spans();
+    let root = one(&spans, "run approval");
+    assert_eq!(attr(root, "skillhost.run.status"), "cancelled");
+    assert_eq!(attr(root, "skillhost.error.code"), "cancelled");
+    // A cancel is no error of the run's.
+    assert_eq!(root["status"], "STATUS_CODE_UNSET");
+    assert!(spans.iter().all(|s| s["trace_id"] == root["trace_id"]));
+    assert_one_tree(&spans);
+}

@@ -260,6 +260,13 @@ async fn run_detail(
         "children": children.iter().map(run_summary).collect::<Vec<_>>(),
         "usage": usage.to_json(),
         "scenario_known": scenario_known,
+        "trace_id": trace_id(&run),
+        "trace_url": trace_id(&run).and_then(|id| {
+            state
+                .trace_url
+                .as_ref()
+                .map(|template| template.replace("{trace_id}", &id))
+        }),
     }))
     .into_response())
 }
@@ -574,6 +581,15 @@ pub(crate) const OPENAPI: &str = include_str!("../assets/openapi.json");
 
 async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+/// The id of the trace a run's spans go to (32 hex digits), from its
+/// provenance; None for a run created before runs kept one.
+pub(crate) fn trace_id(run: &RunRow) -> Option<String> {
+    run.provenance
+        .as_ref()
+        .and_then(|p| p.trace.as_deref())
+        .and_then(skillhost_telemetry::trace_id_of)
 }
 
 #[cfg(test)]

@@ -114,6 +114,10 @@ pub struct ServeConfig {
     /// What the server prints when it is listening and what its worker
     /// does (the command line prints to stderr).
     pub log: Arc<dyn Fn(&str) + Send + Sync>,
+    /// A trace viewer's URL with `{trace_id}` where a run's trace id goes
+    /// (the host configuration's `[telemetry] trace_url`): the run page
+    /// links each run's trace there.
+    pub trace_url: Option<String>,
 }
 
 /// A scenario the server was given that cannot run on this host: it does
@@ -146,6 +150,9 @@ pub(crate) struct AppState {
     /// Turns true when the server stops: event streams end then, so that
     /// a graceful shutdown does not wait for their clients.
     pub shutdown: watch::Receiver<bool>,
+    /// The trace viewer's URL, `{trace_id}` where a run's trace id goes:
+    /// the run page links to it.
+    pub trace_url: Option<String>,
 }
 
 /// A scenario's graph as the run page draws it.
@@ -179,6 +186,18 @@ pub fn router(
     gate: Gate,
     shutdown: watch::Receiver<bool>,
 ) -> Router {
+    app(store, scenarios, unavailable, gate, shutdown, None)
+}
+
+/// [`router`], its run pages linking to `trace_url`'s trace viewer.
+fn app(
+    store: Store,
+    scenarios: Vec<Arc<LoadedScenario>>,
+    unavailable: Vec<UnavailableScenario>,
+    gate: Gate,
+    shutdown: watch::Receiver<bool>,
+    trace_url: Option<String>,
+) -> Router {
     let state = Arc::new(AppState {
         service: RunService::new(store.clone(), Arc::new(NoEvents)),
         store,
@@ -194,6 +213,7 @@ pub fn router(
         graphs: Mutex::new(HashMap::new()),
         poll: POLL_INTERVAL,
         shutdown,
+        trace_url,
     });
     // Layers wrap what is above them: every answer gets the headers, even
     // a refusal; then who may ask is checked, before any body is read.
@@ -250,12 +270,13 @@ pub async fn serve(
             events,
         ))
     });
-    let app = router(
+    let app = app(
         store,
         config.scenarios,
         config.unavailable,
         gate,
         shutdown.clone(),
+        config.trace_url,
     );
     log(&format!("host serve: listening on http://{local}/"));
     let served = axum::serve(listener, app)

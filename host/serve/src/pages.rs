@@ -98,12 +98,34 @@ async fn run_page(State(state): State<Shared>, Path(run_id): Path<String>) -> Re
     for artifact in &artifacts {
         reports.push_str(&artifact_html(&state, &run_id, artifact).await);
     }
+    let trace = trace_html(&state, &run);
     let body = RUN_HTML
         .replace("{{run_id}}", &xml(&run.id))
         .replace("{{scenario}}", &xml(&run.scenario_name))
+        .replace("{{trace}}", &trace)
         .replace("{{graph}}", &graph)
         .replace("{{artifacts}}", &reports);
     Html(body).into_response()
+}
+
+/// The run's trace: its id, and a link to the trace viewer when the host
+/// configuration names one; nothing for a run that keeps no trace.
+fn trace_html(state: &Shared, run: &RunRow) -> String {
+    let Some(id) = crate::api::trace_id(run) else {
+        return String::new();
+    };
+    match state
+        .trace_url
+        .as_ref()
+        .map(|template| template.replace("{trace_id}", &id))
+    {
+        Some(url) => format!(
+            "<p class=\"trace\">trace <code>{id}</code> · <a href=\"{}\" rel=\"noopener \
+             noreferrer\" target=\"_blank\">open in the trace viewer</a></p>",
+            xml(&url)
+        ),
+        None => format!("<p class=\"trace\">trace <code>{id}</code></p>"),
+    }
 }
 
 /// A scenario the server was given: its description, or why it cannot

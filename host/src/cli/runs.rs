@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use super::common::{
     CliResult, DatabaseArgs, Failure, HostCommands, check_output_path, duration_arg, fetch_run,
-    open_failure, print_json, shown, shown_lines, store_error, tokio_runtime, trace_link,
-    write_output_file,
+    install_telemetry_here, open_failure, print_json, shown, shown_lines, store_error,
+    tokio_runtime, trace_link, write_output_file,
 };
 use skillhost_engine::NoEvents;
 use skillhost_engine::replay::{ReplayError, RunExport};
@@ -134,6 +134,8 @@ pub fn cancel(args: CancelArgs) -> CliResult {
 /// A queued or waiting run ends now; a running one at its next node
 /// boundary. A finished run is refused (exit 2), with nothing changed.
 async fn cancel_run(args: CancelArgs) -> CliResult {
+    // A queued or waiting run is ended here, and its trace with it.
+    install_telemetry_here()?;
     let store = args.db.open_for_run(&args.run_id).await?;
     let by = who(args.by);
     let service = skillhost_engine::RunService::new(store, std::sync::Arc::new(NoEvents));

@@ -14,7 +14,7 @@ use clap::Args;
 
 use super::common::{
     AllowedHostArgs, CliResult, DatabaseArgs, Durability, Failure, Globals, RegistryArgs,
-    TokenArgs, load_each, scenario_loader, shutdown_on_signals, tokio_runtime,
+    TokenArgs, load_each, scenario_loader, shutdown_on_signals, tokio_runtime, trace_url_template,
 };
 use skillhost_serve::{ServeConfig, UnavailableScenario};
 
@@ -81,6 +81,7 @@ pub fn serve(args: ServeArgs, globals: &Globals) -> CliResult {
             worker: !args.no_worker,
             loader: scenario_loader(globals.clone(), args.registry),
             log: Arc::new(|line: &str| eprintln!("{line}")),
+            trace_url: trace_url_template()?,
         };
         let shutdown = shutdown_on_signals()?;
         let served = skillhost_serve::serve(store.clone(), runtime, config, shutdown).await;

@@ -405,11 +405,29 @@ fn store_options(durability: Durability) -> StoreOptions {
     }
 }
 
-/// The trace viewer's link for `trace_id`, when the host configuration for
-/// the current directory (or `SKILLHOST_TRACE_URL`) names a template.
-pub fn trace_link(trace_id: &str) -> Result<Option<String>, Failure> {
+/// Starts exporting traces as the host configuration for the current
+/// directory and the OTEL_* variables say: for a command that ends runs
+/// without loading a runtime (`runs cancel`).
+pub fn install_telemetry_here() -> Result<(), Failure> {
     let host = HostConfig::load(&current_dir()?).map_err(Failure::bad_input)?;
     let telemetry = TelemetryConfig::load(host.source.used())
         .map_err(|e| Failure::bad_input(format!("traces: {e}")))?;
-    Ok(skillhost_telemetry::trace_url(&telemetry, trace_id))
+    skillhost_telemetry::install(&telemetry)
+        .map_err(|e| Failure::environment(format!("traces: {e}")))
+}
+
+/// The trace viewer's URL template (`{trace_id}` where the id goes), when
+/// the host configuration for the current directory (or
+/// `SKILLHOST_TRACE_URL`) names one.
+pub fn trace_url_template() -> Result<Option<String>, Failure> {
+    let host = HostConfig::load(&current_dir()?).map_err(Failure::bad_input)?;
+    let telemetry = TelemetryConfig::load(host.source.used())
+        .map_err(|e| Failure::bad_input(format!("traces: {e}")))?;
+    Ok(telemetry.trace_url)
+}
+
+/// The trace viewer's link for `trace_id`, when a template is configured
+/// ([`trace_url_template`]).
+pub fn trace_link(trace_id: &str) -> Result<Option<String>, Failure> {
+    Ok(trace_url_template()?.map(|template| template.replace("{trace_id}", trace_id)))
 }
