@@ -165,7 +165,25 @@ impl SpanOut {
         self
     }
 
-    pub(crate) fn into_data(self) -> SpanData {
+    pub(crate) fn into_data(mut self) -> SpanData {
+        // What a skill or a scenario wrote (an error message, a node's id)
+        // reaches the collector cut to a bound: a hostile one cannot make
+        // the queue hold megabytes per span.
+        for attribute in &mut self.attributes {
+            if let opentelemetry::Value::String(text) = &attribute.value
+                && text.as_str().len() > MAX_TEXT
+            {
+                attribute.value = opentelemetry::Value::from(cut(text.as_str()));
+            }
+        }
+        if let Some(message) = &mut self.error
+            && message.len() > MAX_TEXT
+        {
+            *message = cut(message);
+        }
+        if self.name.len() > MAX_TEXT {
+            self.name = Cow::Owned(cut(&self.name));
+        }
         let context = SpanContext::new(
             TraceId::from_bytes(self.context.trace_id),
             SpanId::from_bytes(self.context.span_id),
@@ -199,6 +217,19 @@ impl SpanOut {
     }
 }
 
+/// The longest text a span carries (a name, a string attribute, a status
+/// message), in bytes.
+pub const MAX_TEXT: usize = 1024;
+
+/// `text` cut to [`MAX_TEXT`] bytes at a character boundary, saying so.
+fn cut(text: &str) -> String {
+    let mut end = MAX_TEXT - 3;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
 /// Queues `span` for export, when traces are exported; a full queue drops
 /// it (counted). Never blocks.
 pub fn emit(span: SpanOut) {
@@ -220,6 +251,29 @@ mod tests {
         let child = root.child();
         assert_eq!(child.trace_id, root.trace_id);
         assert_ne!(child.span_id, root.span_id);
+    }
+
+    #[test]
+    fn long_texts_are_cut_at_a_character_boundary() {
+        use super::{MAX_TEXT, SpanOut};
+        use opentelemetry::KeyValue;
+        let long = "é".repeat(MAX_TEXT);
+        let now = std::time::SystemTime::now();
+        let mut span = SpanOut::new(long.clone(), TraceContext::new_root(), None, now, now)
+            .attribute(KeyValue::new("skillhost.node", long.clone()))
+            .attribute(KeyValue::new("skillhost.attempt", 1));
+        span.error = Some(long.clone());
+        let data = span.into_data();
+        assert!(data.name.len() <= MAX_TEXT && data.name.ends_with("..."));
+        let text = data.attributes[0].value.as_str();
+        assert!(text.len() <= MAX_TEXT && text.ends_with("..."), "{text}");
+        assert_eq!(data.attributes[1].value, opentelemetry::Value::I64(1));
+        match data.status {
+            opentelemetry::trace::Status::Error { description } => {
+                assert!(description.len() <= MAX_TEXT);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
