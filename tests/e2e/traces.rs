@@ -514,6 +514,9 @@ fn a_submitted_run_claimed_by_a_worker_continues_the_trace_it_was_created_with()
     assert_eq!(root["trace_id"], trace);
     assert_eq!(attr(root, "skillhost.run.id"), run_id.as_str());
     assert_eq!(attr(root, "skillhost.run.status"), "completed");
+    // The worker started it: it continued nothing.
+    let drive = one(&spans, "drive research");
+    assert_eq!(attr(drive, "skillhost.run.resumed"), false);
     assert!(spans.iter().all(|s| s["trace_id"] == trace));
     assert_one_tree(&spans);
 }
@@ -635,4 +638,47 @@ fn a_waiting_run_cancelled_ends_its_trace() {
     assert_eq!(root["status"], "STATUS_CODE_UNSET");
     assert!(spans.iter().all(|s| s["trace_id"] == root["trace_id"]));
     assert_one_tree(&spans);
+}
+
+#[test]
+fn a_collector_that_never_answers_costs_a_run_at_most_its_wait_at_exit() {
+    // Accepts connections and reads, but never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let out = host_command(
+        dir.path(),
+        &[
+            "run",
+            "research",
+            "--input",
+            r#"{"query": "retrieval augmented generation"}"#,
+            "--json",
+        ],
+        None,
+    )
+    .current_dir(repo_root())
+    .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+    .env("OTEL_BSP_SCHEDULE_DELAY", "50")
+    .env("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")
+    .output()
+    .unwrap();
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json(&out)["status"], "completed");
+    assert!(
+        stderr(&out).contains("trace span(s) were not exported"),
+        "{}",
+        stderr(&out)
+    );
+    // An export may wait a minute for its answer; the process waits 2 s
+    // for it at exit, and the run never waited at all.
+    assert!(took < Duration::from_secs(30), "took {took:?}");
 }

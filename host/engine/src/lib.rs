@@ -698,7 +698,9 @@ impl Engine {
             run.provenance.as_ref(),
             run.created_at_ms,
             scenario,
-            true,
+            // Continued from a checkpoint past its start (a worker's first
+            // claim of a submitted run is a start).
+            checkpoint.seq > 0,
             checkpoint.seq,
         );
         cx.log = cx.log.with_wait(wait);
