@@ -216,7 +216,7 @@ fn a_run_killed_inside_a_model_call_and_resumed_elsewhere_stays_one_trace() {
     // The rest of its events are read (and dropped) so it never writes to
     // a closed pipe.
     std::thread::spawn(move || std::io::copy(&mut events, &mut std::io::sink()));
-    let run_id = started["run_id"].as_str().unwrap().to_string();
+    let run_id = started["id"].as_str().unwrap().to_string();
     receiver.wait_for("the nodes before the summaries", |spans| {
         named(spans, "node paper_discovery").len() == 1
     });
@@ -681,4 +681,65 @@ fn a_collector_that_never_answers_costs_a_run_at_most_its_wait_at_exit() {
     // An export may wait a minute for its answer; the process waits 2 s
     // for it at exit, and the run never waited at all.
     assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+#[test]
+fn a_run_started_through_host_serve_is_traced_by_its_embedded_worker() {
+    let receiver = OtlpReceiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", skillhost_tests::free_port());
+    let _server = KilledOnDrop::new(
+        traced(
+            dir.path(),
+            &receiver,
+            &["serve", "--addr", &addr, "--scenarios", "examples/research"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap(),
+    );
+    let client = reqwest::blocking::Client::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while client
+        .get(format!("http://{addr}/api/openapi.json"))
+        .send()
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host serve did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let started: Value = client
+        .post(format!("http://{addr}/api/runs"))
+        .header("content-type", "application/json")
+        .body(
+            json!({"scenario": "research", "input": {"query": "retrieval augmented generation"}})
+                .to_string(),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let run_id = started["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_string();
+    let spans = receiver.wait_for("the run's root span", |spans| {
+        !named(spans, "run research").is_empty()
+    });
+    let api: Value = client
+        .get(format!("http://{addr}/api/runs/{run_id}"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let root = one(&spans, "run research");
+    assert_eq!(root["trace_id"], api["trace_id"], "{api}");
+    assert_eq!(attr(root, "skillhost.run.id"), run_id.as_str());
+    assert_eq!(attr(root, "skillhost.run.status"), "completed");
+    assert_eq!(named(&spans, "drive research").len(), 1);
+    assert_one_tree(&spans);
 }
