@@ -1202,3 +1202,63 @@ fn scenarios_that_cannot_run_are_no_tools_and_say_why() {
     assert!(said.contains("scenario `research-llm`"), "{said}");
     assert!(said.contains("scenario `cycle`"), "{said}");
 }
+
+/// What the Python SDK heard while it followed research runs
+/// (`client.py`'s `follow`).
+fn check_followed(out: &Value) {
+    for run in ["quiet", "loud", "warning"] {
+        assert_eq!(out[run]["is_error"], false, "{run}: {out}");
+    }
+    // The research run's six nodes (discovery, validation, summaries,
+    // comparison, synthesis, report).
+    let nodes = 6;
+    // A progress notification per node, increasing, each naming its node,
+    // before the result; the total is unknown (a graph may branch).
+    for key in ["quiet_progress", "loud_progress"] {
+        let progress = out[key].as_array().unwrap();
+        assert_eq!(progress.len() as u64, nodes, "{key}: {out}");
+        for (i, note) in progress.iter().enumerate() {
+            assert_eq!(note["progress"], json!((i + 1) as f64), "{note}");
+            assert_eq!(note["total"], Value::Null);
+            assert!(note["message"].as_str().unwrap().starts_with("node `"));
+        }
+    }
+    // No level set: no log messages. At info: the skills' info lines, each
+    // naming its skill, run and node. At warning: none of them.
+    assert_eq!(out["quiet_logs"], json!([]), "{out}");
+    let logs = out["loud_logs"].as_array().unwrap();
+    assert!(!logs.is_empty(), "{out}");
+    let run_id = &out["loud"]["structured"]["run_id"];
+    for log in logs {
+        assert_eq!(log["level"], "info", "{log}");
+        assert!(log["logger"].is_string(), "{log}");
+        assert_eq!(&log["data"]["run_id"], run_id, "{log}");
+        assert!(log["data"]["node"].is_string(), "{log}");
+        assert!(log["data"]["message"].is_string(), "{log}");
+    }
+    assert!(
+        logs.iter().any(|l| l["logger"] == "discovery"),
+        "the discovery skill's line: {out}"
+    );
+    assert_eq!(out["warning_logs"], json!([]), "{out}");
+}
+
+#[test]
+fn python_sdk_follows_a_run_with_progress_and_log_messages_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = stdio_server(dir.path());
+    config["transport"] = json!("stdio");
+    config["exercise"] = json!("follow");
+    check_followed(&client(dir.path(), config));
+}
+
+#[test]
+fn python_sdk_follows_a_run_with_progress_and_log_messages_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(dir.path(), &offer());
+    let out = client(
+        dir.path(),
+        json!({"transport": "http", "url": server.url, "exercise": "follow"}),
+    );
+    check_followed(&out);
+}

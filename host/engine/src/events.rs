@@ -80,6 +80,19 @@ pub enum Event {
         status: String,
         duration_ms: u64,
     },
+    /// A line a node's skill logged (its `log` import, or what it printed),
+    /// sent only to a sink that [wants logs](EventSink::wants_logs).
+    SkillLog {
+        run_id: String,
+        node: String,
+        /// A map node's item.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        item: Option<usize>,
+        /// The scenario's alias of the skill.
+        skill: String,
+        level: skillhost_runtime::LogLevel,
+        message: String,
+    },
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -93,6 +106,12 @@ pub trait EventSink: Send + Sync {
     /// them.
     fn listening(&self) -> bool {
         true
+    }
+
+    /// Whether the skills' log lines are wanted too ([`Event::SkillLog`]):
+    /// a run's output and its `--events` stream do not carry them.
+    fn wants_logs(&self) -> bool {
+        false
     }
 }
 

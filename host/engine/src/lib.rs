@@ -396,6 +396,29 @@ impl RunContext<'_> {
             .map(|trace| traced::CallTrace { node: trace.node() })
     }
 
+    /// Sends a skill's log lines, when the sink wants them.
+    pub(crate) fn emit_logs(
+        &self,
+        node: &str,
+        item: Option<usize>,
+        skill: &str,
+        logs: &[skillhost_runtime::LogLine],
+    ) {
+        if logs.is_empty() || !self.events.wants_logs() {
+            return;
+        }
+        for line in logs {
+            self.events.emit(&Event::SkillLog {
+                run_id: self.run_id.clone(),
+                node: node.to_string(),
+                item,
+                skill: skill.to_string(),
+                level: line.level,
+                message: line.message.clone(),
+            });
+        }
+    }
+
     /// Whether what a step's row keeps (input and output hashes, detail) is
     /// built: when a store will keep it, or a replay compares it.
     pub(crate) fn keeps_records(&self) -> bool {

@@ -73,6 +73,16 @@ impl RunService {
         &self.store
     }
 
+    /// The same service, its runs reporting to `events` instead (a face
+    /// that follows one call's run: MCP's progress and log notifications).
+    pub fn with_events(&self, events: Arc<dyn EventSink>) -> RunService {
+        RunService {
+            store: self.store.clone(),
+            events,
+            ttl: self.ttl,
+        }
+    }
+
     /// An engine over the store (unfenced): for what takes no lease.
     fn engine(&self) -> Engine {
         Engine::new(Some(self.store.clone()), self.events.clone())

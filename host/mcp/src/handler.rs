@@ -25,6 +25,7 @@ use skillhost_scenario::LoadedScenario;
 use skillhost_scenario::checks::schema::CompiledSchema;
 use skillhost_store::{Cancelled, RunStatus, Store, new_run_id};
 
+use crate::follow::{Following, Session};
 use crate::tools::{self, Entry, Kind};
 use crate::{McpError, Offer, SkillTool, Unavailable};
 
@@ -35,6 +36,8 @@ const ARTIFACT_PREFIX: &str = "skillhost://runs/";
 #[derive(Clone)]
 pub struct SkillhostMcp {
     pub(crate) inner: Arc<Inner>,
+    /// What this session asked to hear (`logging/setLevel`).
+    session: Arc<Session>,
 }
 
 pub(crate) struct Inner {
@@ -124,7 +127,17 @@ impl SkillhostMcp {
                 runs: Mutex::new(Vec::new()),
                 tasks: Mutex::new(HashMap::new()),
             }),
+            session: Arc::new(Session::default()),
         })
+    }
+
+    /// The server for a new session: everything shared but what the
+    /// session asked to hear.
+    pub(crate) fn for_session(&self) -> SkillhostMcp {
+        SkillhostMcp {
+            inner: self.inner.clone(),
+            session: Arc::new(Session::default()),
+        }
     }
 
     /// The tools, as `tools/list` returns them.
@@ -171,12 +184,33 @@ impl SkillhostMcp {
     }
 
     async fn call(&self, name: &str, arguments: Value) -> Result<CallToolResult, ErrorData> {
+        self.call_following(name, arguments, None).await
+    }
+
+    /// [`Self::call`], a scenario's run reporting to `events` (progress
+    /// and logs for the client).
+    async fn call_following(
+        &self,
+        name: &str,
+        arguments: Value,
+        events: Option<Arc<dyn skillhost_engine::EventSink>>,
+    ) -> Result<CallToolResult, ErrorData> {
         let (entry, arguments) = match self.prepare(name, arguments) {
             Ok(prepared) => prepared,
             Err(refused) => return *refused,
         };
         Ok(match &entry.kind {
-            Kind::Scenario(loaded) => self.start(loaded, arguments, None).await,
+            Kind::Scenario(loaded) => {
+                let followed;
+                let service = match events {
+                    Some(events) => {
+                        followed = self.inner.service.with_events(events);
+                        &followed
+                    }
+                    None => &self.inner.service,
+                };
+                self.start(service, loaded, arguments, None).await
+            }
             Kind::Skill {
                 index,
                 input,
@@ -227,7 +261,9 @@ impl SkillhostMcp {
         );
         let (server, loaded, id) = (self.clone(), loaded.clone(), run_id.clone());
         tokio::spawn(async move {
-            let result = server.start(&loaded, arguments, Some(id.clone())).await;
+            let result = server
+                .start(&server.inner.service, &loaded, arguments, Some(id.clone()))
+                .await;
             server.task_ended(&id, result).await;
         });
         Ok(run_id)
@@ -256,6 +292,7 @@ impl SkillhostMcp {
     /// else a new one), to its end or its first wait.
     async fn start(
         &self,
+        service: &RunService,
         loaded: &Arc<LoadedScenario>,
         input: Value,
         run_id: Option<String>,
@@ -264,7 +301,7 @@ impl SkillhostMcp {
             run_id,
             ..RunRequest::default()
         };
-        match self.inner.service.start(loaded, input, request).await {
+        match service.start(loaded, input, request).await {
             Ok(Started::Ran(outcome)) => {
                 self.remember(&outcome.run_id);
                 self.outcome_result(&loaded.scenario.name, outcome).await
@@ -610,11 +647,15 @@ fn error_result(message: String) -> CallToolResult {
 }
 
 impl ServerHandler for SkillhostMcp {
+    // `logging` is deprecated by SEP-2577, but clients and the conformance
+    // suite still speak it (`follow.rs`).
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("skillhost", env!("CARGO_PKG_VERSION")))
@@ -637,10 +678,32 @@ impl ServerHandler for SkillhostMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        self.call(&request.name, arguments).await.map(Into::into)
+        let progress = context.meta.get_progress_token();
+        let level = self.session.level();
+        if (progress.is_none() && level.is_none()) || !self.is_scenario_tool(&request.name) {
+            return self.call(&request.name, arguments).await.map(Into::into);
+        }
+        let (following, sender) = Following::start(context.peer.clone(), progress, level);
+        let result = self
+            .call_following(&request.name, arguments, Some(Arc::new(following)))
+            .await;
+        // The sink is gone with the run: once what it heard is sent, the
+        // result follows.
+        let _ = sender.await;
+        result.map(Into::into)
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session.set_level(request.level);
+        Ok(())
     }
 
     async fn list_resources(

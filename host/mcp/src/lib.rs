@@ -16,6 +16,7 @@
 //! command), nor keep any state of a run outside the store: a run id it
 //! hands out works with `host runs show` and `host runs answer` too.
 
+mod follow;
 mod handler;
 mod hints;
 mod tasks;
@@ -136,7 +137,7 @@ pub async fn serve_http(
     let gate = Gate::new(hosts, token.map(TokenGuard::new), Shape::JsonRpc);
     let tasks = server.clone();
     let service: StreamableHttpService<SkillhostMcp, LocalSessionManager> =
-        StreamableHttpService::new(move || Ok(server.clone()), Default::default(), config);
+        StreamableHttpService::new(move || Ok(server.for_session()), Default::default(), config);
     // Layers wrap what is above them: the gate first, then the task
     // requests are answered (and a body that is not JSON-RPC refused),
     // then the SDK's service has the rest.

@@ -7,8 +7,10 @@ Usage: client.py CONFIG.json, where CONFIG holds either
 or {"transport": "http", "url": "http://127.0.0.1:PORT/mcp", "headers": {...}},
 and optionally "exercise": "brief" (list the tools and call `echo` only; a
 failure to connect is reported as {"refused": MESSAGE} instead of raised),
-"runs" (a research run and its status, an approval run answered) or
-"unavailable" (the instructions, the tools, a call of `research-llm`).
+"runs" (a research run and its status, an approval run answered),
+"unavailable" (the instructions, the tools, a call of `research-llm`) or
+"follow" (research runs followed by progress and, once a level is set,
+by their skills' log messages).
 """
 
 import json
@@ -195,6 +197,44 @@ async def unavailable(session):
     return out
 
 
+LOGS = []
+
+
+async def on_log(params):
+    LOGS.append(
+        {"level": params.level, "logger": params.logger, "data": params.data}
+    )
+
+
+async def follow(session):
+    """A scenario call with a progress token before any log level is set
+    (progress, no logs), after `logging/setLevel` to info (progress and
+    the skills' info lines), and at warning (none of those lines)."""
+    await session.initialize()
+    out = {}
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append({"progress": value, "total": total, "message": message})
+
+    query = {"query": "retrieval augmented generation"}
+    quiet = await session.call_tool("research", query, progress_callback=on_progress)
+    out["quiet"] = call_report(quiet)
+    out["quiet_progress"] = list(progress)
+    out["quiet_logs"] = list(LOGS)
+    progress.clear()
+    await session.set_logging_level("info")
+    loud = await session.call_tool("research", query, progress_callback=on_progress)
+    out["loud"] = call_report(loud)
+    out["loud_progress"] = list(progress)
+    out["loud_logs"] = list(LOGS)
+    LOGS.clear()
+    await session.set_logging_level("warning")
+    out["warning"] = call_report(await session.call_tool("research", query))
+    out["warning_logs"] = list(LOGS)
+    return out
+
+
 def messages(error):
     """The messages of an error and of those it groups (anyio's task
     groups wrap the transport's failure)."""
@@ -220,13 +260,18 @@ async def main():
     else:
         client = create_mcp_http_client(headers=config.get("headers"))
         transport = streamable_http_client(config["url"], http_client=client)
-    run = {"brief": brief, "runs": runs, "unavailable": unavailable}.get(
+    run = {
+        "brief": brief,
+        "runs": runs,
+        "unavailable": unavailable,
+        "follow": follow,
+    }.get(
         config.get("exercise"), exercise
     )
     try:
         async with transport as streams:
             read, write = streams[0], streams[1]
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, logging_callback=on_log) as session:
                 with anyio.fail_after(60):
                     out = await run(session)
     except Exception as error:  # noqa: BLE001 - reported for the test to check

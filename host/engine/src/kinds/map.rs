@@ -293,6 +293,7 @@ impl Items {
             ..
         } = attempts;
         self.failed_steps.extend(failed);
+        cx.emit_logs(&node.id, Some(index), &call.skill, &report.logs);
         self.fuel += report.fuel_consumed;
         self.logs_dropped += report.logs_dropped;
         let journal = journal_entries(&node.id, Some(index), std::mem::take(&mut report.journal));

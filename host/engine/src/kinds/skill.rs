@@ -80,6 +80,7 @@ async fn run_call(
             None,
         )
     })?;
+    cx.emit_logs(&node.id, None, &call.skill, &report.logs);
     if let (Some(trace), Lookup::Off | Lookup::Miss { .. }) = (&cx.trace, &lookup) {
         trace.called(&skill, attempt, &report);
     }

@@ -308,7 +308,8 @@ pub fn event_node(event: &Event) -> Option<&str> {
         | Event::RuleWarning { node, .. }
         | Event::CheckpointWritten { node, .. }
         | Event::RunWaiting { node, .. }
-        | Event::RunAnswered { node, .. } => Some(node),
+        | Event::RunAnswered { node, .. }
+        | Event::SkillLog { node, .. } => Some(node),
         Event::RunStarted { .. } | Event::RunFinished { .. } => None,
     }
 }

@@ -227,9 +227,14 @@ async fn task(server: &SkillhostMcp, id: &str) -> Answer {
     };
     let (status, message) = match run.status {
         RunStatus::Queued => ("working", Some("queued".to_string())),
+        // The same progress a followed call hears: the nodes finished (a
+        // checkpoint each), and where the run is.
         RunStatus::Running => (
             "working",
-            run.current_node.as_ref().map(|n| format!("at node `{n}`")),
+            Some(match &run.current_node {
+                Some(node) => format!("{} node(s) finished; at node `{node}`", run.last_seq),
+                None => format!("{} node(s) finished", run.last_seq),
+            }),
         ),
         RunStatus::Waiting => {
             let wait = server
