@@ -221,17 +221,18 @@ async def follow(session):
     quiet = await session.call_tool("research", query, progress_callback=on_progress)
     out["quiet"] = call_report(quiet)
     out["quiet_progress"] = list(progress)
-    out["quiet_logs"] = list(LOGS)
     progress.clear()
     await session.set_logging_level("info")
     loud = await session.call_tool("research", query, progress_callback=on_progress)
     out["loud"] = call_report(loud)
     out["loud_progress"] = list(progress)
-    out["loud_logs"] = list(LOGS)
-    LOGS.clear()
     await session.set_logging_level("warning")
     out["warning"] = call_report(await session.call_tool("research", query))
-    out["warning_logs"] = list(LOGS)
+    # Over streamable HTTP, log messages travel on the session's own
+    # stream, not the call's: give the last ones time to arrive. Each
+    # names its run, which tells the three calls' apart.
+    await anyio.sleep(1)
+    out["logs"] = list(LOGS)
     return out
 
 
