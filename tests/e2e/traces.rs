@@ -216,7 +216,7 @@ fn a_run_killed_inside_a_model_call_and_resumed_elsewhere_stays_one_trace() {
     // The rest of its events are read (and dropped) so it never writes to
     // a closed pipe.
     std::thread::spawn(move || std::io::copy(&mut events, &mut std::io::sink()));
-    let run_id = started["id"].as_str().unwrap().to_string();
+    let run_id = started["run_id"].as_str().unwrap().to_string();
     receiver.wait_for("the nodes before the summaries", |spans| {
         named(spans, "node paper_discovery").len() == 1
     });
