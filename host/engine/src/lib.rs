@@ -581,15 +581,7 @@ impl Engine {
             scenario: scenario.name.clone(),
             resumed: false,
         });
-        let mut cx = self.context(loaded, run_id, input);
-        cx.trace = traced::RunTrace::of(
-            &cx.run_id,
-            Some(&provenance),
-            created_at_ms,
-            scenario,
-            false,
-            0,
-        );
+        let cx = self.new_run_context(loaded, run_id, input, &provenance, created_at_ms);
         let from = Position {
             seq: 0,
             node_id: String::new(),
@@ -721,9 +713,6 @@ impl Engine {
             run.provenance.as_ref(),
             run.created_at_ms,
             scenario,
-            // Continued from a checkpoint past its start (a worker's first
-            // claim of a submitted run is a start).
-            checkpoint.seq > 0,
             checkpoint.seq,
         );
         cx.log = cx.log.with_wait(wait);
@@ -874,15 +863,7 @@ impl Engine {
             scenario: scenario.name.clone(),
             resumed: false,
         });
-        let mut cx = self.context(loaded, run_id, source.input);
-        cx.trace = traced::RunTrace::of(
-            &cx.run_id,
-            Some(&provenance),
-            created_at_ms,
-            scenario,
-            false,
-            0,
-        );
+        let cx = self.new_run_context(loaded, run_id, source.input, &provenance, created_at_ms);
         let position = Position {
             seq: 0,
             node_id: if checkpoint.seq == 0 {
@@ -903,6 +884,27 @@ impl Engine {
             TokenUsage::default(),
         )
         .await
+    }
+
+    /// [`Engine::context`] for a run just created with `provenance` at
+    /// `created_at_ms`: its trace starts here.
+    fn new_run_context<'a>(
+        &'a self,
+        loaded: &'a LoadedScenario,
+        run_id: String,
+        input: Value,
+        provenance: &Provenance,
+        created_at_ms: i64,
+    ) -> RunContext<'a> {
+        let mut cx = self.context(loaded, run_id, input);
+        cx.trace = traced::RunTrace::of(
+            &cx.run_id,
+            Some(provenance),
+            created_at_ms,
+            &loaded.scenario,
+            0,
+        );
+        cx
     }
 
     pub(crate) fn context<'a>(

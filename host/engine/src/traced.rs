@@ -42,9 +42,9 @@ pub(crate) struct RunTrace {
     /// The span of the node being run now (its id as a number), so its
     /// calls can name it as their parent.
     node: AtomicU64,
-    /// When this process took the run up, and whether it continued it.
+    /// When this process took the run up, and the checkpoint it went on
+    /// from (past 0: it continued the run).
     drive_started: SystemTime,
-    resumed: bool,
     from_seq: u64,
 }
 
@@ -56,28 +56,10 @@ pub(crate) fn new_run_trace(under: Option<&str>) -> (String, Option<String>) {
     match under.and_then(TraceContext::parse) {
         Some(parent) => (
             parent.child().traceparent(),
-            Some(hex_span(&parent.span_id)),
+            Some(skillhost_telemetry::span_id_hex(&parent.span_id)),
         ),
         None => (TraceContext::new_root().traceparent(), None),
     }
-}
-
-fn hex_span(id: &[u8; 8]) -> String {
-    u64::from_be_bytes(*id)
-        .to_be_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-fn parse_span(text: &str) -> Option<[u8; 8]> {
-    if text.len() != 16 {
-        return None;
-    }
-    u64::from_str_radix(text, 16)
-        .ok()
-        .filter(|&id| id != 0)
-        .map(u64::to_be_bytes)
 }
 
 fn time_of(ms: i64) -> SystemTime {
@@ -93,7 +75,6 @@ impl RunTrace {
         provenance: Option<&Provenance>,
         created_at_ms: i64,
         scenario: &skillhost_scenario::Scenario,
-        resumed: bool,
         from_seq: u64,
     ) -> Option<RunTrace> {
         if !skillhost_telemetry::enabled() {
@@ -104,7 +85,7 @@ impl RunTrace {
             .and_then(TraceContext::parse);
         let root_parent = provenance
             .and_then(|p| p.trace_parent_span.as_deref())
-            .and_then(parse_span);
+            .and_then(skillhost_telemetry::parse_span_id);
         Some(RunTrace {
             root: root.unwrap_or_else(TraceContext::new_root),
             root_parent: root_parent.filter(|_| root.is_some()),
@@ -115,7 +96,6 @@ impl RunTrace {
             call: std::sync::Mutex::new(None),
             node: AtomicU64::new(0),
             drive_started: SystemTime::now(),
-            resumed,
             from_seq,
         })
     }
@@ -135,13 +115,7 @@ impl RunTrace {
     /// The running skill node's call ended (its last attempt): its
     /// figures go on the node's span.
     pub(crate) fn called(&self, skill: &Skill, attempt: u32, report: &CallReport) {
-        let called = Called {
-            skill: skill.shared_name(),
-            digest: skill.shared_digest(),
-            attempt,
-            fuel: report.fuel_consumed,
-            memory: report.memory_peak_bytes,
-        };
+        let called = Called::of(skill, attempt, report);
         if let Ok(mut slot) = self.call.lock() {
             *slot = Some(called);
         }
@@ -209,7 +183,7 @@ impl RunTrace {
                 SystemTime::now(),
             )
             .attribute(KeyValue::new("skillhost.run.id", self.shared_run_id()))
-            .attribute(KeyValue::new("skillhost.run.resumed", self.resumed))
+            .attribute(KeyValue::new("skillhost.run.resumed", self.from_seq > 0))
             .attribute(KeyValue::new(
                 "skillhost.run.from_seq",
                 self.from_seq as i64,
@@ -267,6 +241,16 @@ struct Called {
 }
 
 impl Called {
+    fn of(skill: &Skill, attempt: u32, report: &CallReport) -> Called {
+        Called {
+            skill: skill.shared_name(),
+            digest: skill.shared_digest(),
+            attempt,
+            fuel: report.fuel_consumed,
+            memory: report.memory_peak_bytes,
+        }
+    }
+
     fn attributes(self) -> [KeyValue; 5] {
         [
             KeyValue::new("skillhost.skill", StringValue::from(self.skill)),
@@ -340,7 +324,7 @@ pub(crate) fn run_ended_unheld(
         .provenance
         .as_ref()
         .and_then(|p| p.trace_parent_span.as_deref())
-        .and_then(parse_span);
+        .and_then(skillhost_telemetry::parse_span_id);
     root_span(
         root,
         parent,
@@ -379,13 +363,7 @@ pub(crate) fn call_attempt(
         false => trace.node,
     };
     if own_span {
-        let called = Called {
-            skill: skill.shared_name(),
-            digest: skill.shared_digest(),
-            attempt,
-            fuel: report.fuel_consumed,
-            memory: report.memory_peak_bytes,
-        };
+        let called = Called::of(skill, attempt, report);
         let mut out = SpanOut::new(
             format!("call {}", skill.name),
             parent,

@@ -250,6 +250,7 @@ async fn run_detail(
             })
         });
     let scenario_known = state.scenarios.contains_key(&run.scenario_name);
+    let trace = trace_of(&state, &run);
     Ok(Json(json!({
         "run": run,
         "summary": run_summary(&run),
@@ -260,13 +261,8 @@ async fn run_detail(
         "children": children.iter().map(run_summary).collect::<Vec<_>>(),
         "usage": usage.to_json(),
         "scenario_known": scenario_known,
-        "trace_id": trace_id(&run),
-        "trace_url": trace_id(&run).and_then(|id| {
-            state
-                .trace_url
-                .as_ref()
-                .map(|template| template.replace("{trace_id}", &id))
-        }),
+        "trace_id": trace.as_ref().map(|(id, _)| id),
+        "trace_url": trace.and_then(|(_, url)| url),
     }))
     .into_response())
 }
@@ -583,13 +579,20 @@ async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-/// The id of the trace a run's spans go to (32 hex digits), from its
-/// provenance; None for a run created before runs kept one.
-pub(crate) fn trace_id(run: &RunRow) -> Option<String> {
-    run.provenance
+/// The id of the trace a run's spans go to (32 hex digits, from its
+/// provenance; None for a run created before runs kept one), with its link
+/// to the trace viewer when the server was given a template.
+pub(crate) fn trace_of(state: &Shared, run: &RunRow) -> Option<(String, Option<String>)> {
+    let id = run
+        .provenance
         .as_ref()
         .and_then(|p| p.trace.as_deref())
-        .and_then(skillhost_telemetry::trace_id_of)
+        .and_then(skillhost_telemetry::trace_id_of)?;
+    let url = state
+        .trace_url
+        .as_deref()
+        .map(|template| skillhost_telemetry::trace_link(template, &id));
+    Some((id, url))
 }
 
 #[cfg(test)]

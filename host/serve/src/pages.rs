@@ -111,14 +111,10 @@ async fn run_page(State(state): State<Shared>, Path(run_id): Path<String>) -> Re
 /// The run's trace: its id, and a link to the trace viewer when the host
 /// configuration names one; nothing for a run that keeps no trace.
 fn trace_html(state: &Shared, run: &RunRow) -> String {
-    let Some(id) = crate::api::trace_id(run) else {
+    let Some((id, url)) = crate::api::trace_of(state, run) else {
         return String::new();
     };
-    match state
-        .trace_url
-        .as_ref()
-        .map(|template| template.replace("{trace_id}", &id))
-    {
+    match url {
         Some(url) => format!(
             "<p class=\"trace\">trace <code>{id}</code> · <a href=\"{}\" rel=\"noopener \
              noreferrer\" target=\"_blank\">open in the trace viewer</a></p>",

@@ -21,7 +21,7 @@ pub mod trace;
 
 pub use config::{ConfigError, Protocol, TelemetryConfig, TracesConfig};
 pub use opentelemetry::{KeyValue, StringValue};
-pub use trace::{SpanKind, SpanOut, TraceContext, emit, enabled};
+pub use trace::{SpanKind, SpanOut, TraceContext, emit, enabled, parse_span_id, span_id_hex};
 
 use std::sync::OnceLock;
 
@@ -78,11 +78,8 @@ pub fn trace_id_of(traceparent: &str) -> Option<String> {
     TraceContext::parse(traceparent).map(|context| context.trace_id_hex())
 }
 
-/// The trace viewer's URL for `trace_id` (hex), from the configuration's
-/// template (`{trace_id}` replaced), if it names one.
-pub fn trace_url(config: &TelemetryConfig, trace_id: &str) -> Option<String> {
-    config
-        .trace_url
-        .as_ref()
-        .map(|template| template.replace("{trace_id}", trace_id))
+/// The trace viewer's URL for `trace_id` (hex): the configuration's
+/// `trace_url` template with `{trace_id}` replaced.
+pub fn trace_link(template: &str, trace_id: &str) -> String {
+    template.replace("{trace_id}", trace_id)
 }

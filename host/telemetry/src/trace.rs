@@ -86,6 +86,19 @@ impl TraceContext {
     }
 }
 
+/// A span's id as 16 lowercase hex digits (as a `traceparent` writes it).
+pub fn span_id_hex(id: &[u8; 8]) -> String {
+    hex(id)
+}
+
+/// Reads a span's id written by [`span_id_hex`]; None for anything else,
+/// an all-zero id included.
+pub fn parse_span_id(text: &str) -> Option<[u8; 8]> {
+    let mut id = [0; 8];
+    decode_hex(text, &mut id)?;
+    (id != [0; 8]).then_some(id)
+}
+
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
@@ -251,6 +264,17 @@ mod tests {
         let child = root.child();
         assert_eq!(child.trace_id, root.trace_id);
         assert_ne!(child.span_id, root.span_id);
+        let span = super::span_id_hex(&child.span_id);
+        assert_eq!(super::parse_span_id(&span), Some(child.span_id));
+        for bad in [
+            "",
+            "00f067aa0ba902b",
+            "00F067AA0BA902B7",
+            "+0f067aa0ba902b7",
+            "0000000000000000",
+        ] {
+            assert_eq!(super::parse_span_id(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

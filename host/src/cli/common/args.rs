@@ -45,12 +45,8 @@ impl Globals {
         }
         if let Some(dir) = dir {
             let host = HostConfig::load(dir).map_err(Failure::bad_input)?;
-            // Where this process's traces go: the same file's `[telemetry]`
-            // and the OTEL_* variables, checked before anything runs.
-            let telemetry = TelemetryConfig::load(host.source.used())
-                .map_err(|e| Failure::bad_input(format!("traces: {e}")))?;
-            skillhost_telemetry::install(&telemetry)
-                .map_err(|e| Failure::environment(format!("traces: {e}")))?;
+            // Where this process's traces go, checked before anything runs.
+            install_telemetry(&telemetry_config(&host)?)?;
             config.backends.llm = host.llm;
         }
         Runtime::new(config).map_err(|e| Failure::environment(format!("{e:#}")))
@@ -409,25 +405,37 @@ fn store_options(durability: Durability) -> StoreOptions {
 /// directory and the OTEL_* variables say: for a command that ends runs
 /// without loading a runtime (`runs cancel`).
 pub fn install_telemetry_here() -> Result<(), Failure> {
-    let host = HostConfig::load(&current_dir()?).map_err(Failure::bad_input)?;
-    let telemetry = TelemetryConfig::load(host.source.used())
-        .map_err(|e| Failure::bad_input(format!("traces: {e}")))?;
-    skillhost_telemetry::install(&telemetry)
-        .map_err(|e| Failure::environment(format!("traces: {e}")))
+    install_telemetry(&telemetry_here()?)
 }
 
 /// The trace viewer's URL template (`{trace_id}` where the id goes), when
 /// the host configuration for the current directory (or
 /// `SKILLHOST_TRACE_URL`) names one.
 pub fn trace_url_template() -> Result<Option<String>, Failure> {
+    Ok(telemetry_here()?.trace_url)
+}
+
+/// What the host configuration `host` was read from (its `[telemetry]`)
+/// and the OTEL_* variables say of traces; a configuration that cannot be
+/// used is bad input.
+fn telemetry_config(host: &HostConfig) -> Result<TelemetryConfig, Failure> {
+    TelemetryConfig::load(host.source.used())
+        .map_err(|e| Failure::bad_input(format!("traces: {e}")))
+}
+
+/// [`telemetry_config`] of the host configuration for the current
+/// directory.
+fn telemetry_here() -> Result<TelemetryConfig, Failure> {
     let host = HostConfig::load(&current_dir()?).map_err(Failure::bad_input)?;
-    let telemetry = TelemetryConfig::load(host.source.used())
-        .map_err(|e| Failure::bad_input(format!("traces: {e}")))?;
-    Ok(telemetry.trace_url)
+    telemetry_config(&host)
+}
+
+fn install_telemetry(config: &TelemetryConfig) -> Result<(), Failure> {
+    skillhost_telemetry::install(config).map_err(|e| Failure::environment(format!("traces: {e}")))
 }
 
 /// The trace viewer's link for `trace_id`, when a template is configured
 /// ([`trace_url_template`]).
 pub fn trace_link(trace_id: &str) -> Result<Option<String>, Failure> {
-    Ok(trace_url_template()?.map(|template| template.replace("{trace_id}", trace_id)))
+    Ok(trace_url_template()?.map(|template| skillhost_telemetry::trace_link(&template, trace_id)))
 }
