@@ -29,6 +29,27 @@ fn traced(dir: &Path, receiver: &OtlpReceiver, args: &[&str]) -> Command {
     cmd
 }
 
+/// [`traced`] run to its end, which must be a success.
+fn traced_ok(dir: &Path, receiver: &OtlpReceiver, args: &[&str]) -> std::process::Output {
+    let out = traced(dir, receiver, args).output().unwrap();
+    assert!(out.status.success(), "host {args:?}: {}", stderr(&out));
+    out
+}
+
+/// The approval example's risky request, run traced to its wait; the
+/// run's id.
+fn risky_approval(dir: &Path, receiver: &OtlpReceiver) -> String {
+    let example = repo_root().join("examples/approval");
+    let scenario = example.join("scenario.toml").display().to_string();
+    let input = format!("@{}", example.join("inputs/risky.json").display());
+    let out = traced_ok(
+        dir,
+        receiver,
+        &["run", &scenario, "--input", &input, "--json"],
+    );
+    json(&out)["run_id"].as_str().unwrap().to_string()
+}
+
 fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
     &span["attributes"][key]
 }
@@ -55,7 +76,7 @@ fn assert_one_tree(spans: &[Value]) {
 fn a_research_run_is_one_trace_of_its_nodes_and_their_calls() {
     let receiver = OtlpReceiver::start();
     let dir = tempfile::tempdir().unwrap();
-    let out = traced(
+    let out = traced_ok(
         dir.path(),
         &receiver,
         &[
@@ -65,10 +86,7 @@ fn a_research_run_is_one_trace_of_its_nodes_and_their_calls() {
             r#"{"query": "retrieval augmented generation"}"#,
             "--json",
         ],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    );
     let outcome = json(&out);
     let run_id = outcome["run_id"].as_str().unwrap();
 
@@ -237,10 +255,7 @@ fn a_run_killed_inside_a_model_call_and_resumed_elsewhere_stays_one_trace() {
     assert!(named(&before_kill, &format!("run {}", "research-llm")).is_empty());
 
     // The second process resumes it.
-    let out = traced(dir.path(), &receiver, &["resume", &run_id, "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = traced_ok(dir.path(), &receiver, &["resume", &run_id, "--json"]);
     assert_eq!(json(&out)["status"], "completed");
 
     let spans = receiver.spans();
@@ -293,31 +308,17 @@ fn a_run_killed_inside_a_model_call_and_resumed_elsewhere_stays_one_trace() {
 fn an_approval_answered_in_a_new_process_continues_the_trace_with_its_wait() {
     let receiver = OtlpReceiver::start();
     let dir = tempfile::tempdir().unwrap();
-    let example = repo_root().join("examples/approval");
-    let scenario = example.join("scenario.toml").display().to_string();
-    let input = format!("@{}", example.join("inputs/risky.json").display());
-    let out = traced(
-        dir.path(),
-        &receiver,
-        &["run", &scenario, "--input", &input, "--json"],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let run_id = json(&out)["run_id"].as_str().unwrap().to_string();
+    let run_id = risky_approval(dir.path(), &receiver);
     let waiting = receiver.spans();
     let drive = one(&waiting, "drive approval");
     assert_eq!(attr(drive, "skillhost.run.status"), "waiting");
     assert!(named(&waiting, "run approval").is_empty(), "no root yet");
 
-    let out = traced(
+    traced_ok(
         dir.path(),
         &receiver,
         &["runs", "approve", &run_id, "--by", "alice", "--json"],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    );
     let spans = receiver.spans();
     let root = one(&spans, "run approval");
     assert_eq!(attr(root, "skillhost.run.status"), "completed");
@@ -435,14 +436,11 @@ fn a_child_run_hangs_under_its_parent_s_subgraph_node() {
     let receiver = OtlpReceiver::start();
     let dir = tempfile::tempdir().unwrap();
     let input = json!({ "request": "find papers on retrieval augmented generation" }).to_string();
-    let out = traced(
+    traced_ok(
         dir.path(),
         &receiver,
         &["run", "router", "--input", &input, "--json"],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    );
     let spans = receiver.spans();
     let parent = one(&spans, "run router");
     let child = one(&spans, "run research");
@@ -501,14 +499,11 @@ fn a_submitted_run_claimed_by_a_worker_continues_the_trace_it_was_created_with()
         .expect("a queued run keeps its trace");
     assert_eq!(trace.len(), 32);
 
-    let out = traced(
+    traced_ok(
         dir.path(),
         &receiver,
         &["worker", "--database", &db, "--exit-when-idle"],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    );
     let spans = receiver.spans();
     let root = one(&spans, "run research");
     assert_eq!(root["trace_id"], trace);
@@ -610,26 +605,12 @@ fn the_run_page_and_the_api_name_the_trace_and_link_it_to_the_viewer() {
 fn a_waiting_run_cancelled_ends_its_trace() {
     let receiver = OtlpReceiver::start();
     let dir = tempfile::tempdir().unwrap();
-    let example = repo_root().join("examples/approval");
-    let scenario = example.join("scenario.toml").display().to_string();
-    let input = format!("@{}", example.join("inputs/risky.json").display());
-    let out = traced(
-        dir.path(),
-        &receiver,
-        &["run", &scenario, "--input", &input, "--json"],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let run_id = json(&out)["run_id"].as_str().unwrap().to_string();
-    let out = traced(
+    let run_id = risky_approval(dir.path(), &receiver);
+    traced_ok(
         dir.path(),
         &receiver,
         &["runs", "cancel", &run_id, "--by", "bob"],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    );
     let spans = receiver.spans();
     let root = one(&spans, "run approval");
     assert_eq!(attr(root, "skillhost.run.status"), "cancelled");

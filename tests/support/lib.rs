@@ -214,3 +214,20 @@ pub fn accept_until_stopped(
         }
     })
 }
+
+/// A process that runs `script` (`sh -c`) once this test process is gone:
+/// it waits for its stdin, which closes when this process exits however it
+/// exits, and then stops what `script` names. In a process group of its own,
+/// so a Ctrl-C to the test run does not stop the cleanup. `what` names it in
+/// a failure to start.
+pub fn watchdog(script: &str, what: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new("sh")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn the {what} watchdog: {e}"))
+}

@@ -198,16 +198,7 @@ impl Cluster {
             "cat >/dev/null; {stop} >/dev/null 2>&1; rm -rf {}",
             self.base.display()
         );
-        let child = Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            // Its own process group: a Ctrl-C to the test run must not kill
-            // the cleanup.
-            .process_group(0)
-            .spawn()
-            .expect("spawn the Postgres watchdog");
+        let child = crate::watchdog(&script, "Postgres");
         *self.watchdog.lock().unwrap() = Some(child);
     }
 }

@@ -10,7 +10,6 @@
 //! watchdog process if the test process dies first.
 
 use std::io::{Read as _, Write as _};
-use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -95,17 +94,10 @@ impl Prometheus {
             .unwrap_or_else(|e| panic!("cannot start prometheus: {e}; {INSTALL_HINT}"));
         // If this process dies without dropping the server, the watchdog's
         // stdin closes and it stops the server.
-        let watchdog = Command::new("sh")
-            .args([
-                "-c",
-                &format!("cat >/dev/null; kill {} 2>/dev/null", child.id()),
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("spawn the prometheus watchdog");
+        let watchdog = crate::watchdog(
+            &format!("cat >/dev/null; kill {} 2>/dev/null", child.id()),
+            "prometheus",
+        );
         let mut prometheus = Prometheus {
             dir,
             port,

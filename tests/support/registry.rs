@@ -16,7 +16,6 @@
 //! watchdog process if the test process dies first.
 
 use std::io::Write as _;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -233,17 +232,10 @@ impl TestRegistry {
             .expect("start docker-registry");
         // If this process dies without dropping the registry, the
         // watchdog's stdin closes and it stops the registry.
-        let watchdog = Command::new("sh")
-            .args([
-                "-c",
-                &format!("cat >/dev/null; kill {} 2>/dev/null", child.id()),
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("spawn the registry watchdog");
+        let watchdog = crate::watchdog(
+            &format!("cat >/dev/null; kill {} 2>/dev/null", child.id()),
+            "registry",
+        );
         *self.child.lock().unwrap() = Some(child);
         *self.watchdog.lock().unwrap() = Some(watchdog);
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -19,14 +19,20 @@ use crate::{Db, completed, crash, failed, resume, run, run_both};
 /// A fake provider, and a scenario next to `llm-probe` and a
 /// `skillhost.toml` naming it `local`: a node asking about `input.prompt`,
 /// a gate, and a map node asking about each of `['a b', 'c d e']`.
-struct Setup {
-    server: FakeLlmServer,
-    loaded: Arc<LoadedScenario>,
+pub(crate) struct Setup {
+    pub server: FakeLlmServer,
+    pub loaded: Arc<LoadedScenario>,
     _runtime: Runtime,
     _dir: tempfile::TempDir,
 }
 
 fn setup(header: &str, ask: &str) -> Setup {
+    setup_scenario(&scenario_text(header, ask))
+}
+
+/// A fake provider, and scenario `text` next to `llm-probe` and a
+/// `skillhost.toml` naming the provider `local`, loaded.
+pub(crate) fn setup_scenario(text: &str) -> Setup {
     let server = FakeLlmServer::start();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -40,7 +46,7 @@ fn setup(header: &str, ask: &str) -> Setup {
     )
     .unwrap();
     let path = dir.path().join("scenario.toml");
-    std::fs::write(&path, scenario_text(header, ask)).unwrap();
+    std::fs::write(&path, text).unwrap();
     let config = HostConfig::load_with(dir.path(), &|_: &str| None).expect("the configuration");
     let runtime = skillhost_tests::runtime_with_backends(
         &dir.path().join("cache"),

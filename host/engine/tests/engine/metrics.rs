@@ -11,10 +11,8 @@ use std::time::Duration;
 use serde_json::json;
 use skillhost_engine::replay::{RunExport, replay};
 use skillhost_engine::worker::{self, WorkerConfig};
-use skillhost_runtime::{Backends, HostConfig};
 use skillhost_store::RunStatus;
 use skillhost_telemetry::metrics::{self, Format};
-use skillhost_tests::fake_llm_server::FakeLlmServer;
 
 use crate::{Db, completed, failed, run};
 
@@ -58,35 +56,13 @@ to = "done"
 #[tokio::test]
 async fn a_run_records_its_start_end_nodes_tokens_and_journal() {
     metrics::install();
-    let server = FakeLlmServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("llm-probe.wasm"),
-        skillhost_tests::fixture_component("llm-probe"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("skillhost.toml"),
-        server.local_provider_config(),
-    )
-    .unwrap();
-    let path = dir.path().join("scenario.toml");
-    std::fs::write(&path, ASK).unwrap();
-    let config = HostConfig::load_with(dir.path(), &|_: &str| None).expect("the configuration");
-    let runtime = skillhost_tests::runtime_with_backends(
-        &dir.path().join("cache"),
-        Backends {
-            llm: config.llm,
-            ..Backends::default()
-        },
-    );
-    let loaded = skillhost_scenario::load(&path, &runtime)
-        .unwrap_or_else(|report| panic!("the scenario does not load:\n{report}"));
+    let setup = crate::llm::setup_scenario(ASK);
+    let loaded = &*setup.loaded;
 
     let db = Db::sqlite().await;
     let ran = run(
         Some(db.store.clone()),
-        &loaded,
+        loaded,
         json!({ "prompt": "one two three" }),
     )
     .await;
@@ -132,7 +108,7 @@ async fn a_run_records_its_start_end_nodes_tokens_and_journal() {
     let export = RunExport::from_store(&db.store, &ran.outcome.run_id)
         .await
         .unwrap();
-    let report = replay(&export, &loaded, &mut |_| {})
+    let report = replay(&export, loaded, &mut |_| {})
         .await
         .expect("the run replays");
     assert!(
