@@ -21,12 +21,37 @@ use skillhost_tests::repo_root;
 /// `host ARGS…` in `dir` (from the repository's root) exporting traces to
 /// `receiver`, each span sent within 50 ms.
 fn traced(dir: &Path, receiver: &OtlpReceiver, args: &[&str]) -> Command {
+    exporting_to(dir, &receiver.endpoint(), args)
+}
+
+/// [`traced`] with any OTLP `endpoint`.
+fn exporting_to(dir: &Path, endpoint: &str, args: &[&str]) -> Command {
     let mut cmd = host_command(dir, args, None);
     cmd.current_dir(repo_root())
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
         .env("OTEL_BSP_SCHEDULE_DELAY", "50")
         .env("OTEL_SERVICE_NAME", "skillhost-test");
     cmd
+}
+
+const RESEARCH: [&str; 5] = [
+    "run",
+    "research",
+    "--input",
+    r#"{"query": "retrieval augmented generation"}"#,
+    "--json",
+];
+
+/// A research run that exported to a collector that did not take its
+/// spans: it completed all the same, and said it dropped them.
+fn completed_having_dropped(out: &std::process::Output, endpoint: &str) {
+    assert!(out.status.success(), "{endpoint}: {}", stderr(out));
+    assert_eq!(json(out)["status"], "completed");
+    let err = stderr(out);
+    assert!(
+        err.contains("trace span(s) were not exported"),
+        "{endpoint}: {err}"
+    );
 }
 
 /// [`traced`] run to its end, which must be a success.
@@ -76,17 +101,7 @@ fn assert_one_tree(spans: &[Value]) {
 fn a_research_run_is_one_trace_of_its_nodes_and_their_calls() {
     let receiver = OtlpReceiver::start();
     let dir = tempfile::tempdir().unwrap();
-    let out = traced_ok(
-        dir.path(),
-        &receiver,
-        &[
-            "run",
-            "research",
-            "--input",
-            r#"{"query": "retrieval augmented generation"}"#,
-            "--json",
-        ],
-    );
+    let out = traced_ok(dir.path(), &receiver, &RESEARCH);
     let outcome = json(&out);
     let run_id = outcome["run_id"].as_str().unwrap();
 
@@ -342,29 +357,10 @@ fn a_collector_that_is_down_costs_the_run_nothing_but_the_spans() {
     };
     for endpoint in [refusing.endpoint(), closed] {
         let dir = tempfile::tempdir().unwrap();
-        let out = host_command(
-            dir.path(),
-            &[
-                "run",
-                "research",
-                "--input",
-                r#"{"query": "retrieval augmented generation"}"#,
-                "--json",
-            ],
-            None,
-        )
-        .current_dir(repo_root())
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
-        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
-        .output()
-        .unwrap();
-        assert!(out.status.success(), "{endpoint}: {}", stderr(&out));
-        assert_eq!(json(&out)["status"], "completed");
-        let err = stderr(&out);
-        assert!(
-            err.contains("trace span(s) were not exported"),
-            "{endpoint}: {err}"
-        );
+        let out = exporting_to(dir.path(), &endpoint, &RESEARCH)
+            .output()
+            .unwrap();
+        completed_having_dropped(&out, &endpoint);
     }
     assert!(refusing.spans().is_empty());
 }
@@ -519,20 +515,10 @@ fn a_submitted_run_claimed_by_a_worker_continues_the_trace_it_was_created_with()
 #[test]
 fn the_run_page_and_the_api_name_the_trace_and_link_it_to_the_viewer() {
     let dir = tempfile::tempdir().unwrap();
-    let out = host_command(
-        dir.path(),
-        &[
-            "run",
-            "research",
-            "--input",
-            r#"{"query": "retrieval augmented generation"}"#,
-            "--json",
-        ],
-        None,
-    )
-    .current_dir(repo_root())
-    .output()
-    .unwrap();
+    let out = host_command(dir.path(), &RESEARCH, None)
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let run_id = json(&out)["run_id"].as_str().unwrap().to_string();
     let viewer = "http://jaeger.example:16686/trace/{trace_id}";
@@ -634,31 +620,12 @@ fn a_collector_that_never_answers_costs_a_run_at_most_its_wait_at_exit() {
     });
     let dir = tempfile::tempdir().unwrap();
     let started = std::time::Instant::now();
-    let out = host_command(
-        dir.path(),
-        &[
-            "run",
-            "research",
-            "--input",
-            r#"{"query": "retrieval augmented generation"}"#,
-            "--json",
-        ],
-        None,
-    )
-    .current_dir(repo_root())
-    .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
-    .env("OTEL_BSP_SCHEDULE_DELAY", "50")
-    .env("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")
-    .output()
-    .unwrap();
+    let out = exporting_to(dir.path(), &endpoint, &RESEARCH)
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")
+        .output()
+        .unwrap();
     let took = started.elapsed();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(json(&out)["status"], "completed");
-    assert!(
-        stderr(&out).contains("trace span(s) were not exported"),
-        "{}",
-        stderr(&out)
-    );
+    completed_having_dropped(&out, &endpoint);
     // An export may wait a minute for its answer; the process waits 2 s
     // for it at exit, and the run never waited at all.
     assert!(took < Duration::from_secs(30), "took {took:?}");
