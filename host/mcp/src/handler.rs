@@ -10,10 +10,11 @@ use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -25,6 +26,7 @@ use skillhost_scenario::LoadedScenario;
 use skillhost_scenario::checks::schema::CompiledSchema;
 use skillhost_store::{Cancelled, RunStatus, Store, new_run_id};
 
+use crate::compose::{self, Composer, Prepared};
 use crate::follow::{Following, Session};
 use crate::tools::{self, Entry, Kind};
 use crate::{McpError, Offer, SkillTool, Unavailable};
@@ -62,6 +64,8 @@ pub(crate) struct Inner {
     runs: Mutex<Vec<String>>,
     /// The runs started as MCP tasks (`tasks.rs`), by run id (the task id).
     pub(crate) tasks: Mutex<HashMap<String, TaskRun>>,
+    /// `scenario_compose`, when the operator set a ceiling.
+    composer: Option<Composer>,
 }
 
 /// A call refused before it ran: the isError result for arguments that do
@@ -79,7 +83,23 @@ pub(crate) struct TaskRun {
 
 impl SkillhostMcp {
     pub fn new(offer: Offer) -> Result<Self, McpError> {
-        let entries = tools::entries(&offer.scenarios, &offer.skills)?;
+        let mut entries = tools::entries(&offer.scenarios, &offer.skills)?;
+        let composer = offer
+            .compose
+            .map(|compose| Composer::new(compose, &offer.scenarios, &offer.skills));
+        if let Some(composer) = &composer {
+            if entries.iter().any(|e| e.tool.name == compose::TOOL) {
+                return Err(McpError::Tools(format!(
+                    "a scenario or skill is named `{}`, the compose tool's name: offer it under \
+                     another name, or leave out --compose-ceiling",
+                    compose::TOOL
+                )));
+            }
+            entries.push(Entry {
+                tool: composer.tool(),
+                kind: Kind::Compose,
+            });
+        }
         let mut validators = Vec::with_capacity(entries.len());
         for entry in &entries {
             let schema = Value::Object((*entry.tool.input_schema).clone());
@@ -126,6 +146,7 @@ impl SkillhostMcp {
                 store: offer.store,
                 runs: Mutex::new(Vec::new()),
                 tasks: Mutex::new(HashMap::new()),
+                composer,
             }),
             session: Arc::new(Session::default()),
         })
@@ -177,10 +198,12 @@ impl SkillhostMcp {
 
     /// Whether `name` is a scenario tool (the tools that run as tasks).
     pub(crate) fn is_scenario_tool(&self, name: &str) -> bool {
-        self.inner
-            .by_name
-            .get(name)
-            .is_some_and(|&i| matches!(self.inner.entries[i].kind, Kind::Scenario(_)))
+        self.inner.by_name.get(name).is_some_and(|&i| {
+            matches!(
+                self.inner.entries[i].kind,
+                Kind::Scenario(_) | Kind::Compose
+            )
+        })
     }
 
     async fn call(&self, name: &str, arguments: Value) -> Result<CallToolResult, ErrorData> {
@@ -211,6 +234,20 @@ impl SkillhostMcp {
                 };
                 self.start(service, loaded, arguments, None).await
             }
+            Kind::Compose => match self.composed(&arguments) {
+                Ok(ready) => {
+                    let followed;
+                    let service = match events {
+                        Some(events) => {
+                            followed = self.inner.service.with_events(events);
+                            &followed
+                        }
+                        None => &self.inner.service,
+                    };
+                    self.start(service, &ready.loaded, ready.input, None).await
+                }
+                Err(answer) => *answer,
+            },
             Kind::Skill {
                 index,
                 input,
@@ -245,11 +282,20 @@ impl SkillhostMcp {
     /// returns the id, or the refusal a plain call would have returned.
     pub(crate) fn start_task(&self, name: &str, arguments: Value) -> Result<String, Refused> {
         let (entry, arguments) = self.prepare(name, arguments)?;
-        let Kind::Scenario(loaded) = &entry.kind else {
-            return Err(Box::new(Err(ErrorData::invalid_params(
-                format!("tool `{name}` does not run as a task; call it without `task`"),
-                None,
-            ))));
+        let (loaded, arguments) = match &entry.kind {
+            Kind::Scenario(loaded) => (loaded.clone(), arguments),
+            // A composed scenario that does not pass is refused as a plain
+            // call would be: no task, no run.
+            Kind::Compose => match self.composed(&arguments) {
+                Ok(ready) => (ready.loaded, ready.input),
+                Err(answer) => return Err(Box::new(Ok(*answer))),
+            },
+            _ => {
+                return Err(Box::new(Err(ErrorData::invalid_params(
+                    format!("tool `{name}` does not run as a task; call it without `task`"),
+                    None,
+                ))));
+            }
         };
         let run_id = new_run_id();
         self.lock_tasks().insert(
@@ -259,7 +305,7 @@ impl SkillhostMcp {
                 result: None,
             },
         );
-        let (server, loaded, id) = (self.clone(), loaded.clone(), run_id.clone());
+        let (server, id) = (self.clone(), run_id.clone());
         tokio::spawn(async move {
             let result = server
                 .start(&server.inner.service, &loaded, arguments, Some(id.clone()))
@@ -267,6 +313,29 @@ impl SkillhostMcp {
             server.task_ended(&id, result).await;
         });
         Ok(run_id)
+    }
+
+    /// A `scenario_compose` call's scenario and input, checked and kept,
+    /// or the result that refuses it (or a dry run's verdict).
+    fn composed(&self, arguments: &Value) -> Result<compose::Ready, Box<CallToolResult>> {
+        let Some(composer) = &self.inner.composer else {
+            return Err(Box::new(error_result(
+                "this server composes nothing: it was started without --compose-ceiling".into(),
+            )));
+        };
+        match composer.prepare(arguments) {
+            Prepared::Run(ready) => Ok(ready),
+            Prepared::Answer(value, false) => Err(Box::new(structured_result(value))),
+            Prepared::Answer(value, true) => {
+                let count = value["errors"].as_array().map_or(0, Vec::len);
+                let mut result = error_result(format!(
+                    "the composed scenario was refused ({count} error(s)); nothing ran:\n{}",
+                    serde_json::to_string_pretty(&value).unwrap_or_default()
+                ));
+                result.structured_content = Some(value);
+                Err(Box::new(result))
+            }
+        }
     }
 
     pub(crate) fn lock_tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskRun>> {
@@ -478,12 +547,27 @@ impl SkillhostMcp {
             Ok(None) => return error_result(no_run(run_id)),
             Err(e) => return error_result(format!("run `{run_id}`: cannot read it: {e}")),
         };
-        let Some(loaded) = self
+        let offered = self
             .inner
             .scenarios
             .iter()
             .find(|l| l.scenario.path.display().to_string() == run.scenario_path)
-        else {
+            .cloned();
+        let composed = || {
+            let composer = self.inner.composer.as_ref()?;
+            composer.reload(&run.scenario_path)
+        };
+        let loaded = match offered.map(Ok).or_else(composed) {
+            Some(Ok(loaded)) => Some(loaded),
+            Some(Err(problem)) => {
+                return error_result(format!(
+                    "run `{run_id}` is a run of a composed scenario that cannot be loaded \
+                     again: {problem}"
+                ));
+            }
+            None => None,
+        };
+        let Some(loaded) = &loaded else {
             return error_result(format!(
                 "run `{run_id}` is a run of `{}`, which this server does not offer; answer it \
                  where that scenario is offered (another MCP server, the HTTP API, the command \
@@ -651,15 +735,17 @@ impl ServerHandler for SkillhostMcp {
     // suite still speak it (`follow.rs`).
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_resources()
-                .enable_logging()
-                .build(),
-        )
-        .with_server_info(Implementation::new("skillhost", env!("CARGO_PKG_VERSION")))
-        .with_instructions(self.inner.instructions.clone())
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_logging()
+            .build();
+        if self.inner.composer.is_some() {
+            capabilities.prompts = Some(Default::default());
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("skillhost", env!("CARGO_PKG_VERSION")))
+            .with_instructions(self.inner.instructions.clone())
     }
 
     async fn list_tools(
@@ -717,7 +803,10 @@ impl ServerHandler for SkillhostMcp {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let mut resources = Vec::new();
+        let mut resources = match &self.inner.composer {
+            Some(composer) => composer.resources(),
+            None => Vec::new(),
+        };
         for run_id in runs.iter().rev() {
             let artifacts = self
                 .inner
@@ -756,7 +845,58 @@ impl ServerHandler for SkillhostMcp {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        if let Some(contents) = self
+            .inner
+            .composer
+            .as_ref()
+            .and_then(|c| c.read(&request.uri))
+        {
+            return Ok(ReadResourceResult::new(vec![contents]).into());
+        }
         self.read_artifact(&request.uri).await.map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = match &self.inner.composer {
+            Some(_) => vec![Composer::prompt()],
+            None => Vec::new(),
+        };
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let composer = match &self.inner.composer {
+            Some(composer) if request.name == compose::PROMPT => composer,
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "no prompt named `{}`; prompts/list names them",
+                        request.name
+                    ),
+                    None,
+                ));
+            }
+        };
+        let goal = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("goal"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("prompt `{}` needs the argument `goal`", compose::PROMPT),
+                    None,
+                )
+            })?;
+        Ok(composer.get_prompt(goal).into())
     }
 }
 

@@ -16,6 +16,7 @@
 //! command), nor keep any state of a run outside the store: a run id it
 //! hands out works with `host runs show` and `host runs answer` too.
 
+mod compose;
 mod follow;
 mod handler;
 mod hints;
@@ -33,6 +34,7 @@ use skillhost_runtime::{Grants, Limits, Skill};
 use skillhost_scenario::LoadedScenario;
 use skillhost_store::Store;
 
+pub use compose::ComposeOffer;
 pub use handler::SkillhostMcp;
 pub use hints::Hints;
 
@@ -62,6 +64,9 @@ pub struct Offer {
     pub skills: Vec<SkillTool>,
     /// Where runs are checkpointed (`--database`, else the default SQLite).
     pub store: Store,
+    /// The compose tool and what bounds it (`--compose-ceiling`); `None`:
+    /// no tool composes.
+    pub compose: Option<ComposeOffer>,
 }
 
 /// Why the server could not start or stopped.

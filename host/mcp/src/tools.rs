@@ -73,6 +73,8 @@ impl Wrap {
 /// One tool the server lists, and what a call of it runs.
 pub enum Kind {
     Scenario(Arc<LoadedScenario>),
+    /// `scenario_compose` (`compose.rs`): a scenario the client writes.
+    Compose,
     Skill {
         index: usize,
         input: Wrap,

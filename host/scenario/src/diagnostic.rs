@@ -129,6 +129,28 @@ pub mod codes {
     /// `MAX_SUBGRAPH_SCENARIOS` child scenarios.
     pub const SUBGRAPH_TOO_MANY: &str = "subgraph-too-many";
 
+    // A composed scenario (`host mcp`'s `scenario_compose`) against the
+    // server's offer and the operator's ceiling (`compose.rs`).
+    /// Larger than the ceiling's `max_bytes`.
+    pub const COMPOSE_TOO_LARGE: &str = "compose-too-large";
+    /// Neither TOML text nor a JSON object that makes one.
+    pub const COMPOSE_FORMAT: &str = "compose-format";
+    /// A component that is not an offered skill, or one the ceiling does
+    /// not allow.
+    pub const COMPOSE_SKILL: &str = "compose-skill";
+    /// A subgraph that is not an offered scenario.
+    pub const COMPOSE_SUBGRAPH: &str = "compose-subgraph";
+    /// A grant beyond what the ceiling allows.
+    pub const COMPOSE_GRANT: &str = "compose-grant";
+    /// Nodes, visits, limits, concurrency, priority or token budget above
+    /// the ceiling's.
+    pub const COMPOSE_LIMIT: &str = "compose-limit";
+    /// A name without the composed scenarios' prefix.
+    pub const COMPOSE_NAME: &str = "compose-name";
+    /// What a composed scenario may not have: schedules, trust keys,
+    /// secret headers.
+    pub const COMPOSE_NOT_ALLOWED: &str = "compose-not-allowed";
+
     // Warnings.
     /// A declared state field that no node writes.
     pub const UNWRITTEN_STATE: &str = "unwritten-state";

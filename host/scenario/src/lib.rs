@@ -13,6 +13,7 @@
 
 pub mod check;
 pub mod checks;
+pub mod compose;
 pub mod diagnostic;
 pub mod expr;
 pub mod file;

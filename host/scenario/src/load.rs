@@ -151,7 +151,7 @@ fn load_tree(
         scenario,
         reporter,
         runtime,
-        resolver,
+        SkillSource::Files(resolver),
         Providers::Checked,
         children,
     )
@@ -527,28 +527,35 @@ pub fn load_text_with_components(
         scenario,
         reporter,
         runtime,
-        &NoRegistry,
+        SkillSource::Files(&NoRegistry),
         Providers::NotNeeded,
         BTreeMap::new(),
     )
 }
 
-/// Loads a parsed scenario's skills (registry components through
-/// `resolver`) and runs the checks that need them.
-fn load_skills(
-    scenario: Scenario,
-    mut reporter: Reporter,
+/// Where a scenario's skills come from.
+enum SkillSource<'a> {
+    /// Their components' files, registry components through the resolver.
+    Files(&'a dyn ComponentResolver),
+    /// Loaded already, by alias: a composed scenario's, which are the
+    /// server's offered skills.
+    Loaded(&'a BTreeMap<String, Arc<Skill>>),
+}
+
+/// Loads the skills of `scenario` from their files (registry components
+/// through `resolver`), by alias; what fails is reported.
+fn load_skill_files(
+    scenario: &Scenario,
+    reporter: &mut Reporter,
     runtime: &Runtime,
     resolver: &dyn ComponentResolver,
-    providers: Providers,
-    subgraphs: BTreeMap<String, Arc<LoadedScenario>>,
-) -> Result<LoadedScenario, CheckReport> {
+) -> BTreeMap<String, Arc<Skill>> {
     let mut files = Vec::new();
     for (alias, skill) in &scenario.skills {
         let file = match &skill.component {
             ComponentSource::File(path) => path.clone(),
             ComponentSource::Registry(reference) => {
-                match resolver.resolve(&scenario, alias, reference) {
+                match resolver.resolve(scenario, alias, reference) {
                     Ok(path) => path,
                     Err(e) => {
                         reporter.error(skill.line, None, codes::SKILL_LOAD, e);
@@ -575,6 +582,26 @@ fn load_skills(
             ),
         }
     }
+    skills
+}
+
+/// Loads a parsed scenario's skills (from `source`) and runs the checks
+/// that need them.
+fn load_skills(
+    scenario: Scenario,
+    mut reporter: Reporter,
+    runtime: &Runtime,
+    source: SkillSource<'_>,
+    providers: Providers,
+    subgraphs: BTreeMap<String, Arc<LoadedScenario>>,
+) -> Result<LoadedScenario, CheckReport> {
+    let skills = match source {
+        SkillSource::Files(resolver) => {
+            load_skill_files(&scenario, &mut reporter, runtime, resolver)
+        }
+        // What the caller could not give is reported already.
+        SkillSource::Loaded(loaded) => loaded.clone(),
+    };
     check::check_skills(&scenario, &skills, &mut reporter);
     if providers == Providers::Checked {
         check::check_llm_providers(&scenario, &runtime.backends().llm, &mut reporter);
@@ -681,13 +708,79 @@ fn parse_checked(path: &Path) -> Result<(Scenario, Reporter), CheckReport> {
 }
 
 fn parse_text(text: &str, path: &Path) -> Result<(Scenario, Reporter), CheckReport> {
-    let mut reporter = Reporter::new(path.to_path_buf());
+    parse_text_into(text, path, Reporter::new(path.to_path_buf()))
+}
+
+/// [`parse_text`], adding to what `reporter` holds.
+fn parse_text_into(
+    text: &str,
+    path: &Path,
+    mut reporter: Reporter,
+) -> Result<(Scenario, Reporter), CheckReport> {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let Some(parsed) = parse::parse(text, &absolute, &mut reporter) else {
         return Err(reporter.finish());
     };
     check::check_scenario(&parsed.scenario, &parsed.broken_edges, &mut reporter);
     Ok((parsed.scenario, reporter))
+}
+
+/// The report of a scenario text that does not parse (a TOML error, with
+/// its line); an empty report if it parses.
+pub(crate) fn report_of_text(text: &str, path: &Path) -> CheckReport {
+    match parse_text(text, path) {
+        Ok((_, reporter)) => reporter.finish(),
+        Err(report) => report,
+    }
+}
+
+/// Loads a scenario composed over MCP (`compose.rs`): its text (`path`
+/// names it; it need not exist yet), checked like a file, then by `extra`
+/// (the ceiling), with `reporter` holding what was found before; its skills
+/// `skills` (the server's, by alias, loaded already) and its subgraphs the
+/// offered scenarios `subgraph` gives by file. Instantiates nothing.
+pub(crate) fn load_composed(
+    text: &str,
+    path: &Path,
+    runtime: &Runtime,
+    reporter: Reporter,
+    skills: &BTreeMap<String, Arc<Skill>>,
+    subgraph: &dyn Fn(&Path) -> Option<Arc<LoadedScenario>>,
+    extra: &dyn Fn(&Scenario, &mut Reporter),
+) -> Result<LoadedScenario, CheckReport> {
+    let (mut scenario, mut reporter) = parse_text_into(text, path, reporter)?;
+    extra(&scenario, &mut reporter);
+    let mut tree = Tree::default();
+    let entered = tree.enter(path);
+    let children = subgraphs(
+        &mut scenario,
+        &mut reporter,
+        &mut tree,
+        |child, _| {
+            subgraph(child).ok_or_else(|| {
+                // Named by the rewrite, so offered; a file that moved since
+                // the server started is reported here.
+                let mut reporter = Reporter::new(child.to_path_buf());
+                reporter.error(
+                    0,
+                    None,
+                    codes::COMPOSE_SUBGRAPH,
+                    "not a scenario this server offers",
+                );
+                reporter.finish()
+            })
+        },
+        |loaded| (loaded.scenario.clone(), loaded.warnings.clone()),
+    );
+    tree.leave(entered);
+    load_skills(
+        scenario,
+        reporter,
+        runtime,
+        SkillSource::Loaded(skills),
+        Providers::Checked,
+        children,
+    )
 }
 
 /// The id of the first subgraph node of a scenario's text, if it has one:

@@ -16,8 +16,9 @@ use super::common::{
     AllowedHostArgs, CliResult, DatabaseArgs, Failure, Globals, RegistryArgs, TokenArgs, load_each,
     tokio_runtime,
 };
-use skillhost_mcp::{Offer, SkillTool, Unavailable};
+use skillhost_mcp::{ComposeOffer, Offer, SkillTool, Unavailable};
 use skillhost_runtime::{Grants, Limits};
+use skillhost_scenario::compose::Ceiling;
 
 #[derive(Debug, Args)]
 pub struct McpArgs {
@@ -36,6 +37,12 @@ pub struct McpArgs {
     /// Serve streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:7701 (port 0 picks one; the address is printed on stderr). Any address but a loopback one needs --token or --token-file.
     #[arg(long, value_name = "IP:PORT")]
     http: Option<SocketAddr>,
+    /// Offer `scenario_compose`, a tool that runs scenarios the client writes, bounded by this ceiling (TOML: the skills, grants and limits composed scenarios may use at most; docs/mcp.md). Off unless given.
+    #[arg(long, value_name = "FILE")]
+    compose_ceiling: Option<PathBuf>,
+    /// Where composed scenarios are kept, each under its SHA-256 (the scenario files of their runs). Default: .skillhost/composed.
+    #[arg(long, value_name = "DIR", requires = "compose_ceiling")]
+    compose_dir: Option<PathBuf>,
     #[command(flatten)]
     token: TokenArgs,
     #[command(flatten)]
@@ -112,6 +119,31 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
             .check(&grant.provider)
             .map_err(|problem| Failure::bad_input(format!("--grant llm: {problem}")))?;
     }
+    let compose = match &args.compose_ceiling {
+        None => None,
+        Some(file) => {
+            let ceiling = Ceiling::read(file).map_err(Failure::bad_input)?;
+            let dir = args
+                .compose_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(".skillhost/composed"));
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                Failure::environment(format!(
+                    "--compose-dir `{}`: cannot create it: {e}",
+                    dir.display()
+                ))
+            })?;
+            let dir = dir.canonicalize().map_err(|e| {
+                Failure::environment(format!("--compose-dir `{}`: {e}", dir.display()))
+            })?;
+            ceiling.check_host(&dir).map_err(Failure::bad_input)?;
+            Some(ComposeOffer {
+                ceiling,
+                dir,
+                runtime: runtime.clone(),
+            })
+        }
+    };
     let grants = Arc::new(grants);
     let mut skills = Vec::new();
     for path in &args.skills {
@@ -129,6 +161,7 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
             unavailable,
             skills,
             store,
+            compose,
         };
         let served = match args.http {
             None => skillhost_mcp::serve_stdio(offer).await,

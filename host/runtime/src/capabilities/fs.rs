@@ -164,7 +164,7 @@ impl FsGrant {
 /// Why `path` may never be granted, if it may not: it is, lies in or holds
 /// one of [`NEVER_GRANTED`]. Compared component by component on the path
 /// with `.` and `..` resolved lexically, so `/tmp/../proc` is `/proc`.
-pub(crate) fn never_granted(path: &Path) -> Option<String> {
+pub fn never_granted(path: &Path) -> Option<String> {
     if !path.is_absolute() {
         return None;
     }

@@ -231,6 +231,12 @@ impl HttpGrant {
         self.headers.iter().filter(move |s| s.origin == origin)
     }
 
+    /// Whether the grant sends headers whose values come from the host's
+    /// environment.
+    pub fn has_headers(&self) -> bool {
+        !self.headers.is_empty()
+    }
+
     /// Whether a request to `url` is allowed.
     pub fn allows(&self, url: &url::Url) -> bool {
         let Some(host) = url.host() else {
@@ -529,6 +535,29 @@ impl HostPattern {
             host,
             port,
         })
+    }
+
+    /// Whether every request this pattern allows is one `outer` allows
+    /// too: the same host, or a name or subdomain pattern under `outer`'s
+    /// `*.domain`; `outer` without a port covers every port, with one only
+    /// that port. What a ceiling on grants (`host mcp --compose-ceiling`)
+    /// asks of each pattern a composed scenario grants.
+    pub fn within(&self, outer: &HostPattern) -> bool {
+        if outer.port.is_some() && self.port != outer.port {
+            return false;
+        }
+        let under = |name: &str, domain: &str| {
+            name.len() > domain.len() + 1
+                && name.ends_with(domain)
+                && name.as_bytes()[name.len() - domain.len() - 1] == b'.'
+        };
+        match (&self.host, &outer.host) {
+            (HostMatch::Name(a), HostMatch::Name(b)) => a == b,
+            (HostMatch::Ip(a), HostMatch::Ip(b)) => a == b,
+            (HostMatch::Name(a), HostMatch::Subdomains(d)) => under(a, d),
+            (HostMatch::Subdomains(a), HostMatch::Subdomains(d)) => a == d || under(a, d),
+            _ => false,
+        }
     }
 
     fn matches(&self, host: &url::Host<&str>, port: u16, default_port: u16) -> bool {
@@ -1371,6 +1400,34 @@ mod tests {
 
     fn url(text: &str) -> url::Url {
         url::Url::parse(text).unwrap()
+    }
+
+    #[test]
+    fn a_pattern_is_within_another_only_when_it_allows_no_more() {
+        let p = |t: &str| HostPattern::parse(t).unwrap();
+        for (inner, outer) in [
+            ("api.example.org", "api.example.org"),
+            ("api.example.org", "*.example.org"),
+            ("a.b.example.org", "*.example.org"),
+            ("*.b.example.org", "*.example.org"),
+            ("*.example.org", "*.example.org"),
+            ("api.example.org:8443", "api.example.org"),
+            ("api.example.org:8443", "api.example.org:8443"),
+            ("127.0.0.1:9000", "127.0.0.1"),
+        ] {
+            assert!(p(inner).within(&p(outer)), "{inner} within {outer}");
+        }
+        for (inner, outer) in [
+            ("example.org", "*.example.org"),
+            ("*.example.org", "api.example.org"),
+            ("evil-example.org", "*.example.org"),
+            ("api.example.org", "api.example.org:443"),
+            ("api.example.org:80", "api.example.org:443"),
+            ("127.0.0.2", "127.0.0.1"),
+            ("*.org.example.com", "*.example.org"),
+        ] {
+            assert!(!p(inner).within(&p(outer)), "{inner} not within {outer}");
+        }
     }
 
     #[test]

@@ -19,6 +19,16 @@ use std::path::{Path, PathBuf};
 /// which a scenario may grant an absolute `fs` path.
 pub const FS_ROOTS_VAR: &str = "SKILLHOST_FS_ROOTS";
 
+/// The roots [`FS_ROOTS_VAR`] lists that exist, canonical.
+pub fn allowed_roots() -> Vec<PathBuf> {
+    std::env::var(FS_ROOTS_VAR)
+        .unwrap_or_default()
+        .split(':')
+        .filter(|root| !root.is_empty())
+        .filter_map(|root| Path::new(root).canonicalize().ok())
+        .collect()
+}
+
 /// What an `fs` grant is checked against: canonical paths.
 #[derive(Debug, Clone, Default)]
 pub struct FsPolicy {

@@ -832,11 +832,6 @@ fn fs_policy(dir: &Path) -> FsPolicy {
     };
     FsPolicy {
         scenario_dir: dir.canonicalize().ok(),
-        allowed_roots: std::env::var(fs_grant::FS_ROOTS_VAR)
-            .unwrap_or_default()
-            .split(':')
-            .filter(|root| !root.is_empty())
-            .filter_map(|root| Path::new(root).canonicalize().ok())
-            .collect(),
+        allowed_roots: fs_grant::allowed_roots(),
     }
 }
