@@ -378,8 +378,9 @@ impl Composer {
     }
 
     /// A worked example built from an offered skill that needs no grant
-    /// (else the first), so that it passes on this server as written when
-    /// the ceiling allows that skill.
+    /// (else the first): its required input fields come from the run's
+    /// input, and its limits are within the ceiling's, so that it passes on
+    /// this server as written when the ceiling allows that skill.
     fn example(&self) -> String {
         let skills = self.offered.skills();
         let pick = skills
@@ -390,22 +391,51 @@ impl Composer {
             return "This server offers no skill to compose.".to_string();
         };
         let name = &skill.name;
-        format!(
-            r#"# Composing a scenario
-
-A composed scenario is a scenario file (docs/scenarios.md) whose skills are
-the ones this server offers, named by their names ({SKILLS_URI}):
-
-```toml
-[scenario]
+        let schema = skill
+            .skill
+            .interface()
+            .map(|i| i.input_schema.clone())
+            .unwrap_or(Value::Null);
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut inputs = String::new();
+        let mut mapping = Vec::new();
+        let mut call_input = serde_json::Map::new();
+        for field in required {
+            let kind = match schema["properties"][field]["type"].as_str() {
+                Some(kind @ ("string" | "integer" | "number" | "boolean" | "array")) => kind,
+                _ => "object",
+            };
+            inputs.push_str(&format!("{field} = {{ type = \"{kind}\" }}\n"));
+            mapping.push(format!("{field} = \"input.{field}\""));
+            let sample = match kind {
+                "string" => json!("hello"),
+                "integer" | "number" => json!(1),
+                "boolean" => json!(true),
+                "array" => json!([]),
+                _ => json!({}),
+            };
+            call_input.insert(field.to_string(), sample);
+        }
+        let limits = &self.ceiling.limits;
+        let mut node_limits = format!("timeout_ms = {}\n", limits.timeout_ms.unwrap_or(5000).min(5000));
+        if let Some(fuel) = limits.fuel {
+            node_limits.push_str(&format!("fuel = {fuel}\n"));
+        }
+        if let Some(mb) = limits.memory_mb {
+            node_limits.push_str(&format!("memory_mb = {}\n", mb.min(256)));
+        }
+        let scenario = format!(
+            r#"[scenario]
 name = "{NAME_PREFIX}example"
 description = "Calls {name} once and keeps what it returns"
 
 [input]
-value = {{ type = "object", description = "What {name} is given" }}
-
+{inputs}
 [state]
-result = {{ type = "object" }}
+result = {{ type = "any" }}
 
 [skills.step]
 component = "{name}"
@@ -413,29 +443,50 @@ component = "{name}"
 [[node]]
 id = "call"
 skill = "step"
-input = {{ value = "input.value" }}
+input = {{ {mapping} }}
 writes = [{{ field = "result", from = "output" }}]
-timeout_ms = 5000
-
+{node_limits}
 [[node]]
 id = "done"
 kind = "end"
-```
 
-Adapt `input` to the skill's input schema ({SKILLS_URI}: `input_schema`);
-the checker names every field that does not fit, with its line. Call:
+[[edge]]
+from = "call"
+to = "done"
+"#,
+            mapping = mapping.join(", ")
+        );
+        let call = json!({
+            "name": TOOL,
+            "arguments": {"scenario": scenario, "input": call_input, "dry_run": true},
+        });
+        format!(
+            r#"# Composing a scenario
+
+A composed scenario is a scenario file (docs/scenarios.md; its JSON Schema is
+{SCHEMA_URI}) whose skills are the ones this server offers, named by their
+names or digests ({SKILLS_URI}). This one passes here as written:
+
+```toml
+{scenario}```
+
+Every node but `end` and `fail` nodes has an outgoing `[[edge]]`; a node's
+`input` maps each field of its skill's `input_schema` to a CEL expression
+over `input`, `state` and `config`; `writes` put the skill's `output` into
+`[state]`. The checker names every field that does not fit, with its line.
+Check it without running (`dry_run`), then run it without:
 
 ```json
-{{"name": "{TOOL}", "arguments": {{"scenario": "<the TOML above>", "input": {{"value": {{}}}}, "dry_run": true}}}}
+{call}
 ```
 
-`dry_run` checks without running; without it the scenario runs as a
-durable run (as a task when the call asks for one) and the result names
+A run is durable (as a task when the call asks for one); its result names
 its `run_id`, for `run_status`, `run_answer` and `run_cancel`.
 
 Rules on top of the format: the name starts with `{NAME_PREFIX}`; every
-grant (`capabilities`) stays within {CEILING_URI}; no `[[schedule]]` or
-`[trust]`; a subgraph node's `scenario` names an offered scenario tool.
+grant (`capabilities`) and limit stays within {CEILING_URI}; no
+`[[schedule]]` or `[trust]`; a subgraph node's `scenario` names an offered
+scenario tool.
 "#
         )
     }
