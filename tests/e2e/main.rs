@@ -9,6 +9,7 @@ mod cache;
 mod chat;
 mod check;
 mod cli_skill;
+mod compose;
 mod crash;
 mod engine;
 mod http;

@@ -296,16 +296,16 @@ fn python_sdk_over_stdio() {
 }
 
 /// A `host mcp --http 127.0.0.1:0` process, killed when dropped.
-struct HttpServer {
+pub(crate) struct HttpServer {
     _process: KilledOnDrop,
     /// `http://127.0.0.1:PORT/mcp`, as the server printed it.
-    url: String,
+    pub(crate) url: String,
 }
 
 impl HttpServer {
     /// Starts `host ARGS --http 127.0.0.1:0` in the repository and waits
     /// for the address it prints.
-    fn start(dir: &Path, args: &[String]) -> HttpServer {
+    pub(crate) fn start(dir: &Path, args: &[String]) -> HttpServer {
         let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
         args.extend(["--http", "127.0.0.1:0"]);
         let mut child = host_command(dir, &args, None)

@@ -116,9 +116,9 @@ impl Composer {
                          structure as a JSON object. Its name starts with `{NAME_PREFIX}`; its \
                          skills name offered skills by name or `sha256:DIGEST` ({SKILLS_URI}); \
                          its grants stay within the ceiling ({CEILING_URI}); the format is \
-                         {SCHEMA_URI}, an example {EXAMPLE_URI}."
+                         {SCHEMA_URI}, an example {EXAMPLE_URI}. Anything else is refused \
+                         with the reason, as a scenario that does not pass is."
                     ),
-                    "type": ["string", "object"],
                 },
                 "input": {
                     "type": "object",
@@ -404,10 +404,12 @@ impl Composer {
         let mut mapping = Vec::new();
         let mut call_input = serde_json::Map::new();
         for field in required {
-            let kind = match schema["properties"][field]["type"].as_str() {
-                Some(kind @ ("string" | "integer" | "number" | "boolean" | "array")) => kind,
-                _ => "object",
-            };
+            let kind = schema["properties"][field]["type"]
+                .as_str()
+                .filter(|kind| {
+                    matches!(*kind, "string" | "integer" | "number" | "boolean" | "array")
+                })
+                .unwrap_or("object");
             inputs.push_str(&format!("{field} = {{ type = \"{kind}\" }}\n"));
             mapping.push(format!("{field} = \"input.{field}\""));
             let sample = match kind {
@@ -420,7 +422,10 @@ impl Composer {
             call_input.insert(field.to_string(), sample);
         }
         let limits = &self.ceiling.limits;
-        let mut node_limits = format!("timeout_ms = {}\n", limits.timeout_ms.unwrap_or(5000).min(5000));
+        let mut node_limits = format!(
+            "timeout_ms = {}\n",
+            limits.timeout_ms.unwrap_or(5000).min(5000)
+        );
         if let Some(fuel) = limits.fuel {
             node_limits.push_str(&format!("fuel = {fuel}\n"));
         }

@@ -286,8 +286,22 @@ impl SkillhostMcp {
             Kind::Scenario(loaded) => (loaded.clone(), arguments),
             // A composed scenario that does not pass is refused as a plain
             // call would be: no task, no run.
+            // A task request the checker refuses is a protocol error
+            // carrying the refusal: a task is created only for a run.
             Kind::Compose => match self.composed(&arguments) {
                 Ok(ready) => (ready.loaded, ready.input),
+                Err(answer) if answer.is_error == Some(true) => {
+                    let message = answer
+                        .content
+                        .first()
+                        .and_then(|c| c.as_text())
+                        .map(|t| t.text.clone())
+                        .unwrap_or_default();
+                    return Err(Box::new(Err(ErrorData::invalid_params(
+                        message,
+                        answer.structured_content.clone(),
+                    ))));
+                }
                 Err(answer) => return Err(Box::new(Ok(*answer))),
             },
             _ => {

@@ -494,7 +494,8 @@ pub fn compose(
     };
     let toml_for = |text: &str| converted.then(|| text.to_string());
     let mut reporter = Reporter::new(sent_path.clone());
-    let Some(text) = name_by_file(&text, offered, ceiling, &mut reporter) else {
+    let mut skills = BTreeMap::new();
+    let Some(text) = name_by_file(&text, offered, ceiling, &mut reporter, &mut skills) else {
         // The TOML does not parse: the loader reports it with its line.
         let report = load::report_of_text(&text, &sent_path);
         return Err(Refusal {
@@ -506,14 +507,6 @@ pub fn compose(
         "{}.toml",
         skillhost_runtime::cache::sha256_hex(text.as_bytes())
     ));
-    let mut skills = BTreeMap::new();
-    if let Ok(file) = toml::from_str::<ScenarioFile>(&text) {
-        for (alias, decl) in &file.skills.0 {
-            if let Some(offered) = offered.skill(decl.get_ref().component.get_ref()) {
-                skills.insert(alias.get_ref().clone(), offered.skill.clone());
-            }
-        }
-    }
     let ceiling_check = |scenario: &Scenario, reporter: &mut Reporter| {
         check_ceiling(scenario, ceiling, reporter);
     };
@@ -538,12 +531,15 @@ pub fn compose(
 /// The client's text with each `[skills.X] component` and each subgraph
 /// node's `scenario` rewritten from what the server calls them to their
 /// files, in place; what names nothing offered (or what the ceiling does
-/// not allow) reported. `None` when the text is not a scenario's TOML.
+/// not allow) reported. `skills` gets the skills allowed, by alias: one
+/// refused is not there, and its nodes are not checked against it. `None`
+/// when the text is not a scenario's TOML.
 fn name_by_file(
     text: &str,
     offered: &Offered,
     ceiling: &Ceiling,
     reporter: &mut Reporter,
+    skills: &mut BTreeMap<String, Arc<Skill>>,
 ) -> Option<String> {
     let file: ScenarioFile = toml::from_str(text).ok()?;
     let lines = Lines::new(text);
@@ -591,6 +587,7 @@ fn name_by_file(
                 continue;
             }
         }
+        skills.insert(alias.get_ref().clone(), skill.skill.clone());
         edits.push((component.span(), quoted(&skill.component)));
     }
     for node in &file.nodes {

@@ -539,11 +539,12 @@ impl HostPattern {
 
     /// Whether every request this pattern allows is one `outer` allows
     /// too: the same host, or a name or subdomain pattern under `outer`'s
-    /// `*.domain`; `outer` without a port covers every port, with one only
-    /// that port. What a ceiling on grants (`host mcp --compose-ceiling`)
-    /// asks of each pattern a composed scenario grants.
+    /// `*.domain`, on the same port (a pattern without one allows the
+    /// scheme's default port only, so it is within only another without
+    /// one). What a ceiling on grants (`host mcp --compose-ceiling`) asks
+    /// of each pattern a composed scenario grants.
     pub fn within(&self, outer: &HostPattern) -> bool {
-        if outer.port.is_some() && self.port != outer.port {
+        if self.port != outer.port {
             return false;
         }
         let under = |name: &str, domain: &str| {
@@ -1411,9 +1412,8 @@ mod tests {
             ("a.b.example.org", "*.example.org"),
             ("*.b.example.org", "*.example.org"),
             ("*.example.org", "*.example.org"),
-            ("api.example.org:8443", "api.example.org"),
             ("api.example.org:8443", "api.example.org:8443"),
-            ("127.0.0.1:9000", "127.0.0.1"),
+            ("127.0.0.1", "127.0.0.1"),
         ] {
             assert!(p(inner).within(&p(outer)), "{inner} within {outer}");
         }
@@ -1423,6 +1423,8 @@ mod tests {
             ("evil-example.org", "*.example.org"),
             ("api.example.org", "api.example.org:443"),
             ("api.example.org:80", "api.example.org:443"),
+            ("api.example.org:8443", "api.example.org"),
+            ("127.0.0.1:9000", "127.0.0.1"),
             ("127.0.0.2", "127.0.0.1"),
             ("*.org.example.com", "*.example.org"),
         ] {
