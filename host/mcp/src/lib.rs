@@ -16,6 +16,7 @@
 //! command), nor keep any state of a run outside the store: a run id it
 //! hands out works with `host runs show` and `host runs answer` too.
 
+pub mod bench;
 mod compose;
 mod follow;
 mod handler;

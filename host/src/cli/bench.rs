@@ -1,6 +1,6 @@
-//! `host bench runtime|engine|postgres`: the library's benchmarks
+//! `host bench runtime|engine|postgres|compose`: the library's benchmarks
 //! (`skillhost_runtime::bench`, `skillhost_engine::bench`, which `cargo bench`
-//! runs too), printed as JSON with `--json` or as lines. This module parses
+//! runs too, and `skillhost_mcp::bench`), printed as JSON with `--json` or as lines. This module parses
 //! the flags, finds the `echo` component, opens the Postgres database, and
 //! prints; what is measured, and how, is the library's. Every mode says
 //! which cargo profile the binary was built with (`build_profile`): the
@@ -29,6 +29,23 @@ pub enum BenchCommand {
     /// Durable runs on Postgres: one run's per-node latency, and node steps
     /// per second over concurrent runs.
     Postgres(PostgresBenchArgs),
+    /// A scenario composed over MCP (`host mcp --compose-ceiling`): from its
+    /// text to its first node (every check, keeping it, the run's start),
+    /// against the same scenario offered as a tool.
+    Compose(ComposeBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ComposeBenchArgs {
+    /// Composed runs to time (after a tenth as many, at least 3, untimed),
+    /// and as many of the offered scenario, interleaved.
+    #[arg(long, default_value_t = 200)]
+    runs: usize,
+    #[command(flatten)]
+    echo: EchoArgs,
+    /// Print JSON only.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -194,7 +211,19 @@ pub fn run(command: BenchCommand, _globals: &Globals) -> CliResult {
         BenchCommand::Runtime(args) => runtime_bench(args),
         BenchCommand::Engine(args) => engine(args),
         BenchCommand::Postgres(args) => postgres(args),
+        BenchCommand::Compose(args) => compose(args),
     }
+}
+
+fn compose(args: ComposeBenchArgs) -> CliResult {
+    if args.runs == 0 {
+        return Err(Failure::bad_input("--runs must be at least 1"));
+    }
+    let echo = args.echo.read()?;
+    let figures = tokio_runtime()?
+        .block_on(skillhost_mcp::bench::compose(&echo, args.runs))
+        .map_err(Failure::failed)?;
+    print_figures(&figures, figures.to_json(), args.json)
 }
 
 fn runtime_bench(args: RuntimeBenchArgs) -> CliResult {
