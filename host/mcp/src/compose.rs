@@ -531,28 +531,20 @@ scenario tool.
 }
 
 /// Writes `text` to `path` unless it is there already (the same text: the
-/// name is its digest), through a temporary file renamed into place, so
-/// that a reader never sees half of it.
+/// name is its digest), through a temporary file of its own renamed into
+/// place, so that a reader never sees half of it and two calls keeping the
+/// same text at once both succeed.
 fn keep(path: &Path, text: &str) -> std::io::Result<()> {
     if std::fs::read(path).is_ok_and(|bytes| bytes == text.as_bytes()) {
         return Ok(());
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let temp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("scenario"),
-        std::process::id()
-    ));
-    {
-        use std::io::Write;
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-    }
-    std::fs::rename(&temp, path)
+    let mut temp = tempfile::Builder::new().prefix(".keep").tempfile_in(dir)?;
+    std::io::Write::write_all(&mut temp, text.as_bytes())?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 fn pretty(value: &Value) -> String {
