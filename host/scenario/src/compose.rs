@@ -916,3 +916,60 @@ pub fn refusal_json(refusal: &Refusal) -> Value {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str, dir: &Path) -> Result<Ceiling, String> {
+        Ceiling::parse(text, &dir.join("ceiling.toml"))
+    }
+
+    #[test]
+    fn a_ceiling_resolves_its_paths_against_its_own_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("corpus")).unwrap();
+        let ceiling = parse(
+            "[grants]\nfs = [\"corpus\"]\nllm = [\"local/*\"]\nhttp = [\"*.example.org\"]\n",
+            dir.path(),
+        )
+        .unwrap();
+        assert_eq!(
+            ceiling.fs,
+            [dir.path().join("corpus").canonicalize().unwrap()]
+        );
+        assert_eq!(ceiling.llm, [("local".to_string(), "*".to_string())]);
+        assert_eq!(ceiling.limits.max_nodes, DEFAULT_MAX_NODES);
+        assert_eq!(ceiling.limits.max_bytes, DEFAULT_MAX_BYTES);
+        assert_eq!(ceiling.limits.max_priority, 0);
+        assert_eq!(
+            ceiling.to_json()["grants"]["http"],
+            json!(["*.example.org"])
+        );
+    }
+
+    #[test]
+    fn a_bad_ceiling_names_its_file_and_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        for (text, says) in [
+            ("[grants]\nfs = [\"missing\"]\n", "fs `missing`"),
+            ("[grants]\nfs = [\"/proc\"]\n", "never granted"),
+            ("[grants]\nllm = [\"local\"]\n", "not `PROVIDER/MODEL`"),
+            ("[grants]\nhttp = [\"https://x.org/\"]\n", "not a host"),
+            ("[limits]\nfuel = 0\n", "fuel is 0"),
+            ("[limits]\nmax_nodes = -1\n", "ceiling.toml:2"),
+            ("[grant]\nfs = []\n", "unknown field `grant`"),
+        ] {
+            let error = parse(text, dir.path()).unwrap_err();
+            assert!(
+                error.contains(says) && error.contains("ceiling.toml"),
+                "{text}: {error}"
+            );
+        }
+        // A ceiling path must lie under the host's roots too (none here).
+        std::fs::create_dir(dir.path().join("corpus")).unwrap();
+        let ceiling = parse("[grants]\nfs = [\"corpus\"]\n", dir.path()).unwrap();
+        let error = ceiling.check_host(&dir.path().join("kept")).unwrap_err();
+        assert!(error.contains("SKILLHOST_FS_ROOTS"), "{error}");
+    }
+}
