@@ -20,6 +20,7 @@ use skillhost_tests::cli::{KilledOnDrop, host_bin, host_command, sqlite_url, std
 use skillhost_tests::repo_root;
 
 mod conformance;
+mod scale_out;
 
 /// What `host mcp` offers in these tests.
 fn offer() -> Vec<String> {

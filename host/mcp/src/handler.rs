@@ -26,6 +26,7 @@ use skillhost_scenario::checks::schema::CompiledSchema;
 use skillhost_store::{Cancelled, RunStatus, Store, new_run_id};
 
 use crate::follow::{Following, Session};
+use crate::tasks;
 use crate::tools::{self, Entry, Kind};
 use crate::{McpError, Offer, SkillTool, Unavailable};
 
@@ -48,7 +49,7 @@ pub(crate) struct Inner {
     /// Each scenario's `[summary]` labels with their schema, compiled once.
     summaries: HashMap<String, Vec<(String, CompiledSchema)>>,
     skills: Vec<SkillTool>,
-    scenarios: Vec<Arc<LoadedScenario>>,
+    pub(crate) scenarios: Vec<Arc<LoadedScenario>>,
     /// The scenarios given that cannot run here, and why.
     unavailable: Vec<Unavailable>,
     /// What `initialize` tells the client: how the tools work, and which
@@ -56,7 +57,7 @@ pub(crate) struct Inner {
     instructions: String,
     pub(crate) store: Store,
     /// What it does to runs: start, answer and continue, cancel.
-    service: RunService,
+    pub(crate) service: RunService,
     /// The runs this server started or continued, newest last: their
     /// artifacts are the resources it lists (any run's can be read).
     runs: Mutex<Vec<String>>,
@@ -122,7 +123,10 @@ impl SkillhostMcp {
                 scenarios: offer.scenarios,
                 instructions: instructions(&offer.unavailable),
                 unavailable: offer.unavailable,
-                service: RunService::new(offer.store.clone(), Arc::new(NoEvents)),
+                service: tasks::leased(
+                    RunService::new(offer.store.clone(), Arc::new(NoEvents)),
+                    offer.lease_ttl,
+                ),
                 store: offer.store,
                 runs: Mutex::new(Vec::new()),
                 tasks: Mutex::new(HashMap::new()),
@@ -233,7 +237,7 @@ impl SkillhostMcp {
         })
     }
 
-    fn remember(&self, run_id: &str) {
+    pub(crate) fn remember(&self, run_id: &str) {
         let mut runs = self.inner.runs.lock().unwrap_or_else(|e| e.into_inner());
         if !runs.iter().any(|r| r == run_id) {
             runs.push(run_id.to_string());
@@ -261,9 +265,7 @@ impl SkillhostMcp {
         );
         let (server, loaded, id) = (self.clone(), loaded.clone(), run_id.clone());
         tokio::spawn(async move {
-            let result = server
-                .start(&server.inner.service, &loaded, arguments, Some(id.clone()))
-                .await;
+            let result = server.run_task(&loaded, arguments, &id).await;
             server.task_ended(&id, result).await;
         });
         Ok(run_id)
@@ -319,7 +321,11 @@ impl SkillhostMcp {
     }
 
     /// How a run that ended (or waits) is reported.
-    async fn outcome_result(&self, scenario: &str, outcome: RunOutcome) -> CallToolResult {
+    pub(crate) async fn outcome_result(
+        &self,
+        scenario: &str,
+        outcome: RunOutcome,
+    ) -> CallToolResult {
         let run_id = outcome.run_id.clone();
         match outcome.status {
             RunStatus::Completed => {
@@ -482,7 +488,7 @@ impl SkillhostMcp {
             .inner
             .scenarios
             .iter()
-            .find(|l| l.scenario.path.display().to_string() == run.scenario_path)
+            .find(|l| tasks::is_path_of(l, &run.scenario_path))
         else {
             return error_result(format!(
                 "run `{run_id}` is a run of `{}`, which this server does not offer; answer it \
