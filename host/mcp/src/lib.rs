@@ -60,12 +60,12 @@ pub struct Offer {
     /// The scenarios given that cannot run here: not offered, said why.
     pub unavailable: Vec<Unavailable>,
     pub skills: Vec<SkillTool>,
-    /// Where runs are checkpointed (`--database`, else the default SQLite).
-    pub store: Store,
     /// How long the lease of a task's run lives without a renewal (None:
     /// the engine's default, 30 s): after its server died, a worker takes
     /// the run over once it expired (`--lease-ttl`).
     pub lease_ttl: Option<std::time::Duration>,
+    /// Where runs are checkpointed (`--database`, else the default SQLite).
+    pub store: Store,
 }
 
 /// Why the server could not start or stopped.
