@@ -20,23 +20,31 @@ import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const [url, phase, ...rest] = process.argv.slice(2);
 
-// Which server answered each request, in order (haproxy's X-Served-By).
+// Which server answered each request, in order (haproxy's X-Served-By),
+// and which answered the last POST (the requests below are sent one at a
+// time; the SDK's GET for a standalone stream is not awaited by it).
 const served = [];
 let last = null;
 const fetchRecording = async (input, init) => {
   const response = await fetch(input, init);
-  last = response.headers.get('x-served-by');
+  const by = response.headers.get('x-served-by');
   let method = init?.method ?? 'GET';
   try {
     method = JSON.parse(init.body).method ?? method;
   } catch {}
-  served.push({ method, by: last });
+  if (method !== 'GET') last = by;
+  served.push({ method, by });
   return response;
 };
 
 const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: fetchRecording });
 const client = new Client({ name: 'skillhost-scale-out', version: '0.0.0' });
 await client.connect(transport);
+// The SDK then tries a standalone stream (a GET, 405 without sessions) on
+// its own: let it pass before counting on the proxy's alternation.
+for (let i = 0; i < 200 && !served.some((s) => s.method === 'GET'); i++) {
+  await new Promise((resolve) => setTimeout(resolve, 10));
+}
 const tasks = client.experimental.tasks;
 const out = { session: transport.sessionId ?? null };
 
