@@ -104,6 +104,16 @@ if (phase === 'approval') {
   // Hostile: a task id no server's store knows, asked of each server.
   await through('unknown', () => tasks.getTask('no-such-task'));
   await through('unknown_other', () => tasks.getTask('no-such-task'));
+  // Without sessions a level set is not remembered, but a plain call still
+  // hears its progress, on its own response stream.
+  await through('set_level', () => client.setLoggingLevel('info'));
+  const progress = [];
+  await through('plain', () =>
+    client.callTool({ name: 'approval', arguments: { action: 'plain' } }, CallToolResultSchema, {
+      onprogress: (note) => progress.push(note),
+    }),
+  );
+  out.progress = progress;
 } else if (phase === 'start') {
   const id = await create('research', { query: 'retrieval augmented generation' });
   out.created = { by: last, id };

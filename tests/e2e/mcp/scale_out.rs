@@ -227,6 +227,23 @@ async fn two_servers_behind_a_round_robin_proxy_share_tasks_and_a_worker_finishe
         for seen in [&out["unknown"], &out["unknown_other"]] {
             assert!(said(seen).contains("no task `no-such-task`"), "{seen}");
         }
+        // A plain call through the proxy hears its progress (its one node
+        // before the wait), without a session.
+        assert!(out["set_level"].get("error").is_none(), "{out}");
+        assert_eq!(
+            out["plain"]["value"]["structuredContent"]["status"], "waiting",
+            "{out}"
+        );
+        let progress = out["progress"].as_array().unwrap();
+        assert_eq!(progress.len(), 1, "{out}");
+        assert_eq!(progress[0]["progress"], 1, "{out}");
+        assert!(
+            progress[0]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("node `prepare`"),
+            "{out}"
+        );
 
         // A task whose server is killed mid-run: a worker finishes it.
         let out = client(&url, &["start"]);
