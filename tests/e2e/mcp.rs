@@ -19,6 +19,9 @@ use serde_json::{Value, json};
 use skillhost_tests::cli::{KilledOnDrop, host_bin, host_command, sqlite_url, stderr};
 use skillhost_tests::repo_root;
 
+mod conformance;
+mod scale_out;
+
 /// What `host mcp` offers in these tests.
 fn offer() -> Vec<String> {
     let dist = repo_root().join("skills/dist");

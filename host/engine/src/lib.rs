@@ -71,6 +71,7 @@ pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
 pub use failure::FailureCode;
 pub use remedy::{Plain, Remedies, Remedy};
 use run::drive;
+pub use run::summary_of;
 use run_log::RunLog;
 pub use service::{Continued, Queued, RunService};
 use skillhost_runtime::TokenUsage;

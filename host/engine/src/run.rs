@@ -809,14 +809,35 @@ fn next_node(
 
 /// The scenario's `[summary]`; an expression that fails shows its error.
 pub(crate) fn summarize(cx: &RunContext<'_>, state: &Arc<RunState>) -> Map<String, Value> {
-    if cx.scenario.summary.is_empty() {
+    summary_over(cx.scenario, cx.configs, &cx.input, state)
+}
+
+/// The `[summary]` of `loaded` over a finished run's `input` and final
+/// `state` as the store keeps them: what the run's outcome said when it
+/// completed, for a face that reads the run later, in another process (an
+/// MCP server's `tasks/result`).
+pub fn summary_of(
+    loaded: &skillhost_scenario::LoadedScenario,
+    input: Arc<Value>,
+    state: Arc<RunState>,
+) -> Map<String, Value> {
+    summary_over(&loaded.scenario, &loaded.configs, &input, &state)
+}
+
+fn summary_over(
+    scenario: &skillhost_scenario::Scenario,
+    configs: &skillhost_scenario::Configs,
+    input: &Arc<Value>,
+    state: &Arc<RunState>,
+) -> Map<String, Value> {
+    if scenario.summary.is_empty() {
         return Map::new();
     }
     let mut vars = Vars::new();
-    vars.set_shared("input", cx.input.clone())
+    vars.set_shared("input", input.clone())
         .set_state("state", state.clone())
-        .set_shared("config", cx.configs.scenario.clone());
-    cx.scenario
+        .set_shared("config", configs.scenario.clone());
+    scenario
         .summary
         .iter()
         .map(|(label, expr)| {

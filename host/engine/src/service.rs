@@ -73,6 +73,15 @@ impl RunService {
         &self.store
     }
 
+    /// The same service, holding the leases of the runs it continues for
+    /// `ttl` (renewed every third of it): how long a run this process was
+    /// running waits, after the process died, before a worker takes it
+    /// over (`host mcp --lease-ttl`).
+    pub fn with_lease_ttl(mut self, ttl: Duration) -> RunService {
+        self.ttl = ttl;
+        self
+    }
+
     /// The same service, its runs reporting to `events` instead (a face
     /// that follows one call's run: MCP's progress and log notifications).
     pub fn with_events(&self, events: Arc<dyn EventSink>) -> RunService {

@@ -28,6 +28,7 @@ use skillhost_store::{Cancelled, RunStatus, Store, new_run_id};
 
 use crate::compose::{self, Composer, Prepared};
 use crate::follow::{Following, Session};
+use crate::tasks;
 use crate::tools::{self, Entry, Kind};
 use crate::{McpError, Offer, SkillTool, Unavailable};
 
@@ -50,7 +51,7 @@ pub(crate) struct Inner {
     /// Each scenario's `[summary]` labels with their schema, compiled once.
     summaries: HashMap<String, Vec<(String, CompiledSchema)>>,
     skills: Vec<SkillTool>,
-    scenarios: Vec<Arc<LoadedScenario>>,
+    pub(crate) scenarios: Vec<Arc<LoadedScenario>>,
     /// The scenarios given that cannot run here, and why.
     unavailable: Vec<Unavailable>,
     /// What `initialize` tells the client: how the tools work, and which
@@ -58,14 +59,14 @@ pub(crate) struct Inner {
     instructions: String,
     pub(crate) store: Store,
     /// What it does to runs: start, answer and continue, cancel.
-    service: RunService,
+    pub(crate) service: RunService,
     /// The runs this server started or continued, newest last: their
     /// artifacts are the resources it lists (any run's can be read).
     runs: Mutex<Vec<String>>,
     /// The runs started as MCP tasks (`tasks.rs`), by run id (the task id).
     pub(crate) tasks: Mutex<HashMap<String, TaskRun>>,
     /// `scenario_compose`, when the operator set a ceiling.
-    composer: Option<Composer>,
+    pub(crate) composer: Option<Composer>,
 }
 
 /// A call refused before it ran: the isError result for arguments that do
@@ -142,7 +143,10 @@ impl SkillhostMcp {
                 scenarios: offer.scenarios,
                 instructions: instructions(&offer.unavailable),
                 unavailable: offer.unavailable,
-                service: RunService::new(offer.store.clone(), Arc::new(NoEvents)),
+                service: tasks::leased(
+                    RunService::new(offer.store.clone(), Arc::new(NoEvents)),
+                    offer.lease_ttl,
+                ),
                 store: offer.store,
                 runs: Mutex::new(Vec::new()),
                 tasks: Mutex::new(HashMap::new()),
@@ -270,7 +274,7 @@ impl SkillhostMcp {
         })
     }
 
-    fn remember(&self, run_id: &str) {
+    pub(crate) fn remember(&self, run_id: &str) {
         let mut runs = self.inner.runs.lock().unwrap_or_else(|e| e.into_inner());
         if !runs.iter().any(|r| r == run_id) {
             runs.push(run_id.to_string());
@@ -284,9 +288,7 @@ impl SkillhostMcp {
         let (entry, arguments) = self.prepare(name, arguments)?;
         let (loaded, arguments) = match &entry.kind {
             Kind::Scenario(loaded) => (loaded.clone(), arguments),
-            // A composed scenario that does not pass is refused as a plain
-            // call would be: no task, no run.
-            // A task request the checker refuses is a protocol error
+            // A composed scenario the checker refuses is a protocol error
             // carrying the refusal: a task is created only for a run.
             Kind::Compose => match self.composed(&arguments) {
                 Ok(ready) => (ready.loaded, ready.input),
@@ -321,9 +323,7 @@ impl SkillhostMcp {
         );
         let (server, id) = (self.clone(), run_id.clone());
         tokio::spawn(async move {
-            let result = server
-                .start(&server.inner.service, &loaded, arguments, Some(id.clone()))
-                .await;
+            let result = server.run_task(&loaded, arguments, &id).await;
             server.task_ended(&id, result).await;
         });
         Ok(run_id)
@@ -402,7 +402,11 @@ impl SkillhostMcp {
     }
 
     /// How a run that ended (or waits) is reported.
-    async fn outcome_result(&self, scenario: &str, outcome: RunOutcome) -> CallToolResult {
+    pub(crate) async fn outcome_result(
+        &self,
+        scenario: &str,
+        outcome: RunOutcome,
+    ) -> CallToolResult {
         let run_id = outcome.run_id.clone();
         match outcome.status {
             RunStatus::Completed => {
@@ -561,17 +565,7 @@ impl SkillhostMcp {
             Ok(None) => return error_result(no_run(run_id)),
             Err(e) => return error_result(format!("run `{run_id}`: cannot read it: {e}")),
         };
-        let offered = self
-            .inner
-            .scenarios
-            .iter()
-            .find(|l| l.scenario.path.display().to_string() == run.scenario_path)
-            .cloned();
-        let composed = || {
-            let composer = self.inner.composer.as_ref()?;
-            composer.reload(&run.scenario_path)
-        };
-        let loaded = match offered.map(Ok).or_else(composed) {
+        let loaded = match self.scenario_of_run(&run) {
             Some(Ok(loaded)) => Some(loaded),
             Some(Err(problem)) => {
                 return error_result(format!(

@@ -63,6 +63,10 @@ pub struct Offer {
     /// The scenarios given that cannot run here: not offered, said why.
     pub unavailable: Vec<Unavailable>,
     pub skills: Vec<SkillTool>,
+    /// How long the lease of a task's run lives without a renewal (None:
+    /// the engine's default, 30 s): after its server died, a worker takes
+    /// the run over once it expired (`--lease-ttl`).
+    pub lease_ttl: Option<std::time::Duration>,
     /// Where runs are checkpointed (`--database`, else the default SQLite).
     pub store: Store,
     /// The compose tool and what bounds it (`--compose-ceiling`); `None`:
@@ -101,6 +105,10 @@ pub struct HttpAccess {
     /// Names besides the loopback ones clients reach the server by
     /// (`--allowed-host`): the `Host` and `Origin` it accepts.
     pub allowed_hosts: Vec<String>,
+    /// No sessions (`--stateless`): every POST stands alone and may reach
+    /// any of several servers on one store behind a round-robin proxy
+    /// (`tasks/`; docs/mcp.md says what is lost).
+    pub stateless: bool,
 }
 
 /// Serves `offer` as streamable HTTP at `http://ADDR/mcp` until `shutdown`
@@ -122,6 +130,7 @@ pub async fn serve_http(
         addr,
         token,
         allowed_hosts,
+        stateless,
     } = access;
     skillhost_auth::check_bind("--http", addr, token.as_deref())
         .map_err(|e| McpError::Auth(e.to_string()))?;
@@ -139,9 +148,13 @@ pub async fn serve_http(
     let hosts = AllowedHosts::new(local, &allowed_hosts).map_err(McpError::Auth)?;
     // The SDK checks `Host` too, behind the gate; it is given the same
     // names, so it never refuses what the gate let through.
-    let config = StreamableHttpServerConfig::default().with_allowed_hosts(hosts.authorities());
+    let mut config = StreamableHttpServerConfig::default().with_allowed_hosts(hosts.authorities());
+    config.legacy_session_mode = !stateless;
     let gate = Gate::new(hosts, token.map(TokenGuard::new), Shape::JsonRpc);
-    let tasks = server.clone();
+    let tasks = tasks::HttpTasks {
+        server: server.clone(),
+        stateless,
+    };
     let service: StreamableHttpService<SkillhostMcp, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(server.for_session()), Default::default(), config);
     // Layers wrap what is above them: the gate first, then the task

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::common::duration_arg;
 use super::common::{
     AllowedHostArgs, CliResult, DatabaseArgs, Failure, Globals, RegistryArgs, TokenArgs, load_each,
     tokio_runtime,
@@ -51,9 +52,21 @@ pub struct McpArgs {
     db: DatabaseArgs,
     #[command(flatten)]
     registry: RegistryArgs,
+    /// Keep no sessions over HTTP: every request stands alone, so several `host mcp --http` on one Postgres store can sit behind a round-robin proxy (docs/mcp.md, "Several servers behind a proxy"). Log messages are then not sent (progress notifications are).
+    #[arg(long, requires = "http")]
+    stateless: bool,
+    /// How long the lease of a task's run lives without a renewal (renewed every third of it): a `host worker` on the same store takes over the runs of a server that died once their leases expired.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration_arg)]
+    lease_ttl: Duration,
 }
 
 pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
+    if args.lease_ttl.is_zero() {
+        return Err(Failure::bad_input(
+            "--lease-ttl 0: a lease must live a while (e.g. 30s): a task's run would be taken \
+             over while it runs",
+        ));
+    }
     let (token, allowed_hosts) = match args.http {
         Some(addr) => (
             args.token.checked("--http", addr)?,
@@ -160,6 +173,7 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
             scenarios,
             unavailable,
             skills,
+            lease_ttl: Some(args.lease_ttl),
             store,
             compose,
         };
@@ -175,6 +189,7 @@ pub fn mcp(args: McpArgs, globals: &Globals) -> CliResult {
                         addr,
                         token,
                         allowed_hosts,
+                        stateless: args.stateless,
                     },
                     |bound| eprintln!("MCP server at http://{bound}/mcp"),
                     shutdown,

@@ -22,9 +22,17 @@ use super::{
 };
 use crate::handler::SkillhostMcp;
 
+/// What the layer answers for: the server, and whether it keeps sessions.
+#[derive(Clone)]
+pub(crate) struct HttpTasks {
+    pub server: SkillhostMcp,
+    /// `--stateless`: no request carries a session id.
+    pub stateless: bool,
+}
+
 /// The layer: answers the task requests, passes everything else on.
 pub(crate) async fn intercept(
-    State(server): State<SkillhostMcp>,
+    State(HttpTasks { server, stateless }): State<HttpTasks>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -82,7 +90,7 @@ pub(crate) async fn intercept(
             None => response,
         };
     };
-    if !parts.headers.contains_key("mcp-session-id") {
+    if !stateless && !parts.headers.contains_key("mcp-session-id") {
         return reply(
             StatusCode::BAD_REQUEST,
             &id,

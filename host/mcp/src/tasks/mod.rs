@@ -14,9 +14,14 @@
 //! process's stdin/stdout and the SDK (`stdio.rs`). What a request is and
 //! what it is answered (this file) is the same for both. It must not keep a
 //! run's state outside the store: a task's status is its run's, read at
-//! each request; only the tool result a task ended with (what
-//! `tasks/result` returns, the same as a plain call's) is kept in memory,
-//! by `handler.rs`.
+//! each request, and its result (what `tasks/result` returns, the same as a
+//! plain call's) is built from the finished run's row (`run.rs`), so any
+//! server on the store answers `tasks/get`, `tasks/result` and
+//! `tasks/cancel` for any task, and a task's run is queued in the store
+//! before the task is answered and run under its lease, so a worker
+//! finishes it if its server dies. What stays in one process: the tool
+//! result the task ended with there (the same as the stored one), a
+//! refusal of a run that never started, and which tasks `tasks/list` lists.
 //!
 //! Both also advertise them, since rmcp's types have no place for it: the
 //! `tasks` capability in the `initialize` result (list, cancel, and
@@ -30,9 +35,11 @@
 //! run's own.
 
 mod http;
+mod run;
 mod stdio;
 
-pub(crate) use http::intercept;
+pub(crate) use http::{HttpTasks, intercept};
+pub(crate) use run::leased;
 pub(crate) use stdio::serve as serve_stdio;
 
 use std::time::Duration;
@@ -51,10 +58,10 @@ const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// poll interval tasks suggest to clients.
 const POLL: Duration = Duration::from_millis(200);
 
-/// How long `tasks/result` waits, once a task's run has ended, for the
-/// result it ended with; past it (the run was ended by another process),
-/// the run's status is the result.
-const RESULT_GRACE_POLLS: u32 = 25;
+/// How often a task's creation looks for its run's row, which it waits
+/// for before it answers, and for how long at most.
+const WRITTEN_POLL: Duration = Duration::from_millis(5);
+const WRITTEN_WAIT: Duration = Duration::from_secs(10);
 
 /// `_meta` key that ties a result to its task.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -164,7 +171,18 @@ type Answer = Result<Value, (i64, String)>;
 async fn answer(server: &SkillhostMcp, request: TaskRequest) -> Answer {
     match request {
         TaskRequest::Create { name, arguments } => match server.start_task(&name, arguments) {
-            Ok(run_id) => Ok(json!({ "task": task(server, &run_id).await? })),
+            Ok(run_id) => {
+                written(server, &run_id).await;
+                // A task begins `working`, as the protocol says, whatever
+                // its run reached while its creation was being answered (an
+                // approval at once, say); tasks/get tells where it is now.
+                let mut created = task(server, &run_id).await?;
+                if let Some(fields) = created.as_object_mut() {
+                    fields.insert("status".into(), json!("working"));
+                    fields.remove("statusMessage");
+                }
+                Ok(json!({ "task": created }))
+            }
             Err(refused) => match *refused {
                 // Arguments that do not fit: the same isError result as a
                 // plain call, not a task.
@@ -190,6 +208,23 @@ async fn answer(server: &SkillhostMcp, request: TaskRequest) -> Answer {
             }
             Ok(json!({ "tasks": tasks }))
         }
+    }
+}
+
+/// Waits until the run of the task `id` just started here is in the store
+/// (or was refused), so that the task is known to every server on the
+/// store once its creation is answered.
+async fn written(server: &SkillhostMcp, id: &str) {
+    let deadline = tokio::time::Instant::now() + WRITTEN_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        let refused = server
+            .lock_tasks()
+            .get(id)
+            .is_none_or(|t| t.result.is_some());
+        if refused || matches!(server.inner.store.run(id).await, Ok(Some(_))) {
+            return;
+        }
+        tokio::time::sleep(WRITTEN_POLL).await;
     }
 }
 
@@ -299,32 +334,26 @@ fn iso(ms: i64) -> String {
 }
 
 /// `tasks/result`: waits for the run to end, then the result a plain call
-/// would have given (the run's status, if it was ended elsewhere).
+/// would have given: the one kept here if the run ended here, else built
+/// from the store (the run ended in another server or a worker).
 async fn result(server: &SkillhostMcp, id: &str) -> Answer {
-    let mut ended_without_result = 0;
     loop {
         let run = run_of(server, id).await?;
-        let kept = server.lock_tasks().get(id).map(|t| t.result.clone());
+        let kept = server.lock_tasks().get(id).and_then(|t| t.result.clone());
         // Ended: the run did, or it never started (its refusal is kept).
-        let finished = match &run {
-            Some(run) => run.status.is_finished(),
-            None => matches!(kept, Some(Some(_))),
+        let result = match (run, kept) {
+            (Some(run), kept) if run.status.is_finished() => match kept {
+                Some(result) => Some(result),
+                None => Some(server.stored_result(&run).await),
+            },
+            (None, Some(refusal)) => Some(refusal),
+            _ => None,
         };
-        if finished {
-            let result = match kept {
-                Some(Some(result)) => Some(result),
-                Some(None) if ended_without_result < RESULT_GRACE_POLLS => {
-                    ended_without_result += 1;
-                    None
-                }
-                _ => Some(server.status(id).await),
-            };
-            if let Some(result) = result {
-                let mut value =
-                    serde_json::to_value(result).map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
-                value["_meta"] = json!({ RELATED_TASK: { "taskId": id } });
-                return Ok(value);
-            }
+        if let Some(result) = result {
+            let mut value =
+                serde_json::to_value(result).map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
+            value["_meta"] = json!({ RELATED_TASK: { "taskId": id } });
+            return Ok(value);
         }
         tokio::time::sleep(POLL).await;
     }
