@@ -613,7 +613,14 @@ fn typescript_sdk_runs_composed_scenarios_as_tasks() {
     assert_eq!(out["three_task"]["status"], "completed");
     assert_eq!(out["three_result"]["structuredContent"], *result);
 
+    // The task's status message: its progress (the node before the
+    // approval finished), then the question.
     assert_eq!(out["approval_waiting"]["status"], "input_required", "{out}");
+    let message = out["approval_waiting"]["statusMessage"].as_str().unwrap();
+    assert!(
+        message.starts_with("1 node(s) finished; waiting at node `approve`: Run deploy"),
+        "{message}"
+    );
     assert_eq!(
         out["approval_answer"]["structuredContent"]["status"], "completed",
         "{out}"

@@ -279,12 +279,18 @@ async fn task(server: &SkillhostMcp, id: &str) -> Answer {
                 .await
                 .ok()
                 .flatten();
+            // The progress so far, then what the run waits for.
+            let done = run.last_seq;
             let message = match wait {
                 Some(wait) => format!(
-                    "waiting at node `{}`: {}; answer with the run_answer tool (run_id `{id}`)",
+                    "{done} node(s) finished; waiting at node `{}`: {}; answer with the \
+                     run_answer tool (run_id `{id}`)",
                     wait.node_id, wait.prompt
                 ),
-                None => format!("waiting; answer with the run_answer tool (run_id `{id}`)"),
+                None => format!(
+                    "{done} node(s) finished; waiting; answer with the run_answer tool \
+                     (run_id `{id}`)"
+                ),
             };
             ("input_required", Some(message))
         }
