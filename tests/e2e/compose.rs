@@ -203,6 +203,7 @@ fn python_sdk_composes_a_three_node_scenario_and_runs_it() {
     config["scenario"] = json!(scenario);
     config["scenario_json"] = as_json;
     config["input"] = json!({"query": "retrieval augmented generation"});
+    config["approval"] = task_cases()["approval"].clone();
     let out = python(dir.path(), config);
 
     let tools: Vec<&str> = out["tools"]
@@ -352,16 +353,38 @@ fn python_sdk_composes_a_three_node_scenario_and_runs_it() {
     );
     // A replay loads the kept scenario as any scenario file: with the
     // host's roots the server had.
-    let replayed = host_command(dir.path(), &["replay", run_id], None)
-        .env("SKILLHOST_FS_ROOTS", repo_root().join("examples"))
-        .output()
-        .unwrap();
+    let with_roots = |args: &[&str]| {
+        host_command(dir.path(), args, None)
+            .env("SKILLHOST_FS_ROOTS", repo_root().join("examples"))
+            .output()
+            .unwrap()
+    };
+    let replayed = with_roots(&["replay", run_id]);
     assert!(replayed.status.success(), "{}", stderr(&replayed));
     assert!(
         stdout(&replayed).contains("as recorded"),
         "{}",
         stdout(&replayed)
     );
+
+    // The run keeps its scenario's text: with the kept files gone (a
+    // worker on another machine, a directory cleaned up), a composed run
+    // waiting at its approval is answered and finished here, and both runs
+    // replay, each file written back from its run.
+    let waiting = &out["approval"];
+    assert_eq!(waiting["structured"]["status"], "waiting", "{waiting}");
+    let waiting_id = waiting["structured"]["run_id"].as_str().unwrap();
+    std::fs::remove_dir_all(dir.path().join("composed")).unwrap();
+    let approved = with_roots(&["runs", "approve", waiting_id, "--json"]);
+    assert!(approved.status.success(), "{}", stderr(&approved));
+    let approved: Value = serde_json::from_str(&stdout(&approved)).unwrap();
+    assert_eq!(approved["status"], "completed", "{approved}");
+    std::fs::remove_dir_all(dir.path().join("composed")).unwrap();
+    for id in [run_id, waiting_id] {
+        let replayed = with_roots(&["replay", id]);
+        assert!(replayed.status.success(), "{id}: {}", stderr(&replayed));
+    }
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), text);
 }
 
 /// One hostile case: its file name, what it sends, the codes expected.

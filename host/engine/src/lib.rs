@@ -45,6 +45,7 @@ mod call;
 pub mod control;
 pub mod events;
 mod failure;
+mod kept;
 mod kinds;
 pub mod kv;
 pub mod lease;
@@ -69,6 +70,7 @@ use serde_json::{Map, Value};
 pub use control::{Answered, describe_fields};
 pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
 pub use failure::FailureCode;
+pub use kept::restore_scenario_file;
 pub use remedy::{Plain, Remedies, Remedy};
 use run::drive;
 pub use run::summary_of;
@@ -844,6 +846,11 @@ impl Engine {
             parent: None,
             trace: Some(trace),
             trace_parent_span: None,
+            // A fork of a composed run runs the same kept text.
+            scenario_text: source
+                .provenance
+                .as_ref()
+                .and_then(|p| p.scenario_text.clone()),
         };
         let created_at_ms = run::now_ms();
         store

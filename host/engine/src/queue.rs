@@ -36,6 +36,9 @@ pub struct RunRequest {
     /// The span (W3C `traceparent`) the run's trace goes under: a child
     /// run's parent node, or a caller's own trace. None: a trace of its own.
     pub trace_parent: Option<String>,
+    /// The scenario's text, kept with the run (`Provenance::scenario_text`):
+    /// for a scenario that is no operator's file (a composed one).
+    pub scenario_text: Option<String>,
 }
 
 /// The run `loaded` starts with `input` (defaults applied and checked
@@ -78,6 +81,7 @@ pub fn new_run(
             parent: request.parent,
             trace: Some(trace),
             trace_parent_span,
+            scenario_text: request.scenario_text,
         },
     };
     Ok((run, options))

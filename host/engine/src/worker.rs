@@ -208,6 +208,7 @@ impl Scenarios {
         {
             return Ok(loaded.clone());
         }
+        crate::kept::restore_scenario_file(run)?;
         let runtime = runtime.clone();
         let load_path = path.clone();
         let load = loader.0.clone();

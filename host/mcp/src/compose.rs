@@ -71,6 +71,8 @@ pub(crate) struct Composer {
 pub(crate) struct Ready {
     pub loaded: Arc<LoadedScenario>,
     pub input: Value,
+    /// The kept text, which the run keeps too (`Provenance::scenario_text`).
+    pub text: String,
 }
 
 /// What a call of the tool came to before any run: a scenario to run, or
@@ -250,6 +252,7 @@ impl Composer {
         Prepared::Run(Ready {
             loaded: Arc::new(composed.loaded),
             input,
+            text: composed.text,
         })
     }
 

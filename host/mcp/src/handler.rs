@@ -248,7 +248,8 @@ impl SkillhostMcp {
                         }
                         None => &self.inner.service,
                     };
-                    self.start(service, &ready.loaded, ready.input, None).await
+                    self.start(service, &ready.loaded, ready.input, Some(ready.text))
+                        .await
                 }
                 Err(answer) => *answer,
             },
@@ -286,12 +287,12 @@ impl SkillhostMcp {
     /// returns the id, or the refusal a plain call would have returned.
     pub(crate) fn start_task(&self, name: &str, arguments: Value) -> Result<String, Refused> {
         let (entry, arguments) = self.prepare(name, arguments)?;
-        let (loaded, arguments) = match &entry.kind {
-            Kind::Scenario(loaded) => (loaded.clone(), arguments),
+        let (loaded, arguments, text) = match &entry.kind {
+            Kind::Scenario(loaded) => (loaded.clone(), arguments, None),
             // A composed scenario the checker refuses is a protocol error
             // carrying the refusal: a task is created only for a run.
             Kind::Compose => match self.composed(&arguments) {
-                Ok(ready) => (ready.loaded, ready.input),
+                Ok(ready) => (ready.loaded, ready.input, Some(ready.text)),
                 Err(answer) if answer.is_error == Some(true) => {
                     let message = answer
                         .content
@@ -323,7 +324,7 @@ impl SkillhostMcp {
         );
         let (server, id) = (self.clone(), run_id.clone());
         tokio::spawn(async move {
-            let result = server.run_task(&loaded, arguments, &id).await;
+            let result = server.run_task(&loaded, arguments, &id, text).await;
             server.task_ended(&id, result).await;
         });
         Ok(run_id)
@@ -378,10 +379,10 @@ impl SkillhostMcp {
         service: &RunService,
         loaded: &Arc<LoadedScenario>,
         input: Value,
-        run_id: Option<String>,
+        scenario_text: Option<String>,
     ) -> CallToolResult {
         let request = RunRequest {
-            run_id,
+            scenario_text,
             ..RunRequest::default()
         };
         match service.start(loaded, input, request).await {

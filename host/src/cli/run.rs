@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 
 use super::common::{
     CliResult, DatabaseArgs, Durability, Failure, Globals, IdempotencyArgs, InputLimitArgs,
-    RegistryArgs, check_output_path, checked_input, engine_failure, fetch_run, load_scenario,
-    print_json, read_run_input, report_existing_run, shown, shown_lines, store_error,
-    tokio_runtime, write_output_file,
+    RegistryArgs, check_output_path, checked_input, engine_failure, fetch_run, load_run_scenario,
+    load_scenario, print_json, read_run_input, report_existing_run, shown, shown_lines,
+    store_error, tokio_runtime, write_output_file,
 };
 use skillhost_engine::queue::RunRequest;
 use skillhost_engine::{
@@ -364,12 +364,7 @@ pub fn resume(args: ResumeArgs, globals: &Globals) -> CliResult {
                 scenario = run.scenario_path,
             )));
         }
-        let loaded = load_scenario(
-            &run.scenario_path,
-            globals,
-            args.registry,
-            args.outcome.json,
-        )?;
+        let loaded = load_run_scenario(&run, globals, args.registry, args.outcome.json)?;
         // One runner per run: refused, naming the holder and the expiry,
         // while a worker (or another face) holds it. A lease lost while
         // running shows as the refusal of the next write it fences.
@@ -501,12 +496,7 @@ fn answer_run(args: VerdictArgs, answer: Answer, globals: &Globals) -> CliResult
             return Ok(());
         }
         eprintln!("{recorded}");
-        let loaded = load_scenario(
-            &run.scenario_path,
-            globals,
-            args.registry,
-            args.outcome.json,
-        )?;
+        let loaded = load_run_scenario(&run, globals, args.registry, args.outcome.json)?;
         let service = RunService::new(store.clone(), args.outcome.sink());
         let outcome = match service
             .continue_run(&loaded, run_id, "answer", false)
@@ -547,12 +537,7 @@ pub fn fork(args: ForkArgs, globals: &Globals) -> CliResult {
     rt.block_on(async {
         let store = args.db.open_for_run(&args.run_id).await?;
         let run = fetch_run(&store, &args.run_id).await?;
-        let loaded = load_scenario(
-            &run.scenario_path,
-            globals,
-            args.registry,
-            args.outcome.json,
-        )?;
+        let loaded = load_run_scenario(&run, globals, args.registry, args.outcome.json)?;
         let database = database_flag(&args.db, &store);
         let engine = Engine::new(Some(store), args.outcome.sink());
         let outcome = engine

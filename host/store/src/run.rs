@@ -125,6 +125,12 @@ pub struct Provenance {
     /// run's, the span of its parent's subgraph node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_parent_span: Option<String>,
+    /// The scenario's text, for a scenario that is not an operator's file
+    /// (one composed over MCP): where its file is missing (a worker on
+    /// another machine, a directory cleaned up) it is written back from
+    /// here, checked against the run's digest, before the run is loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario_text: Option<String>,
 }
 
 /// Where a child run comes from: the visit of a subgraph node of its

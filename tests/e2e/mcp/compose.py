@@ -7,7 +7,7 @@ Usage: compose.py CONFIG.json, where CONFIG holds {"command", "args", "env",
 - "compose": the compose resources and prompt read, then `scenario` (TOML
   text) checked with `dry_run`, sent as JSON (`scenario_json`) checked the
   same way, and run with a progress token: its progress notifications and
-  its result;
+  its result; then `approval`, if given, called once (it waits);
 - "hostile": each of `cases` ({"name", "scenario"}: TOML text or a JSON
   value) sent to `scenario_compose`, and what came back, with the files of
   the component cache `cache_dir` before the first and after the last.
@@ -78,6 +78,11 @@ async def compose(session, config):
     )
     out["run"] = report(ran)
     out["progress"] = progress
+    if "approval" in config:
+        waiting = await session.call_tool(
+            "scenario_compose", {"scenario": config["approval"], "input": {}}
+        )
+        out["approval"] = report(waiting)
     return out
 
 

@@ -129,6 +129,12 @@ impl RunExport {
             });
         };
         let path = Path::new(&run.scenario_path);
+        crate::kept::restore_scenario_file(&run).map_err(|message| {
+            ReplayError::ScenarioUnreadable {
+                path: path.to_path_buf(),
+                message,
+            }
+        })?;
         let bytes = std::fs::read(path).map_err(|e| ReplayError::ScenarioUnreadable {
             path: path.to_path_buf(),
             message: e.to_string(),

@@ -46,11 +46,13 @@ impl SkillhostMcp {
         loaded: &Arc<LoadedScenario>,
         input: Value,
         run_id: &str,
+        scenario_text: Option<String>,
     ) -> CallToolResult {
         let name = &loaded.scenario.name;
         let service = &self.inner.service;
         let request = RunRequest {
             run_id: Some(run_id.to_string()),
+            scenario_text,
             ..RunRequest::default()
         };
         match service.enqueue(loaded, input, request).await {
@@ -105,7 +107,11 @@ impl SkillhostMcp {
         {
             return Some(Ok(loaded.clone()));
         }
-        self.inner.composer.as_ref()?.reload(&run.scenario_path)
+        let composer = self.inner.composer.as_ref()?;
+        if let Err(problem) = skillhost_engine::restore_scenario_file(run) {
+            return Some(Err(problem));
+        }
+        composer.reload(&run.scenario_path)
     }
 
     /// What a plain call of the finished `run` would have returned, from

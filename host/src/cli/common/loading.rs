@@ -190,6 +190,19 @@ pub fn load_scenario(
     Ok(loaded)
 }
 
+/// [`load_scenario`] of the scenario `run` was started from, its file
+/// written back first from the text the run keeps when it is missing (a
+/// composed scenario's; `skillhost_engine::restore_scenario_file`).
+pub fn load_run_scenario(
+    run: &RunRow,
+    globals: &Globals,
+    registry: RegistryArgs,
+    json: bool,
+) -> Result<LoadedScenario, Failure> {
+    skillhost_engine::restore_scenario_file(run).map_err(Failure::environment)?;
+    load_scenario(&run.scenario_path, globals, registry, json)
+}
+
 /// The failure of a scenario that does not pass the checker (exit 2); with
 /// `json`, the diagnostics go to stdout.
 fn check_failure(path: &Path, report: CheckReport, json: bool) -> Result<Failure, Failure> {
