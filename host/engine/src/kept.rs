@@ -39,21 +39,30 @@ fn restore(id: &str, path: &Path, text: Option<&str>) -> Result<(), String> {
             path.display()
         ));
     }
-    let write = || -> std::io::Result<()> {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        let mut temp = tempfile::Builder::new().prefix(".keep").tempfile_in(dir)?;
-        std::io::Write::write_all(&mut temp, text.as_bytes())?;
-        temp.as_file().sync_all()?;
-        temp.persist(path).map_err(|e| e.error)?;
-        Ok(())
-    };
-    write().map_err(|e| {
+    keep_text(path, text).map_err(|e| {
         format!(
             "run `{id}`: cannot write its scenario back to `{}` from the text the run keeps: {e}",
             path.display()
         )
     })
+}
+
+/// Keeps `text` at `path` (a scenario named by its own SHA-256): nothing
+/// when the file holds it already; else written to a temporary file of
+/// its own, synced, and renamed into place, so that a reader never sees
+/// half of it and two processes keeping the same text at once both
+/// succeed.
+pub fn keep_text(path: &Path, text: &str) -> std::io::Result<()> {
+    if std::fs::read(path).is_ok_and(|bytes| bytes == text.as_bytes()) {
+        return Ok(());
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut temp = tempfile::Builder::new().prefix(".keep").tempfile_in(dir)?;
+    std::io::Write::write_all(&mut temp, text.as_bytes())?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ use serde_json::{Map, Value};
 pub use control::{Answered, describe_fields};
 pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents};
 pub use failure::FailureCode;
-pub use kept::restore_scenario_file;
+pub use kept::{keep_text, restore_scenario_file};
 pub use remedy::{Plain, Remedies, Remedy};
 use run::drive;
 pub use run::summary_of;

@@ -185,14 +185,9 @@ impl Composer {
             Value::String(text) => Source::Toml(text.clone()),
             Value::Object(_) => Source::Json(arguments["scenario"].clone()),
             _ => {
-                return Prepared::Answer(
-                    json!({"ok": false, "errors": [{
-                        "code": "compose-format",
-                        "line": null,
-                        "node": null,
-                        "message": "`scenario` must be TOML text or a JSON object",
-                    }]}),
-                    true,
+                return refused(
+                    "compose-format",
+                    "`scenario` must be TOML text or a JSON object".into(),
                 );
             }
         };
@@ -210,16 +205,9 @@ impl Composer {
         let mut input = arguments.get("input").cloned().unwrap_or(json!({}));
         scenario.apply_input_defaults(&mut input);
         if let Err(problem) = scenario.validate_input(&input) {
-            return Prepared::Answer(
-                json!({"ok": false, "errors": [{
-                    "code": "invalid-input",
-                    "line": null,
-                    "node": null,
-                    "message": format!(
-                        "the input does not fit the scenario's [input]: {problem}"
-                    ),
-                }]}),
-                true,
+            return refused(
+                "invalid-input",
+                format!("the input does not fit the scenario's [input]: {problem}"),
             );
         }
         let digest = scenario.digest.clone();
@@ -228,25 +216,20 @@ impl Composer {
                 .loaded
                 .warnings
                 .iter()
-                .map(|d| json!({"code": d.code, "line": (d.line > 0).then_some(d.line), "node": d.node, "message": d.message}))
+                .map(compose::diagnostic_json)
                 .collect();
             return Prepared::Answer(
                 json!({"checked": true, "scenario_digest": digest, "warnings": warnings}),
                 false,
             );
         }
-        if let Err(e) = keep(&composed.path, &composed.text) {
-            return Prepared::Answer(
-                json!({"ok": false, "errors": [{
-                    "code": "io",
-                    "line": null,
-                    "node": null,
-                    "message": format!(
-                        "the server cannot keep the scenario at `{}`: {e}; nothing ran",
-                        composed.path.display()
-                    ),
-                }]}),
-                true,
+        if let Err(e) = skillhost_engine::keep_text(&composed.path, &composed.text) {
+            return refused(
+                "io",
+                format!(
+                    "the server cannot keep the scenario at `{}`: {e}; nothing ran",
+                    composed.path.display()
+                ),
             );
         }
         Prepared::Run(Ready {
@@ -533,21 +516,12 @@ scenario tool.
     }
 }
 
-/// Writes `text` to `path` unless it is there already (the same text: the
-/// name is its digest), through a temporary file of its own renamed into
-/// place, so that a reader never sees half of it and two calls keeping the
-/// same text at once both succeed.
-fn keep(path: &Path, text: &str) -> std::io::Result<()> {
-    if std::fs::read(path).is_ok_and(|bytes| bytes == text.as_bytes()) {
-        return Ok(());
-    }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut temp = tempfile::Builder::new().prefix(".keep").tempfile_in(dir)?;
-    std::io::Write::write_all(&mut temp, text.as_bytes())?;
-    temp.as_file().sync_all()?;
-    temp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+/// A refusal found here rather than by the checker: one error, no line.
+fn refused(code: &str, message: String) -> Prepared {
+    Prepared::Answer(
+        json!({"ok": false, "errors": [{"code": code, "line": null, "node": null, "message": message}]}),
+        true,
+    )
 }
 
 fn pretty(value: &Value) -> String {

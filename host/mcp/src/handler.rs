@@ -226,53 +226,44 @@ impl SkillhostMcp {
             Ok(prepared) => prepared,
             Err(refused) => return *refused,
         };
-        Ok(match &entry.kind {
-            Kind::Scenario(loaded) => {
-                let followed;
-                let service = match events {
-                    Some(events) => {
-                        followed = self.inner.service.with_events(events);
-                        &followed
-                    }
-                    None => &self.inner.service,
-                };
-                self.start(service, loaded, arguments, None).await
-            }
+        // A scenario tool's run, or a composed scenario's: started alike.
+        let (loaded, input, text) = match &entry.kind {
+            Kind::Scenario(loaded) => (loaded.clone(), arguments, None),
             Kind::Compose => match self.composed(&arguments) {
-                Ok(ready) => {
-                    let followed;
-                    let service = match events {
-                        Some(events) => {
-                            followed = self.inner.service.with_events(events);
-                            &followed
-                        }
-                        None => &self.inner.service,
-                    };
-                    self.start(service, &ready.loaded, ready.input, Some(ready.text))
-                        .await
-                }
-                Err(answer) => *answer,
+                Ok(ready) => (ready.loaded, ready.input, Some(ready.text)),
+                Err(answer) => return Ok(*answer),
             },
             Kind::Skill {
                 index,
                 input,
                 output,
             } => {
-                self.call_skill(*index, input.unwrap(arguments), *output)
-                    .await
+                return Ok(self
+                    .call_skill(*index, input.unwrap(arguments), *output)
+                    .await);
             }
-            Kind::RunStatus => self.status(str_arg(&arguments, "run_id")).await,
+            Kind::RunStatus => return Ok(self.status(str_arg(&arguments, "run_id")).await),
             Kind::RunCancel => {
                 let by = by_arg(&arguments);
-                self.cancel(str_arg(&arguments, "run_id"), &by).await
+                return Ok(self.cancel(str_arg(&arguments, "run_id"), &by).await);
             }
             Kind::RunAnswer => {
                 let by = by_arg(&arguments);
                 let answer = arguments.get("answer").cloned().unwrap_or(json!({}));
-                self.answer(str_arg(&arguments, "run_id"), answer, &by)
-                    .await
+                return Ok(self
+                    .answer(str_arg(&arguments, "run_id"), answer, &by)
+                    .await);
             }
-        })
+        };
+        let followed;
+        let service = match events {
+            Some(events) => {
+                followed = self.inner.service.with_events(events);
+                &followed
+            }
+            None => &self.inner.service,
+        };
+        Ok(self.start(service, &loaded, input, text).await)
     }
 
     pub(crate) fn remember(&self, run_id: &str) {

@@ -894,22 +894,25 @@ fn listed(items: impl Iterator<Item = String>) -> String {
     }
 }
 
+/// One diagnostic as a client reads it: `code`, `line` (`null` for the
+/// whole text), `node`, `message`.
+pub fn diagnostic_json(d: &Diagnostic) -> Value {
+    json!({
+        "code": d.code,
+        "line": (d.line > 0).then_some(d.line),
+        "node": d.node,
+        "message": d.message,
+    })
+}
+
 /// A refusal as one JSON object for a client: `errors` (each `code`,
 /// `line`, `node`, `message`) and the TOML the lines count in when the
 /// client sent JSON.
 pub fn refusal_json(refusal: &Refusal) -> Value {
-    let diagnostic = |d: &Diagnostic| {
-        json!({
-            "code": d.code,
-            "line": (d.line > 0).then_some(d.line),
-            "node": d.node,
-            "message": d.message,
-        })
-    };
     let mut out = json!({
         "ok": false,
-        "errors": refusal.report.errors.iter().map(diagnostic).collect::<Vec<_>>(),
-        "warnings": refusal.report.warnings.iter().map(diagnostic).collect::<Vec<_>>(),
+        "errors": refusal.report.errors.iter().map(diagnostic_json).collect::<Vec<_>>(),
+        "warnings": refusal.report.warnings.iter().map(diagnostic_json).collect::<Vec<_>>(),
     });
     if let Some(toml) = &refusal.toml {
         out["toml"] = json!(toml);
