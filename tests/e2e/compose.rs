@@ -10,7 +10,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -82,19 +81,7 @@ fn stdio_server(dir: &Path, offer: &[String], cache: &Path) -> Value {
 
 /// Runs `compose.py` with `config`, returning what it printed.
 fn python(dir: &Path, config: Value) -> Value {
-    let file = dir.join("compose.json");
-    std::fs::write(&file, config.to_string()).unwrap();
-    let out = Command::new("python3")
-        .arg(repo_root().join("tests/e2e/mcp/compose.py"))
-        .arg(&file)
-        .output()
-        .expect("python3 with the `mcp` package (see .ci/run)");
-    assert!(
-        out.status.success(),
-        "the MCP client failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    crate::mcp::python_client("compose.py", dir, config)
 }
 
 /// Three nodes from offered skills: discovery over the corpus, a summary
@@ -575,13 +562,6 @@ total = "state.first + state.second"
 #[test]
 fn typescript_sdk_runs_composed_scenarios_as_tasks() {
     let dir = tempfile::tempdir().unwrap();
-    let mcp_dir = repo_root().join("tests/e2e/mcp");
-    assert!(
-        mcp_dir
-            .join("node_modules/@modelcontextprotocol/sdk")
-            .is_dir(),
-        "the MCP TypeScript SDK is not installed: run `npm ci` in tests/e2e/mcp (.ci/run does)"
-    );
     let ceiling = dir.path().join("ceiling.toml");
     std::fs::write(
         &ceiling,
@@ -610,20 +590,8 @@ fn typescript_sdk_runs_composed_scenarios_as_tasks() {
     );
     let cases = dir.path().join("cases.json");
     std::fs::write(&cases, task_cases().to_string()).unwrap();
-    let out = Command::new("node")
-        .arg(mcp_dir.join("compose.mjs"))
-        .arg(&server.url)
-        .arg(&cases)
-        .current_dir(&mcp_dir)
-        .output()
-        .expect("node (see .ci/run)");
+    let out = crate::mcp::node_client("compose.mjs", &[&server.url, cases.to_str().unwrap()]);
     drop(server);
-    assert!(
-        out.status.success(),
-        "the TypeScript MCP client failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out: Value = serde_json::from_slice(&out.stdout).unwrap();
 
     assert_eq!(out["task_support"], json!(["optional"]), "{out}");
     let stream = out["stream"].as_array().unwrap();

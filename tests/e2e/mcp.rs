@@ -40,10 +40,16 @@ fn offer() -> Vec<String> {
 
 /// Runs the Python client with `config`, returning what it printed.
 fn client(dir: &Path, config: Value) -> Value {
-    let file = dir.join("client.json");
+    python_client("client.py", dir, config)
+}
+
+/// Runs `python3 mcp/SCRIPT CONFIG` (an official Python SDK client) with
+/// `config` written into `dir`, returning the JSON object it printed.
+pub(crate) fn python_client(script: &str, dir: &Path, config: Value) -> Value {
+    let file = dir.join(format!("{script}.json"));
     std::fs::write(&file, config.to_string()).unwrap();
     let out = Command::new("python3")
-        .arg(repo_root().join("tests/e2e/mcp/client.py"))
+        .arg(repo_root().join("tests/e2e/mcp").join(script))
         .arg(&file)
         .output()
         .expect("python3 with the `mcp` package (see .ci/run)");
@@ -721,14 +727,20 @@ async fn runs_through_mcp_live_in_postgres() {
 /// Runs the TypeScript SDK's task client against `target`: a URL, or a
 /// file with the [`stdio_server`] parameters.
 fn typescript_client(target: &str) -> Value {
+    node_client("tasks.mjs", &[target])
+}
+
+/// Runs `node mcp/SCRIPT ARGS…` (an official TypeScript SDK client),
+/// returning the JSON object it printed.
+pub(crate) fn node_client(script: &str, args: &[&str]) -> Value {
     let dir = repo_root().join("tests/e2e/mcp");
     assert!(
         dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
         "the MCP TypeScript SDK is not installed: run `npm ci` in tests/e2e/mcp (.ci/run does)"
     );
     let out = Command::new("node")
-        .arg(dir.join("tasks.mjs"))
-        .arg(target)
+        .arg(dir.join(script))
+        .args(args)
         .current_dir(&dir)
         .output()
         .expect("node (see .ci/run)");

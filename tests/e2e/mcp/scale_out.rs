@@ -113,29 +113,9 @@ fn haproxy(dir: &Path, port: u16, servers: &[&Server]) -> KilledOnDrop {
 
 /// Runs `scale_out.mjs URL ARGS…`, returning what it printed.
 fn client(url: &str, args: &[&str]) -> Value {
-    let dir = repo_root().join("tests/e2e/mcp");
-    assert!(
-        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
-        "the MCP TypeScript SDK is not installed: run `npm ci` in tests/e2e/mcp (.ci/run does)"
-    );
-    let out = Command::new("node")
-        .arg(dir.join("scale_out.mjs"))
-        .arg(url)
-        .args(args)
-        .current_dir(&dir)
-        .output()
-        .expect("node (see .ci/run)");
-    assert!(
-        out.status.success(),
-        "the TypeScript MCP client failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "client output is not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    let mut all = vec![url];
+    all.extend_from_slice(args);
+    super::node_client("scale_out.mjs", &all)
 }
 
 /// A waiting run of a scenario the servers do not offer (a copy of the
