@@ -42,6 +42,9 @@ const SKILLS_URI: &str = "skillhost://compose/skills";
 const CEILING_URI: &str = "skillhost://compose/ceiling";
 const EXAMPLE_URI: &str = "skillhost://compose/example";
 
+/// The most composed scenarios kept loaded to continue their runs.
+const RELOADED_KEPT: usize = 64;
+
 /// The scenario format's JSON Schema, as `host check` and editors use it.
 const SCENARIO_SCHEMA: &str = include_str!("../../../schemas/scenario.schema.json");
 
@@ -272,7 +275,13 @@ impl Composer {
                 return Some(Err(format!("it no longer passes here: {}", refusal.report)));
             }
         };
-        self.lock().insert(path.to_path_buf(), loaded.clone());
+        let mut reloaded = self.lock();
+        // Bounded: clients compose without end, and a scenario dropped
+        // here is only loaded again when its run is next answered.
+        if reloaded.len() >= RELOADED_KEPT {
+            reloaded.clear();
+        }
+        reloaded.insert(path.to_path_buf(), loaded.clone());
         Some(Ok(loaded))
     }
 

@@ -32,6 +32,10 @@ use crate::tasks;
 use crate::tools::{self, Entry, Kind};
 use crate::{McpError, Offer, SkillTool, Unavailable};
 
+/// The most runs (for `resources/list`) and tasks (for `tasks/list`, and
+/// the results kept of the tasks that ended here) one server remembers.
+const KEPT_PER_SERVER: usize = 1000;
+
 /// The artifact resources' URI scheme: `skillhost://runs/RUN/artifacts/NAME`.
 const ARTIFACT_PREFIX: &str = "skillhost://runs/";
 
@@ -269,6 +273,11 @@ impl SkillhostMcp {
     pub(crate) fn remember(&self, run_id: &str) {
         let mut runs = self.inner.runs.lock().unwrap_or_else(|e| e.into_inner());
         if !runs.iter().any(|r| r == run_id) {
+            // Bounded: a server lives long and its clients call without
+            // end; an older run's artifacts are still read by URI.
+            if runs.len() >= KEPT_PER_SERVER {
+                runs.remove(0);
+            }
             runs.push(run_id.to_string());
         }
     }
@@ -306,13 +315,25 @@ impl SkillhostMcp {
             }
         };
         let run_id = new_run_id();
-        self.lock_tasks().insert(
+        let mut tasks = self.lock_tasks();
+        // Bounded as `remember` is: the oldest task goes (its run, in the
+        // store, is still a task every server answers for).
+        if tasks.len() >= KEPT_PER_SERVER
+            && let Some(oldest) = tasks
+                .iter()
+                .min_by_key(|(_, t)| t.created_at_ms)
+                .map(|(id, _)| id.clone())
+        {
+            tasks.remove(&oldest);
+        }
+        tasks.insert(
             run_id.clone(),
             TaskRun {
                 created_at_ms: now_ms(),
                 result: None,
             },
         );
+        drop(tasks);
         let (server, id) = (self.clone(), run_id.clone());
         tokio::spawn(async move {
             let result = server.run_task(&loaded, arguments, &id, text).await;
