@@ -310,8 +310,21 @@ async fn submit_and_worker_on_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_and_worker_through_pgbouncer() {
+    submit_and_drain(&skillhost_tests::pgbouncer::fresh_database().await.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_run_is_replaced_by_the_other() {
-    let db = skillhost_tests::pg::fresh_database().await;
+    worker_killed_mid_run(skillhost_tests::pg::fresh_database().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_run_is_replaced_by_the_other_through_pgbouncer() {
+    worker_killed_mid_run(skillhost_tests::pgbouncer::fresh_database().await.url).await;
+}
+
+async fn worker_killed_mid_run(db: String) {
     let scenario = fixture("workers/slow.toml");
     let ids: Vec<(String, Value)> = (0..6)
         .map(|i| {
@@ -577,7 +590,16 @@ fn runs_prune_keeps_unfinished_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_is_refused_while_a_worker_runs_the_run() {
-    let db = skillhost_tests::pg::fresh_database().await;
+    resume_refused_while_a_worker_runs(skillhost_tests::pg::fresh_database().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_is_refused_while_a_worker_runs_the_run_through_pgbouncer() {
+    resume_refused_while_a_worker_runs(skillhost_tests::pgbouncer::fresh_database().await.url)
+        .await;
+}
+
+async fn resume_refused_while_a_worker_runs(db: String) {
     let scenario = fixture("workers/slow.toml");
     let input = json!({"label": "busy"});
     let id = submit(&db, &scenario, &input);
