@@ -753,3 +753,55 @@ async fn sigterm_lets_runs_in_flight_finish_within_the_grace() {
     assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
     store.close().await;
 }
+
+/// Claim isolation at scale: `host bench claims` with its defaults, 64
+/// workers over 8 connection pools claiming 1,000 queued runs (half under
+/// 40 concurrency keys, a quarter under a scenario limit of 8, priorities
+/// -2 to 2), holding each for 2 ms. The benchmark fails on any store error
+/// (a serialisation failure or deadlock included), a run claimed twice, or
+/// a key or the limit exceeded while it runs; afterwards the database shows
+/// every run finished after exactly one claim (lease generation 1).
+async fn claims_stay_isolated(db: &str, direct: &str) {
+    let out = host(db, &["bench", "claims", "--json", "--hold", "2ms"]);
+    let figures: Value = serde_json::from_str(&ok(out)).unwrap();
+    // The figures, for the test's log (a debug build's: not to compare).
+    eprintln!("host bench claims on {db}: {figures}");
+    assert_eq!(figures["runs"], 1000, "{figures}");
+    assert_eq!(figures["workers"], 64, "{figures}");
+    assert_eq!(figures["claimed"], 1000, "{figures}");
+    assert_eq!(figures["claimed_twice"], 0, "{figures}");
+    assert_eq!(figures["most_running_per_key"], 1, "{figures}");
+    let limited = figures["most_running_limited"].as_u64().unwrap();
+    assert!((1..=8).contains(&limited), "{figures}");
+    for figure in ["claims_per_s", "claim_ms_median", "claim_ms_p99"] {
+        assert!(figures[figure].as_f64().unwrap() > 0.0, "{figures}");
+    }
+    assert!(
+        figures["claim_ms_p99"].as_f64() >= figures["claim_ms_median"].as_f64(),
+        "{figures}"
+    );
+
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(direct).await.unwrap();
+    let (total, once): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), COUNT(*) FILTER (WHERE status = 'completed' AND lease_generation = 1) \
+         FROM runs WHERE scenario_name LIKE 'claims-%'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!((total, once), (1000, 1000));
+    conn.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_stay_isolated_across_64_workers_on_postgres() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    claims_stay_isolated(&db, &db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_stay_isolated_across_64_workers_through_pgbouncer() {
+    let pooled = skillhost_tests::pgbouncer::fresh_database().await;
+    claims_stay_isolated(&pooled.url, &pooled.direct).await;
+}
