@@ -21,6 +21,7 @@ pub mod fake_llm_server;
 pub mod hostile_registry;
 pub mod http_server;
 pub mod otlp;
+pub mod patroni;
 pub mod pg;
 pub mod pgbouncer;
 pub mod prometheus;
