@@ -398,6 +398,83 @@ async fn workers_ride_out_a_postgres_restart() {
     store.close().await;
 }
 
+/// Two workers drain 30 queued runs through HAProxy while the Patroni
+/// primary is SIGKILLed (its Patroni and its postmaster) twice and the
+/// synchronous standby promoted each time (`support/patroni.rs`): every run
+/// completes, each node applied once, with an uninterrupted run's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_ride_out_two_patroni_failovers() {
+    use skillhost_tests::patroni::Ha;
+    let mut ha = tokio::task::spawn_blocking(|| {
+        let ha = Ha::start(2);
+        ha.wait_sync_standby();
+        ha
+    })
+    .await
+    .unwrap();
+    // HAProxy may still be settling on the primary: create within a bound.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let created = {
+            use sqlx::{Connection, Executor};
+            match sqlx::PgConnection::connect(&ha.url("postgres")).await {
+                Ok(mut conn) => conn.execute("CREATE DATABASE failover").await.map(|_| ()),
+                Err(e) => Err(e),
+            }
+        };
+        match created {
+            Ok(()) => break,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("not yet through HAProxy: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("no database through HAProxy: {e}\n{}", ha.logs()),
+        }
+    }
+    let db = ha.url("failover");
+    let scenario = fixture("workers/slow.toml");
+    let ids: Vec<(String, Value)> = (0..30)
+        .map(|i| {
+            let input = json!({"label": format!("f{i}")});
+            (submit(&db, &scenario, &input), input)
+        })
+        .collect();
+    let args = ["--lease-ttl", "5s", "--concurrency", "2"];
+    let mut a = Worker::start(&db, &args);
+    let b = Worker::start(&db, &args);
+    a.wait_for("claimed", Duration::from_secs(30));
+    let store = Store::open(&db).await.unwrap();
+    for kill in 0..2 {
+        let mut finished = 0;
+        for (id, _) in &ids {
+            finished += usize::from(store.run(id).await.unwrap().unwrap().status.is_finished());
+        }
+        eprintln!("failover {kill}: {finished} of {} runs finished", ids.len());
+        if kill == 0 {
+            assert!(finished < ids.len(), "the first kill came after the drain");
+        }
+        ha = tokio::task::spawn_blocking(move || {
+            ha.wait_sync_standby();
+            let killed = ha.kill_primary();
+            let promoted = ha.wait_primary();
+            assert_ne!(killed, promoted);
+            ha.restart(killed);
+            ha
+        })
+        .await
+        .unwrap();
+    }
+    let all: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+    wait_finished(&store, &all, Duration::from_secs(180)).await;
+    for worker in [a, b] {
+        let (status, _) = worker.stop();
+        assert!(status.success(), "{status:?}\n{}", ha.logs());
+    }
+    assert_exactly_once(&store, &ids, &scenario, SLOW_NODES).await;
+    store.close().await;
+    tokio::task::spawn_blocking(move || drop(ha)).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_worker_cannot_write_after_a_takeover() {
     paused_worker_after_a_takeover(Pause::MidRun).await;
