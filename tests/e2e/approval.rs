@@ -379,6 +379,14 @@ async fn cancel_of_each_status_postgres() {
     cancel_a_running_run(dir.path(), Some(&db));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_of_each_status_through_pgbouncer() {
+    let db = skillhost_tests::pgbouncer::fresh_database().await.url;
+    let dir = tempfile::tempdir().unwrap();
+    cancel_each_status(dir.path(), Some(&db));
+    cancel_a_running_run(dir.path(), Some(&db));
+}
+
 /// A `host worker` on `db`, killed when dropped.
 pub(super) struct Worker {
     process: KilledOnDrop,
@@ -408,7 +416,16 @@ impl Worker {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_continues_an_answered_run_on_postgres() {
-    let db = skillhost_tests::pg::fresh_database().await;
+    a_worker_continues_an_answered_run(skillhost_tests::pg::fresh_database().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_continues_an_answered_run_through_pgbouncer() {
+    a_worker_continues_an_answered_run(skillhost_tests::pgbouncer::fresh_database().await.url)
+        .await;
+}
+
+async fn a_worker_continues_an_answered_run(db: String) {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     // It stops itself after the `slow` run's second node (below); the

@@ -6,7 +6,8 @@
 //! rows were edited or nest too deep (a resume refuses, naming the run, the
 //! seq and what no longer matches; `runs list` lists the others and reports
 //! the bad one; nothing overflows the stack), and with an input above the
-//! size limit.
+//! size limit. The kills inside a commit and a map node are repeated on
+//! Postgres through a PgBouncer in transaction pooling.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -35,8 +36,21 @@ fn reference_state(dir: &Path) -> String {
 }
 
 fn crash_and_resume(point: &str) {
+    crash_and_resume_on(point, None);
+}
+
+/// [`crash_and_resume`] with the killed run and its resume on `db` (the
+/// reference run stays on the test's SQLite file).
+fn crash_and_resume_on(point: &str, db: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let reference = reference_state(dir.path());
+    let host = |dir: &Path, args: &[&str], failpoint: Option<&str>| {
+        let mut command = skillhost_tests::cli::host_command(dir, args, failpoint);
+        if let Some(db) = db {
+            command.env("SKILLHOST_DATABASE_URL", db);
+        }
+        command.output().expect("run host")
+    };
 
     let out = host(dir.path(), &["run", &scenario(), "--events"], Some(point));
     assert_eq!(
@@ -134,6 +148,42 @@ fn killed_inside_the_map_nodes_commit() {
 #[test]
 fn killed_before_the_last_commit() {
     crash_and_resume("before-commit:third");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_inside_a_commit_through_pgbouncer() {
+    let db = skillhost_tests::pgbouncer::fresh_database().await.url;
+    tokio::task::spawn_blocking(move || crash_and_resume_on("in-commit:second", Some(&db)))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_inside_a_map_node_through_pgbouncer() {
+    let db = skillhost_tests::pgbouncer::fresh_database().await.url;
+    tokio::task::spawn_blocking(move || crash_and_resume_on("map-item:fan:3", Some(&db)))
+        .await
+        .unwrap();
+}
+
+/// A URL that goes through PgBouncer without saying so: the host refuses
+/// it at once as a bad `--database` (exit 2), naming the option.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pgbouncer_the_url_does_not_name_is_refused_naming_the_option() {
+    let pooled = skillhost_tests::pgbouncer::fresh_database().await;
+    let url = pooled.url.replace("?pgbouncer=true", "");
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let out = skillhost_tests::cli::host_command(dir.path(), &["run", &scenario()], None)
+            .env("SKILLHOST_DATABASE_URL", &url)
+            .output()
+            .expect("run host");
+        let message = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{message}");
+        assert!(message.contains("pgbouncer=true"), "{message}");
+    })
+    .await
+    .unwrap();
 }
 
 /// With `--durability full`, a commit that returned is on disk: killed right

@@ -574,6 +574,14 @@ fn benchmarks_refuse_options_that_cannot_work() {
             vec!["bench", "engine", "--memory-runs", "0"],
             "--memory-runs",
         ),
+        (
+            vec!["bench", "claims", "--database", "sqlite://x.db"],
+            "give a Postgres database",
+        ),
+        (
+            vec!["bench", "claims", "--database", pg, "--workers", "0"],
+            "--workers",
+        ),
     ] {
         let out = host.cmd(&args);
         let err = stderr(&out);

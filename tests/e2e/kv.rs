@@ -102,7 +102,16 @@ fn a_value_set_in_one_process_is_read_by_the_next_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_and_workers_on_one_postgres_share_kv_data() {
-    let db = skillhost_tests::pg::fresh_database().await;
+    processes_and_workers_share_kv_data(skillhost_tests::pg::fresh_database().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_and_workers_through_pgbouncer_share_kv_data() {
+    processes_and_workers_share_kv_data(skillhost_tests::pgbouncer::fresh_database().await.url)
+        .await;
+}
+
+async fn processes_and_workers_share_kv_data(db: String) {
     let dir = tempfile::tempdir().unwrap();
     let scenario = scenario(dir.path());
     assert_eq!(

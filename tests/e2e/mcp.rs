@@ -666,7 +666,15 @@ fn a_non_loopback_http_address_needs_a_token() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_through_mcp_live_in_postgres() {
-    let db = skillhost_tests::pg::fresh_database().await;
+    runs_through_mcp_live_in(skillhost_tests::pg::fresh_database().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_through_mcp_live_in_postgres_through_pgbouncer() {
+    runs_through_mcp_live_in(skillhost_tests::pgbouncer::fresh_database().await.url).await;
+}
+
+async fn runs_through_mcp_live_in(db: String) {
     tokio::task::spawn_blocking(move || {
         let dir = tempfile::tempdir().unwrap();
         let mut args = offer();

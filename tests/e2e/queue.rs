@@ -169,6 +169,12 @@ async fn a_schedule_with_two_workers_queues_each_tick_once_on_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_with_two_workers_queues_each_tick_once_through_pgbouncer() {
+    let db = skillhost_tests::pgbouncer::fresh_database().await.url;
+    two_workers_queue_each_tick_once_and_a_late_one_catches_up(&db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_with_two_workers_queues_each_tick_once_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     two_workers_queue_each_tick_once_and_a_late_one_catches_up(&sqlite_db(&dir)).await;
@@ -253,6 +259,11 @@ async fn the_same_idempotency_key_submitted_concurrently_gives_one_run_on_postgr
     one_key_gives_one_run(&skillhost_tests::pg::fresh_database().await);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_idempotency_key_submitted_concurrently_gives_one_run_through_pgbouncer() {
+    one_key_gives_one_run(&skillhost_tests::pgbouncer::fresh_database().await.url);
+}
+
 #[test]
 fn the_same_idempotency_key_submitted_concurrently_gives_one_run_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
@@ -325,6 +336,12 @@ async fn a_concurrency_key_holds_a_second_run_across_two_workers_on_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_key_holds_a_second_run_across_two_workers_through_pgbouncer() {
+    let db = skillhost_tests::pgbouncer::fresh_database().await.url;
+    a_concurrency_key_holds_a_second_run(&db, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_concurrency_key_holds_a_second_run_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     a_concurrency_key_holds_a_second_run(&sqlite_db(&dir), 1).await;
@@ -372,6 +389,11 @@ fn claims_follow_priority_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_follow_priority_on_postgres() {
     claims_follow_priority(&skillhost_tests::pg::fresh_database().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_follow_priority_through_pgbouncer() {
+    claims_follow_priority(&skillhost_tests::pgbouncer::fresh_database().await.url);
 }
 
 /// A scenario with this `[scenario]` tail and these tables, written into

@@ -491,6 +491,14 @@ async fn every_route_on_postgres() {
         .unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn every_route_through_pgbouncer() {
+    let db = skillhost_tests::pgbouncer::fresh_database().await.url;
+    tokio::task::spawn_blocking(move || every_route(Some(&db)))
+        .await
+        .unwrap();
+}
+
 #[test]
 fn a_non_loopback_address_needs_a_token() {
     let dir = tempfile::tempdir().unwrap();

@@ -310,8 +310,21 @@ async fn submit_and_worker_on_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_and_worker_through_pgbouncer() {
+    submit_and_drain(&skillhost_tests::pgbouncer::fresh_database().await.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_run_is_replaced_by_the_other() {
-    let db = skillhost_tests::pg::fresh_database().await;
+    worker_killed_mid_run(skillhost_tests::pg::fresh_database().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_run_is_replaced_by_the_other_through_pgbouncer() {
+    worker_killed_mid_run(skillhost_tests::pgbouncer::fresh_database().await.url).await;
+}
+
+async fn worker_killed_mid_run(db: String) {
     let scenario = fixture("workers/slow.toml");
     let ids: Vec<(String, Value)> = (0..6)
         .map(|i| {
@@ -383,6 +396,83 @@ async fn workers_ride_out_a_postgres_restart() {
     }
     assert_exactly_once(&store, &ids, &scenario, SLOW_NODES).await;
     store.close().await;
+}
+
+/// Two workers drain 30 queued runs through HAProxy while the Patroni
+/// primary is SIGKILLed (its Patroni and its postmaster) twice and the
+/// synchronous standby promoted each time (`support/patroni.rs`): every run
+/// completes, each node applied once, with an uninterrupted run's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_ride_out_two_patroni_failovers() {
+    use skillhost_tests::patroni::Ha;
+    let mut ha = tokio::task::spawn_blocking(|| {
+        let ha = Ha::start(2);
+        ha.wait_sync_standby();
+        ha
+    })
+    .await
+    .unwrap();
+    // HAProxy may still be settling on the primary: create within a bound.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let created = {
+            use sqlx::{Connection, Executor};
+            match sqlx::PgConnection::connect(&ha.url("postgres")).await {
+                Ok(mut conn) => conn.execute("CREATE DATABASE failover").await.map(|_| ()),
+                Err(e) => Err(e),
+            }
+        };
+        match created {
+            Ok(()) => break,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("not yet through HAProxy: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("no database through HAProxy: {e}\n{}", ha.logs()),
+        }
+    }
+    let db = ha.url("failover");
+    let scenario = fixture("workers/slow.toml");
+    let ids: Vec<(String, Value)> = (0..30)
+        .map(|i| {
+            let input = json!({"label": format!("f{i}")});
+            (submit(&db, &scenario, &input), input)
+        })
+        .collect();
+    let args = ["--lease-ttl", "5s", "--concurrency", "2"];
+    let mut a = Worker::start(&db, &args);
+    let b = Worker::start(&db, &args);
+    a.wait_for("claimed", Duration::from_secs(30));
+    let store = Store::open(&db).await.unwrap();
+    for kill in 0..2 {
+        let mut finished = 0;
+        for (id, _) in &ids {
+            finished += usize::from(store.run(id).await.unwrap().unwrap().status.is_finished());
+        }
+        eprintln!("failover {kill}: {finished} of {} runs finished", ids.len());
+        if kill == 0 {
+            assert!(finished < ids.len(), "the first kill came after the drain");
+        }
+        ha = tokio::task::spawn_blocking(move || {
+            ha.wait_sync_standby();
+            let killed = ha.kill_primary();
+            let promoted = ha.wait_primary();
+            assert_ne!(killed, promoted);
+            ha.restart(killed);
+            ha
+        })
+        .await
+        .unwrap();
+    }
+    let all: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+    wait_finished(&store, &all, Duration::from_secs(180)).await;
+    for worker in [a, b] {
+        let (status, _) = worker.stop();
+        assert!(status.success(), "{status:?}\n{}", ha.logs());
+    }
+    assert_exactly_once(&store, &ids, &scenario, SLOW_NODES).await;
+    store.close().await;
+    tokio::task::spawn_blocking(move || drop(ha)).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -577,7 +667,16 @@ fn runs_prune_keeps_unfinished_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_is_refused_while_a_worker_runs_the_run() {
-    let db = skillhost_tests::pg::fresh_database().await;
+    resume_refused_while_a_worker_runs(skillhost_tests::pg::fresh_database().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_is_refused_while_a_worker_runs_the_run_through_pgbouncer() {
+    resume_refused_while_a_worker_runs(skillhost_tests::pgbouncer::fresh_database().await.url)
+        .await;
+}
+
+async fn resume_refused_while_a_worker_runs(db: String) {
     let scenario = fixture("workers/slow.toml");
     let input = json!({"label": "busy"});
     let id = submit(&db, &scenario, &input);
@@ -730,4 +829,56 @@ async fn sigterm_lets_runs_in_flight_finish_within_the_grace() {
     );
     assert_exactly_once(&store, &[(id, input)], &scenario, SLOW_NODES).await;
     store.close().await;
+}
+
+/// Claim isolation at scale: `host bench claims` with its defaults, 64
+/// workers over 8 connection pools claiming 1,000 queued runs (half under
+/// 40 concurrency keys, a quarter under a scenario limit of 8, priorities
+/// -2 to 2), holding each for 2 ms. The benchmark fails on any store error
+/// (a serialisation failure or deadlock included), a run claimed twice, or
+/// a key or the limit exceeded while it runs; afterwards the database shows
+/// every run finished after exactly one claim (lease generation 1).
+async fn claims_stay_isolated(db: &str, direct: &str) {
+    let out = host(db, &["bench", "claims", "--json", "--hold", "2ms"]);
+    let figures: Value = serde_json::from_str(&ok(out)).unwrap();
+    // The figures, for the test's log (a debug build's: not to compare).
+    eprintln!("host bench claims on {db}: {figures}");
+    assert_eq!(figures["runs"], 1000, "{figures}");
+    assert_eq!(figures["workers"], 64, "{figures}");
+    assert_eq!(figures["claimed"], 1000, "{figures}");
+    assert_eq!(figures["claimed_twice"], 0, "{figures}");
+    assert_eq!(figures["most_running_per_key"], 1, "{figures}");
+    let limited = figures["most_running_limited"].as_u64().unwrap();
+    assert!((1..=8).contains(&limited), "{figures}");
+    for figure in ["claims_per_s", "claim_ms_median", "claim_ms_p99"] {
+        assert!(figures[figure].as_f64().unwrap() > 0.0, "{figures}");
+    }
+    assert!(
+        figures["claim_ms_p99"].as_f64() >= figures["claim_ms_median"].as_f64(),
+        "{figures}"
+    );
+
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(direct).await.unwrap();
+    let (total, once): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), COUNT(*) FILTER (WHERE status = 'completed' AND lease_generation = 1) \
+         FROM runs WHERE scenario_name LIKE 'claims-%'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!((total, once), (1000, 1000));
+    conn.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_stay_isolated_across_64_workers_on_postgres() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    claims_stay_isolated(&db, &db).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_stay_isolated_across_64_workers_through_pgbouncer() {
+    let pooled = skillhost_tests::pgbouncer::fresh_database().await;
+    claims_stay_isolated(&pooled.url, &pooled.direct).await;
 }

@@ -1,7 +1,8 @@
 //! The helpers every crate's integration tests share: the repository's
 //! paths and shipped skills, test components built from WAT and WIT with no
 //! Wasm compiler (`fixtures/`), the real `host` binary run in a private
-//! directory ([`cli`]), throwaway Postgres clusters ([`pg`]), a real HTTP
+//! directory ([`cli`]), throwaway Postgres clusters ([`pg`]) and a real
+//! PgBouncer in front of them ([`pgbouncer`]), a real HTTP
 //! server ([`http_server`]), a real OCI registry and the registry clients
 //! nobody here wrote ([`registry`]), a registry that answers hostilely and
 //! a run of `host` measured for memory ([`hostile_registry`]), an OTLP
@@ -20,7 +21,9 @@ pub mod fake_llm_server;
 pub mod hostile_registry;
 pub mod http_server;
 pub mod otlp;
+pub mod patroni;
 pub mod pg;
+pub mod pgbouncer;
 pub mod prometheus;
 pub mod registry;
 #[cfg(feature = "store")]

@@ -229,6 +229,15 @@ fn shared() -> &'static Shared {
     })
 }
 
+/// The URL of the server the tests share (its `postgres` database):
+/// `SKILLHOST_TEST_DATABASE_URL`, or this binary's own cluster.
+pub fn server_url() -> String {
+    match shared() {
+        Shared::External(url) => url.clone(),
+        Shared::Cluster(cluster) => cluster.url("postgres"),
+    }
+}
+
 /// A new, empty database for one test; returns its URL.
 pub async fn fresh_database() -> String {
     static N: AtomicU32 = AtomicU32::new(0);
@@ -238,10 +247,7 @@ pub async fn fresh_database() -> String {
         N.fetch_add(1, Ordering::Relaxed),
         &uuid::Uuid::now_v7().simple().to_string()[20..]
     );
-    let admin = match shared() {
-        Shared::External(url) => url.clone(),
-        Shared::Cluster(cluster) => cluster.url("postgres"),
-    };
+    let admin = server_url();
     create_database(&admin, &name).await;
     with_database(&admin, &name)
 }
@@ -301,7 +307,7 @@ fn find_bindir() -> Option<PathBuf> {
         .and_then(|paths| std::env::split_paths(&paths).find(|dir| has_server(dir)))
 }
 
-fn postgres_user() -> (u32, u32) {
+pub(crate) fn postgres_user() -> (u32, u32) {
     let name = std::ffi::CString::new("postgres").unwrap();
     let entry = unsafe { libc::getpwnam(name.as_ptr()) };
     assert!(
@@ -312,7 +318,7 @@ fn postgres_user() -> (u32, u32) {
     unsafe { ((*entry).pw_uid, (*entry).pw_gid) }
 }
 
-fn chown(path: &Path, uid: u32, gid: u32) {
+pub(crate) fn chown(path: &Path, uid: u32, gid: u32) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
     let rc = unsafe { libc::chown(c.as_ptr(), uid, gid) };
     assert_eq!(

@@ -7,7 +7,9 @@
 //! deltas plus its final state ([`loop_scenario`]), and optionally the
 //! per-node time with an fsync per checkpoint against one `fdatasync` on the
 //! same disk), and durably on Postgres ([`postgres`]: one run's per-node
-//! latency and node steps per second over concurrent runs).
+//! latency and node steps per second over concurrent runs; [`claims`]:
+//! many workers claiming a queue with concurrency keys, a limit and
+//! priorities, timed and checked for isolation, in `bench/claims.rs`).
 //!
 //! Owns: the benchmark scenario, what is measured and how, and the figures
 //! as JSON and as lines for people. Must not: find files or parse flags
@@ -28,6 +30,9 @@ use skillhost_scenario::LoadedScenario;
 use skillhost_store::{Store, StoreOptions, SyncMode};
 
 use crate::{Engine, EngineError, NoEvents, RunOutcome};
+
+mod claims;
+pub use claims::{ClaimsFigures, ClaimsSettings, claims};
 
 /// Nodes in the benchmark scenario (each one an `echo` call).
 pub const ENGINE_NODES: usize = 10;

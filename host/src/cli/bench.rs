@@ -1,4 +1,4 @@
-//! `host bench runtime|engine|postgres|compose`: the library's benchmarks
+//! `host bench runtime|engine|postgres|claims|compose`: the library's benchmarks
 //! (`skillhost_runtime::bench`, `skillhost_engine::bench`, which `cargo bench`
 //! runs too, and `skillhost_mcp::bench`), printed as JSON with `--json` or as lines. This module parses
 //! the flags, finds the `echo` component, opens the Postgres database, and
@@ -13,10 +13,11 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 
 use super::common::{
-    CliResult, DatabaseArgs, Durability, Failure, Globals, print_json, read_json_arg, tokio_runtime,
+    CliResult, DatabaseArgs, Durability, Failure, Globals, duration_arg, print_json, read_json_arg,
+    tokio_runtime,
 };
 use skillhost_engine::bench::{
-    self as engine_bench, BenchScenario, EngineBenchSettings, PostgresBenchSettings,
+    self as engine_bench, BenchScenario, ClaimsSettings, EngineBenchSettings, PostgresBenchSettings,
 };
 use skillhost_runtime::bench::{BenchError, RuntimeBench, RuntimeBenchSettings};
 
@@ -29,10 +30,40 @@ pub enum BenchCommand {
     /// Durable runs on Postgres: one run's per-node latency, and node steps
     /// per second over concurrent runs.
     Postgres(PostgresBenchArgs),
+    /// Many workers claiming a queue on Postgres (concurrency keys, a limit,
+    /// priorities): claims per second and claim latency, checked for
+    /// isolation (no run claimed twice, no key or limit exceeded).
+    Claims(ClaimsBenchArgs),
     /// A scenario composed over MCP (`host mcp --compose-ceiling`): from its
     /// text to its first node (every check, keeping it, the run's start),
     /// against the same scenario offered as a tool.
     Compose(ComposeBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ClaimsBenchArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Queued runs to claim.
+    #[arg(long, default_value_t = ClaimsSettings::default().runs)]
+    pub runs: usize,
+    /// Concurrent claiming workers.
+    #[arg(long, default_value_t = ClaimsSettings::default().workers)]
+    pub workers: usize,
+    /// Store handles (connection pools, as separate processes have) the
+    /// workers are spread over.
+    #[arg(long, default_value_t = ClaimsSettings::default().handles)]
+    pub handles: usize,
+    /// Concurrency keys over the keyed half of the runs.
+    #[arg(long, default_value_t = ClaimsSettings::default().keys)]
+    pub keys: usize,
+    /// How long a worker holds a run between its claim and its finish
+    /// (e.g. 1ms, 0s).
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = duration_arg)]
+    pub hold: std::time::Duration,
+    /// Print JSON only.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -211,6 +242,7 @@ pub fn run(command: BenchCommand, _globals: &Globals) -> CliResult {
         BenchCommand::Runtime(args) => runtime_bench(args),
         BenchCommand::Engine(args) => engine(args),
         BenchCommand::Postgres(args) => postgres(args),
+        BenchCommand::Claims(args) => claims(args),
         BenchCommand::Compose(args) => compose(args),
     }
 }
@@ -305,5 +337,33 @@ fn postgres(args: PostgresBenchArgs) -> CliResult {
             .await
             .map_err(bench_failure)
     })?;
+    print_figures(&figures, figures.to_json(), args.json)
+}
+
+/// `host bench claims`: the claims benchmark (`skillhost_engine::bench::claims`)
+/// on a Postgres database. Its runs are left there (finished; scenarios
+/// `claims-keyed`, `claims-limited`, `claims-plain`).
+fn claims(args: ClaimsBenchArgs) -> CliResult {
+    let url = args.db.url();
+    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+        return Err(Failure::bad_input(
+            "give a Postgres database with --database postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+        ));
+    }
+    if args.runs == 0 || args.workers == 0 || args.handles == 0 || args.keys == 0 {
+        return Err(Failure::bad_input(
+            "--runs, --workers, --handles and --keys must be at least 1",
+        ));
+    }
+    let settings = ClaimsSettings {
+        runs: args.runs,
+        workers: args.workers,
+        handles: args.handles,
+        keys: args.keys,
+        hold: args.hold,
+    };
+    let figures = tokio_runtime()?
+        .block_on(engine_bench::claims(&url, settings))
+        .map_err(bench_failure)?;
     print_figures(&figures, figures.to_json(), args.json)
 }

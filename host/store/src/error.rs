@@ -271,10 +271,23 @@ impl DatabaseFailure {
             sqlx::Error::Database(e) => (FailureKind::Refused, e.code().map(|c| c.into_owned())),
             _ => (FailureKind::Other, None),
         };
+        let mut message = error.to_string();
+        // A pooler in the way that the URL does not name (or one that cannot
+        // work): not transient, and said with its fix.
+        if kind == FailureKind::Refused
+            && let Some(fix) = crate::postgres::pooler::misconfigured(code.as_deref(), &message)
+        {
+            message = format!("{message}; {fix}");
+            return DatabaseFailure {
+                kind: FailureKind::Other,
+                code,
+                message,
+            };
+        }
         DatabaseFailure {
             kind,
             code,
-            message: error.to_string(),
+            message,
         }
     }
 

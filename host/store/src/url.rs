@@ -37,7 +37,9 @@ impl DatabaseUrl {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             // Checked here so a typo fails before any connection attempt. The
             // parser's own message may quote the URL, so it is not passed on.
-            if url.parse::<sqlx::postgres::PgConnectOptions>().is_err() {
+            let (bare, _) =
+                crate::postgres::pooler::take_option(url).map_err(|hint| unsupported(&hint))?;
+            if bare.parse::<sqlx::postgres::PgConnectOptions>().is_err() {
                 return Err(unsupported(
                     "it is not a valid Postgres URL; use postgres://USER:PASSWORD@HOST:PORT/DATABASE",
                 ));

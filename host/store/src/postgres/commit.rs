@@ -12,9 +12,10 @@
 use std::fmt::Display;
 use std::sync::LazyLock;
 
+use super::pooler::Conn;
 use sqlx::Postgres;
 use sqlx::error::ErrorKind;
-use sqlx::postgres::{PgArguments, PgConnection};
+use sqlx::postgres::PgArguments;
 use sqlx::query::QueryScalar;
 
 use super::PgStore;
@@ -301,7 +302,7 @@ impl PgStore {
     /// Checkpoint 0 needs no sequence guard: it is written with its run,
     /// and a second run with the same id is refused (`runs_pkey`).
     pub(super) async fn insert_run(&self, run: &PreparedRun) -> Result<(), StoreError> {
-        self.insert_run_on(&self.pool, run).await
+        self.insert_run_on(&self.exec, run).await
     }
 
     /// [`insert_run`](Self::insert_run) on a connection or transaction.
@@ -390,7 +391,7 @@ impl PgStore {
         )
         .bind(&p.run_id)
         .bind(p.seq)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.exec)
         .await;
         matches!(row, Ok(Some((node, hash))) if node == p.node_id && hash == p.state_hash)
     }
@@ -455,10 +456,10 @@ impl PgStore {
             // Nothing is written before COMMIT that is not in this one
             // statement, so "inside the commit" is just before it.
             crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
-            let moved = statement.fetch_optional(&self.pool).await;
+            let moved = statement.fetch_optional(&self.exec).await;
             return match moved {
                 Ok(Some(_)) => Ok(()),
-                Ok(None) => Err(self.why_not_written(&self.pool, p, action).await),
+                Ok(None) => Err(self.why_not_written(&self.exec, p, action).await),
                 Err(e) => Err(self.why_refused(p, e, action).await),
             };
         }
@@ -488,7 +489,7 @@ impl PgStore {
     /// transaction.
     async fn write_extras(
         &self,
-        conn: &mut PgConnection,
+        conn: &mut Conn,
         p: &PreparedCommit,
         extras: &CommitExtras<'_>,
         action: &str,
@@ -584,7 +585,7 @@ impl PgStore {
     /// sequence; anything else is a database error.
     async fn why_refused(&self, p: &PreparedCommit, e: sqlx::Error, action: &str) -> StoreError {
         if is_unique_violation(&e) {
-            self.why_not_written(&self.pool, p, action).await
+            self.why_not_written(&self.exec, p, action).await
         } else {
             self.error(e, action)
         }
@@ -602,7 +603,7 @@ impl PgStore {
             .bind(b.seq);
         let written: i64 = bind_step(statement, b)
             .bind(p.now)
-            .fetch_one(&self.pool)
+            .fetch_one(&self.exec)
             .await
             .map_err(|e| self.write_error(e, &b.run_id, &action))?;
         if written == 0 {
@@ -623,7 +624,7 @@ impl PgStore {
             "SELECT lease_owner, lease_generation, lease_expires_at FROM runs WHERE id = $1",
         )
         .bind(run_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.exec)
         .await;
         match (row, fence) {
             (Err(e), _) => self.error(e, action),
@@ -677,7 +678,7 @@ impl PgStore {
         .bind(now_ms())
         .bind(p.fence.as_ref().map(|lease| lease.owner.as_str()))
         .bind(p.fence_generation)
-        .execute(&self.pool)
+        .execute(&self.exec)
         .await
         .map_err(|e| self.error(e, &action))?;
         if updated.rows_affected() == 1 {
@@ -688,7 +689,7 @@ impl PgStore {
              FROM runs WHERE id = $1",
         )
         .bind(&p.run_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.exec)
         .await
         .map_err(|e| self.error(e, &action))?;
         Err(match (current, &p.fence) {
@@ -732,7 +733,7 @@ impl PgStore {
                     .bind(p.attempt)
                     .bind(&p.journal)
                     .bind(&p.digest)
-                    .fetch_one(&self.pool)
+                    .fetch_one(&self.exec)
                     .await
                     .map_err(|e| self.write_error(e, &item.run_id, action))
             })
@@ -809,7 +810,7 @@ fn is_unique_violation(error: &sqlx::Error) -> bool {
 }
 
 async fn insert_artifact(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     run_id: &str,
     artifact: &PreparedArtifact<'_>,
     now: i64,

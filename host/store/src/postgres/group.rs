@@ -315,7 +315,7 @@ impl PgStore {
             .bind(opt_int(|p| p.step.memory_peak_bytes))
             .bind(opt(|p| p.step.detail.as_deref()))
             .bind(text(|p| &p.checkpoint.digest))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.exec)
             .await
     }
 
@@ -356,7 +356,7 @@ impl PgStore {
             .bind(text(|r| r.checkpoint.digest.clone()))
             .bind(text(|r| r.run_digest.clone()))
             .bind(text(|r| r.provenance.clone()))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.exec)
             .await
     }
 
@@ -381,7 +381,7 @@ impl PgStore {
                     .collect::<Vec<Option<i64>>>(),
             )
             .bind(now_ms())
-            .fetch_all(&self.pool)
+            .fetch_all(&self.exec)
             .await
     }
 }

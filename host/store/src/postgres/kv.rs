@@ -4,7 +4,7 @@
 //! holds whatever the number of processes (reads are shared with SQLite, in
 //! `store/src/read.rs`).
 
-use sqlx::PgConnection;
+use super::pooler::Conn;
 
 use super::PgStore;
 use crate::codec::{Codec, now_ms};
@@ -29,7 +29,7 @@ impl PgStore {
     /// Locks and reads namespace `space`'s usage on `conn`'s transaction.
     async fn lock_usage(
         &self,
-        conn: &mut PgConnection,
+        conn: &mut Conn,
         space: KvSpace<'_>,
         action: &str,
     ) -> Result<KvUsage, StoreError> {
@@ -53,7 +53,7 @@ impl PgStore {
 
     async fn set_usage(
         &self,
-        conn: &mut PgConnection,
+        conn: &mut Conn,
         space: KvSpace<'_>,
         usage: KvUsage,
         action: &str,
@@ -71,7 +71,7 @@ impl PgStore {
 
     async fn value_length(
         &self,
-        conn: &mut PgConnection,
+        conn: &mut Conn,
         space: KvSpace<'_>,
         key: &str,
         action: &str,

@@ -2,8 +2,8 @@
 //! are `store::migrate`'s). Concurrent openers of one database wait for
 //! each other on an advisory lock held by the migrating transaction.
 
-use sqlx::Connection;
 use sqlx::postgres::PgConnection;
+use sqlx::{Connection, Executor};
 
 use crate::error::StoreError;
 use crate::migrate::{self, META_TABLE, SCHEMA_VERSION, failed, migration_connection};
@@ -42,4 +42,27 @@ pub(super) async fn migrate(conn: &mut PgConnection, db: &str) -> Result<(), Sto
     tx.commit()
         .await
         .map_err(|e| failed(db, e, "committing the migration".into()))
+}
+
+/// Migrations behind a transaction-pooling PgBouncer: the migration's
+/// statements are prepared (named) on their own connection, so they run in
+/// one transaction, which keeps one server connection, between two
+/// `DEALLOCATE ALL`s, so that they neither meet another client's statements
+/// nor leave theirs to the next client. The connection is closed after.
+pub(super) async fn migrate_pooled(conn: &mut PgConnection, db: &str) -> Result<(), StoreError> {
+    let failed = |e, what: &str| failed(db, e, what.into());
+    let mut tx = conn
+        .begin()
+        .await
+        .map_err(|e| failed(e, "starting the migration"))?;
+    tx.execute("DEALLOCATE ALL")
+        .await
+        .map_err(|e| failed(e, "clearing prepared statements"))?;
+    migrate(&mut tx, db).await?;
+    tx.execute("DEALLOCATE ALL")
+        .await
+        .map_err(|e| failed(e, "clearing prepared statements"))?;
+    tx.commit()
+        .await
+        .map_err(|e| failed(e, "committing the migration"))
 }

@@ -6,7 +6,8 @@
 //! pool) and holds the retry rule ([`PgStore::retrying`]); `commit.rs`
 //! writes a run's history; `group.rs` batches concurrent commits;
 //! `queue.rs` has leases, the queue and retention; `migrate.rs` how
-//! migrations run here. Reads and the row codec are shared with SQLite
+//! migrations run here; `pooler.rs` how statements reach the server, also
+//! behind a transaction-pooling PgBouncer (`pgbouncer=true` in the URL). Reads and the row codec are shared with SQLite
 //! (`store/src/read.rs`, `store/src/codec.rs`).
 //!
 //! Differences that matter:
@@ -50,11 +51,13 @@ use crate::codec::Codec;
 use crate::error::StoreError;
 use crate::read::{Param, Reads};
 use crate::{StoreOptions, SyncMode};
+use pooler::Pooling;
 
 mod commit;
 mod group;
 mod kv;
 mod migrate;
+pub(crate) mod pooler;
 mod queue;
 mod tx;
 mod wait;
@@ -74,6 +77,15 @@ const MAX_CONNECTIONS: u32 = 40;
 #[derive(Debug, Clone)]
 pub(crate) struct PgStore {
     pool: PgPool,
+    /// What statements that need no transaction of their own run on (the
+    /// pool, or behind a transaction-pooling PgBouncer a transaction each).
+    exec: pooler::Exec,
+    /// How connections reach the server (`pgbouncer=true` in the URL).
+    pooling: Pooling,
+    /// The statement that begins a transaction (`BEGIN`, with
+    /// `synchronous_commit = off` for the transaction behind a pooler
+    /// under `--durability normal`).
+    begin: &'static str,
     /// Display URL (no password), for messages.
     db: String,
     /// Group commit of checkpoint commits (None on the executors' own handle).
@@ -99,7 +111,7 @@ impl Reads for PgStore {
     ) -> Result<Vec<PgRow>, StoreError> {
         self.retrying(|_| async move {
             Param::bind_all(params, sqlx::query(sql))
-                .fetch_all(&self.pool)
+                .fetch_all(&self.exec)
                 .await
                 .map_err(|e| self.error(e, action))
         })
@@ -113,7 +125,12 @@ impl PgStore {
         db: &str,
         store_options: StoreOptions,
     ) -> Result<PgStore, StoreError> {
-        let mut options = PgConnectOptions::from_str(url)
+        let (url, pooling) =
+            pooler::take_option(url).map_err(|hint| StoreError::UnsupportedUrl {
+                url: db.to_owned(),
+                hint,
+            })?;
+        let mut options = PgConnectOptions::from_str(&url)
             .map_err(|_| StoreError::UnsupportedUrl {
                 url: db.to_owned(),
                 hint: "it is not a valid Postgres URL; use postgres://USER:PASSWORD@HOST:PORT/DATABASE"
@@ -121,9 +138,27 @@ impl PgStore {
             })?
             .application_name("skillhost")
             .disable_statement_logging();
-        if store_options.sync == SyncMode::Normal {
-            options = options.options([("synchronous_commit", "off")]);
-        }
+        let normal = store_options.sync == SyncMode::Normal;
+        let begin = match pooling {
+            // Session settings and startup parameters reach the server.
+            Pooling::Direct => {
+                if normal {
+                    options = options.options([("synchronous_commit", "off")]);
+                }
+                "BEGIN"
+            }
+            // PgBouncer refuses startup parameters it does not know (and
+            // would not keep a session setting): the setting goes with each
+            // transaction, and nothing is cached per connection.
+            Pooling::Transaction => {
+                options = options.extra_float_digits(None).statement_cache_capacity(0);
+                if normal {
+                    "BEGIN; SET LOCAL synchronous_commit TO off"
+                } else {
+                    "BEGIN"
+                }
+            }
+        };
 
         let mut conn = match tokio::time::timeout(CONNECT_TIMEOUT, options.connect()).await {
             Ok(Ok(conn)) => conn,
@@ -138,7 +173,10 @@ impl PgStore {
                 });
             }
         };
-        let migrated = migrate::migrate(&mut conn, db).await;
+        let migrated = match pooling {
+            Pooling::Direct => migrate::migrate(&mut conn, db).await,
+            Pooling::Transaction => migrate::migrate_pooled(&mut conn, db).await,
+        };
         let _ = conn.close().await;
         migrated?;
 
@@ -152,7 +190,10 @@ impl PgStore {
             .test_before_acquire(false)
             .connect_lazy_with(options);
         let mut store = PgStore {
+            exec: pooler::Exec::new(pool.clone(), pooling, begin),
             pool,
+            pooling,
+            begin,
             db: db.to_owned(),
             group: None,
         };
@@ -225,6 +266,15 @@ impl PgStore {
 /// An `open` failure in words that say what to check. sqlx's own message is
 /// kept (it never contains the password).
 fn classify_open_error(source: sqlx::Error, db: &str) -> StoreError {
+    if let sqlx::Error::Database(e) = &source
+        && let Some(fix) = pooler::misconfigured(e.code().as_deref(), e.message())
+    {
+        // Retrying cannot help: the URL (or the pooler) must change.
+        return StoreError::UnsupportedUrl {
+            url: db.to_owned(),
+            hint: format!("{}; {fix}", e.message()),
+        };
+    }
     let message = match &source {
         sqlx::Error::Database(e) => match e.code().as_deref() {
             Some("3D000") => format!(

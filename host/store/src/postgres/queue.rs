@@ -64,7 +64,7 @@ impl PgStore {
                 .bind(run_id)
                 .bind(owner)
                 .bind(ttl_ms(ttl))
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.exec)
                 .await
                 .map_err(|e| self.error(e, action))
             })
@@ -85,7 +85,7 @@ impl PgStore {
             "SELECT status, lease_owner, lease_expires_at FROM runs WHERE id = $1",
         )
         .bind(run_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.exec)
         .await;
         match row {
             Err(e) => self.error(e, action),
@@ -109,7 +109,7 @@ impl PgStore {
                 .bind(&lease.owner)
                 .bind(generation)
                 .bind(ttl_ms(ttl))
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.exec)
                 .await
                 .map_err(|e| self.error(e, action))
             })
@@ -125,7 +125,7 @@ impl PgStore {
                      FROM runs WHERE id = $1",
                 )
                 .bind(&lease.run_id)
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.exec)
                 .await
                 .map_err(|e| self.error(e, action))?;
                 Err(refusal::not_renewed(&self.db, lease, row))
@@ -150,7 +150,7 @@ impl PgStore {
                 .bind(&lease.owner)
                 .bind(generation)
                 .bind(now_ms())
-                .execute(&self.pool)
+                .execute(&self.exec)
                 .await
                 .map_err(|e| self.error(e, action))
             })
@@ -185,7 +185,7 @@ impl PgStore {
                 sqlx::query(takeover)
                     .bind(owner)
                     .bind(ttl_ms(ttl))
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(&self.exec)
                     .await
                     .map_err(|e| self.error(e, "claiming a run"))
             })
@@ -324,7 +324,7 @@ impl PgStore {
                 }
             };
             query
-                .execute(&self.pool)
+                .execute(&self.exec)
                 .await
                 .map_err(|e| self.error(e, action))
         })

@@ -11,9 +11,10 @@
 //! back before it returns. Must not: be bypassed (a unit test below fails
 //! on a `begin()` anywhere else in `postgres/` but the migrations).
 
-use sqlx::{PgConnection, Postgres, Transaction};
+use sqlx::{Postgres, Transaction};
 
 use super::PgStore;
+use super::pooler::{Conn, Pooling};
 use crate::codec::Codec;
 use crate::error::StoreError;
 use crate::refusal::Decision;
@@ -25,20 +26,27 @@ impl PgStore {
     pub(super) async fn transaction<T>(
         &self,
         action: &str,
-        work: impl AsyncFnOnce(&mut PgConnection) -> Result<Decision<T>, StoreError>,
+        work: impl AsyncFnOnce(&mut Conn) -> Result<Decision<T>, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(|e| self.error(e, action))?;
-        match work(&mut tx).await {
+        let tx = match self.pooling {
+            Pooling::Direct => self.pool.begin().await,
+            Pooling::Transaction => self.pool.begin_with(self.begin).await,
+        };
+        let mut conn = Conn {
+            tx: tx.map_err(|e| self.error(e, action))?,
+            unnamed: self.pooling == Pooling::Transaction,
+        };
+        match work(&mut conn).await {
             Ok(Decision::Commit(value)) => {
-                tx.commit().await.map_err(|e| self.error(e, action))?;
+                conn.tx.commit().await.map_err(|e| self.error(e, action))?;
                 Ok(value)
             }
             Ok(Decision::Leave(value)) => {
-                end(tx).await;
+                end(conn.tx).await;
                 Ok(value)
             }
             Err(refused) => {
-                end(tx).await;
+                end(conn.tx).await;
                 Err(refused)
             }
         }
@@ -56,7 +64,7 @@ async fn end(tx: Transaction<'_, Postgres>) {
 mod tests {
     /// Every transaction of the Postgres backend goes through
     /// `PgStore::transaction` (the migrations, which run before the store
-    /// exists, excepted).
+    /// exists, and the one-statement transactions of `pooler.rs` excepted).
     #[test]
     fn no_transaction_is_opened_beside_the_wrapper() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/postgres");
@@ -64,7 +72,10 @@ mod tests {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if name == "tx.rs" || name == "migrate.rs" {
+            // pooler.rs: behind a transaction-pooling PgBouncer, a statement
+            // the store runs without a transaction gets one of its own,
+            // ended before its answer is returned (`pooler::finish`).
+            if name == "tx.rs" || name == "migrate.rs" || name == "pooler.rs" {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();

@@ -7,7 +7,7 @@
 
 use std::sync::LazyLock;
 
-use sqlx::PgConnection;
+use super::pooler::Conn;
 
 use super::PgStore;
 use crate::codec::{Codec, now_ms};
@@ -36,7 +36,7 @@ impl PgStore {
     /// The run's row, locked until the transaction ends.
     async fn position(
         &self,
-        conn: &mut PgConnection,
+        conn: &mut Conn,
         run_id: &str,
         action: &str,
     ) -> Result<RunPosition, StoreError> {

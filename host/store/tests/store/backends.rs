@@ -2,7 +2,8 @@
 //! in a temporary directory, and a fresh database on a real Postgres (a
 //! throwaway cluster, or `SKILLHOST_TEST_DATABASE_URL`; see `support/pg.rs`).
 //! Every test is written once against `Db` and instantiated per backend by
-//! `both!`. History round trips across snapshots, the exactly-once guard,
+//! `both!`, on Postgres twice: straight and through a real PgBouncer in
+//! transaction pooling (`support/pgbouncer.rs`, `pgbouncer=true`). History round trips across snapshots, the exactly-once guard,
 //! corruption detection, refusal of foreign and newer databases, artifacts,
 //! map items, listing, delta sizes, racing runners; leases, fencing, the
 //! queue, task rows and retention. SQLite-only behaviour (files, WAL, sync
@@ -53,7 +54,7 @@ pub(crate) fn undo_12(kind: Kind) -> &'static str {
              CREATE TABLE kv (namespace TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, \
                  updated_at INTEGER NOT NULL, PRIMARY KEY (namespace, key));"
         }
-        Kind::Postgres => {
+        Kind::Postgres | Kind::PgBouncer => {
             "DROP TABLE kv_usage; DROP TABLE kv; \
              CREATE TABLE kv (namespace TEXT NOT NULL, key TEXT COLLATE \"C\" NOT NULL, \
                  value BYTEA NOT NULL, updated_at BIGINT NOT NULL, PRIMARY KEY (namespace, key));"
@@ -81,7 +82,7 @@ pub(crate) fn undo_10(kind: Kind) -> &'static str {
              ALTER TABLE runs DROP COLUMN cancel_requested_at; \
              ALTER TABLE runs DROP COLUMN cancel_requested_by;"
         }
-        Kind::Postgres => {
+        Kind::Postgres | Kind::PgBouncer => {
             "DROP TABLE waits; DROP INDEX runs_wait_due; \
              ALTER TABLE runs DROP COLUMN wait_deadline; \
              ALTER TABLE runs DROP COLUMN cancel_requested_at; \
@@ -104,12 +105,17 @@ pub(crate) const UNDO_6: &str = "ALTER TABLE journal DROP COLUMN item_index; \
 pub(crate) enum Kind {
     Sqlite,
     Postgres,
+    /// Postgres through a PgBouncer in transaction pooling.
+    PgBouncer,
 }
 
 /// One test's database: a fresh SQLite file or a fresh Postgres database.
 pub(crate) struct Db {
     pub(crate) kind: Kind,
+    /// What the store is given.
     pub(crate) url: String,
+    /// What a test's own plain connection uses (past the pooler).
+    pub(crate) direct: String,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -119,17 +125,32 @@ impl Db {
             Kind::Sqlite => {
                 let dir = tempfile::tempdir().unwrap();
                 let path: PathBuf = dir.path().join("store.db");
+                let url = format!("sqlite://{}", path.display());
                 Db {
                     kind,
-                    url: format!("sqlite://{}", path.display()),
+                    direct: url.clone(),
+                    url,
                     _dir: Some(dir),
                 }
             }
-            Kind::Postgres => Db {
-                kind,
-                url: skillhost_tests::pg::fresh_database().await,
-                _dir: None,
-            },
+            Kind::Postgres => {
+                let url = skillhost_tests::pg::fresh_database().await;
+                Db {
+                    kind,
+                    direct: url.clone(),
+                    url,
+                    _dir: None,
+                }
+            }
+            Kind::PgBouncer => {
+                let pooled = skillhost_tests::pgbouncer::fresh_database().await;
+                Db {
+                    kind,
+                    url: pooled.url,
+                    direct: pooled.direct,
+                    _dir: None,
+                }
+            }
         }
     }
 
@@ -147,8 +168,8 @@ impl Db {
                 sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
                 conn.close().await.unwrap();
             }
-            Kind::Postgres => {
-                let mut conn = PgConnection::connect(&self.url).await.unwrap();
+            Kind::Postgres | Kind::PgBouncer => {
+                let mut conn = PgConnection::connect(&self.direct).await.unwrap();
                 sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
                 conn.close().await.unwrap();
             }
@@ -162,8 +183,8 @@ impl Db {
                 let mut conn = SqliteConnection::connect(&self.url).await.unwrap();
                 sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
             }
-            Kind::Postgres => {
-                let mut conn = PgConnection::connect(&self.url).await.unwrap();
+            Kind::Postgres | Kind::PgBouncer => {
+                let mut conn = PgConnection::connect(&self.direct).await.unwrap();
                 sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
             }
         }
@@ -173,7 +194,7 @@ impl Db {
     fn bytes_literal(&self, hex: &str) -> String {
         match self.kind {
             Kind::Sqlite => format!("X'{hex}'"),
-            Kind::Postgres => format!("'\\x{hex}'::bytea"),
+            Kind::Postgres | Kind::PgBouncer => format!("'\\x{hex}'::bytea"),
         }
     }
 }
@@ -195,6 +216,14 @@ macro_rules! both {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(super::Kind::Postgres).await
+                }
+            )*
+        }
+        mod pgbouncer {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Kind::PgBouncer).await
                 }
             )*
         }
@@ -2013,7 +2042,7 @@ async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
     let undo_12 = undo_12(kind);
     let undo_3 = match kind {
         Kind::Sqlite => "",
-        Kind::Postgres => "ALTER TABLE runs RESET (fillfactor);",
+        Kind::Postgres | Kind::PgBouncer => "ALTER TABLE runs RESET (fillfactor);",
     };
     db.exec(&format!(
         "CREATE INDEX runs_by_updated ON runs (updated_at) \
@@ -2026,7 +2055,9 @@ async fn a_version_2_database_is_upgraded_in_place(kind: Kind) {
         Kind::Sqlite => {
             "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_by_updated'"
         }
-        Kind::Postgres => "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'runs_by_updated'",
+        Kind::Postgres | Kind::PgBouncer => {
+            "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'runs_by_updated'"
+        }
     };
     assert_eq!(db.count(index_count).await, 1);
 
@@ -2554,4 +2585,136 @@ async fn checkpoint_bytes_stay_within_twice_the_deltas_plus_the_final_state(kind
     store.commit_step(&c).await.unwrap();
     let after = store.checkpoints("loop").await.unwrap();
     assert!(!after.last().unwrap().is_snapshot);
+}
+
+/// Behind a transaction-pooling PgBouncer without `pgbouncer=true`: refused
+/// at once (not retried as a lost connection), naming the option.
+#[tokio::test]
+async fn pgbouncer_without_the_option_is_refused_naming_it() {
+    let pooled = skillhost_tests::pgbouncer::fresh_database().await;
+    let name = pooled.direct.rsplit('/').next().unwrap().to_owned();
+    let url = skillhost_tests::pgbouncer::shared().url_without_option(&name);
+    let started = std::time::Instant::now();
+    let error = Store::open(&url).await.unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, StoreError::UnsupportedUrl { .. }),
+        "{message}"
+    );
+    assert!(!error.is_transient(), "{message}");
+    assert!(
+        message.contains("pgbouncer=true") && message.contains("Behind PgBouncer"),
+        "{message}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "{message}");
+
+    // An option value it does not take, before any connection.
+    let error = Store::open(&format!("{url}?pgbouncer=maybe"))
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, StoreError::UnsupportedUrl { .. }),
+        "{message}"
+    );
+    assert!(message.contains("pgbouncer=maybe"), "{message}");
+}
+
+/// A pooler told to ignore sqlx's startup parameters, but not named in the
+/// URL: the named statements sqlx caches are not where it left them (one
+/// server connection shared by every client), and the failure names the
+/// option instead of being retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer_prepared_statement_trap_names_the_option() {
+    use skillhost_tests::pgbouncer::{Bouncer, Config};
+    let direct = skillhost_tests::pg::fresh_database().await;
+    let name = direct.rsplit('/').next().unwrap().to_owned();
+    let bouncer = Bouncer::start(
+        &skillhost_tests::pg::server_url(),
+        Config {
+            pool_size: 1,
+            ignore_startup_parameters: "extra_float_digits",
+            ..Config::default()
+        },
+    );
+    let url = bouncer.url_without_option(&name);
+    let outcome = async {
+        let store = Store::open(&url).await?;
+        for i in 0..20 {
+            store
+                .create_run(&new_run(&format!("r{i}"), json!({})))
+                .await?;
+            store.run(&format!("r{i}")).await?;
+        }
+        Ok::<_, StoreError>(())
+    }
+    .await;
+    let error = outcome.expect_err("named statements cannot survive transaction pooling");
+    let message = error.to_string();
+    assert!(!error.is_transient(), "{message}");
+    assert!(message.contains("pgbouncer=true"), "{message}");
+
+    // The same pooler with the option: works.
+    let store = Store::open(&bouncer.url(&name)).await.unwrap();
+    for i in 0..20 {
+        store
+            .create_run(&new_run(&format!("p{i}"), json!({})))
+            .await
+            .unwrap();
+        assert!(store.run(&format!("p{i}")).await.unwrap().is_some());
+    }
+}
+
+/// A pooler in statement pooling allows no transaction: refused, naming
+/// the pool mode the store needs.
+#[tokio::test]
+async fn pgbouncer_in_statement_pooling_is_refused_naming_the_pool_mode() {
+    use skillhost_tests::pgbouncer::{Bouncer, Config};
+    let direct = skillhost_tests::pg::fresh_database().await;
+    let name = direct.rsplit('/').next().unwrap().to_owned();
+    let bouncer = Bouncer::start(
+        &skillhost_tests::pg::server_url(),
+        Config {
+            pool_mode: "statement",
+            ..Config::default()
+        },
+    );
+    let error = Store::open(&bouncer.url(&name)).await.unwrap_err();
+    let message = error.to_string();
+    assert!(!error.is_transient(), "{message}");
+    assert!(message.contains("pool_mode = transaction"), "{message}");
+}
+
+/// `--durability normal` behind the pooler: `synchronous_commit = off`,
+/// which the pooler refuses as a startup parameter (as it refuses every
+/// one it does not know: a plain sqlx client is turned away) and would not
+/// keep as a session setting, goes with each transaction instead, and the
+/// store opens, writes and reads; the server's sessions keep its default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer_durability_normal_sets_synchronous_commit_per_transaction() {
+    let pooled = skillhost_tests::pgbouncer::fresh_database().await;
+    let plain = PgConnection::connect(&pooled.url.replace("?pgbouncer=true", "")).await;
+    let refused = plain.expect_err("PgBouncer refuses sqlx's startup parameters");
+    assert!(
+        refused
+            .to_string()
+            .contains("unsupported startup parameter"),
+        "{refused}"
+    );
+    let store = Store::open_with(
+        &pooled.url,
+        skillhost_store::StoreOptions {
+            sync: skillhost_store::SyncMode::Normal,
+        },
+    )
+    .await
+    .unwrap();
+    store.create_run(&new_run("r", json!({}))).await.unwrap();
+    assert!(store.run("r").await.unwrap().is_some());
+    let mut conn = PgConnection::connect(&pooled.direct).await.unwrap();
+    let setting: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(setting, "on");
 }

@@ -33,7 +33,9 @@ enum Checker {
 impl Checker {
     async fn new(db: &Db) -> Checker {
         match db.kind {
-            Kind::Postgres => Checker::Postgres(PgConnection::connect(&db.url).await.unwrap()),
+            Kind::Postgres | Kind::PgBouncer => {
+                Checker::Postgres(PgConnection::connect(&db.direct).await.unwrap())
+            }
             Kind::Sqlite => {
                 let mut conn = SqliteConnection::connect(&db.url).await.unwrap();
                 sqlx::raw_sql("PRAGMA busy_timeout = 0")
@@ -242,5 +244,12 @@ mod postgres {
     #[tokio::test]
     async fn a_refusal_releases_what_it_locked_before_it_returns() {
         super::a_refusal_releases_what_it_locked_before_it_returns(super::Kind::Postgres).await
+    }
+}
+
+mod pgbouncer {
+    #[tokio::test]
+    async fn a_refusal_releases_what_it_locked_before_it_returns() {
+        super::a_refusal_releases_what_it_locked_before_it_returns(super::Kind::PgBouncer).await
     }
 }
