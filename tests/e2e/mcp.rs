@@ -317,31 +317,39 @@ impl HttpServer {
     pub(crate) fn start(dir: &Path, args: &[String]) -> HttpServer {
         let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
         args.extend(["--http", "127.0.0.1:0"]);
-        let mut child = host_command(dir, &args, None)
+        let child = host_command(dir, &args, None)
             .current_dir(repo_root())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut seen = String::new();
-        let mut line = String::new();
-        while stderr.read_line(&mut line).unwrap_or(0) > 0 {
-            if let Some(at) = line.trim().strip_prefix("MCP server at ") {
-                let url = at.to_string();
-                // Keep draining stderr so the server never blocks on a full pipe.
-                std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-                return HttpServer {
-                    _process: KilledOnDrop::new(child),
-                    url,
-                };
-            }
-            seen.push_str(&line);
-            line.clear();
+        let (process, url) = serving(child);
+        HttpServer {
+            _process: process,
+            url,
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("`host mcp --http` printed no address:\n{seen}");
     }
+}
+
+/// Waits until `host mcp --http`, spawned with its stderr piped, prints
+/// where it serves; returns the process, killed when dropped, and that
+/// `http://ADDR/mcp`. Its stderr is drained from then on, so the server
+/// never blocks on a full pipe.
+pub(crate) fn serving(mut child: std::process::Child) -> (KilledOnDrop, String) {
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+        if let Some(at) = line.trim().strip_prefix("MCP server at ") {
+            let url = at.to_string();
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            return (KilledOnDrop::new(child), url);
+        }
+        seen.push_str(&line);
+        line.clear();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("`host mcp --http` printed no address:\n{seen}");
 }
 
 #[test]

@@ -412,25 +412,7 @@ async fn workers_ride_out_two_patroni_failovers() {
     })
     .await
     .unwrap();
-    // HAProxy may still be settling on the primary: create within a bound.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let created = {
-            use sqlx::{Connection, Executor};
-            match sqlx::PgConnection::connect(&ha.url("postgres")).await {
-                Ok(mut conn) => conn.execute("CREATE DATABASE failover").await.map(|_| ()),
-                Err(e) => Err(e),
-            }
-        };
-        match created {
-            Ok(()) => break,
-            Err(e) if Instant::now() < deadline => {
-                eprintln!("not yet through HAProxy: {e}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("no database through HAProxy: {e}\n{}", ha.logs()),
-        }
-    }
+    ha.create_database("failover").await;
     let db = ha.url("failover");
     let scenario = fixture("workers/slow.toml");
     let ids: Vec<(String, Value)> = (0..30)

@@ -213,6 +213,33 @@ impl Ha {
         format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
     }
 
+    /// Creates database `name` through HAProxy, trying again for up to 30 s
+    /// while HAProxy settles on the primary.
+    pub async fn create_database(&self, name: &str) {
+        use sqlx::{Connection, Executor};
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let created = match sqlx::PgConnection::connect(&self.url("postgres")).await {
+                Ok(mut conn) => {
+                    let done = conn
+                        .execute(format!("CREATE DATABASE {name}").as_str())
+                        .await;
+                    let _ = conn.close().await;
+                    done.map(|_| ())
+                }
+                Err(e) => Err(e),
+            };
+            match created {
+                Ok(()) => return,
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("not yet through HAProxy: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("no database `{name}` through HAProxy: {e}\n{}", self.logs()),
+            }
+        }
+    }
+
     /// The index of the node Patroni's REST API names primary, if any.
     pub fn primary(&self) -> Option<usize> {
         self.nodes

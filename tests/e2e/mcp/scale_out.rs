@@ -9,7 +9,6 @@
 //! expired, and read to its result through the survivor. Hostile: a task
 //! id no store knows, a waiting run of a scenario the servers do not offer.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -47,28 +46,13 @@ impl Server {
             format!("127.0.0.1:{proxy_port}"),
         ]);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut child = host_command(dir, &args, Some(STOP_AFTER))
+        let child = host_command(dir, &args, Some(STOP_AFTER))
             .current_dir(repo_root())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut seen = String::new();
-        let mut line = String::new();
-        while stderr.read_line(&mut line).unwrap_or(0) > 0 {
-            if line.contains("MCP server at ") {
-                std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-                return Server {
-                    process: KilledOnDrop::new(child),
-                    port,
-                };
-            }
-            seen.push_str(&line);
-            line.clear();
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("`host mcp --http --stateless` printed no address:\n{seen}");
+        let (process, _) = super::serving(child);
+        Server { process, port }
     }
 }
 

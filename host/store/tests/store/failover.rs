@@ -3,13 +3,10 @@
 //! SIGKILLed and a synchronous replica is promoted, twice, and loses
 //! nothing it acknowledged (`support/patroni.rs`).
 
-use std::time::{Duration, Instant};
-
 use serde_json::json;
 use skillhost_store::Store;
 use skillhost_tests::patroni::Ha;
 use skillhost_tests::store_fixtures::new_run;
-use sqlx::{Connection, Executor, PgConnection};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_rides_out_two_failovers_under_patroni_losing_nothing() {
@@ -20,20 +17,7 @@ async fn the_store_rides_out_two_failovers_under_patroni_losing_nothing() {
     })
     .await
     .unwrap();
-    // HAProxy may still be settling on the primary: connect within a bound.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut admin = loop {
-        match PgConnection::connect(&ha.url("postgres")).await {
-            Ok(conn) => break conn,
-            Err(e) if Instant::now() < deadline => {
-                eprintln!("not yet through HAProxy: {e}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("no connection through HAProxy: {e}\n{}", ha.logs()),
-        }
-    };
-    admin.execute("CREATE DATABASE failover").await.unwrap();
-    admin.close().await.unwrap();
+    ha.create_database("failover").await;
     let store = Store::open(&ha.url("failover")).await.unwrap();
     let mut written = 0;
     for round in 0..3 {
