@@ -360,8 +360,19 @@ impl Skill {
                 retryable: false,
             })?;
         let mut results = [Val::Bool(false)];
-        func.call(&mut *store, std::slice::from_ref(&arg), &mut results)
-            .map_err(|e| self.classify(e, store, limits))?;
+        match self.abi() {
+            crate::Abi::Sync => func.call(&mut *store, std::slice::from_ref(&arg), &mut results),
+            // The concurrent engine's event loop, driven on this thread until
+            // the task returns; it stops with a trap when the guest waits on
+            // nothing that can ever complete, and the epoch, fuel and memory
+            // bounds stop it as they stop a synchronous call.
+            crate::Abi::Async => futures_executor::block_on(func.call_async(
+                &mut *store,
+                std::slice::from_ref(&arg),
+                &mut results,
+            )),
+        }
+        .map_err(|e| self.classify(e, store, limits))?;
         let [result] = results;
         self.interpret(result, limits)
     }
@@ -457,6 +468,7 @@ impl Skill {
                     skill,
                     limit: limits.fuel.unwrap_or(u64::MAX),
                 },
+                Trap::AsyncDeadlock => CallError::Deadlock { skill },
                 trap => CallError::Trap {
                     skill,
                     message: trap_message(trap, &error),
@@ -483,6 +495,16 @@ impl Skill {
                     limit_bytes: limits.max_output_bytes,
                     actual_bytes: fuel,
                 }
+            };
+        }
+        if text.contains("store handle limit exceeded") {
+            // wasmtime's bound on what one store holds at once (futures,
+            // streams, subtasks, waitable sets, resources): what keeps a
+            // skill that creates them without end from growing the host.
+            return CallError::ResourceLimit {
+                skill,
+                limit_name: "handles (futures, streams, tasks and resources held at once)",
+                limit: MAX_HANDLES,
             };
         }
         if text.contains("instance count too high") {
@@ -546,6 +568,10 @@ fn trap_message(trap: &Trap, error: &wasmtime::Error) -> String {
         None => trap.to_string(),
     }
 }
+
+/// wasmtime's bound on the handles one store holds at once
+/// (`DEFAULT_MAX_COMPONENT_HANDLES`, which it does not export).
+const MAX_HANDLES: u64 = 100_000;
 
 /// The bytes the guest may pass the host in one call, the output included:
 /// wasmtime's default, or four times the output limit if that is more (a

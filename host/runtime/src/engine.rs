@@ -1,8 +1,13 @@
-//! The one wasmtime `Engine` a runtime shares between all skills: configuration,
+//! The wasmtime `Engine`s a runtime shares between all skills: configuration,
 //! the pooling allocator, the epoch ticker, and the [`Deadline`] that turns a
 //! call's wall-clock timeout into a trap at the first tick past it.
 //!
-//! The engine is built once and never reconfigured; everything per call lives in
+//! There are two, one per [`Abi`]: the synchronous engine every WASI 0.2
+//! component runs on, built without the component model's concurrency
+//! support (so that its call path is exactly what `host bench runtime`
+//! measures), and the concurrent engine of components that use the async
+//! ABI (WASI 0.3), built the first time such a component is loaded. An
+//! engine is built once and never reconfigured; everything per call lives in
 //! the `Store`.
 
 use std::sync::Arc;
@@ -43,12 +48,36 @@ impl Default for PoolConfig {
     }
 }
 
-/// The engine, with `functions` as Cranelift's incremental compilation
-/// store when there is one (`cache::functions`): a function compiled before,
-/// in any component, is not compiled again.
+/// Which calling convention a component's `run` uses, and so which engine
+/// and call path serve it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Abi {
+    /// The synchronous canonical ABI (WASI 0.2 components): one blocking
+    /// call on a fresh instance.
+    Sync,
+    /// The component model's async ABI (WASI 0.3 components: an async lift
+    /// or lower, `task.return`, streams and futures): the call runs on the
+    /// concurrent engine's event loop.
+    Async,
+}
+
+impl Abi {
+    /// How a diagnostic names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Abi::Sync => "synchronous (WASI 0.2)",
+            Abi::Async => "async (WASI 0.3)",
+        }
+    }
+}
+
+/// The engine for `abi`, with `functions` as Cranelift's incremental
+/// compilation store when there is one (`cache::functions`): a function
+/// compiled before, in any component, is not compiled again.
 pub(crate) fn build_engine(
     pool: &PoolConfig,
     functions: Option<Arc<FunctionStore>>,
+    abi: Abi,
 ) -> wasmtime::Result<Engine> {
     let mut pooling = PoolingAllocationConfig::new();
     pooling
@@ -87,6 +116,19 @@ pub(crate) fn build_engine(
         .consume_fuel(true)
         .parallel_compilation(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    match abi {
+        // Without it a store carries no task state and a call no task
+        // bookkeeping: the synchronous path stays as it was measured.
+        Abi::Sync => config.concurrency_support(false),
+        // The async ABI (callback and stackful lifts, the async built-ins,
+        // streams, futures and error contexts); not the cooperative
+        // threads, which `imports::check` refuses by name.
+        Abi::Async => config
+            .concurrency_support(true)
+            .wasm_component_model_async(true)
+            .wasm_component_model_async_stackful(true)
+            .wasm_component_model_error_context(true),
+    };
     if let Some(functions) = functions {
         config.enable_incremental_compilation(functions)?;
     }

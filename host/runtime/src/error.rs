@@ -35,9 +35,9 @@ pub enum LoadError {
     },
     /// Found before compiling: the component-model async ABI.
     #[error(
-        "`{origin}` uses the component-model async ABI ({what}), which Skillhost does not run: every call is one synchronous call on a fresh instance; rebuild it with the synchronous ABI (componentize-qjs: `--sync`, as `host skill build` does; Rust: no `async` exports)"
+        "`{origin}` uses the component model's threads ({what}), which Skillhost does not run: a skill is one task on a fresh instance, which may be async (WASI 0.3) but not threaded; rebuild it without threads"
     )]
-    AsyncAbi { origin: String, what: String },
+    Threads { origin: String, what: String },
     #[error(
         "skill `{skill}` does not export `{export}`; a skill's world must include `skillhost:skill/base` and `export run: func(input: T) -> result<U, skill-error>`"
     )]
@@ -95,6 +95,10 @@ pub enum CallError {
         "skill `{skill}` ran out of fuel (limit {limit} units); raise `fuel` or look for a runaway loop"
     )]
     FuelExhausted { skill: String, limit: u64 },
+    #[error(
+        "skill `{skill}` waits on futures or streams that nothing can ever complete (a deadlock of the async ABI: it reads a future or stream whose writing end it holds itself or has dropped, or waits on an empty set); the call was stopped. Fix the skill"
+    )]
+    Deadlock { skill: String },
     #[error("skill `{skill}` exceeded the {limit_name} limit of {limit}")]
     ResourceLimit {
         skill: String,
@@ -169,6 +173,7 @@ impl CallError {
         "timeout",
         "memory-limit",
         "fuel-exhausted",
+        "deadlock",
         "resource-limit",
         "output-too-large",
         "invalid-output",
@@ -188,6 +193,7 @@ impl CallError {
             CallError::Timeout { .. } => "timeout",
             CallError::MemoryLimit { .. } => "memory-limit",
             CallError::FuelExhausted { .. } => "fuel-exhausted",
+            CallError::Deadlock { .. } => "deadlock",
             CallError::ResourceLimit { .. } => "resource-limit",
             CallError::OutputTooLarge { .. } => "output-too-large",
             CallError::InvalidOutput { .. } => "invalid-output",
@@ -208,6 +214,7 @@ impl CallError {
             | CallError::Timeout { skill, .. }
             | CallError::MemoryLimit { skill, .. }
             | CallError::FuelExhausted { skill, .. }
+            | CallError::Deadlock { skill }
             | CallError::ResourceLimit { skill, .. }
             | CallError::OutputTooLarge { skill, .. }
             | CallError::InvalidOutput { skill, .. }

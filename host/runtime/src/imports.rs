@@ -12,20 +12,25 @@
 //!
 //! It refuses only what it can name a fix for:
 //! - an import of `wasi:http` (a default componentize-js build adds it for
-//!   its `fetch` and `fetch-event` features), of a WASI 0.3 interface (which
-//!   is async), of another WASI package than the five wasmtime-wasi provides
-//!   here, or of an interface of the skill contract that does not exist;
-//! - the component-model async ABI (an `async` lift or lower, or one of the
-//!   async built-ins such as `task.return`), which this host does not run:
-//!   the engine is built without it, so that every call stays one synchronous
-//!   call on a fresh instance. Toolchains that default to it have a
-//!   synchronous mode (componentize-qjs: `--sync`).
+//!   its `fetch` and `fetch-event` features), of a WASI 0.3 interface (the
+//!   host links WASI 0.2's; an async component imports those too), of
+//!   another WASI package than the five wasmtime-wasi provides here, or of
+//!   an interface of the skill contract that does not exist;
+//! - the component model's cooperative or shared-everything threads
+//!   (`thread.new-indirect`, `thread.spawn-ref`, ...), which no engine here
+//!   runs.
+//!
+//! It also tells which [`Abi`] the component's calls use: the async one as
+//! soon as any lift or lower is async or any async built-in appears
+//! (`task.return`, `waitable-set.wait`, a stream or a future); such a
+//! component is compiled for, and called on, the concurrent engine.
 //!
 //! Anything else a component imports (a package of type-only interfaces, say)
 //! is judged after compiling, from the component's types ([`crate::skill`]).
 //! Must not: compile, validate, or read a core module's contents.
 
 use crate::capabilities::{CONTRACT_PACKAGE, Capability};
+use crate::engine::Abi;
 use crate::error::LoadError;
 
 /// The WASI 0.2 packages the host links (through wasmtime-wasi); any of
@@ -33,15 +38,15 @@ use crate::error::LoadError;
 const WASI_PACKAGES: [&str; 6] = ["cli", "clocks", "filesystem", "io", "random", "sockets"];
 
 /// Checks, before compiling, that the component in `bytes` imports nothing
-/// the host cannot provide and does not use the async ABI. `origin` names it
-/// in errors.
-pub fn check(bytes: &[u8], origin: &str) -> Result<(), LoadError> {
+/// the host cannot provide and uses no threads; says which ABI its calls
+/// use. `origin` names it in errors.
+pub fn check(bytes: &[u8], origin: &str) -> Result<Abi, LoadError> {
     let scan = scan(bytes).map_err(|e| LoadError::Compile {
         origin: origin.to_string(),
         message: e,
     })?;
-    if let Some(what) = scan.async_abi {
-        return Err(LoadError::AsyncAbi {
+    if let Some(what) = scan.threads {
+        return Err(LoadError::Threads {
             origin: origin.to_string(),
             what,
         });
@@ -55,7 +60,7 @@ pub fn check(bytes: &[u8], origin: &str) -> Result<(), LoadError> {
             });
         }
     }
-    Ok(())
+    Ok(scan.abi())
 }
 
 /// What [`scan`] found.
@@ -66,6 +71,20 @@ pub struct Scan {
     /// The first use of the async ABI, described (`an async lift`,
     /// `task.return`), if any.
     pub async_abi: Option<String>,
+    /// The first use of the component model's threads, described
+    /// (`the built-in \`thread.new-indirect\``), if any.
+    pub threads: Option<String>,
+}
+
+impl Scan {
+    /// The ABI the component's calls use.
+    pub fn abi(&self) -> Abi {
+        if self.async_abi.is_some() {
+            Abi::Async
+        } else {
+            Abi::Sync
+        }
+    }
 }
 
 /// Walks the component's sections, nested components included, skipping
@@ -101,12 +120,18 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, String> {
                     found.imports.push(import.name.name.to_string());
                 }
             }
-            Payload::ComponentCanonicalSection(reader) if found.async_abi.is_none() => {
+            Payload::ComponentCanonicalSection(reader) if found.threads.is_none() => {
                 for function in reader {
                     let function = function.map_err(|e| e.to_string())?;
-                    if let Some(what) = async_use(&function) {
-                        found.async_abi = Some(what);
-                        break;
+                    match async_use(&function) {
+                        Some(Use::Async(what)) => {
+                            found.async_abi.get_or_insert(what);
+                        }
+                        Some(Use::Threads(what)) => {
+                            found.threads = Some(what);
+                            break;
+                        }
+                        None => {}
                     }
                 }
             }
@@ -119,33 +144,53 @@ pub fn scan(bytes: &[u8]) -> Result<Scan, String> {
     }
 }
 
-/// How `function` uses the async ABI (or threads, which this host does not
-/// run either), if it does.
-fn async_use(function: &wasmparser::CanonicalFunction) -> Option<String> {
+/// What a canonical function asks of the engine beyond the synchronous ABI.
+enum Use {
+    /// The async ABI, described.
+    Async(String),
+    /// Threads, described.
+    Threads(String),
+}
+
+/// How `function` uses the async ABI or threads, if it does.
+fn async_use(function: &wasmparser::CanonicalFunction) -> Option<Use> {
     use wasmparser::{CanonicalFunction as F, CanonicalOption as O};
     let is_async = |options: &[O]| {
         options
             .iter()
             .any(|o| matches!(o, O::Async | O::Callback(_)))
     };
+    let builtin = |other: &F| {
+        // `TaskReturn { .. }` → `task.return`, as the WIT text format
+        // names the built-ins.
+        let debug = format!("{other:?}");
+        let name = debug
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        format!("the built-in `{}`", builtin_name(&name))
+    };
     match function {
-        F::Lift { options, .. } if is_async(options) => Some("an async lift".into()),
-        F::Lower { options, .. } if is_async(options) => Some("an async lower".into()),
+        F::Lift { options, .. } if is_async(options) => Some(Use::Async("an async lift".into())),
+        F::Lower { options, .. } if is_async(options) => Some(Use::Async("an async lower".into())),
         F::Lift { .. }
         | F::Lower { .. }
         | F::ResourceNew { .. }
         | F::ResourceDrop { .. }
         | F::ResourceRep { .. } => None,
-        other => {
-            // `TaskReturn { .. }` → `task.return`, as the WIT text format
-            // names the built-ins.
-            let debug = format!("{other:?}");
-            let name = debug
-                .split(|c: char| !c.is_ascii_alphanumeric())
-                .next()
-                .unwrap_or_default();
-            Some(format!("the built-in `{}`", builtin_name(name)))
-        }
+        // `thread.yield` is the async ABI's yield; every other `thread.*`
+        // is a thread.
+        F::ThreadSpawnRef { .. }
+        | F::ThreadSpawnIndirect { .. }
+        | F::ThreadAvailableParallelism
+        | F::ThreadIndex
+        | F::ThreadNewIndirect { .. }
+        | F::ThreadResumeLater
+        | F::ThreadSuspend { .. }
+        | F::ThreadSuspendThenResume { .. }
+        | F::ThreadYieldThenResume { .. } => Some(Use::Threads(builtin(function))),
+        other => Some(Use::Async(builtin(other))),
     }
 }
 
@@ -175,8 +220,9 @@ fn unprovided(import: &str) -> Option<String> {
     if let Some(wasi) = package.strip_prefix("wasi:") {
         if version.starts_with("0.3") {
             return Some(
-                "WASI 0.3 is async, which this host does not run; build for WASI 0.2 \
-                 (wasm32-wasip2, or wasip1 with the preview1 adapter)"
+                "this host links WASI 0.2's interfaces, to async components too; build \
+                 against WASI 0.2 (wasm32-wasip2, or wasip1 with the preview1 adapter; \
+                 the async ABI itself is fine)"
                     .into(),
             );
         }

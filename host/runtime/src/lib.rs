@@ -1,6 +1,8 @@
-//! The sandboxed runtime: one shared wasmtime `Engine`, compiled components
-//! cached on disk, a fresh `Store` and instance for every call, per-call limits,
-//! and capability-checked host imports.
+//! The sandboxed runtime: a shared wasmtime `Engine` per ABI (WASI 0.2's
+//! synchronous one, and the async one of WASI 0.3 components, built when the
+//! first such component loads), compiled components cached on disk, a fresh
+//! `Store` and instance for every call, per-call limits, and
+//! capability-checked host imports.
 //!
 //! The split follows wasmtime's own: compile once ([`cache`]), link once (one
 //! `InstancePre` per [`Skill`]), instantiate per call ([`call`]). Nothing in this
@@ -23,7 +25,7 @@ pub mod skill;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use wasmtime::Engine;
 use wasmtime::component::Linker;
@@ -40,7 +42,7 @@ pub use capabilities::{
     KvNamespace, KvOverride, KvQuota, KvUsage, MemoryKv, ReqwestHttp, describe_journal_entry,
 };
 pub use config::{ConfigError, ConfigSource, HostConfig, Lookup};
-pub use engine::PoolConfig;
+pub use engine::{Abi, PoolConfig};
 pub use error::{CallError, LoadError};
 pub use journal::{JournalMode, JournalRecord};
 pub use limits::Limits;
@@ -79,59 +81,117 @@ pub struct Runtime {
 }
 
 struct Inner {
+    /// The synchronous engine: every WASI 0.2 component.
+    sync: Flavor,
+    /// The concurrent engine, built the first time a component that uses
+    /// the async ABI loads (a runtime that never sees one never pays for
+    /// its pool or its epoch thread); an error building it is kept and
+    /// reported for every such component.
+    concurrent: OnceLock<Result<Flavor, String>>,
+    /// What the concurrent engine is built from.
+    config: RuntimeConfig,
+    /// Skills already loaded, by digest: loading the same bytes twice is free.
+    loaded: Mutex<HashMap<String, Arc<Skill>>>,
+}
+
+/// One engine with its cache and linker.
+struct Flavor {
     engine: Engine,
     cache: ComponentCache,
     shared: Arc<Shared>,
-    /// Skills already loaded, by digest: loading the same bytes twice is free.
-    loaded: Mutex<HashMap<String, Arc<Skill>>>,
+}
+
+impl Flavor {
+    fn new(config: &RuntimeConfig, abi: Abi) -> anyhow::Result<Flavor> {
+        use anyhow::Context as _;
+        // Compiled functions are kept beside the compiled components.
+        let functions = config.cache_dir.is_some().then(cache::FunctionStore::new);
+        let engine = engine::build_engine(&config.pool, functions.clone(), abi)
+            .map_err(|e| anyhow::anyhow!("configuring wasmtime: {e:#}"))?;
+        let mut linker = Linker::new(&engine);
+        capabilities::link(&mut linker)
+            .map_err(|e| anyhow::anyhow!("linking host imports: {e:#}"))?;
+        let cache = ComponentCache::new(config.cache_dir.clone(), &engine, functions);
+        let ticker = EpochTicker::start(&engine).context("starting the epoch thread")?;
+        Ok(Flavor {
+            engine,
+            cache,
+            shared: Arc::new(Shared {
+                linker,
+                backends: config.backends.clone(),
+                abi,
+                _ticker: ticker,
+            }),
+        })
+    }
 }
 
 /// What a runtime shares with the skills it loads, and what they keep alive.
 pub(crate) struct Shared {
     pub(crate) linker: Linker<CallState>,
     pub(crate) backends: Backends,
+    /// The ABI of the engine the linker belongs to: how a skill is called.
+    pub(crate) abi: Abi,
     _ticker: EpochTicker,
 }
 
 impl Runtime {
     pub fn new(config: RuntimeConfig) -> anyhow::Result<Runtime> {
-        use anyhow::Context as _;
-        // Compiled functions are kept beside the compiled components.
-        let functions = config.cache_dir.is_some().then(cache::FunctionStore::new);
-        let engine = engine::build_engine(&config.pool, functions.clone())
-            .map_err(|e| anyhow::anyhow!("configuring wasmtime: {e:#}"))?;
-        let mut linker = Linker::new(&engine);
-        capabilities::link(&mut linker)
-            .map_err(|e| anyhow::anyhow!("linking host imports: {e:#}"))?;
-        let cache = ComponentCache::new(config.cache_dir, &engine, functions);
-        let ticker = EpochTicker::start(&engine).context("starting the epoch thread")?;
+        let sync = Flavor::new(&config, Abi::Sync)?;
         Ok(Runtime {
             inner: Arc::new(Inner {
-                engine,
-                cache,
-                shared: Arc::new(Shared {
-                    linker,
-                    backends: config.backends,
-                    _ticker: ticker,
-                }),
+                sync,
+                concurrent: OnceLock::new(),
+                config,
                 loaded: Mutex::new(HashMap::new()),
             }),
         })
     }
 
+    /// The synchronous engine, which every WASI 0.2 component runs on.
     pub fn engine(&self) -> &Engine {
-        &self.inner.engine
+        &self.inner.sync.engine
     }
 
     /// What the runtime's capabilities reach: the checker asks it whether a
     /// grant's `llm` provider is configured.
     pub fn backends(&self) -> &Backends {
-        &self.inner.shared.backends
+        &self.inner.sync.shared.backends
     }
 
-    /// The directory of compiled components, when caching is on.
+    /// The directory of the synchronous engine's compiled components, when
+    /// caching is on.
     pub fn cache_dir(&self) -> Option<&Path> {
-        self.inner.cache.dir()
+        self.inner.sync.cache.dir()
+    }
+
+    /// The directories of both engines' compiled components (what `host
+    /// cache` calls current), when caching is on; the concurrent engine's
+    /// only if it could be built.
+    pub fn cache_dirs(&self) -> Vec<&Path> {
+        let mut dirs: Vec<&Path> = self.cache_dir().into_iter().collect();
+        if let Ok(concurrent) = self.flavor(Abi::Async)
+            && let Some(dir) = concurrent.cache.dir()
+        {
+            dirs.push(dir);
+        }
+        dirs
+    }
+
+    /// The engine, cache and linker of `abi`, the concurrent one built on
+    /// first use.
+    fn flavor(&self, abi: Abi) -> Result<&Flavor, String> {
+        match abi {
+            Abi::Sync => Ok(&self.inner.sync),
+            Abi::Async => self
+                .inner
+                .concurrent
+                .get_or_init(|| {
+                    Flavor::new(&self.inner.config, Abi::Async).map_err(|e| format!("{e:#}"))
+                })
+                .as_ref()
+                .map_err(Clone::clone),
+        }
     }
 
     /// Loads the component at `path`.
@@ -212,13 +272,14 @@ impl Runtime {
             return Ok(skill.clone());
         }
         // Milliseconds, before a compile that may take tens of seconds.
-        imports::check(&bytes, origin)?;
-        let (component, stats) =
-            self.inner
-                .cache
-                .load(&self.inner.engine, &bytes, &digest, origin)?;
+        let abi = imports::check(&bytes, origin)?;
+        let flavor = self.flavor(abi).map_err(|message| LoadError::Compile {
+            origin: origin.to_string(),
+            message: format!("the engine for the async ABI could not be built: {message}"),
+        })?;
+        let (component, stats) = flavor.cache.load(&flavor.engine, &bytes, &digest, origin)?;
         let skill = Arc::new(skill::load(
-            self.inner.shared.clone(),
+            flavor.shared.clone(),
             bytes,
             digest.clone(),
             origin,
@@ -234,7 +295,7 @@ impl Runtime {
     #[cfg(feature = "bench")]
     pub fn compile_uncached(&self, bytes: &[u8]) -> Result<std::time::Duration, LoadError> {
         let start = std::time::Instant::now();
-        wasmtime::component::Component::new(&self.inner.engine, bytes).map_err(|e| {
+        wasmtime::component::Component::new(&self.inner.sync.engine, bytes).map_err(|e| {
             LoadError::Compile {
                 origin: "benchmark".into(),
                 message: format!("{e:#}"),
@@ -248,10 +309,10 @@ impl Runtime {
     #[cfg(feature = "bench")]
     pub fn load_from_cache(&self, bytes: &[u8]) -> Result<LoadStats, LoadError> {
         let digest = skill::digest_of(bytes);
-        let (_, stats) = self
-            .inner
+        let flavor = &self.inner.sync;
+        let (_, stats) = flavor
             .cache
-            .load(&self.inner.engine, bytes, &digest, "benchmark")?;
+            .load(&flavor.engine, bytes, &digest, "benchmark")?;
         Ok(stats)
     }
 

@@ -166,6 +166,11 @@ impl Skill {
     pub(crate) fn backends(&self) -> &Backends {
         &self.runtime.backends
     }
+
+    /// The ABI its calls use, which chose its engine.
+    pub fn abi(&self) -> crate::Abi {
+        self.runtime.abi
+    }
 }
 
 /// Checks that `bytes` look like a component before compiling them.
@@ -288,7 +293,7 @@ pub(crate) fn load(
     let manifest = if uses_wasi && tokio::runtime::Handle::try_current().is_ok() {
         std::thread::scope(|scope| {
             scope
-                .spawn(|| read_manifest(&pre, &runtime.backends, &provisional))
+                .spawn(|| read_manifest(&pre, &runtime.backends, runtime.abi, &provisional))
                 .join()
                 .unwrap_or_else(|_| {
                     Err(LoadError::Manifest {
@@ -298,7 +303,7 @@ pub(crate) fn load(
                 })
         })?
     } else {
-        read_manifest(&pre, &runtime.backends, &provisional)?
+        read_manifest(&pre, &runtime.backends, runtime.abi, &provisional)?
     };
     let name = manifest.id.clone();
     // `validate_manifest` accepted only known names.
@@ -421,6 +426,7 @@ pub const MANIFEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 fn read_manifest(
     pre: &InstancePre<CallState>,
     backends: &Backends,
+    abi: crate::Abi,
     provisional: &str,
 ) -> Result<Manifest, LoadError> {
     let fail = |message: String| LoadError::Manifest {
@@ -447,7 +453,11 @@ fn read_manifest(
     let func = instance
         .get_typed_func::<(), (wit_types::Manifest,)>(&mut store, "manifest")
         .map_err(|e| fail(format!("{e:#}")))?;
-    let (m,) = func.call(&mut store, ()).map_err(stopped)?;
+    let (m,) = match abi {
+        crate::Abi::Sync => func.call(&mut store, ()),
+        crate::Abi::Async => futures_executor::block_on(func.call_async(&mut store, ())),
+    }
+    .map_err(stopped)?;
     let manifest = Manifest {
         id: m.id,
         name: m.name,

@@ -67,16 +67,19 @@ fn read(globals: &Globals) -> Result<Listing, Failure> {
         .cache_dir
         .clone()
         .or_else(skillhost_runtime::default_cache_dir);
-    // The directory of this host's engine, to tell its entries from those
-    // of other host builds (which it never loads).
+    // The directories of this host's engines (the synchronous one and the
+    // async one), to tell their entries from those of other host builds
+    // (which it never loads).
     let runtime = globals.runtime(None)?;
     let compiled = match &compiled_dir {
-        Some(dir) => skillhost_runtime::cache::entries(dir, runtime.cache_dir()).map_err(|e| {
-            Failure::environment(format!(
-                "reading the component cache `{}`: {e}",
-                dir.display()
-            ))
-        })?,
+        Some(dir) => {
+            skillhost_runtime::cache::entries(dir, &runtime.cache_dirs()).map_err(|e| {
+                Failure::environment(format!(
+                    "reading the component cache `{}`: {e}",
+                    dir.display()
+                ))
+            })?
+        }
         None => Vec::new(),
     };
     let registry_cache = globals.registry_cache()?;

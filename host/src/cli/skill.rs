@@ -171,6 +171,10 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
             "denied_imports": undeclared,
             "retry": m.retry,
             "estimated_duration_ms": m.estimated_duration_ms,
+            "abi": match skill.abi() {
+                skillhost_runtime::Abi::Sync => "sync",
+                skillhost_runtime::Abi::Async => "async",
+            },
             "imports": skill.imports,
             "exports": skill.exports,
             "metadata": metadata,
@@ -247,6 +251,7 @@ fn inspect(args: InspectArgs, globals: &Globals) -> CliResult {
         m.retry.max_attempts, m.retry.initial_backoff_ms
     );
     println!("estimated     {} ms per call", m.estimated_duration_ms);
+    println!("abi           {}", skill.abi().describe());
     println!("imports       {}", list(&skill.imports));
     println!("exports       {}", list(&skill.exports));
     if let Some(fields) = metadata.as_object() {

@@ -585,10 +585,10 @@ impl CompiledEntry {
 
 /// Every entry under the cache root `root` (the directory given as
 /// `RuntimeConfig::cache_dir`), in every engine's directory, its packs of
-/// compiled functions included; `current` is the directory of this
-/// runtime's engine ([`crate::Runtime::cache_dir`]). Sorted by path. A
+/// compiled functions included; `current` are the directories of this
+/// runtime's engines ([`crate::Runtime::cache_dirs`]). Sorted by path. A
 /// missing root has no entries.
-pub fn entries(root: &Path, current: Option<&Path>) -> std::io::Result<Vec<CompiledEntry>> {
+pub fn entries(root: &Path, current: &[&Path]) -> std::io::Result<Vec<CompiledEntry>> {
     let mut found = Vec::new();
     let dirs = match std::fs::read_dir(root) {
         Ok(dirs) => dirs,
@@ -600,7 +600,7 @@ pub fn entries(root: &Path, current: Option<&Path>) -> std::io::Result<Vec<Compi
         if !dir.file_type()?.is_dir() {
             continue;
         }
-        let is_current = current.is_some_and(|c| c == dir.path());
+        let is_current = current.iter().any(|c| *c == dir.path());
         list_dir(&dir.path(), is_current, false, &mut found)?;
         list_dir(
             &dir.path().join(functions::FUNCTIONS_DIR),
@@ -866,7 +866,7 @@ mod tests {
         std::fs::create_dir(&other).unwrap();
         std::fs::write(other.join("ff.cwasm"), b"skillhost-cwasm 1 ff 00\nold").unwrap();
 
-        let listed = entries(root.path(), Some(dir)).unwrap();
+        let listed = entries(root.path(), &[dir]).unwrap();
         assert_eq!(listed.len(), 4, "{listed:?}");
         let compiled: Vec<_> = listed
             .iter()
@@ -905,7 +905,7 @@ mod tests {
         for extension in ["meta", "origin"] {
             assert!(!dir.join(format!("{digest}.{extension}")).exists());
         }
-        assert_eq!(entries(root.path(), Some(dir)).unwrap().len(), 2);
+        assert_eq!(entries(root.path(), &[dir]).unwrap().len(), 2);
         // A new process compiles it again from scratch: nothing left to
         // reuse.
         let (engine, cache) = with_functions(root.path());

@@ -2,6 +2,7 @@
 //! components, the contract), holding every limit against hostile ones, and
 //! the capabilities' backends and journal through a real component.
 
+mod async_abi;
 mod budgets;
 mod cache;
 mod capabilities;

@@ -29,6 +29,9 @@ pub struct World {
     pub version: Option<String>,
     /// The world's doc comment, if it has one.
     pub docs: Option<String>,
+    /// Whether the world exports `run` as an `async func`: the skill is
+    /// then built for the component model's async ABI (WASI 0.3).
+    pub async_run: bool,
 }
 
 /// Reads the world of the skill in `dir` from `dir/wit` (the one world of
@@ -58,11 +61,19 @@ pub fn world(dir: &Path, wanted: Option<&str>) -> Result<World, BuildError> {
         })?;
     let world = &resolve.worlds[id];
     let name = &resolve.packages[package].name;
+    let async_run = world.exports.iter().any(|(key, item)| {
+        matches!(
+            (key, item),
+            (wit_parser::WorldKey::Name(n), wit_parser::WorldItem::Function(f))
+                if n == "run" && matches!(f.kind, wit_parser::FunctionKind::AsyncFreestanding)
+        )
+    });
     Ok(World {
         name: world.name.clone(),
         package: name.name.clone(),
         version: name.version.as_ref().map(|v| v.to_string()),
         docs: world.docs.contents.clone(),
+        async_run,
     })
 }
 

@@ -3,13 +3,16 @@
 //! in `wit/`, and an ES module exporting `run` and `manifest`.
 //!
 //! Two engines, chosen with `"skillhost": {"engine": …}` in `package.json`:
-//! - `quickjs` (the default): componentize-qjs, always with `--sync` (its
-//!   default output uses the component-model async ABI, which the host
-//!   does not run). About 1.6 MB, compiled in under 2 s, ~100 k fuel a
-//!   call; no `TextEncoder`.
+//! - `quickjs` (the default): componentize-qjs, with `--sync` unless the
+//!   world exports `run` as an `async func` (then its default, the
+//!   component model's async ABI: a WASI 0.3 component, which the host
+//!   calls on its concurrent engine). About 1.6 MB, compiled in under 2 s,
+//!   ~100 k fuel a call; no `TextEncoder`.
 //! - `starlingmonkey`: componentize-js (SpiderMonkey), always with
 //!   `-d stdio random clocks http fetch-event`, so the component imports no
 //!   `wasi:http`. About 12 MB, 15-20 s to compile, ~1.35 M fuel a call.
+//!   Synchronous only: a world whose `run` is `async` is refused, naming
+//!   the `quickjs` engine.
 //!
 //! Must not: encode, check or write the component (the shared tail does).
 
@@ -64,6 +67,8 @@ pub struct JsSkill {
 pub struct JsToolchain {
     pub program: PathBuf,
     pub engine: Engine,
+    /// Whether the skill is built for the async ABI (its `run` is `async`).
+    pub async_abi: bool,
 }
 
 #[derive(serde::Deserialize)]
@@ -157,6 +162,15 @@ impl Recipe for JavaScript {
     }
 
     fn toolchain(&self, skill: &JsSkill, _opts: &BuildOptions) -> Result<JsToolchain, BuildError> {
+        if skill.world.async_run && skill.engine == Engine::StarlingMonkey {
+            return Err(BuildError::BadSkillFile {
+                path: skill.dir.join(MANIFEST),
+                message: "the world exports `run` as an `async func`, and componentize-js \
+                          (\"engine\": \"starlingmonkey\") builds synchronous components only: \
+                          use \"engine\": \"quickjs\", or make `run` a plain `func`"
+                    .into(),
+            });
+        }
         let name = skill.engine.program();
         let mut candidates = vec![skill.dir.join("node_modules/.bin").join(name)];
         if let Some(dir) = guest::toolchains_dir() {
@@ -174,11 +188,13 @@ impl Recipe for JavaScript {
         Ok(JsToolchain {
             program,
             engine: skill.engine,
+            async_abi: skill.world.async_run,
         })
     }
 
     fn target(&self, toolchain: &JsToolchain) -> String {
         match toolchain.engine {
+            Engine::QuickJs if toolchain.async_abi => "wasm32-wasip2 (QuickJS, async ABI)".into(),
             Engine::QuickJs => "wasm32-wasip2 (QuickJS, synchronous ABI)".into(),
             Engine::StarlingMonkey => "wasm32-wasip2 (StarlingMonkey)".into(),
         }
@@ -212,11 +228,15 @@ impl Recipe for JavaScript {
                     .arg("--world")
                     .arg(&skill.world.name)
                     // Relative imports (`./echo.js`) resolve in the skill.
-                    .args(["--module-root", "."])
-                    // The host runs the synchronous ABI only.
-                    .arg("--sync")
-                    .arg("-o")
-                    .arg(&out);
+                    .args(["--module-root", "."]);
+                // componentize-qjs's default is the async ABI (WASI 0.3),
+                // which a world asks for by exporting `run` as an `async
+                // func`; any other world gets the synchronous ABI, whose
+                // calls cost less.
+                if !skill.world.async_run {
+                    cmd.arg("--sync");
+                }
+                cmd.arg("-o").arg(&out);
             }
             Engine::StarlingMonkey => {
                 cmd.arg(&skill.main)
