@@ -16,6 +16,7 @@ is needed at runtime outside a component.
 """
 
 import functools
+import inspect
 import traceback
 
 from componentize_py_types import Err
@@ -59,7 +60,21 @@ def manifest(id, name, version, description, capabilities=("log",),
 def skill_run(function):
     """Wraps `run`: `SkillFailure` becomes its `skill-error`; any other
     exception becomes `internal` with its message, and its traceback goes to
-    the log."""
+    the log. An `async def run` (a world whose `run` is an `async func`,
+    WASI 0.3) is wrapped as a coroutine, the same way."""
+
+    if inspect.iscoroutinefunction(function):
+
+        @functools.wraps(function)
+        async def run_async(self, input):
+            try:
+                return await function(self, input)
+            except Err:
+                raise
+            except Exception as error:  # noqa: BLE001 - every failure must reach the step
+                raise _as_err(error)
+
+        return run_async
 
     @functools.wraps(function)
     def run(self, input):
@@ -67,19 +82,25 @@ def skill_run(function):
             return function(self, input)
         except Err:
             raise
-        except SkillFailure as failure:
-            raise Err(_types.SkillError(
-                code=failure.code, message=failure.message, retryable=failure.retryable
-            ))
         except Exception as error:  # noqa: BLE001 - every failure must reach the step
-            log.error(traceback.format_exc().rstrip())
-            raise Err(_types.SkillError(
-                code="internal",
-                message=f"{type(error).__name__}: {error}",
-                retryable=False,
-            ))
+            raise _as_err(error)
 
     return run
+
+
+def _as_err(error):
+    """The `Err` that `run` raises for `error`, which `run` raised: a
+    `SkillFailure`'s own, else `internal` (its traceback logged)."""
+    if isinstance(error, SkillFailure):
+        return Err(_types.SkillError(
+            code=error.code, message=error.message, retryable=error.retryable
+        ))
+    log.error(traceback.format_exc().rstrip())
+    return Err(_types.SkillError(
+        code="internal",
+        message=f"{type(error).__name__}: {error}",
+        retryable=False,
+    ))
 
 
 class _Log:

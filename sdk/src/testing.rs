@@ -65,6 +65,21 @@ pub fn set_sql_handler(
     with(|state| state.sql = Some(Rc::new(handler)));
 }
 
+/// Runs an async skill's `run` (a world whose `run` is an `async func`) to
+/// completion in a native unit test. Natively the host's event loop is
+/// not there to wait on: the SDK's imports answer at once, so the future
+/// only needs polling until it is ready.
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::yield_now();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

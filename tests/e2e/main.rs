@@ -4,6 +4,7 @@
 mod analytics;
 mod approval;
 mod approval_example;
+mod async_skills;
 mod authoring;
 mod cache;
 mod chat;

@@ -1,9 +1,11 @@
 //! Skills in every supported language, through the real `host` binary:
-//! `skills/echo-c`, `echo-zig`, `echo-js` and `echo-py` are built from
-//! source with `host skill build` (the toolchains of
+//! `skills/echo-c`, `echo-zig`, `echo-js` and `echo-py`, and the async
+//! (WASI 0.3) `echo-js-async` and `echo-py-async`, are built from source
+//! with `host skill build` (the toolchains of
 //! `scripts/install-guest-toolchains.sh`), then called with the same inputs
 //! as the shipped Rust `echo`, and must answer exactly as it does: output,
-//! error code and message, log lines, exit code, manifest. A missing
+//! error code and message, log lines, exit code, manifest; so must the
+//! shipped Rust `echo-async`. A missing
 //! toolchain fails the test with the command that installs it. Likewise
 //! `skills/text-stats-py` against the Rust `text-stats`, through `fs`.
 
@@ -13,8 +15,16 @@ use std::process::Output;
 use serde_json::{Value, json};
 use skillhost_tests::cli::{host, stderr};
 
-/// The echo skills of the other languages, by directory under `skills/`.
-const ECHOES: [&str; 4] = ["echo-c", "echo-zig", "echo-js", "echo-py"];
+/// The echo skills of the other languages, by directory under `skills/`;
+/// those named `-async` use the component model's async ABI.
+const ECHOES: [&str; 6] = [
+    "echo-c",
+    "echo-zig",
+    "echo-js",
+    "echo-py",
+    "echo-js-async",
+    "echo-py-async",
+];
 
 /// Builds `skills/<name>` into `dir/<name>.wasm` and returns the file.
 fn build(dir: &Path, name: &str) -> String {
@@ -102,6 +112,12 @@ fn the_echo_skill_of_every_language_behaves_exactly_like_the_rust_one() {
         let out = host(dir.path(), &["skill", "inspect", component, "--json"], None);
         assert!(out.status.success(), "{}", stderr(&out));
         let value: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let abi = if value["name"].as_str().unwrap().ends_with("-async") {
+            "async"
+        } else {
+            "sync"
+        };
+        assert_eq!(value["abi"], abi, "{component}");
         (
             value["capabilities"].clone(),
             value["retry"].clone(),
@@ -111,8 +127,12 @@ fn the_echo_skill_of_every_language_behaves_exactly_like_the_rust_one() {
         )
     };
     let rust_manifest = manifest(&rust);
-    for name in ECHOES {
-        let component = build(dir.path(), name);
+    let shipped_async = skillhost_tests::dist("echo-async").display().to_string();
+    for name in std::iter::once("echo-async").chain(ECHOES) {
+        let component = match name {
+            "echo-async" => shipped_async.clone(),
+            name => build(dir.path(), name),
+        };
         assert_eq!(manifest(&component), rust_manifest, "{name}'s manifest");
         for (input, want) in inputs.iter().zip(&expected) {
             let got = call(dir.path(), &component, input);

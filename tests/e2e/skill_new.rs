@@ -15,20 +15,20 @@ use skillhost_tests::cli::{host, host_command, stderr};
 /// Scaffolds `name` in `language` under `dir`, builds it into
 /// `dir/<name>.wasm` and checks what the component says and does.
 fn scaffold_build_and_call(dir: &Path, name: &str, language: &str) -> PathBuf {
+    scaffold_build_and_call_abi(dir, name, language, false)
+}
+
+/// [`scaffold_build_and_call`], with `--async` when `async_run`.
+fn scaffold_build_and_call_abi(dir: &Path, name: &str, language: &str, async_run: bool) -> PathBuf {
     let skill = dir.join(name);
-    let out = host(
-        dir,
-        &[
-            "skill",
-            "new",
-            name,
-            "--lang",
-            language,
-            "--dir",
-            &skill.display().to_string(),
-        ],
-        None,
-    );
+    let skill_dir = skill.display().to_string();
+    let mut args = vec![
+        "skill", "new", name, "--lang", language, "--dir", &skill_dir,
+    ];
+    if async_run {
+        args.push("--async");
+    }
+    let out = host(dir, &args, None);
     assert!(out.status.success(), "{}", stderr(&out));
     for file in [
         "README.md",
@@ -77,6 +77,8 @@ fn scaffold_build_and_call(dir: &Path, name: &str, language: &str) -> PathBuf {
     let inspect: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(inspect["name"], name, "{language}");
     assert_eq!(inspect["capabilities"], json!(["log"]), "{language}");
+    let abi = if async_run { "async" } else { "sync" };
+    assert_eq!(inspect["abi"], abi, "{language}");
     // Only what it uses of the contract, whatever the toolchain.
     let contract: Vec<&str> = inspect["imports"]
         .as_array()
@@ -137,10 +139,30 @@ fn unit_test(dir: &Path, program: &str, args: &[&str], install: &str) -> String 
 fn a_new_rust_skill_builds_calls_and_passes_cargo_test() {
     let dir = tempfile::tempdir().unwrap();
     let skill = scaffold_build_and_call(dir.path(), "greet-rust", "rust");
+    passes_cargo_test(&skill);
+}
+
+/// `host skill new --lang rust --async`: an `async fn run` whose world
+/// exports an `async func`, built for the async ABI (WASI 0.3), called on
+/// the concurrent engine, and unit-tested natively with
+/// `testing::block_on`.
+#[test]
+fn a_new_async_rust_skill_builds_calls_and_passes_cargo_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let skill = scaffold_build_and_call_abi(dir.path(), "greet-async", "rust", true);
+    let code = std::fs::read_to_string(skill.join("src/lib.rs")).unwrap();
+    assert!(code.contains("async fn run(input: Input)"), "{code}");
+    let world = std::fs::read_to_string(skill.join("wit/world.wit")).unwrap();
+    assert!(world.contains("export run: async func("), "{world}");
+    passes_cargo_test(&skill);
+}
+
+/// The scaffolded Rust skill's own unit tests pass natively.
+fn passes_cargo_test(skill: &Path) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .args(["test", "--offline", "--quiet"])
-        .current_dir(&skill)
+        .current_dir(skill)
         // Shared with the other out-of-tree crates' tests, so only the first
         // builds the SDK's dependencies.
         .env(

@@ -290,6 +290,161 @@ impl fmt::Display for RuntimeFigures {
     }
 }
 
+/// How much `host bench async` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbiBenchSettings {
+    /// ABBA rounds: each times a batch of synchronous calls, two batches of
+    /// async ones, and a synchronous batch again.
+    pub rounds: usize,
+    /// Calls per batch (after a tenth as many warm-up calls of each).
+    pub calls: usize,
+}
+
+impl Default for AbiBenchSettings {
+    fn default() -> Self {
+        AbiBenchSettings {
+            rounds: 8,
+            calls: 2_000,
+        }
+    }
+}
+
+/// What `host bench async` measured: the same skill built for each ABI,
+/// called fresh in the same runtime (medians of the batches' medians).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AbiFigures {
+    /// A fresh instance and one call of the synchronous (WASI 0.2) build.
+    pub sync_call: Duration,
+    /// The same of the async (WASI 0.3) build, on the concurrent engine.
+    pub async_call: Duration,
+    pub rounds: usize,
+    pub calls: usize,
+    /// The two skills' names, from their manifests.
+    pub sync_skill: String,
+    pub async_skill: String,
+    /// Fuel one call consumes, each (the median).
+    pub sync_fuel: u64,
+    pub async_fuel: u64,
+}
+
+impl AbiFigures {
+    /// The async call's time over the synchronous one's.
+    pub fn ratio(&self) -> f64 {
+        self.async_call.as_secs_f64() / self.sync_call.as_secs_f64().max(1e-12)
+    }
+
+    /// The figures as `host bench async --json` prints them.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "sync_call_us": round(self.sync_call.as_secs_f64() * 1e6, 2),
+            "async_call_us": round(self.async_call.as_secs_f64() * 1e6, 2),
+            "async_over_sync": round(self.ratio(), 3),
+            "rounds": self.rounds,
+            "calls": self.calls,
+            "sync_skill": self.sync_skill,
+            "async_skill": self.async_skill,
+            "sync_fuel_per_call": self.sync_fuel,
+            "async_fuel_per_call": self.async_fuel,
+        })
+    }
+}
+
+impl fmt::Display for AbiFigures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "synchronous (WASI 0.2), {}: {:.2} µs a fresh call, {} fuel",
+            self.sync_skill,
+            self.sync_call.as_secs_f64() * 1e6,
+            self.sync_fuel
+        )?;
+        writeln!(
+            f,
+            "async (WASI 0.3), {}:       {:.2} µs a fresh call, {} fuel",
+            self.async_skill,
+            self.async_call.as_secs_f64() * 1e6,
+            self.async_fuel
+        )?;
+        write!(
+            f,
+            "async / synchronous:  {:.3}x (medians of {} ABBA rounds of {} calls)",
+            self.ratio(),
+            self.rounds,
+            self.calls
+        )
+    }
+}
+
+/// Times fresh calls of `sync` and `r#async`, two builds of one skill
+/// that take the same `input`, in ABBA rounds in one runtime: what the
+/// async ABI costs a call over the synchronous one.
+pub fn measure_abis(
+    sync: impl Into<Arc<[u8]>>,
+    r#async: impl Into<Arc<[u8]>>,
+    input: Value,
+    settings: AbiBenchSettings,
+) -> Result<AbiFigures, BenchError> {
+    if settings.rounds == 0 || settings.calls == 0 {
+        return Err(BenchError::Input(
+            "the async benchmark needs at least one round and one call".into(),
+        ));
+    }
+    let bench = RuntimeBench::new(sync, input)?;
+    let sync = bench.skill()?;
+    let r#async = bench
+        .runtime
+        .load_bytes(r#async.into(), "benchmark-async.wasm")
+        .map_err(|e| BenchError::Input(e.to_string()))?;
+    for (skill, abi) in [(&sync, crate::Abi::Sync), (&r#async, crate::Abi::Async)] {
+        if skill.abi() != abi {
+            return Err(BenchError::Input(format!(
+                "`{}` is a {} component; the benchmark needs one of each ABI",
+                skill.name,
+                skill.abi().describe()
+            )));
+        }
+    }
+    let failed = |e: crate::CallError| BenchError::Failed(e.to_string());
+    let batch = |skill: &Skill, calls: usize| -> Result<(Duration, u64), BenchError> {
+        let mut samples = Vec::with_capacity(calls);
+        let mut fuel = 0;
+        for _ in 0..calls {
+            let start = Instant::now();
+            let report = bench.fresh_call(skill);
+            samples.push(start.elapsed());
+            fuel = report.fuel_consumed;
+            report.into_result().map_err(failed)?;
+        }
+        Ok((median(samples), fuel))
+    };
+    batch(&sync, settings.calls / 10 + 1)?;
+    batch(&r#async, settings.calls / 10 + 1)?;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut sync_fuel, mut async_fuel) = (0, 0);
+    for _ in 0..settings.rounds {
+        for skill in [&sync, &r#async, &r#async, &sync] {
+            let (time, fuel) = batch(skill, settings.calls)?;
+            if Arc::ptr_eq(skill, &sync) {
+                a.push(time);
+                sync_fuel = fuel;
+            } else {
+                b.push(time);
+                async_fuel = fuel;
+            }
+        }
+    }
+    Ok(AbiFigures {
+        sync_call: median(a),
+        async_call: median(b),
+        rounds: settings.rounds,
+        calls: settings.calls,
+        sync_skill: sync.name.clone(),
+        async_skill: r#async.name.clone(),
+        sync_fuel,
+        async_fuel,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -290,12 +290,13 @@ impl Runtime {
         Ok(skill)
     }
 
-    /// Compiles `bytes` without caching or memoizing: what a first-ever load
-    /// costs. Used by benchmarks.
+    /// Compiles `bytes` without caching or memoizing, on the engine of its
+    /// ABI: what a first-ever load costs. Used by benchmarks.
     #[cfg(feature = "bench")]
     pub fn compile_uncached(&self, bytes: &[u8]) -> Result<std::time::Duration, LoadError> {
+        let flavor = self.bench_flavor(bytes)?;
         let start = std::time::Instant::now();
-        wasmtime::component::Component::new(&self.inner.sync.engine, bytes).map_err(|e| {
+        wasmtime::component::Component::new(&flavor.engine, bytes).map_err(|e| {
             LoadError::Compile {
                 origin: "benchmark".into(),
                 message: format!("{e:#}"),
@@ -309,11 +310,21 @@ impl Runtime {
     #[cfg(feature = "bench")]
     pub fn load_from_cache(&self, bytes: &[u8]) -> Result<LoadStats, LoadError> {
         let digest = skill::digest_of(bytes);
-        let flavor = &self.inner.sync;
+        let flavor = self.bench_flavor(bytes)?;
         let (_, stats) = flavor
             .cache
             .load(&flavor.engine, bytes, &digest, "benchmark")?;
         Ok(stats)
+    }
+
+    /// The engine a benchmark's component compiles on: its ABI's.
+    #[cfg(feature = "bench")]
+    fn bench_flavor(&self, bytes: &[u8]) -> Result<&Flavor, LoadError> {
+        let abi = imports::check(bytes, "benchmark")?;
+        self.flavor(abi).map_err(|message| LoadError::Compile {
+            origin: "benchmark".into(),
+            message,
+        })
     }
 
     fn lock_loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Skill>>> {

@@ -157,6 +157,9 @@ pub struct ScaffoldOptions {
     /// The Rust SDK (`sdk/` of a Skillhost checkout), which a Rust skill
     /// depends on by path. Required for Rust, unused otherwise.
     pub rust_sdk: Option<PathBuf>,
+    /// An async skill (WASI 0.3): the world exports `run` as an `async
+    /// func` and the code implements an `async fn`. Rust only.
+    pub async_run: bool,
 }
 
 /// What was written.
@@ -191,6 +194,10 @@ pub enum ScaffoldError {
         dir.display()
     )]
     NoRustSdk { dir: PathBuf },
+    #[error(
+        "--async scaffolds Rust skills only (wit-bindgen's async bindings); a {language} skill is synchronous here (nothing was written)"
+    )]
+    AsyncUnsupported { language: Language },
     #[error("writing `{}`: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -284,10 +291,69 @@ fn render(text: &str, name: &str, sdk: &str) -> String {
         .replace("{{sdk}}", sdk)
 }
 
+/// The edits that make the Rust template's skill async: the world exports
+/// `run` as an `async func`, the code implements `async fn run` (its unit
+/// tests drive it with `testing::block_on`), and the SDK is asked for its
+/// async bindings. Each edit must apply (a test checks that each does).
+const ASYNC_EDITS: &[(&str, &str, &str)] = &[
+    (
+        "wit/world.wit",
+        "export run: func(",
+        "export run: async func(",
+    ),
+    (
+        "wit/world.wit",
+        "/// Greets someone by name: a new skill,",
+        "/// Greets someone by name: a new async (WASI 0.3) skill,",
+    ),
+    (
+        "src/lib.rs",
+        "    fn run(input: Input)",
+        "    async fn run(input: Input)",
+    ),
+    (
+        "src/lib.rs",
+        "let out = Skill::run(Input {\n            name: \"Ada\".to_string(),\n        })",
+        "let out = testing::block_on(Skill::run(Input {\n            name: \"Ada\".to_string(),\n        }))",
+    ),
+    (
+        "src/lib.rs",
+        "let err = Skill::run(Input {\n            name: String::new(),\n        })",
+        "let err = testing::block_on(Skill::run(Input {\n            name: String::new(),\n        }))",
+    ),
+    (
+        "Cargo.toml",
+        "skillhost-sdk = { path = ",
+        "skillhost-sdk = { features = [\"async\"], path = ",
+    ),
+    (
+        "README.md",
+        "A Skillhost skill in Rust: greets someone by name.",
+        "A Skillhost skill in Rust, async (WASI 0.3: its world exports `run` as an \
+         `async func`, and the host calls it on its concurrent engine): greets someone by \
+         name.",
+    ),
+];
+
+/// `text` (the rendered file at `path`) with the [`ASYNC_EDITS`] for it.
+fn make_async(path: &str, mut text: String) -> String {
+    for (file, from, to) in ASYNC_EDITS {
+        if *file == path {
+            text = text.replacen(from, to, 1);
+        }
+    }
+    text
+}
+
 /// Writes a new skill: checks the name, the directory (absent or empty) and,
 /// for Rust, the SDK first, so that a refusal writes nothing.
 pub fn scaffold(opts: &ScaffoldOptions) -> Result<ScaffoldReport, ScaffoldError> {
     check_name(&opts.name)?;
+    if opts.async_run && opts.language != Language::Rust {
+        return Err(ScaffoldError::AsyncUnsupported {
+            language: opts.language,
+        });
+    }
     let dir = &opts.dir;
     if dir.exists() {
         if !dir.is_dir() {
@@ -320,7 +386,15 @@ pub fn scaffold(opts: &ScaffoldOptions) -> Result<ScaffoldReport, ScaffoldError>
 
     let mut files: Vec<(&str, String)> = template(opts.language)
         .iter()
-        .map(|f| (f.path, render(f.text, &opts.name, &sdk)))
+        .map(|f| {
+            let text = render(f.text, &opts.name, &sdk);
+            let text = if opts.async_run {
+                make_async(f.path, text)
+            } else {
+                text
+            };
+            (f.path, text)
+        })
         .collect();
     files.push((CONTRACT_PATH, CONTRACT.to_string()));
     files.push((".gitignore", GITIGNORE.to_string()));
@@ -414,6 +488,18 @@ mod tests {
     }
 
     #[test]
+    fn every_async_edit_applies_to_the_rust_template() {
+        for (file, from, _) in ASYNC_EDITS {
+            let template = template(Language::Rust)
+                .iter()
+                .find(|f| f.path == *file)
+                .unwrap_or_else(|| panic!("no {file} in the Rust template"));
+            let text = render(template.text, "word-count", "/sdk");
+            assert_eq!(text.matches(from).count(), 1, "{file}: {from:?}");
+        }
+    }
+
+    #[test]
     fn every_template_fills_every_placeholder() {
         for (_, language) in LANGUAGE_NAMES {
             for file in template(language) {
@@ -435,6 +521,7 @@ mod tests {
             language: Language::Python,
             dir: dir.to_path_buf(),
             rust_sdk: None,
+            async_run: false,
         };
         let err = scaffold(&opts("hello", &dir)).unwrap_err();
         assert!(matches!(err, ScaffoldError::DirNotEmpty { .. }), "{err}");
@@ -450,6 +537,16 @@ mod tests {
         })
         .unwrap_err();
         assert!(matches!(err, ScaffoldError::NoRustSdk { .. }), "{err}");
+        let err = scaffold(&ScaffoldOptions {
+            async_run: true,
+            ..opts("hello", &fresh)
+        })
+        .unwrap_err();
+        assert!(
+            matches!(err, ScaffoldError::AsyncUnsupported { .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("Rust skills only"), "{err}");
         assert!(!fresh.exists());
     }
 
@@ -461,6 +558,7 @@ mod tests {
             language: Language::C,
             dir: root.path().to_path_buf(),
             rust_sdk: None,
+            async_run: false,
         })
         .unwrap();
         assert!(report.files.contains(&"skill.c".to_string()));

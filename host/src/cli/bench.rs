@@ -1,4 +1,4 @@
-//! `host bench runtime|engine|postgres|claims|compose`: the library's benchmarks
+//! `host bench runtime|async|engine|postgres|claims|compose`: the library's benchmarks
 //! (`skillhost_runtime::bench`, `skillhost_engine::bench`, which `cargo bench`
 //! runs too, and `skillhost_mcp::bench`), printed as JSON with `--json` or as lines. This module parses
 //! the flags, finds the `echo` component, opens the Postgres database, and
@@ -19,12 +19,17 @@ use super::common::{
 use skillhost_engine::bench::{
     self as engine_bench, BenchScenario, ClaimsSettings, EngineBenchSettings, PostgresBenchSettings,
 };
-use skillhost_runtime::bench::{BenchError, RuntimeBench, RuntimeBenchSettings};
+use skillhost_runtime::bench::{
+    AbiBenchSettings, BenchError, RuntimeBench, RuntimeBenchSettings, echo_input, measure_abis,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Fresh-instance call latency, compile time and cached load time.
     Runtime(RuntimeBenchArgs),
+    /// A fresh call of an async (WASI 0.3) component against the same skill
+    /// built for the synchronous ABI (WASI 0.2), in ABBA rounds.
+    Async(AsyncBenchArgs),
     /// Per-node latency of a 10-node scenario, without a store and on SQLite.
     Engine(EngineBenchArgs),
     /// Durable runs on Postgres: one run's per-node latency, and node steps
@@ -135,6 +140,30 @@ pub struct RuntimeBenchArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct AsyncBenchArgs {
+    /// The synchronous build [default: skills/dist/echo.wasm].
+    #[arg(long = "sync", value_name = "WASM")]
+    sync: Option<PathBuf>,
+    /// The async build of the same skill [default:
+    /// skills/dist/echo-async.wasm].
+    #[arg(long = "async", value_name = "WASM")]
+    r#async: Option<PathBuf>,
+    /// The input both are called with: inline JSON or @FILE [default: the
+    /// `echo` input].
+    #[arg(long, value_name = "JSON|@FILE")]
+    input: Option<String>,
+    /// ABBA rounds.
+    #[arg(long, default_value_t = AbiBenchSettings::default().rounds)]
+    rounds: usize,
+    /// Calls per batch (four batches a round).
+    #[arg(long, default_value_t = AbiBenchSettings::default().calls)]
+    calls: usize,
+    /// Print JSON only.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct PostgresBenchArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
@@ -175,29 +204,35 @@ impl EchoArgs {
     /// shipped build of `echo`, so the default is that file, found the way
     /// `host run NAME` finds `examples/NAME`.
     fn read(&self) -> Result<Vec<u8>, Failure> {
-        let path = match &self.echo {
-            Some(path) => path.clone(),
-            None => {
-                let relative = Path::new("skills/dist/echo.wasm");
-                let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-                let repo = repo.canonicalize().unwrap_or(repo);
-                let in_repo = repo.join(relative);
-                [relative.to_path_buf(), in_repo.clone()]
-                    .into_iter()
-                    .find(|candidate| candidate.is_file())
-                    .ok_or_else(|| {
-                        Failure::bad_input(format!(
-                            "the benchmarks call the shipped `echo` skill, and there is no \
-                             `{}` here or `{}`; run from the repository (scripts/build-skills.sh \
-                             builds it), or give its component with --echo FILE",
-                            relative.display(),
-                            in_repo.display()
-                        ))
-                    })?
-            }
-        };
-        read_component(&path)
+        match &self.echo {
+            Some(path) => read_component(path),
+            None => read_shipped("echo"),
+        }
     }
+}
+
+/// The shipped build of the skill `name` (`skills/dist/NAME.wasm`), found
+/// the way `host run NAME` finds `examples/NAME`: here, else in the
+/// repository the host was built from. The figures in the docs were
+/// measured on these builds.
+fn read_shipped(name: &str) -> Result<Vec<u8>, Failure> {
+    let relative = PathBuf::from(format!("skills/dist/{name}.wasm"));
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let repo = repo.canonicalize().unwrap_or(repo);
+    let in_repo = repo.join(&relative);
+    let path = [relative.clone(), in_repo.clone()]
+        .into_iter()
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            Failure::bad_input(format!(
+                "the benchmarks call the shipped `{name}` skill, and there is no `{}` here or \
+                 `{}`; run from the repository (scripts/build-skills.sh builds it), or give \
+                 its component",
+                relative.display(),
+                in_repo.display()
+            ))
+        })?;
+    read_component(&path)
 }
 
 fn read_component(path: &Path) -> Result<Vec<u8>, Failure> {
@@ -240,6 +275,7 @@ fn bench_failure(e: BenchError) -> Failure {
 pub fn run(command: BenchCommand, _globals: &Globals) -> CliResult {
     match command {
         BenchCommand::Runtime(args) => runtime_bench(args),
+        BenchCommand::Async(args) => async_bench(args),
         BenchCommand::Engine(args) => engine(args),
         BenchCommand::Postgres(args) => postgres(args),
         BenchCommand::Claims(args) => claims(args),
@@ -277,6 +313,32 @@ fn runtime_bench(args: RuntimeBenchArgs) -> CliResult {
             loads: args.loads,
         })
         .map_err(bench_failure)?;
+    print_figures(&figures, figures.to_json(), args.json)
+}
+
+fn async_bench(args: AsyncBenchArgs) -> CliResult {
+    if args.rounds == 0 || args.calls == 0 {
+        return Err(Failure::bad_input(
+            "--rounds and --calls must be at least 1",
+        ));
+    }
+    let sync = match &args.sync {
+        Some(path) => read_component(path)?,
+        None => read_shipped("echo")?,
+    };
+    let r#async = match &args.r#async {
+        Some(path) => read_component(path)?,
+        None => read_shipped("echo-async")?,
+    };
+    let input = match &args.input {
+        Some(input) => read_json_arg(input)?,
+        None => echo_input(),
+    };
+    let settings = AbiBenchSettings {
+        rounds: args.rounds,
+        calls: args.calls,
+    };
+    let figures = measure_abis(sync, r#async, input, settings).map_err(bench_failure)?;
     print_figures(&figures, figures.to_json(), args.json)
 }
 

@@ -1,4 +1,4 @@
-//! `host skill new NAME --lang LANG [--dir DIR]`: a new skill's directory
+//! `host skill new NAME --lang LANG [--dir DIR] [--async]`: a new skill's directory
 //! from the templates of `skillhost-build` (`scaffold`), ready for `host
 //! skill build`.
 
@@ -22,6 +22,11 @@ pub struct NewArgs {
     /// the `sdk/` of the checkout this binary was built from].
     #[arg(long, value_name = "DIR")]
     pub sdk: Option<PathBuf>,
+    /// An async skill (WASI 0.3): its world exports `run` as an `async
+    /// func`, its code an `async fn run`, and the host calls it on its
+    /// concurrent engine. Rust only.
+    #[arg(long = "async")]
+    pub async_run: bool,
     /// Print what was written as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -37,6 +42,7 @@ pub fn run(args: NewArgs) -> CliResult {
         name: args.name,
         language,
         rust_sdk: Some(rust_sdk),
+        async_run: args.async_run,
     };
     let report = scaffold::scaffold(&opts).map_err(|e| {
         if e.is_environment() {
