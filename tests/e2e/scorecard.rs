@@ -458,6 +458,124 @@ fn observe_run(db: &Db, id: &str, name: &str) -> Observed {
     }
 }
 
+/// What an undisturbed run of `scenario` must be in itself (the cases are
+/// compared with it): each node applied once, the answer once, the child's
+/// nodes once, only the kept attempts' journal, one kv row per key.
+fn check_reference(scenario: Scenario, backend: Backend, run: &Observed) {
+    let ok_nodes = |o: &Observed| -> Vec<String> {
+        o.steps
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["node_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let what = format!("the undisturbed {} run on {backend:?}", scenario.name());
+    match scenario {
+        Scenario::Crash => {
+            assert_eq!(run.status, "completed", "{what}");
+            assert_eq!(ok_nodes(run), ["first", "second", "fan", "third"], "{what}");
+            assert_eq!(
+                run.state["trail"],
+                json!(["first", "secondsecond", "fan", "666"]),
+                "{what}"
+            );
+        }
+        Scenario::Approval => {
+            assert_eq!(run.status, "completed", "{what}");
+            assert_eq!(ok_nodes(run), ["prepare", "approve", "execute"], "{what}");
+            assert_eq!(
+                run.state["trail"],
+                json!(["prepare", "answer:yes", "executedexecuted"]),
+                "{what}"
+            );
+        }
+        Scenario::Subgraph => {
+            assert_eq!(run.status, "completed", "{what}");
+            assert_eq!(
+                ok_nodes(run),
+                ["p_before", "summarise", "p_after"],
+                "{what}"
+            );
+            let child = run.child.as_ref().expect("a child run");
+            assert_eq!(
+                ok_nodes(child),
+                ["c_check", "c_first", "c_second"],
+                "{what}"
+            );
+            assert_eq!(
+                run.state["trail"],
+                json!([
+                    "before",
+                    "c_check",
+                    "c_first",
+                    "c_second",
+                    "after:hellohello!"
+                ]),
+                "{what}"
+            );
+        }
+        Scenario::KvRetry => {
+            assert_eq!(run.status, "completed", "{what}");
+            // One failed attempt of `flaky` and of each item, each without
+            // a journal: the journal is the kept attempts' get and set.
+            let failed = run
+                .attempts
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|a| a[2] != "ok")
+                .count();
+            assert_eq!(failed, 4, "{what}");
+            let calls: Vec<(String, Value, String)> = run
+                .journal
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|j| {
+                    let op = j["request"]["op"].as_str().unwrap();
+                    (
+                        j["node_id"].as_str().unwrap().to_owned(),
+                        j["item"].clone(),
+                        op.to_owned(),
+                    )
+                })
+                .collect();
+            let call = |node: &str, item: Value, op: &str| (node.to_owned(), item, op.to_owned());
+            let mut expected = vec![
+                call("flaky", Value::Null, "get"),
+                call("flaky", Value::Null, "set"),
+            ];
+            for item in 0..3 {
+                expected.push(call("fan", json!(item), "get"));
+                expected.push(call("fan", json!(item), "set"));
+            }
+            assert_eq!(calls, expected, "{what}");
+            let kv: Vec<(&str, &str)> = run
+                .kv
+                .iter()
+                .map(|(_, _, key, value)| (key.as_str(), value.as_str()))
+                .collect();
+            assert_eq!(
+                kv,
+                [
+                    ("a", "a"),
+                    ("b", "b"),
+                    ("c", "c"),
+                    ("flag", "flag"),
+                    ("seen", "c")
+                ],
+                "{what}"
+            );
+        }
+        Scenario::Cancel => {
+            assert_eq!(run.status, "cancelled", "{what}");
+            assert_eq!(ok_nodes(run), ["first", "second"], "{what}");
+            assert_eq!(run.error["code"], "cancelled", "{what}");
+        }
+    }
+}
+
 /// Plays `scenario` on `db` as a user would, with `point` armed; the id of
 /// its run.
 fn play(scenario: Scenario, db: &Db, point: Option<&str>) -> String {
@@ -758,7 +876,9 @@ fn every_failpoint_on_sqlite_and_postgres() {
                 Box::new(move || {
                     let db = Db::fresh(backend);
                     let id = play(scenario, &db, None);
-                    observe(&db, &id)
+                    let run = observe(&db, &id);
+                    check_reference(scenario, backend, &run);
+                    run
                 }) as Box<dyn FnOnce() -> Observed + Send>
             })
             .collect(),
