@@ -83,6 +83,11 @@ fn rows() -> Vec<Row> {
         row("before-commit:second", Scenario::Crash, ""),
         row("in-commit:second", Scenario::Crash, ""),
         row("after-commit:second", Scenario::Crash, ""),
+        row(
+            "before-map-item:fan:3",
+            Scenario::Crash,
+            LANGGRAPH_PENDING_WRITES,
+        ),
         row("map-item:fan:3", Scenario::Crash, LANGGRAPH_PENDING_WRITES),
         row("in-commit:fan", Scenario::Crash, LANGGRAPH_PENDING_WRITES),
         row("before-wait:approve", Scenario::Approval, ""),
@@ -136,6 +141,7 @@ fn rows() -> Vec<Row> {
         row("before-kv-set:seen", Scenario::KvRetry, DBOS_RETRY),
         row("journaled:flaky", Scenario::KvRetry, DBOS_RETRY),
         row("in-commit:flaky", Scenario::KvRetry, DBOS_RETRY),
+        row("before-map-item:fan:1", Scenario::KvRetry, DBOS_RETRY),
         row("map-item:fan:1", Scenario::KvRetry, DBOS_RETRY),
         row("before-cancel", Scenario::Cancel, ""),
         row("after-cancel", Scenario::Cancel, ""),
@@ -441,16 +447,14 @@ fn observe_run(db: &Db, id: &str, name: &str) -> Observed {
                 .map(|s| {
                     let mut s = stable(s, &ids);
                     s.as_object_mut().unwrap().remove("attempt");
+                    if let Some(detail) = s["detail"].as_object_mut() {
+                        detail.remove(ITEM_ATTEMPTS);
+                    }
                     s
                 })
                 .collect(),
         ),
-        attempts: Value::Array(
-            steps
-                .iter()
-                .map(|s| json!([s["node_id"], s["attempt"], s["status"]]))
-                .collect(),
-        ),
+        attempts: Value::Array(steps.iter().flat_map(attempts_of).collect()),
         journal: stable(&export["journal"], &ids),
         artifacts: stable(&export["artifacts"], &ids),
         kv: db.kv_rows(),
@@ -574,6 +578,24 @@ fn check_reference(scenario: Scenario, backend: Backend, run: &Observed) {
             assert_eq!(run.error["code"], "cancelled", "{what}");
         }
     }
+}
+
+const ITEM_ATTEMPTS: &str = "item_attempts";
+
+/// A step row's attempts: `[node, attempt, status]`, and for a map step
+/// one `["NODE item I", attempt, "ok"]` per item (the attempt its output
+/// came from).
+fn attempts_of(step: &Value) -> Vec<Value> {
+    let node = step["node_id"].as_str().unwrap();
+    let mut attempts = vec![json!([node, step["attempt"], step["status"]])];
+    if let Some(items) = step["detail"]["items"].as_u64() {
+        let later = &step["detail"][ITEM_ATTEMPTS];
+        attempts.extend((0..items).map(|i| {
+            let attempt = later[i.to_string()].as_u64().unwrap_or(1);
+            json!([format!("{node} item {i}"), attempt, "ok"])
+        }));
+    }
+    attempts
 }
 
 /// Plays `scenario` on `db` as a user would, with `point` armed; the id of

@@ -6,7 +6,8 @@
 //! Points: `before-commit:<node>`, `in-commit:<node>` (on SQLite inside the
 //! store's transaction, after its writes, before COMMIT; on Postgres, where a
 //! commit is one statement, just before that statement), `after-commit:<node>`,
-//! `map-item:<node>:<index>` (after the item is stored), `before-wait:<node>`
+//! `map-item:<node>:<index>` (after the item is stored; `before-map-item:`
+//! just before), `before-wait:<node>`
 //! and `after-wait:<node>` (around the write that puts a run in `waiting` at
 //! an approval node), `worker-before-resume` (a worker's claimed run, its
 //! scenario loaded, before the engine reads the run).
