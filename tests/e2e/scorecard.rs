@@ -42,6 +42,8 @@ enum Scenario {
     KvRetry,
     /// `engine/crash.toml` cancelled while it runs.
     Cancel,
+    /// `scorecard/approval.toml` cancelled while it waits.
+    CancelWaiting,
 }
 
 impl Scenario {
@@ -52,6 +54,7 @@ impl Scenario {
             Scenario::Subgraph => "subgraph",
             Scenario::KvRetry => "kv retry",
             Scenario::Cancel => "cancel",
+            Scenario::CancelWaiting => "cancel waiting",
         }
     }
 }
@@ -146,6 +149,8 @@ fn rows() -> Vec<Row> {
         row("before-cancel", Scenario::Cancel, ""),
         row("after-cancel", Scenario::Cancel, ""),
         row("before-cancel-end", Scenario::Cancel, ""),
+        row("before-cancel", Scenario::CancelWaiting, ""),
+        row("after-cancel", Scenario::CancelWaiting, ""),
     ]
 }
 
@@ -577,6 +582,11 @@ fn check_reference(scenario: Scenario, backend: Backend, run: &Observed) {
             assert_eq!(ok_nodes(run), ["first", "second"], "{what}");
             assert_eq!(run.error["code"], "cancelled", "{what}");
         }
+        Scenario::CancelWaiting => {
+            assert_eq!(run.status, "cancelled", "{what}");
+            assert_eq!(ok_nodes(run), ["prepare"], "{what}");
+            assert_eq!(run.error["code"], "cancelled", "{what}");
+        }
     }
 }
 
@@ -616,6 +626,11 @@ fn play(scenario: Scenario, db: &Db, point: Option<&str>) -> String {
             assert_eq!(db.show(&id)["status"], "waiting", "{point:?}");
             answer(&mut case, &id);
             case.resumed(&id, &["resume", &id]);
+            id
+        }
+        Scenario::CancelWaiting => {
+            let id = case.run(&files.approval, &[]);
+            cancel(&mut case, &id);
             id
         }
         Scenario::Cancel if point == Some("before-cancel-end") => {
@@ -697,12 +712,16 @@ fn answer(case: &mut Case, id: &str) {
 }
 
 /// Cancels run `id` (again, if the cancel's process was killed: a cancel
-/// already asked is asked once more, which changes nothing).
+/// already asked is asked once more, which changes nothing, and one already
+/// done is refused as such).
 fn cancel(case: &mut Case, id: &str) {
     let args = ["runs", "cancel", id, "--by", "scorecard"];
     let (mut out, killed) = case.host(&args);
     if killed {
         out = case.host(&args).0;
+        if !out.status.success() && case.db.show(id)["status"] == "cancelled" {
+            return;
+        }
     }
     assert!(out.status.success(), "{}", stderr(&out));
 }
@@ -846,12 +865,13 @@ fn invalid_answer(backend: Backend, approval: &Observed, crash: &Observed) -> St
     "others untouched; answerable".into()
 }
 
-const SCENARIOS: [Scenario; 5] = [
+const SCENARIOS: [Scenario; 6] = [
     Scenario::Crash,
     Scenario::Approval,
     Scenario::Subgraph,
     Scenario::KvRetry,
     Scenario::Cancel,
+    Scenario::CancelWaiting,
 ];
 
 const BACKENDS: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
