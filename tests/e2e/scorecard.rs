@@ -309,6 +309,22 @@ impl Case<'_> {
     }
 }
 
+/// Waits for `child` to exit, at most 60 s (then it is killed on drop and
+/// the test fails naming `what`).
+fn wait_bounded(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not end within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The run id the first event of `host … --events` names.
 fn first_run_id(out: &Output) -> String {
     let text = String::from_utf8_lossy(&out.stdout);
@@ -668,7 +684,7 @@ fn play(scenario: Scenario, db: &Db, point: Option<&str>) -> String {
             cancel(&mut case, &id);
             send_signal(runner.id(), libc::SIGCONT);
             let mut runner = runner;
-            let status = runner.wait().unwrap();
+            let status = wait_bounded(&mut runner, "the cancelled runner");
             assert_eq!(status.signal(), None, "the runner after the cancel");
             id
         }
@@ -848,7 +864,10 @@ fn invalid_answer(backend: Backend, approval: &Observed, crash: &Observed) -> St
     assert_eq!(before(&c), c_before, "the running run");
 
     send_signal(runner.id(), libc::SIGCONT);
-    assert!(runner.wait().unwrap().success(), "the running run");
+    assert!(
+        wait_bounded(&mut runner, "the running run").success(),
+        "the running run"
+    );
     for id in [&a, &b] {
         answer(&mut case, id);
         case.resumed(id, &["resume", id]);
