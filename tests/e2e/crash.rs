@@ -607,3 +607,64 @@ fn resume_refuses_a_run_whose_component_changed_unless_allowed() {
     assert_eq!(shown["status"], "completed");
     assert_eq!(shown["components"]["echo"], started_with);
 }
+
+/// A map item stored before a kill keeps the rows of its retried attempts:
+/// they are written with the item, not at the end of the node, so the run
+/// resumed past it (the item reused, not run again) has every retried
+/// attempt the undisturbed run has. `kv_retry.toml`'s skill fails its first
+/// attempt on each key, here the three items' keys.
+#[test]
+fn a_map_items_retried_attempts_survive_a_kill_after_it() {
+    let failed_fan_attempts = |dir: &Path, id: &str| {
+        let export = json(&host(dir, &["runs", "export", id], None));
+        let rows: Vec<(u64, String)> = export["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["node_id"] == "fan" && s["status"] != "ok")
+            .map(|s| {
+                let attempt = s["attempt"].as_u64().unwrap();
+                (attempt, s["status"].as_str().unwrap().to_owned())
+            })
+            .collect();
+        rows
+    };
+    let file = |dir: &Path| {
+        std::fs::write(
+            dir.join("kv-retry.wasm"),
+            skillhost_tests::kv_retry_component(),
+        )
+        .unwrap();
+        let toml = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/scorecard/kv_retry.toml");
+        std::fs::copy(toml, dir.join("kv_retry.toml")).unwrap();
+        dir.join("kv_retry.toml").display().to_string()
+    };
+
+    let undisturbed = tempfile::tempdir().unwrap();
+    let scenario = file(undisturbed.path());
+    let out = host(undisturbed.path(), &["run", &scenario, "--json"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = json(&out)["run_id"].as_str().unwrap().to_owned();
+    let expected = failed_fan_attempts(undisturbed.path(), &id);
+    assert_eq!(expected.len(), 3, "{expected:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = file(dir.path());
+    let out = host(
+        dir.path(),
+        &["run", &scenario, "--events"],
+        Some("map-item:fan:1"),
+    );
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    let first: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let id = first["run_id"].as_str().unwrap().to_owned();
+    let out = host(dir.path(), &["resume", &id, "--events"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reused = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("\"map_item_finished\"") && l.contains("\"reused\":true"))
+        .count();
+    assert_eq!(reused, 2, "items 0 and 1 are not run again");
+    assert_eq!(failed_fan_attempts(dir.path(), &id), expected);
+}

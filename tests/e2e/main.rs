@@ -28,6 +28,7 @@ mod replay;
 mod research;
 mod research_llm;
 mod router;
+mod scorecard;
 mod scripts;
 mod serve;
 mod skill_new;

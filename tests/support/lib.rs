@@ -115,6 +115,44 @@ pub fn fixture_component_with(name: &str, edit: impl FnOnce(String) -> String) -
         .expect("componentize fixture")
 }
 
+/// `kv-probe` that, when the key it reads is not set, sets it (to the key)
+/// and returns a retryable error: its first attempt on each key fails
+/// after a kv write, the next one reads it and goes on as `kv-probe` does.
+pub fn kv_retry_component() -> Vec<u8> {
+    fixture_component_with("kv-probe", |wat| {
+        let data = r#"  (data (i32.const 368) "(none)")           ;; 6 bytes"#;
+        let call = r#"    (call $set (i32.const 352)"#;
+        assert!(
+            wat.contains(data) && wat.contains(call),
+            "kv-probe.wat changed"
+        );
+        wat.replacen(
+            data,
+            &format!(
+                "{data}\n  (data (i32.const 400) \"not-yet\")\n  \
+                 (data (i32.const 416) \"first attempt\")"
+            ),
+            1,
+        )
+        .replacen(
+            call,
+            &format!(
+                "    (if (i32.eqz (i32.load8_u (i32.const 2052)))
+      (then
+        (call $set (local.get $key) (local.get $key_len) (local.get $key) (local.get $key_len) (i32.const 2080))
+        (if (i32.load8_u (i32.const 2080)) (then (return (i32.const 2080))))
+        (i32.store8 (i32.const 2112) (i32.const 1))
+        (i32.store (i32.const 2116) (i32.const 400)) (i32.store (i32.const 2120) (i32.const 7))
+        (i32.store (i32.const 2124) (i32.const 416)) (i32.store (i32.const 2128) (i32.const 13))
+        (i32.store8 (i32.const 2132) (i32.const 1))
+        (return (i32.const 2112))))
+{call}"
+            ),
+            1,
+        )
+    })
+}
+
 /// A runtime with its own, empty component cache.
 #[cfg(feature = "runtime")]
 pub fn runtime(cache: &Path) -> skillhost_runtime::Runtime {

@@ -94,10 +94,12 @@ impl Engine {
             .map_err(|violations| invalid(violations.to_string()))?;
         skillhost_store::check_nesting(&answer, || "the answer".into())
             .map_err(|e| invalid(e.to_string()))?;
+        skillhost_store::failpoint::hit(|| format!("before-answer:{}", wait.node_id));
         store
             .answer_wait(run_id, wait.seq, &answer, by)
             .await
             .map_err(EngineError::Store)?;
+        skillhost_store::failpoint::hit(|| format!("after-answer:{}", wait.node_id));
         self.emit(|| Event::RunAnswered {
             run_id: run_id.to_string(),
             node: wait.node_id.clone(),
@@ -181,7 +183,9 @@ impl Engine {
             "by": by,
             "node": run.current_node,
         });
+        skillhost_store::failpoint::hit(|| "before-cancel".into());
         let cancelled = store.cancel_run(run_id, by, &error).await?;
+        skillhost_store::failpoint::hit(|| "after-cancel".into());
         if let Cancelled::Now(_) = cancelled {
             // No process holds it to end its trace: this one does.
             crate::traced::run_ended_unheld(&run, None, Some(&error));

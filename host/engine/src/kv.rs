@@ -91,11 +91,15 @@ impl KvBackend for StoreKv {
             max_keys: quota.max_keys,
             max_bytes: quota.max_bytes,
         };
+        skillhost_store::failpoint::hit(|| format!("before-kv-set:{key}"));
         match self
             .handle
             .block_on(self.store.kv_set(space, key, &value, limits))
         {
-            Ok(KvWrite::Written) => Ok(()),
+            Ok(KvWrite::Written) => {
+                skillhost_store::failpoint::hit(|| format!("after-kv-set:{key}"));
+                Ok(())
+            }
             Ok(KvWrite::OverQuota(after)) => Err(KvFailure::OverQuota(KvUsage {
                 keys: after.keys,
                 bytes: after.bytes,

@@ -667,6 +667,7 @@ impl<'c, 'a> Run<'c, 'a> {
             "by": by,
             "requested_at": at_ms,
         });
+        skillhost_store::failpoint::hit(|| "before-cancel-end".into());
         cx.log
             .finish_run(&cx.run_id, RunStatus::Cancelled, None, Some(&error))
             .await?;

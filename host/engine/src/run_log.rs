@@ -247,6 +247,9 @@ impl<'a> RunLog<'a> {
             journal: item.journal.to_vec(),
             attempt: item.attempt,
         };
+        skillhost_store::failpoint::hit(|| {
+            format!("before-map-item:{}:{}", item.node_id, item.index)
+        });
         let recorded = store.record_map_item(&row).await;
         skillhost_store::failpoint::hit(|| format!("map-item:{}:{}", item.node_id, item.index));
         recorded

@@ -6,10 +6,32 @@
 //! Points: `before-commit:<node>`, `in-commit:<node>` (on SQLite inside the
 //! store's transaction, after its writes, before COMMIT; on Postgres, where a
 //! commit is one statement, just before that statement), `after-commit:<node>`,
-//! `map-item:<node>:<index>` (after the item is stored), `before-wait:<node>`
+//! `map-item:<node>:<index>` (after the item is stored; `before-map-item:`
+//! just before), `before-wait:<node>`
 //! and `after-wait:<node>` (around the write that puts a run in `waiting` at
 //! an approval node), `worker-before-resume` (a worker's claimed run, its
 //! scenario loaded, before the engine reads the run).
+//!
+//! Around what people and skills do from outside the run loop:
+//! `before-answer:<node>` and `after-answer:<node>` (around the transaction
+//! that records an approval node's answer and queues its run again),
+//! `before-cancel` and `after-cancel` (around the write of a cancel: the end
+//! of a queued or waiting run, the request of a running one),
+//! `before-cancel-end` (a runner that found its run's cancel request, before
+//! it writes the run's end as cancelled), `before-kv-set:<key>` and
+//! `after-kv-set:<key>` (around a `kv` set, its own transaction: durable
+//! when it returns, before the node's commit), `journaled:<node>` (a skill
+//! node's call returned with journaled host calls, the rows of its retried
+//! attempts written, its kept attempt's journal held in memory: the
+//! journal is written by the node's commit, so this is "after the host
+//! calls ran, before the commit"; a map item's journal is stored with the
+//! item, `map-item`), `child-ended:<node>` (a subgraph node's child run
+//! ended, or was read back, before the parent's node is applied and
+//! committed). Inside a child run the points fire with the child's node ids
+//! (`after-commit:<child node>`).
+//!
+//! `tests/e2e/scorecard.rs` kills the host at each of them on SQLite and
+//! Postgres; `docs/replay.md` has the table it writes.
 //!
 //! `stop@POINT` stops the process there with SIGSTOP instead, as a frozen VM
 //! or a long GC pause would: it goes on from that point when sent SIGCONT,

@@ -14,7 +14,9 @@
 //! items finished in, each entry naming its item: every item's call has a
 //! journal of its own, which a replay answers that item's call from. An
 //! item finished before a crash and reused on resume brings its journal and
-//! its attempt from its map item row, so the node's commit holds them all.
+//! its attempt from its map item row, so the node's commit holds them all;
+//! the step rows of its retried attempts were written as it settled, before
+//! its row, so it has them too.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -76,10 +78,6 @@ async fn run_items(
     let plan = CallPlan::new(call, &skill, tokens_left, cx.kv.as_ref(), cx.call_trace());
     let started_at_ms = now_ms();
     schedule(cx, node, map, &skill, &plan, &inputs, visit, &mut items).await;
-    cx.log
-        .record_attempts(&items.failed_steps)
-        .await
-        .map_err(|e| fail(NodeFailure::new(FailureCode::StoreError, e.to_string())))?;
     items.finish(cx, node, call, state, vars, started_at_ms)
 }
 
@@ -210,8 +208,6 @@ struct Items {
     /// The last attempts' alone (the step row's: the rows of retried
     /// attempts hold their own).
     step_usage: TokenUsage,
-    /// One step row per retried attempt of any item.
-    failed_steps: Vec<StepRow>,
     first_failure: Option<NodeFailure>,
 }
 
@@ -226,7 +222,6 @@ impl Items {
             logs_dropped: 0,
             usage: TokenUsage::default(),
             step_usage: TokenUsage::default(),
-            failed_steps: Vec::new(),
             first_failure: None,
         }
     }
@@ -292,7 +287,12 @@ impl Items {
             failed,
             ..
         } = attempts;
-        self.failed_steps.extend(failed);
+        // Before the item: an item stored and reused after a crash has the
+        // rows of its retried attempts already.
+        if let Err(e) = cx.log.record_attempts(&failed).await {
+            self.first_failure
+                .get_or_insert(NodeFailure::new(FailureCode::StoreError, e.to_string()));
+        }
         cx.emit_logs(&node.id, Some(index), &call.skill, &report.logs);
         self.fuel += report.fuel_consumed;
         self.logs_dropped += report.logs_dropped;

@@ -80,6 +80,10 @@ async fn run_call(
             None,
         )
     })?;
+    if !journal.is_empty() {
+        // Held here until the node's commit writes it with the checkpoint.
+        skillhost_store::failpoint::hit(|| format!("journaled:{}", node.id));
+    }
     cx.emit_logs(&node.id, None, &call.skill, &report.logs);
     if let (Some(trace), Lookup::Off | Lookup::Miss { .. }) = (&cx.trace, &lookup) {
         trace.called(&skill, attempt, &report);

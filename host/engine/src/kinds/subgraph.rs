@@ -127,6 +127,7 @@ async fn run_child(
         }
     };
 
+    skillhost_store::failpoint::hit(|| format!("child-ended:{}", node.id));
     if end.status != RunStatus::Completed {
         return Err(child_failed(node, subgraph, &child.scenario.name, end));
     }
