@@ -48,10 +48,14 @@ fn async_and_sync_skills_run_in_one_scenario_and_replay_byte_for_byte() {
             "trail": ["firstfirst", "fan", "40"],
             "echoes": ["aaa", "bbbbbb", "ccccccccc", "dddddddddddd"],
             "resumed": 40,
+            "remembered": "40",
             "errors": [],
         })
     );
-    assert_eq!(ok_nodes(&shown), ["first", "fan", "suspend", "last"]);
+    assert_eq!(
+        ok_nodes(&shown),
+        ["first", "fan", "suspend", "remember", "last"]
+    );
 
     let out = host(dir.path(), &["replay", &id, "--json"], None);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -96,7 +100,10 @@ fn killed_and_resumed(point: &str) {
         shown["state"], reference["state"],
         "after a kill at `{point}` and a resume"
     );
-    assert_eq!(ok_nodes(&shown), ["first", "fan", "suspend", "last"]);
+    assert_eq!(
+        ok_nodes(&shown),
+        ["first", "fan", "suspend", "remember", "last"]
+    );
 }
 
 #[test]

@@ -3,18 +3,19 @@
 //! ABI; the input's `mode` makes it suspend, wait on what can never
 //! complete, spin, create futures without end, grow memory, return a large
 //! output or log a flood, so that the tests can show each limit holding on
-//! that path as on the synchronous one.
+//! that path as on the synchronous one; or use a granted capability (`kv`)
+//! across a suspension.
 
 skillhost_sdk::generate!("async-probe");
 
 use skillhost_sdk::__private::wit_bindgen;
-use skillhost_sdk::log;
+use skillhost_sdk::{kv, log};
 
 struct Probe;
 
 impl Guest for Probe {
     skillhost_sdk::manifest! {
-        capabilities: ["log"],
+        capabilities: ["log", "kv"],
         retry: never,
         estimated_duration_ms: 1,
     }
@@ -60,6 +61,16 @@ impl Guest for Probe {
                 return Ok(Output {
                     message: "x".repeat(input.count as usize),
                     resumed,
+                });
+            }
+            Mode::Remember => {
+                let key = format!("count-{}", input.count);
+                kv::set_text(&key, &input.count.to_string())?;
+                wit_bindgen::yield_async().await;
+                let value = kv::get_text(&key)?.unwrap_or_default();
+                return Ok(Output {
+                    message: value,
+                    resumed: 1,
                 });
             }
             Mode::Chatty => {

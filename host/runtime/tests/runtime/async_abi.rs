@@ -262,6 +262,32 @@ fn a_log_flood_is_capped_and_counted_on_the_async_path() {
     );
 }
 
+/// The host's capabilities answer an async skill as they answer a
+/// synchronous one: granted, `kv` is set, read back across a suspension
+/// and journaled; not granted, it is refused as `capability-denied`.
+#[test]
+fn a_granted_capability_answers_across_a_suspension_and_an_ungranted_one_is_denied() {
+    let cache = tempfile::tempdir().unwrap();
+    let skill = probe(&skillhost_tests::runtime(cache.path()));
+    let mut grants = skillhost_runtime::Grants::default();
+    grants.add("kv", "probe").expect("grant kv");
+    let granted = CallOptions {
+        grants: Arc::new(grants),
+        ..CallOptions::default()
+    };
+    let report = call(&skill, "remember", 7, &granted);
+    assert_eq!(report.journal.len(), 2, "a set and a get, journaled");
+    assert_eq!(
+        report.into_result().unwrap(),
+        json!({ "message": "7", "resumed": 1 })
+    );
+    let err = call(&skill, "remember", 7, &CallOptions::default())
+        .into_result()
+        .unwrap_err();
+    assert_eq!(err.kind(), "capability-denied", "{err}");
+    still_serves(&skill);
+}
+
 #[test]
 fn calls_on_both_engines_run_side_by_side_from_many_threads() {
     let cache = tempfile::tempdir().unwrap();
