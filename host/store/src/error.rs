@@ -160,6 +160,19 @@ impl StoreError {
         }
     }
 
+    /// True when the server could not be reached or the connection to it
+    /// broke (a failover, a restart): [`is_transient`](Self::is_transient)
+    /// less the failures the server itself reported for one statement
+    /// (serialisation failures, deadlocks, too many connections, a busy
+    /// SQLite lock). The store's [`Link`](crate::link::Link) reads it.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            StoreError::Database { source, .. } => source.is_unreachable(),
+            StoreError::Open { .. } => true,
+            _ => false,
+        }
+    }
+
     /// True when stored data failed verification.
     pub fn is_corrupt(&self) -> bool {
         matches!(self, StoreError::Corrupt { .. })
@@ -244,6 +257,19 @@ impl DatabaseFailure {
                     )
             }),
             FailureKind::Unsynced | FailureKind::Other => false,
+        }
+    }
+
+    /// See [`StoreError::is_unreachable`]: a lost or unavailable
+    /// connection, a connection failure (SQLSTATE class 08) or the server
+    /// shutting down or starting (57P01..57P03).
+    pub fn is_unreachable(&self) -> bool {
+        match self.kind {
+            FailureKind::ConnectionLost | FailureKind::NoConnection => true,
+            FailureKind::Refused => self.code().is_some_and(|code| {
+                code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
+            }),
+            _ => false,
         }
     }
 
