@@ -398,10 +398,140 @@ async fn workers_ride_out_a_postgres_restart() {
     store.close().await;
 }
 
-/// Two workers drain 30 queued runs through HAProxy while the Patroni
-/// primary is SIGKILLed (its Patroni and its postmaster) twice and the
-/// synchronous standby promoted each time (`support/patroni.rs`): every run
-/// completes, each node applied once, with an uninterrupted run's state.
+/// The runs the failover test drains beside its 30 `slow` ones: the
+/// research example's default review (a report artifact), approval runs
+/// answered (`host runs approve`/`reject`) while the primary is down, and
+/// chat runs that remember a value (a kv write), in the order a worker
+/// claims them (queued first, claimed first).
+fn mixed_runs(db: &str) -> Vec<(String, &'static str, Value)> {
+    let root = skillhost_tests::repo_root();
+    let research = root.join("examples/research/scenario.toml");
+    let chat = root.join("examples/chat/scenario.toml");
+    let approval = fixture("engine/approval.toml");
+    let mut runs = Vec::new();
+    for i in 0..4 {
+        let input = json!({"action": format!("deploy-{i}")});
+        runs.push((submit(db, &approval, &input), "approval", input));
+    }
+    for i in 0..4 {
+        let input = json!({"message": format!("remember my colour {i} is green-{i}")});
+        runs.push((submit(db, chat.to_str().unwrap(), &input), "chat", input));
+    }
+    for _ in 0..4 {
+        let input = json!({"query": "retrieval augmented generation"});
+        runs.push((
+            submit(db, research.to_str().unwrap(), &input),
+            "research",
+            input,
+        ));
+    }
+    runs
+}
+
+/// Answers approval run `index` of [`mixed_runs`]: the even ones approved,
+/// the odd ones rejected. Through HAProxy, possibly while the primary is
+/// down: a command that cannot reach the database when it starts fails
+/// with a clear error (never a panic) and is run again, for up to 90 s.
+fn answer_approval(db: &str, id: &str, index: usize) {
+    let args: Vec<&str> = if index.is_multiple_of(2) {
+        vec!["runs", "approve", id, "--by", "alice"]
+    } else {
+        vec!["runs", "reject", id, "--by", "bob"]
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = host(db, &args);
+        if out.status.success() {
+            return;
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_ne!(out.status.code(), Some(101), "host panicked: {stderr}");
+        assert!(
+            stderr.contains("cannot reach") || stderr.contains("unreachable"),
+            "{args:?} failed, not for the outage: {stderr}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{args:?} never got through: {stderr}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// What a run left in the store, by the counts the exactly-once promise is
+/// about: its ok steps and every step row, checkpoints, journal rows (kv
+/// writes among them) and artifacts (bytes), and its result.
+#[derive(Debug, PartialEq)]
+struct RunRecord {
+    status: RunStatus,
+    ok_steps: Vec<String>,
+    /// Every step row: node, status and attempt (a failed attempt too).
+    step_rows: Vec<(String, String, u32)>,
+    checkpoints: Vec<u64>,
+    journal: Vec<(u64, String, String, Value, Value)>,
+    kv_writes: usize,
+    artifacts: Vec<(String, Vec<u8>)>,
+    result: Option<Value>,
+}
+
+async fn run_record(store: &Store, id: &str) -> RunRecord {
+    let run = store.run(id).await.unwrap().unwrap();
+    let steps = store.steps(id).await.unwrap();
+    let journal = store.journal(id).await.unwrap();
+    let mut artifacts = Vec::new();
+    for artifact in store.artifacts(id).await.unwrap() {
+        let bytes = store
+            .artifact_bytes(&artifact.digest)
+            .await
+            .unwrap()
+            .unwrap();
+        artifacts.push((artifact.name, bytes));
+    }
+    RunRecord {
+        status: run.status,
+        ok_steps: steps
+            .iter()
+            .filter(|s| s.status == skillhost_store::StepStatus::Ok)
+            .map(|s| s.node_id.clone())
+            .collect(),
+        step_rows: steps
+            .iter()
+            .map(|s| (s.node_id.clone(), s.status.to_string(), s.attempt))
+            .collect(),
+        checkpoints: store
+            .checkpoints(id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.seq)
+            .collect(),
+        kv_writes: journal
+            .iter()
+            .filter(|e| e.kind == "kv" && e.request["op"] == "set")
+            .count(),
+        journal: journal
+            .into_iter()
+            .map(|e| (e.seq, e.node_id, e.kind, e.request, e.response))
+            .collect(),
+        artifacts,
+        result: run.result,
+    }
+}
+
+/// Two workers drain 30 queued `slow` runs, four research, four approval
+/// and four chat runs (kv writes) through HAProxy while the Patroni primary
+/// is SIGKILLed (its Patroni and its postmaster) twice and the synchronous
+/// standby promoted each time (`support/patroni.rs`); the approvals are
+/// answered while the primary is down. Every run completes, each node
+/// applied once, with an uninterrupted run's state; every research, approval
+/// and chat run left the same steps, checkpoints, journal rows, kv writes
+/// and artifacts (byte for byte) as the same run drained undisturbed on
+/// another database of the same cluster; and each worker said, in its
+/// events, that the database was unreachable and when it was back.
+///
+/// Two Patroni nodes, not three: a third only adds a replica that is never
+/// promoted (synchronous mode promotes the synchronous standby) and another
+/// Postgres on CI's two cores.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_ride_out_two_patroni_failovers() {
     use skillhost_tests::patroni::Ha;
@@ -413,7 +543,32 @@ async fn workers_ride_out_two_patroni_failovers() {
     .await
     .unwrap();
     ha.create_database("failover").await;
+    ha.create_database("reference").await;
+
+    // The undisturbed runs: the same inputs, drained before any failover.
+    let reference_db = ha.url("reference");
+    let references = mixed_runs(&reference_db);
+    let drain = ["worker", "--exit-when-idle", "--concurrency", "4", "--json"];
+    ok(host(&reference_db, &drain));
+    for (i, (id, _, _)) in references.iter().filter(|r| r.1 == "approval").enumerate() {
+        answer_approval(&reference_db, id, i);
+    }
+    ok(host(&reference_db, &drain));
+    let reference_store = Store::open(&reference_db).await.unwrap();
+    let mut expected = Vec::new();
+    for (id, kind, _) in &references {
+        let record = run_record(&reference_store, id).await;
+        assert_eq!(
+            record.status,
+            RunStatus::Completed,
+            "reference {kind} run {id}"
+        );
+        expected.push(record);
+    }
+    reference_store.close().await;
+
     let db = ha.url("failover");
+    let mixed = mixed_runs(&db);
     let scenario = fixture("workers/slow.toml");
     let ids: Vec<(String, Value)> = (0..30)
         .map(|i| {
@@ -426,6 +581,20 @@ async fn workers_ride_out_two_patroni_failovers() {
     let b = Worker::start(&db, &args);
     a.wait_for("claimed", Duration::from_secs(30));
     let store = Store::open(&db).await.unwrap();
+    let approvals: Vec<String> = mixed
+        .iter()
+        .filter(|r| r.1 == "approval")
+        .map(|r| r.0.clone())
+        .collect();
+    // The approvals wait before the first kill: their answers go in while
+    // the primary is down.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for id in &approvals {
+        while store.run(id).await.unwrap().unwrap().status != RunStatus::Waiting {
+            assert!(Instant::now() < deadline, "approval run {id} never waited");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     for kill in 0..2 {
         let mut finished = 0;
         for (id, _) in &ids {
@@ -435,24 +604,81 @@ async fn workers_ride_out_two_patroni_failovers() {
         if kill == 0 {
             assert!(finished < ids.len(), "the first kill came after the drain");
         }
+        let answering: Vec<(usize, String)> = approvals
+            .iter()
+            .cloned()
+            .enumerate()
+            .filter(|(i, _)| i / 2 == kill)
+            .collect();
+        let answer_db = db.clone();
         ha = tokio::task::spawn_blocking(move || {
             ha.wait_sync_standby();
             let killed = ha.kill_primary();
+            // Answered while there is no primary: each command rides the
+            // outage out or fails clearly and is run again.
+            let answers = std::thread::spawn(move || {
+                for (i, id) in answering {
+                    answer_approval(&answer_db, &id, i);
+                }
+            });
             let promoted = ha.wait_primary();
             assert_ne!(killed, promoted);
             ha.restart(killed);
+            answers.join().expect("the approvals were answered");
             ha
         })
         .await
         .unwrap();
     }
-    let all: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+    let mut all: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+    all.extend(mixed.iter().map(|r| r.0.clone()));
     wait_finished(&store, &all, Duration::from_secs(180)).await;
+    let mut outages = Vec::new();
     for worker in [a, b] {
-        let (status, _) = worker.stop();
+        let (status, events) = worker.stop();
         assert!(status.success(), "{status:?}\n{}", ha.logs());
+        let unreachable = events
+            .iter()
+            .filter(|e| e["event"] == "database_unreachable")
+            .count();
+        let back: Vec<u64> = events
+            .iter()
+            .filter(|e| e["event"] == "database_back")
+            .map(|e| e["out_ms"].as_u64().unwrap())
+            .collect();
+        assert!(
+            unreachable >= 2,
+            "two outages, {unreachable} said: {events:?}"
+        );
+        assert_eq!(back.len(), unreachable, "every outage ends: {events:?}");
+        assert!(
+            back.iter().all(|&ms| ms > 0 && ms < 60_000),
+            "outages of {back:?} ms"
+        );
+        outages.extend(back);
     }
+    eprintln!("the workers saw outages of {outages:?} ms");
     assert_exactly_once(&store, &ids, &scenario, SLOW_NODES).await;
+    for ((id, kind, input), reference) in mixed.iter().zip(&expected) {
+        let record = run_record(&store, id).await;
+        let failed: Vec<Value> = store
+            .steps(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|s| s.error)
+            .collect();
+        assert_eq!(
+            &record, reference,
+            "{kind} run {id} ({input}) differs from its undisturbed run; failed attempts: {failed:?}"
+        );
+    }
+    let kv_writes: usize = expected.iter().map(|r| r.kv_writes).sum();
+    assert_eq!(kv_writes, 4, "each chat run remembers one value");
+    assert!(
+        expected.iter().filter(|r| !r.artifacts.is_empty()).count() >= 8,
+        "the research reports and chat replies are compared"
+    );
     store.close().await;
     tokio::task::spawn_blocking(move || drop(ha)).await.unwrap();
 }
