@@ -1853,9 +1853,20 @@ fn serve_and_mcp_answer_503_through_a_patroni_failover_then_recover() {
         .block_on(ha.create_database("outage"));
     let db = ha.url("outage");
     let approval = approval();
+    // `--durability full`: `host run`'s default (`normal`) sets
+    // `synchronous_commit = off`, which does not wait for the synchronous
+    // standby either, so a failover may lose what it wrote last.
     let out = host_command(
         dir.path(),
-        &["run", &approval, "--json", "--database", &db],
+        &[
+            "run",
+            &approval,
+            "--json",
+            "--database",
+            &db,
+            "--durability",
+            "full",
+        ],
         None,
     )
     .output()
@@ -1962,7 +1973,7 @@ fn serve_and_mcp_answer_503_through_a_patroni_failover_then_recover() {
             assert_eq!(result["structuredContent"]["status"], "waiting", "{result}");
             break;
         }
-        assert!(matches!(code, 200 | 503), "{code}: {body}");
+        assert!(matches!(code, 200 | 503), "{code}: {body}\n{}", ha.logs());
         assert!(
             Instant::now() < deadline,
             "not back: {code} {body} {result}\n{}",
