@@ -690,6 +690,106 @@ async fn workers_ride_out_two_patroni_failovers() {
     tokio::task::spawn_blocking(move || drop(ha)).await.unwrap();
 }
 
+/// With asynchronous replication a failover can lose acknowledged commits
+/// (docs/workers.md): the primary's WAL sender is stopped while a worker
+/// runs `slow` runs, so the checkpoints it commits then reach no replica,
+/// and the primary is SIGKILLed (its Patroni, postmaster and WAL sender). The promoted replica holds older
+/// checkpoints than the worker wrote; the worker's next commit is refused
+/// by the sequence guard, it gives the run back, and the run is claimed
+/// again from the checkpoint that survived and completes with each node
+/// applied once and an uninterrupted run's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_commits_a_patroni_failover_lost_resumes_from_what_survived() {
+    use skillhost_tests::patroni::Ha;
+    let ha = tokio::task::spawn_blocking(|| Ha::start_asynchronous(2))
+        .await
+        .unwrap();
+    ha.create_database("lossy").await;
+    let db = ha.url("lossy");
+    let scenario = fixture("workers/slow.toml");
+    let ids: Vec<(String, Value)> = (0..2)
+        .map(|i| {
+            let input = json!({"label": format!("a{i}")});
+            (submit(&db, &scenario, &input), input)
+        })
+        .collect();
+    let store = Store::open(&db).await.unwrap();
+    let mut worker = Worker::start(&db, &["--lease-ttl", "5s", "--concurrency", "2"]);
+    worker.wait_for("claimed", Duration::from_secs(30));
+    let last_seqs = async |store: &Store| {
+        let mut seqs = Vec::new();
+        for (id, _) in &ids {
+            seqs.push(store.run(id).await.unwrap().unwrap().last_seq);
+        }
+        seqs
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while last_seqs(&store).await.iter().all(|&seq| seq < 2) {
+        assert!(Instant::now() < deadline, "no run got going");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // From here on nothing the primary commits reaches the replica.
+    let (ha, paused) = tokio::task::spawn_blocking(move || {
+        let paused = ha.pause_replication();
+        (ha, paused)
+    })
+    .await
+    .unwrap();
+    let at_pause = last_seqs(&store).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let at_kill = loop {
+        let now = last_seqs(&store).await;
+        // Two more checkpoints of a run still going (or its finish).
+        if now
+            .iter()
+            .zip(&at_pause)
+            .any(|(now, then)| *now >= then + 2)
+        {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "the runs made no progress");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let ha = tokio::task::spawn_blocking(move || {
+        let mut ha = ha;
+        ha.kill_primary();
+        ha.kill_paused(&paused);
+        ha.wait_primary();
+        ha
+    })
+    .await
+    .unwrap();
+    eprintln!("last checkpoints at the pause {at_pause:?}, at the kill {at_kill:?}");
+
+    let all: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+    wait_finished(&store, &all, Duration::from_secs(120)).await;
+    let (status, events) = worker.stop();
+    assert!(status.success(), "{status:?}\n{}", ha.logs());
+    // A run that lost checkpoints was claimed again from an older one than
+    // the worker had written.
+    let reclaimed = ids.iter().enumerate().any(|(i, (id, _))| {
+        events.iter().any(|e| {
+            e["event"] == "claimed"
+                && e["run_id"] == id.as_str()
+                && e["from_seq"]
+                    .as_u64()
+                    .is_some_and(|seq| seq > 0 && seq < at_kill[i])
+        })
+    });
+    for event in events.iter().filter(|e| e["event"] != "finished") {
+        eprintln!("{event}");
+    }
+    // Checkpoints only move forward: a claim from one older than the
+    // primary acknowledged at the kill found them lost.
+    assert!(
+        reclaimed,
+        "no run resumed from a surviving checkpoint: {events:?}"
+    );
+    assert_exactly_once(&store, &ids, &scenario, SLOW_NODES).await;
+    store.close().await;
+    tokio::task::spawn_blocking(move || drop(ha)).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_worker_cannot_write_after_a_takeover() {
     paused_worker_after_a_takeover(Pause::MidRun).await;
