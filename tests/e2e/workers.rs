@@ -578,7 +578,11 @@ async fn workers_ride_out_two_patroni_failovers() {
             (submit(&db, &scenario, &input), input)
         })
         .collect();
-    let args = ["--lease-ttl", "5s", "--concurrency", "2"];
+    // Leases (30 s, the default) outlive a failover (about 10 s): the
+    // database's clock runs on through the outage, and a shorter lease
+    // expires meanwhile and is taken over after it, the node in flight run
+    // again by its new runner (its kv write repeated; docs/workers.md).
+    let args = ["--lease-ttl", "30s", "--concurrency", "2"];
     let mut a = Worker::start(&db, &args);
     let b = Worker::start(&db, &args);
     a.wait_for("claimed", Duration::from_secs(30));
