@@ -1841,7 +1841,9 @@ fn mcp_call(client: &reqwest::blocking::Client, url: &str, name: &str, arguments
 /// result), each saying the database is unreachable, never held through
 /// the outage, never a crash; once a replica is promoted the same two
 /// processes answer again (the runs list, a run's API and page, an MCP
-/// `tools/call`), with nothing restarted.
+/// `tools/call`), with nothing restarted. Hostile: `host serve` is behind a
+/// token, and a request without it during the outage is refused (401) as
+/// ever, told nothing about the database.
 #[test]
 fn serve_and_mcp_answer_503_through_a_patroni_failover_then_recover() {
     use skillhost_tests::patroni::Ha;
@@ -1874,12 +1876,21 @@ fn serve_and_mcp_answer_503_through_a_patroni_failover_then_recover() {
     assert!(out.status.success(), "{}", stderr(&out));
     let id = out_json(&out)["run_id"].as_str().unwrap().to_string();
 
-    let mut server = Server::start(dir.path(), Some(&db), &[]);
+    // Behind a token: who may not ask hears nothing about the database.
+    let token = "failover-token";
+    let mut server = Server::start(dir.path(), Some(&db), &["--token", token]);
     // A failover is slower than a request: no client gives up first.
-    server.client = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(90))
-        .build()
-        .unwrap();
+    let client = |headers: reqwest::header::HeaderMap| {
+        reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(90))
+            .default_headers(headers)
+            .build()
+            .unwrap()
+    };
+    let mut signed = reqwest::header::HeaderMap::new();
+    signed.insert("authorization", format!("Bearer {token}").parse().unwrap());
+    server.client = client(signed);
+    let anonymous = client(reqwest::header::HeaderMap::new());
     let mcp = host_command(
         dir.path(),
         &[
@@ -1899,16 +1910,9 @@ fn serve_and_mcp_answer_503_through_a_patroni_failover_then_recover() {
     .spawn()
     .unwrap();
     let (mcp_process, mcp_url) = super::mcp::serving(mcp);
-    let status = |server: &Server| {
-        mcp_call(
-            &server.client,
-            &mcp_url,
-            "run_status",
-            json!({"run_id": id}),
-        )
-    };
+    let status = || mcp_call(&anonymous, &mcp_url, "run_status", json!({"run_id": id}));
     assert_eq!(server.get(&format!("/api/runs/{id}")).0, 200);
-    assert_eq!(status(&server)["structuredContent"]["status"], "waiting");
+    assert_eq!(status()["structuredContent"]["status"], "waiting");
 
     let killed = ha.kill_primary();
     // During the outage: each answered within seconds, saying why.
@@ -1935,12 +1939,21 @@ fn serve_and_mcp_answer_503_through_a_patroni_failover_then_recover() {
             200 => {}
             503 => {
                 assert!(retry_after.is_some(), "503 without Retry-After");
+                // Hostile: without the token, refused as always, before
+                // anything about the outage is said.
+                let refused = anonymous
+                    .get(server.url(&format!("/api/runs/{id}")))
+                    .send()
+                    .unwrap();
+                assert_eq!(refused.status().as_u16(), 401);
+                let text = refused.text().unwrap();
+                assert!(!text.contains("postgres"), "{text}");
                 serve_refused = Some((asked.elapsed(), body["error"].as_str().unwrap().to_owned()));
             }
             other => panic!("host serve answered {other} during the outage: {body}"),
         }
         let asked = Instant::now();
-        let result = status(&server);
+        let result = status();
         if result["isError"] == true {
             let text = result["content"][0]["text"].as_str().unwrap().to_owned();
             mcp_refused = Some((asked.elapsed(), text));
@@ -1967,7 +1980,7 @@ fn serve_and_mcp_answer_503_through_a_patroni_failover_then_recover() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (code, body) = server.get(&format!("/api/runs/{id}"));
-        let result = status(&server);
+        let result = status();
         if code == 200 && result["isError"] != true {
             assert_eq!(body["run"]["status"], "waiting", "{body}");
             assert_eq!(result["structuredContent"]["status"], "waiting", "{result}");
