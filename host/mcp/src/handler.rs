@@ -230,9 +230,12 @@ impl SkillhostMcp {
             Ok(prepared) => prepared,
             Err(refused) => return *refused,
         };
-        // While the database is unreachable (a failover), a call is refused
-        // at once, saying so; the same server answers again once it is back.
-        if let Some(refusal) = self.unreachable() {
+        // While the database is unreachable (a failover), a call that needs
+        // it is refused at once, saying so (a skill's call needs none); the
+        // same server answers again once it is back.
+        if !matches!(entry.kind, Kind::Skill { .. })
+            && let Some(refusal) = self.unreachable()
+        {
             return Ok(refusal);
         }
         // A scenario tool's run, or a composed scenario's: started alike.
