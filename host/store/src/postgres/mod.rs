@@ -278,6 +278,35 @@ impl PgStore {
         }
     }
 
+    /// Runs `attempt` (a write that must not be repeated once it may have
+    /// landed) again only after failures that certainly wrote nothing: no
+    /// connection, a server starting, a standby mid-promotion (a failover).
+    /// After a connection broken mid-statement its error is returned, as
+    /// the write may have committed.
+    async fn retrying_while_unwritten<T, F, Fut>(&self, mut attempt: F) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let deadline = Instant::now() + RETRY_FOR;
+        let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP);
+        loop {
+            match attempt().await {
+                Err(e)
+                    if e.is_transient()
+                        && !e.may_have_committed()
+                        && Instant::now() + backoff.peek() < deadline =>
+                {
+                    self.failed(&e);
+                    let delay = backoff.next_delay();
+                    tracing::warn!("{e}; retrying in {delay:?}");
+                    tokio::time::sleep(delay).await;
+                }
+                other => return self.seen(other),
+            }
+        }
+    }
+
     /// Tells the link what the last attempt of a statement found: an
     /// answer, or (given up on) a failure.
     fn seen<T>(&self, outcome: Result<T, StoreError>) -> Result<T, StoreError> {
@@ -332,6 +361,11 @@ fn classify_open_error(source: sqlx::Error, db: &str) -> StoreError {
                 e.message()
             ),
             Some("57P03") => format!("{}; the server is starting or shutting down", e.message()),
+            Some("25006") => format!(
+                "{}; the server is a standby (read-only): point the URL at the primary, or, \
+                 during a failover behind a proxy, try again in a moment",
+                e.message()
+            ),
             _ => e.message().to_owned(),
         },
         sqlx::Error::Io(e) => format!(
