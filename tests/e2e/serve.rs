@@ -1803,3 +1803,207 @@ mod browser {
         );
     }
 }
+
+/// A `tools/call` to a `host mcp --http --stateless` server, as JSON-RPC
+/// over one POST; the result (or the error) of the answer.
+fn mcp_call(client: &reqwest::blocking::Client, url: &str, name: &str, arguments: Value) -> Value {
+    let response = client
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": name, "arguments": arguments}})
+            .to_string(),
+        )
+        .send()
+        .unwrap_or_else(|e| panic!("`host mcp` did not answer: {e}"));
+    let text = response.text().unwrap();
+    // A JSON body, or an event stream whose `data:` line is the answer.
+    let body = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|data| data.contains("\"jsonrpc\""))
+        .unwrap_or(text.trim());
+    let answer: Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON-RPC ({e}): {text}"));
+    answer
+        .get("result")
+        .or_else(|| answer.get("error"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no result: {answer}"))
+}
+
+/// `host serve` and `host mcp --http` on a store behind HAProxy while the
+/// Patroni primary is SIGKILLed (`support/patroni.rs`): during the outage a
+/// request is answered at once (503 with `Retry-After`, an MCP error
+/// result), each saying the database is unreachable, never held through
+/// the outage, never a crash; once a replica is promoted the same two
+/// processes answer again (the runs list, a run's API and page, an MCP
+/// `tools/call`), with nothing restarted. Hostile: `host serve` is behind a
+/// token, and a request without it during the outage is refused (401) as
+/// ever, told nothing about the database.
+#[test]
+fn serve_and_mcp_answer_503_through_a_patroni_failover_then_recover() {
+    use skillhost_tests::patroni::Ha;
+    let dir = tempfile::tempdir().unwrap();
+    let mut ha = Ha::start(2);
+    ha.wait_sync_standby();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(ha.create_database("outage"));
+    let db = ha.url("outage");
+    let approval = approval();
+    // `--durability full`: `host run`'s default (`normal`) sets
+    // `synchronous_commit = off`, which does not wait for the synchronous
+    // standby either, so a failover may lose what it wrote last.
+    let out = host_command(
+        dir.path(),
+        &[
+            "run",
+            &approval,
+            "--json",
+            "--database",
+            &db,
+            "--durability",
+            "full",
+        ],
+        None,
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = out_json(&out)["run_id"].as_str().unwrap().to_string();
+
+    // Behind a token: who may not ask hears nothing about the database.
+    let token = "failover-token";
+    let mut server = Server::start(dir.path(), Some(&db), &["--token", token]);
+    // A failover is slower than a request: no client gives up first.
+    let client = |headers: reqwest::header::HeaderMap| {
+        reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(90))
+            .default_headers(headers)
+            .build()
+            .unwrap()
+    };
+    let mut signed = reqwest::header::HeaderMap::new();
+    signed.insert("authorization", format!("Bearer {token}").parse().unwrap());
+    server.client = client(signed);
+    let anonymous = client(reqwest::header::HeaderMap::new());
+    let mcp = host_command(
+        dir.path(),
+        &[
+            "mcp",
+            "--scenario",
+            &approval,
+            "--database",
+            &db,
+            "--http",
+            "127.0.0.1:0",
+            "--stateless",
+        ],
+        None,
+    )
+    .current_dir(repo_root())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let (mcp_process, mcp_url) = super::mcp::serving(mcp);
+    let status = || mcp_call(&anonymous, &mcp_url, "run_status", json!({"run_id": id}));
+    assert_eq!(server.get(&format!("/api/runs/{id}")).0, 200);
+    assert_eq!(status()["structuredContent"]["status"], "waiting");
+
+    let killed = ha.kill_primary();
+    // During the outage: each answered within seconds, saying why.
+    let (mut serve_refused, mut mcp_refused) = (None, None);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while serve_refused.is_none() || mcp_refused.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no refusal during the outage\n{}",
+            ha.logs()
+        );
+        let asked = Instant::now();
+        let response = server
+            .client
+            .get(server.url(&format!("/api/runs/{id}")))
+            .send()
+            .expect("host serve answers during the outage");
+        let (code, retry_after) = (
+            response.status().as_u16(),
+            response.headers().get("retry-after").cloned(),
+        );
+        let body: Value = response.json().unwrap();
+        match code {
+            200 => {}
+            503 => {
+                assert!(retry_after.is_some(), "503 without Retry-After");
+                // Hostile: without the token, refused as always, before
+                // anything about the outage is said.
+                let refused = anonymous
+                    .get(server.url(&format!("/api/runs/{id}")))
+                    .send()
+                    .unwrap();
+                assert_eq!(refused.status().as_u16(), 401);
+                let text = refused.text().unwrap();
+                assert!(!text.contains("postgres"), "{text}");
+                serve_refused = Some((asked.elapsed(), body["error"].as_str().unwrap().to_owned()));
+            }
+            other => panic!("host serve answered {other} during the outage: {body}"),
+        }
+        let asked = Instant::now();
+        let result = status();
+        if result["isError"] == true {
+            let text = result["content"][0]["text"].as_str().unwrap().to_owned();
+            mcp_refused = Some((asked.elapsed(), text));
+        } else {
+            assert_eq!(result["structuredContent"]["status"], "waiting", "{result}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for (what, (took, message)) in
+        [("serve", &serve_refused), ("mcp", &mcp_refused)].map(|(w, r)| (w, r.as_ref().unwrap()))
+    {
+        eprintln!("{what} refused after {took:?}: {message}");
+        assert!(message.contains("unreachable"), "{what}: {message}");
+        assert!(
+            *took < Duration::from_secs(15),
+            "{what} held a request {took:?}"
+        );
+    }
+
+    let promoted = ha.wait_primary();
+    assert_ne!(killed, promoted);
+    ha.restart(killed);
+    // The same processes answer again once they see the database back.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, body) = server.get(&format!("/api/runs/{id}"));
+        let result = status();
+        if code == 200 && result["isError"] != true {
+            assert_eq!(body["run"]["status"], "waiting", "{body}");
+            assert_eq!(result["structuredContent"]["status"], "waiting", "{result}");
+            break;
+        }
+        assert!(matches!(code, 200 | 503), "{code}: {body}\n{}", ha.logs());
+        assert!(
+            Instant::now() < deadline,
+            "not back: {code} {body} {result}\n{}",
+            ha.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, runs) = server.get("/api/runs");
+    assert_eq!(code, 200, "{runs}");
+    assert!(runs.to_string().contains(&id), "{runs}");
+    let page = server
+        .client
+        .get(server.url(&format!("/runs/{id}")))
+        .send()
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    drop(mcp_process);
+    drop(server);
+    drop(ha);
+}

@@ -398,10 +398,155 @@ async fn workers_ride_out_a_postgres_restart() {
     store.close().await;
 }
 
-/// Two workers drain 30 queued runs through HAProxy while the Patroni
-/// primary is SIGKILLed (its Patroni and its postmaster) twice and the
-/// synchronous standby promoted each time (`support/patroni.rs`): every run
-/// completes, each node applied once, with an uninterrupted run's state.
+/// The runs the failover test drains beside its 30 `slow` ones: the
+/// research example's default review (a report artifact), approval runs
+/// answered (`host runs approve`/`reject`) while the primary is down, and
+/// chat runs that remember a value (a kv write), in the order a worker
+/// claims them (queued first, claimed first). `research` of the research
+/// runs (all with the same input).
+fn mixed_runs(db: &str, research: usize) -> Vec<(String, &'static str, Value)> {
+    let root = skillhost_tests::repo_root();
+    let review = root.join("examples/research/scenario.toml");
+    let chat = root.join("examples/chat/scenario.toml");
+    let approval = fixture("engine/approval.toml");
+    let mut runs = Vec::new();
+    for i in 0..4 {
+        let input = json!({"action": format!("deploy-{i}")});
+        runs.push((submit(db, &approval, &input), "approval", input));
+    }
+    for i in 0..4 {
+        let input = json!({"message": format!("remember my colour {i} is green-{i}")});
+        runs.push((submit(db, chat.to_str().unwrap(), &input), "chat", input));
+    }
+    for _ in 0..research {
+        let input = json!({"query": "retrieval augmented generation"});
+        runs.push((
+            submit(db, review.to_str().unwrap(), &input),
+            "research",
+            input,
+        ));
+    }
+    runs
+}
+
+/// Answers approval run `index` of [`mixed_runs`]: the even ones approved,
+/// the odd ones rejected. Through HAProxy, possibly while the primary is
+/// down: a command that cannot reach the database when it starts (or that
+/// reaches a node mid-promotion, still a standby) fails with a clear error
+/// (never a panic) and is run again, for up to 90 s.
+fn answer_approval(db: &str, id: &str, index: usize) {
+    let args: Vec<&str> = if index.is_multiple_of(2) {
+        vec!["runs", "approve", id, "--by", "alice"]
+    } else {
+        vec!["runs", "reject", id, "--by", "bob"]
+    };
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut tried = false;
+    loop {
+        let out = host(db, &args);
+        if out.status.success() {
+            return;
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        // An earlier attempt's connection broke after its answer landed.
+        if tried && stderr.contains("already answered") {
+            return;
+        }
+        tried = true;
+        assert_ne!(out.status.code(), Some(101), "host panicked: {stderr}");
+        assert!(
+            [
+                "cannot reach",
+                "unreachable",
+                "standby (read-only)",
+                "error communicating with database",
+            ]
+            .iter()
+            .any(|outage| stderr.contains(outage)),
+            "{args:?} failed, not for the outage: {stderr}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{args:?} never got through: {stderr}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// What a run left in the store, by the counts the exactly-once promise is
+/// about: its ok steps and every step row, checkpoints, journal rows (kv
+/// writes among them) and artifacts (bytes), and its result.
+#[derive(Debug, PartialEq)]
+struct RunRecord {
+    status: RunStatus,
+    ok_steps: Vec<String>,
+    /// Every step row: node, status and attempt (a failed attempt too).
+    step_rows: Vec<(String, String, u32)>,
+    checkpoints: Vec<u64>,
+    journal: Vec<(u64, String, String, Value, Value)>,
+    kv_writes: usize,
+    artifacts: Vec<(String, Vec<u8>)>,
+    result: Option<Value>,
+}
+
+async fn run_record(store: &Store, id: &str) -> RunRecord {
+    let run = store.run(id).await.unwrap().unwrap();
+    let steps = store.steps(id).await.unwrap();
+    let journal = store.journal(id).await.unwrap();
+    let mut artifacts = Vec::new();
+    for artifact in store.artifacts(id).await.unwrap() {
+        let bytes = store
+            .artifact_bytes(&artifact.digest)
+            .await
+            .unwrap()
+            .unwrap();
+        artifacts.push((artifact.name, bytes));
+    }
+    RunRecord {
+        status: run.status,
+        ok_steps: steps
+            .iter()
+            .filter(|s| s.status == skillhost_store::StepStatus::Ok)
+            .map(|s| s.node_id.clone())
+            .collect(),
+        step_rows: steps
+            .iter()
+            .map(|s| (s.node_id.clone(), s.status.to_string(), s.attempt))
+            .collect(),
+        checkpoints: store
+            .checkpoints(id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.seq)
+            .collect(),
+        kv_writes: journal
+            .iter()
+            .filter(|e| e.kind == "kv" && e.request["op"] == "set")
+            .count(),
+        journal: journal
+            .into_iter()
+            .map(|e| (e.seq, e.node_id, e.kind, e.request, e.response))
+            .collect(),
+        artifacts,
+        result: run.result,
+    }
+}
+
+/// Two workers drain 30 queued `slow` runs, four research, four approval
+/// and four chat runs (kv writes) through HAProxy while the Patroni primary
+/// is SIGKILLed (its Patroni and its postmaster) twice and the synchronous
+/// standby promoted each time (`support/patroni.rs`); the approvals are
+/// answered while the primary is down. Every run completes, each node
+/// applied once, with an uninterrupted run's state; every research, approval
+/// and chat run left the same steps, checkpoints, journal rows, kv writes
+/// and artifacts (byte for byte) as the same run drained undisturbed on
+/// another database of the same cluster; and each worker said, in its
+/// events, that the database was unreachable and when it was back.
+///
+/// Two Patroni nodes, not three: a third only adds a replica that is never
+/// promoted (synchronous mode promotes the synchronous standby) and another
+/// Postgres on CI's two cores.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_ride_out_two_patroni_failovers() {
     use skillhost_tests::patroni::Ha;
@@ -413,7 +558,33 @@ async fn workers_ride_out_two_patroni_failovers() {
     .await
     .unwrap();
     ha.create_database("failover").await;
+    ha.create_database("reference").await;
+
+    // The undisturbed runs: the same inputs, drained before any failover.
+    let reference_db = ha.url("reference");
+    // One research run: the four disturbed ones share its input.
+    let references = mixed_runs(&reference_db, 1);
+    let drain = ["worker", "--exit-when-idle", "--concurrency", "4", "--json"];
+    ok(host(&reference_db, &drain));
+    for (i, (id, _, _)) in references.iter().filter(|r| r.1 == "approval").enumerate() {
+        answer_approval(&reference_db, id, i);
+    }
+    ok(host(&reference_db, &drain));
+    let reference_store = Store::open(&reference_db).await.unwrap();
+    let mut expected = std::collections::HashMap::new();
+    for (id, kind, input) in &references {
+        let record = run_record(&reference_store, id).await;
+        assert_eq!(
+            record.status,
+            RunStatus::Completed,
+            "reference {kind} run {id}"
+        );
+        expected.insert(input.to_string(), record);
+    }
+    reference_store.close().await;
+
     let db = ha.url("failover");
+    let mixed = mixed_runs(&db, 4);
     let scenario = fixture("workers/slow.toml");
     let ids: Vec<(String, Value)> = (0..30)
         .map(|i| {
@@ -421,11 +592,29 @@ async fn workers_ride_out_two_patroni_failovers() {
             (submit(&db, &scenario, &input), input)
         })
         .collect();
-    let args = ["--lease-ttl", "5s", "--concurrency", "2"];
+    // Leases (30 s, the default) outlive a failover (about 10 s): the
+    // database's clock runs on through the outage, and a shorter lease
+    // expires meanwhile and is taken over after it, the node in flight run
+    // again by its new runner (its kv write repeated; docs/workers.md).
+    let args = ["--lease-ttl", "30s", "--concurrency", "2"];
     let mut a = Worker::start(&db, &args);
     let b = Worker::start(&db, &args);
     a.wait_for("claimed", Duration::from_secs(30));
     let store = Store::open(&db).await.unwrap();
+    let approvals: Vec<String> = mixed
+        .iter()
+        .filter(|r| r.1 == "approval")
+        .map(|r| r.0.clone())
+        .collect();
+    // The approvals wait before the first kill: their answers go in while
+    // the primary is down.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for id in &approvals {
+        while store.run(id).await.unwrap().unwrap().status != RunStatus::Waiting {
+            assert!(Instant::now() < deadline, "approval run {id} never waited");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     for kill in 0..2 {
         let mut finished = 0;
         for (id, _) in &ids {
@@ -435,23 +624,185 @@ async fn workers_ride_out_two_patroni_failovers() {
         if kill == 0 {
             assert!(finished < ids.len(), "the first kill came after the drain");
         }
+        let answering: Vec<(usize, String)> = approvals
+            .iter()
+            .cloned()
+            .enumerate()
+            .filter(|(i, _)| i / 2 == kill)
+            .collect();
+        let answer_db = db.clone();
         ha = tokio::task::spawn_blocking(move || {
             ha.wait_sync_standby();
             let killed = ha.kill_primary();
+            // Answered while there is no primary: each command rides the
+            // outage out or fails clearly and is run again.
+            let answers = std::thread::spawn(move || {
+                for (i, id) in answering {
+                    answer_approval(&answer_db, &id, i);
+                }
+            });
             let promoted = ha.wait_primary();
             assert_ne!(killed, promoted);
             ha.restart(killed);
+            answers.join().expect("the approvals were answered");
             ha
         })
         .await
         .unwrap();
     }
-    let all: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+    let mut all: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+    all.extend(mixed.iter().map(|r| r.0.clone()));
     wait_finished(&store, &all, Duration::from_secs(180)).await;
+    let mut outages = Vec::new();
     for worker in [a, b] {
-        let (status, _) = worker.stop();
+        let (status, events) = worker.stop();
         assert!(status.success(), "{status:?}\n{}", ha.logs());
+        let unreachable = events
+            .iter()
+            .filter(|e| e["event"] == "database_unreachable")
+            .count();
+        let back: Vec<u64> = events
+            .iter()
+            .filter(|e| e["event"] == "database_back")
+            .map(|e| e["out_ms"].as_u64().unwrap())
+            .collect();
+        assert!(
+            unreachable >= 2,
+            "two outages, {unreachable} said: {events:?}"
+        );
+        assert_eq!(back.len(), unreachable, "every outage ends: {events:?}");
+        assert!(
+            back.iter().all(|&ms| ms > 0 && ms < 60_000),
+            "outages of {back:?} ms"
+        );
+        outages.extend(back);
     }
+    eprintln!("the workers saw outages of {outages:?} ms");
+    assert_exactly_once(&store, &ids, &scenario, SLOW_NODES).await;
+    for (id, kind, input) in &mixed {
+        let reference = &expected[&input.to_string()];
+        let record = run_record(&store, id).await;
+        let failed: Vec<Value> = store
+            .steps(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|s| s.error)
+            .collect();
+        assert_eq!(
+            &record, reference,
+            "{kind} run {id} ({input}) differs from its undisturbed run; failed attempts: {failed:?}"
+        );
+    }
+    let kv_writes: usize = expected.values().map(|r| r.kv_writes).sum();
+    assert_eq!(kv_writes, 4, "each chat run remembers one value");
+    assert_eq!(
+        expected
+            .values()
+            .filter(|r| !r.artifacts.is_empty())
+            .count(),
+        5,
+        "the research report and the chat replies are compared"
+    );
+    store.close().await;
+    tokio::task::spawn_blocking(move || drop(ha)).await.unwrap();
+}
+
+/// With asynchronous replication a failover can lose acknowledged commits
+/// (docs/workers.md): the primary's WAL sender is stopped while a worker
+/// runs `slow` runs, so the checkpoints it commits then reach no replica,
+/// and the primary is SIGKILLed (its Patroni, postmaster and WAL sender). The promoted replica holds older
+/// checkpoints than the worker wrote; the worker's next commit is refused
+/// by the sequence guard, it gives the run back, and the run is claimed
+/// again from the checkpoint that survived and completes with each node
+/// applied once and an uninterrupted run's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_commits_a_patroni_failover_lost_resumes_from_what_survived() {
+    use skillhost_tests::patroni::Ha;
+    let ha = tokio::task::spawn_blocking(|| Ha::start_asynchronous(2))
+        .await
+        .unwrap();
+    ha.create_database("lossy").await;
+    let db = ha.url("lossy");
+    let scenario = fixture("workers/slow.toml");
+    let ids: Vec<(String, Value)> = (0..2)
+        .map(|i| {
+            let input = json!({"label": format!("a{i}")});
+            (submit(&db, &scenario, &input), input)
+        })
+        .collect();
+    let store = Store::open(&db).await.unwrap();
+    let mut worker = Worker::start(&db, &["--lease-ttl", "5s", "--concurrency", "2"]);
+    worker.wait_for("claimed", Duration::from_secs(30));
+    let last_seqs = async |store: &Store| {
+        let mut seqs = Vec::new();
+        for (id, _) in &ids {
+            seqs.push(store.run(id).await.unwrap().unwrap().last_seq);
+        }
+        seqs
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while last_seqs(&store).await.iter().all(|&seq| seq < 2) {
+        assert!(Instant::now() < deadline, "no run got going");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // From here on nothing the primary commits reaches the replica.
+    let (ha, paused) = tokio::task::spawn_blocking(move || {
+        let paused = ha.pause_replication();
+        (ha, paused)
+    })
+    .await
+    .unwrap();
+    let at_pause = last_seqs(&store).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let at_kill = loop {
+        let now = last_seqs(&store).await;
+        // Two more checkpoints of a run still going (or its finish).
+        if now
+            .iter()
+            .zip(&at_pause)
+            .any(|(now, then)| *now >= then + 2)
+        {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "the runs made no progress");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let ha = tokio::task::spawn_blocking(move || {
+        let mut ha = ha;
+        ha.kill_primary();
+        ha.kill_paused(&paused);
+        ha.wait_primary();
+        ha
+    })
+    .await
+    .unwrap();
+    eprintln!("last checkpoints at the pause {at_pause:?}, at the kill {at_kill:?}");
+
+    let all: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+    wait_finished(&store, &all, Duration::from_secs(120)).await;
+    let (status, events) = worker.stop();
+    assert!(status.success(), "{status:?}\n{}", ha.logs());
+    // A run that lost checkpoints was claimed again from an older one than
+    // the worker had written.
+    let reclaimed = ids.iter().enumerate().any(|(i, (id, _))| {
+        events.iter().any(|e| {
+            e["event"] == "claimed"
+                && e["run_id"] == id.as_str()
+                && e["from_seq"]
+                    .as_u64()
+                    .is_some_and(|seq| seq > 0 && seq < at_kill[i])
+        })
+    });
+    for event in events.iter().filter(|e| e["event"] != "finished") {
+        eprintln!("{event}");
+    }
+    // Checkpoints only move forward: a claim from one older than the
+    // primary acknowledged at the kill found them lost.
+    assert!(
+        reclaimed,
+        "no run resumed from a surviving checkpoint: {events:?}"
+    );
     assert_exactly_once(&store, &ids, &scenario, SLOW_NODES).await;
     store.close().await;
     tokio::task::spawn_blocking(move || drop(ha)).await.unwrap();

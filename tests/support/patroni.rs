@@ -3,7 +3,9 @@
 //!
 //! [`Ha::start`] brings up one etcd member, `nodes` Postgres instances
 //! managed by Patroni (synchronous replication: `synchronous_mode`, so a
-//! commit the primary acknowledged is on a replica too), and HAProxy
+//! commit the primary acknowledged is on a replica too; or asynchronous,
+//! [`Ha::start_asynchronous`], with [`Ha::pause_replication`] to make a
+//! failover lose commits), and HAProxy
 //! routing one port to whichever instance Patroni's REST API says is the
 //! primary (`OPTIONS /primary`, checked every 500 ms, sessions to a node
 //! marked down shut). [`Ha::kill_primary`] SIGKILLs the primary's Patroni
@@ -86,6 +88,19 @@ impl Ha {
     /// Starts etcd, `nodes` instances under Patroni and HAProxy, and waits
     /// until a primary answers through HAProxy.
     pub fn start(nodes: usize) -> Ha {
+        Ha::start_with(nodes, true)
+    }
+
+    /// [`start`](Self::start) with asynchronous replication: the primary
+    /// acknowledges a commit before any replica has it, and Patroni promotes
+    /// a replica that lags by up to `maximum_lag_on_failover` (1 MiB), so a
+    /// failover may lose the last commits ([`pause_replication`](Self::pause_replication)
+    /// makes sure it does).
+    pub fn start_asynchronous(nodes: usize) -> Ha {
+        Ha::start_with(nodes, false)
+    }
+
+    fn start_with(nodes: usize, synchronous: bool) -> Ha {
         let etcd_bin = find("etcd", &["/usr/bin", "/usr/local/bin"]);
         let patroni_bin = find("patroni", &["/usr/bin", "/usr/local/bin"]);
         let haproxy_bin = find("haproxy", &["/usr/sbin", "/usr/bin", "/usr/local/sbin"]);
@@ -155,8 +170,8 @@ impl Ha {
                 name,
                 patroni: None,
             };
-            std::fs::write(&node.config, patroni_config(&node, &base, &bindir, client))
-                .expect("write a Patroni configuration");
+            let config = patroni_config(&node, &base, &bindir, client, synchronous);
+            std::fs::write(&node.config, config).expect("write a Patroni configuration");
             if let Some((uid, gid)) = run_as {
                 crate::pg::chown(&node.config, uid, gid);
             }
@@ -273,6 +288,40 @@ impl Ha {
             },
             "a synchronous standby",
         );
+    }
+
+    /// Stops (SIGSTOP) the primary's WAL senders, waiting (bounded) until
+    /// one streams: from now on nothing the primary commits reaches a
+    /// replica (stopped on the sending side, so nothing waits in a socket
+    /// either). Returns their ids for [`kill_paused`](Self::kill_paused).
+    pub fn pause_replication(&self) -> Vec<i32> {
+        let primary = self.primary().expect("a primary");
+        let mut senders = Vec::new();
+        self.wait(
+            |ha| {
+                senders = postmaster_pid(&ha.nodes[primary].data)
+                    .map(|pid| children_titled(pid, "walsender"))
+                    .unwrap_or_default();
+                !senders.is_empty()
+            },
+            "the primary's WAL sender",
+        );
+        for &pid in &senders {
+            unsafe {
+                libc::kill(pid, libc::SIGSTOP);
+            }
+        }
+        senders
+    }
+
+    /// SIGKILLs the WAL senders [`pause_replication`](Self::pause_replication)
+    /// stopped (after [`kill_primary`](Self::kill_primary): its machine died).
+    pub fn kill_paused(&self, paused: &[i32]) {
+        for &pid in paused {
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
     }
 
     /// SIGKILLs the primary's Patroni and its postmaster; returns its index.
@@ -426,7 +475,13 @@ impl Drop for Ha {
     }
 }
 
-fn patroni_config(node: &Node, base: &Path, bindir: &Path, etcd_port: u16) -> String {
+fn patroni_config(
+    node: &Node,
+    base: &Path,
+    bindir: &Path,
+    etcd_port: u16,
+    synchronous: bool,
+) -> String {
     format!(
         "scope: skillhost\n\
          namespace: /skillhost/\n\
@@ -438,7 +493,7 @@ fn patroni_config(node: &Node, base: &Path, bindir: &Path, etcd_port: u16) -> St
          \x20 dcs:\n\
          \x20   ttl: 10\n    loop_wait: 1\n    retry_timeout: 3\n\
          \x20   maximum_lag_on_failover: 1048576\n\
-         \x20   synchronous_mode: true\n\
+         \x20   synchronous_mode: {synchronous}\n\
          \x20   postgresql:\n\
          \x20     use_pg_rewind: true\n\
          \x20     parameters:\n\
@@ -484,6 +539,28 @@ fn postmaster_pid(data: &Path) -> Option<i32> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The children of `parent` whose process title holds `title`.
+fn children_titled(parent: i32, title: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // pid (comm) state ppid …: the comm may hold spaces and parentheses.
+            let ppid: i32 = stat[stat.rfind(')')? + 1..]
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            (ppid == parent && String::from_utf8_lossy(&cmdline).contains(title)).then_some(pid)
+        })
+        .collect()
 }
 
 /// The status of `METHOD path` on 127.0.0.1:`port` (None: no answer within

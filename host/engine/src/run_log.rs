@@ -255,11 +255,22 @@ impl<'a> RunLog<'a> {
         recorded
     }
 
-    /// Records the step rows of a call's attempts that were retried.
+    /// Records the step rows of a call's attempts that were retried. A row
+    /// the database could not be reached for (a failover) is a diagnostic
+    /// lost, not the run's failure: the store does not retry it (a second
+    /// copy would be a lie in the history), and the run goes on.
     pub(crate) async fn record_attempts(&self, failed: &[StepRow]) -> Result<(), StoreError> {
         if let Mode::Durable { writer: store, .. } = &self.0 {
             for step in failed {
-                store.record_failed_step(step).await?;
+                match store.record_failed_step(step).await {
+                    Err(e) if e.is_unreachable() => tracing::warn!(
+                        "the failed attempt {} of node `{}` of run `{}` is not recorded: {e}",
+                        step.attempt,
+                        step.node_id,
+                        step.run_id
+                    ),
+                    other => other?,
+                }
             }
         }
         Ok(())

@@ -40,7 +40,9 @@ use crate::schedule::{self, Scheduler};
 use crate::{Engine, EngineError, EventSink, FailureCode, NoEvents};
 use skillhost_runtime::Runtime;
 use skillhost_scenario::LoadedScenario;
-use skillhost_store::{Claim, Lease, RunRow, RunStatus, Store, StoreError};
+use skillhost_store::{
+    Backoff, Claim, Lease, Link, LinkEvent, RunRow, RunStatus, Store, StoreError,
+};
 
 /// How a worker behaves.
 #[derive(Debug, Clone)]
@@ -138,6 +140,16 @@ pub enum WorkerEvent {
     /// Something went wrong that the worker survives (it retries).
     Error {
         message: String,
+    },
+    /// The database stopped answering (a failover, a restart): the store
+    /// retries every statement with bounded, jittered backoff and the
+    /// worker claims nothing new until it answers again.
+    DatabaseUnreachable {
+        message: String,
+    },
+    /// The database answers again, after an outage of `out_ms`.
+    DatabaseBack {
+        out_ms: u64,
     },
     Stopping {
         in_flight: usize,
@@ -330,7 +342,12 @@ async fn claim_and_run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks: JoinSet<Outcome> = JoinSet::new();
     let mut report = WorkerReport::default();
-    let mut backoff = config.poll_interval;
+    // A claim that failed is tried again after a doubling, jittered delay of
+    // at most CLAIM_BACKOFF_CAP.
+    let mut backoff = Backoff::new(config.poll_interval, CLAIM_BACKOFF_CAP);
+    let link = store
+        .link()
+        .map(|link| tokio::spawn(say_link_changes(link.clone(), events.clone())));
 
     loop {
         while let Some(done) = tasks.try_join_next() {
@@ -356,7 +373,7 @@ async fn claim_and_run(
                 if took_over {
                     crate::metered::lease_taken_over();
                 }
-                backoff = config.poll_interval;
+                backoff.reset();
                 events(&WorkerEvent::Claimed {
                     run_id: run.id.clone(),
                     scenario: run.scenario_name.clone(),
@@ -390,8 +407,8 @@ async fn claim_and_run(
                 events(&WorkerEvent::Error {
                     message: format!("cannot claim a run: {e}"),
                 });
-                idle(&mut shutdown, &mut tasks, &mut report, backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
+                let delay = backoff.next_delay();
+                idle(&mut shutdown, &mut tasks, &mut report, delay).await;
             }
         }
     }
@@ -418,7 +435,31 @@ async fn claim_and_run(
             }
         }
     }
+    if let Some(link) = link {
+        link.abort();
+    }
     report
+}
+
+/// The longest a worker waits before claiming again after a failed claim.
+pub const CLAIM_BACKOFF_CAP: Duration = Duration::from_secs(5);
+
+/// Turns the store's link changes into worker events: the database is
+/// unreachable, and later back (with how long it was out).
+async fn say_link_changes(link: Link, events: WorkerEvents) {
+    let mut changes = link.subscribe();
+    loop {
+        match changes.recv().await {
+            Ok(LinkEvent::Unreachable { message }) => {
+                events(&WorkerEvent::DatabaseUnreachable { message })
+            }
+            Ok(LinkEvent::Back { out_for }) => events(&WorkerEvent::DatabaseBack {
+                out_ms: u64::try_from(out_for.as_millis()).unwrap_or(u64::MAX),
+            }),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
 }
 
 /// Waits for `delay`, a shutdown, or a finished run, whichever comes first.

@@ -230,6 +230,14 @@ impl SkillhostMcp {
             Ok(prepared) => prepared,
             Err(refused) => return *refused,
         };
+        // While the database is unreachable (a failover), a call that needs
+        // it is refused at once, saying so (a skill's call needs none); the
+        // same server answers again once it is back.
+        if !matches!(entry.kind, Kind::Skill { .. })
+            && let Some(refusal) = self.unreachable()
+        {
+            return Ok(refusal);
+        }
         // A scenario tool's run, or a composed scenario's: started alike.
         let (loaded, input, text) = match &entry.kind {
             Kind::Scenario(loaded) => (loaded.clone(), arguments, None),
@@ -246,7 +254,11 @@ impl SkillhostMcp {
                     .call_skill(*index, input.unwrap(arguments), *output)
                     .await);
             }
-            Kind::RunStatus => return Ok(self.status(str_arg(&arguments, "run_id")).await),
+            Kind::RunStatus => {
+                return Ok(self
+                    .reading(self.status(str_arg(&arguments, "run_id")))
+                    .await);
+            }
             Kind::RunCancel => {
                 let by = by_arg(&arguments);
                 return Ok(self.cancel(str_arg(&arguments, "run_id"), &by).await);
@@ -551,6 +563,30 @@ impl SkillhostMcp {
                 serde_json::to_string_pretty(&out).unwrap_or_default()
             )),
             _ => structured_result(out),
+        }
+    }
+
+    /// An error result if the store's database is unreachable now.
+    fn unreachable(&self) -> Option<CallToolResult> {
+        let (out_for, message) = self.inner.store.link()?.outage()?;
+        Some(error_result(format!(
+            "the database has been unreachable for {:.1}s ({message}); the server retries \
+             with backoff: call again shortly",
+            out_for.as_secs_f64()
+        )))
+    }
+
+    /// `read` (which only reads), or an error result as soon as the
+    /// database becomes unreachable while it waits on it.
+    async fn reading(&self, read: impl Future<Output = CallToolResult>) -> CallToolResult {
+        let Some(link) = self.inner.store.link().cloned() else {
+            return read.await;
+        };
+        tokio::select! {
+            result = read => result,
+            () = link.down() => self.unreachable().unwrap_or_else(|| {
+                error_result("the database became unreachable; call again shortly".into())
+            }),
         }
     }
 

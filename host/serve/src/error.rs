@@ -64,6 +64,8 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         let status = if error.is_conflict() {
             StatusCode::CONFLICT
+        } else if error.is_unreachable() {
+            StatusCode::SERVICE_UNAVAILABLE
         } else {
             StatusCode::INTERNAL_SERVER_ERROR
         };

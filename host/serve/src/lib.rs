@@ -39,6 +39,7 @@ mod events;
 mod headers;
 mod markdown;
 mod metrics;
+mod outage;
 mod pages;
 mod svg;
 
@@ -216,11 +217,16 @@ fn app(
         trace_url,
     });
     // Layers wrap what is above them: every answer gets the headers, even
-    // a refusal; then who may ask is checked, before any body is read.
+    // a refusal; then who may ask is checked, before any body is read; then
+    // whether the database answers (503 while it does not).
     Router::new()
         .merge(api::routes())
         .merge(pages::routes())
         .merge(metrics::routes())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            outage::unavailable,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             access::admit,

@@ -61,7 +61,7 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CATCH_UP, requires = "schedules")]
     pub catch_up: usize,
     /// Print events as NDJSON on stdout (claimed, finished, released, lease_lost, error,
-    /// scheduled, ticks_skipped).
+    /// database_unreachable, database_back, scheduled, ticks_skipped).
     #[arg(long)]
     pub json: bool,
     /// Serve the process's metrics at http://ADDR/metrics for Prometheus (runs, node durations, tokens, takeovers, and the store's queue depth and open waits). Any address but a loopback one needs --token or --token-file.
@@ -151,6 +151,12 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
                     format!("released {run_id}: {reason}")
                 }
                 WorkerEvent::Error { message } => format!("error    {message}"),
+                WorkerEvent::DatabaseUnreachable { message } => {
+                    format!("database unreachable, retrying with backoff: {message}")
+                }
+                WorkerEvent::DatabaseBack { out_ms } => {
+                    format!("database back after {:.1}s", *out_ms as f64 / 1000.0)
+                }
                 WorkerEvent::Stopping { in_flight } => {
                     format!("stopping: waiting for {in_flight} run(s) in flight")
                 }

@@ -160,6 +160,19 @@ impl StoreError {
         }
     }
 
+    /// True when the server could not be reached or the connection to it
+    /// broke (a failover, a restart): [`is_transient`](Self::is_transient)
+    /// less the failures the server itself reported for one statement
+    /// (serialisation failures, deadlocks, too many connections, a busy
+    /// SQLite lock). The store's [`Link`](crate::link::Link) reads it.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            StoreError::Database { source, .. } => source.is_unreachable(),
+            StoreError::Open { .. } => true,
+            _ => false,
+        }
+    }
+
     /// True when stored data failed verification.
     pub fn is_corrupt(&self) -> bool {
         matches!(self, StoreError::Corrupt { .. })
@@ -230,8 +243,9 @@ impl DatabaseFailure {
     /// The connection, not the request: worth retrying later. Lost or
     /// unavailable connections, a busy SQLite lock, and the SQLSTATEs of
     /// connection failures (class 08), server shutdown (57P01..57P03),
-    /// serialisation failures and deadlocks (40001, 40P01) and too many
-    /// connections (53300). SQLite's codes are plain numbers, which none of
+    /// serialisation failures and deadlocks (40001, 40P01), too many
+    /// connections (53300) and a write on a standby (25006: during a
+    /// failover, a node not yet promoted). SQLite's codes are plain numbers, which none of
     /// these SQLSTATEs is.
     pub fn is_transient(&self) -> bool {
         match self.kind {
@@ -240,10 +254,26 @@ impl DatabaseFailure {
                 code.starts_with("08")
                     || matches!(
                         code,
-                        "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
+                        "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300" | "25006"
                     )
             }),
             FailureKind::Unsynced | FailureKind::Other => false,
+        }
+    }
+
+    /// See [`StoreError::is_unreachable`]: a lost or unavailable
+    /// connection, a connection failure (SQLSTATE class 08), the server
+    /// shutting down or starting (57P01..57P03), or a standby where the
+    /// primary was expected (25006, a write in a read-only transaction: a
+    /// proxy's connection that reached a node mid-promotion, during a
+    /// failover).
+    pub fn is_unreachable(&self) -> bool {
+        match self.kind {
+            FailureKind::ConnectionLost | FailureKind::NoConnection => true,
+            FailureKind::Refused => self.code().is_some_and(|code| {
+                code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "25006")
+            }),
+            _ => false,
         }
     }
 

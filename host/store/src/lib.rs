@@ -36,6 +36,7 @@ pub mod failpoint;
 mod journal;
 mod kv;
 pub mod lease;
+pub mod link;
 pub mod migrate;
 mod postgres;
 mod prepared;
@@ -63,6 +64,7 @@ pub use lease::{
     PruneReport, QueueStats, Retention, RunOptions, ScheduleTick, format_ms, new_owner_id,
     parse_duration,
 };
+pub use link::{Backoff, Link, LinkEvent};
 pub use migrate::SCHEMA_VERSION;
 pub use rows::{
     ArtifactRow, JournalEntry, JournalRow, MapItemRow, NewArtifact, StepRow, StepStatus,
@@ -716,6 +718,15 @@ impl RunWriter {
 /// [`RunWriter`] deref to it, so a function that only reads takes
 /// `&History` and is given `&store`.
 impl History {
+    /// Whether the database answers, as this store's retries see it
+    /// ([`Link`]): Postgres only (None on SQLite). Shared by its clones.
+    pub fn link(&self) -> Option<&Link> {
+        match &self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(store) => Some(store.link()),
+        }
+    }
+
     /// Which backend: `"sqlite"` or `"postgres"`, for display only (what a
     /// backend implies is asked of the store, e.g.
     /// [`Store::queues_for_workers`]).

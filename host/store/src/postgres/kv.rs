@@ -2,7 +2,9 @@
 //! the namespace's usage row (`FOR UPDATE`) before it reads what the key
 //! holds, so concurrent writers of a namespace take turns and its quota
 //! holds whatever the number of processes (reads are shared with SQLite, in
-//! `store/src/read.rs`).
+//! `store/src/read.rs`). Sets, deletes and adoptions are retried through a
+//! lost connection (`PgStore::retrying`): each leaves the same rows however
+//! many times it lands.
 
 use super::pooler::Conn;
 
@@ -94,46 +96,56 @@ impl PgStore {
         limits: KvLimits,
     ) -> Result<KvWrite, StoreError> {
         let action = &kv_action("writing", space, key);
-        self.transaction(action, async |conn| {
-            let usage = self.lock_usage(conn, space, action).await?;
-            let old = self.value_length(conn, space, key, action).await?;
-            let after = match usage.after_set(key, old, value.len() as u64, limits) {
-                Ok(after) => after,
-                // Rolled back at once, releasing the usage row: nothing written.
-                Err(over) => return Ok(Decision::Leave(KvWrite::OverQuota(over))),
-            };
-            sqlx::query(KV_SET)
-                .bind(space.scope)
-                .bind(space.namespace)
-                .bind(key)
-                .bind(value)
-                .bind(now_ms())
-                .execute(&mut *conn)
-                .await
-                .map_err(|e| self.error(e, action))?;
-            self.set_usage(conn, space, after, action).await?;
-            Ok(Decision::Commit(KvWrite::Written))
+        // Retried like a read (a failover mid-write costs a pause, not the
+        // skill's call): setting a key to a value twice leaves what once
+        // does, its usage counted from the value it replaces.
+        self.retrying(|_| async move {
+            self.transaction(action, async |conn| {
+                let usage = self.lock_usage(conn, space, action).await?;
+                let old = self.value_length(conn, space, key, action).await?;
+                let after = match usage.after_set(key, old, value.len() as u64, limits) {
+                    Ok(after) => after,
+                    // Rolled back at once, releasing the usage row: nothing written.
+                    Err(over) => return Ok(Decision::Leave(KvWrite::OverQuota(over))),
+                };
+                sqlx::query(KV_SET)
+                    .bind(space.scope)
+                    .bind(space.namespace)
+                    .bind(key)
+                    .bind(value)
+                    .bind(now_ms())
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                self.set_usage(conn, space, after, action).await?;
+                Ok(Decision::Commit(KvWrite::Written))
+            })
+            .await
         })
         .await
     }
 
     pub async fn kv_delete(&self, space: KvSpace<'_>, key: &str) -> Result<(), StoreError> {
         let action = &kv_action("deleting", space, key);
-        self.transaction(action, async |conn| {
-            let usage = self.lock_usage(conn, space, action).await?;
-            let Some(old) = self.value_length(conn, space, key, action).await? else {
-                return Ok(Decision::Leave(()));
-            };
-            sqlx::query(KV_DELETE)
-                .bind(space.scope)
-                .bind(space.namespace)
-                .bind(key)
-                .execute(&mut *conn)
-                .await
-                .map_err(|e| self.error(e, action))?;
-            self.set_usage(conn, space, usage.after_delete(key, old), action)
-                .await?;
-            Ok(Decision::Commit(()))
+        // Retried: a key deleted twice is as gone as once.
+        self.retrying(|_| async move {
+            self.transaction(action, async |conn| {
+                let usage = self.lock_usage(conn, space, action).await?;
+                let Some(old) = self.value_length(conn, space, key, action).await? else {
+                    return Ok(Decision::Leave(()));
+                };
+                sqlx::query(KV_DELETE)
+                    .bind(space.scope)
+                    .bind(space.namespace)
+                    .bind(key)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                self.set_usage(conn, space, usage.after_delete(key, old), action)
+                    .await?;
+                Ok(Decision::Commit(()))
+            })
+            .await
         })
         .await
     }
@@ -144,46 +156,51 @@ impl PgStore {
             describe(space)
         );
         let action = action.as_str();
-        self.transaction(action, async |conn| {
-            // The target's usage row, locked, orders this against its writers.
-            self.lock_usage(conn, space, action).await?;
-            for (scope, adopt_if) in [(space.scope, 0), (crate::kv::UNSCOPED, 1)] {
-                let holds: i64 = sqlx::query_scalar(KV_ANY)
-                    .bind(scope)
+        // Retried: a second adoption finds nothing left to adopt (and says
+        // 0 rows moved, the first having moved them).
+        self.retrying(|_| async move {
+            self.transaction(action, async |conn| {
+                // The target's usage row, locked, orders this against its writers.
+                self.lock_usage(conn, space, action).await?;
+                for (scope, adopt_if) in [(space.scope, 0), (crate::kv::UNSCOPED, 1)] {
+                    let holds: i64 = sqlx::query_scalar(KV_ANY)
+                        .bind(scope)
+                        .bind(space.namespace)
+                        .fetch_one(&mut *conn)
+                        .await
+                        .map_err(|e| self.error(e, action))?;
+                    if holds != adopt_if {
+                        // The namespace has rows of its own, or there is nothing
+                        // to adopt: the transaction rolls back, nothing changed.
+                        return Ok(Decision::Leave(0));
+                    }
+                }
+                let moved = sqlx::query(KV_ADOPT)
+                    .bind(space.scope)
+                    .bind(space.namespace)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(|e| self.error(e, action))?
+                    .rows_affected();
+                sqlx::query(KV_DROP_UNSCOPED_USAGE)
+                    .bind(space.namespace)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(|e| self.error(e, action))?;
+                let (keys, bytes): (i64, i64) = sqlx::query_as(KV_COUNT_USAGE)
+                    .bind(space.scope)
                     .bind(space.namespace)
                     .fetch_one(&mut *conn)
                     .await
                     .map_err(|e| self.error(e, action))?;
-                if holds != adopt_if {
-                    // The namespace has rows of its own, or there is nothing
-                    // to adopt: the transaction rolls back, nothing changed.
-                    return Ok(Decision::Leave(0));
-                }
-            }
-            let moved = sqlx::query(KV_ADOPT)
-                .bind(space.scope)
-                .bind(space.namespace)
-                .execute(&mut *conn)
-                .await
-                .map_err(|e| self.error(e, action))?
-                .rows_affected();
-            sqlx::query(KV_DROP_UNSCOPED_USAGE)
-                .bind(space.namespace)
-                .execute(&mut *conn)
-                .await
-                .map_err(|e| self.error(e, action))?;
-            let (keys, bytes): (i64, i64) = sqlx::query_as(KV_COUNT_USAGE)
-                .bind(space.scope)
-                .bind(space.namespace)
-                .fetch_one(&mut *conn)
-                .await
-                .map_err(|e| self.error(e, action))?;
-            let usage = KvUsage {
-                keys: keys as u64,
-                bytes: bytes as u64,
-            };
-            self.set_usage(conn, space, usage, action).await?;
-            Ok(Decision::Commit(moved))
+                let usage = KvUsage {
+                    keys: keys as u64,
+                    bytes: bytes as u64,
+                };
+                self.set_usage(conn, space, usage, action).await?;
+                Ok(Decision::Commit(moved))
+            })
+            .await
         })
         .await
     }

@@ -49,6 +49,7 @@ use sqlx::{ConnectOptions, Connection};
 
 use crate::codec::Codec;
 use crate::error::StoreError;
+use crate::link::{Backoff, Link};
 use crate::read::{Param, Reads};
 use crate::{StoreOptions, SyncMode};
 use pooler::Pooling;
@@ -70,6 +71,10 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long transient failures (lost connections, a restarting server) are
 /// retried before the error is reported.
 pub(crate) const RETRY_FOR: Duration = Duration::from_secs(60);
+/// The first wait before a retry, and the longest (each drawn with jitter:
+/// `link::Backoff`).
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_CAP: Duration = Duration::from_secs(1);
 /// Connections are opened on demand up to this many: enough for a worker's
 /// concurrent runs, each of which holds one only while it commits or reads.
 const MAX_CONNECTIONS: u32 = 40;
@@ -90,6 +95,8 @@ pub(crate) struct PgStore {
     db: String,
     /// Group commit of checkpoint commits (None on the executors' own handle).
     group: Option<Arc<group::Group>>,
+    /// Whether the server answers, as the retry loops see it.
+    link: Link,
 }
 
 impl Codec for PgStore {
@@ -196,6 +203,7 @@ impl PgStore {
             begin,
             db: db.to_owned(),
             group: None,
+            link: Link::default(),
         };
         store.group = Some(group::Group::start(store.clone()));
         Ok(store)
@@ -203,6 +211,10 @@ impl PgStore {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    pub fn link(&self) -> &Link {
+        &self.link
     }
 
     /// [`retrying`](Self::retrying) for a write that takes its prepared
@@ -219,19 +231,22 @@ impl PgStore {
         Fut: Future<Output = (Option<P>, Result<T, StoreError>)>,
     {
         let deadline = Instant::now() + RETRY_FOR;
-        let mut delay = Duration::from_millis(50);
+        let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP);
         let mut maybe_done = false;
         let mut prepared = prepared;
         loop {
             match attempt(prepared, maybe_done).await {
-                (Some(back), Err(e)) if e.is_transient() && Instant::now() + delay < deadline => {
+                (Some(back), Err(e))
+                    if e.is_transient() && Instant::now() + backoff.peek() < deadline =>
+                {
+                    self.failed(&e);
+                    let delay = backoff.next_delay();
                     tracing::warn!("{e}; retrying in {delay:?}");
                     maybe_done |= e.may_have_committed();
                     tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(1));
                     prepared = back;
                 }
-                (_, other) => return other,
+                (_, other) => return self.seen(other),
             }
         }
     }
@@ -247,19 +262,79 @@ impl PgStore {
         Fut: Future<Output = Result<T, StoreError>>,
     {
         let deadline = Instant::now() + RETRY_FOR;
-        let mut delay = Duration::from_millis(50);
+        let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP);
         let mut maybe_done = false;
         loop {
             match attempt(maybe_done).await {
-                Err(e) if e.is_transient() && Instant::now() + delay < deadline => {
+                Err(e) if e.is_transient() && Instant::now() + backoff.peek() < deadline => {
+                    self.failed(&e);
+                    let delay = backoff.next_delay();
                     tracing::warn!("{e}; retrying in {delay:?}");
                     maybe_done |= e.may_have_committed();
                     tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(1));
                 }
-                other => return other,
+                other => return self.seen(other),
             }
         }
+    }
+
+    /// Runs `attempt` (a write that must not be repeated once it may have
+    /// landed) again only after failures that certainly wrote nothing: no
+    /// connection, a server starting, a standby mid-promotion (a failover).
+    /// After a connection broken mid-statement its error is returned, as
+    /// the write may have committed.
+    async fn retrying_while_unwritten<T, F, Fut>(&self, mut attempt: F) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let deadline = Instant::now() + RETRY_FOR;
+        let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP);
+        loop {
+            match attempt().await {
+                Err(e)
+                    if e.is_transient()
+                        && !e.may_have_committed()
+                        && Instant::now() + backoff.peek() < deadline =>
+                {
+                    self.failed(&e);
+                    let delay = backoff.next_delay();
+                    tracing::warn!("{e}; retrying in {delay:?}");
+                    tokio::time::sleep(delay).await;
+                }
+                other => return self.seen(other),
+            }
+        }
+    }
+
+    /// Tells the link what the last attempt of a statement found: an
+    /// answer, or (given up on) a failure.
+    fn seen<T>(&self, outcome: Result<T, StoreError>) -> Result<T, StoreError> {
+        match &outcome {
+            Ok(_) => self.link.answered(),
+            Err(e) => self.failed(e),
+        }
+        outcome
+    }
+
+    /// Tells the link a statement failed; if that began an outage, probes
+    /// (`SELECT 1`, simple protocol, so also behind PgBouncer) with backoff
+    /// until the server answers or the pool is closed.
+    fn failed(&self, error: &StoreError) {
+        if !self.link.failed(error) {
+            return;
+        }
+        let (pool, link) = (self.pool.clone(), self.link.clone());
+        tokio::spawn(async move {
+            let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP);
+            while link.outage().is_some() && !pool.is_closed() {
+                tokio::time::sleep(backoff.next_delay()).await;
+                let probe = sqlx::raw_sql("SELECT 1").execute(&pool);
+                if let Ok(Ok(_)) = tokio::time::timeout(ACQUIRE_TIMEOUT, probe).await {
+                    link.answered();
+                }
+            }
+        });
     }
 }
 
@@ -286,6 +361,11 @@ fn classify_open_error(source: sqlx::Error, db: &str) -> StoreError {
                 e.message()
             ),
             Some("57P03") => format!("{}; the server is starting or shutting down", e.message()),
+            Some("25006") => format!(
+                "{}; the server is a standby (read-only): point the URL at the primary, or, \
+                 during a failover behind a proxy, try again in a moment",
+                e.message()
+            ),
             _ => e.message().to_owned(),
         },
         sqlx::Error::Io(e) => format!(

@@ -115,35 +115,39 @@ impl PgStore {
 
     pub async fn answer_wait(&self, p: &PreparedAnswer<'_>) -> Result<(), StoreError> {
         let action = &p.action();
-        // Not retried: after a broken connection the answer may be recorded,
-        // and a second attempt would be refused as answered twice.
-        self.transaction(action, async |conn| {
-            let position = self.position(conn, p.run_id, action).await?;
-            position.answer(&self.db, p.run_id, p.seq, p.now)?;
-            let answered = sqlx::query(
-                "UPDATE waits SET answer = $3, answered_by = $4, answered_at = $5 \
-                 WHERE run_id = $1 AND seq = $2 AND answer IS NULL",
-            )
-            .bind(p.run_id)
-            .bind(p.seq)
-            .bind(&p.answer)
-            .bind(p.by)
-            .bind(p.now)
-            .execute(&mut *conn)
+        // Retried only while certainly unwritten (no connection, a standby
+        // mid-failover): after a broken connection the answer may be
+        // recorded, and a second attempt would be refused as answered twice.
+        self.retrying_while_unwritten(|| async move {
+            self.transaction(action, async |conn| {
+                let position = self.position(conn, p.run_id, action).await?;
+                position.answer(&self.db, p.run_id, p.seq, p.now)?;
+                let answered = sqlx::query(
+                    "UPDATE waits SET answer = $3, answered_by = $4, answered_at = $5 \
+                     WHERE run_id = $1 AND seq = $2 AND answer IS NULL",
+                )
+                .bind(p.run_id)
+                .bind(p.seq)
+                .bind(&p.answer)
+                .bind(p.by)
+                .bind(p.now)
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| self.error(e, action))?
+                .rows_affected();
+                wait::answered(&self.db, p.run_id, answered)?;
+                sqlx::query(
+                    "UPDATE runs SET status = 'queued', wait_deadline = NULL, updated_at = $2 \
+                     WHERE id = $1",
+                )
+                .bind(p.run_id)
+                .bind(p.now)
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| self.error(e, action))?;
+                Ok(Decision::Commit(()))
+            })
             .await
-            .map_err(|e| self.error(e, action))?
-            .rows_affected();
-            wait::answered(&self.db, p.run_id, answered)?;
-            sqlx::query(
-                "UPDATE runs SET status = 'queued', wait_deadline = NULL, updated_at = $2 \
-                 WHERE id = $1",
-            )
-            .bind(p.run_id)
-            .bind(p.now)
-            .execute(&mut *conn)
-            .await
-            .map_err(|e| self.error(e, action))?;
-            Ok(Decision::Commit(()))
         })
         .await
     }
