@@ -5,11 +5,12 @@
 //! inside the map over the async skill, resumes to the state of an
 //! uninterrupted run with each node applied once.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
 use serde_json::{Value, json};
-use skillhost_tests::cli::{host, host_command, json, stderr};
+use skillhost_tests::cli::{host, json, run_killed_at, stderr};
+
+use crate::approval::ok_nodes;
 
 fn scenario() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,16 +26,6 @@ fn run_to_the_end(dir: &Path) -> (String, Value) {
     let id = json(&out)["run_id"].as_str().unwrap().to_string();
     let shown = json(&host(dir, &["runs", "show", &id, "--json"], None));
     (id, shown)
-}
-
-fn ok_nodes(shown: &Value) -> Vec<String> {
-    shown["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| s["status"] == "ok")
-        .map(|s| s["node"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[test]
@@ -71,23 +62,13 @@ fn async_and_sync_skills_run_in_one_scenario_and_replay_byte_for_byte() {
 fn killed_and_resumed(point: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (_, reference) = run_to_the_end(dir.path());
-    let out = host_command(dir.path(), &["run", &scenario(), "--events"], Some(point))
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.signal(),
-        Some(9),
-        "failpoint `{point}` should kill the process: {}",
-        stderr(&out)
+    let scenario = scenario();
+    let id = run_killed_at(
+        dir.path(),
+        dir.path(),
+        &["run", &scenario, "--events"],
+        point,
     );
-    let started: Value = serde_json::from_str(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .next()
-            .expect("run_started"),
-    )
-    .unwrap();
-    let id = started["run_id"].as_str().unwrap().to_string();
     let out = host(dir.path(), &["resume", &id, "--json"], None);
     assert!(
         out.status.success(),
