@@ -668,17 +668,7 @@ fn play(scenario: Scenario, db: &Db, point: Option<&str>) -> String {
         Scenario::Cancel => {
             // Its runner frozen after `second`, as a long pause would, is
             // cancelled, then goes on: its next checkpoint is refused.
-            let runner = db
-                .command(
-                    &["run", &files.crash, "--events"],
-                    Some("stop@after-commit:second"),
-                )
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let runner = skillhost_tests::cli::KilledOnDrop::new(runner);
-            wait_until_stopped(runner.id(), "the runner");
+            let runner = frozen_crash_runner(db, files);
             let listed = json(&db.host(&["runs", "list", "--json"]));
             let id = listed[0]["id"].as_str().unwrap().to_owned();
             cancel(&mut case, &id);
@@ -701,6 +691,23 @@ fn play(scenario: Scenario, db: &Db, point: Option<&str>) -> String {
 /// Answers the waiting run `id` (again, if the answer's process was killed:
 /// then either nothing was written, or the answer was, and the run says
 /// it was answered).
+/// A `host run` of the crash scenario frozen (SIGSTOP) right after its node
+/// `second` committed, as a long pause would freeze it; SIGCONT wakes it.
+fn frozen_crash_runner(db: &Db, files: &Files) -> skillhost_tests::cli::KilledOnDrop {
+    let runner = db
+        .command(
+            &["run", &files.crash, "--events"],
+            Some("stop@after-commit:second"),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runner = skillhost_tests::cli::KilledOnDrop::new(runner);
+    wait_until_stopped(runner.id(), "the runner");
+    runner
+}
+
 fn answer(case: &mut Case, id: &str) {
     let args = [
         "runs",
@@ -813,17 +820,7 @@ fn invalid_answer(backend: Backend, approval: &Observed, crash: &Observed) -> St
     };
     let a = case.run(&files.approval, &[]);
     let b = case.run(&files.approval, &[]);
-    let runner = db
-        .command(
-            &["run", &files.crash, "--events"],
-            Some("stop@after-commit:second"),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut runner = skillhost_tests::cli::KilledOnDrop::new(runner);
-    wait_until_stopped(runner.id(), "the runner");
+    let mut runner = frozen_crash_runner(&db, files);
     let runs = json(&db.host(&["runs", "list", "--json"]));
     let c = runs
         .as_array()
