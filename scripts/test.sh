@@ -98,13 +98,16 @@ if command -v cargo-nextest >/dev/null 2>&1; then
     # The doctests and the slowest tests even when a test failed; the
     # script fails at the end.
     failed=0
+    rm -f "target/nextest/$profile/failures.txt"
     stage "tests (cargo nextest run --profile $profile)" \
         cargo nextest run --workspace --profile "$profile" --no-fail-fast || failed=1
     # nextest runs no doctests.
     stage "doctests (cargo test --doc)" cargo test --workspace --doc --quiet || failed=1
     # .config/nextest.toml keeps its store in the clone's target/, whatever
-    # CARGO_TARGET_DIR says.
-    python3 scripts/slowest-tests.py "target/nextest/$profile/junit.xml" 20 || true
+    # CARGO_TARGET_DIR says. Why each failed test failed goes to a file
+    # .ci/run prints last.
+    python3 scripts/slowest-tests.py "target/nextest/$profile/junit.xml" 20 \
+        --failures "target/nextest/$profile/failures.txt" || true
     exit "$failed"
 else
     echo "warning: cargo-nextest is not installed (cargo install --locked cargo-nextest); running cargo test, without per-test times" >&2

@@ -754,6 +754,7 @@ async fn a_run_whose_commits_a_patroni_failover_lost_resumes_from_what_survived(
     .await
     .unwrap();
     let at_pause = last_seqs(&store).await;
+    let wal_at_pause = ha.wal_position().await;
     let deadline = Instant::now() + Duration::from_secs(30);
     let at_kill = loop {
         let now = last_seqs(&store).await;
@@ -768,6 +769,13 @@ async fn a_run_whose_commits_a_patroni_failover_lost_resumes_from_what_survived(
         assert!(Instant::now() < deadline, "the runs made no progress");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    // What the replica lacks at the kill (Patroni promotes it only if
+    // that is under `maximum_lag_on_failover`).
+    let unreplicated = ha
+        .wal_position()
+        .await
+        .zip(wal_at_pause)
+        .map(|(now, then)| now.saturating_sub(then));
     let ha = tokio::task::spawn_blocking(move || {
         let mut ha = ha;
         ha.kill_primary();
@@ -777,7 +785,10 @@ async fn a_run_whose_commits_a_patroni_failover_lost_resumes_from_what_survived(
     })
     .await
     .unwrap();
-    eprintln!("last checkpoints at the pause {at_pause:?}, at the kill {at_kill:?}");
+    eprintln!(
+        "last checkpoints at the pause {at_pause:?}, at the kill {at_kill:?}; \
+         {unreplicated:?} bytes of WAL written while replication was paused"
+    );
 
     let all: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
     wait_finished(&store, &all, Duration::from_secs(120)).await;
