@@ -323,6 +323,12 @@ fn cancel_a_running_run(dir: &Path, db: Option<&str>) {
     send_signal(child.id(), libc::SIGCONT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", out_text(&out));
+    // Said as a cancel between nodes, not as a failure at a node.
+    let said = stderr(&out);
+    assert!(
+        said.contains("cancelled [cancelled]: cancelled by `carol`") && !said.contains("node ``"),
+        "{said}"
+    );
     let shown = show(dir, db, &id);
     assert_eq!(shown["status"], "cancelled", "{shown}");
     assert_eq!(shown["error"]["code"], "cancelled");

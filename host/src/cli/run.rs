@@ -666,7 +666,7 @@ async fn finish(
             );
         }
         if let Some(report) = &outcome.failure {
-            print_failure(report);
+            print_failure(outcome.status.as_str(), report);
         }
         if let Some((wait, answer, shorthand)) = &waiting {
             line(format!(
@@ -847,16 +847,21 @@ async fn write_artifacts(
     Ok(written)
 }
 
-/// A failed run's report on stderr, one line per part; what the run wrote
-/// (its node ids, codes, messages, suggestions) through [`shown`].
-fn print_failure(report: &Value) {
+/// A failed or cancelled run's report on stderr, one line per part; what
+/// the run wrote (its node ids, codes, messages, suggestions) through
+/// [`shown`]. `status` is the run's (`failed`, `cancelled`); a report
+/// without a node (a cancel, which stops between nodes) names none.
+fn print_failure(status: &str, report: &Value) {
     let get = |k: &str| shown(report.get(k).and_then(Value::as_str).unwrap_or(""));
-    eprintln!(
-        "failed at node `{}` [{}]: {}",
-        get("node"),
-        get("code"),
-        get("message")
-    );
+    match report.get("node").and_then(Value::as_str) {
+        Some(node) if !node.is_empty() => eprintln!(
+            "{status} at node `{}` [{}]: {}",
+            shown(node),
+            get("code"),
+            get("message")
+        ),
+        _ => eprintln!("{status} [{}]: {}", get("code"), get("message")),
+    }
     if let Some(errors) = report.get("errors").and_then(Value::as_array) {
         for error in errors {
             let get = |k: &str, or: &'static str| {
