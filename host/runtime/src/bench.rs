@@ -398,9 +398,11 @@ pub fn measure_abis(
     for (skill, abi) in [(&sync, crate::Abi::Sync), (&r#async, crate::Abi::Async)] {
         if skill.abi() != abi {
             return Err(BenchError::Input(format!(
-                "`{}` is a {} component; the benchmark needs one of each ABI",
+                "`{}` has the {} ABI where the benchmark needs the {} one: give a \
+                 synchronous component first and an async one second",
                 skill.name,
-                skill.abi().describe()
+                skill.abi().describe(),
+                abi.describe()
             )));
         }
     }

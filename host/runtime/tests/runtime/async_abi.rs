@@ -342,3 +342,32 @@ fn threads_are_refused_before_compiling_naming_the_built_in() {
     }
     assert!(err.to_string().contains("without threads"), "{err}");
 }
+
+/// `host bench async` compares one component of each ABI: given two of the
+/// same, or the two swapped, it refuses and names the one that is not what
+/// its place needs, and with both right it measures.
+#[test]
+fn the_abi_benchmark_needs_one_component_of_each_abi() {
+    use skillhost_runtime::bench::{AbiBenchSettings, BenchError, echo_input, measure_abis};
+    let echo = std::fs::read(skillhost_tests::dist("echo")).unwrap();
+    let echo_async = std::fs::read(skillhost_tests::dist("echo-async")).unwrap();
+    let settings = AbiBenchSettings {
+        rounds: 1,
+        calls: 10,
+    };
+    for (sync, r#async, wrong) in [
+        (&echo, &echo, "has the synchronous (WASI 0.2) ABI"),
+        (&echo_async, &echo_async, "has the async (WASI 0.3) ABI"),
+        (&echo_async, &echo, "has the async (WASI 0.3) ABI"),
+    ] {
+        match measure_abis(sync.clone(), r#async.clone(), echo_input(), settings) {
+            Err(BenchError::Input(message)) => assert!(
+                message.contains(wrong) && message.contains("synchronous component first"),
+                "{message}"
+            ),
+            other => panic!("expected a refusal naming {wrong}, got {other:?}"),
+        }
+    }
+    let figures = measure_abis(echo, echo_async, echo_input(), settings).expect("one of each");
+    assert!(figures.ratio() > 0.0, "{figures:?}");
+}

@@ -264,16 +264,58 @@ mod tests {
     use super::*;
 
     fn skill_dir(package: &str) -> tempfile::TempDir {
+        skill_dir_exporting(package, "func()")
+    }
+
+    /// A skill directory whose world exports `run: RUN`.
+    fn skill_dir_exporting(package: &str, run: &str) -> tempfile::TempDir {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join(MANIFEST), package).unwrap();
         std::fs::write(tmp.path().join("skill.js"), "").unwrap();
         std::fs::create_dir(tmp.path().join("wit")).unwrap();
         std::fs::write(
             tmp.path().join("wit/world.wit"),
-            "package skillhost:demo@0.1.0;\nworld demo { export run: func(); }\n",
+            format!("package skillhost:demo@0.1.0;\nworld demo {{ export run: {run}; }}\n"),
         )
         .unwrap();
         tmp
+    }
+
+    /// componentize-js (StarlingMonkey) builds synchronous components
+    /// only: an async world is refused before any tool is looked for, with
+    /// the file and both ways out; QuickJS takes it.
+    #[test]
+    fn starlingmonkey_refuses_an_async_world_with_the_fix() {
+        let tmp = skill_dir_exporting(
+            r#"{"name": "demo", "version": "1.0.0", "skillhost": {"engine": "starlingmonkey"}}"#,
+            "async func()",
+        );
+        let skill = JavaScript
+            .read(tmp.path(), &BuildOptions::default())
+            .unwrap();
+        assert!(skill.world.async_run);
+        let err = JavaScript
+            .toolchain(&skill, &BuildOptions::default())
+            .unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains(MANIFEST)
+                && message.contains("componentize-js")
+                && message.contains("\"engine\": \"quickjs\"")
+                && message.contains("plain `func`"),
+            "{message}"
+        );
+        let tmp = skill_dir_exporting(
+            r#"{"name": "demo", "version": "1.0.0", "skillhost": {"engine": "quickjs"}}"#,
+            "async func()",
+        );
+        let skill = JavaScript
+            .read(tmp.path(), &BuildOptions::default())
+            .unwrap();
+        if let Err(err) = JavaScript.toolchain(&skill, &BuildOptions::default()) {
+            // Only a missing componentize-qjs, never the async refusal.
+            assert!(matches!(err, BuildError::MissingTool { .. }), "{err}");
+        }
     }
 
     #[test]
