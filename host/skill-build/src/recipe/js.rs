@@ -286,18 +286,20 @@ mod tests {
     /// the file and both ways out; QuickJS takes it.
     #[test]
     fn starlingmonkey_refuses_an_async_world_with_the_fix() {
-        let tmp = skill_dir_exporting(
-            r#"{"name": "demo", "version": "1.0.0", "skillhost": {"engine": "starlingmonkey"}}"#,
-            "async func()",
-        );
-        let skill = JavaScript
-            .read(tmp.path(), &BuildOptions::default())
-            .unwrap();
-        assert!(skill.world.async_run);
-        let err = JavaScript
-            .toolchain(&skill, &BuildOptions::default())
-            .unwrap_err();
-        let message = err.to_string();
+        let toolchain = |engine: &str| {
+            let tmp = skill_dir_exporting(
+                &format!(
+                    r#"{{"name": "demo", "version": "1.0.0", "skillhost": {{"engine": "{engine}"}}}}"#
+                ),
+                "async func()",
+            );
+            let skill = JavaScript
+                .read(tmp.path(), &BuildOptions::default())
+                .unwrap();
+            assert!(skill.world.async_run);
+            JavaScript.toolchain(&skill, &BuildOptions::default())
+        };
+        let message = toolchain("starlingmonkey").unwrap_err().to_string();
         assert!(
             message.contains(MANIFEST)
                 && message.contains("componentize-js")
@@ -305,14 +307,7 @@ mod tests {
                 && message.contains("plain `func`"),
             "{message}"
         );
-        let tmp = skill_dir_exporting(
-            r#"{"name": "demo", "version": "1.0.0", "skillhost": {"engine": "quickjs"}}"#,
-            "async func()",
-        );
-        let skill = JavaScript
-            .read(tmp.path(), &BuildOptions::default())
-            .unwrap();
-        if let Err(err) = JavaScript.toolchain(&skill, &BuildOptions::default()) {
+        if let Err(err) = toolchain("quickjs") {
             // Only a missing componentize-qjs, never the async refusal.
             assert!(matches!(err, BuildError::MissingTool { .. }), "{err}");
         }
