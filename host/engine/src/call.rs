@@ -77,6 +77,7 @@ impl CallPlan {
                 // Only a call that may use `kv` carries the store's.
                 kv: kv.filter(|_| call.grants.kv.is_some()).cloned(),
                 time_host_calls: trace.is_some(),
+                tokens: None,
             },
             max_attempts,
             backoff_ms,
