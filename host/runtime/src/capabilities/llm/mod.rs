@@ -302,7 +302,7 @@ impl HostCapability for Llm {
 
     fn grant_schema() -> Value {
         json!({
-            "description": "A model of a provider the host's configuration defines: `PROVIDER/MODEL`, or a table with `provider`, `model`, and optionally `max_tokens` (caps and defaults a request's) and `temperature` (for requests that give none).",
+            "description": "A model of a provider the host's configuration defines: `PROVIDER/MODEL`, or a table with `provider`, `model`, and optionally `max_tokens` (caps and defaults a request's), `temperature` (for requests that give none) and `max_streams` (streamed completions one call may have in flight at once, default 4).",
             "oneOf": [
                 {
                     "type": "string",
@@ -334,6 +334,11 @@ impl HostCapability for Llm {
                             "type": "number",
                             "minimum": 0,
                             "maximum": 2
+                        },
+                        "max_streams": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 64
                         }
                     }
                 }
