@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use skillhost_tests::cli::{host, host_bin, host_command, json, stderr};
+use skillhost_tests::cli::{host, host_bin, host_command, json, sqlite_url, stderr};
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
 
 fn scenario(dir: &Path) -> PathBuf {
@@ -170,4 +170,57 @@ fn the_live_line_shows_the_text_as_it_comes() {
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(shown.contains("· write ▸ streamed "), "{shown}");
     assert!(shown.contains("· write ▸ streamed words "), "{shown}");
+}
+
+#[test]
+fn an_mcp_client_hears_the_tokens_and_their_discard_as_log_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    server.push(FakeReply::openai_stream(&["cut "], Duration::ZERO, false));
+    server.push(FakeReply::openai_stream(
+        &["whole ", "answer"],
+        Duration::from_millis(20),
+        true,
+    ));
+    let scenario = scenario(dir.path());
+    let config = json!({
+        "transport": "stdio",
+        "exercise": "stream",
+        "command": host_bin(),
+        "args": ["mcp", "--scenario", scenario],
+        "env": {
+            "SKILLHOST_CACHE_DIR": skillhost_tests::shared_component_cache(),
+            "SKILLHOST_DATABASE_URL": sqlite_url(dir.path()),
+            "XDG_CONFIG_HOME": dir.path().join("xdg-config"),
+        },
+        "cwd": dir.path(),
+    });
+    let out = crate::mcp::python_client("client.py", dir.path(), config);
+    assert_eq!(out["result"]["is_error"], false, "{out}");
+    assert_eq!(out["result"]["structured"]["status"], "completed", "{out}");
+    let heard: Vec<Value> = out["logs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|log| {
+            let data = &log["data"];
+            json!([
+                log["level"],
+                data["attempt"],
+                data["token"],
+                data["tokens_discarded"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        heard,
+        [
+            json!(["info", 1, "cut ", null]),
+            json!(["warning", 1, null, true]),
+            json!(["info", 2, "whole ", null]),
+            json!(["info", 2, "answer", null]),
+        ],
+        "{out}"
+    );
 }
