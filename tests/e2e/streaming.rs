@@ -4,15 +4,16 @@
 //! delta as a `token` event of its attempt; an attempt cut mid-stream has
 //! its tokens followed by `tokens_discarded` before the retry streams
 //! anew, and the node's output is the retry's text only; `host replay`
-//! reproduces the run with no provider; on a terminal the live line shows
-//! the text as it comes.
+//! reproduces the run with no provider; a process killed mid-stream
+//! resumes into one complete output; on a terminal the live line shows the
+//! text as it comes; an MCP client hears the tokens as log messages.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use skillhost_tests::cli::{host, host_bin, host_command, json, sqlite_url, stderr};
+use skillhost_tests::cli::{KilledOnDrop, host, host_bin, host_command, json, sqlite_url, stderr};
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
 
 fn scenario(dir: &Path) -> PathBuf {
@@ -223,4 +224,72 @@ fn an_mcp_client_hears_the_tokens_and_their_discard_as_log_messages() {
         ],
         "{out}"
     );
+}
+
+#[test]
+fn a_process_killed_mid_stream_resumes_into_one_complete_output() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    // The first process gets a slow stream and is killed after its first
+    // token; the resumed one gets the default answer, whole.
+    server.push(FakeReply::openai_stream(
+        &["never ", "finished ", "text"],
+        Duration::from_millis(2000),
+        true,
+    ));
+    let scenario = scenario(dir.path());
+    let mut child = KilledOnDrop::new(
+        host_command(
+            dir.path(),
+            &["run", scenario.to_str().unwrap(), "--events"],
+            None,
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start host"),
+    );
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut run_id = String::new();
+    for line in lines.by_ref() {
+        let event: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if event["event"] == "run_started" {
+            run_id = event["run_id"].as_str().unwrap().to_string();
+        }
+        if event["event"] == "token" {
+            assert_eq!(event["text"], "never ");
+            break;
+        }
+    }
+    assert!(!run_id.is_empty());
+    // SIGKILL, mid-stream.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(lines);
+
+    let out = host(dir.path(), &["resume", &run_id, "--events"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tokens: Vec<Value> = events(&out.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == "token")
+        .map(|e| e["text"].clone())
+        .collect();
+    assert_eq!(tokens, [json!("echo: "), json!("write "), json!("it")]);
+    let shown = json(&host(
+        dir.path(),
+        &["runs", "show", &run_id, "--json"],
+        None,
+    ));
+    assert_eq!(shown["status"], "completed", "{shown}");
+    assert_eq!(shown["state"]["text"], "echo: write it", "{shown}");
+    let written: Vec<&Value> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["node"] == "write" && s["status"] == "ok")
+        .collect();
+    assert_eq!(written.len(), 1, "{shown}");
+    assert_eq!(server.request_count(), 2);
 }
