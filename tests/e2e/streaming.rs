@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use skillhost_tests::cli::{KilledOnDrop, host, host_bin, host_command, json, sqlite_url, stderr};
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
 
-fn scenario(dir: &Path) -> PathBuf {
+pub(crate) fn scenario(dir: &Path) -> PathBuf {
     let path = dir.join("stream.toml");
     let text = format!(
         r#"[scenario]

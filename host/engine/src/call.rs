@@ -212,15 +212,15 @@ pub(crate) fn call_with_retries(
     let mut attempt = 1;
     let mut options = plan.options.clone();
     // Only a skill that streams completions, granted `llm`, with someone
-    // listening, has its tokens sent on as they come.
-    let streams_tokens =
-        skill.streams_tokens() && options.grants.llm.is_some() && events.listening();
+    // listening (asked per attempt: `host serve` listens while a client
+    // follows), has its tokens sent on as they come.
+    let streams_tokens = skill.streams_tokens() && options.grants.llm.is_some();
     loop {
         let started_at_ms = now_ms();
         let started = plan.trace.map(|_| std::time::SystemTime::now());
         options.random_seed = random_seed(run_id, node_id, item, attempt);
-        let tokens =
-            streams_tokens.then(|| TokenEvents::new(events, run_id, node_id, item, attempt));
+        let tokens = (streams_tokens && events.listening())
+            .then(|| TokenEvents::new(events, run_id, node_id, item, attempt));
         options.tokens = tokens.as_ref().map(TokenEvents::sink);
         let report = skill.call(input, &options);
         // A failed attempt's tokens are not the node's: say so before the
