@@ -668,7 +668,7 @@ impl LlmProviders {
                 super::sse::Step::Delta(delta) => {
                     if !on_delta(delta) {
                         return Err(LlmFailure::Unavailable(
-                            "the call ended before the stream did".into(),
+                            "the skill dropped the stream, or its call ended, before the stream did".into(),
                         ));
                     }
                 }

@@ -17,7 +17,10 @@
 //!
 //! A stream is in flight until the skill has read its stream to the end
 //! (or dropped it) and its future (or dropped it): what the skill saw, so a
-//! replay answers the bound the same way.
+//! replay answers the bound the same way. A stream dropped before its end
+//! stops its reader at the next delta (its future then says so), and the
+//! call's end stops every reader: a skill cannot leave the host reading for
+//! it.
 //!
 //! **The journal.** When the call ends, each streamed completion's entry
 //! gets `{"ok": completion, "deltas": [...]}` (or `{"error": ...,
@@ -388,8 +391,14 @@ impl<D> StreamProducer<D> for Deltas {
 }
 
 impl Drop for Deltas {
+    /// The skill read the stream to its end (the provider is done then), or
+    /// dropped it before: the rest is not wanted, so the reading thread
+    /// stops at its next delta and the future, if the skill still reads it,
+    /// says the completion was abandoned.
     fn drop(&mut self) {
-        self.state.lock().stream_done = true;
+        let mut inner = self.state.lock();
+        inner.stream_done = true;
+        inner.cancelled = true;
     }
 }
 
