@@ -32,6 +32,7 @@ mod scorecard;
 mod scripts;
 mod serve;
 mod skill_new;
+mod streaming;
 mod subgraph;
 mod subgraph_depth;
 mod summary;

@@ -1299,6 +1299,59 @@ mod browser {
         }
     }
 
+    /// A streaming run's page shows its text as it comes: the cut first
+    /// attempt's struck out, then the retry's.
+    #[test]
+    fn the_run_page_shows_a_streaming_nodes_text_as_it_comes() {
+        use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
+        let Some(driver) = Driver::start() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let llm = FakeLlmServer::start();
+        llm.configure_user(dir.path());
+        llm.push(FakeReply::openai_stream(
+            &["first ", "try "],
+            Duration::from_millis(1500),
+            false,
+        ));
+        llm.push(FakeReply::openai_stream(
+            &["words ", "as ", "they ", "come"],
+            Duration::from_millis(1000),
+            true,
+        ));
+        let scenario = crate::streaming::scenario(dir.path());
+        let server = Server::start(
+            dir.path(),
+            None,
+            &["--scenarios", scenario.to_str().unwrap()],
+        );
+        let (_, started) = server.post("/api/runs", &json!({"scenario": "stream"}));
+        let id = started["id"].as_str().unwrap().to_string();
+        driver.open(&server.url(&format!("/runs/{id}")));
+        driver.until(
+            "the first attempt's text",
+            "const t = document.querySelector('#tokens .token-text'); \
+             return !!t && t.textContent.startsWith('first')",
+        );
+        driver.until(
+            "the first attempt's text struck out",
+            "return !!document.querySelector('#tokens .token-text.discarded')",
+        );
+        driver.until(
+            "the retry's text, before the run ends",
+            "const t = document.querySelector('#tokens .token-text'); \
+             return t.textContent.startsWith('words ') && !t.classList.contains('discarded') \
+             && document.body.dataset.loaded !== 'completed'",
+        );
+        driver.until(
+            "the whole text and the run completed",
+            "return document.querySelector('#tokens .token-text').textContent === 'words as they come' \
+             && document.body.dataset.loaded === 'completed'",
+        );
+        driver.screenshot("run-streaming");
+    }
+
     #[test]
     fn the_run_inspector_in_chromium() {
         let Some(driver) = Driver::start() else {
@@ -2006,4 +2059,60 @@ fn serve_and_mcp_answer_503_through_a_patroni_failover_then_recover() {
     drop(mcp_process);
     drop(server);
     drop(ha);
+}
+
+/// A streaming node's tokens reach its run's event stream as they come
+/// (`token`, with its attempt), a cut attempt's followed by
+/// `tokens_discarded` before the retry's; the run page shows them
+/// (`app.js`).
+#[test]
+fn a_streaming_runs_tokens_reach_its_event_stream_as_they_come() {
+    use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
+    let dir = tempfile::tempdir().unwrap();
+    let llm = FakeLlmServer::start();
+    llm.configure_user(dir.path());
+    llm.push(FakeReply::openai_stream(
+        &["cut "],
+        Duration::from_millis(500),
+        false,
+    ));
+    llm.push(FakeReply::openai_stream(
+        &["live ", "text"],
+        Duration::from_millis(200),
+        true,
+    ));
+    let scenario = crate::streaming::scenario(dir.path());
+    let server = Server::start(
+        dir.path(),
+        None,
+        &["--scenarios", scenario.to_str().unwrap()],
+    );
+    let (status, started) = server.post("/api/runs", &json!({"scenario": "stream"}));
+    assert!((200..300).contains(&status), "{status} {started}");
+    let id = started["id"].as_str().unwrap().to_string();
+    let events = server.events(&format!("/api/runs/{id}/events"));
+    let mut heard = Vec::new();
+    loop {
+        let (name, data) = events
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the run's events");
+        match name.as_str() {
+            "token" => heard.push(json!([data["attempt"], data["text"]])),
+            "tokens_discarded" => heard.push(json!([data["attempt"], "discarded"])),
+            "end" => {
+                assert_eq!(data["status"], "completed", "{data}");
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        heard,
+        [
+            json!([1, "cut "]),
+            json!([1, "discarded"]),
+            json!([2, "live "]),
+            json!([2, "text"]),
+        ]
+    );
 }

@@ -9,6 +9,13 @@
 //! - `POST /v1/chat/completions`: an OpenAI chat completion;
 //! - `POST /v1/messages`: an Anthropic message.
 //!
+//! A request with `"stream": true` is answered with the same default reply
+//! streamed in its format's server-sent events, a word per delta
+//! (OpenAI-compatible chunks and `data: [DONE]`; Anthropic's
+//! `message_start` … `message_stop`); a script may stream with pauses, cut
+//! the connection mid-stream, or never stop ([`FakeReply::Stream`],
+//! [`FakeReply::Endless`]).
+//!
 //! Unless a test scripted otherwise, the answer is the **default reply**:
 //! the requested model; as content, `echo: ` and the last message's text,
 //! or, when structured output was asked for (OpenAI's `response_format`,
@@ -46,6 +53,14 @@ pub enum FakeReply {
     },
     /// Read the request and never answer, until the server stops.
     Silent,
+    /// A streamed answer (200, `text/event-stream`, no length): each piece
+    /// written after its pause, then the connection closed. Whether the
+    /// stream ends properly is up to the pieces (see
+    /// [`FakeReply::openai_stream`], [`FakeReply::anthropic_stream`]).
+    Stream { pieces: Vec<(Duration, String)> },
+    /// A stream that never ends: `piece` written every `pause`, until the
+    /// client goes away or the server stops.
+    Endless { piece: String, pause: Duration },
 }
 
 impl FakeReply {
@@ -84,6 +99,24 @@ impl FakeReply {
     /// A well-formed Anthropic message with this text.
     pub fn anthropic_text(text: &str) -> FakeReply {
         FakeReply::json(200, anthropic_text_answer("fake-model", text, 1))
+    }
+
+    /// An OpenAI-compatible `stream: true` answer of these deltas, a
+    /// `pause` before each; with `end`, the usage chunk and `data: [DONE]`
+    /// after them, else the connection is cut after the last delta.
+    pub fn openai_stream(deltas: &[&str], pause: Duration, end: bool) -> FakeReply {
+        FakeReply::Stream {
+            pieces: openai_events("fake-model", deltas, 1, pause, end),
+        }
+    }
+
+    /// An Anthropic event stream of these deltas, a `pause` before each;
+    /// with `end`, `message_delta` and `message_stop` after them, else the
+    /// connection is cut after the last delta.
+    pub fn anthropic_stream(deltas: &[&str], pause: Duration, end: bool) -> FakeReply {
+        FakeReply::Stream {
+            pieces: anthropic_events("fake-model", deltas, 1, pause, end),
+        }
     }
 
     /// Adds a header to an answer.
@@ -296,7 +329,45 @@ fn serve(stream: TcpStream, stop: &AtomicBool, shared: &Mutex<Shared>) {
         (shared.script.pop_front(), shared.responder.clone())
     };
     let scripted = scripted.or_else(|| responder.and_then(|answer| answer(&request)));
+    let streamed = request.json().get("stream") == Some(&Value::Bool(true));
+    let scripted = match scripted {
+        None if streamed => Some(default_stream(&request)),
+        other => other,
+    };
     let (status, extra, body) = match scripted {
+        Some(FakeReply::Stream { pieces }) => {
+            let mut out = stream;
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+            if out.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            for (pause, piece) in pieces {
+                std::thread::sleep(pause);
+                if out
+                    .write_all(piece.as_bytes())
+                    .and_then(|()| out.flush())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            return;
+        }
+        Some(FakeReply::Endless { piece, pause }) => {
+            let mut out = stream;
+            let head =
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            if out.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            while !stop.load(Ordering::Relaxed) {
+                if out.write_all(piece.as_bytes()).is_err() {
+                    return;
+                }
+                std::thread::sleep(pause);
+            }
+            return;
+        }
         Some(FakeReply::Silent) => {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(20));
@@ -402,6 +473,128 @@ fn default_reply(request: &ReceivedRequest) -> (u16, Value) {
             (404, json!({ "error": { "message": message } }))
         }
     }
+}
+
+/// The default streamed answer to `request` (`"stream": true`): the
+/// default reply's echo, a word (with the space after it) per delta, in the
+/// format of the route.
+fn default_stream(request: &ReceivedRequest) -> FakeReply {
+    let body = request.json();
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("fake-model")
+        .to_string();
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let text_of = |m: &Value| {
+        m.get("content")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let words_in: usize = messages.iter().map(|m| words(&text_of(m))).sum();
+    let echo = format!("echo: {}", messages.last().map(text_of).unwrap_or_default());
+    let deltas: Vec<&str> = echo.split_inclusive(' ').collect();
+    let pieces = if request.path == "/v1/messages" {
+        anthropic_events(&model, &deltas, words_in, Duration::ZERO, true)
+    } else {
+        openai_events(&model, &deltas, words_in, Duration::ZERO, true)
+    };
+    FakeReply::Stream { pieces }
+}
+
+/// An OpenAI-compatible stream: a role chunk, a chunk per delta, and with
+/// `end` the usage chunk and `[DONE]`.
+fn openai_events(
+    model: &str,
+    deltas: &[&str],
+    words_in: usize,
+    pause: Duration,
+    end: bool,
+) -> Vec<(Duration, String)> {
+    let chunk = |delta: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({ "id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
+                    "choices": [{ "index": 0, "delta": delta, "finish_reason": null }] })
+        )
+    };
+    let mut pieces = vec![(
+        Duration::ZERO,
+        chunk(json!({ "role": "assistant", "content": "" })),
+    )];
+    for delta in deltas {
+        pieces.push((pause, chunk(json!({ "content": delta }))));
+    }
+    if end {
+        let out = words(&deltas.concat());
+        pieces.push((
+            Duration::ZERO,
+            format!(
+                "data: {}\n\ndata: [DONE]\n\n",
+                json!({ "id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
+                        "choices": [],
+                        "usage": { "prompt_tokens": words_in, "completion_tokens": out,
+                                   "total_tokens": words_in + out } })
+            ),
+        ));
+    }
+    pieces
+}
+
+/// An Anthropic event stream: `message_start`, a `ping`, a
+/// `content_block_delta` per delta, and with `end` `message_delta` and
+/// `message_stop`.
+fn anthropic_events(
+    model: &str,
+    deltas: &[&str],
+    words_in: usize,
+    pause: Duration,
+    end: bool,
+) -> Vec<(Duration, String)> {
+    let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    let mut pieces = vec![(
+        Duration::ZERO,
+        event(
+            "message_start",
+            json!({ "type": "message_start", "message": { "id": "msg_fake", "type": "message",
+                    "role": "assistant", "model": model, "content": [],
+                    "usage": { "input_tokens": words_in, "output_tokens": 1 } } }),
+        ) + &event(
+            "content_block_start",
+            json!({ "type": "content_block_start", "index": 0,
+                    "content_block": { "type": "text", "text": "" } }),
+        ) + &event("ping", json!({ "type": "ping" })),
+    )];
+    for delta in deltas {
+        pieces.push((
+            pause,
+            event(
+                "content_block_delta",
+                json!({ "type": "content_block_delta", "index": 0,
+                        "delta": { "type": "text_delta", "text": delta } }),
+            ),
+        ));
+    }
+    if end {
+        let out = words(&deltas.concat());
+        pieces.push((
+            Duration::ZERO,
+            event(
+                "content_block_stop",
+                json!({ "type": "content_block_stop", "index": 0 }),
+            ) + &event(
+                "message_delta",
+                json!({ "type": "message_delta", "delta": { "stop_reason": "end_turn" },
+                        "usage": { "output_tokens": out } }),
+            ) + &event("message_stop", json!({ "type": "message_stop" })),
+        ));
+    }
+    pieces
 }
 
 fn words(text: &str) -> usize {

@@ -77,6 +77,7 @@ impl CallPlan {
                 // Only a call that may use `kv` carries the store's.
                 kv: kv.filter(|_| call.grants.kv.is_some()).cloned(),
                 time_host_calls: trace.is_some(),
+                tokens: None,
             },
             max_attempts,
             backoff_ms,
@@ -200,7 +201,7 @@ pub(crate) fn call_with_retries(
     skill: &Skill,
     plan: &CallPlan,
     input: &Value,
-    events: &dyn EventSink,
+    events: &Arc<dyn EventSink>,
     replay: Option<&StepReplay>,
 ) -> Attempts {
     if let Some(replay) = replay {
@@ -210,11 +211,31 @@ pub(crate) fn call_with_retries(
     let mut failed_usage = TokenUsage::default();
     let mut attempt = 1;
     let mut options = plan.options.clone();
+    // Only a skill that streams completions, granted `llm`, with someone
+    // listening (asked per attempt: `host serve` listens while a client
+    // follows), has its tokens sent on as they come.
+    let streams_tokens = skill.streams_tokens() && options.grants.llm.is_some();
     loop {
         let started_at_ms = now_ms();
         let started = plan.trace.map(|_| std::time::SystemTime::now());
         options.random_seed = random_seed(run_id, node_id, item, attempt);
+        let tokens = (streams_tokens && events.listening())
+            .then(|| TokenEvents::new(events, run_id, node_id, item, attempt));
+        options.tokens = tokens.as_ref().map(TokenEvents::sink);
         let report = skill.call(input, &options);
+        // A failed attempt's tokens are not the node's: say so before the
+        // next attempt streams its own.
+        let discard = tokens.is_some_and(|t| t.sent()) && report.result.is_err();
+        let discarded = || {
+            if discard {
+                events.emit(&Event::TokensDiscarded {
+                    run_id: run_id.to_string(),
+                    node: node_id.to_string(),
+                    item,
+                    attempt,
+                });
+            }
+        };
         if let (Some(trace), Some(started)) = (plan.trace, started) {
             // A skill node's last attempt is its node's span (`kinds/skill.rs`
             // hands its figures over); a retried one, or a map item's, has a
@@ -227,6 +248,7 @@ pub(crate) fn call_with_retries(
         let error = match &report.result {
             Err(e) if e.retryable() && attempt < plan.max_attempts => e.to_json(),
             _ => {
+                discarded();
                 return Attempts {
                     report,
                     attempt,
@@ -246,6 +268,7 @@ pub(crate) fn call_with_retries(
             error: error.clone(),
             will_retry: true,
         });
+        discarded();
         failed.push(StepRow {
             run_id: run_id.to_string(),
             seq: None,
@@ -269,6 +292,52 @@ pub(crate) fn call_with_retries(
     }
 }
 
+/// Where one attempt's streamed deltas go: a [`Event::Token`] each, sent as
+/// the skill is handed it.
+struct TokenEvents {
+    sink: skillhost_runtime::TokenSink,
+    sent: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl TokenEvents {
+    fn new(
+        events: &Arc<dyn EventSink>,
+        run_id: &str,
+        node_id: &str,
+        item: Option<usize>,
+        attempt: u32,
+    ) -> TokenEvents {
+        let sent = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (events, run_id, node_id, flag) = (
+            events.clone(),
+            run_id.to_string(),
+            node_id.to_string(),
+            sent.clone(),
+        );
+        let sink = skillhost_runtime::TokenSink::new(move |delta| {
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            events.emit(&Event::Token {
+                run_id: run_id.clone(),
+                node: node_id.clone(),
+                item,
+                attempt,
+                stream: delta.stream,
+                text: delta.text.to_string(),
+            });
+        });
+        TokenEvents { sink, sent }
+    }
+
+    fn sink(&self) -> skillhost_runtime::TokenSink {
+        self.sink.clone()
+    }
+
+    /// Whether any token was sent.
+    fn sent(&self) -> bool {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// [`call_with_retries`] off the async runtime when a retry could sleep or the
 /// skill may block its thread (WASI, whose streams and timers block on tokio,
 /// which panics on a runtime's worker thread; `http`, `llm`), inline
@@ -288,14 +357,7 @@ pub(crate) async fn call_node_skill(
         && plan.options.kv.is_none()
     {
         return call_with_retries(
-            &cx.run_id,
-            node_id,
-            None,
-            skill,
-            plan,
-            input,
-            &*cx.events,
-            replay,
+            &cx.run_id, node_id, None, skill, plan, input, &cx.events, replay,
         );
     }
     let (run_id, node_id, skill, plan, input, events, replay) = (
@@ -316,7 +378,7 @@ pub(crate) async fn call_node_skill(
             &skill,
             &plan,
             &input,
-            &*events,
+            &events,
             replay.as_deref(),
         )
     });

@@ -80,6 +80,32 @@ pub enum Event {
         status: String,
         duration_ms: u64,
     },
+    /// Text a node's skill was handed by a streamed completion
+    /// (`llm-stream`), as the provider sent it: each delta once, in order,
+    /// tagged with the attempt that got it. Only an attempt that succeeds
+    /// makes its tokens part of the node's output; a failed attempt's are
+    /// then [discarded](Event::TokensDiscarded).
+    Token {
+        run_id: String,
+        node: String,
+        /// A map node's item.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        item: Option<usize>,
+        attempt: u32,
+        /// Which of the attempt's streamed completions (0 for its first).
+        stream: u32,
+        text: String,
+    },
+    /// The tokens attempt `attempt` was handed are not the node's output:
+    /// the attempt failed (and a retry, if any, streams anew). Sent after
+    /// its `node_failed`, before the next attempt's tokens.
+    TokensDiscarded {
+        run_id: String,
+        node: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        item: Option<usize>,
+        attempt: u32,
+    },
     /// A line a node's skill logged (its `log` import, or what it printed),
     /// sent only to a sink that [wants logs](EventSink::wants_logs).
     SkillLog {

@@ -63,6 +63,19 @@ pub struct WorkerConfig {
     pub exit_when_idle: bool,
     /// How the scenario of a claimed run is loaded.
     pub loader: ScenarioLoader,
+    /// Where the runs it executes report their events (`host serve` sends
+    /// a streaming node's tokens to its clients); `None`: nowhere.
+    pub run_events: Option<RunEvents>,
+}
+
+/// The event sink of the runs a worker executes ([`WorkerConfig::run_events`]).
+#[derive(Clone)]
+pub struct RunEvents(pub Arc<dyn EventSink>);
+
+impl fmt::Debug for RunEvents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RunEvents")
+    }
 }
 
 /// How a worker loads a scenario file: the file alone by default
@@ -107,6 +120,7 @@ impl Default for WorkerConfig {
             grace: Duration::from_secs(10),
             exit_when_idle: false,
             loader: ScenarioLoader::default(),
+            run_events: None,
         }
     }
 }
@@ -543,7 +557,10 @@ impl Job {
             }
         };
 
-        let events: Arc<dyn EventSink> = Arc::new(NoEvents);
+        let events: Arc<dyn EventSink> = match &self.config.run_events {
+            Some(events) => events.0.clone(),
+            None => Arc::new(NoEvents),
+        };
         // The worker's kv is the store's, outside the run's lease: a skill's
         // `set` is not a checkpoint of its run.
         let engine = Engine::new(Some(fenced.clone()), events).with_kv(Some(

@@ -1,7 +1,9 @@
 //! Following one tool call's run: `notifications/progress` as its nodes
 //! finish, when the call carries a `progressToken`, and its skills' log
 //! lines as `notifications/message`, at or above the level the client set
-//! with `logging/setLevel` (none until it sets one). The engine reports to
+//! with `logging/setLevel` (none until it sets one), and the tokens a
+//! streaming node's skill is handed (logger `tokens`, info; a failed
+//! attempt's discard, warning). The engine reports to
 //! an event sink on its own threads; the notifications leave in order from
 //! one task per call, which the call waits for before it answers, so every
 //! notification comes before the result.
@@ -16,7 +18,7 @@ use rmcp::model::{
     LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
 };
 use rmcp::{Peer, RoleServer};
-use serde_json::json;
+use serde_json::{Value, json};
 use skillhost_engine::{Event, EventSink};
 use skillhost_runtime::LogLevel;
 use tokio::sync::mpsc;
@@ -112,12 +114,63 @@ impl EventSink for Following {
                 let message = LoggingMessageNotificationParam::new(level, data).with_logger(skill);
                 let _ = self.notes.send(Note::Log(message));
             }
+            // A streamed completion's text as the skill is handed it, and
+            // the discard of a failed attempt's: log messages of logger
+            // `tokens` (info and warning), for a client that asked for
+            // them. Not progress: its value must grow with each
+            // notification, and it counts nodes.
+            Event::Token {
+                run_id,
+                node,
+                item,
+                attempt,
+                stream,
+                text,
+            } => {
+                let mut data = json!({
+                    "run_id": run_id, "node": node, "attempt": attempt, "stream": stream,
+                    "token": text,
+                });
+                if let Some(item) = item {
+                    data["item"] = json!(item);
+                }
+                self.tokens(LoggingLevel::Info, data);
+            }
+            Event::TokensDiscarded {
+                run_id,
+                node,
+                item,
+                attempt,
+            } => {
+                let mut data = json!({
+                    "run_id": run_id, "node": node, "attempt": attempt,
+                    "tokens_discarded": true,
+                    "message": format!("attempt {attempt} failed: its tokens are not the node's output"),
+                });
+                if let Some(item) = item {
+                    data["item"] = json!(item);
+                }
+                self.tokens(LoggingLevel::Warning, data);
+            }
             _ => {}
         }
     }
 
     fn wants_logs(&self) -> bool {
         self.level.is_some()
+    }
+}
+
+impl Following {
+    /// A log message of logger `tokens` at `level`, if the client's level
+    /// lets it through.
+    fn tokens(&self, level: LoggingLevel, data: Value) {
+        let Some(lowest) = self.level else { return };
+        if rank(level) < rank(lowest) {
+            return;
+        }
+        let message = LoggingMessageNotificationParam::new(level, data).with_logger("tokens");
+        let _ = self.notes.send(Note::Log(message));
     }
 }
 

@@ -52,6 +52,10 @@ pub struct CallOptions {
     /// Time each journaled host call ([`CallReport::host_calls`]), for a
     /// trace's spans. Off, nothing is measured.
     pub time_host_calls: bool,
+    /// Where the deltas of the call's streamed completions (`llm-stream`)
+    /// go as the skill is handed them; `None`: nowhere. Looked at only when
+    /// the call has an `llm` grant.
+    pub tokens: Option<crate::TokenSink>,
 }
 
 /// When one journaled host call was made and how long it took.
@@ -269,11 +273,12 @@ impl Skill {
         let mut state = store.into_data();
         state.drain_wasi_output();
         let CallState {
-            scope,
-            capabilities,
+            mut scope,
+            mut capabilities,
             limiter,
             ..
         } = state;
+        capabilities.llm.close_streams(&mut scope);
         let (journal, mismatch) = scope.journal.finish();
         let denied = scope.denied;
         let host_calls = scope.timings.unwrap_or_default();

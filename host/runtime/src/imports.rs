@@ -60,7 +60,21 @@ pub fn check(bytes: &[u8], origin: &str) -> Result<Abi, LoadError> {
             });
         }
     }
-    Ok(scan.abi())
+    let abi = scan.abi();
+    if abi == Abi::Sync
+        && let Some(import) = scan.imports.iter().find(|i| is_streaming(i))
+    {
+        return Err(LoadError::Unprovided {
+            origin: origin.to_string(),
+            import: import.clone(),
+            fix: "its stream and future are for async (WASI 0.3) components only, and this \
+                  one is synchronous (WASI 0.2): make the world's `run` an `async func` and \
+                  build it again (Rust: the SDK's `async` feature, as `host skill new --lang \
+                  rust --async` sets up), or use `llm.complete`"
+                .into(),
+        });
+    }
+    Ok(abi)
 }
 
 /// What [`scan`] found.
@@ -212,6 +226,15 @@ fn builtin_name(variant: &str) -> String {
     }
 }
 
+/// Whether `import` is one of the contract's streaming interfaces, which
+/// only the concurrent engine links.
+fn is_streaming(import: &str) -> bool {
+    import
+        .strip_prefix("skillhost:skill/")
+        .and_then(|rest| rest.split_once('@'))
+        .is_some_and(|(interface, _)| interface == crate::capabilities::llm::STREAM_INTERFACE)
+}
+
 /// Why the host cannot provide `import`, with the fix; `None` if it can, or
 /// if only the component's types can tell (judged after compiling).
 fn unprovided(import: &str) -> Option<String> {
@@ -245,7 +268,9 @@ fn unprovided(import: &str) -> Option<String> {
     }
     if package == CONTRACT_PACKAGE {
         let interface = rest.split_once('@').map_or(rest, |(i, _)| i);
-        let known = interface == "types" || Capability::from_name(interface).is_some();
+        let known = interface == "types"
+            || interface == crate::capabilities::llm::STREAM_INTERFACE
+            || Capability::from_name(interface).is_some();
         if !known || !version.starts_with("0.1.") {
             return Some(format!(
                 "the skill contract has skillhost:skill/{{types,{}}}@0.1; copy wit/skill.wit \

@@ -74,6 +74,24 @@ pub(crate) struct Mismatch {
     pub left_unused: bool,
 }
 
+/// What [`Journal::open`] gave: the slot a recording fills later, or the
+/// response a replay answers with.
+#[derive(Debug)]
+pub(crate) enum Opened {
+    Slot(usize),
+    Recorded(Value),
+}
+
+impl JournalValue for Value {
+    fn to_journal(&self) -> Value {
+        self.clone()
+    }
+
+    fn from_journal(value: &Value) -> Option<Self> {
+        Some(value.clone())
+    }
+}
+
 /// A value a journaled host call returns, as it is written in a record.
 pub(crate) trait JournalValue: Sized {
     fn to_journal(&self) -> Value;
@@ -123,7 +141,7 @@ impl JournalValue for Option<Vec<u8>> {
     }
 }
 
-fn encode_result<T: JournalValue>(result: &Result<T, GuestError>) -> Value {
+pub(crate) fn encode_result<T: JournalValue>(result: &Result<T, GuestError>) -> Value {
     match result {
         Ok(value) => json!({ "ok": value.to_journal() }),
         Err(error) => json!({ "error": {
@@ -134,7 +152,7 @@ fn encode_result<T: JournalValue>(result: &Result<T, GuestError>) -> Value {
     }
 }
 
-fn decode_result<T: JournalValue>(response: &Value) -> Option<Result<T, GuestError>> {
+pub(crate) fn decode_result<T: JournalValue>(response: &Value) -> Option<Result<T, GuestError>> {
     let object = response.as_object()?;
     if let Some(ok) = object.get("ok") {
         return T::from_journal(ok).map(Ok);
@@ -251,6 +269,66 @@ impl Journal {
                     Err(wasmtime::Error::msg(message))
                 }
             },
+        }
+    }
+
+    /// Opens a journaled host call whose answer comes later (a streamed
+    /// completion): charged like [`Journal::call`] for its request. When
+    /// recording, its entry is reserved at once, in the order the skill
+    /// asked, and filled by [`Journal::fill`] when the call ends; when
+    /// replaying, the recorded response is handed back whole. The outer
+    /// error is a trap, as for [`Journal::call`].
+    pub(crate) fn open(
+        &mut self,
+        capability: Capability,
+        request: Value,
+        budget: &mut HostCallBudget,
+    ) -> wasmtime::Result<Result<Opened, GuestError>> {
+        let asked = held_bytes(&request) + RECORD_BYTES;
+        if let Err(refusal) = budget.admit(capability, asked) {
+            return Ok(Err(refusal));
+        }
+        budget.charge(asked);
+        match self {
+            Journal::Record(records) => {
+                records.push(JournalRecord {
+                    capability,
+                    request,
+                    response: Value::Null,
+                });
+                Ok(Ok(Opened::Slot(records.len() - 1)))
+            }
+            Journal::Replay {
+                entries,
+                next,
+                mismatch,
+            } => match answer::<Value>(entries, *next, capability, &request) {
+                Ok(_) => {
+                    let response = entries[*next].response.clone();
+                    budget.charge(held_bytes(&response));
+                    *next += 1;
+                    Ok(Ok(Opened::Recorded(response)))
+                }
+                Err(found) => {
+                    let message = format!(
+                        "replay diverged from the journal at entry {}: {}",
+                        found.entry, found.difference
+                    );
+                    *mismatch = Some(found);
+                    Err(wasmtime::Error::msg(message))
+                }
+            },
+        }
+    }
+
+    /// Fills the entry [`Journal::open`] reserved at `slot` with what came
+    /// back.
+    pub(crate) fn fill(&mut self, slot: usize, response: Value, budget: &mut HostCallBudget) {
+        if let Journal::Record(records) = self
+            && let Some(record) = records.get_mut(slot)
+        {
+            budget.charge(held_bytes(&response));
+            record.response = response;
         }
     }
 

@@ -34,7 +34,8 @@ pub use cache::{LoadSource, LoadStats, default_cache_dir};
 pub use call::{CallOptions, CallReport, HostCallTiming, LogLevel, LogLine};
 pub use capabilities::http::{HttpFailure, HttpGrant, InboundResponse, OutboundRequest};
 pub use capabilities::llm::{
-    LlmFailure, LlmGrant, LlmProviders, Provider, ProviderKind, ProviderProblem, TokenUsage,
+    LlmFailure, LlmGrant, LlmProviders, Provider, ProviderKind, ProviderProblem, TokenDelta,
+    TokenSink, TokenUsage,
 };
 pub use capabilities::wasi::{RandomSeed, derive_random_seed};
 pub use capabilities::{
@@ -109,7 +110,7 @@ impl Flavor {
         let engine = engine::build_engine(&config.pool, functions.clone(), abi)
             .map_err(|e| anyhow::anyhow!("configuring wasmtime: {e:#}"))?;
         let mut linker = Linker::new(&engine);
-        capabilities::link(&mut linker)
+        capabilities::link(&mut linker, abi)
             .map_err(|e| anyhow::anyhow!("linking host imports: {e:#}"))?;
         let cache = ComponentCache::new(config.cache_dir.clone(), &engine, functions);
         let ticker = EpochTicker::start(&engine).context("starting the epoch thread")?;

@@ -81,6 +81,8 @@ pub struct Skill {
     bytes: Arc<[u8]>,
     /// See [`Skill::needs_blocking_thread`]; known at load, asked every call.
     needs_blocking_thread: bool,
+    /// See [`Skill::streams_tokens`]; known at load.
+    streams_tokens: bool,
     interface: OnceLock<Result<SkillInterface, String>>,
     /// What the runtime shares with its skills: the capabilities' backends.
     /// Holding it also keeps the engine's epoch ticking while the skill is
@@ -140,6 +142,13 @@ impl Skill {
     /// runtime. A pure skill never blocks and may be called anywhere.
     pub fn needs_blocking_thread(&self) -> bool {
         self.needs_blocking_thread
+    }
+
+    /// Whether the skill imports streamed completions (`llm-stream`) and
+    /// declares `llm`: whether its calls may hand it tokens, which the
+    /// engine then sends on as they come (`CallOptions::tokens`).
+    pub fn streams_tokens(&self) -> bool {
+        self.streams_tokens
     }
 
     /// The capabilities the component imports but its manifest does not
@@ -324,8 +333,17 @@ pub(crate) fn load(
         || imported_capabilities
             .iter()
             .any(|c| c.blocks() && capabilities.contains(c));
+    let streams_tokens = capabilities.contains(&Capability::Llm)
+        && imports.iter().any(|import| {
+            import.starts_with(&format!(
+                "{}/{}@",
+                crate::capabilities::CONTRACT_PACKAGE,
+                crate::capabilities::llm::STREAM_INTERFACE
+            ))
+        });
     Ok(Skill {
         needs_blocking_thread,
+        streams_tokens,
         name_arc: Arc::from(name.as_str()),
         digest_arc: Arc::from(digest.as_str()),
         name,

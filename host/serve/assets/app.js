@@ -325,6 +325,43 @@ function runPage() {
   const soon = () => { clearTimeout(timer); timer = setTimeout(refresh, 100); };
   events.addEventListener("run", soon);
   events.addEventListener("step", soon);
+  // A streaming node's text as the model generates it, per node (and map
+  // item); a failed attempt's is struck out when it is discarded, and the
+  // retry's starts anew.
+  const streams = new Map();
+  const streamOf = (t) => {
+    const key = t.item == null ? t.node : `${t.node} [${t.item}]`;
+    let s = streams.get(key);
+    if (!s) {
+      const row = document.createElement("p");
+      const label = document.createElement("code");
+      label.textContent = key;
+      const text = document.createElement("span");
+      text.className = "token-text";
+      row.append(label, " ", text);
+      $("#tokens").append(row);
+      s = { text, attempt: t.attempt };
+      streams.set(key, s);
+    }
+    $("#tokens-box").hidden = false;
+    return s;
+  };
+  events.addEventListener("token", (e) => {
+    const t = JSON.parse(e.data);
+    const s = streamOf(t);
+    if (s.attempt !== t.attempt) {
+      s.text.textContent = "";
+      s.text.classList.remove("discarded");
+      s.attempt = t.attempt;
+    }
+    s.text.textContent += t.text;
+    s.text.dataset.attempt = t.attempt;
+  });
+  events.addEventListener("tokens_discarded", (e) => {
+    const t = JSON.parse(e.data);
+    const s = streamOf(t);
+    if (s.attempt === t.attempt) s.text.classList.add("discarded");
+  });
   events.addEventListener("end", () => {
     events.close();
     $("#live").textContent = "finished";

@@ -6,11 +6,18 @@
 //! runs that any process writes (`host run` on the same SQLite file, the
 //! workers of a Postgres database).
 //!
+//! A run's stream also carries the tokens of its streaming nodes
+//! (`token`, `tokens_discarded`: the engine's events, as `host run
+//! --events` prints them) as they come, for the runs this process executes
+//! (its embedded worker, or an answer continued here): tokens are not kept
+//! in the store, so a run another process executes shows its steps only.
+//!
 //! Must not: keep a stream going after its client left or the server
 //! stopped (a send into a closed channel ends the poller).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
@@ -20,6 +27,7 @@ use futures_util::stream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use skillhost_engine::EventSink;
 use skillhost_store::{RunFilter, RunRow};
 
 use crate::Shared;
@@ -30,6 +38,60 @@ use crate::error::ApiError;
 pub const WATCHED_RUNS: u32 = 200;
 
 type Sender = mpsc::Sender<Event>;
+
+/// How many tokens a slow client's stream may lag behind before it skips
+/// ahead (its run's steps, polled from the store, are never skipped).
+const LIVE_BACKLOG: usize = 1024;
+
+/// The tokens of the runs this process executes, as they come: an event
+/// sink for its engines, a broadcast for the runs' event streams.
+pub struct LiveTokens {
+    tx: tokio::sync::broadcast::Sender<Arc<LiveToken>>,
+}
+
+/// One `token` or `tokens_discarded` event of run `run_id`.
+pub struct LiveToken {
+    run_id: String,
+    name: &'static str,
+    data: Value,
+}
+
+impl Default for LiveTokens {
+    fn default() -> Self {
+        LiveTokens {
+            tx: tokio::sync::broadcast::channel(LIVE_BACKLOG).0,
+        }
+    }
+}
+
+impl EventSink for LiveTokens {
+    /// Only while some run's stream is followed: the engine builds no
+    /// event otherwise.
+    fn listening(&self) -> bool {
+        self.tx.receiver_count() > 0
+    }
+
+    fn emit(&self, event: &skillhost_engine::Event) {
+        use skillhost_engine::Event as E;
+        let (run_id, name) = match event {
+            E::Token { run_id, .. } => (run_id, "token"),
+            E::TokensDiscarded { run_id, .. } => (run_id, "tokens_discarded"),
+            _ => return,
+        };
+        // Nobody following: nothing built.
+        if self.tx.receiver_count() == 0 {
+            return;
+        }
+        let Ok(data) = serde_json::to_value(event) else {
+            return;
+        };
+        let _ = self.tx.send(Arc::new(LiveToken {
+            run_id: run_id.clone(),
+            name,
+            data,
+        }));
+    }
+}
 
 fn event(name: &str, data: &Value) -> Event {
     Event::default().event(name).data(data.to_string())
@@ -74,6 +136,7 @@ pub(crate) async fn run_events(
 async fn follow_run(state: Shared, mut run: RunRow, tx: Sender) {
     let mut steps_sent = 0usize;
     let mut changed = true;
+    let mut live = state.live.tx.subscribe();
     loop {
         if changed {
             match state.store.steps(&run.id).await {
@@ -100,7 +163,26 @@ async fn follow_run(state: Shared, mut run: RunRow, tx: Sender) {
                 return;
             }
         }
-        tokio::time::sleep(state.poll).await;
+        // Until the next poll, the run's tokens as they come.
+        let poll = tokio::time::sleep(state.poll);
+        tokio::pin!(poll);
+        loop {
+            tokio::select! {
+                _ = &mut poll => break,
+                heard = live.recv() => match heard {
+                    Ok(token) if token.run_id == run.id => {
+                        if tx.send(event(token.name, &token.data)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        (&mut poll).await;
+                        break;
+                    }
+                },
+            }
+        }
         match state.store.run(&run.id).await {
             Ok(Some(now)) => {
                 changed = now.status != run.status

@@ -54,8 +54,8 @@ use axum::extract::DefaultBodyLimit;
 use tokio::sync::watch;
 
 use skillhost_auth::{AllowedHosts, Gate, Shape, TokenGuard};
+use skillhost_engine::RunService;
 use skillhost_engine::worker::{self, ScenarioLoader, WorkerConfig, WorkerEvent};
-use skillhost_engine::{NoEvents, RunService};
 use skillhost_runtime::Runtime;
 use skillhost_scenario::LoadedScenario;
 use skillhost_store::Store;
@@ -154,6 +154,9 @@ pub(crate) struct AppState {
     /// The trace viewer's URL, `{trace_id}` where a run's trace id goes:
     /// the run page links to it.
     pub trace_url: Option<String>,
+    /// The tokens of the runs this process executes, as they come
+    /// (`events.rs`).
+    pub live: Arc<events::LiveTokens>,
 }
 
 /// A scenario's graph as the run page draws it.
@@ -187,7 +190,15 @@ pub fn router(
     gate: Gate,
     shutdown: watch::Receiver<bool>,
 ) -> Router {
-    app(store, scenarios, unavailable, gate, shutdown, None)
+    app(
+        store,
+        scenarios,
+        unavailable,
+        gate,
+        shutdown,
+        None,
+        Arc::new(events::LiveTokens::default()),
+    )
 }
 
 /// [`router`], its run pages linking to `trace_url`'s trace viewer.
@@ -198,9 +209,10 @@ fn app(
     gate: Gate,
     shutdown: watch::Receiver<bool>,
     trace_url: Option<String>,
+    live: Arc<events::LiveTokens>,
 ) -> Router {
     let state = Arc::new(AppState {
-        service: RunService::new(store.clone(), Arc::new(NoEvents)),
+        service: RunService::new(store.clone(), live.clone()),
         store,
         scenarios: scenarios
             .into_iter()
@@ -215,6 +227,7 @@ fn app(
         poll: POLL_INTERVAL,
         shutdown,
         trace_url,
+        live,
     });
     // Layers wrap what is above them: every answer gets the headers, even
     // a refusal; then who may ask is checked, before any body is read; then
@@ -256,6 +269,7 @@ pub async fn serve(
         .map_err(|e| format!("cannot read the address listened on: {e}"))?;
     let gate = gate(local, &config.allowed_hosts, config.token)?;
     let log = config.log.clone();
+    let live = Arc::new(events::LiveTokens::default());
     let worker = config.worker.then(|| {
         let log = log.clone();
         let events: worker::WorkerEvents = Arc::new(move |event: &WorkerEvent| {
@@ -266,6 +280,7 @@ pub async fn serve(
         let worker_config = WorkerConfig {
             owner: skillhost_store::new_owner_id("serve"),
             loader: config.loader.clone(),
+            run_events: Some(worker::RunEvents(live.clone())),
             ..WorkerConfig::default()
         };
         tokio::spawn(worker::run(
@@ -283,6 +298,7 @@ pub async fn serve(
         gate,
         shutdown.clone(),
         config.trace_url,
+        live,
     );
     log(&format!("host serve: listening on http://{local}/"));
     let served = axum::serve(listener, app)

@@ -89,7 +89,10 @@ impl OutcomeArgs {
             Arc::new(NdjsonEvents::new(std::io::stdout()))
         } else {
             let live = std::io::stderr().is_terminal().then(LiveLine::new);
-            Arc::new(Progress { live })
+            Arc::new(Progress {
+                live,
+                tokens: std::sync::Mutex::new(TokenTail::default()),
+            })
         }
     }
 }
@@ -176,6 +179,50 @@ pub struct ForkArgs {
 /// wrote goes through [`shown`].
 struct Progress {
     live: Option<LiveLine>,
+    /// The end of the text a node's streamed completion has produced so
+    /// far, shown on the live line as it comes.
+    tokens: std::sync::Mutex<TokenTail>,
+}
+
+/// The last characters a node's streamed completion produced.
+#[derive(Default)]
+struct TokenTail {
+    node: String,
+    attempt: u32,
+    text: String,
+    /// Whether the text's start was cut.
+    cut: bool,
+}
+
+/// How many characters of a streaming node's text the live line shows.
+const TOKEN_TAIL_CHARS: usize = 60;
+
+impl TokenTail {
+    /// Adds `text` of `node`'s attempt `attempt` (another node's or
+    /// attempt's starts the tail anew), and gives the live line's message.
+    fn push(&mut self, node: &str, attempt: u32, text: &str) -> String {
+        if self.node != node || self.attempt != attempt {
+            self.node = node.to_string();
+            self.attempt = attempt;
+            self.text.clear();
+            self.cut = false;
+        }
+        // Control characters (a newline among them) would break the line.
+        self.text
+            .extend(text.chars().map(|c| if c.is_control() { ' ' } else { c }));
+        let count = self.text.chars().count();
+        if count > TOKEN_TAIL_CHARS {
+            let cut = self
+                .text
+                .char_indices()
+                .nth(count - TOKEN_TAIL_CHARS)
+                .map_or(0, |(i, _)| i);
+            self.text.drain(..cut);
+            self.cut = true;
+        }
+        let dots = if self.cut { "…" } else { "" };
+        format!("· {} ▸ {dots}{}", shown(node), shown(&self.text))
+    }
 }
 
 /// The live line: an `indicatif` spinner whose position is the step count.
@@ -224,6 +271,25 @@ impl EventSink for Progress {
             } => {
                 let verb = if *resumed { "resuming" } else { "running" };
                 self.line(format!("{verb} {} (run {run_id})", shown(scenario)));
+            }
+            Event::Token {
+                node,
+                attempt,
+                text,
+                ..
+            } => {
+                if let Some(live) = &self.live {
+                    let mut tail = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+                    live.bar.set_message(tail.push(node, *attempt, text));
+                }
+            }
+            Event::TokensDiscarded { node, attempt, .. } => {
+                if let Some(live) = &self.live {
+                    live.bar.set_message(format!(
+                        "· {} (attempt {attempt}'s text discarded)",
+                        shown(node)
+                    ));
+                }
             }
             Event::NodeStarted { node, visit, .. } => {
                 if let Some(live) = &self.live {

@@ -119,6 +119,7 @@ pub fn worker(args: WorkerArgs, globals: &Globals) -> CliResult {
             grace: args.grace,
             exit_when_idle: args.exit_when_idle,
             loader: scenario_loader(globals.clone(), args.registry),
+            run_events: None,
         };
         let json_out = args.json;
         let events: worker::WorkerEvents = Arc::new(move |event: &WorkerEvent| {

@@ -236,6 +236,18 @@ async def follow(session):
     return out
 
 
+async def stream(session):
+    """A streaming scenario's call at info: each token the skill was handed
+    a log message of logger `tokens`, a failed attempt's followed by their
+    discard (warning)."""
+    await session.initialize()
+    await session.set_logging_level("info")
+    out = {"result": call_report(await session.call_tool("stream", {}))}
+    await anyio.sleep(1)
+    out["logs"] = [log for log in LOGS if log["logger"] == "tokens"]
+    return out
+
+
 def messages(error):
     """The messages of an error and of those it groups (anyio's task
     groups wrap the transport's failure)."""
@@ -266,6 +278,7 @@ async def main():
         "runs": runs,
         "unavailable": unavailable,
         "follow": follow,
+        "stream": stream,
     }.get(
         config.get("exercise"), exercise
     )

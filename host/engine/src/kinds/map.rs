@@ -167,7 +167,7 @@ async fn schedule(
                     &skill,
                     &plan,
                     &input,
-                    &*events,
+                    &events,
                     replay.as_deref(),
                 );
                 (index, attempts)

@@ -309,7 +309,9 @@ pub fn event_node(event: &Event) -> Option<&str> {
         | Event::CheckpointWritten { node, .. }
         | Event::RunWaiting { node, .. }
         | Event::RunAnswered { node, .. }
-        | Event::SkillLog { node, .. } => Some(node),
+        | Event::SkillLog { node, .. }
+        | Event::Token { node, .. }
+        | Event::TokensDiscarded { node, .. } => Some(node),
         Event::RunStarted { .. } | Event::RunFinished { .. } => None,
     }
 }

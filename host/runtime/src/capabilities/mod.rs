@@ -59,7 +59,7 @@ use crate::call::{CallOptions, CallScope, CallState};
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "wit",
-        world: "skillhost:skill/base",
+        world: "skillhost:skill/streaming",
         // The capabilities whose answers come from outside the run may trap:
         // a replay that asks something the journal did not record stops the
         // guest there, instead of handing it an answer it never got.
@@ -68,6 +68,9 @@ pub(crate) mod bindings {
             "skillhost:skill/http": trappable,
             "skillhost:skill/llm": trappable,
             "skillhost:skill/sql": trappable,
+            // Returns a stream and a future, so it needs the store; linked
+            // on the concurrent engine only.
+            "skillhost:skill/llm-stream": store | trappable,
         },
     });
 }
@@ -427,11 +430,15 @@ macro_rules! capabilities {
             }
         }
 
-        /// Links every host import into `linker`.
-        pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        /// Links every host import into `linker`, the streaming ones
+        /// (`llm-stream`) only for the async ABI's engine.
+        pub(crate) fn link(linker: &mut Linker<CallState>, abi: crate::Abi) -> wasmtime::Result<()> {
             link_contract_types(linker)?;
             $( $always_mod::$always_host::link(linker)?; )*
             $( $granted_mod::$granted_host::link(linker)?; )*
+            if abi == crate::Abi::Async {
+                llm::Llm::link_streaming(linker)?;
+            }
             wasi::link(linker)
         }
     };
@@ -545,6 +552,9 @@ impl Capability {
         let (interface, version) = rest.split_once('@')?;
         if !version.starts_with("0.1.") {
             return None;
+        }
+        if interface == llm::STREAM_INTERFACE {
+            return Some(Capability::Llm);
         }
         Capability::from_name(interface)
     }

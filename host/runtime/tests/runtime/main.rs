@@ -9,5 +9,6 @@ mod capabilities;
 mod http;
 mod limits;
 mod llm;
+mod llm_stream;
 mod load;
 mod wasi;

@@ -59,6 +59,8 @@
 
 mod providers;
 mod retry;
+mod sse;
+pub mod stream;
 mod wire;
 
 use std::sync::Arc;
@@ -75,6 +77,7 @@ use crate::call::{CallOptions, CallState};
 use crate::journal::JournalValue;
 
 pub use providers::{LlmFailure, LlmProviders, Provider, ProviderKind, ProviderProblem};
+pub use stream::{DEFAULT_MAX_STREAMS, MAX_STREAMS_LIMIT, TokenDelta, TokenSink};
 pub(crate) use wire::{ChatMessage, ChatRequest, ChatRole};
 
 /// The most tokens a completion may generate when neither the request nor
@@ -98,6 +101,9 @@ pub struct LlmGrant {
     pub max_tokens: Option<u32>,
     /// The temperature of a request that gives none.
     pub temperature: Option<f64>,
+    /// How many streamed completions (`llm-stream`) one call may have in
+    /// flight at once; `None`: [`DEFAULT_MAX_STREAMS`].
+    pub max_streams: Option<u32>,
 }
 
 impl LlmGrant {
@@ -115,6 +121,7 @@ impl LlmGrant {
                     model: model.to_string(),
                     max_tokens: None,
                     temperature: None,
+                    max_streams: None,
                 }),
                 None => Err(format!("`{text}` is not `PROVIDER/MODEL` (or a table)")),
             }
@@ -139,6 +146,7 @@ impl LlmGrant {
             model: String::new(),
             max_tokens: None,
             temperature: None,
+            max_streams: None,
         };
         for (key, value) in &table {
             match key.as_str() {
@@ -165,10 +173,22 @@ impl LlmGrant {
                         })?;
                     grant.temperature = Some(temperature);
                 }
+                "max_streams" => {
+                    let streams = value
+                        .as_u64()
+                        .filter(|n| (1..=u64::from(MAX_STREAMS_LIMIT)).contains(n))
+                        .ok_or_else(|| {
+                            format!(
+                                "`max_streams` must be a whole number from 1 to \
+                                 {MAX_STREAMS_LIMIT}, not {value}"
+                            )
+                        })?;
+                    grant.max_streams = Some(streams as u32);
+                }
                 other => {
                     return Err(format!(
                         "unknown key `{other}`; a grant table has `provider`, `model`, \
-                         `max_tokens` and `temperature`"
+                         `max_tokens`, `temperature` and `max_streams`"
                     ));
                 }
             }
@@ -259,6 +279,11 @@ pub(crate) struct LlmCall {
     access: Option<(Arc<LlmGrant>, Arc<LlmProviders>)>,
     tokens_left: Option<u64>,
     pub(crate) usage: TokenUsage,
+    /// The call's streamed completions (`llm-stream`), in the order asked;
+    /// empty (and unallocated) for a call that streams none.
+    streams: Vec<stream::OpenStream>,
+    /// Where the deltas handed to the skill go (`CallOptions::tokens`).
+    sink: Option<TokenSink>,
 }
 
 impl HostCapability for Llm {
@@ -277,7 +302,7 @@ impl HostCapability for Llm {
 
     fn grant_schema() -> Value {
         json!({
-            "description": "A model of a provider the host's configuration defines: `PROVIDER/MODEL`, or a table with `provider`, `model`, and optionally `max_tokens` (caps and defaults a request's) and `temperature` (for requests that give none).",
+            "description": "A model of a provider the host's configuration defines: `PROVIDER/MODEL`, or a table with `provider`, `model`, and optionally `max_tokens` (caps and defaults a request's), `temperature` (for requests that give none) and `max_streams` (streamed completions one call may have in flight at once, default 4).",
             "oneOf": [
                 {
                     "type": "string",
@@ -309,6 +334,11 @@ impl HostCapability for Llm {
                             "type": "number",
                             "minimum": 0,
                             "maximum": 2
+                        },
+                        "max_streams": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 64
                         }
                     }
                 }
@@ -348,11 +378,29 @@ impl HostCapability for Llm {
                 .map(|grant| (grant.clone(), backends.llm.clone())),
             tokens_left: options.token_budget,
             usage: TokenUsage::default(),
+            streams: Vec::new(),
+            sink: grants.llm.as_ref().and(options.tokens.clone()),
         }
     }
 
     fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
         wit::add_to_linker::<CallState, HasHostCall<LlmCall>>(linker, |state| HostCall {
+            cap: &mut state.capabilities.llm,
+            scope: &mut state.scope,
+        })
+    }
+}
+
+/// The interface of streamed completions, as a component imports it.
+pub const STREAM_INTERFACE: &str = "llm-stream";
+
+impl Llm {
+    /// Adds `llm-stream` to `linker`: the concurrent engine's only.
+    pub(crate) fn link_streaming(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        super::bindings::skillhost::skill::llm_stream::add_to_linker::<
+            CallState,
+            HasHostCall<LlmCall>,
+        >(linker, |state| HostCall {
             cap: &mut state.capabilities.llm,
             scope: &mut state.scope,
         })
@@ -597,6 +645,7 @@ mod tests {
                 model: "qwen2.5:7b".into(),
                 max_tokens: None,
                 temperature: None,
+                max_streams: None,
             }
         );
         // A model may have slashes of its own.

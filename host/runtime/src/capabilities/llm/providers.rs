@@ -33,6 +33,8 @@ pub const MAX_ANSWER_BYTES: u64 = 16 << 20;
 /// provider: its message is cut to a short excerpt anyway
 /// ([`wire::ERROR_EXCERPT_CHARS`]).
 pub const MAX_ERROR_BYTES: u64 = 64 << 10;
+/// The longest line of a streamed answer (a server-sent event's line).
+pub const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// The wire format a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -477,6 +479,204 @@ impl LlmProviders {
                 }
             }
         }
+    }
+}
+
+impl LlmProviders {
+    /// One streamed completion of `chat` from provider `name`: `on_delta`
+    /// gets each piece of text as it is read (it returns false to stop: the
+    /// call that asked has ended), and the whole completion comes back once
+    /// the stream's end marker came. A 429 or 5xx before the stream starts
+    /// is retried as [`LlmProviders::complete`] retries it; once text has
+    /// flowed nothing is retried here (the skill has seen it: a retry is
+    /// the node's). Bounded: nothing waited past `deadline` (the stream's
+    /// whole time included), no line longer than [`MAX_LINE_BYTES`], no more
+    /// than [`MAX_ANSWER_BYTES`] in all.
+    pub(crate) fn stream(
+        &self,
+        name: &str,
+        chat: &ChatRequest<'_>,
+        deadline: Instant,
+        on_delta: &mut dyn FnMut(String) -> bool,
+    ) -> Result<Completion, LlmFailure> {
+        use std::io::BufRead as _;
+        let provider = self.check(name)?;
+        let kind = provider.kind;
+        let mut body = wire::request_body(kind, chat).map_err(|why| {
+            LlmFailure::InvalidRequest(format!("provider `{name}` ({kind}): {why}"))
+        })?;
+        if let Some(body) = body.as_object_mut() {
+            body.insert("stream".into(), serde_json::Value::Bool(true));
+            if kind == ProviderKind::OpenAi {
+                body.insert(
+                    "stream_options".into(),
+                    serde_json::json!({ "include_usage": true }),
+                );
+            }
+        }
+        let body = serde_json::to_vec(&body).map_err(|e| {
+            LlmFailure::InvalidRequest(format!("the request cannot be encoded: {e}"))
+        })?;
+        let url = wire::endpoint(kind, &provider.base_url);
+        let headers = wire::headers(kind, provider.key());
+        let client = self.client().map_err(unavailable)?;
+        let mut retry = 0;
+        let response = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(timed_out(format!(
+                    "provider `{name}` did not answer before the call's deadline"
+                )));
+            }
+            let mut request = client
+                .post(&url)
+                .timeout(left)
+                .header("content-type", "application/json")
+                .header("accept", "text/event-stream")
+                .body(body.clone());
+            for (header, value) in &headers {
+                request = request.header(*header, value);
+            }
+            let response = match request.send().map_err(failure) {
+                Ok(response) => response,
+                Err(SendFailure::Timeout) => {
+                    return Err(timed_out(format!(
+                        "provider `{name}` did not answer before the call's deadline"
+                    )));
+                }
+                Err(SendFailure::TooLarge) => {
+                    return Err(provider_error(format!(
+                        "provider `{name}` at {url}: the answer is larger than \
+                         {MAX_ANSWER_BYTES} bytes"
+                    )));
+                }
+                Err(SendFailure::Failed(why)) => {
+                    return Err(unavailable(format!(
+                        "cannot reach provider `{name}` at {url}: {why}"
+                    )));
+                }
+            };
+            let status = response.status().as_u16();
+            if (200..300).contains(&status) {
+                break response;
+            }
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let mut error_body = Vec::new();
+            let _ = std::io::Read::read_to_end(
+                &mut std::io::Read::take(response, MAX_ERROR_BYTES),
+                &mut error_body,
+            );
+            let message = wire::error_message(&error_body);
+            match status {
+                429 | 500..=599 => {
+                    if retry >= provider.max_retries {
+                        return Err(unavailable(format!(
+                            "provider `{name}` answered {status} ({message}) to each of {} \
+                             attempt(s) (max_retries = {})",
+                            retry + 1,
+                            provider.max_retries
+                        )));
+                    }
+                    let asked = retry_after
+                        .as_deref()
+                        .and_then(|v| retry::retry_after(v, SystemTime::now()));
+                    let wait = asked.unwrap_or_else(|| retry::backoff(retry));
+                    if Instant::now()
+                        .checked_add(wait)
+                        .is_none_or(|then| then >= deadline)
+                    {
+                        return Err(unavailable(format!(
+                            "provider `{name}` answered {status} ({message}); waiting {} ms \
+                             to try again would pass the call's deadline",
+                            wait.as_millis()
+                        )));
+                    }
+                    std::thread::sleep(wait);
+                    retry += 1;
+                }
+                401 | 403 => {
+                    let hint = match provider.api_key_env() {
+                        Some(variable) => format!("check the API key in ${variable}"),
+                        None => format!(
+                            "the provider may need a key: name the variable holding it in \
+                             `api_key_env` of [llm.providers.{name}]"
+                        ),
+                    };
+                    return Err(provider_error(format!(
+                        "provider `{name}` refused the request with {status} ({message}); {hint}"
+                    )));
+                }
+                _ => {
+                    return Err(provider_error(format!(
+                        "provider `{name}` answered {status} to model `{}`: {message}",
+                        chat.model
+                    )));
+                }
+            }
+        };
+        let mut reader = std::io::BufReader::new(response);
+        let mut decoder = super::sse::Decoder::new(kind, name);
+        let mut line = Vec::new();
+        let mut total: u64 = 0;
+        loop {
+            line.clear();
+            let read = std::io::Read::take(&mut reader, MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .map_err(|e| {
+                    let timeout = e.kind() == std::io::ErrorKind::TimedOut
+                        || e.get_ref()
+                            .and_then(|e| e.downcast_ref::<reqwest::Error>())
+                            .is_some_and(reqwest::Error::is_timeout);
+                    if timeout {
+                        timed_out(format!(
+                            "provider `{name}` was still streaming at the call's deadline, \
+                             after {} delta(s)",
+                            decoder.deltas()
+                        ))
+                    } else {
+                        unavailable(format!(
+                            "the stream from provider `{name}` broke after {} delta(s): {e}",
+                            decoder.deltas()
+                        ))
+                    }
+                })?;
+            if read == 0 {
+                break;
+            }
+            total += read as u64;
+            if line.len() > MAX_LINE_BYTES && !line.ends_with(b"\n") {
+                return Err(provider_error(format!(
+                    "provider `{name}` streamed a line longer than {MAX_LINE_BYTES} bytes, \
+                     after {} delta(s); the stream was stopped",
+                    decoder.deltas()
+                )));
+            }
+            if total > MAX_ANSWER_BYTES {
+                return Err(provider_error(format!(
+                    "provider `{name}` streamed more than {MAX_ANSWER_BYTES} bytes, after {} \
+                     delta(s); the stream was stopped",
+                    decoder.deltas()
+                )));
+            }
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim_end_matches(['\n', '\r']);
+            match decoder.line(text)? {
+                super::sse::Step::Delta(delta) => {
+                    if !on_delta(delta) {
+                        return Err(LlmFailure::Unavailable(
+                            "the skill dropped the stream, or its call ended, before the stream did".into(),
+                        ));
+                    }
+                }
+                super::sse::Step::Done => break,
+                super::sse::Step::Nothing => {}
+            }
+        }
+        decoder.finish(chat.model)
     }
 }
 

@@ -1,0 +1,295 @@
+//! Tokens reach people as a model generates them, with the real binary: a
+//! node running `llm-stream-probe` (an async skill reading a streamed
+//! completion) against the fake provider. `host run --events` sends each
+//! delta as a `token` event of its attempt; an attempt cut mid-stream has
+//! its tokens followed by `tokens_discarded` before the retry streams
+//! anew, and the node's output is the retry's text only; `host replay`
+//! reproduces the run with no provider; a process killed mid-stream
+//! resumes into one complete output; on a terminal the live line shows the
+//! text as it comes; an MCP client hears the tokens as log messages.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use skillhost_tests::cli::{KilledOnDrop, host, host_bin, host_command, json, sqlite_url, stderr};
+use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
+
+pub(crate) fn scenario(dir: &Path) -> PathBuf {
+    let path = dir.join("stream.toml");
+    let text = format!(
+        r#"[scenario]
+name = "stream"
+
+[state]
+text = {{ type = "string" }}
+
+[skills.writer]
+component = "{}"
+
+[[node]]
+id = "write"
+skill = "writer"
+input = {{ prompt = "'write it'", streams = "1" }}
+capabilities = {{ llm = "local/m" }}
+writes = [{{ field = "text", from = "output.text" }}]
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "write"
+to = "done"
+"#,
+        skillhost_tests::dist("llm-stream-probe").display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The stdout of `--events`, one event a line.
+fn events(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("an event"))
+        .collect()
+}
+
+#[test]
+fn a_cut_attempts_tokens_are_discarded_before_the_retry_streams_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    server.push(FakeReply::openai_stream(
+        &["first ", "try "],
+        Duration::from_millis(30),
+        false,
+    ));
+    server.push(FakeReply::openai_stream(
+        &["second ", "try"],
+        Duration::from_millis(30),
+        true,
+    ));
+    let scenario = scenario(dir.path());
+    let out = host(
+        dir.path(),
+        &["run", scenario.to_str().unwrap(), "--events"],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events = events(&out.stdout);
+    let run_id = events[0]["run_id"].as_str().unwrap().to_string();
+    let seen: Vec<Value> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e["event"].as_str(),
+                Some("token" | "tokens_discarded" | "node_failed" | "node_finished")
+            )
+        })
+        .map(|e| {
+            let mut e = e.clone();
+            let e = e.as_object_mut().unwrap();
+            e.remove("run_id");
+            e.remove("duration_us");
+            e.remove("fuel_consumed");
+            e.remove("error");
+            Value::Object(e.clone())
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            json!({ "event": "token", "node": "write", "attempt": 1, "stream": 0, "text": "first " }),
+            json!({ "event": "token", "node": "write", "attempt": 1, "stream": 0, "text": "try " }),
+            json!({ "event": "node_failed", "node": "write", "attempt": 1, "will_retry": true }),
+            json!({ "event": "tokens_discarded", "node": "write", "attempt": 1 }),
+            json!({ "event": "token", "node": "write", "attempt": 2, "stream": 0, "text": "second " }),
+            json!({ "event": "token", "node": "write", "attempt": 2, "stream": 0, "text": "try" }),
+            json!({ "event": "node_finished", "node": "write" }),
+        ],
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // The node's output is the second attempt's only.
+    let shown = json(&host(
+        dir.path(),
+        &["runs", "show", &run_id, "--json"],
+        None,
+    ));
+    assert_eq!(shown["status"], "completed", "{shown}");
+    assert_eq!(shown["state"]["text"], "second try", "{shown}");
+    assert_eq!(server.request_count(), 2);
+
+    // A replay needs no provider and reproduces the run.
+    drop(server);
+    let out = host(dir.path(), &["replay", &run_id, "--json"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let replay = json(&out);
+    assert_eq!(replay["diverged_at"], Value::Null, "{replay}");
+    for step in replay["steps"].as_array().unwrap() {
+        assert_eq!(step["status"], "same", "{replay}");
+    }
+}
+
+#[test]
+fn the_live_line_shows_the_text_as_it_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    server.push(FakeReply::openai_stream(
+        &["streamed ", "words ", "appear"],
+        Duration::from_millis(400),
+        true,
+    ));
+    let scenario = scenario(dir.path());
+    let host = host_command(dir.path(), &[], None);
+    let line = format!(
+        "{} run {} --durability none",
+        host_bin().display(),
+        scenario.display()
+    );
+    let mut script = Command::new("script");
+    script.args(["-qec", &line, "/dev/null"]);
+    for (key, value) in host.get_envs() {
+        match value {
+            Some(value) => script.env(key, value),
+            None => script.env_remove(key),
+        };
+    }
+    let out = script
+        .output()
+        .expect("util-linux's `script` (apt-get install -y bsdutils)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("· write ▸ streamed "), "{shown}");
+    assert!(shown.contains("· write ▸ streamed words "), "{shown}");
+}
+
+#[test]
+fn an_mcp_client_hears_the_tokens_and_their_discard_as_log_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    server.push(FakeReply::openai_stream(&["cut "], Duration::ZERO, false));
+    server.push(FakeReply::openai_stream(
+        &["whole ", "answer"],
+        Duration::from_millis(20),
+        true,
+    ));
+    let scenario = scenario(dir.path());
+    let config = json!({
+        "transport": "stdio",
+        "exercise": "stream",
+        "command": host_bin(),
+        "args": ["mcp", "--scenario", scenario],
+        "env": {
+            "SKILLHOST_CACHE_DIR": skillhost_tests::shared_component_cache(),
+            "SKILLHOST_DATABASE_URL": sqlite_url(dir.path()),
+            "XDG_CONFIG_HOME": dir.path().join("xdg-config"),
+        },
+        "cwd": dir.path(),
+    });
+    let out = crate::mcp::python_client("client.py", dir.path(), config);
+    assert_eq!(out["result"]["is_error"], false, "{out}");
+    assert_eq!(out["result"]["structured"]["status"], "completed", "{out}");
+    let heard: Vec<Value> = out["logs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|log| {
+            let data = &log["data"];
+            json!([
+                log["level"],
+                data["attempt"],
+                data["token"],
+                data["tokens_discarded"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        heard,
+        [
+            json!(["info", 1, "cut ", null]),
+            json!(["warning", 1, null, true]),
+            json!(["info", 2, "whole ", null]),
+            json!(["info", 2, "answer", null]),
+        ],
+        "{out}"
+    );
+}
+
+#[test]
+fn a_process_killed_mid_stream_resumes_into_one_complete_output() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    // The first process gets a slow stream and is killed after its first
+    // token; the resumed one gets the default answer, whole.
+    server.push(FakeReply::openai_stream(
+        &["never ", "finished ", "text"],
+        Duration::from_millis(2000),
+        true,
+    ));
+    let scenario = scenario(dir.path());
+    let mut child = KilledOnDrop::new(
+        host_command(
+            dir.path(),
+            &["run", scenario.to_str().unwrap(), "--events"],
+            None,
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start host"),
+    );
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut run_id = String::new();
+    for line in lines.by_ref() {
+        let event: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if event["event"] == "run_started" {
+            run_id = event["run_id"].as_str().unwrap().to_string();
+        }
+        if event["event"] == "token" {
+            assert_eq!(event["text"], "never ");
+            break;
+        }
+    }
+    assert!(!run_id.is_empty());
+    // SIGKILL, mid-stream.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(lines);
+
+    let out = host(dir.path(), &["resume", &run_id, "--events"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tokens: Vec<Value> = events(&out.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == "token")
+        .map(|e| e["text"].clone())
+        .collect();
+    assert_eq!(tokens, [json!("echo: "), json!("write "), json!("it")]);
+    let shown = json(&host(
+        dir.path(),
+        &["runs", "show", &run_id, "--json"],
+        None,
+    ));
+    assert_eq!(shown["status"], "completed", "{shown}");
+    assert_eq!(shown["state"]["text"], "echo: write it", "{shown}");
+    let written: Vec<&Value> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["node"] == "write" && s["status"] == "ok")
+        .collect();
+    assert_eq!(written.len(), 1, "{shown}");
+    assert_eq!(server.request_count(), 2);
+}
