@@ -1310,11 +1310,18 @@ mod browser {
         let dir = tempfile::tempdir().unwrap();
         let llm = FakeLlmServer::start();
         llm.configure_user(dir.path());
-        llm.push(FakeReply::openai_stream(
-            &["first ", "try "],
-            Duration::from_millis(1500),
-            false,
-        ));
+        // The first attempt's stream waits for the page to follow the run:
+        // tokens go to the clients following when they are sent, and a page
+        // that loads late on a busy machine would see none of them.
+        let following = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        llm.push(FakeReply::Held {
+            until: following.clone(),
+            reply: Box::new(FakeReply::openai_stream(
+                &["first ", "try "],
+                Duration::from_millis(1500),
+                false,
+            )),
+        });
         llm.push(FakeReply::openai_stream(
             &["words ", "as ", "they ", "come"],
             Duration::from_millis(1000),
@@ -1329,6 +1336,11 @@ mod browser {
         let (_, started) = server.post("/api/runs", &json!({"scenario": "stream"}));
         let id = started["id"].as_str().unwrap().to_string();
         driver.open(&server.url(&format!("/runs/{id}")));
+        driver.until(
+            "the run's event stream open",
+            "const b = document.querySelector('#live'); return !!b && b.classList.contains('on')",
+        );
+        following.store(true, std::sync::atomic::Ordering::Relaxed);
         driver.until(
             "the first attempt's text",
             "const t = document.querySelector('#tokens .token-text'); \

@@ -61,6 +61,12 @@ pub enum FakeReply {
     /// A stream that never ends: `piece` written every `pause`, until the
     /// client goes away or the server stops.
     Endless { piece: String, pause: Duration },
+    /// `reply`, once `until` is set (or after a minute, or when the server
+    /// stops): for a test that must be watching before the first byte.
+    Held {
+        until: Arc<AtomicBool>,
+        reply: Box<FakeReply>,
+    },
 }
 
 impl FakeReply {
@@ -332,6 +338,16 @@ fn serve(stream: TcpStream, stop: &AtomicBool, shared: &Mutex<Shared>) {
     let streamed = request.json().get("stream") == Some(&Value::Bool(true));
     let scripted = match scripted {
         None if streamed => Some(default_stream(&request)),
+        Some(FakeReply::Held { until, reply }) => {
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while !until.load(Ordering::Relaxed)
+                && !stop.load(Ordering::Relaxed)
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Some(*reply)
+        }
         other => other,
     };
     let (status, extra, body) = match scripted {
@@ -368,7 +384,8 @@ fn serve(stream: TcpStream, stop: &AtomicBool, shared: &Mutex<Shared>) {
             }
             return;
         }
-        Some(FakeReply::Silent) => {
+        // A hold within a hold is not held twice: it stays silent.
+        Some(FakeReply::Silent | FakeReply::Held { .. }) => {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(20));
             }
