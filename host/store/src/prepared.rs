@@ -138,13 +138,17 @@ impl PreparedCommit {
 }
 
 /// What a checkpoint commit writes besides its own rows, converted and
-/// digested: journal entries, the node cache entry, artifacts. Borrowed from
-/// the commit; empty for most nodes (and then nothing was allocated).
+/// digested: journal entries, the node cache entry, artifacts, and the
+/// run's end when the commit is its last (`Store::commit_last_step`).
+/// Borrowed from the commit; empty for most nodes (and then nothing was
+/// allocated).
 #[derive(Debug, Default)]
 pub(crate) struct CommitExtras<'a> {
     pub journal: Vec<JournalBinds<'a>>,
     pub cache: Option<CacheBinds>,
     pub artifacts: Vec<PreparedArtifact<'a>>,
+    /// The run's final status, result and error, in the same transaction.
+    pub finish: Option<PreparedFinish>,
 }
 
 impl<'a> CommitExtras<'a> {
@@ -170,11 +174,18 @@ impl<'a> CommitExtras<'a> {
                 )
             }),
             artifacts: artifacts.iter().map(PreparedArtifact::of).collect(),
+            finish: None,
         })
     }
 
+    /// Nothing but the commit's own rows: no extra row, no finish.
     pub fn is_empty(&self) -> bool {
-        self.journal.is_empty() && self.cache.is_none() && self.artifacts.is_empty()
+        !self.has_rows() && self.finish.is_none()
+    }
+
+    /// Whether rows of other tables are written (journal, cache, artifacts).
+    pub fn has_rows(&self) -> bool {
+        !(self.journal.is_empty() && self.cache.is_none() && self.artifacts.is_empty())
     }
 }
 
