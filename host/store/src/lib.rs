@@ -651,10 +651,10 @@ impl RunWriter {
             state::state_hash_like(&commit.full_state, &commit.state_hash),
             "StepCommit.state_hash must be the hash of full_state"
         );
-        let prepared = PreparedCommit::new(&self.history, commit, encoded, fence)?;
-        let mut extras = CommitExtras::new(&self.history, commit, &prepared, artifacts)?;
-        extras.finish = finish;
-        let finished = extras.finish.is_some();
+        let mut prepared = PreparedCommit::new(&self.history, commit, encoded, fence)?;
+        prepared.finish = finish.map(Box::new);
+        let finished = prepared.finish.is_some();
+        let extras = CommitExtras::new(&self.history, commit, &prepared, artifacts)?;
         dispatch!(self, s => s.commit_step(prepared, &extras).await)?;
         if finished {
             self.plans.forget(&commit.run_id);

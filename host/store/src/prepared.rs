@@ -100,6 +100,10 @@ pub(crate) struct PreparedCommit {
     pub fence_generation: Option<i64>,
     /// When it was prepared: the rows' `created_at`.
     pub now: i64,
+    /// The run's end, when this is its last step (`Store::commit_last_step`):
+    /// written by the same statement or transaction. (Boxed: most commits
+    /// have none, and queue by value.)
+    pub finish: Option<Box<PreparedFinish>>,
 }
 
 impl PreparedCommit {
@@ -125,6 +129,7 @@ impl PreparedCommit {
             fence_generation: fence_generation(codec, fence)?,
             fence: fence.cloned(),
             now: now_ms(),
+            finish: None,
         })
     }
 
@@ -138,17 +143,13 @@ impl PreparedCommit {
 }
 
 /// What a checkpoint commit writes besides its own rows, converted and
-/// digested: journal entries, the node cache entry, artifacts, and the
-/// run's end when the commit is its last (`Store::commit_last_step`).
-/// Borrowed from the commit; empty for most nodes (and then nothing was
-/// allocated).
+/// digested: journal entries, the node cache entry, artifacts. Borrowed from
+/// the commit; empty for most nodes (and then nothing was allocated).
 #[derive(Debug, Default)]
 pub(crate) struct CommitExtras<'a> {
     pub journal: Vec<JournalBinds<'a>>,
     pub cache: Option<CacheBinds>,
     pub artifacts: Vec<PreparedArtifact<'a>>,
-    /// The run's final status, result and error, in the same transaction.
-    pub finish: Option<PreparedFinish>,
 }
 
 impl<'a> CommitExtras<'a> {
@@ -174,18 +175,11 @@ impl<'a> CommitExtras<'a> {
                 )
             }),
             artifacts: artifacts.iter().map(PreparedArtifact::of).collect(),
-            finish: None,
         })
     }
 
-    /// Nothing but the commit's own rows: no extra row, no finish.
     pub fn is_empty(&self) -> bool {
-        !self.has_rows() && self.finish.is_none()
-    }
-
-    /// Whether rows of other tables are written (journal, cache, artifacts).
-    pub fn has_rows(&self) -> bool {
-        !(self.journal.is_empty() && self.cache.is_none() && self.artifacts.is_empty())
+        self.journal.is_empty() && self.cache.is_none() && self.artifacts.is_empty()
     }
 }
 

@@ -418,8 +418,8 @@ impl PgStore {
         extras: &CommitExtras<'_>,
     ) -> Answer<PreparedCommit> {
         match &self.group {
-            // Journal entries, artifacts, cache entries and a run's end are
-            // rare: those commits go alone.
+            // Journal entries, artifacts and cache entries are rare: those
+            // commits go alone.
             Some(group) if extras.is_empty() => group.commit(prepared, &self.db).await,
             _ => {
                 let result = self.commit_direct(&prepared, extras).await;
@@ -451,7 +451,7 @@ impl PgStore {
         let action = p.action();
         let action = action.as_str();
         let now = p.now;
-        let sql = match extras.finish {
+        let sql = match p.finish {
             None => CHECKPOINT_STATEMENT,
             Some(_) => FINISHING_CHECKPOINT_STATEMENT,
         };
@@ -472,7 +472,7 @@ impl PgStore {
             .bind(&p.checkpoint.visits)
             .bind(p.checkpoint.bytes as i64)
             .bind(&p.checkpoint.digest);
-        let statement = match &extras.finish {
+        let statement = match &p.finish {
             None => statement,
             Some(finish) => statement
                 .bind(&finish.status)
@@ -480,7 +480,7 @@ impl PgStore {
                 .bind(&finish.error),
         };
 
-        if !extras.has_rows() {
+        if extras.is_empty() {
             // Nothing is written before COMMIT that is not in this one
             // statement, so "inside the commit" is just before it.
             crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));

@@ -307,7 +307,7 @@ impl SqliteStore {
                 insert_artifact(tx, run_id, artifact, now).map_err(|e| self.sq(e, &action))?;
             }
             // The run's last step: its end in the same transaction.
-            if let Some(finish) = &extras.finish {
+            if let Some(finish) = &p.finish {
                 self.write_finish(tx, finish, now, &action)?;
             }
             crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));

@@ -2044,6 +2044,86 @@ async fn postgres_group_commit_keeps_each_commit_its_own_verdict() {
 /// Creates, checkpoint commits and finishes queued at once are grouped
 /// side by side, and each write still hears its own verdict: of two copies
 /// of each, one is written and the other is refused as a conflict.
+/// Concurrent last steps (`commit_last_step`) of many runs are batched
+/// beside ordinary commits of others (their own statement), each written
+/// once, with its run's end: a second runner's copy of each is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_group_commit_batches_last_steps_with_their_runs_ends() {
+    let url = skillhost_tests::pg::fresh_database().await;
+    let store = Store::open(&url).await.unwrap();
+    let ids: Vec<String> = (0..16).map(|i| format!("r{i:02}")).collect();
+    let mut states = Vec::new();
+    let mut visits = Vec::new();
+    for id in &ids {
+        store
+            .enqueue_run(&new_run(id, json!({"log": []})))
+            .await
+            .unwrap();
+        let (mut state, mut seen) = (json!({"log": []}), BTreeMap::new());
+        let mut first = commit(id, 1, &mut state, &mut seen, varied_change(1));
+        first.journal.clear();
+        store.commit_step(&first).await.unwrap();
+        states.push(state);
+        visits.push(seen);
+    }
+    type Write = tokio::task::JoinHandle<Result<(), skillhost_store::StoreError>>;
+    let mut writes: Vec<(String, Write)> = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let mut c = commit(id, 2, &mut states[i], &mut visits[i], varied_change(2));
+        c.journal.clear();
+        for _ in 0..2 {
+            let (store, c) = (store.clone(), c.clone());
+            // Even runs end with their last step; odd ones go on.
+            writes.push((
+                id.clone(),
+                tokio::spawn(async move {
+                    if i % 2 == 1 {
+                        return store.commit_step(&c).await;
+                    }
+                    let (status, error) = match i % 4 {
+                        0 => (RunStatus::Completed, None),
+                        _ => (RunStatus::Failed, Some(json!({"code": "x"}))),
+                    };
+                    let result = c.full_state.clone();
+                    store
+                        .commit_last_step(&c, &[], status, Some(&*result), error.as_ref())
+                        .await
+                }),
+            ));
+        }
+    }
+    let mut written: BTreeMap<String, u32> = BTreeMap::new();
+    for (id, write) in writes {
+        match write.await.unwrap() {
+            Ok(()) => *written.entry(id).or_default() += 1,
+            Err(e) => {
+                assert!(e.is_conflict(), "{id}: {e}");
+                written.entry(id).or_default();
+            }
+        }
+    }
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(written[id], 1, "{id} written {} times", written[id]);
+        let run = store.run(id).await.unwrap().unwrap();
+        let latest = store.latest_state(id).await.unwrap().unwrap();
+        assert_eq!((latest.seq, &latest.state), (2, &states[i]), "{id}");
+        assert_eq!(store.steps(id).await.unwrap().len(), 2, "{id}");
+        let want = match i % 4 {
+            0 => (RunStatus::Completed, Some(states[i].clone()), None),
+            2 => (
+                RunStatus::Failed,
+                Some(states[i].clone()),
+                Some(json!({"code": "x"})),
+            ),
+            _ => (RunStatus::Running, None, None),
+        };
+        assert_eq!((run.status, run.result, run.error), want, "{id}");
+        if i % 2 == 0 {
+            assert_eq!(run.lease_owner, None, "{id}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_group_commit_mixes_creates_commits_and_finishes() {
     let url = skillhost_tests::pg::fresh_database().await;
