@@ -216,6 +216,51 @@ fn killed_after_a_durable_commit() {
     assert_eq!(serde_json::to_string(&shown["state"]).unwrap(), reference);
 }
 
+/// A run's last checkpoint and its end are one commit: killed right after
+/// `third`'s commit (its next node is the end node), the run is already
+/// completed, with the state, steps and result of an uninterrupted run, and
+/// a resume is refused as for any finished run. (Killed inside that commit,
+/// neither is written: `scorecard.rs`, `in-commit:third`.)
+#[test]
+fn killed_after_the_last_commit_the_run_is_completed() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = reference_state(dir.path());
+    let out = host(
+        dir.path(),
+        &["run", &scenario(), "--durability", "full", "--events"],
+        Some("after-commit:third"),
+    );
+    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
+    let first: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let id = first["run_id"].as_str().unwrap();
+    let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
+    assert_eq!(shown["status"], "completed", "{shown:#}");
+    assert_eq!(serde_json::to_string(&shown["state"]).unwrap(), reference);
+    let steps: Vec<(&str, &str)> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["node"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("first", "ok"),
+            ("second", "ok"),
+            ("fan", "ok"),
+            ("third", "ok")
+        ]
+    );
+    let out = host(dir.path(), &["resume", id], None);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!("run `{id}` is completed")),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// What `strace` saw a process do to one file: writes (offset, the bytes
 /// as hex) and syncs (`fsync` or `fdatasync`), in the order they started.
 #[derive(Debug, PartialEq)]
@@ -229,16 +274,17 @@ enum FileCall {
     Sync(String),
 }
 
-/// Runs `host` under `strace -f` (writes and syncs, strings in hex) and
-/// returns its output with the calls on `file` (a path's file name).
+/// Runs `host` under `strace -f` (writes and syncs, strings in hex; with
+/// failpoint `point` armed) and returns its output with the calls on `file`
+/// (a path's file name).
 fn traced(
     dir: &Path,
     args: &[&str],
-    point: &str,
+    point: Option<&str>,
     file: &str,
 ) -> (std::process::Output, Vec<FileCall>) {
     let trace = dir.join("strace.txt");
-    let cmd = skillhost_tests::cli::host_command(dir, args, Some(point));
+    let cmd = skillhost_tests::cli::host_command(dir, args, point);
     let host = cmd.get_program().to_owned();
     let mut strace = std::process::Command::new("strace");
     strace
@@ -309,6 +355,30 @@ fn unhex(text: &str) -> Vec<u8> {
         .collect()
 }
 
+/// Per commit frame the host wrote into the WAL (a 24-byte frame header
+/// whose second word, the database size after the commit, is not zero), the
+/// syncs until the next frame is written.
+fn commit_syncs(calls: &[FileCall]) -> Vec<Vec<&str>> {
+    let mut commits: Vec<Vec<&str>> = Vec::new();
+    let mut open = false;
+    for call in calls {
+        match call {
+            FileCall::Write { len: 24, hex, .. } => {
+                // A frame header (the WAL's own header is 32 bytes).
+                open = false;
+                if &hex[8..16] != "00000000" {
+                    commits.push(Vec::new());
+                    open = true;
+                }
+            }
+            FileCall::Write { .. } => {}
+            FileCall::Sync(name) if open => commits.last_mut().unwrap().push(name),
+            FileCall::Sync(_) => {}
+        }
+    }
+    commits
+}
+
 /// With `--durability full`, each checkpoint commit is synced once, with
 /// `fdatasync`, before the run goes on: traced with strace, every commit
 /// frame the host writes into the WAL (a 24-byte frame header whose second
@@ -324,33 +394,48 @@ fn with_durability_full_each_commit_is_synced_once_before_the_run_goes_on() {
     let (out, calls) = traced(
         dir.path(),
         &["run", &scenario(), "--durability", "full"],
-        "after-commit:second",
+        Some("after-commit:second"),
         "runs.db-wal",
     );
     assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
-    // Per commit frame, the syncs until the next frame is written.
-    let mut commits: Vec<Vec<&str>> = Vec::new();
-    let mut open = false;
-    for call in &calls {
-        match call {
-            FileCall::Write { len: 24, hex, .. } => {
-                // A frame header (the WAL's own header is 32 bytes).
-                open = false;
-                if &hex[8..16] != "00000000" {
-                    commits.push(Vec::new());
-                    open = true;
-                }
-            }
-            FileCall::Write { .. } => {}
-            FileCall::Sync(name) if open => commits.last_mut().unwrap().push(name),
-            FileCall::Sync(_) => {}
-        }
-    }
+    let commits = commit_syncs(&calls);
     // The run's row with checkpoint 0, then `first` and `second`.
     assert_eq!(commits.len(), 3, "{calls:#?}");
     for (i, syncs) in commits.iter().enumerate() {
         assert_eq!(syncs, &["fdatasync"], "commit {i}: {calls:#?}");
     }
+}
+
+/// A completed run syncs once per commit, and its end rides its last
+/// checkpoint's commit: traced with strace (as above), a whole run of the
+/// crash scenario (`first`, `second`, the map node `fan` over six items,
+/// `third`, then the end node) writes eleven commit frames, the run's row
+/// with checkpoint 0, `first`'s and `second`'s checkpoints, the six map
+/// items (each stored on its own before `fan` commits), `fan`'s and
+/// `third`'s checkpoints, the last of which also marks the run completed,
+/// each followed by one `fdatasync`: no twelfth commit for the finish.
+#[test]
+fn with_durability_full_a_completed_run_syncs_once_per_checkpoint_and_not_for_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    reference_state(dir.path());
+    let (out, calls) = traced(
+        dir.path(),
+        &["run", &scenario(), "--durability", "full", "--json"],
+        None,
+        "runs.db-wal",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json(&out)["status"], "completed");
+    let commits = commit_syncs(&calls);
+    assert_eq!(commits.len(), 11, "{calls:#?}");
+    let (last, before) = commits.split_last().unwrap();
+    for (i, syncs) in before.iter().enumerate() {
+        assert_eq!(syncs, &["fdatasync"], "commit {i}: {calls:#?}");
+    }
+    // After the last commit's own `fdatasync`, the process closes the
+    // database: SQLite checkpoints the WAL, with an `fsync` of it.
+    assert_eq!(last[0], "fdatasync", "{calls:#?}");
+    assert!(last[1..].iter().all(|s| *s == "fsync"), "{calls:#?}");
 }
 
 /// Runs `sql` on the test's database, beside the host (as a careless or

@@ -93,6 +93,9 @@ fn rows() -> Vec<Row> {
         ),
         row("map-item:fan:3", Scenario::Crash, LANGGRAPH_PENDING_WRITES),
         row("in-commit:fan", Scenario::Crash, LANGGRAPH_PENDING_WRITES),
+        // `third` goes on to the end node: its commit ends the run too.
+        row("in-commit:third", Scenario::Crash, ""),
+        row("after-commit:third", Scenario::Crash, ""),
         row("before-wait:approve", Scenario::Approval, ""),
         row("after-wait:approve", Scenario::Approval, ""),
         row(

@@ -23,7 +23,7 @@ use crate::metered;
 use crate::node::node_config;
 use crate::{EngineError, Event, Position, RunContext, RunOutcome, Waiting, state};
 use skillhost_runtime::TokenUsage;
-use skillhost_scenario::{Node, Route, Severity, Vars};
+use skillhost_scenario::{Node, NodeBody, Route, Severity, Vars};
 use skillhost_store::{
     FieldHashes, NewArtifact, NewWait, RunState, RunStatus, StateChange, StepCommit, StepRow,
     StepStatus, StoreError,
@@ -184,6 +184,9 @@ struct Run<'c, 'a> {
     /// The node the run came from, for a fail node's report.
     came_from: String,
     started: Instant,
+    /// The run's end was written with its last commit (its next node is an
+    /// end node): [`Self::completed`] writes nothing more.
+    ended_at_commit: bool,
 }
 
 impl<'c, 'a> Run<'c, 'a> {
@@ -207,6 +210,7 @@ impl<'c, 'a> Run<'c, 'a> {
             nodes_run: 0,
             came_from: String::new(),
             started: Instant::now(),
+            ended_at_commit: false,
         }
     }
 
@@ -303,24 +307,29 @@ impl<'c, 'a> Run<'c, 'a> {
     }
 
     /// Hands a step's commit to the run log; whether it was written to a
-    /// store.
+    /// store. `last`: the next node is an end node, so the run's end goes
+    /// in the same commit.
     async fn record(
         &mut self,
         commit: StepCommit,
         artifacts: &[NewArtifact],
+        last: bool,
     ) -> Result<bool, EngineError> {
         let seq = commit.seq;
-        self.cx
-            .log
-            .commit_step(commit, artifacts)
-            .await
-            .map_err(|e| {
-                // The run ends at the checkpoint before this one.
-                if e.is_cancel_requested() {
-                    self.seq = seq - 1;
-                }
-                e.into()
-            })
+        let log = &self.cx.log;
+        let written = if last {
+            log.commit_last_step(commit, artifacts).await
+        } else {
+            log.commit_step(commit, artifacts).await
+        };
+        self.ended_at_commit = last && matches!(written, Ok(true));
+        written.map_err(|e| {
+            // The run ends at the checkpoint before this one.
+            if e.is_cancel_requested() {
+                self.seq = seq - 1;
+            }
+            e.into()
+        })
     }
 
     /// Counts a visit of `node`; returns the count, this one included.
@@ -443,6 +452,14 @@ impl<'c, 'a> Run<'c, 'a> {
         success.step.duration_us = node_started.elapsed().as_micros() as u64;
         skillhost_store::failpoint::hit(|| format!("before-commit:{}", node.id));
         if cx.log.keeps_records() {
+            // A durable run that goes on to an end node completes at this
+            // commit: its end is written with it, one transaction and one
+            // sync ([`crate::run_log::RunLog::commit_last_step`]).
+            let last = cx.log.is_durable()
+                && cx
+                    .scenario
+                    .node(&next)
+                    .is_some_and(|to| matches!(to.body, NodeBody::End));
             let commit = StepCommit {
                 run_id: cx.run_id.clone(),
                 seq,
@@ -457,7 +474,7 @@ impl<'c, 'a> Run<'c, 'a> {
                 journal: success.journal,
                 cache: success.cache,
             };
-            if self.record(commit, &success.artifacts).await? {
+            if self.record(commit, &success.artifacts, last).await? {
                 skillhost_store::failpoint::hit(|| format!("after-commit:{}", node.id));
                 cx.emit(|| Event::CheckpointWritten {
                     run_id: cx.run_id.clone(),
@@ -586,7 +603,7 @@ impl<'c, 'a> Run<'c, 'a> {
                 journal: failure.journal,
                 cache: None,
             };
-            if self.record(commit, &[]).await? {
+            if self.record(commit, &[], false).await? {
                 cx.emit(|| Event::CheckpointWritten {
                     run_id: cx.run_id.clone(),
                     seq,
@@ -691,9 +708,11 @@ impl<'c, 'a> Run<'c, 'a> {
     async fn completed(self) -> Result<RunOutcome, EngineError> {
         let cx = self.cx;
         let summary = summarize(cx, &self.state);
-        cx.log
-            .finish_run(&cx.run_id, RunStatus::Completed, Some(&*self.state), None)
-            .await?;
+        if !self.ended_at_commit {
+            cx.log
+                .finish_run(&cx.run_id, RunStatus::Completed, Some(&*self.state), None)
+                .await?;
+        }
         self.finished(RunStatus::Completed, None);
         Ok(RunOutcome {
             run_id: cx.run_id.clone(),

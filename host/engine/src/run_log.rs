@@ -176,6 +176,30 @@ impl<'a> RunLog<'a> {
         }
     }
 
+    /// [`commit_step`](Self::commit_step) of a run's last step, whose next
+    /// node is an end node: a store writes the run's end (completed, with
+    /// the commit's state as its result) in the same transaction, one sync
+    /// for both. Whether it was written to a store (then the run is
+    /// finished, and [`finish_run`](Self::finish_run) is not called).
+    pub(crate) async fn commit_last_step(
+        &self,
+        commit: StepCommit,
+        artifacts: &[NewArtifact],
+    ) -> Result<bool, StoreError> {
+        match &self.0 {
+            Mode::Durable { writer: store, .. } => {
+                let journal_bytes = crate::metered::journal_bytes(&commit.journal);
+                let state = &*commit.full_state;
+                store
+                    .commit_last_step(&commit, artifacts, RunStatus::Completed, Some(state), None)
+                    .await?;
+                crate::metered::journal_committed(journal_bytes);
+                Ok(true)
+            }
+            Mode::Replay { .. } | Mode::Volatile => self.commit_step(commit, artifacts).await,
+        }
+    }
+
     /// The commit a replayed node made, if it made one.
     pub(crate) fn take_commit(&self) -> Option<StepCommit> {
         match &self.0 {

@@ -610,6 +610,36 @@ impl RunWriter {
         commit: &StepCommit,
         artifacts: &[NewArtifact],
     ) -> Result<(), StoreError> {
+        self.commit_with(commit, artifacts, None).await
+    }
+
+    /// [`commit_step_with_artifacts`](Self::commit_step_with_artifacts) of
+    /// the run's last step, with the run's end
+    /// ([`finish_run`](Self::finish_run)'s status, result and error) in the
+    /// same transaction: one commit, one sync, and no moment at which the
+    /// last checkpoint is durable and the run not finished. Refused like
+    /// either (nothing is written then).
+    pub async fn commit_last_step(
+        &self,
+        commit: &StepCommit,
+        artifacts: &[NewArtifact],
+        status: RunStatus,
+        result: Option<&dyn RunResult>,
+        error: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let fence = self.fence_for(&commit.run_id);
+        let result = result.map(RunResult::json_text);
+        let finish =
+            PreparedFinish::new(&self.history, &commit.run_id, status, result, error, fence)?;
+        self.commit_with(commit, artifacts, Some(finish)).await
+    }
+
+    async fn commit_with(
+        &self,
+        commit: &StepCommit,
+        artifacts: &[NewArtifact],
+        finish: Option<PreparedFinish>,
+    ) -> Result<(), StoreError> {
         let fence = self.fence_for(&commit.run_id);
         let plan = self.plans.get(&commit.run_id);
         // First: it refuses changes too deep to hash or serialise safely.
@@ -621,10 +651,16 @@ impl RunWriter {
             state::state_hash_like(&commit.full_state, &commit.state_hash),
             "StepCommit.state_hash must be the hash of full_state"
         );
-        let prepared = PreparedCommit::new(&self.history, commit, encoded, fence)?;
+        let mut prepared = PreparedCommit::new(&self.history, commit, encoded, fence)?;
+        prepared.finish = finish.map(Box::new);
+        let finished = prepared.finish.is_some();
         let extras = CommitExtras::new(&self.history, commit, &prepared, artifacts)?;
         dispatch!(self, s => s.commit_step(prepared, &extras).await)?;
-        self.plans.set(&commit.run_id, after);
+        if finished {
+            self.plans.forget(&commit.run_id);
+        } else {
+            self.plans.set(&commit.run_id, after);
+        }
         Ok(())
     }
 

@@ -100,6 +100,10 @@ pub(crate) struct PreparedCommit {
     pub fence_generation: Option<i64>,
     /// When it was prepared: the rows' `created_at`.
     pub now: i64,
+    /// The run's end, when this is its last step (`Store::commit_last_step`):
+    /// written by the same statement or transaction. (Boxed: most commits
+    /// have none, and queue by value.)
+    pub finish: Option<Box<PreparedFinish>>,
 }
 
 impl PreparedCommit {
@@ -125,6 +129,7 @@ impl PreparedCommit {
             fence_generation: fence_generation(codec, fence)?,
             fence: fence.cloned(),
             now: now_ms(),
+            finish: None,
         })
     }
 

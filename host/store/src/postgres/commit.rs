@@ -100,28 +100,18 @@ macro_rules! takes_checkpoint {
 }
 pub(super) use takes_checkpoint;
 
-/// One checkpoint commit as one statement. It moves the run's row
-/// (`last_seq`, `current_node`) only if the run takes the checkpoint: the
-/// lease fence holds ($5 owner, $6 generation; NULL: no fence), the run is
-/// active and `seq` is its `last_seq + 1` (the exactly-once guard). The
-/// UPDATE locks the row; a writer that waited for the lock re-checks the
-/// conditions on the row as the holder left it (Postgres evaluates them
-/// again on the newest version), so of two writers of the same seq the
-/// second updates nothing. Everything else hangs off the moved row: the
-/// checkpoint and the step row are inserted and, for a run with a task id,
-/// the task row is upserted. A commit the run does not take writes nothing
-/// at all and the statement returns no row; [`PgStore::why_not_written`]
-/// then says why. (Updating first, rather than locking the row with
-/// `SELECT … FOR UPDATE` and then updating it, saves a lock record per
-/// commit.)
-const CHECKPOINT_STATEMENT: &str = concat!(
-    "\
+/// [`CHECKPOINT_STATEMENT`] with `$set` the run row's status columns.
+macro_rules! checkpoint_statement {
+    ($set:literal) => {
+        concat!(
+            "\
     WITH r AS ( \
-        UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, \
-            status = 'running' \
+        UPDATE runs SET last_seq = $2, current_node = $3, updated_at = $4, ",
+            $set,
+            " \
         WHERE id = $1 AND ",
-    takes_checkpoint!("", "$2", "$5::text", "$6"),
-    " \
+            takes_checkpoint!("", "$2", "$5::text", "$6"),
+            " \
         RETURNING id, task_id), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
@@ -141,6 +131,32 @@ const CHECKPOINT_STATEMENT: &str = concat!(
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
             updated_at = excluded.updated_at) \
     SELECT 1 FROM r"
+        )
+    };
+}
+
+/// One checkpoint commit as one statement. It moves the run's row
+/// (`last_seq`, `current_node`) only if the run takes the checkpoint: the
+/// lease fence holds ($5 owner, $6 generation; NULL: no fence), the run is
+/// active and `seq` is its `last_seq + 1` (the exactly-once guard). The
+/// UPDATE locks the row; a writer that waited for the lock re-checks the
+/// conditions on the row as the holder left it (Postgres evaluates them
+/// again on the newest version), so of two writers of the same seq the
+/// second updates nothing. Everything else hangs off the moved row: the
+/// checkpoint and the step row are inserted and, for a run with a task id,
+/// the task row is upserted. A commit the run does not take writes nothing
+/// at all and the statement returns no row; [`PgStore::why_not_written`]
+/// then says why. (Updating first, rather than locking the row with
+/// `SELECT … FOR UPDATE` and then updating it, saves a lock record per
+/// commit.)
+const CHECKPOINT_STATEMENT: &str = checkpoint_statement!("status = 'running'");
+
+/// [`CHECKPOINT_STATEMENT`] of a run's last step, which ends the run in the
+/// same statement: its status ($27), result ($28) and error ($29), its
+/// lease released, as [`PgStore::update_finished`] sets them.
+const FINISHING_CHECKPOINT_STATEMENT: &str = checkpoint_statement!(
+    "status = $27, result = $28, error = $29, lease_owner = NULL, \
+     lease_expires_at = NULL, heartbeat_at = NULL"
 );
 
 impl PgStore {
@@ -422,8 +438,9 @@ impl PgStore {
 
     /// One commit in a transaction of its own. Without journal entries,
     /// artifacts or a cache entry that is one statement
-    /// ([`CHECKPOINT_STATEMENT`]) in an implicit transaction: one round
-    /// trip, COMMIT included.
+    /// ([`CHECKPOINT_STATEMENT`], or [`FINISHING_CHECKPOINT_STATEMENT`] when
+    /// it ends the run) in an implicit transaction: one round trip, COMMIT
+    /// included.
     async fn commit_direct(
         &self,
         p: &PreparedCommit,
@@ -434,7 +451,11 @@ impl PgStore {
         let action = p.action();
         let action = action.as_str();
         let now = p.now;
-        let statement = sqlx::query_scalar::<_, i32>(CHECKPOINT_STATEMENT)
+        let sql = match p.finish {
+            None => CHECKPOINT_STATEMENT,
+            Some(_) => FINISHING_CHECKPOINT_STATEMENT,
+        };
+        let statement = sqlx::query_scalar::<_, i32>(sql)
             .bind(run_id)
             .bind(seq)
             .bind(&p.current_node)
@@ -451,6 +472,13 @@ impl PgStore {
             .bind(&p.checkpoint.visits)
             .bind(p.checkpoint.bytes as i64)
             .bind(&p.checkpoint.digest);
+        let statement = match &p.finish {
+            None => statement,
+            Some(finish) => statement
+                .bind(&finish.status)
+                .bind(&finish.result)
+                .bind(&finish.error),
+        };
 
         if extras.is_empty() {
             // Nothing is written before COMMIT that is not in this one

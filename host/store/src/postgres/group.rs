@@ -1,5 +1,6 @@
 //! Group commit for Postgres: checkpoint commits of concurrent runs are
-//! batched into shared transactions.
+//! batched into shared transactions (runs' last steps, which end their runs
+//! too, in a statement of their own beside the others).
 //!
 //! Commits queue on a channel; an executor takes whatever is queued (up to
 //! [`MAX_BATCH`], one commit per run) and writes it as one statement in one
@@ -124,12 +125,18 @@ async fn collect(store: PgStore, mut rx: mpsc::UnboundedReceiver<Op>) {
                 next = rx.try_recv().ok();
             }
         }
+        // A run's last step, which ends the run too, has a statement of its
+        // own, so the ordinary one stays as it is.
+        let (lasts, checkpoints): (Vec<_>, Vec<_>) = checkpoints
+            .into_iter()
+            .partition(|q: &Queued<Prepared>| q.item.finish.is_some());
         let store = store.clone();
-        // Each kind is one statement; the three run side by side and share
-        // the server's WAL flush.
+        // Each kind is one statement; they run side by side and share the
+        // server's WAL flush.
         tokio::spawn(async move {
             tokio::join!(
                 store.settle(checkpoints),
+                store.settle(lasts),
                 store.settle(creates),
                 store.settle(finishes),
             );
@@ -164,6 +171,7 @@ impl Batched for Prepared {
     async fn alone(&self, store: &PgStore) -> Result<(), StoreError> {
         store.commit_prepared(self).await
     }
+    /// A batch is all last steps or none (`collect` keeps them apart).
     async fn write(store: &PgStore, batch: &[Queued<Self>]) -> Result<Vec<i64>, sqlx::Error> {
         store.write_checkpoints(batch).await
     }
@@ -284,7 +292,13 @@ impl PgStore {
         for p in &c {
             crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
         }
-        sqlx::query_scalar(BATCH_STATEMENT)
+        let lasts = c.iter().all(|p| p.finish.is_some());
+        let sql = if lasts {
+            FINISHING_BATCH_STATEMENT
+        } else {
+            BATCH_STATEMENT
+        };
+        let statement = sqlx::query_scalar(sql)
             .bind(text(|p| &p.run_id))
             .bind(int(|p| p.seq))
             .bind(opt(|p| p.current_node.as_deref()))
@@ -314,9 +328,19 @@ impl PgStore {
             .bind(opt_int(|p| p.step.fuel_consumed))
             .bind(opt_int(|p| p.step.memory_peak_bytes))
             .bind(opt(|p| p.step.detail.as_deref()))
-            .bind(text(|p| &p.checkpoint.digest))
-            .fetch_all(&self.exec)
-            .await
+            .bind(text(|p| &p.checkpoint.digest));
+        let statement = if lasts {
+            let finish = |f: fn(&PreparedFinish) -> Option<&str>| -> Vec<Option<&str>> {
+                c.iter().map(|p| p.finish.as_deref().and_then(f)).collect()
+            };
+            statement
+                .bind(finish(|f| Some(f.status.as_str())))
+                .bind(finish(|f| f.result.as_deref()))
+                .bind(finish(|f| f.error.as_deref()))
+        } else {
+            statement
+        };
+        statement.fetch_all(&self.exec).await
     }
 
     /// New runs in one statement ([`CREATE_STATEMENT`]).
@@ -441,37 +465,36 @@ static FINISH_STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(
     )
 });
 
-/// `commit::CHECKPOINT_STATEMENT` for many runs (one
-/// commit per run): every column is an array, `u` numbers the commits
-/// (`ord`) and sorts them by run id. The UPDATE moves only the runs that
-/// take their commit (fence, status, `last_seq + 1`, each re-checked on the
-/// row as a lock holder left it); a commit left out writes nothing. The
-/// runs' rows are locked as the join meets them, which with `u` sorted is
-/// in id order, so two batches do not deadlock; should one ever (Postgres
-/// detects it), the statement fails and its commits are retried. The task
-/// rows (runs with a task id only) get the batch's last commit for each
-/// task.
-const BATCH_STATEMENT: &str = concat!(
-    "\
+/// [`BATCH_STATEMENT`] with `$arrays` more arrays, named `$columns`, and
+/// `$set` the run rows' status columns.
+macro_rules! batch_statement {
+    ($arrays:literal, $columns:literal, $set:literal) => {
+        concat!(
+            "\
     WITH u AS ( \
         SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $5::text[], \
             $6::bigint[], $7::text[], $8::text[], $9::bool[], $10::text[], $11::text[], \
             $12::text[], $13::text[], $14::bigint[], $15::text[], $16::bigint[], \
             $17::text[], $18::bigint[], $19::bigint[], $20::text[], $21::text[], \
-            $22::text[], $23::bigint[], $24::bigint[], $25::text[], $26::text[]) \
+            $22::text[], $23::bigint[], $24::bigint[], $25::text[], $26::text[]",
+            $arrays,
+            ") \
         WITH ORDINALITY \
         AS u(run_id, seq, current_node, owner, generation, node_id, next_nodes, \
             is_snapshot, state, changes, state_hash, visits, bytes, step_node, attempt, \
             status, started_at, duration_us, input_hash, output_hash, error, fuel, \
-            memory, detail, digest, ord) \
+            memory, detail, digest",
+            $columns,
+            ", ord) \
         ORDER BY run_id), \
     r AS ( \
-        UPDATE runs SET last_seq = u.seq, current_node = u.current_node, updated_at = $4, \
-            status = 'running' \
+        UPDATE runs SET last_seq = u.seq, current_node = u.current_node, updated_at = $4, ",
+            $set,
+            " \
         FROM u \
         WHERE runs.id = u.run_id AND ",
-    takes_checkpoint!("runs.", "u.seq", "u.owner", "u.generation"),
-    " \
+            takes_checkpoint!("runs.", "u.seq", "u.owner", "u.generation"),
+            " \
         RETURNING runs.id, runs.task_id, u.ord), \
     c AS ( \
         INSERT INTO checkpoints (run_id, seq, node_id, next_nodes, is_snapshot, state, \
@@ -499,4 +522,28 @@ const BATCH_STATEMENT: &str = concat!(
             next_nodes = excluded.next_nodes, state_hash = excluded.state_hash, \
             updated_at = excluded.updated_at) \
     SELECT ord FROM r"
+        )
+    };
+}
+
+/// `commit::CHECKPOINT_STATEMENT` for many runs (one
+/// commit per run): every column is an array, `u` numbers the commits
+/// (`ord`) and sorts them by run id. The UPDATE moves only the runs that
+/// take their commit (fence, status, `last_seq + 1`, each re-checked on the
+/// row as a lock holder left it); a commit left out writes nothing. The
+/// runs' rows are locked as the join meets them, which with `u` sorted is
+/// in id order, so two batches do not deadlock; should one ever (Postgres
+/// detects it), the statement fails and its commits are retried. The task
+/// rows (runs with a task id only) get the batch's last commit for each
+/// task.
+const BATCH_STATEMENT: &str = batch_statement!("", "", "status = 'running'");
+
+/// [`BATCH_STATEMENT`] of runs' last steps, each of which ends its run in
+/// the same statement: statuses ($27), results ($28) and errors ($29), the
+/// leases released, as `PgStore::update_finished` sets them.
+const FINISHING_BATCH_STATEMENT: &str = batch_statement!(
+    ", $27::text[], $28::text[], $29::text[]",
+    ", end_status, end_result, end_error",
+    "status = u.end_status, result = u.end_result, error = u.end_error, \
+     lease_owner = NULL, lease_expires_at = NULL, heartbeat_at = NULL"
 );

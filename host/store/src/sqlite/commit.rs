@@ -306,6 +306,10 @@ impl SqliteStore {
             for artifact in &extras.artifacts {
                 insert_artifact(tx, run_id, artifact, now).map_err(|e| self.sq(e, &action))?;
             }
+            // The run's last step: its end in the same transaction.
+            if let Some(finish) = &p.finish {
+                self.write_finish(tx, finish, now, &action)?;
+            }
             crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
             Ok(())
         })
@@ -384,37 +388,50 @@ impl SqliteStore {
     pub async fn finish_run(&self, prepared: PreparedFinish) -> Result<(), StoreError> {
         let p = &prepared;
         let action = p.action();
-        let run_id = p.run_id.as_str();
         let now = now_ms();
         self.write_fenced(p.fence.as_ref(), &action, |tx| {
-            let updated = execute(
-                tx,
-                &format!(
-                    "UPDATE runs SET status = ?2, result = ?3, error = ?4, \
-                         lease_owner = NULL, lease_expires_at = NULL, updated_at = ?5 \
-                         WHERE id = ?1 AND status IN {ACTIVE}"
-                ),
-                params![run_id, p.status, p.result, p.error, now],
-            )
-            .map_err(|e| self.sq(e, &action))?;
-            if updated == 1 {
-                return Ok(());
-            }
-            let current = tx
-                .query_row(
-                    "SELECT status FROM runs WHERE id = ?1",
-                    params![run_id],
-                    |row| row.get::<_, String>(0),
-                )
-                .optional()
-                .map_err(|e| self.sq(e, &action))?;
-            Err(refusal::already_finished(
-                &self.db,
-                run_id,
-                current.as_deref(),
-            ))
+            self.write_finish(tx, p, now, &action)
         })
         .await
+    }
+
+    /// Sets an active run's final status, result and error and releases its
+    /// lease, in `tx` (the fence checked already); refused when the run is
+    /// finished.
+    fn write_finish(
+        &self,
+        tx: &Transaction<'_>,
+        p: &PreparedFinish,
+        now: i64,
+        action: &str,
+    ) -> Result<(), StoreError> {
+        let run_id = p.run_id.as_str();
+        let updated = execute(
+            tx,
+            &format!(
+                "UPDATE runs SET status = ?2, result = ?3, error = ?4, \
+                     lease_owner = NULL, lease_expires_at = NULL, updated_at = ?5 \
+                     WHERE id = ?1 AND status IN {ACTIVE}"
+            ),
+            params![run_id, p.status, p.result, p.error, now],
+        )
+        .map_err(|e| self.sq(e, action))?;
+        if updated == 1 {
+            return Ok(());
+        }
+        let current = tx
+            .query_row(
+                "SELECT status FROM runs WHERE id = ?1",
+                params![run_id],
+                |row| row.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(|e| self.sq(e, action))?;
+        Err(refusal::already_finished(
+            &self.db,
+            run_id,
+            current.as_deref(),
+        ))
     }
 
     pub async fn record_map_item(&self, p: &PreparedMapItem<'_>) -> Result<(), StoreError> {

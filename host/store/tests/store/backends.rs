@@ -233,6 +233,7 @@ macro_rules! both {
 both!(
     history_round_trips_over_forty_steps_across_snapshots,
     a_checkpoint_out_of_sequence_writes_nothing,
+    the_last_step_and_the_runs_end_are_one_commit,
     tampered_history_is_reported_as_corrupt,
     a_newer_schema_is_refused,
     artifacts_round_trip_and_are_stored_once,
@@ -702,6 +703,150 @@ async fn a_checkpoint_out_of_sequence_writes_nothing(kind: Kind) {
         .unwrap_err();
     assert!(error.is_conflict(), "{error}");
     assert_eq!(store.run("r").await.unwrap().unwrap().last_seq, 2);
+}
+
+/// `commit_last_step` writes a run's last checkpoint and its end (status,
+/// result, the lease released) in one transaction, with or without a
+/// journal, artifacts or a lease fence (on Postgres: in its transaction, or
+/// as the one statement); refused, it writes neither: out of sequence, a
+/// cancel asked for, a lost lease, a run already finished.
+async fn the_last_step_and_the_runs_end_are_one_commit(kind: Kind) {
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    let long = Duration::from_secs(60);
+    let snapshot = |store: Store, id: &'static str| async move {
+        (
+            store.checkpoints(id).await.unwrap(),
+            store.steps(id).await.unwrap(),
+            store.journal(id).await.unwrap(),
+            store.artifacts(id).await.unwrap(),
+            store.run(id).await.unwrap().unwrap(),
+        )
+    };
+    let artifact = NewArtifact {
+        name: "report.md".into(),
+        media_type: "text/markdown".into(),
+        bytes: b"# the end".to_vec(),
+    };
+
+    // A run with a journal and an artifact in its last commit.
+    let mut state = json!({"n": 0, "log": []});
+    store
+        .create_run(&new_run("r", state.clone()))
+        .await
+        .unwrap();
+    let mut visits = BTreeMap::new();
+    let first = commit("r", 1, &mut state, &mut visits, varied_change(1));
+    store.commit_step(&first).await.unwrap();
+    let before = snapshot(store.clone(), "r").await;
+    // Out of sequence: refused, nothing written, the run still running.
+    let ahead = commit(
+        "r",
+        3,
+        &mut state.clone(),
+        &mut visits.clone(),
+        varied_change(3),
+    );
+    let error = store
+        .commit_last_step(&ahead, &[], RunStatus::Completed, Some(&state), None)
+        .await
+        .unwrap_err();
+    assert!(error.is_conflict(), "{error}");
+    assert_eq!(snapshot(store.clone(), "r").await, before);
+    assert_eq!(before.4.status, RunStatus::Running);
+
+    let last = commit("r", 2, &mut state, &mut visits, varied_change(2));
+    store
+        .commit_last_step(
+            &last,
+            std::slice::from_ref(&artifact),
+            RunStatus::Completed,
+            Some(&state),
+            None,
+        )
+        .await
+        .unwrap();
+    let run = store.run("r").await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.result, Some(state.clone()));
+    assert_eq!((run.last_seq, run.lease_owner), (2, None));
+    assert_eq!(store.latest_state("r").await.unwrap().unwrap().state, state);
+    assert_eq!(store.journal("r").await.unwrap().len(), 2);
+    assert_eq!(store.artifacts("r").await.unwrap().len(), 1);
+    // Finished: no further checkpoint, last step or finish.
+    let finished = snapshot(store.clone(), "r").await;
+    let late = commit(
+        "r",
+        3,
+        &mut state.clone(),
+        &mut visits.clone(),
+        varied_change(3),
+    );
+    let error = store
+        .commit_last_step(&late, &[], RunStatus::Failed, None, Some(&json!({})))
+        .await
+        .unwrap_err();
+    assert!(
+        error.is_conflict() && error.to_string().contains("completed"),
+        "{error}"
+    );
+    let error = store
+        .finish_run("r", RunStatus::Failed, None, None)
+        .await
+        .unwrap_err();
+    assert!(error.is_conflict(), "{error}");
+    assert_eq!(snapshot(store.clone(), "r").await, finished);
+
+    // A leased run whose last commit carries nothing else (on Postgres the
+    // one statement): a stale lease refuses it, then a cancel asked for.
+    let mut state = json!({"n": 0, "log": []});
+    store
+        .enqueue_run(&new_run("L", state.clone()))
+        .await
+        .unwrap();
+    let a = store.acquire_lease("L", "worker-a", long).await.unwrap();
+    let fenced_a = store.fenced(a.clone());
+    let mut visits = BTreeMap::new();
+    let mut first = commit("L", 1, &mut state, &mut visits, varied_change(1));
+    first.journal.clear();
+    fenced_a.commit_step(&first).await.unwrap();
+    let mut last = commit("L", 2, &mut state, &mut visits, varied_change(2));
+    last.journal.clear();
+    let before = snapshot(store.clone(), "L").await;
+    let stale = store.fenced(skillhost_store::Lease {
+        generation: a.generation + 1,
+        ..a.clone()
+    });
+    let error = stale
+        .commit_last_step(&last, &[], RunStatus::Completed, Some(&state), None)
+        .await
+        .unwrap_err();
+    assert!(error.is_lease_lost(), "{error}");
+    assert_eq!(snapshot(store.clone(), "L").await, before);
+    let cancel = json!({"code": "cancelled"});
+    store.cancel_run("L", "tester", &cancel).await.unwrap();
+    let error = fenced_a
+        .commit_last_step(&last, &[], RunStatus::Completed, Some(&state), None)
+        .await
+        .unwrap_err();
+    assert!(error.is_cancel_requested(), "{error}");
+    let (checkpoints, steps, journal, artifacts, run) = snapshot(store.clone(), "L").await;
+    assert_eq!(
+        (checkpoints, steps, journal, artifacts),
+        (before.0, before.1, before.2, before.3)
+    );
+    assert_eq!((run.status, run.last_seq), (RunStatus::Running, 1));
+    // The cancel taken back (as a test may): the same commit goes through.
+    db.exec("UPDATE runs SET cancel_requested_at = NULL WHERE id = 'L'")
+        .await;
+    fenced_a
+        .commit_last_step(&last, &[], RunStatus::Completed, Some(&state), None)
+        .await
+        .unwrap();
+    let run = store.run("L").await.unwrap().unwrap();
+    assert_eq!((run.status, run.last_seq), (RunStatus::Completed, 2));
+    assert_eq!((run.result, run.lease_owner), (Some(state), None));
+    assert_eq!(store.checkpoints("L").await.unwrap().len(), 3);
 }
 
 async fn tampered_history_is_reported_as_corrupt(kind: Kind) {
@@ -1899,6 +2044,86 @@ async fn postgres_group_commit_keeps_each_commit_its_own_verdict() {
 /// Creates, checkpoint commits and finishes queued at once are grouped
 /// side by side, and each write still hears its own verdict: of two copies
 /// of each, one is written and the other is refused as a conflict.
+/// Concurrent last steps (`commit_last_step`) of many runs are batched
+/// beside ordinary commits of others (their own statement), each written
+/// once, with its run's end: a second runner's copy of each is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_group_commit_batches_last_steps_with_their_runs_ends() {
+    let url = skillhost_tests::pg::fresh_database().await;
+    let store = Store::open(&url).await.unwrap();
+    let ids: Vec<String> = (0..16).map(|i| format!("r{i:02}")).collect();
+    let mut states = Vec::new();
+    let mut visits = Vec::new();
+    for id in &ids {
+        store
+            .enqueue_run(&new_run(id, json!({"log": []})))
+            .await
+            .unwrap();
+        let (mut state, mut seen) = (json!({"log": []}), BTreeMap::new());
+        let mut first = commit(id, 1, &mut state, &mut seen, varied_change(1));
+        first.journal.clear();
+        store.commit_step(&first).await.unwrap();
+        states.push(state);
+        visits.push(seen);
+    }
+    type Write = tokio::task::JoinHandle<Result<(), skillhost_store::StoreError>>;
+    let mut writes: Vec<(String, Write)> = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let mut c = commit(id, 2, &mut states[i], &mut visits[i], varied_change(2));
+        c.journal.clear();
+        for _ in 0..2 {
+            let (store, c) = (store.clone(), c.clone());
+            // Even runs end with their last step; odd ones go on.
+            writes.push((
+                id.clone(),
+                tokio::spawn(async move {
+                    if i % 2 == 1 {
+                        return store.commit_step(&c).await;
+                    }
+                    let (status, error) = match i % 4 {
+                        0 => (RunStatus::Completed, None),
+                        _ => (RunStatus::Failed, Some(json!({"code": "x"}))),
+                    };
+                    let result = c.full_state.clone();
+                    store
+                        .commit_last_step(&c, &[], status, Some(&*result), error.as_ref())
+                        .await
+                }),
+            ));
+        }
+    }
+    let mut written: BTreeMap<String, u32> = BTreeMap::new();
+    for (id, write) in writes {
+        match write.await.unwrap() {
+            Ok(()) => *written.entry(id).or_default() += 1,
+            Err(e) => {
+                assert!(e.is_conflict(), "{id}: {e}");
+                written.entry(id).or_default();
+            }
+        }
+    }
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(written[id], 1, "{id} written {} times", written[id]);
+        let run = store.run(id).await.unwrap().unwrap();
+        let latest = store.latest_state(id).await.unwrap().unwrap();
+        assert_eq!((latest.seq, &latest.state), (2, &states[i]), "{id}");
+        assert_eq!(store.steps(id).await.unwrap().len(), 2, "{id}");
+        let want = match i % 4 {
+            0 => (RunStatus::Completed, Some(states[i].clone()), None),
+            2 => (
+                RunStatus::Failed,
+                Some(states[i].clone()),
+                Some(json!({"code": "x"})),
+            ),
+            _ => (RunStatus::Running, None, None),
+        };
+        assert_eq!((run.status, run.result, run.error), want, "{id}");
+        if i % 2 == 0 {
+            assert_eq!(run.lease_owner, None, "{id}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_group_commit_mixes_creates_commits_and_finishes() {
     let url = skillhost_tests::pg::fresh_database().await;
