@@ -212,14 +212,15 @@ pub(crate) fn call_with_retries(
     let mut attempt = 1;
     let mut options = plan.options.clone();
     // Only a skill that streams completions, granted `llm`, with someone
-    // listening (asked per attempt: `host serve` listens while a client
-    // follows), has its tokens sent on as they come.
+    // who listens or may come to (`host serve` listens while a client
+    // follows, and a client may come mid-attempt), has its tokens sent on
+    // as they come, each while someone listens.
     let streams_tokens = skill.streams_tokens() && options.grants.llm.is_some();
     loop {
         let started_at_ms = now_ms();
         let started = plan.trace.map(|_| std::time::SystemTime::now());
         options.random_seed = random_seed(run_id, node_id, item, attempt);
-        let tokens = (streams_tokens && events.listening())
+        let tokens = (streams_tokens && events.may_listen())
             .then(|| TokenEvents::new(events, run_id, node_id, item, attempt));
         options.tokens = tokens.as_ref().map(TokenEvents::sink);
         let report = skill.call(input, &options);
@@ -315,6 +316,9 @@ impl TokenEvents {
             sent.clone(),
         );
         let sink = skillhost_runtime::TokenSink::new(move |delta| {
+            if !events.listening() {
+                return;
+            }
             flag.store(true, std::sync::atomic::Ordering::Relaxed);
             events.emit(&Event::Token {
                 run_id: run_id.clone(),

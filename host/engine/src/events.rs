@@ -134,6 +134,14 @@ pub trait EventSink: Send + Sync {
         true
     }
 
+    /// Whether someone may start listening while a node runs (a server
+    /// whose clients come and go): a streaming attempt then hands its
+    /// tokens on, each one only if [`listening`](Self::listening) says so
+    /// when it comes. By default, whether it listens now.
+    fn may_listen(&self) -> bool {
+        self.listening()
+    }
+
     /// Whether the skills' log lines are wanted too ([`Event::SkillLog`]):
     /// a run's output and its `--events` stream do not carry them.
     fn wants_logs(&self) -> bool {

@@ -71,6 +71,12 @@ impl EventSink for LiveTokens {
         self.tx.receiver_count() > 0
     }
 
+    /// A client may start following a run while its node streams: the
+    /// tokens from then on reach it.
+    fn may_listen(&self) -> bool {
+        true
+    }
+
     fn emit(&self, event: &skillhost_engine::Event) {
         use skillhost_engine::Event as E;
         let (run_id, name) = match event {
