@@ -568,13 +568,28 @@ impl Job {
         ));
         skillhost_store::failpoint::hit(|| "worker-before-resume".into());
         let mut stop = self.stop.clone();
-        let result = tokio::select! {
-            // The engine's result first: a run that waits for an answer
-            // gave its lease back, and a renewal may find it gone at once.
-            biased;
-            result = engine.resume(&loaded, &run_id) => Ran::Ended(result),
-            message = lease.lost() => Ran::LeaseLost(message),
-            _ = stop.wait_for(|stop| *stop) => Ran::Stopped,
+        let result = {
+            let resume = engine.resume(&loaded, &run_id);
+            tokio::pin!(resume);
+            // Whether a renewal that found the lease gone found the run
+            // ended by this worker's own last commit, which writes the
+            // run's end and so gives the lease up before the engine returned.
+            let mut ended_here = false;
+            loop {
+                let message = tokio::select! {
+                    // The engine's result first: a run that waits for an answer
+                    // gave its lease back, and a renewal may find it gone at once.
+                    biased;
+                    result = &mut resume => break Ran::Ended(result),
+                    message = lease.lost(), if !ended_here => message,
+                    _ = stop.wait_for(|stop| *stop) => break Ran::Stopped,
+                };
+                if self.ended_under(lease.lease()).await {
+                    ended_here = true;
+                    continue;
+                }
+                break Ran::LeaseLost(message);
+            }
         };
         match result {
             Ran::Stopped => self.release(lease, "the worker is shutting down").await,
@@ -636,6 +651,18 @@ impl Job {
                 self.release(lease, &e.to_string()).await;
                 Outcome::Error
             }
+        }
+    }
+
+    /// Whether the run of `lease` has ended under that very lease: no
+    /// other runner took it (its generation is still this lease's), so
+    /// the end was written by this worker's engine (a completed run's end
+    /// goes with its last checkpoint). False when it cannot be read: the
+    /// lease is then taken as lost, as before.
+    async fn ended_under(&self, lease: &Lease) -> bool {
+        match self.store.run(&lease.run_id).await {
+            Ok(Some(run)) => run.status.is_finished() && run.lease_generation == lease.generation,
+            _ => false,
         }
     }
 
