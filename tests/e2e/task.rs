@@ -361,17 +361,36 @@ fn runs_of_one_task_run_one_at_a_time() {
             .position(|(e, r)| e == event && r == run)
             .unwrap_or_else(|| panic!("no `{event}` of {run} in {events:?}"))
     };
-    let (a, b) = if at("claimed", &first) < at("claimed", &second) {
-        (&first, &second)
-    } else {
-        (&second, &first)
-    };
-    assert!(
-        at("finished", a) < at("claimed", b),
-        "runs of one task overlapped: {events:?}"
-    );
     for id in [&first, &second] {
+        at("claimed", id);
+        at("finished", id);
+    }
+    // When each run's first node started and its last node ended, from its
+    // step rows. Not the worker's events: a completed run's end is
+    // committed with its last checkpoint, which frees the task's slot, so
+    // the second run may be claimed just before the worker says the first
+    // finished, without the two ever running at once.
+    let span = |id: &str| {
         let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
         assert_eq!(shown["status"], "completed", "{shown}");
-    }
+        let steps = shown["steps"].as_array().unwrap().clone();
+        let ms = |step: &Value, key: &str| step[key].as_i64().unwrap();
+        let last = steps.last().unwrap();
+        (
+            ms(&steps[0], "started_at_ms"),
+            ms(last, "started_at_ms") + ms(last, "duration_us") / 1000,
+            steps,
+        )
+    };
+    let (a, b) = (span(&first), span(&second));
+    let (earlier, later) = if a.0 <= b.0 { (a, b) } else { (b, a) };
+    assert!(
+        later.0 >= earlier.1,
+        "runs of one task overlapped: one started at {} ms, before the other ended at {} ms; \
+         their steps: {:?} and {:?}; the worker's events: {events:?}",
+        later.0,
+        earlier.1,
+        earlier.2,
+        later.2
+    );
 }

@@ -426,7 +426,7 @@ async fn show_run(args: ShowArgs) -> CliResult {
             })),
             "steps": steps.iter().map(|s| json!({
                 "seq": s.seq, "node": s.node_id, "attempt": s.attempt, "status": s.status,
-                "duration_us": s.duration_us, "input_hash": s.input_hash, "output_hash": s.output_hash,
+                "started_at_ms": s.started_at_ms, "duration_us": s.duration_us, "input_hash": s.input_hash, "output_hash": s.output_hash,
                 "fuel_consumed": s.fuel_consumed, "memory_peak_bytes": s.memory_peak_bytes,
                 "error": s.error, "detail": s.detail,
             })).collect::<Vec<_>>(),
