@@ -397,22 +397,7 @@ impl LlmProviders {
                         timeout.as_millis()
                     )));
                 }
-                Err(SendFailure::Timeout) => {
-                    return Err(timed_out(format!(
-                        "provider `{name}` did not answer before the call's deadline"
-                    )));
-                }
-                Err(SendFailure::TooLarge) => {
-                    return Err(provider_error(format!(
-                        "provider `{name}` at {url}: the answer is larger than \
-                         {MAX_ANSWER_BYTES} bytes"
-                    )));
-                }
-                Err(SendFailure::Failed(why)) => {
-                    return Err(unavailable(format!(
-                        "cannot reach provider `{name}` at {url}: {why}"
-                    )));
-                }
+                Err(failure) => return Err(failure.named(name, &url)),
             };
             match reply.status {
                 200..=299 => {
@@ -539,22 +524,7 @@ impl LlmProviders {
             }
             let response = match request.send().map_err(failure) {
                 Ok(response) => response,
-                Err(SendFailure::Timeout) => {
-                    return Err(timed_out(format!(
-                        "provider `{name}` did not answer before the call's deadline"
-                    )));
-                }
-                Err(SendFailure::TooLarge) => {
-                    return Err(provider_error(format!(
-                        "provider `{name}` at {url}: the answer is larger than \
-                         {MAX_ANSWER_BYTES} bytes"
-                    )));
-                }
-                Err(SendFailure::Failed(why)) => {
-                    return Err(unavailable(format!(
-                        "cannot reach provider `{name}` at {url}: {why}"
-                    )));
-                }
+                Err(failure) => return Err(failure.named(name, &url)),
             };
             let status = response.status().as_u16();
             if (200..300).contains(&status) {
@@ -753,6 +723,24 @@ enum SendFailure {
     Timeout,
     TooLarge,
     Failed(String),
+}
+
+impl SendFailure {
+    /// The failure of a request to provider `name` at `url`, as the skill
+    /// gets it (a timeout here is the call's deadline's).
+    fn named(self, name: &str, url: &str) -> LlmFailure {
+        match self {
+            SendFailure::Timeout => timed_out(format!(
+                "provider `{name}` did not answer before the call's deadline"
+            )),
+            SendFailure::TooLarge => provider_error(format!(
+                "provider `{name}` at {url}: the answer is larger than {MAX_ANSWER_BYTES} bytes"
+            )),
+            SendFailure::Failed(why) => {
+                unavailable(format!("cannot reach provider `{name}` at {url}: {why}"))
+            }
+        }
+    }
 }
 
 /// Posts `body` to `url` and reads the answer, within `timeout`.
