@@ -67,7 +67,22 @@ fn a_line_per_node_when_stderr_is_not_a_terminal() {
 fn one_live_line_on_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = loop_scenario(dir.path());
-    let host = host_command(dir.path(), &[], None);
+    let shown = run_on_a_terminal(dir.path(), &scenario);
+    assert!(shown.contains("running loop (run "), "{shown}");
+    assert!(
+        !shown.contains("  ok    step"),
+        "a line per node on a terminal:\n{shown}"
+    );
+    assert!(shown.contains(" step "), "no live line:\n{shown}");
+    let lines = shown.lines().count();
+    assert!(lines < 30, "{lines} lines for {STEPS} steps:\n{shown}");
+}
+
+/// `host run SCENARIO --durability none` in `dir` on a pseudo-terminal
+/// (util-linux's `script`), with the tests' environment; what the terminal
+/// showed, stdout and stderr together. Fails the test if the run did.
+pub(crate) fn run_on_a_terminal(dir: &std::path::Path, scenario: &std::path::Path) -> String {
+    let host = host_command(dir, &[], None);
     let line = format!(
         "{} run {} --durability none",
         host_bin().display(),
@@ -89,14 +104,5 @@ fn one_live_line_on_a_terminal() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The terminal shows stdout and stderr together.
-    let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(shown.contains("running loop (run "), "{shown}");
-    assert!(
-        !shown.contains("  ok    step"),
-        "a line per node on a terminal:\n{shown}"
-    );
-    assert!(shown.contains(" step "), "no live line:\n{shown}");
-    let lines = shown.lines().count();
-    assert!(lines < 30, "{lines} lines for {STEPS} steps:\n{shown}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

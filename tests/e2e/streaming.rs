@@ -9,7 +9,6 @@
 //! text as it comes; an MCP client hears the tokens as log messages.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -146,29 +145,7 @@ fn the_live_line_shows_the_text_as_it_comes() {
         true,
     ));
     let scenario = scenario(dir.path());
-    let host = host_command(dir.path(), &[], None);
-    let line = format!(
-        "{} run {} --durability none",
-        host_bin().display(),
-        scenario.display()
-    );
-    let mut script = Command::new("script");
-    script.args(["-qec", &line, "/dev/null"]);
-    for (key, value) in host.get_envs() {
-        match value {
-            Some(value) => script.env(key, value),
-            None => script.env_remove(key),
-        };
-    }
-    let out = script
-        .output()
-        .expect("util-linux's `script` (apt-get install -y bsdutils)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let shown = String::from_utf8_lossy(&out.stdout);
+    let shown = crate::progress::run_on_a_terminal(dir.path(), &scenario);
     assert!(shown.contains("· write ▸ streamed "), "{shown}");
     assert!(shown.contains("· write ▸ streamed words "), "{shown}");
 }
