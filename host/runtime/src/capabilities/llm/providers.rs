@@ -91,6 +91,70 @@ pub struct Provider {
     pub max_retries: u32,
 }
 
+impl Provider {
+    /// What a failing answer (`status`, its error `message`, its
+    /// `Retry-After`) to attempt `retry` + 1 means, for a completion and a
+    /// streamed one alike: the wait before trying again (a 429 or 5xx,
+    /// within `max_retries` and before `deadline`), or the failure the
+    /// skill gets.
+    fn after_failure(
+        &self,
+        model: &str,
+        status: u16,
+        message: &str,
+        retry_after: Option<&str>,
+        retry: u32,
+        deadline: Instant,
+    ) -> Result<Duration, LlmFailure> {
+        let name = &self.name;
+        match status {
+            429 | 500..=599 => {
+                if retry >= self.max_retries {
+                    return Err(unavailable(format!(
+                        "provider `{name}` answered {status} ({message}) to each of {} \
+                         attempt(s) (max_retries = {})",
+                        retry + 1,
+                        self.max_retries
+                    )));
+                }
+                let asked = retry_after.and_then(|v| retry::retry_after(v, SystemTime::now()));
+                let wait = asked.unwrap_or_else(|| retry::backoff(retry));
+                let past_deadline = Instant::now()
+                    .checked_add(wait)
+                    .is_none_or(|then| then >= deadline);
+                if past_deadline {
+                    return Err(unavailable(format!(
+                        "provider `{name}` answered {status} ({message}); waiting {} ms \
+                         to try again{} would pass the call's deadline",
+                        wait.as_millis(),
+                        if asked.is_some() {
+                            ", as its Retry-After asks,"
+                        } else {
+                            ""
+                        }
+                    )));
+                }
+                Ok(wait)
+            }
+            401 | 403 => {
+                let hint = match self.api_key_env() {
+                    Some(variable) => format!("check the API key in ${variable}"),
+                    None => format!(
+                        "the provider may need a key: name the variable holding it in \
+                         `api_key_env` of [llm.providers.{name}]"
+                    ),
+                };
+                Err(provider_error(format!(
+                    "provider `{name}` refused the request with {status} ({message}); {hint}"
+                )))
+            }
+            _ => Err(provider_error(format!(
+                "provider `{name}` answered {status} to model `{model}`: {message}"
+            ))),
+        }
+    }
+}
+
 /// An API key read from the environment. Its `Debug` names the variable,
 /// never the value.
 #[derive(Clone)]
@@ -408,59 +472,19 @@ impl LlmProviders {
                         ))
                     });
                 }
-                429 | 500..=599 => {
-                    let message = wire::error_message(&reply.body);
-                    let status = reply.status;
-                    if retry >= provider.max_retries {
-                        return Err(unavailable(format!(
-                            "provider `{name}` answered {status} ({message}) to each of {} \
-                             attempt(s) (max_retries = {})",
-                            retry + 1,
-                            provider.max_retries
-                        )));
-                    }
-                    let asked = reply
-                        .retry_after
-                        .as_deref()
-                        .and_then(|v| retry::retry_after(v, SystemTime::now()));
-                    let wait = asked.unwrap_or_else(|| retry::backoff(retry));
-                    let past_deadline = Instant::now()
-                        .checked_add(wait)
-                        .is_none_or(|then| then >= deadline);
-                    if past_deadline {
-                        return Err(unavailable(format!(
-                            "provider `{name}` answered {status} ({message}); waiting {} ms \
-                             to try again{} would pass the call's deadline",
-                            wait.as_millis(),
-                            if asked.is_some() {
-                                ", as its Retry-After asks,"
-                            } else {
-                                ""
-                            }
-                        )));
-                    }
-                    std::thread::sleep(wait);
-                    retry += 1;
-                }
-                status @ (401 | 403) => {
-                    let message = wire::error_message(&reply.body);
-                    let hint = match provider.api_key_env() {
-                        Some(variable) => format!("check the API key in ${variable}"),
-                        None => format!(
-                            "the provider may need a key: name the variable holding it in \
-                             `api_key_env` of [llm.providers.{name}]"
-                        ),
-                    };
-                    return Err(provider_error(format!(
-                        "provider `{name}` refused the request with {status} ({message}); {hint}"
-                    )));
-                }
                 status => {
                     let message = wire::error_message(&reply.body);
-                    return Err(provider_error(format!(
-                        "provider `{name}` answered {status} to model `{}`: {message}",
-                        chat.model
-                    )));
+                    let retry_after = reply.retry_after.as_deref();
+                    let wait = provider.after_failure(
+                        chat.model,
+                        status,
+                        &message,
+                        retry_after,
+                        retry,
+                        deadline,
+                    )?;
+                    std::thread::sleep(wait);
+                    retry += 1;
                 }
             }
         }
@@ -541,52 +565,16 @@ impl LlmProviders {
                 &mut error_body,
             );
             let message = wire::error_message(&error_body);
-            match status {
-                429 | 500..=599 => {
-                    if retry >= provider.max_retries {
-                        return Err(unavailable(format!(
-                            "provider `{name}` answered {status} ({message}) to each of {} \
-                             attempt(s) (max_retries = {})",
-                            retry + 1,
-                            provider.max_retries
-                        )));
-                    }
-                    let asked = retry_after
-                        .as_deref()
-                        .and_then(|v| retry::retry_after(v, SystemTime::now()));
-                    let wait = asked.unwrap_or_else(|| retry::backoff(retry));
-                    if Instant::now()
-                        .checked_add(wait)
-                        .is_none_or(|then| then >= deadline)
-                    {
-                        return Err(unavailable(format!(
-                            "provider `{name}` answered {status} ({message}); waiting {} ms \
-                             to try again would pass the call's deadline",
-                            wait.as_millis()
-                        )));
-                    }
-                    std::thread::sleep(wait);
-                    retry += 1;
-                }
-                401 | 403 => {
-                    let hint = match provider.api_key_env() {
-                        Some(variable) => format!("check the API key in ${variable}"),
-                        None => format!(
-                            "the provider may need a key: name the variable holding it in \
-                             `api_key_env` of [llm.providers.{name}]"
-                        ),
-                    };
-                    return Err(provider_error(format!(
-                        "provider `{name}` refused the request with {status} ({message}); {hint}"
-                    )));
-                }
-                _ => {
-                    return Err(provider_error(format!(
-                        "provider `{name}` answered {status} to model `{}`: {message}",
-                        chat.model
-                    )));
-                }
-            }
+            let wait = provider.after_failure(
+                chat.model,
+                status,
+                &message,
+                retry_after.as_deref(),
+                retry,
+                deadline,
+            )?;
+            std::thread::sleep(wait);
+            retry += 1;
         };
         let mut reader = std::io::BufReader::new(response);
         let mut decoder = super::sse::Decoder::new(kind, name);
