@@ -1322,8 +1322,14 @@ mod browser {
                 false,
             )),
         });
+        // A model's text is the page's text, never its markup.
         llm.push(FakeReply::openai_stream(
-            &["words ", "as ", "they ", "come"],
+            &[
+                "words ",
+                "as ",
+                "they ",
+                "<img src=x onerror=\"document.title='pwned'\">come",
+            ],
             Duration::from_millis(1000),
             true,
         ));
@@ -1358,8 +1364,21 @@ mod browser {
         );
         driver.until(
             "the whole text and the run completed",
-            "return document.querySelector('#tokens .token-text').textContent === 'words as they come' \
+            "return document.querySelector('#tokens .token-text').textContent === \
+             'words as they <img src=x onerror=\"document.title=\\'pwned\\'\">come' \
              && document.body.dataset.loaded === 'completed'",
+        );
+        assert_eq!(
+            driver
+                .script("return [document.querySelectorAll('#tokens img').length, document.title]")
+                [0],
+            json!(0),
+            "a token's markup became an element"
+        );
+        assert_ne!(
+            driver.script("return document.title"),
+            json!("pwned"),
+            "a token's markup ran"
         );
         driver.screenshot("run-streaming");
     }
