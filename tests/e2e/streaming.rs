@@ -270,3 +270,60 @@ fn a_process_killed_mid_stream_resumes_into_one_complete_output() {
     assert_eq!(written.len(), 1, "{shown}");
     assert_eq!(server.request_count(), 2);
 }
+
+/// `host bench ttft` runs the real binary on a terminal and with
+/// `--events` against its own provider, and reports each face's latency:
+/// finite, not negative, and its input checked. (What the figures are on
+/// this machine is the benchmark's to say, not this test's.)
+#[test]
+fn the_time_to_first_token_benchmark_measures_both_faces() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = host(
+        dir.path(),
+        &[
+            "bench", "ttft", "--rounds", "1", "--tokens", "3", "--lead", "50ms", "--gap", "5ms",
+            "--json", "--skill",
+        ]
+        .into_iter()
+        .chain([skillhost_tests::dist("llm-stream-probe").to_str().unwrap()])
+        .collect::<Vec<_>>(),
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let figures = json(&out);
+    assert_eq!(figures["rounds"], 1, "{figures}");
+    assert_eq!(figures["tokens"], 3, "{figures}");
+    for face in ["progress_line", "events"] {
+        for figure in [
+            "first_token_ms_median",
+            "first_token_ms_max",
+            "later_tokens_ms_median",
+            "later_tokens_ms_max",
+        ] {
+            let value = figures[face][figure].as_f64();
+            assert!(
+                value.is_some_and(|v| v.is_finite() && v >= 0.0),
+                "{face}.{figure}: {figures}"
+            );
+        }
+    }
+
+    let refused = host(dir.path(), &["bench", "ttft", "--tokens", "0"], None);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("--tokens"),
+        "{}",
+        stderr(&refused)
+    );
+    let refused = host(
+        dir.path(),
+        &["bench", "ttft", "--skill", "no-such.wasm"],
+        None,
+    );
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("no-such.wasm"),
+        "{}",
+        stderr(&refused)
+    );
+}

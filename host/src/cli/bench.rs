@@ -1,4 +1,4 @@
-//! `host bench runtime|async|engine|postgres|claims|compose`: the library's benchmarks
+//! `host bench runtime|async|engine|postgres|claims|compose|ttft`: the library's benchmarks
 //! (`skillhost_runtime::bench`, `skillhost_engine::bench`, which `cargo bench`
 //! runs too, and `skillhost_mcp::bench`), printed as JSON with `--json` or as lines. This module parses
 //! the flags, finds the `echo` component, opens the Postgres database, and
@@ -11,6 +11,8 @@ use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
+
+mod ttft;
 
 use super::common::{
     CliResult, DatabaseArgs, Durability, Failure, Globals, duration_arg, print_json, read_json_arg,
@@ -43,6 +45,10 @@ pub enum BenchCommand {
     /// text to its first node (every check, keeping it, the run's start),
     /// against the same scenario offered as a tool.
     Compose(ComposeBenchArgs),
+    /// Time to first token: from a streamed completion's delta leaving
+    /// the provider to its showing on `host run`'s progress line (a
+    /// terminal) and as an `--events` line, through the real binary.
+    Ttft(ttft::TtftBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -216,11 +222,17 @@ impl EchoArgs {
 /// repository the host was built from. The figures in the docs were
 /// measured on these builds.
 fn read_shipped(name: &str) -> Result<Vec<u8>, Failure> {
+    read_component(&shipped_path(name)?)
+}
+
+/// Where the shipped skill `name` is: `skills/dist/NAME.wasm` under the
+/// working directory, else in the repository this binary was built from.
+fn shipped_path(name: &str) -> Result<PathBuf, Failure> {
     let relative = PathBuf::from(format!("skills/dist/{name}.wasm"));
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let repo = repo.canonicalize().unwrap_or(repo);
     let in_repo = repo.join(&relative);
-    let path = [relative.clone(), in_repo.clone()]
+    [relative.clone(), in_repo.clone()]
         .into_iter()
         .find(|candidate| candidate.is_file())
         .ok_or_else(|| {
@@ -231,8 +243,7 @@ fn read_shipped(name: &str) -> Result<Vec<u8>, Failure> {
                 relative.display(),
                 in_repo.display()
             ))
-        })?;
-    read_component(&path)
+        })
 }
 
 fn read_component(path: &Path) -> Result<Vec<u8>, Failure> {
@@ -240,7 +251,6 @@ fn read_component(path: &Path) -> Result<Vec<u8>, Failure> {
         .map_err(|e| Failure::bad_input(format!("cannot read component `{}`: {e}", path.display())))
 }
 
-/// A benchmark that could not measure, by the exit code of whose doing.
 /// The cargo profile this binary was built with (`host/build.rs`).
 const BUILD_PROFILE: &str = env!("SKILLHOST_BUILD_PROFILE");
 
@@ -264,6 +274,7 @@ fn print_figures(figures: &impl Display, json: serde_json::Value, as_json: bool)
     Ok(())
 }
 
+/// A benchmark that could not measure, by the exit code of whose doing.
 fn bench_failure(e: BenchError) -> Failure {
     match e {
         BenchError::Environment(message) => Failure::environment(message),
@@ -280,6 +291,7 @@ pub fn run(command: BenchCommand, _globals: &Globals) -> CliResult {
         BenchCommand::Postgres(args) => postgres(args),
         BenchCommand::Claims(args) => claims(args),
         BenchCommand::Compose(args) => compose(args),
+        BenchCommand::Ttft(args) => ttft::bench(args),
     }
 }
 
