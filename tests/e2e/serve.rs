@@ -2145,3 +2145,80 @@ fn a_streaming_runs_tokens_reach_its_event_stream_as_they_come() {
         ]
     );
 }
+
+/// On Postgres, the tokens of a run another process executes (a `host
+/// worker`, the server started `--no-worker`) reach the server's run
+/// stream too, relayed through the database (`NOTIFY`), in order, the cut
+/// attempt's followed by `tokens_discarded` before the retry's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_a_worker_executes_streams_its_tokens_to_the_server_through_postgres() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    tokio::task::spawn_blocking(move || relayed_tokens(&db))
+        .await
+        .unwrap();
+}
+
+fn relayed_tokens(db: &str) {
+    use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
+    let dir = tempfile::tempdir().unwrap();
+    let llm = FakeLlmServer::start();
+    llm.configure_user(dir.path());
+    llm.push(FakeReply::openai_stream(
+        &["cut "],
+        Duration::from_millis(300),
+        false,
+    ));
+    llm.push(FakeReply::openai_stream(
+        &["live ", "text"],
+        Duration::from_millis(200),
+        true,
+    ));
+    let scenario = crate::streaming::scenario(dir.path());
+    let server = Server::start(
+        dir.path(),
+        Some(db),
+        &["--scenarios", scenario.to_str().unwrap(), "--no-worker"],
+    );
+    let (status, queued) = server.post("/api/runs", &json!({"scenario": "stream"}));
+    assert!((200..300).contains(&status), "{status} {queued}");
+    let id = queued["id"].as_str().unwrap().to_string();
+    // Followed before any process executes it.
+    let events = server.events(&format!("/api/runs/{id}/events"));
+    let worker = host_command(
+        dir.path(),
+        &["worker", "--database", db, "--poll", "50ms"],
+        None,
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit())
+    .spawn()
+    .expect("start host worker");
+    let _worker = KilledOnDrop::new(worker);
+    let mut heard = Vec::new();
+    loop {
+        let (name, data) = events
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the run's events");
+        match name.as_str() {
+            "token" => {
+                assert_eq!(data["run_id"], id.as_str(), "{data}");
+                heard.push(json!([data["attempt"], data["text"]]));
+            }
+            "tokens_discarded" => heard.push(json!([data["attempt"], "discarded"])),
+            "end" => {
+                assert_eq!(data["status"], "completed", "{data}");
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        heard,
+        [
+            json!([1, "cut "]),
+            json!([1, "discarded"]),
+            json!([2, "live "]),
+            json!([2, "text"]),
+        ]
+    );
+}

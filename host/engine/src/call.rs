@@ -316,7 +316,7 @@ impl TokenEvents {
             sent.clone(),
         );
         let sink = skillhost_runtime::TokenSink::new(move |delta| {
-            if !events.listening() {
+            if !events.wants_tokens() {
                 return;
             }
             flag.store(true, std::sync::atomic::Ordering::Relaxed);

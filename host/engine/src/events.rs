@@ -142,6 +142,14 @@ pub trait EventSink: Send + Sync {
         self.listening()
     }
 
+    /// Whether a streaming node's tokens are wanted now ([`Event::Token`],
+    /// [`Event::TokensDiscarded`]), asked as each token comes. By default,
+    /// whether it listens; a sink of tokens only (the store's relay,
+    /// `relay.rs`) says yes here and no to [`listening`](Self::listening).
+    fn wants_tokens(&self) -> bool {
+        self.listening()
+    }
+
     /// Whether the skills' log lines are wanted too ([`Event::SkillLog`]):
     /// a run's output and its `--events` stream do not carry them.
     fn wants_logs(&self) -> bool {

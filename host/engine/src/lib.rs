@@ -52,6 +52,7 @@ pub mod lease;
 mod metered;
 mod node;
 pub mod queue;
+pub mod relay;
 pub mod remedy;
 pub mod replay;
 mod run;
@@ -461,6 +462,12 @@ impl Engine {
     /// outlives the process and is shared by every process and worker on
     /// the store; without one (or outside a tokio runtime), the runtime's.
     pub fn new(store: Option<Store>, events: Arc<dyn EventSink>) -> Self {
+        // A store shared by several processes (Postgres) also carries a
+        // streaming node's tokens to the others (`relay.rs`).
+        let events = match store.as_ref().and_then(relay::TokenRelay::over) {
+            Some(relay) => Arc::new(relay::Tee(vec![events, Arc::new(relay)])),
+            None => events,
+        };
         Engine {
             store,
             events,

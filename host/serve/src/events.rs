@@ -8,9 +8,13 @@
 //!
 //! A run's stream also carries the tokens of its streaming nodes
 //! (`token`, `tokens_discarded`: the engine's events, as `host run
-//! --events` prints them) as they come, for the runs this process executes
-//! (its embedded worker, or an answer continued here): tokens are not kept
-//! in the store, so a run another process executes shows its steps only.
+//! --events` prints them) as they come: those of the runs this process
+//! executes (its embedded worker, or an answer continued here) from its
+//! engines, and on Postgres those other processes relay
+//! (`skillhost_engine::relay`, heard by [`hear_relayed_tokens`]). Tokens
+//! are not kept in the store: a run another process executes on SQLite
+//! shows its steps only, and a relayed token sent while this server was
+//! not listening is not heard.
 //!
 //! Must not: keep a stream going after its client left or the server
 //! stopped (a send into a closed channel ends the poller).
@@ -96,6 +100,102 @@ impl EventSink for LiveTokens {
             name,
             data,
         }));
+    }
+}
+
+impl LiveTokens {
+    /// The events of a notification another process relayed
+    /// (`skillhost_engine::relay`): `{"source", "skipped", "events"}`. Its
+    /// `token` and `tokens_discarded` events go to the runs' streams as
+    /// this process's own do; anything else in it is ignored. Gives how
+    /// many tokens the sender skipped (its queue was full).
+    fn relayed(&self, payload: &str) -> u64 {
+        let Ok(payload) = serde_json::from_str::<Value>(payload) else {
+            return 0;
+        };
+        // This process's own engines' tokens came here directly.
+        if payload["source"].as_str() == Some(skillhost_engine::relay::source()) {
+            return 0;
+        }
+        let skipped = payload["skipped"].as_u64().unwrap_or(0);
+        let Some(events) = payload["events"].as_array() else {
+            return skipped;
+        };
+        for data in events {
+            let name = match data["event"].as_str() {
+                Some("token") if data["text"].is_string() => "token",
+                Some("tokens_discarded") => "tokens_discarded",
+                _ => continue,
+            };
+            let Some(run_id) = data["run_id"].as_str() else {
+                continue;
+            };
+            if self.tx.receiver_count() == 0 {
+                break;
+            }
+            let _ = self.tx.send(Arc::new(LiveToken {
+                run_id: run_id.to_string(),
+                name,
+                data: data.clone(),
+            }));
+        }
+        skipped
+    }
+}
+
+/// Hears the tokens other processes relay through `store` until `shutdown`,
+/// and hands them to `live`. A listener that cannot start (a
+/// transaction-pooling PgBouncer) or loses its connection is said in the
+/// log; a lost one listens again.
+pub(crate) async fn hear_relayed_tokens(
+    store: skillhost_store::Store,
+    live: Arc<LiveTokens>,
+    log: Arc<dyn Fn(&str) + Send + Sync>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let hear = async {
+        let mut listener = match store.listen_tokens().await {
+            Ok(Some(listener)) => listener,
+            Ok(None) => return,
+            Err(e) => {
+                log(&format!("host serve: {e}"));
+                return;
+            }
+        };
+        let mut said_lost = false;
+        // Skipped tokens are said at most once a minute, with their count.
+        let mut skipped = 0;
+        let mut said_skipped: Option<std::time::Instant> = None;
+        loop {
+            match listener.recv().await {
+                Ok(payload) => {
+                    said_lost = false;
+                    skipped += live.relayed(&payload);
+                    if skipped > 0
+                        && said_skipped.is_none_or(|t| t.elapsed() >= Duration::from_secs(60))
+                    {
+                        log(&format!(
+                            "host serve: workers skipped {skipped} token(s) of streaming nodes \
+                             (a relay's queue was full), so followers missed them; the nodes' \
+                             outputs are whole"
+                        ));
+                        skipped = 0;
+                        said_skipped = Some(std::time::Instant::now());
+                    }
+                }
+                Err(e) => {
+                    if !said_lost {
+                        log(&format!("host serve: {e}"));
+                        said_lost = true;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    };
+    tokio::select! {
+        _ = hear => {}
+        _ = shutdown.wait_for(|stop| *stop) => {}
     }
 }
 

@@ -270,6 +270,16 @@ pub async fn serve(
     let gate = gate(local, &config.allowed_hosts, config.token)?;
     let log = config.log.clone();
     let live = Arc::new(events::LiveTokens::default());
+    // The tokens of runs other processes execute (workers on the same
+    // Postgres database).
+    if store.relays_tokens() {
+        tokio::spawn(events::hear_relayed_tokens(
+            store.clone(),
+            live.clone(),
+            log.clone(),
+            shutdown.clone(),
+        ));
+    }
     let worker = config.worker.then(|| {
         let log = log.clone();
         let events: worker::WorkerEvents = Arc::new(move |event: &WorkerEvent| {

@@ -291,6 +291,15 @@ impl DatabaseFailure {
     }
 
     /// An sqlx failure (Postgres, and SQLite's reads and migrations).
+    /// A connection that broke outside a statement, saying `message`.
+    pub(crate) fn lost(message: &str) -> DatabaseFailure {
+        DatabaseFailure {
+            kind: FailureKind::ConnectionLost,
+            code: None,
+            message: message.to_owned(),
+        }
+    }
+
     pub(crate) fn from_sqlx(error: sqlx::Error) -> DatabaseFailure {
         let (kind, code) = match &error {
             sqlx::Error::Io(_)

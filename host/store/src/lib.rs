@@ -37,6 +37,7 @@ mod journal;
 mod kv;
 pub mod lease;
 pub mod link;
+pub mod live;
 pub mod migrate;
 mod postgres;
 mod prepared;

@@ -127,6 +127,27 @@ impl Reads for PgStore {
 }
 
 impl PgStore {
+    /// The connection pool (a listener connects with its options).
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// How connections reach the server.
+    pub(crate) fn pooling(&self) -> Pooling {
+        self.pooling
+    }
+
+    /// `pg_notify(channel, payload)`, on a transaction of its own behind
+    /// a transaction-pooling pooler.
+    pub(crate) async fn notify(&self, channel: &str, payload: &str) -> Result<(), sqlx::Error> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(channel)
+            .bind(payload)
+            .fetch_optional(&self.exec)
+            .await
+            .map(drop)
+    }
+
     pub async fn open(
         url: &str,
         db: &str,

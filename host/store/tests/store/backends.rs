@@ -255,7 +255,58 @@ both!(
     kv_values_outlive_the_store_handle_and_list_by_prefix,
     kv_quotas_hold_across_writers,
     kv_rows_written_before_scoping_go_to_the_first_scenario_that_uses_them,
+    tokens_are_relayed_between_handles_on_postgres_only,
 );
+
+/// A streaming node's tokens travel between processes on Postgres
+/// (`NOTIFY`, `skillhost_store::live`): what one handle notifies, another
+/// handle's listener hears, in order, whole up to the limit; a payload over
+/// it is refused without being sent. SQLite relays nothing. Behind a
+/// transaction-pooling PgBouncer a handle may notify (the direct listener
+/// hears it) but not listen, and says why.
+async fn tokens_are_relayed_between_handles_on_postgres_only(kind: Kind) {
+    use skillhost_store::live::MAX_PAYLOAD_BYTES;
+    let db = Db::new(kind).await;
+    let store = db.open().await;
+    if kind == Kind::Sqlite {
+        assert!(!store.relays_tokens());
+        assert!(store.listen_tokens().await.unwrap().is_none());
+        store.notify_tokens("{}").await.unwrap();
+        return;
+    }
+    assert!(store.relays_tokens());
+    // The listener is always direct: through the pooler it is refused.
+    let direct = Store::open(&db.direct).await.unwrap();
+    let mut listener = direct.listen_tokens().await.unwrap().expect("a listener");
+    if kind == Kind::PgBouncer {
+        let refused = store.listen_tokens().await.unwrap_err().to_string();
+        assert!(
+            refused.contains("LISTEN") && refused.contains("pgbouncer=true"),
+            "{refused}"
+        );
+    }
+    let largest = "x".repeat(MAX_PAYLOAD_BYTES);
+    for payload in ["first", "second", largest.as_str()] {
+        store.notify_tokens(payload).await.unwrap();
+    }
+    let too_long = "x".repeat(MAX_PAYLOAD_BYTES + 1);
+    let refused = store.notify_tokens(&too_long).await.unwrap_err();
+    assert!(refused.to_string().contains("over the"), "{refused}");
+    for expected in ["first", "second", largest.as_str()] {
+        let heard = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+            .await
+            .expect("a notification within 10 s")
+            .unwrap();
+        assert_eq!(heard, expected);
+    }
+    // Nothing more: the refused one was not sent.
+    store.notify_tokens("last").await.unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(heard, "last");
+}
 
 const NOTES: KvSpace<'static> = KvSpace {
     scope: "scenario:memo",
