@@ -819,6 +819,43 @@ async fn a_run_whose_commits_a_patroni_failover_lost_resumes_from_what_survived(
     tokio::task::spawn_blocking(move || drop(ha)).await.unwrap();
 }
 
+/// A completed run's last commit writes its end and gives its lease back,
+/// so a renewal between that commit and the engine's return finds the
+/// lease gone. Held there (`pause=…@after-commit:n10`: the run's task
+/// waits 2 s while its lease, of 300 ms, is renewed every 100 ms), the
+/// worker finds the run ended under its own lease: it reports the run
+/// finished, completed, and no lost lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_after_the_workers_own_last_commit_is_not_a_lost_lease() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    let scenario = fixture("workers/slow.toml");
+    let id = submit(&db, &scenario, &json!({"label": "own end"}));
+    let mut worker = Worker::start_at(
+        &db,
+        &["--lease-ttl", "300ms"],
+        Some("pause=2000@after-commit:n10"),
+    );
+    let finished = worker.wait_for("finished", Duration::from_secs(60));
+    assert_eq!(finished["run_id"], id.as_str(), "{finished}");
+    assert_eq!(finished["status"], "completed", "{finished}");
+    let (_, events) = worker.stop();
+    assert!(
+        !events.iter().any(|e| e["event"] == "lease_lost"),
+        "{events:?}"
+    );
+    let store = Store::open(&db).await.unwrap();
+    let run = store.run(&id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_exactly_once(
+        &store,
+        std::slice::from_ref(&(id, json!({"label": "own end"}))),
+        &scenario,
+        SLOW_NODES,
+    )
+    .await;
+    store.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_worker_cannot_write_after_a_takeover() {
     paused_worker_after_a_takeover(Pause::MidRun).await;

@@ -475,7 +475,7 @@ impl<'c, 'a> Run<'c, 'a> {
                 cache: success.cache,
             };
             if self.record(commit, &success.artifacts, last).await? {
-                skillhost_store::failpoint::hit(|| format!("after-commit:{}", node.id));
+                skillhost_store::failpoint::hit_async(|| format!("after-commit:{}", node.id)).await;
                 cx.emit(|| Event::CheckpointWritten {
                     run_id: cx.run_id.clone(),
                     seq,

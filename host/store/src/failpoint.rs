@@ -36,6 +36,14 @@
 //! `stop@POINT` stops the process there with SIGSTOP instead, as a frozen VM
 //! or a long GC pause would: it goes on from that point when sent SIGCONT,
 //! which is how the lease tests wake a worker whose lease has expired.
+//!
+//! `pause=MS@POINT` holds only what reached the point for MS milliseconds,
+//! while the rest of the process goes on: at a point reached by async code
+//! through [`hit_async`] (`after-commit:<node>`), the task waits and yields,
+//! so the worker's lease renewals, which share its task, keep running. That
+//! is how a test holds a worker between its run's last commit and the
+//! engine's return, the window in which a renewal finds the lease the
+//! commit gave back.
 
 use std::sync::OnceLock;
 
@@ -44,6 +52,7 @@ use std::sync::OnceLock;
 enum Action {
     Kill,
     Stop,
+    Pause(std::time::Duration),
 }
 
 fn armed() -> Option<(&'static str, Action)> {
@@ -51,9 +60,21 @@ fn armed() -> Option<(&'static str, Action)> {
     POINT
         .get_or_init(|| {
             let value = std::env::var("SKILLHOST_FAILPOINT").ok()?;
-            let (point, action) = match value.strip_prefix("stop@") {
-                Some(point) => (point.to_string(), Action::Stop),
-                None => (value, Action::Kill),
+            let (point, action) = if let Some(point) = value.strip_prefix("stop@") {
+                (point.to_string(), Action::Stop)
+            } else if let Some((ms, point)) = value
+                .strip_prefix("pause=")
+                .and_then(|rest| rest.split_once('@'))
+            {
+                let ms = ms.parse().unwrap_or_else(|_| {
+                    panic!("SKILLHOST_FAILPOINT={value}: `pause=` takes milliseconds")
+                });
+                (
+                    point.to_string(),
+                    Action::Pause(std::time::Duration::from_millis(ms)),
+                )
+            } else {
+                (value, Action::Kill)
             };
             (!point.is_empty()).then_some((point, action))
         })
@@ -86,5 +107,28 @@ pub fn hit(point: impl FnOnce() -> String) {
                 libc::raise(libc::SIGSTOP);
             }
         }
+        Action::Pause(pause) => {
+            eprintln!("failpoint `{armed}` reached: this thread sleeps {pause:?}");
+            std::thread::sleep(pause);
+        }
+    }
+}
+
+/// [`hit`] for async code: a `pause=` waits without holding its thread, so
+/// the other futures of its task (a worker's lease renewals) go on.
+pub async fn hit_async(point: impl FnOnce() -> String) {
+    let Some((armed, action)) = armed() else {
+        return;
+    };
+    let point = point();
+    if armed != point {
+        return;
+    }
+    match action {
+        Action::Pause(pause) => {
+            eprintln!("failpoint `{armed}` reached: this task waits {pause:?}");
+            tokio::time::sleep(pause).await;
+        }
+        Action::Kill | Action::Stop => hit(|| point),
     }
 }
