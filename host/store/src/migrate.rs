@@ -85,6 +85,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "kv_scopes",
         sql: include_str!("../migrations/sqlite/0012_kv_scopes.sql"),
     },
+    Migration {
+        version: 13,
+        name: "steps_by_run",
+        sql: include_str!("../migrations/sqlite/0013_steps_by_run.sql"),
+    },
 ];
 
 /// The Postgres migrations: the same versions and names as [`SQLITE`], in
@@ -150,10 +155,15 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "kv_scopes",
         sql: include_str!("../migrations/postgres/0012_kv_scopes.sql"),
     },
+    Migration {
+        version: 13,
+        name: "steps_by_run",
+        sql: include_str!("../migrations/postgres/0013_steps_by_run.sql"),
+    },
 ];
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 12;
+pub const SCHEMA_VERSION: u32 = 13;
 
 /// The table that marks a database as ours.
 pub(crate) const META_TABLE: &str = "skillhost_meta";

@@ -570,9 +570,12 @@ fn execute(
 fn insert_step(tx: &Transaction<'_>, step: &StepBinds) -> rusqlite::Result<usize> {
     execute(
         tx,
-        "INSERT INTO steps (run_id, seq, node_id, attempt, status, started_at, duration_us, \
+        // A step's id is its run's largest plus one: the run's steps are
+        // one range of the table's key (migration 13), read in id order.
+        "INSERT INTO steps (run_id, id, seq, node_id, attempt, status, started_at, duration_us, \
          input_hash, output_hash, error, fuel_consumed, memory_peak_bytes, detail) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+         VALUES (?1, (SELECT COALESCE(MAX(id), 0) + 1 FROM steps WHERE run_id = ?1), \
+         ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         params![
             step.run_id,
             step.seq,

@@ -213,3 +213,98 @@ async fn durable_commits_reuse_the_wal_instead_of_growing_it() {
     assert_eq!(last.unwrap().seq, steps);
     store.close().await;
 }
+
+/// Schema version 13 clusters a run's steps in one B-tree keyed by (run,
+/// id). A version-12 database, whose steps of two runs interleave in a
+/// rowid table with an index, is upgraded in place: every step is kept,
+/// each run's in its order; a new step of an old run comes after its
+/// last; and the table has no rowid and no index of its own left.
+#[tokio::test]
+async fn steps_of_a_version_12_database_are_clustered_by_run_in_order() {
+    use skillhost_store::{SCHEMA_VERSION, StepStatus};
+    use skillhost_tests::store_fixtures::ok_step;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v12.db");
+    let store = Store::open(&url(&path)).await.unwrap();
+    for id in ["a", "b"] {
+        store.create_run(&new_run(id, json!({}))).await.unwrap();
+    }
+    store.close().await;
+    // Back to version 12's table, with steps of both runs interleaved.
+    let mut conn = raw(&path).await;
+    sqlx::raw_sql(
+        "DROP TABLE steps; \
+         CREATE TABLE steps (id INTEGER PRIMARY KEY, \
+             run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE, seq INTEGER, \
+             node_id TEXT NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL, \
+             started_at INTEGER NOT NULL, duration_us INTEGER NOT NULL, input_hash TEXT, \
+             output_hash TEXT, error TEXT, fuel_consumed INTEGER, memory_peak_bytes INTEGER, \
+             detail TEXT) STRICT; \
+         CREATE INDEX steps_by_run ON steps (run_id, id); \
+         INSERT INTO steps (run_id, node_id, attempt, status, started_at, duration_us) VALUES \
+             ('a', 'a1', 1, 'failed', 1, 1), ('b', 'b1', 1, 'failed', 2, 1), \
+             ('a', 'a2', 1, 'failed', 3, 1), ('b', 'b2', 1, 'failed', 4, 1), \
+             ('a', 'a3', 1, 'failed', 5, 1); \
+         UPDATE skillhost_meta SET value = '12' WHERE key = 'schema_version';",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let store = Store::open(&url(&path)).await.unwrap();
+    let nodes = |steps: Vec<skillhost_store::StepRow>| -> Vec<String> {
+        steps.into_iter().map(|s| s.node_id).collect()
+    };
+    assert_eq!(nodes(store.steps("a").await.unwrap()), ["a1", "a2", "a3"]);
+    assert_eq!(nodes(store.steps("b").await.unwrap()), ["b1", "b2"]);
+    store
+        .record_failed_step(&skillhost_store::StepRow {
+            status: StepStatus::Failed,
+            ..ok_step("b", "b3")
+        })
+        .await
+        .unwrap();
+    assert_eq!(nodes(store.steps("b").await.unwrap()), ["b1", "b2", "b3"]);
+    assert_eq!(nodes(store.steps("a").await.unwrap()), ["a1", "a2", "a3"]);
+    store.close().await;
+
+    let mut conn = raw(&path).await;
+    let (table,): (String,) =
+        sqlx::query_as("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'steps'")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert!(table.contains("WITHOUT ROWID"), "{table}");
+    let (indexes,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'steps' \
+         AND sql IS NOT NULL",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(indexes, 0);
+    let (version,): (String,) =
+        sqlx::query_as("SELECT value FROM skillhost_meta WHERE key = 'schema_version'")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(version, SCHEMA_VERSION.to_string());
+    // Ids of the copied rows are kept; the new one follows its run's last.
+    let ids: Vec<(String, i64)> =
+        sqlx::query_as("SELECT node_id, id FROM steps ORDER BY run_id, id")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(
+        ids,
+        [
+            ("a1".to_string(), 1),
+            ("a2".to_string(), 3),
+            ("a3".to_string(), 5),
+            ("b1".to_string(), 2),
+            ("b2".to_string(), 4),
+            ("b3".to_string(), 5),
+        ]
+    );
+}
