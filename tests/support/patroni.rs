@@ -320,6 +320,10 @@ impl Ha {
     /// either). Returns their ids for [`kill_paused`](Self::kill_paused).
     pub fn pause_replication(&self) -> Vec<i32> {
         let primary = self.primary().expect("a primary");
+        // A replica still being created streams from a WAL sender too (its
+        // base backup's): paused then, it would never finish, and could
+        // never be promoted. So first every replica runs.
+        self.wait_replicas_running();
         let mut senders = Vec::new();
         self.wait(
             |ha| {
@@ -336,6 +340,31 @@ impl Ha {
             }
         }
         senders
+    }
+
+    /// Waits (bounded) until every node but the primary is a replica that
+    /// runs: Patroni's `/cluster` says `running` or `streaming` for it, not
+    /// `creating replica` (its base backup) or `starting`.
+    pub fn wait_replicas_running(&self) {
+        let replicas = self.nodes.len().saturating_sub(1);
+        self.wait(
+            |ha| {
+                let Ok(cluster) = serde_json::from_str::<serde_json::Value>(&ha.cluster()) else {
+                    return false;
+                };
+                let running = cluster["members"].as_array().map_or(0, |members| {
+                    members
+                        .iter()
+                        .filter(|m| {
+                            matches!(m["role"].as_str(), Some("replica" | "sync_standby"))
+                                && matches!(m["state"].as_str(), Some("running" | "streaming"))
+                        })
+                        .count()
+                });
+                running >= replicas
+            },
+            "every replica running",
+        );
     }
 
     /// SIGKILLs the WAL senders [`pause_replication`](Self::pause_replication)
