@@ -66,6 +66,11 @@
 //! error. A replay answers from the journal and never reaches the network.
 //! Statuses are answers, not errors: a 404 is `ok` with status 404.
 //!
+//! An async (WASI 0.3) skill may stream a body instead (`http-stream`,
+//! [`stream`]): the same grant and every guarantee above, the size and the
+//! redaction counted over the stream as it arrives, and a grant's
+//! `max_streams` (default 4) bounding the bodies one call has in flight.
+//!
 //! The client ([`ReqwestHttp`], the default [`HttpBackend`]) is reqwest's
 //! blocking client over rustls with the system's roots, built on first use.
 //! It blocks its thread, so the engine calls a skill that imports `http` on a

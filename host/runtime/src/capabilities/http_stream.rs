@@ -18,7 +18,9 @@
 //! - **size**: the body's bytes are counted as they arrive; the skill is
 //!   handed at most `max_response_bytes` of them, and the stream ends with
 //!   `response-too-large` one byte past the limit (a `Content-Length` past
-//!   it is refused before any);
+//!   it is refused before any). The limit is lower when the call's
+//!   host-call budget has less room left when the body starts (as base64,
+//!   as the journal keeps it): past that, the budget's refusal;
 //! - **time**: the request, its body included, ends at the call's deadline
 //!   (or the request's `timeout-ms`), however long the skill takes to read:
 //!   the stream then ends with `timeout`. A connection cut mid-body ends it
@@ -60,12 +62,15 @@ use wasmtime::component::{
     VecBuffer,
 };
 
-use super::{Bounds, Hop, HttpCall, HttpFailure, Redaction, failed, follow, journal_request};
+use super::{
+    ANSWER_OVERHEAD, Bounds, Hop, HttpCall, HttpFailure, Redaction, failed, follow, journal_request,
+};
 use crate::call::CallScope;
 use crate::capabilities::bindings::skillhost::skill::http::Request;
 use crate::capabilities::bindings::skillhost::skill::http_stream::{self as wit, ResponseHead};
 use crate::capabilities::{Capability, GuestError, HasHostCall, HostCall, guest_error};
 use crate::journal::{Opened, decode_result, encode_result};
+use crate::limits::{AnswerRoom, BUDGET_EXCEEDED};
 
 /// The interface of streamed bodies, as a component imports it.
 pub const STREAM_INTERFACE: &str = "http-stream";
@@ -183,7 +188,7 @@ impl HttpCall {
     /// their journal entries with what the skill was handed.
     pub(crate) fn close_streams(&mut self, scope: &mut CallScope) {
         for open in std::mem::take(&mut self.streams) {
-            let response = {
+            let (response, refusal) = {
                 let mut inner = open.state.lock();
                 inner.cancelled = true;
                 open.state.space.notify_all();
@@ -203,8 +208,16 @@ impl HttpCall {
                     .iter()
                     .map(|c| base64::engine::general_purpose::STANDARD.encode(c))
                     .collect();
-                json!({ "ok": head, "chunks": chunks, "end": encode_result(&end) })
+                let refusal = match &end {
+                    Err(error) if error.code == BUDGET_EXCEEDED => Some(error.clone()),
+                    _ => None,
+                };
+                let response = json!({ "ok": head, "chunks": chunks, "end": encode_result(&end) });
+                (response, refusal)
             };
+            if let Some(refusal) = refusal {
+                scope.budget.refused(refusal);
+            }
             if let Some(slot) = open.slot {
                 scope.journal.fill(slot, response, &mut scope.budget);
             }
@@ -273,6 +286,7 @@ struct Reading {
     state: Arc<BodyState>,
     redaction: Option<Arc<Redaction>>,
     limit: u64,
+    room: Option<AnswerRoom>,
     deadline: Instant,
     method: String,
     url: url::Url,
@@ -285,6 +299,7 @@ fn read_body(reading: Reading, mut body: Box<dyn Read + Send>) {
         state,
         redaction,
         limit,
+        room,
         deadline,
         method,
         url,
@@ -315,7 +330,10 @@ fn read_body(reading: Reading, mut body: Box<dyn Read + Send>) {
                     break abandoned(&state, &url);
                 }
                 if read > limit {
-                    break Err(failed(HttpFailure::TooLarge { limit }, &method, &url));
+                    break Err(match room {
+                        Some(room) => room.refuse(Capability::Http, None),
+                        None => failed(HttpFailure::TooLarge { limit }, &method, &url),
+                    });
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -473,7 +491,10 @@ impl HostCall<'_, HttpCall> {
             }
             Opened::Slot(slot) => slot,
         };
-        let head = self.send_head(&grant, &*backend, &request, first, deadline);
+        // What the body may take of the host-call budget: the room left
+        // now, as the journal holds it (base64).
+        let room = self.scope.budget.room();
+        let head = self.send_head(&grant, &*backend, &request, first, deadline, room);
         let (head, state) = match head {
             Ok(opened) => opened,
             Err(error) => {
@@ -503,12 +524,16 @@ impl HostCall<'_, HttpCall> {
         request: &Request,
         first: url::Url,
         deadline: Instant,
+        room: AnswerRoom,
     ) -> Result<(ResponseHead, Arc<BodyState>), GuestError> {
         let redaction = Redaction::of(grant)?.map(Arc::new);
+        let limit = grant
+            .max_response_bytes
+            .min(room.bytes.saturating_sub(ANSWER_OVERHEAD) / 4 * 3);
         let bounds = Bounds {
             deadline,
-            max_response_bytes: grant.max_response_bytes,
-            room: None,
+            max_response_bytes: limit,
+            room: Some(room),
         };
         let answer = follow(
             grant,
@@ -549,7 +574,9 @@ impl HostCall<'_, HttpCall> {
         let reading = Reading {
             state: state.clone(),
             redaction,
-            limit: grant.max_response_bytes,
+            limit,
+            // Past a limit lower than the grant's, the budget's refusal.
+            room: (limit < grant.max_response_bytes).then_some(room),
             deadline,
             method: request.method.clone(),
             url,

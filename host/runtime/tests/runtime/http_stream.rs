@@ -496,3 +496,26 @@ fn a_synchronous_component_that_imports_it_is_refused_at_load() {
     assert!(text.contains("async func"), "{text}");
     assert!(text.contains("`http.fetch`"), "{text}");
 }
+
+#[test]
+fn a_body_is_read_no_further_than_the_host_call_budget_has_room() {
+    let server = HttpServer::start();
+    let (_cache, skill) = probe();
+    let grant = json!({ "hosts": [server.host_port()], "max_response_bytes": 1u64 << 30 });
+    let mut options = granted(&grant.to_string());
+    options.limits.host_call_bytes = Some(1 << 20);
+    // A 5 MB body, allowed by the grant, stops at the budget's room (as
+    // base64, as the journal keeps it), with the budget's refusal.
+    let report = skill.call(
+        &input(&[server.url("/stream?bytes=5000000")], false),
+        &options,
+    );
+    let journal = report.journal.clone();
+    let out = report.into_result().expect("the head came");
+    let fetched = &out["responses"][0];
+    assert_eq!(fetched["error"]["code"], "budget-exceeded", "{fetched}");
+    let message = fetched["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`http` answer"), "{message}");
+    assert!(fetched["size"].as_u64().unwrap() <= (1 << 20) / 4 * 3);
+    assert!(journal[0].response.to_string().len() <= 1 << 20);
+}
