@@ -774,6 +774,38 @@ mod tests {
     }
 
     #[test]
+    fn a_reader_waits_for_the_skill_past_its_read_ahead_until_the_deadline_or_a_drop() {
+        // Past the read-ahead, a reader waits; at the deadline it gives up.
+        let state = BodyState::default();
+        let deadline = Instant::now() + Duration::from_millis(200);
+        assert!(state.push(vec![0; READ_AHEAD], deadline));
+        let started = Instant::now();
+        assert!(!state.push(vec![0; 1], deadline));
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        assert_eq!(state.lock().pending_bytes, READ_AHEAD);
+        // A body the skill abandons wakes a waiting reader at once.
+        let state = Arc::new(BodyState::default());
+        let far = Instant::now() + Duration::from_secs(60);
+        assert!(state.push(vec![0; READ_AHEAD], far));
+        let waiting = {
+            let state = state.clone();
+            std::thread::spawn(move || state.push(vec![0; 1], far))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let started = Instant::now();
+        drop(Body {
+            state: state.clone(),
+        });
+        assert!(!waiting.join().unwrap());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let end = state.lock().end.clone();
+        assert!(
+            matches!(&end, Some(Err(e)) if e.code == "cancelled"),
+            "{end:?}"
+        );
+    }
+
+    #[test]
     fn the_reader_holds_back_no_more_than_could_begin_a_secret() {
         let redaction = redaction(&[("SKILLHOST_TEST_HTTP_STREAM_HOLD", "abcdefgh")]);
         let mut held = Held::new(&redaction);
