@@ -1226,8 +1226,9 @@ fn fetch(
 }
 
 /// What bounds one fetch, redirects included: when it must end, the
-/// largest body it reads, and what its answer may take of the call's
-/// host-call budget (a streamed body's is counted when the call ends).
+/// largest body it reads, and the room its answer had in the call's
+/// host-call budget when it started (past which a body is the budget's
+/// refusal, not `response-too-large`).
 struct Bounds {
     deadline: Instant,
     max_response_bytes: u64,
