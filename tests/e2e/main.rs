@@ -14,6 +14,7 @@ mod compose;
 mod crash;
 mod engine;
 mod http;
+mod http_stream;
 mod kv;
 mod layout;
 mod llm;

@@ -21,7 +21,19 @@
 //! - `GET /big?bytes=N`: N bytes of `x` with a `Content-Length`;
 //! - `GET /stream?bytes=N`: N bytes of `x` with no length, ended by closing;
 //! - `GET /silent`: reads the request and never answers, until the server
-//!   stops.
+//!   stops;
+//! - `GET /slow?pieces=N&size=K&pause=MS`: a body with no length of N
+//!   pieces of K bytes (the first all `a`, the next `b`, …), each written
+//!   and flushed MS milliseconds after the one before;
+//! - `GET /cut?bytes=N`: a `Content-Length` of 2N, then N bytes of `x`, then
+//!   the connection closed;
+//! - `GET /endless?pause=MS`: a body with no length, `tick\n` every MS
+//!   milliseconds, until the server stops;
+//! - `GET /drip?header=NAME&at=K&pause=MS&form=raw|json|url`: the value of
+//!   the request's header NAME (as it came, JSON-escaped or URL-encoded)
+//!   echoed in a body `before VALUE after` with no length, written in two
+//!   pieces cut at byte K, MS milliseconds apart: a server that echoes a
+//!   secret slowly, split across reads.
 //!
 //! [`HttpServer::requests`] counts the requests it read, so a test can tell
 //! that a replay reached no server; [`HttpServer::last_headers`] is what the
@@ -248,6 +260,74 @@ fn serve(
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(20));
             }
+        }
+        "/slow" => {
+            let number =
+                |name: &str| -> usize { param(name).and_then(|s| s.parse().ok()).unwrap_or(0) };
+            let (pieces, size) = (number("pieces"), number("size"));
+            let pause = Duration::from_millis(number("pause") as u64);
+            let _ = out.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+            let _ = out.flush();
+            for i in 0..pieces {
+                std::thread::sleep(pause);
+                let piece = vec![b'a' + (i % 26) as u8; size];
+                if out.write_all(&piece).and_then(|()| out.flush()).is_err() {
+                    return;
+                }
+            }
+        }
+        "/cut" => {
+            let n: usize = param("bytes").and_then(|s| s.parse().ok()).unwrap_or(0);
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", 2 * n);
+            let _ = out.write_all(head.as_bytes());
+            let _ = out.write_all(&vec![b'x'; n]);
+            let _ = out.flush();
+            let _ = out.shutdown(std::net::Shutdown::Both);
+        }
+        "/endless" => {
+            let pause = param("pause").and_then(|s| s.parse().ok()).unwrap_or(50);
+            let _ = out.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+            while !stop.load(Ordering::Relaxed) {
+                if out.write_all(b"tick\n").and_then(|()| out.flush()).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(pause));
+            }
+        }
+        "/drip" => {
+            let name = param("header").unwrap_or_default();
+            let value = headers
+                .iter()
+                .filter_map(|h| h.split_once(':'))
+                .find(|(n, _)| n.eq_ignore_ascii_case(&name))
+                .map(|(_, v)| v.trim().to_string())
+                .unwrap_or_default();
+            let value = match param("form").as_deref() {
+                Some("json") => serde_json::to_string(&value)
+                    .unwrap()
+                    .trim_matches('"')
+                    .to_string(),
+                Some("url") => value
+                    .bytes()
+                    .map(|b| match b {
+                        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
+                            (b as char).to_string()
+                        }
+                        _ => format!("%{b:02X}"),
+                    })
+                    .collect(),
+                _ => value,
+            };
+            let body = format!("before {value} after").into_bytes();
+            let at = param("at")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0)
+                .min(body.len());
+            let pause = param("pause").and_then(|s| s.parse().ok()).unwrap_or(0);
+            let _ = out.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+            let _ = out.write_all(&body[..at]).and_then(|()| out.flush());
+            std::thread::sleep(Duration::from_millis(pause));
+            let _ = out.write_all(&body[at..]).and_then(|()| out.flush());
         }
         _ => {
             if let Some(status) = path.strip_prefix("/status/").and_then(|s| s.parse().ok()) {

@@ -279,6 +279,7 @@ impl Skill {
             ..
         } = state;
         capabilities.llm.close_streams(&mut scope);
+        capabilities.http.close_streams(&mut scope);
         let (journal, mismatch) = scope.journal.finish();
         let denied = scope.denied;
         let host_calls = scope.timings.unwrap_or_default();

@@ -64,14 +64,20 @@ pub fn check(bytes: &[u8], origin: &str) -> Result<Abi, LoadError> {
     if abi == Abi::Sync
         && let Some(import) = scan.imports.iter().find(|i| is_streaming(i))
     {
+        let instead = if import.contains("/http-stream@") {
+            "`http.fetch`"
+        } else {
+            "`llm.complete`"
+        };
         return Err(LoadError::Unprovided {
             origin: origin.to_string(),
             import: import.clone(),
-            fix: "its stream and future are for async (WASI 0.3) components only, and this \
-                  one is synchronous (WASI 0.2): make the world's `run` an `async func` and \
-                  build it again (Rust: the SDK's `async` feature, as `host skill new --lang \
-                  rust --async` sets up), or use `llm.complete`"
-                .into(),
+            fix: format!(
+                "its stream and future are for async (WASI 0.3) components only, and this \
+                 one is synchronous (WASI 0.2): make the world's `run` an `async func` and \
+                 build it again (Rust: the SDK's `async` feature, as `host skill new --lang \
+                 rust --async` sets up), or use {instead}"
+            ),
         });
     }
     Ok(abi)
@@ -232,7 +238,10 @@ fn is_streaming(import: &str) -> bool {
     import
         .strip_prefix("skillhost:skill/")
         .and_then(|rest| rest.split_once('@'))
-        .is_some_and(|(interface, _)| interface == crate::capabilities::llm::STREAM_INTERFACE)
+        .is_some_and(|(interface, _)| {
+            interface == crate::capabilities::llm::STREAM_INTERFACE
+                || interface == crate::capabilities::http::stream::STREAM_INTERFACE
+        })
 }
 
 /// Why the host cannot provide `import`, with the fix; `None` if it can, or
@@ -270,6 +279,7 @@ fn unprovided(import: &str) -> Option<String> {
         let interface = rest.split_once('@').map_or(rest, |(i, _)| i);
         let known = interface == "types"
             || interface == crate::capabilities::llm::STREAM_INTERFACE
+            || interface == crate::capabilities::http::stream::STREAM_INTERFACE
             || Capability::from_name(interface).is_some();
         if !known || !version.starts_with("0.1.") {
             return Some(format!(

@@ -317,6 +317,17 @@ impl HostCallBudget {
         })
     }
 
+    /// The room an answer has now, without admitting a call: what a
+    /// streamed answer, recorded when the call ends, may take.
+    pub(crate) fn room(&self) -> AnswerRoom {
+        AnswerRoom {
+            bytes: self.max_bytes - self.bytes,
+            max_bytes: self.max_bytes,
+            bytes_set: self.bytes_set,
+            used: self.bytes,
+        }
+    }
+
     /// Takes `bytes` more from the budget (never past its end).
     pub(crate) fn charge(&mut self, bytes: u64) {
         self.bytes = self.bytes.saturating_add(bytes).min(self.max_bytes);

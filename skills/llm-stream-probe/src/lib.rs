@@ -19,6 +19,7 @@ mod bindings {
             "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
             "skillhost:skill/sql@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::sql,
             "skillhost:skill/llm-stream@0.1.0": generate,
+            "skillhost:skill/http-stream@0.1.0": generate,
         },
         pub_export_macro: true,
     });

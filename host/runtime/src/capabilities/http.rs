@@ -66,6 +66,11 @@
 //! error. A replay answers from the journal and never reaches the network.
 //! Statuses are answers, not errors: a 404 is `ok` with status 404.
 //!
+//! An async (WASI 0.3) skill may stream a body instead (`http-stream`,
+//! [`stream`]): the same grant and every guarantee above, the size and the
+//! redaction counted over the stream as it arrives, and a grant's
+//! `max_streams` (default 4) bounding the bodies one call has in flight.
+//!
 //! The client ([`ReqwestHttp`], the default [`HttpBackend`]) is reqwest's
 //! blocking client over rustls with the system's roots, built on first use.
 //! It blocks its thread, so the engine calls a skill that imports `http` on a
@@ -89,6 +94,10 @@ use crate::call::{CallOptions, CallState};
 use crate::journal::JournalValue;
 use crate::limits::AnswerRoom;
 
+/// `http-stream`: a response body streamed to an async (WASI 0.3) skill.
+#[path = "http_stream.rs"]
+pub mod stream;
+
 /// The largest response body a grant allows unless it says otherwise.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 << 20;
 /// The largest `max_response_bytes` a grant may set.
@@ -106,6 +115,9 @@ const METHODS: [&str; 4] = ["GET", "POST", "PUT", "DELETE"];
 pub struct HttpGrant {
     pub hosts: Vec<HostPattern>,
     pub max_response_bytes: u64,
+    /// How many streamed bodies (`http-stream`) one call may have in
+    /// flight at once; `None`: [`stream::DEFAULT_MAX_STREAMS`].
+    pub max_streams: Option<u32>,
     headers: Vec<SecretHeader>,
 }
 
@@ -137,6 +149,7 @@ impl fmt::Debug for HttpGrant {
         f.debug_struct("HttpGrant")
             .field("hosts", &self.hosts)
             .field("max_response_bytes", &self.max_response_bytes)
+            .field("max_streams", &self.max_streams)
             .field("headers", &headers)
             .finish()
     }
@@ -157,6 +170,7 @@ impl HttpGrant {
         let mut grant = HttpGrant {
             hosts: Vec::new(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_streams: None,
             headers: Vec::new(),
         };
         // A JSON list or table; `[` may also open an IPv6 pattern (`[::1]:80`).
@@ -188,11 +202,28 @@ impl HttpGrant {
                                     }
                                 }
                             }
+                            "max_streams" => {
+                                grant.max_streams = match value.as_u64() {
+                                    Some(n)
+                                        if (1..=u64::from(stream::MAX_STREAMS_LIMIT))
+                                            .contains(&n) =>
+                                    {
+                                        Some(n as u32)
+                                    }
+                                    _ => {
+                                        return Err(error(format!(
+                                            "`max_streams` must be a whole number from 1 to \
+                                             {}, not {value}",
+                                            stream::MAX_STREAMS_LIMIT
+                                        )));
+                                    }
+                                }
+                            }
                             "headers" => headers = Some(value.clone()),
                             other => {
                                 return Err(error(format!(
                                     "unknown key `{other}`; a grant table has `hosts`, \
-                                     `max_response_bytes` and `headers`"
+                                     `max_response_bytes`, `max_streams` and `headers`"
                                 )));
                             }
                         }
@@ -670,12 +701,48 @@ pub enum HttpFailure {
     Failed(String),
 }
 
+/// A response whose body is still to be read: its status and headers, and
+/// the body as it arrives (`http-stream`).
+pub struct InboundStream {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    /// Reads the body as it arrives; fails as [`read_failure`] says (a
+    /// timeout is the request's).
+    pub body: Box<dyn std::io::Read + Send>,
+}
+
 /// Where `http` requests go. One per runtime ([`Backends::http`]); the
 /// default is [`ReqwestHttp`].
 pub trait HttpBackend: Send + Sync {
     /// Sends one request and reads its response, without following
     /// redirects.
     fn send(&self, request: &OutboundRequest<'_>) -> Result<InboundResponse, HttpFailure>;
+
+    /// Sends one request and returns its response once its head has
+    /// arrived, the body to be read as it arrives (within the request's
+    /// timeout), without following redirects. By default, the whole
+    /// response read by [`HttpBackend::send`], its body handed on at once.
+    fn open(&self, request: &OutboundRequest<'_>) -> Result<InboundStream, HttpFailure> {
+        let response = self.send(request)?;
+        Ok(InboundStream {
+            status: response.status,
+            headers: response.headers,
+            body: Box::new(std::io::Cursor::new(response.body)),
+        })
+    }
+}
+
+/// A failure to read a body: a timeout (the request's, through reqwest or
+/// the socket), or the error.
+pub fn read_failure(error: &std::io::Error) -> HttpFailure {
+    match error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<reqwest::Error>())
+    {
+        Some(e) if e.is_timeout() => HttpFailure::Timeout,
+        _ if error.kind() == std::io::ErrorKind::TimedOut => HttpFailure::Timeout,
+        _ => HttpFailure::Failed(format!("reading the response: {error}")),
+    }
 }
 
 /// reqwest's blocking client over rustls with the system's roots, built on
@@ -703,9 +770,13 @@ impl ReqwestHttp {
     }
 }
 
-impl HttpBackend for ReqwestHttp {
-    fn send(&self, request: &OutboundRequest<'_>) -> Result<InboundResponse, HttpFailure> {
-        use std::io::Read as _;
+impl ReqwestHttp {
+    /// Sends `request`: the response, its head read, its body not yet,
+    /// refused if its `Content-Length` is past the limit.
+    fn start(
+        &self,
+        request: &OutboundRequest<'_>,
+    ) -> Result<(reqwest::blocking::Response, Vec<(String, String)>), HttpFailure> {
         let client = self.client()?;
         let method = reqwest::Method::from_bytes(request.method.as_bytes())
             .map_err(|e| HttpFailure::Failed(format!("method: {e}")))?;
@@ -719,7 +790,6 @@ impl HttpBackend for ReqwestHttp {
             builder = builder.body(body.to_vec());
         }
         let response = builder.send().map_err(failure)?;
-        let status = response.status().as_u16();
         let headers = response
             .headers()
             .iter()
@@ -734,17 +804,21 @@ impl HttpBackend for ReqwestHttp {
         if response.content_length().is_some_and(|n| n > limit) {
             return Err(HttpFailure::TooLarge { limit });
         }
+        Ok((response, headers))
+    }
+}
+
+impl HttpBackend for ReqwestHttp {
+    fn send(&self, request: &OutboundRequest<'_>) -> Result<InboundResponse, HttpFailure> {
+        use std::io::Read as _;
+        let (response, headers) = self.start(request)?;
+        let status = response.status().as_u16();
+        let limit = request.max_response_bytes;
         let mut body = Vec::new();
         response
             .take(limit.saturating_add(1))
             .read_to_end(&mut body)
-            .map_err(
-                |e| match e.get_ref().and_then(|e| e.downcast_ref::<reqwest::Error>()) {
-                    Some(e) if e.is_timeout() => HttpFailure::Timeout,
-                    _ if e.kind() == std::io::ErrorKind::TimedOut => HttpFailure::Timeout,
-                    _ => HttpFailure::Failed(format!("reading the response: {e}")),
-                },
-            )?;
+            .map_err(|e| read_failure(&e))?;
         if body.len() as u64 > limit {
             return Err(HttpFailure::TooLarge { limit });
         }
@@ -752,6 +826,17 @@ impl HttpBackend for ReqwestHttp {
             status,
             headers,
             body,
+        })
+    }
+
+    /// The body is reqwest's, read as it arrives within the request's
+    /// timeout.
+    fn open(&self, request: &OutboundRequest<'_>) -> Result<InboundStream, HttpFailure> {
+        let (response, headers) = self.start(request)?;
+        Ok(InboundStream {
+            status: response.status().as_u16(),
+            headers,
+            body: Box::new(response),
         })
     }
 }
@@ -824,6 +909,9 @@ pub(crate) struct Http;
 /// has no `http` grant.
 pub(crate) struct HttpCall {
     access: Option<(Arc<HttpGrant>, Arc<dyn HttpBackend>)>,
+    /// The call's streamed bodies (`http-stream`), in the order asked;
+    /// empty (and unallocated) for a call that streams none.
+    streams: Vec<stream::OpenBody>,
 }
 
 impl HostCapability for Http {
@@ -843,7 +931,7 @@ impl HostCapability for Http {
 
     fn grant_schema() -> Value {
         json!({
-            "description": "Hosts the skill may call: patterns comma-separated, a list of them, or a table with `hosts`, `max_response_bytes` and `headers` (secret headers per origin, `{ \"https://HOST\" = { NAME = \"env:VARIABLE\" } }`; `{ NAME = \"env:VARIABLE\" }` alone is the https origin of the grant's one host).",
+            "description": "Hosts the skill may call: patterns comma-separated, a list of them, or a table with `hosts`, `max_response_bytes`, `max_streams` (streamed bodies one call may have in flight at once, default 4) and `headers` (secret headers per origin, `{ \"https://HOST\" = { NAME = \"env:VARIABLE\" } }`; `{ NAME = \"env:VARIABLE\" }` alone is the https origin of the grant's one host).",
             "oneOf": [
                 {
                     "type": "string"
@@ -870,6 +958,11 @@ impl HostCapability for Http {
                         "max_response_bytes": {
                             "type": "integer",
                             "minimum": 1
+                        },
+                        "max_streams": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 64
                         },
                         "headers": {
                             "type": "object",
@@ -900,14 +993,17 @@ impl HostCapability for Http {
         format!("{} {}", text_of(request, "method"), text_of(request, "url"))
     }
 
-    /// The status and the body's size (`200, 26 bytes`).
+    /// The status and the body's size (`200, 26 bytes`; a streamed body's
+    /// as handed to the skill).
     fn describe_answer(ok: &Value) -> String {
         use base64::Engine as _;
         let bytes = ok
             .get("body")
             .and_then(Value::as_str)
             .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-            .map_or(0, |b| b.len());
+            .map(|b| b.len() as u64)
+            .or_else(|| ok.get("body_bytes").and_then(Value::as_u64))
+            .unwrap_or(0);
         format!(
             "{}, {bytes} bytes",
             ok.get("status").unwrap_or(&Value::Null)
@@ -920,11 +1016,25 @@ impl HostCapability for Http {
                 .http
                 .as_ref()
                 .map(|grant| (grant.clone(), backends.http.clone())),
+            streams: Vec::new(),
         }
     }
 
     fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
         wit::add_to_linker::<CallState, HasHostCall<HttpCall>>(linker, |state| HostCall {
+            cap: &mut state.capabilities.http,
+            scope: &mut state.scope,
+        })
+    }
+}
+
+impl Http {
+    /// Adds `http-stream` to `linker`: the concurrent engine's only.
+    pub(crate) fn link_streaming(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        super::bindings::skillhost::skill::http_stream::add_to_linker::<
+            CallState,
+            HasHostCall<HttpCall>,
+        >(linker, |state| HostCall {
             cap: &mut state.capabilities.http,
             scope: &mut state.scope,
         })
@@ -1076,15 +1186,35 @@ fn fetch(
     room: AnswerRoom,
 ) -> Result<Response, GuestError> {
     let redaction = Redaction::of(grant)?;
+    // The journal holds the body as base64: four bytes for every three.
+    let max_response_bytes = grant
+        .max_response_bytes
+        .min(room.bytes.saturating_sub(ANSWER_OVERHEAD) / 4 * 3);
+    let bounds = Bounds {
+        deadline,
+        max_response_bytes,
+        room: Some(room),
+    };
     let answer = follow(
-        backend,
         grant,
         skill,
         request,
         first,
-        &Bounds { deadline, room },
+        &bounds,
         redaction.as_ref(),
-    );
+        &mut |outbound| {
+            backend.send(outbound).map(|r| Hop {
+                status: r.status,
+                headers: r.headers,
+                body: r.body,
+            })
+        },
+    )
+    .map(|(hop, _)| Response {
+        status: hop.status,
+        headers: hop.headers,
+        body: hop.body,
+    });
     match (answer, &redaction) {
         (answer, None) => answer,
         (Ok(response), Some(redaction)) => Ok(redaction.response(response)),
@@ -1095,28 +1225,43 @@ fn fetch(
     }
 }
 
-/// What bounds one fetch, redirects included: when it must end, and what
-/// its answer may take of the call's host-call budget.
+/// What bounds one fetch, redirects included: when it must end, the
+/// largest body it reads, and the room its answer had in the call's
+/// host-call budget when it started (past which a body is the budget's
+/// refusal, not `response-too-large`).
 struct Bounds {
     deadline: Instant,
-    room: AnswerRoom,
+    max_response_bytes: u64,
+    room: Option<AnswerRoom>,
 }
 
-fn follow(
-    backend: &dyn HttpBackend,
+/// One hop's response: its body read (`fetch`) or to be read (a stream).
+struct Hop<B> {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: B,
+}
+
+/// A hop's response with its body read whole, or to be read as it arrives.
+type SendHop<'a, B> = dyn FnMut(&OutboundRequest<'_>) -> Result<Hop<B>, HttpFailure> + 'a;
+
+/// Sends `request` by `send`, hop by hop, following its redirects within
+/// the grant: the last hop's response and its URL.
+fn follow<B>(
     grant: &HttpGrant,
     skill: &str,
     request: &Request,
     first: url::Url,
     bounds: &Bounds,
     redaction: Option<&Redaction>,
-) -> Result<Response, GuestError> {
-    let Bounds { deadline, room } = bounds;
-    let deadline = *deadline;
-    // The journal holds the body as base64: four bytes for every three.
-    let max_response_bytes = grant
-        .max_response_bytes
-        .min(room.bytes.saturating_sub(ANSWER_OVERHEAD) / 4 * 3);
+    send: &mut SendHop<'_, B>,
+) -> Result<(Hop<B>, url::Url), GuestError> {
+    let Bounds {
+        deadline,
+        max_response_bytes,
+        room,
+    } = bounds;
+    let (deadline, max_response_bytes) = (*deadline, *max_response_bytes);
     let mut url = first;
     let mut method = request.method.clone();
     let mut body = request.body.clone();
@@ -1161,24 +1306,11 @@ fn follow(
             timeout: left,
             max_response_bytes,
         };
-        let response = backend.send(&outbound).map_err(|failure| match failure {
-            HttpFailure::Timeout => timed_out(&url),
-            HttpFailure::TooLarge { limit } if limit < grant.max_response_bytes => {
+        let response = send(&outbound).map_err(|failure| match (failure, room) {
+            (HttpFailure::TooLarge { limit }, Some(room)) if limit < grant.max_response_bytes => {
                 room.refuse(Capability::Http, None)
             }
-            HttpFailure::TooLarge { limit } => guest_error(
-                "response-too-large",
-                format!(
-                    "the response from `{url}` is larger than the {limit} bytes the grant \
-                     allows (`max_response_bytes`)"
-                ),
-            ),
-            HttpFailure::AddressNotAllowed(why) => guest_error("address-not-allowed", why),
-            HttpFailure::Failed(why) => GuestError {
-                code: "request-failed".into(),
-                message: format!("{method} `{url}`: {why}"),
-                retryable: true,
-            },
+            (failure, _) => failed(failure, &method, &url),
         })?;
         let header = |wanted: &str| {
             response
@@ -1203,11 +1335,7 @@ fn follow(
                     ),
                 ));
             }
-            return Ok(Response {
-                status: response.status,
-                headers: response.headers,
-                body: response.body,
-            });
+            return Ok((response, url));
         };
         let next = url.join(&location).map_err(|e| {
             guest_error(
@@ -1266,6 +1394,9 @@ const MIN_REDACTED_CREDENTIALS: usize = 8;
 struct Redaction {
     finder: aho_corasick::AhoCorasick,
     replacements: Vec<String>,
+    /// The longest form's length in bytes: what a stream holds back
+    /// (`stream`).
+    longest: usize,
 }
 
 impl Redaction {
@@ -1302,9 +1433,11 @@ impl Redaction {
                     format!("the host cannot prepare the redaction of the grant's secrets: {e}"),
                 )
             })?;
+        let longest = patterns.iter().map(String::len).max().unwrap_or(0);
         Ok(Some(Redaction {
             finder,
             replacements,
+            longest,
         }))
     }
 
@@ -1363,6 +1496,27 @@ fn echoed_forms(value: &str) -> Vec<String> {
     ];
     forms.extend(query);
     forms
+}
+
+/// What the skill is told of a request that got no response, or of a body
+/// cut short.
+fn failed(failure: HttpFailure, method: &str, url: &url::Url) -> GuestError {
+    match failure {
+        HttpFailure::Timeout => timed_out(url),
+        HttpFailure::TooLarge { limit } => guest_error(
+            "response-too-large",
+            format!(
+                "the response from `{url}` is larger than the {limit} bytes the grant allows \
+                 (`max_response_bytes`)"
+            ),
+        ),
+        HttpFailure::AddressNotAllowed(why) => guest_error("address-not-allowed", why),
+        HttpFailure::Failed(why) => GuestError {
+            code: "request-failed".into(),
+            message: format!("{method} `{url}`: {why}"),
+            retryable: true,
+        },
+    }
 }
 
 fn timed_out(url: &url::Url) -> GuestError {

@@ -71,6 +71,7 @@ pub(crate) mod bindings {
             // Returns a stream and a future, so it needs the store; linked
             // on the concurrent engine only.
             "skillhost:skill/llm-stream": store | trappable,
+            "skillhost:skill/http-stream": store | trappable,
         },
     });
 }
@@ -431,13 +432,14 @@ macro_rules! capabilities {
         }
 
         /// Links every host import into `linker`, the streaming ones
-        /// (`llm-stream`) only for the async ABI's engine.
+        /// (`llm-stream`, `http-stream`) only for the async ABI's engine.
         pub(crate) fn link(linker: &mut Linker<CallState>, abi: crate::Abi) -> wasmtime::Result<()> {
             link_contract_types(linker)?;
             $( $always_mod::$always_host::link(linker)?; )*
             $( $granted_mod::$granted_host::link(linker)?; )*
             if abi == crate::Abi::Async {
                 llm::Llm::link_streaming(linker)?;
+                http::Http::link_streaming(linker)?;
             }
             wasi::link(linker)
         }
@@ -555,6 +557,9 @@ impl Capability {
         }
         if interface == llm::STREAM_INTERFACE {
             return Some(Capability::Llm);
+        }
+        if interface == http::stream::STREAM_INTERFACE {
+            return Some(Capability::Http);
         }
         Capability::from_name(interface)
     }

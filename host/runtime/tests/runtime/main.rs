@@ -7,6 +7,7 @@ mod budgets;
 mod cache;
 mod capabilities;
 mod http;
+mod http_stream;
 mod limits;
 mod llm;
 mod llm_stream;

@@ -1,0 +1,821 @@
+//! `http-stream`: a response body streamed to an async (WASI 0.3) skill as
+//! it arrives. Linked on the concurrent engine only (`capabilities::link`);
+//! a synchronous component that imports it is refused at load
+//! (`imports::check`).
+//!
+//! `fetch-stream` is `fetch` with the body left to come: the same grant,
+//! request checks, redirects (followed here, each hop checked), addresses,
+//! secret headers, `Accept-Encoding: identity` and `response-encoded` (the
+//! same `follow`). It returns once the last hop's head has arrived: the
+//! head (status and headers, redacted), a `stream<u8>` of the body and a
+//! `future<result<_, skill-error>>` of its outcome. A thread of its own
+//! reads the body into the call's [`BodyState`], at most [`READ_AHEAD`]
+//! bytes ahead of the skill; the host's stream producer hands the skill at
+//! most what its read asks for, from the front of what is pending.
+//!
+//! What holds over the stream, as over `fetch`'s body:
+//!
+//! - **size**: the body's bytes are counted as they arrive; the skill is
+//!   handed at most `max_response_bytes` of them, and the stream ends with
+//!   `response-too-large` one byte past the limit (a `Content-Length` past
+//!   it is refused before any). The limit is lower when the call's
+//!   host-call budget has less room left when the body starts (as base64,
+//!   as the journal keeps it): past that, the budget's refusal;
+//! - **time**: the request, its body included, ends at the call's deadline
+//!   (or the request's `timeout-ms`), however long the skill takes to read:
+//!   the stream then ends with `timeout`. A connection cut mid-body ends it
+//!   with `request-failed`;
+//! - **secrets**: the body is redacted as `fetch`'s is, across chunks: the
+//!   reader holds back the last bytes that could still begin a secret (in
+//!   any of its echoed forms: one less than the longest form's length) until
+//!   the next bytes tell, so a secret split over two reads, or over many, is
+//!   never handed on in parts. A body that ends holds back nothing; one cut
+//!   by an error drops what it held back. Error messages are redacted too.
+//!
+//! A body is in flight until the skill has read its stream to the end (or
+//! dropped it) and its future (or dropped it), and bodies in flight are
+//! bounded per call ([`DEFAULT_MAX_STREAMS`], or the grant's
+//! `max_streams`: past it, `too-many-streams` at once). A stream dropped
+//! before its end stops its reader at its next read, and the call's end
+//! stops every reader.
+//!
+//! **The journal.** The entry is reserved in the order the skill asked
+//! (the request as `fetch` records it, with `"stream": true`) and filled
+//! when the call ends: `{"ok": {status, headers, body_bytes}, "chunks":
+//! [base64, ...], "end": {"ok": null} | {"error": ...}}`, the chunks exactly
+//! as the skill was handed them (after redaction), one per read; or
+//! `{"error": ...}` when no head came. A replay serves the same head,
+//! chunks and outcome from the entry and never reaches the network.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use wasmtime::StoreContextMut;
+use wasmtime::component::{
+    Access, Destination, FutureProducer, FutureReader, StreamProducer, StreamReader, StreamResult,
+    VecBuffer,
+};
+
+use super::{
+    ANSWER_OVERHEAD, Bounds, Hop, HttpCall, HttpFailure, Redaction, failed, follow, journal_request,
+};
+use crate::call::CallScope;
+use crate::capabilities::bindings::skillhost::skill::http::Request;
+use crate::capabilities::bindings::skillhost::skill::http_stream::{self as wit, ResponseHead};
+use crate::capabilities::{Capability, GuestError, HasHostCall, HostCall, guest_error};
+use crate::journal::{Opened, decode_result, encode_result};
+use crate::limits::{AnswerRoom, BUDGET_EXCEEDED};
+
+/// The interface of streamed bodies, as a component imports it.
+pub const STREAM_INTERFACE: &str = "http-stream";
+/// Bodies one call may have in flight at once unless its grant says
+/// (`max_streams`).
+pub const DEFAULT_MAX_STREAMS: u32 = 4;
+/// The largest `max_streams` a grant may set.
+pub const MAX_STREAMS_LIMIT: u32 = 64;
+/// The most the reader asks of the connection at once.
+const READ_SIZE: usize = 16 << 10;
+/// The most a reader holds that the skill has not read: past it, the
+/// reader waits for the skill (or the deadline).
+pub const READ_AHEAD: usize = 1 << 20;
+
+/// One streamed body, shared by the thread reading it, the stream and
+/// future handed to the skill, and the call.
+#[derive(Default)]
+pub(crate) struct BodyState {
+    inner: Mutex<Inner>,
+    /// Signalled when the skill takes bytes, or the body is abandoned.
+    space: Condvar,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Read (and redacted), not yet handed to the skill.
+    pending: VecDeque<Vec<u8>>,
+    pending_bytes: usize,
+    /// Handed to the skill, one item per read: what the journal records.
+    delivered: Vec<Vec<u8>>,
+    delivered_bytes: u64,
+    /// How the body ended: whole, or the error that cut it.
+    end: Option<Result<(), GuestError>>,
+    /// The skill read the stream to its end, or dropped it.
+    stream_done: bool,
+    /// The skill read the future, or dropped it.
+    future_done: bool,
+    stream_waker: Option<Waker>,
+    future_waker: Option<Waker>,
+    /// The skill dropped the stream or the call ended: the reader stops.
+    cancelled: bool,
+}
+
+impl BodyState {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Bytes of the body, once fewer than [`READ_AHEAD`] are pending;
+    /// false once the body is abandoned or `deadline` has passed.
+    fn push(&self, bytes: Vec<u8>, deadline: Instant) -> bool {
+        let mut inner = self.lock();
+        loop {
+            if inner.cancelled {
+                return false;
+            }
+            if inner.pending_bytes < READ_AHEAD {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            inner = match self.space.wait_timeout(inner, left) {
+                Ok((inner, _)) => inner,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        inner.pending_bytes += bytes.len();
+        inner.pending.push_back(bytes);
+        if let Some(waker) = inner.stream_waker.take() {
+            waker.wake();
+        }
+        true
+    }
+
+    /// How the body ended; the first word stands.
+    fn end(&self, end: Result<(), GuestError>) {
+        let mut inner = self.lock();
+        end_with(&mut inner, end);
+    }
+
+    fn cancelled(&self) -> bool {
+        self.lock().cancelled
+    }
+
+    fn in_flight(&self) -> bool {
+        let inner = self.lock();
+        !(inner.stream_done && inner.future_done)
+    }
+}
+
+fn end_with(inner: &mut Inner, end: Result<(), GuestError>) {
+    if inner.end.is_none() {
+        inner.end = Some(end);
+    }
+    for waker in [inner.stream_waker.take(), inner.future_waker.take()]
+        .into_iter()
+        .flatten()
+    {
+        waker.wake();
+    }
+}
+
+/// A streamed body of the call: its state, its head as the journal records
+/// it, and the journal entry it fills when recording.
+pub(crate) struct OpenBody {
+    state: Arc<BodyState>,
+    head: Value,
+    slot: Option<usize>,
+}
+
+impl HttpCall {
+    /// Ends the call's streamed bodies: stops their readers, and fills
+    /// their journal entries with what the skill was handed.
+    pub(crate) fn close_streams(&mut self, scope: &mut CallScope) {
+        for open in std::mem::take(&mut self.streams) {
+            let (response, refusal) = {
+                let mut inner = open.state.lock();
+                inner.cancelled = true;
+                open.state.space.notify_all();
+                let end = inner.end.clone().unwrap_or_else(|| {
+                    Err(GuestError {
+                        code: "cancelled".into(),
+                        message: "the call ended before the body did".into(),
+                        retryable: true,
+                    })
+                });
+                let mut head = open.head;
+                if let Some(object) = head.as_object_mut() {
+                    object.insert("body_bytes".into(), json!(inner.delivered_bytes));
+                }
+                let chunks: Vec<String> = inner
+                    .delivered
+                    .iter()
+                    .map(|c| base64::engine::general_purpose::STANDARD.encode(c))
+                    .collect();
+                let refusal = match &end {
+                    Err(error) if error.code == BUDGET_EXCEEDED => Some(error.clone()),
+                    _ => None,
+                };
+                let response = json!({ "ok": head, "chunks": chunks, "end": encode_result(&end) });
+                (response, refusal)
+            };
+            if let Some(refusal) = refusal {
+                scope.budget.refused(refusal);
+            }
+            if let Some(slot) = open.slot {
+                scope.journal.fill(slot, response, &mut scope.budget);
+            }
+        }
+    }
+}
+
+/// Redacts a body as it arrives: each secret of the grant in every form
+/// [`Redaction`] knows, wherever the reads split it.
+struct Held<'a> {
+    redaction: &'a Redaction,
+    /// Received, not yet handed on: never more than `keep` bytes between
+    /// reads.
+    bytes: Vec<u8>,
+    /// One less than the longest form of a secret: what may still begin
+    /// one.
+    keep: usize,
+}
+
+impl<'a> Held<'a> {
+    fn new(redaction: &'a Redaction) -> Held<'a> {
+        Held {
+            redaction,
+            bytes: Vec::new(),
+            keep: redaction.longest.saturating_sub(1),
+        }
+    }
+
+    /// What of the body so far can be handed on, redacted: every byte
+    /// except the last `keep`, unless a secret that starts before them
+    /// covers them. A secret found here starts where every form of every
+    /// secret fits in what was received, so it is the match a search of the
+    /// whole body finds there (leftmost, longest).
+    fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.bytes.extend_from_slice(chunk);
+        let safe = self.bytes.len().saturating_sub(self.keep);
+        let mut out = Vec::with_capacity(safe);
+        let mut pos = 0;
+        for found in self.redaction.finder.find_iter(&self.bytes) {
+            if found.start() >= safe {
+                break;
+            }
+            out.extend_from_slice(&self.bytes[pos..found.start()]);
+            out.extend_from_slice(
+                self.redaction.replacements[found.pattern().as_usize()].as_bytes(),
+            );
+            pos = found.end();
+        }
+        let to = pos.max(safe);
+        out.extend_from_slice(&self.bytes[pos..to]);
+        self.bytes.drain(..to);
+        out
+    }
+
+    /// The rest, redacted, at the body's end.
+    fn finish(&mut self) -> Vec<u8> {
+        let rest = std::mem::take(&mut self.bytes);
+        self.redaction
+            .finder
+            .replace_all_bytes(&rest, &self.redaction.replacements)
+    }
+}
+
+/// What the reader thread needs besides the body.
+struct Reading {
+    state: Arc<BodyState>,
+    redaction: Option<Arc<Redaction>>,
+    limit: u64,
+    room: Option<AnswerRoom>,
+    deadline: Instant,
+    method: String,
+    url: url::Url,
+}
+
+/// Reads the body into `reading.state` until it ends, is cut, passes the
+/// limit or the deadline, or is abandoned.
+fn read_body(reading: Reading, mut body: Box<dyn Read + Send>) {
+    let Reading {
+        state,
+        redaction,
+        limit,
+        room,
+        deadline,
+        method,
+        url,
+    } = reading;
+    let mut held = redaction.as_deref().map(Held::new);
+    let mut buf = vec![0u8; READ_SIZE];
+    let mut read: u64 = 0;
+    let end = loop {
+        // One byte past the limit, and no further.
+        let want = (limit + 1 - read).min(READ_SIZE as u64) as usize;
+        match body.read(&mut buf[..want]) {
+            Ok(0) => {
+                let rest = held.as_mut().map(Held::finish).unwrap_or_default();
+                if !rest.is_empty() && !state.push(rest, deadline) {
+                    break abandoned(&state, &url);
+                }
+                break Ok(());
+            }
+            Ok(n) => {
+                read += n as u64;
+                let within = n - read.saturating_sub(limit) as usize;
+                let bytes = &buf[..within];
+                let out = match held.as_mut() {
+                    Some(held) => held.feed(bytes),
+                    None => bytes.to_vec(),
+                };
+                if !out.is_empty() && !state.push(out, deadline) {
+                    break abandoned(&state, &url);
+                }
+                if read > limit {
+                    break Err(match room {
+                        Some(room) => room.refuse(Capability::Http, None),
+                        None => failed(HttpFailure::TooLarge { limit }, &method, &url),
+                    });
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                let failure = match super::read_failure(&e) {
+                    // The deadline, whichever side of the client noticed.
+                    HttpFailure::Failed(_) if Instant::now() >= deadline => HttpFailure::Timeout,
+                    failure => failure,
+                };
+                break Err(failed(failure, &method, &url));
+            }
+        }
+    };
+    let end = end.map_err(|mut error| {
+        if let Some(redaction) = &redaction {
+            error.message = redaction.text(&error.message);
+        }
+        error
+    });
+    state.end(end);
+}
+
+/// Why a reader stopped handing bytes on: the skill dropped the stream, or
+/// it waited for the skill past the deadline.
+fn abandoned(state: &BodyState, url: &url::Url) -> Result<(), GuestError> {
+    if state.cancelled() {
+        Err(dropped())
+    } else {
+        Err(super::timed_out(url))
+    }
+}
+
+fn dropped() -> GuestError {
+    GuestError {
+        code: "cancelled".into(),
+        message: "the skill dropped the body's stream before its end".into(),
+        retryable: false,
+    }
+}
+
+/// The head and state a replay serves: the recorded head, chunks and end;
+/// or the recorded error of a request that got no head.
+fn replayed(response: &Value) -> Option<Result<(ResponseHead, BodyState), GuestError>> {
+    if response.get("chunks").is_none() {
+        return match decode_result::<Value>(response)? {
+            Err(error) => Some(Err(error)),
+            Ok(_) => None,
+        };
+    }
+    let head = response.get("ok")?;
+    let head = ResponseHead {
+        status: u16::try_from(head.get("status")?.as_u64()?).ok()?,
+        headers: serde_json::from_value(head.get("headers")?.clone()).ok()?,
+    };
+    let pending = response
+        .get("chunks")?
+        .as_array()?
+        .iter()
+        .map(|c| {
+            base64::engine::general_purpose::STANDARD
+                .decode(c.as_str()?)
+                .ok()
+        })
+        .collect::<Option<VecDeque<Vec<u8>>>>()?;
+    let end = decode_result::<()>(response.get("end")?)?;
+    let pending_bytes = pending.iter().map(Vec::len).sum();
+    Some(Ok((
+        head,
+        BodyState {
+            inner: Mutex::new(Inner {
+                pending,
+                pending_bytes,
+                end: Some(end),
+                ..Inner::default()
+            }),
+            space: Condvar::new(),
+        },
+    )))
+}
+
+type Outcome = Result<(), GuestError>;
+type Opening = Result<(ResponseHead, StreamReader<u8>, FutureReader<Outcome>), GuestError>;
+
+impl HostCall<'_, HttpCall> {
+    /// Checks and sends one request, following its redirects: its head and
+    /// the state of its body, or the error the skill gets at once. The
+    /// outer error traps (a replay diverged, the deadline passed).
+    fn open_body(
+        &mut self,
+        request: Request,
+    ) -> wasmtime::Result<Result<(ResponseHead, Arc<BodyState>), GuestError>> {
+        let Some((grant, backend)) = self.cap.access.clone() else {
+            return Ok(Err(self.deny(Capability::Http)));
+        };
+        let first = match self.check(&grant, &request) {
+            Ok(url) => url,
+            Err(e) => return Ok(Err(e)),
+        };
+        let bound = grant.max_streams.unwrap_or(DEFAULT_MAX_STREAMS);
+        let in_flight = self
+            .cap
+            .streams
+            .iter()
+            .filter(|s| s.state.in_flight())
+            .count();
+        if in_flight >= bound as usize {
+            return Ok(Err(guest_error(
+                "too-many-streams",
+                format!(
+                    "skill `{}` has {in_flight} streamed response bodies in flight, the most one \
+                     call may (`max_streams` = {bound}); read a stream and its future to the end \
+                     (or drop them) before starting another, or raise `max_streams` in the \
+                     node's `http` grant (up to {MAX_STREAMS_LIMIT})",
+                    self.scope.skill_name()
+                ),
+            )));
+        }
+        if Instant::now() >= self.scope.deadline() {
+            return Err(wasmtime::Trap::Interrupt.into());
+        }
+        let mut deadline = self.scope.deadline();
+        if let Some(ms) = request.timeout_ms {
+            deadline = deadline.min(Instant::now() + Duration::from_millis(u64::from(ms)));
+        }
+        let mut record = journal_request(&request);
+        if let Some(object) = record.as_object_mut() {
+            object.insert("stream".into(), Value::Bool(true));
+        }
+        let scope = &mut *self.scope;
+        let opened = match scope
+            .journal
+            .open(Capability::Http, record, &mut scope.budget)?
+        {
+            Ok(opened) => opened,
+            Err(e) => return Ok(Err(e)),
+        };
+        let slot = match opened {
+            Opened::Recorded(response) => {
+                return match replayed(&response) {
+                    Some(Ok((head, state))) => {
+                        let state = Arc::new(state);
+                        self.cap.streams.push(OpenBody {
+                            state: state.clone(),
+                            head: Value::Null,
+                            slot: None,
+                        });
+                        Ok(Ok((head, state)))
+                    }
+                    Some(Err(error)) => Ok(Err(error)),
+                    None => Err(wasmtime::Error::msg(format!(
+                        "replay diverged from the journal: the recorded `http` entry {response} \
+                         is not a streamed response"
+                    ))),
+                };
+            }
+            Opened::Slot(slot) => slot,
+        };
+        // What the body may take of the host-call budget: the room left
+        // now, as the journal holds it (base64).
+        let room = self.scope.budget.room();
+        let head = self.send_head(&grant, &*backend, &request, first, deadline, room);
+        let (head, state) = match head {
+            Ok(opened) => opened,
+            Err(error) => {
+                let scope = &mut *self.scope;
+                scope.journal.fill(
+                    slot,
+                    encode_result::<()>(&Err(error.clone())),
+                    &mut scope.budget,
+                );
+                return Ok(Err(error));
+            }
+        };
+        self.cap.streams.push(OpenBody {
+            state: state.clone(),
+            head: json!({ "status": head.status, "headers": head.headers }),
+            slot: Some(slot),
+        });
+        Ok(Ok((head, state)))
+    }
+
+    /// Sends the request and follows its redirects to the last head, then
+    /// starts the thread that reads its body.
+    fn send_head(
+        &self,
+        grant: &super::HttpGrant,
+        backend: &dyn super::HttpBackend,
+        request: &Request,
+        first: url::Url,
+        deadline: Instant,
+        room: AnswerRoom,
+    ) -> Result<(ResponseHead, Arc<BodyState>), GuestError> {
+        let redaction = Redaction::of(grant)?.map(Arc::new);
+        let limit = grant
+            .max_response_bytes
+            .min(room.bytes.saturating_sub(ANSWER_OVERHEAD) / 4 * 3);
+        let bounds = Bounds {
+            deadline,
+            max_response_bytes: limit,
+            room: Some(room),
+        };
+        let answer = follow(
+            grant,
+            self.scope.skill_name(),
+            request,
+            first,
+            &bounds,
+            redaction.as_deref(),
+            &mut |outbound| {
+                backend.open(outbound).map(|r| Hop {
+                    status: r.status,
+                    headers: r.headers,
+                    body: r.body,
+                })
+            },
+        );
+        let (hop, url) = match (answer, &redaction) {
+            (Ok(answer), _) => answer,
+            (Err(error), None) => return Err(error),
+            (Err(mut error), Some(redaction)) => {
+                error.message = redaction.text(&error.message);
+                return Err(error);
+            }
+        };
+        let headers = match &redaction {
+            None => hop.headers,
+            Some(redaction) => hop
+                .headers
+                .into_iter()
+                .map(|(name, value)| (redaction.text(&name), redaction.text(&value)))
+                .collect(),
+        };
+        let head = ResponseHead {
+            status: hop.status,
+            headers,
+        };
+        let state = Arc::new(BodyState::default());
+        let reading = Reading {
+            state: state.clone(),
+            redaction,
+            limit,
+            // Past a limit lower than the grant's, the budget's refusal.
+            room: (limit < grant.max_response_bytes).then_some(room),
+            deadline,
+            method: request.method.clone(),
+            url,
+        };
+        let body = hop.body;
+        let spawned = std::thread::Builder::new()
+            .name("skillhost-http-stream".into())
+            .spawn(move || read_body(reading, body));
+        if let Err(e) = spawned {
+            state.end(Err(guest_error(
+                "request-failed",
+                format!("cannot start a thread to read the body: {e}"),
+            )));
+        }
+        Ok((head, state))
+    }
+}
+
+impl wit::Host for HostCall<'_, HttpCall> {}
+
+impl<T> wit::HostWithStore<T> for HasHostCall<HttpCall> {
+    fn fetch_stream(mut host: Access<'_, T, Self>, request: Request) -> wasmtime::Result<Opening> {
+        let (head, state) = match host.get().open_body(request)? {
+            Ok(opened) => opened,
+            Err(e) => return Ok(Err(e)),
+        };
+        let stream = StreamReader::new(
+            &mut host,
+            Body {
+                state: state.clone(),
+            },
+        )?;
+        let future = FutureReader::new(&mut host, End { state })?;
+        Ok(Ok((head, stream, future)))
+    }
+}
+
+/// The stream the skill reads: at most what each read asks for, from the
+/// front of what is pending.
+struct Body {
+    state: Arc<BodyState>,
+}
+
+impl<D: 'static> StreamProducer<D> for Body {
+    type Item = u8;
+    type Buffer = VecBuffer<u8>;
+
+    fn poll_produce<'a>(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut store: StoreContextMut<'a, D>,
+        destination: Destination<'a, u8, VecBuffer<u8>>,
+        finish: bool,
+    ) -> Poll<wasmtime::Result<StreamResult>> {
+        let this = self.get_mut();
+        let mut inner = this.state.lock();
+        let Some(front_len) = inner.pending.front().map(Vec::len) else {
+            if inner.end.is_some() {
+                inner.stream_done = true;
+                return Poll::Ready(Ok(StreamResult::Dropped));
+            }
+            if finish {
+                return Poll::Ready(Ok(StreamResult::Cancelled));
+            }
+            inner.stream_waker = Some(cx.waker().clone());
+            return Poll::Pending;
+        };
+        let asked = destination.remaining(&mut store);
+        // A zero-length read asks whether bytes are ready: they are.
+        if asked == Some(0) {
+            return Poll::Ready(Ok(StreamResult::Completed));
+        }
+        let n = asked.map_or(front_len, |asked| asked.min(front_len));
+        let mut direct = destination.as_direct(store, n);
+        let room = direct.remaining();
+        let n = n.min(room.len());
+        let piece = match inner.pending.front_mut() {
+            Some(front) if n < front.len() => {
+                let rest = front.split_off(n);
+                std::mem::replace(front, rest)
+            }
+            _ => inner.pending.pop_front().unwrap_or_default(),
+        };
+        room[..n].copy_from_slice(&piece);
+        direct.mark_written(n);
+        inner.pending_bytes -= n;
+        inner.delivered_bytes += n as u64;
+        inner.delivered.push(piece);
+        this.state.space.notify_all();
+        Poll::Ready(Ok(StreamResult::Completed))
+    }
+}
+
+impl Drop for Body {
+    /// The skill read the stream to its end, or dropped it before: the
+    /// rest is not wanted, so the reader stops at its next read and the
+    /// future, if the skill still reads it, says the body was abandoned.
+    fn drop(&mut self) {
+        let mut inner = self.state.lock();
+        inner.stream_done = true;
+        inner.cancelled = true;
+        end_with(&mut inner, Err(dropped()));
+        self.state.space.notify_all();
+    }
+}
+
+/// The future the skill reads: the body's outcome.
+struct End {
+    state: Arc<BodyState>,
+}
+
+impl<D> FutureProducer<D> for End {
+    type Item = Outcome;
+
+    fn poll_produce(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        _store: StoreContextMut<D>,
+        finish: bool,
+    ) -> Poll<wasmtime::Result<Option<Outcome>>> {
+        let mut inner = self.state.lock();
+        if let Some(end) = &inner.end {
+            let end = end.clone();
+            inner.future_done = true;
+            return Poll::Ready(Ok(Some(end)));
+        }
+        if finish {
+            return Poll::Ready(Ok(None));
+        }
+        inner.future_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for End {
+    fn drop(&mut self) {
+        self.state.lock().future_done = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn redaction(secrets: &[(&str, &str)]) -> Redaction {
+        let mut headers = serde_json::Map::new();
+        for (variable, value) in secrets {
+            // SAFETY: tests in this binary do not read these variables elsewhere.
+            unsafe { std::env::set_var(variable, value) };
+            headers.insert(format!("X-{variable}"), json!(format!("env:{variable}")));
+        }
+        let grant = super::super::HttpGrant::parse(
+            &json!({ "hosts": ["a.example.org"], "headers": { "https://a.example.org": headers } })
+                .to_string(),
+        )
+        .unwrap();
+        Redaction::of(&grant).unwrap().unwrap()
+    }
+
+    /// `body` fed in pieces cut at `cuts`, as the reader hands it on.
+    fn streamed(redaction: &Redaction, body: &[u8], cuts: &[usize]) -> Vec<u8> {
+        let mut held = Held::new(redaction);
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &cut in cuts.iter().chain([&body.len()]) {
+            out.extend(held.feed(&body[at..cut]));
+            at = cut;
+        }
+        out.extend(held.finish());
+        out
+    }
+
+    #[test]
+    fn a_secret_split_anywhere_across_reads_is_redacted_as_a_whole_body_is() {
+        let secret = "s3cret/value with space";
+        let redaction = redaction(&[("SKILLHOST_TEST_HTTP_STREAM_SPLIT", secret)]);
+        let json = serde_json::to_string(secret).unwrap();
+        let form: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+        for form in [secret.to_string(), json.trim_matches('"').to_string(), form] {
+            let body = format!("before {form} middle {form}{form} after").into_bytes();
+            let whole = redaction
+                .finder
+                .replace_all_bytes(&body, &redaction.replacements);
+            assert!(!String::from_utf8_lossy(&whole).contains("s3cret"));
+            // Every single cut, every pair of cuts, and a byte at a time.
+            for a in 0..=body.len() {
+                assert_eq!(streamed(&redaction, &body, &[a]), whole, "cut at {a}");
+                for b in a..=body.len() {
+                    assert_eq!(streamed(&redaction, &body, &[a, b]), whole, "{a}, {b}");
+                }
+            }
+            let bytes: Vec<usize> = (1..body.len()).collect();
+            assert_eq!(streamed(&redaction, &body, &bytes), whole);
+        }
+    }
+
+    #[test]
+    fn a_reader_waits_for_the_skill_past_its_read_ahead_until_the_deadline_or_a_drop() {
+        // Past the read-ahead, a reader waits; at the deadline it gives up.
+        let state = BodyState::default();
+        let deadline = Instant::now() + Duration::from_millis(200);
+        assert!(state.push(vec![0; READ_AHEAD], deadline));
+        let started = Instant::now();
+        assert!(!state.push(vec![0; 1], deadline));
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        assert_eq!(state.lock().pending_bytes, READ_AHEAD);
+        // A body the skill abandons wakes a waiting reader at once.
+        let state = Arc::new(BodyState::default());
+        let far = Instant::now() + Duration::from_secs(60);
+        assert!(state.push(vec![0; READ_AHEAD], far));
+        let waiting = {
+            let state = state.clone();
+            std::thread::spawn(move || state.push(vec![0; 1], far))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let started = Instant::now();
+        drop(Body {
+            state: state.clone(),
+        });
+        assert!(!waiting.join().unwrap());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let end = state.lock().end.clone();
+        assert!(
+            matches!(&end, Some(Err(e)) if e.code == "cancelled"),
+            "{end:?}"
+        );
+    }
+
+    #[test]
+    fn the_reader_holds_back_no_more_than_could_begin_a_secret() {
+        let redaction = redaction(&[("SKILLHOST_TEST_HTTP_STREAM_HOLD", "abcdefgh")]);
+        let mut held = Held::new(&redaction);
+        let longest = redaction.longest;
+        let out = held.feed(&[b'x'; 100]);
+        assert_eq!(out.len(), 100 - (longest - 1));
+        assert_eq!(held.bytes.len(), longest - 1);
+        // A body of plain text comes out whole at its end.
+        let mut all = out;
+        all.extend(held.finish());
+        assert_eq!(all, vec![b'x'; 100]);
+    }
+}

@@ -1,0 +1,121 @@
+//! `http-stream-probe`: a test skill for streamed response bodies
+//! (`skillhost:skill/http-stream`). It fetches each URL it is given as a
+//! stream, all at once or one after another, reads each body a chunk at a
+//! time (each read asking for `read-size` bytes), then its outcome, and
+//! returns each head, the bytes' size and digest, and every chunk.
+
+// `skillhost_sdk::generate!`, with bindings of its own for the streaming
+// interfaces, which the SDK's world (`base`) does not import.
+mod bindings {
+    skillhost_sdk::__private::wit_bindgen::generate!({
+        world: "http-stream-probe",
+        runtime_path: "::skillhost_sdk::__private::wit_bindgen::rt",
+        with: {
+            "skillhost:skill/types@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::types,
+            "skillhost:skill/log@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::log,
+            "skillhost:skill/fs@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::fs,
+            "skillhost:skill/kv@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::kv,
+            "skillhost:skill/http@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::http,
+            "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
+            "skillhost:skill/sql@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::sql,
+            "skillhost:skill/llm-stream@0.1.0": generate,
+            "skillhost:skill/http-stream@0.1.0": generate,
+        },
+        pub_export_macro: true,
+    });
+}
+
+use bindings::skillhost::skill::http_stream;
+use bindings::{Fetched, Guest, Input, Output, SkillError};
+use skillhost_sdk::__private::wit_bindgen::StreamResult;
+use skillhost_sdk::http::Request;
+
+struct Probe;
+
+/// FNV-1a, 64 bits: a digest with no dependency, for comparing bodies.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+impl Guest for Probe {
+    skillhost_sdk::manifest! {
+        capabilities: ["log", "http"],
+        retry: { max_attempts: 1, initial_backoff_ms: 10 },
+        estimated_duration_ms: 1000,
+    }
+
+    async fn run(input: Input) -> Result<Output, SkillError> {
+        let read_size = match input.read_size {
+            0 => 65536,
+            n => n as usize,
+        };
+        let open = |url: &String| {
+            let request = Request {
+                method: "GET".into(),
+                url: url.clone(),
+                headers: input.headers.clone(),
+                body: None,
+                timeout_ms: None,
+            };
+            http_stream::fetch_stream(&request)
+        };
+        let mut responses = Vec::new();
+        if input.together {
+            let mut opened = Vec::new();
+            for url in &input.urls {
+                opened.push((url.clone(), open(url)?));
+            }
+            for (url, (head, body, end)) in opened {
+                responses.push(read(url, head, body, end, read_size, input.drop_after).await);
+            }
+        } else {
+            for url in &input.urls {
+                let (head, body, end) = open(url)?;
+                responses
+                    .push(read(url.clone(), head, body, end, read_size, input.drop_after).await);
+            }
+        }
+        Ok(Output { responses })
+    }
+}
+
+/// Reads one body chunk by chunk, then its outcome.
+async fn read(
+    url: String,
+    head: http_stream::ResponseHead,
+    mut body: skillhost_sdk::__private::wit_bindgen::StreamReader<u8>,
+    end: skillhost_sdk::__private::wit_bindgen::FutureReader<Result<(), SkillError>>,
+    read_size: usize,
+    drop_after: u64,
+) -> Fetched {
+    let mut bytes = Vec::new();
+    let mut chunks = Vec::new();
+    loop {
+        if drop_after > 0 && bytes.len() as u64 >= drop_after {
+            break;
+        }
+        let (result, read) = body.read(Vec::with_capacity(read_size)).await;
+        if !read.is_empty() {
+            chunks.push(String::from_utf8_lossy(&read).into_owned());
+            bytes.extend_from_slice(&read);
+        }
+        if matches!(result, StreamResult::Dropped | StreamResult::Cancelled) {
+            break;
+        }
+    }
+    drop(body);
+    let error = end.await.err();
+    Fetched {
+        url,
+        status: head.status,
+        headers: head.headers,
+        size: bytes.len() as u64,
+        digest: format!("{:016x}", fnv1a(&bytes)),
+        chunks,
+        error,
+    }
+}
+
+bindings::export!(Probe with_types_in bindings);
