@@ -4,6 +4,10 @@
 //! future, checks that the final content is the deltas concatenated, and
 //! returns the text, every delta and the token counts.
 
+// wit-bindgen's export shim takes the input's fields flattened, one
+// argument each.
+#![allow(clippy::too_many_arguments)]
+
 skillhost_sdk::generate!("llm-stream-probe", streaming);
 
 use skillhost_sdk::llm::{self, CompletionRequest, Message, Role};
@@ -47,6 +51,19 @@ impl Guest for Probe {
         };
         for mut stream in open {
             let mut text = String::new();
+            if let Some(most) = input.stop_after {
+                for _ in 0..most {
+                    let Some(delta) = stream.next().await else {
+                        break;
+                    };
+                    text.push_str(&delta);
+                    output.chunks.push(delta);
+                }
+                // Abandoned: the host stops reading the provider.
+                drop(stream);
+                texts.push(text);
+                continue;
+            }
             while let Some(delta) = stream.next().await {
                 text.push_str(&delta);
                 output.chunks.push(delta);

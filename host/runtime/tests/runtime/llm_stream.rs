@@ -597,3 +597,69 @@ fn a_bad_schema_is_refused_at_once_as_complete_refuses_it() {
     assert!(message.contains("`json-schema` is not JSON"), "{message}");
     assert!(server.requests().is_empty(), "the provider was never asked");
 }
+
+/// The host's threads reading a provider's stream, in this process.
+fn stream_readers() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                // `comm` keeps 15 bytes of `skillhost-llm-stream`.
+                .filter(|name| name.trim_end().starts_with("skillhost-llm-s"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_skill_that_drops_its_stream_early_stops_the_host_reading() {
+    let server = FakeLlmServer::start();
+    // A provider that would stream forever.
+    server.push(FakeReply::Endless {
+        piece: "data: {\"choices\":[{\"delta\":{\"content\":\"more \"}}]}\n\n".into(),
+        pause: Duration::from_millis(10),
+    });
+    let probe = probe(backends(&server));
+    let (options, seen) = watched("local/m");
+    let started = Instant::now();
+    let report = probe.skill.call(
+        &json!({ "prompt": "go", "streams": 1, "stop_after": 2 }),
+        &options,
+    );
+    let journal = report.journal.clone();
+    let out = report.into_result().expect("the skill ends as it wants");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out["chunks"], json!(["more ", "more "]));
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        2,
+        "people saw what the skill read"
+    );
+    // The journal has what the skill was handed, and no completion.
+    assert_eq!(journal[0].response["deltas"], json!(["more ", "more "]));
+    assert!(
+        journal[0].response.get("ok").is_none(),
+        "{}",
+        journal[0].response
+    );
+    // The host stopped reading the provider: its reading thread ends.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stream_readers() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "a thread still reads the abandoned stream"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // And the skill's next call streams as usual.
+    let out = probe
+        .skill
+        .call(&ask("fine"), &granted("local/m"))
+        .into_result()
+        .expect("the next call works");
+    assert_eq!(out["text"], "echo: fine");
+}
