@@ -73,6 +73,36 @@ pub mod bindings {
         // So skills can compare outputs and errors in their tests.
         additional_derives: [PartialEq],
     });
+
+    /// The streaming imports of world `streaming` (`llm-stream`,
+    /// `http-stream`), with the async ABI: see
+    /// [`crate::llm::complete_stream`].
+    #[cfg(feature = "async")]
+    pub mod streaming {
+        wit_bindgen::generate!({
+            inline: "
+                package skillhost:sdk;
+
+                world streaming-imports {
+                    import skillhost:skill/llm-stream@0.1.0;
+                    import skillhost:skill/http-stream@0.1.0;
+                }
+            ",
+            path: "wit",
+            with: {
+                "skillhost:skill/types@0.1.0": crate::bindings::skillhost::skill::types,
+                "skillhost:skill/llm@0.1.0": crate::bindings::skillhost::skill::llm,
+                "skillhost:skill/http@0.1.0": crate::bindings::skillhost::skill::http,
+                "skillhost:skill/llm-stream@0.1.0": generate,
+                "skillhost:skill/http-stream@0.1.0": generate,
+            },
+            // No link helper: a skill that streams describes these imports
+            // in its own world (which includes `streaming`), and one that
+            // does not keeps exactly the bytes it had without them.
+            disable_custom_section_link_helpers: true,
+            additional_derives: [PartialEq],
+        });
+    }
 }
 
 pub use bindings::skillhost::skill::fs::{DirEntry, EntryKind};
@@ -241,8 +271,44 @@ impl RetryPolicy {
 /// `with`, `runtime_path` and `generate_all` are set here and must not be
 /// repeated. The skill crate must name this dependency `skillhost-sdk`
 /// (the generated code refers to `::skillhost_sdk`).
+///
+/// An async skill whose world includes `skillhost:skill/streaming@0.1.0`
+/// (instead of `base`) says so with `streaming` after the world name, and
+/// needs the SDK's `async` feature; [`llm::complete_stream`] is then its
+/// streamed completion:
+///
+/// ```ignore
+/// skillhost_sdk::generate!("my-skill", streaming);
+/// ```
 #[macro_export]
 macro_rules! generate {
+    ($world:literal, streaming $(, $($option:tt)*)?) => {
+        $crate::__streaming_needs_async!();
+        #[doc(hidden)]
+        pub mod __skillhost_bindings {
+            $crate::__private::wit_bindgen::generate!({
+                world: $world,
+                runtime_path: "::skillhost_sdk::__private::wit_bindgen::rt",
+                with: {
+                    "skillhost:skill/types@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::types,
+                    "skillhost:skill/log@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::log,
+                    "skillhost:skill/fs@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::fs,
+                    "skillhost:skill/kv@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::kv,
+                    "skillhost:skill/http@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::http,
+                    "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
+                    "skillhost:skill/sql@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::sql,
+                    "skillhost:skill/llm-stream@0.1.0": ::skillhost_sdk::bindings::streaming::skillhost::skill::llm_stream,
+                    "skillhost:skill/http-stream@0.1.0": ::skillhost_sdk::bindings::streaming::skillhost::skill::http_stream,
+                },
+                // A streaming import this SDK has no bindings of yet gets
+                // its own, in the skill crate.
+                generate_all,
+                $($($option)*)?
+            });
+        }
+        #[allow(unused_imports)]
+        use __skillhost_bindings::*;
+    };
     ($world:literal $(, $($option:tt)*)?) => {
         // In a module of their own and brought in with a glob: a name the
         // skill imports or defines itself (`use skillhost_sdk::Manifest;`
@@ -269,6 +335,29 @@ macro_rules! generate {
         }
         #[allow(unused_imports)]
         use __skillhost_bindings::*;
+    };
+}
+
+/// What `generate!(WORLD, streaming)` checks first: the SDK's `async`
+/// feature, which the streaming bindings need.
+#[cfg(feature = "async")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __streaming_needs_async {
+    () => {};
+}
+
+/// What `generate!(WORLD, streaming)` checks first: the SDK's `async`
+/// feature, which the streaming bindings need.
+#[cfg(not(feature = "async"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __streaming_needs_async {
+    () => {
+        compile_error!(
+            "skillhost_sdk::generate!(WORLD, streaming) needs the SDK's `async` feature: \
+             skillhost-sdk = { workspace = true, features = [\"async\"] } in the skill's Cargo.toml"
+        );
     };
 }
 

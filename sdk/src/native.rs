@@ -222,6 +222,22 @@ pub(crate) fn llm_complete(request: &CompletionRequest) -> Result<Completion, Sk
     handler(request)
 }
 
+/// A streamed completion's start: refused at once without a handler, as
+/// the host refuses it without a grant; otherwise the handler's answer is
+/// what the stream ends with.
+#[cfg(feature = "async")]
+pub(crate) fn llm_stream(
+    request: &CompletionRequest,
+) -> Result<Result<Completion, SkillError>, SkillError> {
+    let handler = with(|state| state.llm.clone()).ok_or_else(|| {
+        not_granted(
+            "llm",
+            "install a handler with skillhost_sdk::testing::set_llm_handler",
+        )
+    })?;
+    Ok(handler(request))
+}
+
 pub(crate) fn sql_query(statement: &str, params: &[Value]) -> Result<QueryResult, SkillError> {
     let handler = with(|state| state.sql.clone()).ok_or_else(|| {
         not_granted(

@@ -314,3 +314,93 @@ fn a_model_reply_that_misstates_the_value_fails_its_postcondition() {
     );
     assert!(!dir.path().join("reply.md").exists());
 }
+
+/// `host run --events` of `examples/chat/llm.toml` with `message`: the
+/// events, one a line.
+fn chat_events(dir: &Path, message: &str) -> Vec<Value> {
+    let input = serde_json::json!({ "message": message }).to_string();
+    let out = host(
+        dir,
+        &[
+            "run",
+            "examples/chat/llm.toml",
+            "--input",
+            &input,
+            "--events",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("an event"))
+        .collect()
+}
+
+#[test]
+fn with_a_streaming_model_the_reply_arrives_as_tokens_in_both_wire_formats() {
+    let pieces = ["(2 + 3) ", "* 4.5 ", "comes ", "to ", "22.5."];
+    for anthropic in [false, true] {
+        let format = if anthropic { "anthropic" } else { "openai" };
+        let dir = tempfile::tempdir().unwrap();
+        let mut server = FakeLlmServer::start();
+        let pause = std::time::Duration::from_millis(30);
+        if anthropic {
+            server.push(FakeReply::anthropic_stream(&pieces, pause, true));
+            let config = dir.path().join("xdg-config/skillhost");
+            std::fs::create_dir_all(&config).unwrap();
+            std::fs::write(
+                config.join("config.toml"),
+                format!(
+                    "[llm.providers.local]\nkind = \"anthropic\"\nbase_url = \"{}\"\n",
+                    server.base_url()
+                ),
+            )
+            .unwrap();
+        } else {
+            server.push(FakeReply::openai_stream(&pieces, pause, true));
+            server.configure_user(dir.path());
+        }
+        let events = chat_events(dir.path(), "what is (2 + 3) * 4.5?");
+        let run_id = events[0]["run_id"].as_str().unwrap().to_string();
+        assert_eq!(server.requests()[0].json()["stream"], true, "{format}");
+        // Each piece is a token of `respond`, in order, before it ends.
+        let finished = events
+            .iter()
+            .position(|e| e["event"] == "node_finished" && e["node"] == "respond")
+            .expect("respond finished");
+        let tokens: Vec<(usize, &str)> = events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e["event"] == "token")
+            .map(|(i, e)| {
+                assert_eq!(e["node"], "respond", "{format}: {e}");
+                (i, e["text"].as_str().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            tokens.iter().map(|(_, t)| *t).collect::<Vec<_>>(),
+            pieces,
+            "{format}"
+        );
+        assert!(tokens.iter().all(|(i, _)| *i < finished), "{format}");
+        // The reply is the whole completion, checked as before.
+        let shown = json(&host(
+            dir.path(),
+            &["runs", "show", &run_id, "--json"],
+            None,
+        ));
+        assert_eq!(shown["status"], "completed", "{shown}");
+        assert_eq!(
+            shown["state"]["reply"]["text"], "(2 + 3) * 4.5 comes to 22.5.",
+            "{format}"
+        );
+        // A replay needs no model.
+        server.stop();
+        let replay = host(dir.path(), &["replay", &run_id, "--json"], None);
+        assert!(replay.status.success(), "{}", stderr(&replay));
+        let replay = json(&replay);
+        assert_eq!(replay["diverged_at"], Value::Null, "{format}: {replay}");
+    }
+}

@@ -303,3 +303,222 @@ fn a_run_killed_inside_the_summaries_counts_every_committed_completion_after_res
     assert_eq!(step["detail"]["usage"]["calls"], 4, "{step}");
     assert!(server.request_count() >= 4);
 }
+
+/// The summary JSON the deterministic "model" writes for `request`, as
+/// [`summariser`] does with `first_sentence` quoted.
+fn answer_for(request: &ReceivedRequest) -> Option<String> {
+    let abstract_ = request.last_message_after("Abstract:\n")?;
+    let first = first_sentence(&abstract_);
+    Some(
+        json!({
+            "main_contributions": [first],
+            "methodology": "A method the fake model describes in its own words.",
+            "key_findings": [first],
+            "limitations": [],
+            "quotes": [first],
+        })
+        .to_string(),
+    )
+}
+
+/// `text` in pieces of 24 characters: the deltas the fake model streams.
+fn pieces(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(24).map(|c| c.iter().collect()).collect()
+}
+
+/// A model that streams each summary in `anthropic`'s wire format or the
+/// OpenAI-compatible one, 10 ms between pieces; with `cut`, the first
+/// request whose abstract contains it is cut mid-JSON.
+fn streaming_summariser(
+    anthropic: bool,
+    cut: Option<&'static str>,
+) -> impl Fn(&ReceivedRequest) -> Option<FakeReply> + Send + Sync + 'static {
+    let was_cut = std::sync::atomic::AtomicBool::new(false);
+    move |request| {
+        assert_eq!(request.json()["stream"], true, "the summariser streams");
+        let answer = answer_for(request)?;
+        let pieces = pieces(&answer);
+        let mut pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        let abstract_ = request.last_message_after("Abstract:\n")?;
+        let end = match cut {
+            Some(marker)
+                if abstract_.contains(marker)
+                    && !was_cut.swap(true, std::sync::atomic::Ordering::SeqCst) =>
+            {
+                pieces.truncate(pieces.len() / 2);
+                false
+            }
+            _ => true,
+        };
+        let pause = std::time::Duration::from_millis(10);
+        Some(if anthropic {
+            FakeReply::anthropic_tool_stream(&pieces, pause, end)
+        } else {
+            FakeReply::openai_stream(&pieces, pause, end)
+        })
+    }
+}
+
+/// Points provider `local` at `server` in `anthropic`'s format or the
+/// OpenAI-compatible one.
+fn configure_format(dir: &Path, server: &FakeLlmServer, anthropic: bool) -> String {
+    if anthropic {
+        let config = dir.join("xdg-config/skillhost");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(
+            config.join("config.toml"),
+            format!(
+                "[llm.providers.local]\nkind = \"anthropic\"\nbase_url = \"{}\"\n",
+                server.base_url()
+            ),
+        )
+        .unwrap();
+        skillhost_tests::repo_root()
+            .join("examples/research-llm/scenario.toml")
+            .display()
+            .to_string()
+    } else {
+        configure_local(dir, server)
+    }
+}
+
+/// `host run --events` of the scenario, writing `report.md`: the events,
+/// one a line.
+fn run_with_events(dir: &Path, scenario: &str) -> Vec<Value> {
+    let out = host(
+        dir,
+        &[
+            "run",
+            scenario,
+            "--input",
+            r#"{"query": "retrieval augmented generation", "max_papers": 4}"#,
+            "--out",
+            &dir.join("report.md").display().to_string(),
+            "--events",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("an event"))
+        .collect()
+}
+
+/// The report of the run with the whole answers (no pauses, each streamed
+/// by the fake a word per delta): what every streamed run must write.
+fn reference_report() -> String {
+    let server = FakeLlmServer::start_with(summariser(first_sentence));
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = configure_local(dir.path(), &server);
+    let out = run_research(dir.path(), &scenario);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::read_to_string(dir.path().join("report.md")).unwrap()
+}
+
+#[test]
+fn the_summaries_stream_as_tokens_in_both_wire_formats_and_replay_without_a_provider() {
+    let reference = reference_report();
+    for anthropic in [false, true] {
+        let format = if anthropic { "anthropic" } else { "openai" };
+        let mut server = FakeLlmServer::start_with(streaming_summariser(anthropic, None));
+        let dir = tempfile::tempdir().unwrap();
+        let scenario = configure_format(dir.path(), &server, anthropic);
+        let events = run_with_events(dir.path(), &scenario);
+        let run_id = events[0]["run_id"].as_str().unwrap().to_string();
+
+        // Every summary's text came as tokens, before the map node ended,
+        // and each item's tokens join into the answer the model wrote.
+        let finished = events
+            .iter()
+            .position(|e| e["event"] == "node_finished" && e["node"] == "paper_summarize")
+            .expect("the map node finished");
+        let tokens: Vec<(usize, &Value)> = events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e["event"] == "token")
+            .collect();
+        assert!(!tokens.is_empty(), "{format}: no token events");
+        assert!(
+            tokens
+                .iter()
+                .all(|(i, e)| *i < finished && e["node"] == "paper_summarize"),
+            "{format}: {events:?}"
+        );
+        let mut texts = std::collections::BTreeMap::<String, String>::new();
+        for (_, e) in &tokens {
+            *texts.entry(e["item"].to_string()).or_default() += e["text"].as_str().unwrap();
+        }
+        assert_eq!(texts.len(), 4, "{format}: one stream per paper: {texts:?}");
+        let answers: std::collections::BTreeSet<String> =
+            server.requests().iter().filter_map(answer_for).collect();
+        for text in texts.values() {
+            assert!(answers.contains(text), "{format}: {text} is no answer");
+        }
+        assert!(
+            !events.iter().any(|e| e["event"] == "tokens_discarded"),
+            "{format}"
+        );
+
+        // The report is what the whole answers make.
+        let report = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+        assert_eq!(report, reference, "{format}");
+
+        // A replay needs no provider, nor its configuration.
+        server.stop();
+        std::fs::remove_dir_all(dir.path().join("xdg-config")).unwrap();
+        let replay = host(dir.path(), &["replay", &run_id, "--json"], None);
+        assert!(replay.status.success(), "{}", stderr(&replay));
+        let replay = json(&replay);
+        assert_eq!(replay["diverged_at"], Value::Null, "{format}: {replay}");
+        let steps = replay["steps"].as_array().unwrap();
+        assert!(steps.iter().all(|s| s["status"] == "same"), "{replay}");
+    }
+}
+
+#[test]
+fn a_summary_cut_mid_stream_is_retried_and_the_report_has_none_of_the_cut_text() {
+    let reference = reference_report();
+    for anthropic in [false, true] {
+        let format = if anthropic { "anthropic" } else { "openai" };
+        // The first summary asked for (whichever paper it is) is cut.
+        let server = FakeLlmServer::start_with(streaming_summariser(anthropic, Some("")));
+        let dir = tempfile::tempdir().unwrap();
+        let scenario = configure_format(dir.path(), &server, anthropic);
+        let events = run_with_events(dir.path(), &scenario);
+        // One attempt was cut: its tokens were discarded before its retry.
+        let discarded: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["event"] == "tokens_discarded")
+            .collect();
+        assert_eq!(discarded.len(), 1, "{format}: {events:?}");
+        let item = &discarded[0]["item"];
+        let of_item = |attempt: u64| -> String {
+            events
+                .iter()
+                .filter(|e| e["event"] == "token" && &e["item"] == item && e["attempt"] == attempt)
+                .map(|e| e["text"].as_str().unwrap())
+                .collect()
+        };
+        let (cut, retried) = (of_item(1), of_item(2));
+        assert!(
+            !cut.is_empty() && retried.starts_with(&cut),
+            "{format}: {cut} / {retried}"
+        );
+        assert!(
+            serde_json::from_str::<Value>(&cut).is_err(),
+            "{format}: cut mid-JSON"
+        );
+        assert_eq!(
+            server.request_count(),
+            5,
+            "{format}: four papers, one retried"
+        );
+
+        // The report is the whole answers' (the retry's text only).
+        let report = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+        assert_eq!(report, reference, "{format}");
+    }
+}

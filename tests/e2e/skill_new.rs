@@ -155,10 +155,100 @@ fn a_new_async_rust_skill_builds_calls_and_passes_cargo_test() {
     let world = std::fs::read_to_string(skill.join("wit/world.wit")).unwrap();
     assert!(world.contains("export run: async func("), "{world}");
     passes_cargo_test(&skill);
+
+    // Its README's recipe for streaming a completion builds, and the
+    // stream's native stand-in answers its unit test.
+    let readme = std::fs::read_to_string(skill.join("README.md")).unwrap();
+    assert!(
+        readme.contains("skillhost_sdk::generate!(\"greet-async\", streaming);"),
+        "{readme}"
+    );
+    assert!(
+        skill
+            .join("wit/deps/skillhost-skill/streaming.wit")
+            .is_file()
+    );
+    std::fs::write(
+        skill.join("wit/world.wit"),
+        world.replace(
+            "include skillhost:skill/base@0.1.0;",
+            "include skillhost:skill/streaming@0.1.0;",
+        ),
+    )
+    .unwrap();
+    let streaming = code.replace(
+        "skillhost_sdk::generate!(\"greet-async\");",
+        "skillhost_sdk::generate!(\"greet-async\", streaming);",
+    ) + r#"
+/// What the README's recipe adds: a completion read delta by delta.
+pub async fn streamed(prompt: &str) -> Result<(Vec<String>, String), SkillError> {
+    let request = skillhost_sdk::llm::CompletionRequest {
+        messages: vec![skillhost_sdk::llm::Message {
+            role: skillhost_sdk::llm::Role::User,
+            content: prompt.to_string(),
+        }],
+        max_tokens: None,
+        temperature: None,
+        json_schema: None,
+    };
+    let mut stream = skillhost_sdk::llm::complete_stream(&request)?;
+    let mut deltas = Vec::new();
+    while let Some(delta) = stream.next().await {
+        deltas.push(delta);
+    }
+    Ok((deltas, stream.finish().await?.content))
+}
+
+#[cfg(test)]
+mod streamed_tests {
+    #[test]
+    fn deltas_join_into_the_completion() {
+        skillhost_sdk::testing::set_llm_handler(|_| {
+            Ok(skillhost_sdk::llm::Completion {
+                content: "Hello there, Ada".into(),
+                model: "m".into(),
+                input_tokens: 1,
+                output_tokens: 3,
+            })
+        });
+        let (deltas, content) =
+            skillhost_sdk::testing::block_on(super::streamed("hi")).unwrap();
+        assert_eq!(deltas, ["Hello ", "there, ", "Ada"]);
+        assert_eq!(content, "Hello there, Ada");
+    }
+}
+"#;
+    assert_ne!(streaming, code, "the generate! line was not found");
+    std::fs::write(skill.join("src/lib.rs"), streaming).unwrap();
+    let component = dir.path().join("greet-stream.wasm");
+    let out = host(
+        dir.path(),
+        &[
+            "skill",
+            "build",
+            &skill.display().to_string(),
+            "--out",
+            &component.display().to_string(),
+            "--target-dir",
+            &Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join("skill-new-build/rust")
+                .display()
+                .to_string(),
+            "--quiet",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    passes_cargo_test_with(&skill, "4 passed");
 }
 
 /// The scaffolded Rust skill's own unit tests pass natively.
 fn passes_cargo_test(skill: &Path) {
+    passes_cargo_test_with(skill, "3 passed");
+}
+
+/// The Rust skill's unit tests pass natively, `summary` saying how many.
+fn passes_cargo_test_with(skill: &Path, summary: &str) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .args(["test", "--offline", "--quiet"])
@@ -177,7 +267,7 @@ fn passes_cargo_test(skill: &Path) {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("3 passed"), "{stdout}");
+    assert!(stdout.contains(summary), "{stdout}");
 }
 
 #[test]

@@ -10,8 +10,9 @@
 //! - `POST /v1/messages`: an Anthropic message.
 //!
 //! A request with `"stream": true` is answered with the same default reply
-//! streamed in its format's server-sent events, a word per delta
-//! (OpenAI-compatible chunks and `data: [DONE]`; Anthropic's
+//! (or the whole answer a test scripted, when it is a completion) streamed
+//! in its format's server-sent events, a word per delta (a forced tool's
+//! input in pieces; OpenAI-compatible chunks and `data: [DONE]`; Anthropic's
 //! `message_start` … `message_stop`); a script may stream with pauses, cut
 //! the connection mid-stream, or never stop ([`FakeReply::Stream`],
 //! [`FakeReply::Endless`]).
@@ -122,6 +123,17 @@ impl FakeReply {
     pub fn anthropic_stream(deltas: &[&str], pause: Duration, end: bool) -> FakeReply {
         FakeReply::Stream {
             pieces: anthropic_events("fake-model", deltas, 1, pause, end),
+        }
+    }
+
+    /// An Anthropic event stream of a forced tool's input (structured
+    /// output): a `tool_use` block of the tool `output` whose input comes
+    /// as these `input_json_delta` pieces (`partial_json`), a `pause`
+    /// before each; with `end`, `message_delta` and `message_stop` after
+    /// them, else the connection is cut after the last piece.
+    pub fn anthropic_tool_stream(pieces: &[&str], pause: Duration, end: bool) -> FakeReply {
+        FakeReply::Stream {
+            pieces: anthropic_events_of("fake-model", pieces, 1, None, pause, end, true),
         }
     }
 
@@ -337,7 +349,6 @@ fn serve(stream: TcpStream, stop: &AtomicBool, shared: &Mutex<Shared>) {
     let scripted = scripted.or_else(|| responder.and_then(|answer| answer(&request)));
     let streamed = request.json().get("stream") == Some(&Value::Bool(true));
     let scripted = match scripted {
-        None if streamed => Some(default_stream(&request)),
         Some(FakeReply::Held { until, reply }) => {
             let deadline = std::time::Instant::now() + Duration::from_secs(60);
             while !until.load(Ordering::Relaxed)
@@ -348,6 +359,22 @@ fn serve(stream: TcpStream, stop: &AtomicBool, shared: &Mutex<Shared>) {
             }
             Some(*reply)
         }
+        other => other,
+    };
+    let scripted = match scripted {
+        None if streamed => Some(default_stream(&request)),
+        // A test's whole answer, to a skill that streams: streamed.
+        Some(FakeReply::Answer {
+            status: 200,
+            headers,
+            body,
+        }) if streamed => Some(stream_of_answer(&request.path, &body).unwrap_or(
+            FakeReply::Answer {
+                status: 200,
+                headers,
+                body,
+            },
+        )),
         other => other,
     };
     let (status, extra, body) = match scripted {
@@ -492,11 +519,78 @@ fn default_reply(request: &ReceivedRequest) -> (u16, Value) {
     }
 }
 
+/// A whole successful answer (`body`, in the format of `path`'s route)
+/// streamed as its format streams it, for a request that asked to stream:
+/// the text a word (with the space after it) per delta, a forced tool's
+/// input in pieces of 16 characters, the answer's model and usage. `None`
+/// when the body is not such an answer (it is then sent as it is).
+fn stream_of_answer(path: &str, body: &str) -> Option<FakeReply> {
+    let answer: Value = serde_json::from_str(body).ok()?;
+    let model = answer.get("model")?.as_str()?;
+    let usage = answer.get("usage")?;
+    let tokens = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0) as usize;
+    let pieces = if path == "/v1/messages" {
+        let blocks = answer.get("content")?.as_array()?;
+        let tool = blocks
+            .iter()
+            .find(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"));
+        let (text, is_tool) = match tool {
+            Some(tool) => (tool.get("input")?.to_string(), true),
+            None => (
+                blocks
+                    .iter()
+                    .filter_map(|b| b.get("text").and_then(Value::as_str))
+                    .collect::<String>(),
+                false,
+            ),
+        };
+        let deltas: Vec<String> = if is_tool {
+            let chars: Vec<char> = text.chars().collect();
+            chars.chunks(16).map(|c| c.iter().collect()).collect()
+        } else {
+            text.split_inclusive(' ').map(str::to_string).collect()
+        };
+        let deltas: Vec<&str> = deltas.iter().map(String::as_str).collect();
+        anthropic_events_of(
+            model,
+            &deltas,
+            tokens("input_tokens"),
+            Some(tokens("output_tokens")),
+            Duration::ZERO,
+            true,
+            is_tool,
+        )
+    } else {
+        let content = answer
+            .get("choices")?
+            .get(0)?
+            .get("message")?
+            .get("content")?
+            .as_str()?;
+        let deltas: Vec<&str> = content.split_inclusive(' ').collect();
+        openai_events_of(
+            model,
+            &deltas,
+            tokens("prompt_tokens"),
+            Some(tokens("completion_tokens")),
+            Duration::ZERO,
+            true,
+        )
+    };
+    Some(FakeReply::Stream { pieces })
+}
+
 /// The default streamed answer to `request` (`"stream": true`): the
 /// default reply's echo, a word (with the space after it) per delta, in the
 /// format of the route.
 fn default_stream(request: &ReceivedRequest) -> FakeReply {
     let body = request.json();
+    if body.get("response_format").is_some() || body.get("tool_choice").is_some() {
+        let (status, answer) = default_reply(request);
+        if let (200, Some(reply)) = (status, stream_of_answer(&request.path, &answer.to_string())) {
+            return reply;
+        }
+    }
     let model = body
         .get("model")
         .and_then(Value::as_str)
@@ -533,6 +627,18 @@ fn openai_events(
     pause: Duration,
     end: bool,
 ) -> Vec<(Duration, String)> {
+    openai_events_of(model, deltas, words_in, None, pause, end)
+}
+
+/// [`openai_events`] with the output tokens given (else the words out).
+fn openai_events_of(
+    model: &str,
+    deltas: &[&str],
+    words_in: usize,
+    words_out: Option<usize>,
+    pause: Duration,
+    end: bool,
+) -> Vec<(Duration, String)> {
     let chunk = |delta: Value| {
         format!(
             "data: {}\n\n",
@@ -548,7 +654,7 @@ fn openai_events(
         pieces.push((pause, chunk(json!({ "content": delta }))));
     }
     if end {
-        let out = words(&deltas.concat());
+        let out = words_out.unwrap_or_else(|| words(&deltas.concat()));
         pieces.push((
             Duration::ZERO,
             format!(
@@ -573,7 +679,34 @@ fn anthropic_events(
     pause: Duration,
     end: bool,
 ) -> Vec<(Duration, String)> {
+    anthropic_events_of(model, deltas, words_in, None, pause, end, false)
+}
+
+/// [`anthropic_events`] with the output tokens given (else the words out);
+/// with `tool`, the deltas are the input of a `tool_use` block of the tool
+/// `output` (`input_json_delta`s), as structured output streams.
+fn anthropic_events_of(
+    model: &str,
+    deltas: &[&str],
+    words_in: usize,
+    words_out: Option<usize>,
+    pause: Duration,
+    end: bool,
+    tool: bool,
+) -> Vec<(Duration, String)> {
     let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    let block = if tool {
+        json!({ "type": "tool_use", "id": "toolu_fake", "name": "output", "input": {} })
+    } else {
+        json!({ "type": "text", "text": "" })
+    };
+    let delta = |text: &str| {
+        if tool {
+            json!({ "type": "input_json_delta", "partial_json": text })
+        } else {
+            json!({ "type": "text_delta", "text": text })
+        }
+    };
     let mut pieces = vec![(
         Duration::ZERO,
         event(
@@ -583,22 +716,20 @@ fn anthropic_events(
                     "usage": { "input_tokens": words_in, "output_tokens": 1 } } }),
         ) + &event(
             "content_block_start",
-            json!({ "type": "content_block_start", "index": 0,
-                    "content_block": { "type": "text", "text": "" } }),
+            json!({ "type": "content_block_start", "index": 0, "content_block": block }),
         ) + &event("ping", json!({ "type": "ping" })),
     )];
-    for delta in deltas {
+    for text in deltas {
         pieces.push((
             pause,
             event(
                 "content_block_delta",
-                json!({ "type": "content_block_delta", "index": 0,
-                        "delta": { "type": "text_delta", "text": delta } }),
+                json!({ "type": "content_block_delta", "index": 0, "delta": delta(text) }),
             ),
         ));
     }
     if end {
-        let out = words(&deltas.concat());
+        let out = words_out.unwrap_or_else(|| words(&deltas.concat()));
         pieces.push((
             Duration::ZERO,
             event(
@@ -606,7 +737,8 @@ fn anthropic_events(
                 json!({ "type": "content_block_stop", "index": 0 }),
             ) + &event(
                 "message_delta",
-                json!({ "type": "message_delta", "delta": { "stop_reason": "end_turn" },
+                json!({ "type": "message_delta",
+                        "delta": { "stop_reason": if tool { "tool_use" } else { "end_turn" } },
                         "usage": { "output_tokens": out } }),
             ) + &event("message_stop", json!({ "type": "message_stop" })),
         ));

@@ -181,6 +181,28 @@ impl CallScope {
     }
 }
 
+impl CallScope {
+    /// The timing of a journaled host call that did not go through
+    /// [`journaled`](Self::journaled) (a streamed completion, timed from
+    /// its start to its stream's end), when timings are measured.
+    pub(crate) fn time_call(
+        &mut self,
+        capability: Capability,
+        started: std::time::SystemTime,
+        duration: Duration,
+        entry: Option<usize>,
+    ) {
+        if let Some(timings) = &mut self.timings {
+            timings.push(HostCallTiming {
+                capability,
+                started,
+                duration,
+                entry,
+            });
+        }
+    }
+}
+
 /// The data of one call's `Store`.
 pub struct CallState {
     pub(crate) scope: CallScope,

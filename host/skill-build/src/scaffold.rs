@@ -25,6 +25,13 @@ const CONTRACT: &str = include_str!("../../../wit/skill.wit");
 /// Where a new skill's copy of the contract goes.
 const CONTRACT_PATH: &str = "wit/deps/skillhost-skill/skill.wit";
 
+/// The contract's streaming imports (world `streaming`), copied beside it
+/// into a new async skill, whose README says how to stream.
+const STREAMING: &str = include_str!("../../../wit/streaming.wit");
+
+/// Where a new async skill's copy of the streaming imports goes.
+const STREAMING_PATH: &str = "wit/deps/skillhost-skill/streaming.wit";
+
 /// The longest name accepted: it becomes file, package and C identifier names.
 pub const MAX_NAME_LEN: usize = 64;
 
@@ -333,13 +340,27 @@ const ASYNC_EDITS: &[(&str, &str, &str)] = &[
          `async func`, and the host calls it on its concurrent engine): greets someone by \
          name.",
     ),
+    (
+        "README.md",
+        "is not declared is denied in every call.\n",
+        "is not declared is denied in every call.\n\n\
+         ## Streaming a completion\n\n\
+         To have a model's text reach people as it is generated (`host run`'s progress \
+         line, `--events`, the run page), stream it: in `wit/world.wit` include \
+         `skillhost:skill/streaming@0.1.0` instead of `base`, in `src/lib.rs` write \
+         `skillhost_sdk::generate!(\"{{name}}\", streaming);`, then call \
+         `skillhost_sdk::llm::complete_stream(&request)?` and read its deltas with \
+         `.next().await` and the completion with `.finish().await?` (declare `llm` in the \
+         manifest).\n",
+    ),
 ];
 
-/// `text` (the rendered file at `path`) with the [`ASYNC_EDITS`] for it.
-fn make_async(path: &str, mut text: String) -> String {
+/// `text` (the rendered file at `path`) with the [`ASYNC_EDITS`] for it
+/// (`{{name}}` in an edit is the skill's name).
+fn make_async(path: &str, mut text: String, name: &str) -> String {
     for (file, from, to) in ASYNC_EDITS {
         if *file == path {
-            text = text.replacen(from, to, 1);
+            text = text.replacen(from, &to.replace("{{name}}", name), 1);
         }
     }
     text
@@ -389,7 +410,7 @@ pub fn scaffold(opts: &ScaffoldOptions) -> Result<ScaffoldReport, ScaffoldError>
         .map(|f| {
             let text = render(f.text, &opts.name, &sdk);
             let text = if opts.async_run {
-                make_async(f.path, text)
+                make_async(f.path, text, &opts.name)
             } else {
                 text
             };
@@ -397,6 +418,9 @@ pub fn scaffold(opts: &ScaffoldOptions) -> Result<ScaffoldReport, ScaffoldError>
         })
         .collect();
     files.push((CONTRACT_PATH, CONTRACT.to_string()));
+    if opts.async_run {
+        files.push((STREAMING_PATH, STREAMING.to_string()));
+    }
     files.push((".gitignore", GITIGNORE.to_string()));
     for (path, text) in &files {
         write(dir, path, text)?;

@@ -4,12 +4,17 @@
 //! the answer; the facts it may use are the tool's result, and the reply's
 //! `sources` are named here by rule, never by the model. Whether the reply
 //! states what the tool returned is the scenario's postcondition to check.
+//!
+//! An async skill: the completion is streamed (`llm::complete_stream`), so
+//! the reply reaches `host run`'s progress line, `--events`, the run page
+//! and MCP clients as the model writes it. The reply returned is the whole
+//! completion, read and checked as before.
 
 // wit-bindgen's export shim takes the input's fields flattened, one
 // argument each.
 #![allow(clippy::too_many_arguments)]
 
-skillhost_sdk::generate!("chat-respond-llm");
+skillhost_sdk::generate!("chat-respond-llm", streaming);
 
 use skillhost_sdk::llm::{self, CompletionRequest, Message, Role};
 use skillhost_sdk::log;
@@ -51,7 +56,7 @@ impl Guest for ChatRespondLlm {
         estimated_duration_ms: 5000,
     }
 
-    fn run(input: Input) -> Result<Output, SkillError> {
+    async fn run(input: Input) -> Result<Output, SkillError> {
         if !TOOLS.contains(&input.tool.as_str()) {
             return Err(SkillError::invalid_input(format!(
                 "unknown tool `{}`; expected none, file-read, web-fetch, calculate, remember \
@@ -74,8 +79,12 @@ impl Guest for ChatRespondLlm {
             temperature: None,
             json_schema: None,
         };
-        let completion = llm::complete(&request)
-            .map_err(|e| e.context(format!("the reply to a `{}` message", input.tool)))?;
+        let context = |e: SkillError| e.context(format!("the reply to a `{}` message", input.tool));
+        let completion = llm::complete_stream(&request)
+            .map_err(context)?
+            .finish()
+            .await
+            .map_err(context)?;
         let text = reply(&completion.content).map_err(|problem| {
             SkillError::retryable(
                 "invalid-output",

@@ -4,31 +4,13 @@
 //! future, checks that the final content is the deltas concatenated, and
 //! returns the text, every delta and the token counts.
 
-// `skillhost_sdk::generate!`, with bindings of its own for `llm-stream`,
-// which the SDK's world (`base`) does not import.
-mod bindings {
-    skillhost_sdk::__private::wit_bindgen::generate!({
-        world: "llm-stream-probe",
-        runtime_path: "::skillhost_sdk::__private::wit_bindgen::rt",
-        with: {
-            "skillhost:skill/types@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::types,
-            "skillhost:skill/log@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::log,
-            "skillhost:skill/fs@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::fs,
-            "skillhost:skill/kv@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::kv,
-            "skillhost:skill/http@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::http,
-            "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
-            "skillhost:skill/sql@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::sql,
-            "skillhost:skill/llm-stream@0.1.0": generate,
-            "skillhost:skill/http-stream@0.1.0": generate,
-        },
-        pub_export_macro: true,
-    });
-}
+// wit-bindgen's export shim takes the input's fields flattened, one
+// argument each.
+#![allow(clippy::too_many_arguments)]
 
-use bindings::skillhost::skill::llm_stream;
-use bindings::{Guest, Input, Output, SkillError};
-use skillhost_sdk::__private::wit_bindgen::StreamResult;
-use skillhost_sdk::llm::{CompletionRequest, Message, Role};
+skillhost_sdk::generate!("llm-stream-probe", streaming);
+
+use skillhost_sdk::llm::{self, CompletionRequest, Message, Role};
 
 struct Probe;
 
@@ -55,9 +37,9 @@ impl Guest for Probe {
                 }],
                 max_tokens: None,
                 temperature: None,
-                json_schema: None,
+                json_schema: input.json_schema.clone(),
             };
-            open.push(llm_stream::complete_stream(&request)?);
+            open.push(llm::complete_stream(&request)?);
         }
         let mut texts = Vec::new();
         let mut output = Output {
@@ -67,19 +49,26 @@ impl Guest for Probe {
             input_tokens: 0,
             output_tokens: 0,
         };
-        for (mut deltas, end) in open {
+        for mut stream in open {
             let mut text = String::new();
-            loop {
-                let (result, mut read) = deltas.read(Vec::with_capacity(1)).await;
-                for delta in read.drain(..) {
+            if let Some(most) = input.stop_after {
+                for _ in 0..most {
+                    let Some(delta) = stream.next().await else {
+                        break;
+                    };
                     text.push_str(&delta);
                     output.chunks.push(delta);
                 }
-                if matches!(result, StreamResult::Dropped) {
-                    break;
-                }
+                // Abandoned: the host stops reading the provider.
+                drop(stream);
+                texts.push(text);
+                continue;
             }
-            let completion = end.await?;
+            while let Some(delta) = stream.next().await {
+                text.push_str(&delta);
+                output.chunks.push(delta);
+            }
+            let completion = stream.finish().await?;
             if completion.content != text {
                 return Err(SkillError {
                     code: "mismatch".into(),
@@ -100,4 +89,4 @@ impl Guest for Probe {
     }
 }
 
-bindings::export!(Probe with_types_in bindings);
+export!(Probe);

@@ -7,7 +7,10 @@
 //!
 //! # The request
 //!
-//! One `llm::complete` per call, with:
+//! One streamed completion (`llm::complete_stream`) per call, so the
+//! answer reaches `host run`'s progress line, `--events`, the run page and
+//! MCP clients as the model writes it; the answer read is the whole
+//! completion, as the host checked it against the schema. With:
 //!
 //! - `messages`: two.
 //!   1. `system`: [`prompt::SYSTEM`], the same for every paper. It asks for
@@ -49,12 +52,13 @@
 //!   schema (a field missing, unknown, of the wrong type, blank, or a list
 //!   out of bounds); the message names every problem and shows the start of
 //!   the answer.
-//! - anything `llm::complete` returns (`capability-not-granted`, the host's
+//! - anything the completion ends with (`capability-not-granted`, the host's
 //!   `invalid-output` when the answer failed its schema check, a provider's
 //!   error…), with its code and `retryable` kept and the paper named.
 
 skillhost_sdk::generate!(
     "paper-summarize-llm",
+    streaming,
     with: { "skillhost:research/types@0.1.0": generate },
     additional_derives: [PartialEq],
 );
@@ -77,7 +81,7 @@ impl Guest for PaperSummarizeLlm {
         estimated_duration_ms: 10000,
     }
 
-    fn run(input: Input) -> Result<CitedSummary, SkillError> {
+    async fn run(input: Input) -> Result<CitedSummary, SkillError> {
         let paper = input.paper;
         if paper.abstract_.trim().is_empty() {
             return Err(SkillError::invalid_input(format!(
@@ -100,8 +104,12 @@ impl Guest for PaperSummarizeLlm {
             temperature: None,
             json_schema: Some(prompt::SCHEMA.to_string()),
         };
-        let completion = llm::complete(&request)
-            .map_err(|e| e.context(format!("summarising paper `{}`", paper.id)))?;
+        let context = |e: SkillError| e.context(format!("summarising paper `{}`", paper.id));
+        let completion = llm::complete_stream(&request)
+            .map_err(context)?
+            .finish()
+            .await
+            .map_err(context)?;
         let answer = answer::parse(&completion.content).map_err(|problem| {
             SkillError::retryable(
                 "invalid-output",
@@ -167,7 +175,7 @@ mod tests {
     }
 
     fn summarize(p: Paper) -> Result<CitedSummary, SkillError> {
-        PaperSummarizeLlm::run(Input { paper: p })
+        testing::block_on(PaperSummarizeLlm::run(Input { paper: p }))
     }
 
     fn completion(content: &str) -> Completion {

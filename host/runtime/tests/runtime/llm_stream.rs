@@ -424,3 +424,242 @@ fn a_synchronous_component_that_imports_it_is_refused_at_load() {
     assert!(text.contains("skillhost:skill/llm-stream@0.1.0"), "{text}");
     assert!(text.contains("async func"), "{text}");
 }
+
+/// A schema of one required string field, nothing else.
+const ANSWER_SCHEMA: &str = r#"{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false}"#;
+
+fn ask_structured(prompt: &str) -> Value {
+    json!({ "prompt": prompt, "streams": 1, "json_schema": ANSWER_SCHEMA })
+}
+
+/// The reply streaming `pieces` of JSON text in `grant`'s wire format:
+/// OpenAI-compatible content deltas, or Anthropic's forced tool input.
+fn structured(grant: &str, pieces: &[&str], end: bool) -> FakeReply {
+    let pause = Duration::from_millis(10);
+    if grant.starts_with("claude/") {
+        FakeReply::anthropic_tool_stream(pieces, pause, end)
+    } else {
+        FakeReply::openai_stream(pieces, pause, end)
+    }
+}
+
+#[test]
+fn structured_output_streams_in_both_formats_and_replays_byte_for_byte() {
+    let pieces = ["{\"answer\": ", "\"forty", "-two\"}"];
+    for grant in ["local/m", "claude/m"] {
+        let mut server = FakeLlmServer::start();
+        server.push(structured(grant, &pieces, true));
+        let probe = probe(backends(&server));
+        let (options, seen) = watched(grant);
+        let recorded = probe.skill.call(&ask_structured("the answer?"), &options);
+        let journal = recorded.journal.clone();
+        let out = recorded
+            .into_result()
+            .expect("the structured stream completes");
+        assert_eq!(out["text"], "{\"answer\": \"forty-two\"}", "{grant}");
+        assert_eq!(out["chunks"], json!(pieces), "{grant}");
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            3,
+            "{grant}: people saw each piece"
+        );
+        // Asked for structured output as `complete` asks, streamed.
+        let sent = server.requests()[0].json();
+        assert_eq!(sent["stream"], true, "{grant}");
+        if grant.starts_with("claude/") {
+            assert_eq!(
+                sent["tool_choice"],
+                json!({ "type": "tool", "name": "output" })
+            );
+            assert_eq!(
+                sent["tools"][0]["input_schema"]["required"],
+                json!(["answer"])
+            );
+        } else {
+            assert_eq!(sent["response_format"]["type"], "json_schema");
+            assert_eq!(sent["response_format"]["json_schema"]["strict"], true);
+        }
+        // The journal has the schema, the pieces and the completion.
+        assert_eq!(journal[0].request["stream"], true);
+        assert_eq!(
+            journal[0].request["json_schema"]["required"],
+            json!(["answer"])
+        );
+        assert_eq!(journal[0].response["deltas"], json!(pieces));
+        assert_eq!(
+            journal[0].response["ok"]["content"],
+            "{\"answer\": \"forty-two\"}"
+        );
+        server.stop();
+        let mut options = granted(grant);
+        options.journal = JournalMode::Replay(journal.clone().into());
+        let replayed = probe.skill.call(&ask_structured("the answer?"), &options);
+        assert_eq!(replayed.journal, journal, "{grant}");
+        let again = replayed.into_result().expect("replayed");
+        assert_eq!(again.to_string(), out.to_string(), "{grant}");
+    }
+}
+
+#[test]
+fn a_streamed_answer_that_does_not_fit_the_schema_is_a_retryable_invalid_output() {
+    for grant in ["local/m", "claude/m"] {
+        // Valid JSON, but not the schema's.
+        let mut server = FakeLlmServer::start();
+        server.push(structured(grant, &["{\"answer\": ", "42}"], true));
+        let probe = probe(backends(&server));
+        let report = probe.skill.call(&ask_structured("go"), &granted(grant));
+        let journal = report.journal.clone();
+        // The completion reached the host: its tokens count, as `complete`'s.
+        assert_eq!(report.usage.calls, 1, "{grant}");
+        let (code, message, retryable) = failure(&report);
+        let provider = grant.split('/').next().unwrap();
+        assert_eq!(code, "invalid-output", "{grant}: {message}");
+        assert!(retryable, "{grant}");
+        assert!(
+            message.starts_with(&format!(
+                "the completion from provider `{provider}` does not fit the requested JSON \
+                 Schema: /answer: "
+            )),
+            "{grant}: {message}"
+        );
+        // The journal keeps what the provider said; the check is on it, so
+        // a replay answers the same error without a provider.
+        assert_eq!(journal[0].response["ok"]["content"], "{\"answer\": 42}");
+        assert_eq!(
+            journal[0].response["deltas"],
+            json!(["{\"answer\": ", "42}"])
+        );
+        server.stop();
+        let mut options = granted(grant);
+        options.journal = JournalMode::Replay(journal.clone().into());
+        let replayed = probe.skill.call(&ask_structured("go"), &options);
+        assert_eq!(replayed.journal, journal);
+        assert_eq!(failure(&replayed), (code, message, retryable), "{grant}");
+    }
+
+    // Not JSON at all: the same error `complete` gives.
+    let server = FakeLlmServer::start();
+    server.push(structured("local/m", &["Sure! ", "Here it is"], true));
+    let probe = probe(backends(&server));
+    let (code, message, retryable) =
+        failure(&probe.skill.call(&ask_structured("go"), &granted("local/m")));
+    assert_eq!((code.as_str(), retryable), ("invalid-output", true));
+    assert!(
+        message.contains("it is not JSON") && message.contains("Sure! Here it is"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_structured_stream_cut_mid_json_or_never_closing_is_never_a_completion() {
+    for grant in ["local/m", "claude/m"] {
+        let server = FakeLlmServer::start();
+        server.push(structured(grant, &["{\"answer\": ", "\"for"], false));
+        let probe = probe(backends(&server));
+        let report = probe.skill.call(&ask_structured("go"), &granted(grant));
+        let journal = report.journal.clone();
+        let (code, message, retryable) = failure(&report);
+        assert_eq!(code, "provider-unavailable", "{grant}: {message}");
+        assert!(retryable);
+        assert!(message.contains("without its end marker"), "{message}");
+        assert!(journal[0].response.get("ok").is_none(), "{grant}");
+    }
+
+    // JSON that never closes: stopped at the call's deadline.
+    let server = FakeLlmServer::start();
+    server.push(FakeReply::Endless {
+        piece: "data: {\"choices\":[{\"delta\":{\"content\":\"[[\"}}]}\n\n".into(),
+        pause: Duration::from_millis(20),
+    });
+    let probe = probe(backends(&server));
+    let mut options = granted("local/m");
+    options.limits.timeout = Duration::from_millis(1500);
+    let started = Instant::now();
+    let report = probe.skill.call(&ask_structured("go"), &options);
+    assert!(
+        matches!(report.result, Err(CallError::Timeout { .. })),
+        "{:?}",
+        report.result
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_bad_schema_is_refused_at_once_as_complete_refuses_it() {
+    let server = FakeLlmServer::start();
+    let probe = probe(backends(&server));
+    let report = probe.skill.call(
+        &json!({ "prompt": "go", "streams": 1, "json_schema": "{not json" }),
+        &granted("local/m"),
+    );
+    let (code, message, _) = failure(&report);
+    assert_eq!(code, "invalid-request");
+    assert!(message.contains("`json-schema` is not JSON"), "{message}");
+    assert!(server.requests().is_empty(), "the provider was never asked");
+}
+
+/// The host's threads reading a provider's stream, in this process.
+fn stream_readers() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                // `comm` keeps 15 bytes of `skillhost-llm-stream`.
+                .filter(|name| name.trim_end().starts_with("skillhost-llm-s"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_skill_that_drops_its_stream_early_stops_the_host_reading() {
+    let server = FakeLlmServer::start();
+    // A provider that would stream forever.
+    server.push(FakeReply::Endless {
+        piece: "data: {\"choices\":[{\"delta\":{\"content\":\"more \"}}]}\n\n".into(),
+        pause: Duration::from_millis(10),
+    });
+    let probe = probe(backends(&server));
+    let (options, seen) = watched("local/m");
+    let started = Instant::now();
+    let report = probe.skill.call(
+        &json!({ "prompt": "go", "streams": 1, "stop_after": 2 }),
+        &options,
+    );
+    let journal = report.journal.clone();
+    let out = report.into_result().expect("the skill ends as it wants");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out["chunks"], json!(["more ", "more "]));
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        2,
+        "people saw what the skill read"
+    );
+    // The journal has what the skill was handed, and no completion.
+    assert_eq!(journal[0].response["deltas"], json!(["more ", "more "]));
+    assert!(
+        journal[0].response.get("ok").is_none(),
+        "{}",
+        journal[0].response
+    );
+    // The host stopped reading the provider: its reading thread ends.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stream_readers() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "a thread still reads the abandoned stream"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // And the skill's next call streams as usual.
+    let out = probe
+        .skill
+        .call(&ask("fine"), &granted("local/m"))
+        .into_result()
+        .expect("the next call works");
+    assert_eq!(out["text"], "echo: fine");
+}

@@ -578,6 +578,9 @@ impl LlmProviders {
         };
         let mut reader = std::io::BufReader::new(response);
         let mut decoder = super::sse::Decoder::new(kind, name);
+        if chat.json_schema.is_some() {
+            decoder = decoder.for_schema(chat.wrapped());
+        }
         let mut line = Vec::new();
         let mut total: u64 = 0;
         loop {

@@ -7,6 +7,16 @@
 //! with the output tokens, `message_stop` at the end, `ping`s, and `error`
 //! events). Pure: reading the lines, and bounding them, is `providers.rs`'s.
 //!
+//! Structured output ([`Decoder::for_schema`]) streams too: an
+//! OpenAI-compatible server's deltas are then the JSON text itself (its
+//! `response_format`), and Anthropic's forced tool streams its input as
+//! `input_json_delta`s (`partial_json`), whose concatenation is the tool
+//! input. A schema that is not an object's was wrapped in `{"value": …}`
+//! for the provider (`wire.rs`): the deltas are the wrapper's text, and the
+//! completion's content the value unwrapped, as `complete` gives it. A
+//! refusal (OpenAI's `delta.refusal`) with no content is the provider's
+//! error, as `complete` says it.
+//!
 //! A stream is a completion only once its end marker came: a stream that
 //! stops before (a connection cut, a server that closes early) is an error,
 //! whatever text it carried.
@@ -39,6 +49,12 @@ pub(crate) struct Decoder {
     output_tokens: u32,
     deltas: usize,
     done: bool,
+    /// A `json-schema` was asked for: Anthropic's tool input is the text.
+    structured: bool,
+    /// The schema was wrapped in `{"value": …}`: the content is unwrapped.
+    wrapped: bool,
+    /// What an OpenAI-compatible model said instead of answering.
+    refusal: String,
 }
 
 impl Decoder {
@@ -52,7 +68,19 @@ impl Decoder {
             output_tokens: 0,
             deltas: 0,
             done: false,
+            structured: false,
+            wrapped: false,
+            refusal: String::new(),
         }
+    }
+
+    /// The decoder of a structured completion (a `json-schema` was sent);
+    /// `wrapped` when the schema went to the provider wrapped in
+    /// `{"value": …}`.
+    pub(crate) fn for_schema(mut self, wrapped: bool) -> Decoder {
+        self.structured = true;
+        self.wrapped = wrapped;
+        self
     }
 
     /// How many deltas the stream carried so far.
@@ -104,6 +132,11 @@ impl Decoder {
             .get("choices")
             .and_then(|c| c.get(0))
             .and_then(|c| c.get("delta"));
+        if let Some(Value::String(refusal)) = delta.and_then(|d| d.get("refusal"))
+            && self.refusal.len() < super::wire::ERROR_EXCERPT_CHARS
+        {
+            self.refusal.push_str(refusal);
+        }
         match delta.and_then(|d| d.get("content")) {
             Some(Value::String(text)) if !text.is_empty() => Ok(self.delta(text)),
             _ => Ok(Step::Nothing),
@@ -127,11 +160,16 @@ impl Decoder {
             }
             "content_block_delta" => {
                 let delta = event.get("delta").unwrap_or(&Value::Null);
-                match (
-                    delta.get("type").and_then(Value::as_str),
-                    delta.get("text").and_then(Value::as_str),
-                ) {
-                    (Some("text_delta"), Some(text)) if !text.is_empty() => Ok(self.delta(text)),
+                let text = match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => delta.get("text").and_then(Value::as_str),
+                    // The forced tool's input, as JSON text in pieces.
+                    Some("input_json_delta") if self.structured => {
+                        delta.get("partial_json").and_then(Value::as_str)
+                    }
+                    _ => None,
+                };
+                match text {
+                    Some(text) if !text.is_empty() => Ok(self.delta(text)),
                     _ => Ok(Step::Nothing),
                 }
             }
@@ -173,8 +211,19 @@ impl Decoder {
                 }
             )));
         }
+        if self.content.is_empty() && !self.refusal.is_empty() {
+            return Err(LlmFailure::Provider(format!(
+                "provider `{}`: the model refused: {}",
+                self.provider, self.refusal
+            )));
+        }
+        let content = if self.wrapped {
+            super::wire::unwrap_value(self.content)
+        } else {
+            self.content
+        };
         Ok(Completion {
-            content: self.content,
+            content,
             model: self.model.unwrap_or_else(|| requested_model.to_string()),
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
@@ -280,6 +329,68 @@ mod tests {
             ("Hi you", "c1")
         );
         assert_eq!((completion.input_tokens, completion.output_tokens), (5, 2));
+    }
+
+    #[test]
+    fn a_forced_tools_input_json_deltas_are_the_structured_text() {
+        let lines = [
+            r#"data: {"type":"message_start","message":{"model":"c1","usage":{"input_tokens":5}}}"#,
+            r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"output","input":{}}}"#,
+            r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""}}"#,
+            r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\": "}}"#,
+            r#"data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"1}"}}"#,
+            r#"data: {"type":"message_delta","usage":{"output_tokens":4}}"#,
+            r#"data: {"type":"message_stop"}"#,
+        ];
+        let run = |decoder: Decoder| {
+            let mut decoder = decoder;
+            let mut deltas = Vec::new();
+            for line in lines {
+                if let Step::Delta(text) = decoder.line(line).unwrap() {
+                    deltas.push(text);
+                }
+            }
+            (deltas, decoder.finish("asked").unwrap())
+        };
+        let (deltas, completion) =
+            run(Decoder::new(ProviderKind::Anthropic, "p").for_schema(false));
+        assert_eq!(deltas, ["{\"a\": ", "1}"]);
+        assert_eq!(completion.content, "{\"a\": 1}");
+        assert_eq!((completion.input_tokens, completion.output_tokens), (5, 4));
+        // Without a schema asked, a tool's input is not the answer.
+        let (deltas, completion) = run(Decoder::new(ProviderKind::Anthropic, "p"));
+        assert!(deltas.is_empty());
+        assert_eq!(completion.content, "");
+    }
+
+    #[test]
+    fn a_wrapped_schemas_value_is_unwrapped_and_a_refusal_is_the_providers_error() {
+        let mut decoder = Decoder::new(ProviderKind::OpenAi, "p").for_schema(true);
+        for line in [
+            r#"data: {"choices":[{"delta":{"content":"{\"value\": "}}]}"#,
+            r#"data: {"choices":[{"delta":{"content":"[1, 2]}"}}]}"#,
+            "data: [DONE]",
+        ] {
+            decoder.line(line).unwrap();
+        }
+        assert_eq!(decoder.finish("m").unwrap().content, "[1,2]");
+
+        let mut decoder = Decoder::new(ProviderKind::OpenAi, "p").for_schema(false);
+        for line in [
+            r#"data: {"choices":[{"delta":{"refusal":"I can't "}}]}"#,
+            r#"data: {"choices":[{"delta":{"refusal":"help with that."}}]}"#,
+        ] {
+            assert_eq!(decoder.line(line).unwrap(), Step::Nothing, "{line}");
+        }
+        assert_eq!(decoder.line("data: [DONE]").unwrap(), Step::Done);
+        let error = decoder.finish("m").unwrap_err();
+        assert_eq!(error.code(), "provider-error");
+        assert!(
+            error
+                .to_string()
+                .contains("the model refused: I can't help with that."),
+            "{error}"
+        );
     }
 
     #[test]

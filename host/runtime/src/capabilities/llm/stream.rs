@@ -4,8 +4,8 @@
 //! refused at load (`imports::check`).
 //!
 //! `complete-stream` checks the request as `complete` does (the grant, the
-//! messages, `max-tokens`, the token budget; `json-schema` is refused: ask
-//! `complete` for structured output) and the per-call bound of streams in
+//! messages, `max-tokens`, the token budget, a `json-schema`) and the
+//! per-call bound of streams in
 //! flight ([`DEFAULT_MAX_STREAMS`], or the grant's `max_streams`: past it,
 //! `too-many-streams` at once), reserves its journal entry in the order the
 //! skill asked, and returns a `stream<string>` and a
@@ -14,6 +14,14 @@
 //! `sse.rs`) into the call's [`StreamState`]; the host's stream producer
 //! hands the skill one delta per read, and the future the final completion
 //! (or the error that ended the stream early) once the provider is done.
+//!
+//! **Structured output.** With a `json-schema`, the provider is asked for
+//! it as `complete` asks (`response_format`, or Anthropic's forced tool,
+//! whose `input_json_delta`s are the deltas) and the deltas are the JSON
+//! text. The future's completion is then checked against the schema as
+//! `complete` checks it, after the journal and on what it records: content
+//! that does not fit is `invalid-output`, retryable, with the same message,
+//! live and in a replay.
 //!
 //! A stream is in flight until the skill has read its stream to the end
 //! (or dropped it) and its future (or dropped it): what the skill saw, so a
@@ -46,7 +54,7 @@ use wasmtime::component::{
     Access, Destination, FutureProducer, FutureReader, StreamProducer, StreamReader, StreamResult,
 };
 
-use super::{LlmCall, Prepared, invalid};
+use super::{LlmCall, Prepared};
 use crate::capabilities::bindings::skillhost::skill::llm::{Completion, CompletionRequest};
 use crate::capabilities::bindings::skillhost::skill::llm_stream as wit;
 use crate::capabilities::{Capability, GuestError, HasHostCall, HostCall, guest_error};
@@ -107,6 +115,8 @@ struct Inner {
     future_waker: Option<Waker>,
     /// The call ended: the reading thread stops at its next delta.
     cancelled: bool,
+    /// When `end` was set: the completion's span ends there.
+    ended_at: Option<std::time::Instant>,
 }
 
 impl StreamState {
@@ -130,6 +140,7 @@ impl StreamState {
     fn end(&self, end: Result<Completion, GuestError>) {
         let mut inner = self.lock();
         inner.end = Some(end);
+        inner.ended_at = Some(std::time::Instant::now());
         for waker in [inner.stream_waker.take(), inner.future_waker.take()]
             .into_iter()
             .flatten()
@@ -149,6 +160,8 @@ impl StreamState {
 pub(crate) struct OpenStream {
     state: Arc<StreamState>,
     slot: Option<usize>,
+    /// When the skill asked, for the call's timing of it.
+    started: (std::time::SystemTime, std::time::Instant),
 }
 
 impl LlmCall {
@@ -157,7 +170,7 @@ impl LlmCall {
     /// was handed.
     pub(crate) fn close_streams(&mut self, scope: &mut crate::call::CallScope) {
         for open in std::mem::take(&mut self.streams) {
-            let (response, completion) = {
+            let (response, completion, ended_at) = {
                 let mut inner = open.state.lock();
                 inner.cancelled = true;
                 let end = inner.end.clone().unwrap_or_else(|| {
@@ -171,13 +184,21 @@ impl LlmCall {
                 if let Some(object) = response.as_object_mut() {
                     object.insert("deltas".into(), json!(inner.delivered));
                 }
-                (response, end.ok())
+                (response, end.ok(), inner.ended_at)
             };
             if let Some(completion) = &completion {
                 self.count(completion);
             }
             if let Some(slot) = open.slot {
                 scope.journal.fill(slot, response, &mut scope.budget);
+                let (started, opened) = open.started;
+                let ended = ended_at.unwrap_or_else(std::time::Instant::now);
+                scope.time_call(
+                    Capability::Llm,
+                    started,
+                    ended.saturating_duration_since(opened),
+                    Some(slot),
+                );
             }
         }
     }
@@ -201,6 +222,9 @@ fn replayed(response: &Value) -> Option<StreamState> {
 }
 
 type Answer = Result<Completion, GuestError>;
+/// A streamed completion opened: its state, its index in the call, and
+/// the schema check of its answer, if it has one.
+type OpenedStream = (Arc<StreamState>, u32, Option<OutputCheck>);
 type Opening = Result<(StreamReader<String>, FutureReader<Answer>), GuestError>;
 
 impl HostCall<'_, LlmCall> {
@@ -210,17 +234,12 @@ impl HostCall<'_, LlmCall> {
     fn open_stream(
         &mut self,
         request: CompletionRequest,
-    ) -> wasmtime::Result<Result<(Arc<StreamState>, u32), GuestError>> {
+    ) -> wasmtime::Result<Result<OpenedStream, GuestError>> {
         let Some((grant, providers)) = self.cap.access.clone() else {
             return Ok(Err(self.deny(Capability::Llm)));
         };
-        if request.json_schema.is_some() {
-            return Ok(Err(invalid(
-                "`json-schema` is not streamed: ask `llm.complete` for structured output",
-            )));
-        }
         let prepared = match Prepared::new(&grant, request) {
-            Ok(prepared) => prepared,
+            Ok(prepared) => Arc::new(prepared),
             Err(e) => return Ok(Err(e)),
         };
         if self.cap.tokens_left == Some(0) {
@@ -255,6 +274,11 @@ impl HostCall<'_, LlmCall> {
         if std::time::Instant::now() >= self.scope.deadline() {
             return Err(wasmtime::Trap::Interrupt.into());
         }
+        let check = prepared.schema.is_some().then(|| OutputCheck {
+            prepared: prepared.clone(),
+            provider: grant.provider.clone(),
+        });
+        let started = (std::time::SystemTime::now(), std::time::Instant::now());
         let mut record = prepared.journal_request(&grant);
         if let Some(object) = record.as_object_mut() {
             object.insert("stream".into(), Value::Bool(true));
@@ -305,8 +329,26 @@ impl HostCall<'_, LlmCall> {
         self.cap.streams.push(OpenStream {
             state: state.clone(),
             slot,
+            started,
         });
-        Ok(Ok((state, index)))
+        Ok(Ok((state, index, check)))
+    }
+}
+
+/// The schema check of a structured completion's answer: `complete`'s
+/// ([`Prepared::check_output`]), on the provider's (or the journal's)
+/// completion, as the future hands it to the skill.
+struct OutputCheck {
+    prepared: Arc<Prepared>,
+    provider: String,
+}
+
+impl OutputCheck {
+    fn apply(&self, answer: Answer) -> Answer {
+        let completion = answer?;
+        self.prepared
+            .check_output(&self.provider, &completion.content)?;
+        Ok(completion)
     }
 }
 
@@ -317,10 +359,10 @@ impl<T> wit::HostWithStore<T> for HasHostCall<LlmCall> {
         mut host: Access<'_, T, Self>,
         request: CompletionRequest,
     ) -> wasmtime::Result<Opening> {
-        let (state, index, sink) = {
+        let (state, index, check, sink) = {
             let mut call = host.get();
             match call.open_stream(request)? {
-                Ok((state, index)) => (state, index, call.cap.sink.clone()),
+                Ok((state, index, check)) => (state, index, check, call.cap.sink.clone()),
                 Err(e) => return Ok(Err(e)),
             }
         };
@@ -332,7 +374,7 @@ impl<T> wit::HostWithStore<T> for HasHostCall<LlmCall> {
                 index,
             },
         )?;
-        let future = FutureReader::new(&mut host, End { state })?;
+        let future = FutureReader::new(&mut host, End { state, check })?;
         Ok(Ok((stream, future)))
     }
 }
@@ -406,6 +448,8 @@ impl Drop for Deltas {
 /// stream early.
 struct End {
     state: Arc<StreamState>,
+    /// With a `json-schema`: the check the completion must pass.
+    check: Option<OutputCheck>,
 }
 
 impl<D> FutureProducer<D> for End {
@@ -421,6 +465,11 @@ impl<D> FutureProducer<D> for End {
         if let Some(end) = &inner.end {
             let end = end.clone();
             inner.future_done = true;
+            drop(inner);
+            let end = match &self.check {
+                Some(check) => check.apply(end),
+                None => end,
+            };
             return Poll::Ready(Ok(Some(end)));
         }
         if finish {

@@ -75,7 +75,7 @@ impl ChatRequest<'_> {
         })
     }
 
-    fn wrapped(&self) -> bool {
+    pub(crate) fn wrapped(&self) -> bool {
         self.object_schema().is_some_and(|(_, wrapped)| wrapped)
     }
 }
@@ -307,7 +307,7 @@ pub(crate) fn parse_answer(
 
 /// `{"value": X}` as `X`; anything else as it is, for the schema check to
 /// judge.
-fn unwrap_value(content: String) -> String {
+pub(crate) fn unwrap_value(content: String) -> String {
     match serde_json::from_str::<Value>(&content) {
         Ok(Value::Object(mut object)) if object.len() == 1 && object.contains_key(WRAPPED) => {
             object.remove(WRAPPED).unwrap_or(Value::Null).to_string()
