@@ -275,9 +275,12 @@ impl Journal {
     /// Opens a journaled host call whose answer comes later (a streamed
     /// completion): charged like [`Journal::call`] for its request. When
     /// recording, its entry is reserved at once, in the order the skill
-    /// asked, and filled by [`Journal::fill`] when the call ends; when
-    /// replaying, the recorded response is handed back whole. The outer
-    /// error is a trap, as for [`Journal::call`].
+    /// asked, and filled by [`Journal::fill`] (which charges the answer)
+    /// when the call ends; when replaying, the recorded response is handed
+    /// back whole, and not charged: the caller charges it
+    /// ([`Journal::charge_replayed`]) where the recording filled it, so
+    /// the host calls in between meet the budget as they met it then. The
+    /// outer error is a trap, as for [`Journal::call`].
     pub(crate) fn open(
         &mut self,
         capability: Capability,
@@ -305,7 +308,6 @@ impl Journal {
             } => match answer::<Value>(entries, *next, capability, &request) {
                 Ok(_) => {
                     let response = entries[*next].response.clone();
-                    budget.charge(held_bytes(&response));
                     *next += 1;
                     Ok(Ok(Opened::Recorded(response)))
                 }
@@ -319,6 +321,12 @@ impl Journal {
                 }
             },
         }
+    }
+
+    /// Charges a replayed answer of [`Journal::open`] where the recording
+    /// filled its entry: what it holds, as [`Journal::fill`] charged it.
+    pub(crate) fn charge_replayed(response: &Value, budget: &mut HostCallBudget) {
+        budget.charge(held_bytes(response));
     }
 
     /// Fills the entry [`Journal::open`] reserved at `slot` with what came

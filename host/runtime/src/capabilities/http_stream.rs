@@ -69,7 +69,7 @@ use crate::call::CallScope;
 use crate::capabilities::bindings::skillhost::skill::http::Request;
 use crate::capabilities::bindings::skillhost::skill::http_stream::{self as wit, ResponseHead};
 use crate::capabilities::{Capability, GuestError, HasHostCall, HostCall, guest_error};
-use crate::journal::{Opened, decode_result, encode_result};
+use crate::journal::{Journal, Opened, decode_result, encode_result};
 use crate::limits::{AnswerRoom, BUDGET_EXCEEDED};
 
 /// The interface of streamed bodies, as a component imports it.
@@ -181,6 +181,9 @@ pub(crate) struct OpenBody {
     state: Arc<BodyState>,
     head: Value,
     slot: Option<usize>,
+    /// A replayed body's recorded answer, charged to the budget when the
+    /// call ends, where the recording filled its entry.
+    replayed: Option<Value>,
 }
 
 impl HttpCall {
@@ -217,6 +220,9 @@ impl HttpCall {
             };
             if let Some(refusal) = refusal {
                 scope.budget.refused(refusal);
+            }
+            if let Some(recorded) = &open.replayed {
+                Journal::charge_replayed(recorded, &mut scope.budget);
             }
             if let Some(slot) = open.slot {
                 scope.journal.fill(slot, response, &mut scope.budget);
@@ -479,10 +485,15 @@ impl HostCall<'_, HttpCall> {
                             state: state.clone(),
                             head: Value::Null,
                             slot: None,
+                            replayed: Some(response),
                         });
                         Ok(Ok((head, state)))
                     }
-                    Some(Err(error)) => Ok(Err(error)),
+                    // The recording filled a failed head's entry at once.
+                    Some(Err(error)) => {
+                        Journal::charge_replayed(&response, &mut self.scope.budget);
+                        Ok(Err(error))
+                    }
                     None => Err(wasmtime::Error::msg(format!(
                         "replay diverged from the journal: the recorded `http` entry {response} \
                          is not a streamed response"
@@ -511,6 +522,7 @@ impl HostCall<'_, HttpCall> {
             state: state.clone(),
             head: json!({ "status": head.status, "headers": head.headers }),
             slot: Some(slot),
+            replayed: None,
         });
         Ok(Ok((head, state)))
     }

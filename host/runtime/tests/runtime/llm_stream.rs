@@ -663,3 +663,40 @@ fn a_skill_that_drops_its_stream_early_stops_the_host_reading() {
         .expect("the next call works");
     assert_eq!(out["text"], "echo: fine");
 }
+
+/// A streamed completion's answer is charged to the host-call budget when
+/// the call ends, as the journal gets it; a replay charges it at the same
+/// point, not when the skill asks. So a second stream asked while the
+/// first's long answer is not yet charged is admitted in the replay as it
+/// was in the recording, under a budget the requests fit and the answers
+/// do not: the replay reproduces the call instead of diverging.
+#[test]
+fn a_replay_charges_a_streamed_answer_when_the_recording_did() {
+    let mut server = FakeLlmServer::start();
+    let long = "x".repeat(4096);
+    for _ in 0..2 {
+        server.push(FakeReply::openai_stream(
+            &[long.as_str()],
+            Duration::from_millis(5),
+            true,
+        ));
+    }
+    let probe = probe(backends(&server));
+    let two = json!({ "prompt": "go", "streams": 2 });
+    let mut options = granted("local/m");
+    // Room for both requests (a few hundred bytes each), not for an answer
+    // of 4 KiB besides.
+    options.limits.host_call_bytes = Some(3000);
+    let recorded = probe.skill.call(&two, &options);
+    let journal = recorded.journal.clone();
+    assert_eq!(journal.len(), 2, "{:?}", recorded.result);
+    let out = recorded.into_result().expect("recorded");
+    server.stop();
+    options.journal = JournalMode::Replay(journal.clone().into());
+    let replayed = probe.skill.call(&two, &options);
+    assert_eq!(replayed.journal, journal);
+    let again = replayed
+        .into_result()
+        .expect("the replay reproduces the call");
+    assert_eq!(again.to_string(), out.to_string());
+}

@@ -58,7 +58,7 @@ use super::{LlmCall, Prepared};
 use crate::capabilities::bindings::skillhost::skill::llm::{Completion, CompletionRequest};
 use crate::capabilities::bindings::skillhost::skill::llm_stream as wit;
 use crate::capabilities::{Capability, GuestError, HasHostCall, HostCall, guest_error};
-use crate::journal::{Opened, decode_result, encode_result};
+use crate::journal::{Journal, Opened, decode_result, encode_result};
 
 /// Streams one call may have in flight at once unless its grant says
 /// (`max_streams`).
@@ -160,6 +160,9 @@ impl StreamState {
 pub(crate) struct OpenStream {
     state: Arc<StreamState>,
     slot: Option<usize>,
+    /// A replayed stream's recorded answer, charged to the budget when the
+    /// call ends, where the recording filled its entry.
+    replayed: Option<Value>,
     /// When the skill asked, for the call's timing of it.
     started: (std::time::SystemTime, std::time::Instant),
 }
@@ -188,6 +191,9 @@ impl LlmCall {
             };
             if let Some(completion) = &completion {
                 self.count(completion);
+            }
+            if let Some(recorded) = &open.replayed {
+                Journal::charge_replayed(recorded, &mut scope.budget);
             }
             if let Some(slot) = open.slot {
                 scope.journal.fill(slot, response, &mut scope.budget);
@@ -291,7 +297,7 @@ impl HostCall<'_, LlmCall> {
             Ok(opened) => opened,
             Err(e) => return Ok(Err(e)),
         };
-        let (state, slot) = match opened {
+        let (state, slot, replayed_answer) = match opened {
             Opened::Recorded(response) => {
                 let Some(state) = replayed(&response) else {
                     return Err(wasmtime::Error::msg(format!(
@@ -299,7 +305,7 @@ impl HostCall<'_, LlmCall> {
                          is not a streamed completion"
                     )));
                 };
-                (Arc::new(state), None)
+                (Arc::new(state), None, Some(response))
             }
             Opened::Slot(slot) => {
                 let state = Arc::new(StreamState::default());
@@ -322,13 +328,14 @@ impl HostCall<'_, LlmCall> {
                         format!("cannot start a thread to read the stream: {e}"),
                     )));
                 }
-                (state, Some(slot))
+                (state, Some(slot), None)
             }
         };
         let index = self.cap.streams.len() as u32;
         self.cap.streams.push(OpenStream {
             state: state.clone(),
             slot,
+            replayed: replayed_answer,
             started,
         });
         Ok(Ok((state, index, check)))
