@@ -327,3 +327,63 @@ fn the_time_to_first_token_benchmark_measures_both_faces() {
         stderr(&refused)
     );
 }
+
+/// On Postgres a streaming node's tokens are relayed to other processes
+/// (`NOTIFY`) once each, also when the node runs in a subgraph's child
+/// run, whose engine shares its parent's events (and so its relay) rather
+/// than adding a relay of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_postgres_a_subgraphs_tokens_are_relayed_once_each() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    let store = skillhost_store::Store::open(&db).await.unwrap();
+    let mut listener = store.listen_tokens().await.unwrap().expect("a listener");
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    server.push(FakeReply::openai_stream(
+        &["one ", "two ", "three"],
+        Duration::from_millis(20),
+        true,
+    ));
+    scenario(dir.path());
+    let parent = dir.path().join("parent.toml");
+    std::fs::write(
+        &parent,
+        "[scenario]\nname = \"parent\"\n\n[[node]]\nid = \"child\"\nkind = \"subgraph\"\n\
+         scenario = \"stream.toml\"\n\n[[node]]\nid = \"done\"\nkind = \"end\"\n\n\
+         [[edge]]\nfrom = \"child\"\nto = \"done\"\n",
+    )
+    .unwrap();
+    let run = {
+        let dir = dir.path().to_path_buf();
+        let db = db.clone();
+        tokio::task::spawn_blocking(move || {
+            host(
+                &dir,
+                &["run", parent.to_str().unwrap(), "--database", &db, "--json"],
+                None,
+            )
+        })
+        .await
+        .unwrap()
+    };
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert_eq!(json(&run)["status"], "completed");
+    let mut texts = Vec::new();
+    while texts.concat() != "one two three" {
+        let payload = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+            .await
+            .unwrap_or_else(|_| panic!("every token relayed; heard {texts:?}"))
+            .unwrap();
+        let payload: Value = serde_json::from_str(&payload).unwrap();
+        for event in payload["events"].as_array().unwrap() {
+            if event["event"] == "token" {
+                texts.push(event["text"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    // Nothing more: no token twice.
+    let more = tokio::time::timeout(Duration::from_millis(500), listener.recv()).await;
+    assert!(more.is_err(), "{more:?}");
+    assert_eq!(texts, ["one ", "two ", "three"]);
+}

@@ -468,6 +468,12 @@ impl Engine {
             Some(relay) => Arc::new(relay::Tee(vec![events, Arc::new(relay)])),
             None => events,
         };
+        Engine::with_events(store, events)
+    }
+
+    /// An engine whose events go to `events` alone: a subgraph's child run,
+    /// whose parent's events already relay its tokens (once).
+    pub(crate) fn with_events(store: Option<Store>, events: Arc<dyn EventSink>) -> Self {
         Engine {
             store,
             events,

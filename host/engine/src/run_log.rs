@@ -375,7 +375,10 @@ impl<'a> RunLog<'a> {
             Mode::Durable { store, .. } => Some((*store).clone()),
             Mode::Volatile | Mode::Replay { .. } => None,
         };
-        Engine::new(store, events).with_kv(kv).at_level(level)
+        // The parent's events: its relay carries the child's tokens too.
+        Engine::with_events(store, events)
+            .with_kv(kv)
+            .at_level(level)
     }
 
     /// The child run that visit `link.visit` of subgraph node `link.node`
