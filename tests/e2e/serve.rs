@@ -2096,31 +2096,47 @@ fn serve_and_mcp_answer_503_through_a_patroni_failover_then_recover() {
 /// (`app.js`).
 #[test]
 fn a_streaming_runs_tokens_reach_its_event_stream_as_they_come() {
-    use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
     let dir = tempfile::tempdir().unwrap();
-    let llm = FakeLlmServer::start();
-    llm.configure_user(dir.path());
-    llm.push(FakeReply::openai_stream(
-        &["cut "],
-        Duration::from_millis(500),
-        false,
-    ));
-    llm.push(FakeReply::openai_stream(
-        &["live ", "text"],
-        Duration::from_millis(200),
-        true,
-    ));
-    let scenario = crate::streaming::scenario(dir.path());
+    let (_llm, scenario) = cut_then_live(dir.path(), Duration::from_millis(500));
     let server = Server::start(
         dir.path(),
         None,
         &["--scenarios", scenario.to_str().unwrap()],
     );
+    let (id, events) = start_and_follow(&server);
+    assert_cut_then_live(&events, &id);
+}
+
+/// The token-stream tests' provider, configured for `dir`: a first attempt
+/// cut after `cut ` (sent `pause` in), then `live text`; and `dir`'s
+/// streaming scenario (`streaming::scenario`).
+fn cut_then_live(
+    dir: &Path,
+    pause: Duration,
+) -> (
+    skillhost_tests::fake_llm_server::FakeLlmServer,
+    std::path::PathBuf,
+) {
+    use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
+    let llm = FakeLlmServer::start();
+    llm.configure_user(dir);
+    llm.push(FakeReply::openai_stream(&["cut "], pause, false));
+    llm.push(FakeReply::openai_stream(
+        &["live ", "text"],
+        Duration::from_millis(200),
+        true,
+    ));
+    (llm, crate::streaming::scenario(dir))
+}
+
+/// Starts a run of `stream` on `server` and follows it: its id, and its
+/// events from before anything executes it.
+fn start_and_follow(server: &Server) -> (String, mpsc::Receiver<(String, Value)>) {
     let (status, started) = server.post("/api/runs", &json!({"scenario": "stream"}));
     assert!((200..300).contains(&status), "{status} {started}");
     let id = started["id"].as_str().unwrap().to_string();
     let events = server.events(&format!("/api/runs/{id}/events"));
-    assert_cut_then_live(&events, &id);
+    (id, events)
 }
 
 /// Reads a followed run's events to its end: its tokens, a cut first
@@ -2168,31 +2184,15 @@ async fn a_run_a_worker_executes_streams_its_tokens_to_the_server_through_postgr
 }
 
 fn relayed_tokens(db: &str) {
-    use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
     let dir = tempfile::tempdir().unwrap();
-    let llm = FakeLlmServer::start();
-    llm.configure_user(dir.path());
-    llm.push(FakeReply::openai_stream(
-        &["cut "],
-        Duration::from_millis(300),
-        false,
-    ));
-    llm.push(FakeReply::openai_stream(
-        &["live ", "text"],
-        Duration::from_millis(200),
-        true,
-    ));
-    let scenario = crate::streaming::scenario(dir.path());
+    let (_llm, scenario) = cut_then_live(dir.path(), Duration::from_millis(300));
     let server = Server::start(
         dir.path(),
         Some(db),
         &["--scenarios", scenario.to_str().unwrap(), "--no-worker"],
     );
-    let (status, queued) = server.post("/api/runs", &json!({"scenario": "stream"}));
-    assert!((200..300).contains(&status), "{status} {queued}");
-    let id = queued["id"].as_str().unwrap().to_string();
-    // Followed before any process executes it.
-    let events = server.events(&format!("/api/runs/{id}/events"));
+    // Queued, and followed before any process executes it.
+    let (id, events) = start_and_follow(&server);
     let worker = host_command(
         dir.path(),
         &["worker", "--database", db, "--poll", "50ms"],
