@@ -4,30 +4,10 @@
 //! time (each read asking for `read-size` bytes), then its outcome, and
 //! returns each head, the bytes' size and digest, and every chunk.
 
-// `skillhost_sdk::generate!`, with bindings of its own for the streaming
-// interfaces, which the SDK's world (`base`) does not import.
-mod bindings {
-    skillhost_sdk::__private::wit_bindgen::generate!({
-        world: "http-stream-probe",
-        runtime_path: "::skillhost_sdk::__private::wit_bindgen::rt",
-        with: {
-            "skillhost:skill/types@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::types,
-            "skillhost:skill/log@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::log,
-            "skillhost:skill/fs@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::fs,
-            "skillhost:skill/kv@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::kv,
-            "skillhost:skill/http@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::http,
-            "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
-            "skillhost:skill/sql@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::sql,
-            "skillhost:skill/llm-stream@0.1.0": generate,
-            "skillhost:skill/http-stream@0.1.0": generate,
-        },
-        pub_export_macro: true,
-    });
-}
+skillhost_sdk::generate!("http-stream-probe", streaming);
 
-use bindings::skillhost::skill::http_stream;
-use bindings::{Fetched, Guest, Input, Output, SkillError};
 use skillhost_sdk::__private::wit_bindgen::StreamResult;
+use skillhost_sdk::bindings::streaming::skillhost::skill::http_stream;
 use skillhost_sdk::http::Request;
 
 struct Probe;
@@ -118,4 +98,4 @@ async fn read(
     }
 }
 
-bindings::export!(Probe with_types_in bindings);
+export!(Probe);
