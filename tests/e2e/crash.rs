@@ -193,23 +193,14 @@ async fn a_pgbouncer_the_url_does_not_name_is_refused_naming_the_option() {
 fn killed_after_a_durable_commit() {
     let dir = tempfile::tempdir().unwrap();
     let reference = reference_state(dir.path());
-    let out = host(
+    let id = &killed_at(
         dir.path(),
-        &["run", &scenario(), "--durability", "full", "--events"],
-        Some("after-commit:second"),
+        &scenario(),
+        &["--durability", "full"],
+        "after-commit:second",
     );
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
-    let first: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
-    let id = first["run_id"].as_str().unwrap();
     let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
-    let steps: Vec<(&str, &str)> = shown["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| (s["node"].as_str().unwrap(), s["status"].as_str().unwrap()))
-        .collect();
-    assert_eq!(steps, [("first", "ok"), ("second", "ok")]);
+    assert_eq!(step_statuses(&shown), [("first", "ok"), ("second", "ok")]);
     let out = host(dir.path(), &["resume", id], None);
     assert!(out.status.success(), "{}", stderr(&out));
     let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
@@ -225,26 +216,17 @@ fn killed_after_a_durable_commit() {
 fn killed_after_the_last_commit_the_run_is_completed() {
     let dir = tempfile::tempdir().unwrap();
     let reference = reference_state(dir.path());
-    let out = host(
+    let id = &killed_at(
         dir.path(),
-        &["run", &scenario(), "--durability", "full", "--events"],
-        Some("after-commit:third"),
+        &scenario(),
+        &["--durability", "full"],
+        "after-commit:third",
     );
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
-    let first: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
-    let id = first["run_id"].as_str().unwrap();
     let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
     assert_eq!(shown["status"], "completed", "{shown:#}");
     assert_eq!(serde_json::to_string(&shown["state"]).unwrap(), reference);
-    let steps: Vec<(&str, &str)> = shown["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| (s["node"].as_str().unwrap(), s["status"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        steps,
+        step_statuses(&shown),
         [
             ("first", "ok"),
             ("second", "ok"),
@@ -455,15 +437,30 @@ fn edit_database(dir: &Path, sql: &str) {
 
 /// Starts a run killed right after `second`'s checkpoint (seq 2); its id.
 fn killed_after_second(dir: &Path) -> String {
-    let out = host(
-        dir,
-        &["run", &scenario(), "--events"],
-        Some("after-commit:second"),
-    );
+    killed_at(dir, &scenario(), &[], "after-commit:second")
+}
+
+/// Runs `scenario` (with `args`) in `dir` killed at failpoint `point`, as a
+/// SIGKILL there ends it; the run's id, from its first event.
+fn killed_at(dir: &Path, scenario: &str, args: &[&str], point: &str) -> String {
+    let mut all = vec!["run", scenario];
+    all.extend_from_slice(args);
+    all.push("--events");
+    let out = host(dir, &all, Some(point));
     assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
     let first: Value =
         serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
     first["run_id"].as_str().unwrap().to_string()
+}
+
+/// A `runs show --json` answer's steps, as (node, status), in order.
+fn step_statuses(shown: &Value) -> Vec<(&str, &str)> {
+    shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["node"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .collect()
 }
 
 /// Asserts the host ended with an error of its own, not a signal.
@@ -653,15 +650,7 @@ fn resume_refuses_a_run_whose_component_changed_unless_allowed() {
     std::fs::write(&file, text).unwrap();
     let file = file.display().to_string();
 
-    let out = host(
-        dir.path(),
-        &["run", &file, "--events"],
-        Some("after-commit:second"),
-    );
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
-    let first: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
-    let id = first["run_id"].as_str().unwrap().to_string();
+    let id = killed_at(dir.path(), &file, &[], "after-commit:second");
     let started_with =
         json(&host(dir.path(), &["runs", "show", &id, "--json"], None))["components"]["echo"]
             .clone();
@@ -735,15 +724,7 @@ fn a_map_items_retried_attempts_survive_a_kill_after_it() {
 
     let dir = tempfile::tempdir().unwrap();
     let scenario = file(dir.path());
-    let out = host(
-        dir.path(),
-        &["run", &scenario, "--events"],
-        Some("map-item:fan:1"),
-    );
-    assert_eq!(out.status.signal(), Some(9), "{}", stderr(&out));
-    let first: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
-    let id = first["run_id"].as_str().unwrap().to_owned();
+    let id = killed_at(dir.path(), &scenario, &[], "map-item:fan:1");
     let out = host(dir.path(), &["resume", &id, "--events"], None);
     assert!(out.status.success(), "{}", stderr(&out));
     let reused = String::from_utf8_lossy(&out.stdout)
