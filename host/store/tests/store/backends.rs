@@ -2092,9 +2092,25 @@ async fn postgres_group_commit_keeps_each_commit_its_own_verdict() {
     assert!(["g00", "g01"].contains(&shared.run_id.as_str()));
 }
 
-/// Creates, checkpoint commits and finishes queued at once are grouped
-/// side by side, and each write still hears its own verdict: of two copies
-/// of each, one is written and the other is refused as a conflict.
+/// A racing write of a run: its verdict, when it comes.
+type Write = tokio::task::JoinHandle<Result<(), skillhost_store::StoreError>>;
+
+/// How many times each run's racing writes were written; every other
+/// write must have been refused as a conflict.
+async fn tally(writes: Vec<(String, Write)>) -> BTreeMap<String, u32> {
+    let mut written: BTreeMap<String, u32> = BTreeMap::new();
+    for (id, write) in writes {
+        match write.await.unwrap() {
+            Ok(()) => *written.entry(id).or_default() += 1,
+            Err(e) => {
+                assert!(e.is_conflict(), "{id}: {e}");
+                written.entry(id).or_default();
+            }
+        }
+    }
+    written
+}
+
 /// Concurrent last steps (`commit_last_step`) of many runs are batched
 /// beside ordinary commits of others (their own statement), each written
 /// once, with its run's end: a second runner's copy of each is refused.
@@ -2117,7 +2133,6 @@ async fn postgres_group_commit_batches_last_steps_with_their_runs_ends() {
         states.push(state);
         visits.push(seen);
     }
-    type Write = tokio::task::JoinHandle<Result<(), skillhost_store::StoreError>>;
     let mut writes: Vec<(String, Write)> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let mut c = commit(id, 2, &mut states[i], &mut visits[i], varied_change(2));
@@ -2143,16 +2158,7 @@ async fn postgres_group_commit_batches_last_steps_with_their_runs_ends() {
             ));
         }
     }
-    let mut written: BTreeMap<String, u32> = BTreeMap::new();
-    for (id, write) in writes {
-        match write.await.unwrap() {
-            Ok(()) => *written.entry(id).or_default() += 1,
-            Err(e) => {
-                assert!(e.is_conflict(), "{id}: {e}");
-                written.entry(id).or_default();
-            }
-        }
-    }
+    let written = tally(writes).await;
     for (i, id) in ids.iter().enumerate() {
         assert_eq!(written[id], 1, "{id} written {} times", written[id]);
         let run = store.run(id).await.unwrap().unwrap();
@@ -2175,6 +2181,9 @@ async fn postgres_group_commit_batches_last_steps_with_their_runs_ends() {
     }
 }
 
+/// Creates, checkpoint commits and finishes queued at once are grouped
+/// side by side, and each write still hears its own verdict: of two copies
+/// of each, one is written and the other is refused as a conflict.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_group_commit_mixes_creates_commits_and_finishes() {
     let url = skillhost_tests::pg::fresh_database().await;
@@ -2195,7 +2204,6 @@ async fn postgres_group_commit_mixes_creates_commits_and_finishes() {
         committing.iter().map(|_| BTreeMap::new()).collect();
     let rounds = 4;
     for round in 1..=rounds {
-        type Write = tokio::task::JoinHandle<Result<(), skillhost_store::StoreError>>;
         let mut writes: Vec<(String, Write)> = Vec::new();
         for (i, id) in committing.iter().enumerate() {
             let mut c = commit(
@@ -2250,16 +2258,7 @@ async fn postgres_group_commit_mixes_creates_commits_and_finishes() {
                 ));
             }
         }
-        let mut written: BTreeMap<String, u32> = BTreeMap::new();
-        for (id, write) in writes {
-            match write.await.unwrap() {
-                Ok(()) => *written.entry(id).or_default() += 1,
-                Err(e) => {
-                    assert!(e.is_conflict(), "{id}: {e}");
-                    written.entry(id).or_default();
-                }
-            }
-        }
+        let written = tally(writes).await;
         for (id, count) in &written {
             assert_eq!(*count, 1, "round {round}: {id} written {count} times");
         }
