@@ -308,13 +308,15 @@ fn the_time_to_first_token_benchmark_measures_both_faces() {
         }
     }
 
-    let refused = host(dir.path(), &["bench", "ttft", "--tokens", "0"], None);
-    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    assert!(
-        stderr(&refused).contains("--tokens"),
-        "{}",
-        stderr(&refused)
-    );
+    for tokens in ["0", "101"] {
+        let refused = host(dir.path(), &["bench", "ttft", "--tokens", tokens], None);
+        assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+        assert!(
+            stderr(&refused).contains("--tokens"),
+            "{}",
+            stderr(&refused)
+        );
+    }
     let refused = host(
         dir.path(),
         &["bench", "ttft", "--skill", "no-such.wasm"],

@@ -376,3 +376,48 @@ async fn watch_runs(state: Shared, tx: Sender) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a listener hears of `payload`: each event's name and run.
+    fn heard(payload: &str) -> (u64, Vec<(String, &'static str)>) {
+        let live = LiveTokens::default();
+        let mut rx = live.tx.subscribe();
+        let skipped = live.relayed(payload);
+        let mut out = Vec::new();
+        while let Ok(token) = rx.try_recv() {
+            out.push((token.run_id.clone(), token.name));
+        }
+        (skipped, out)
+    }
+
+    /// Anyone who can connect to the database can notify on the channel:
+    /// what is not a relay's payload, or not a token of a run, is dropped,
+    /// and this process's own relay is not heard twice.
+    #[test]
+    fn a_relayed_payload_passes_tokens_and_discards_only() {
+        let payload = json!({ "source": "elsewhere", "skipped": 3, "events": [
+            { "event": "token", "run_id": "r1", "node": "n", "attempt": 1, "text": "a" },
+            { "event": "tokens_discarded", "run_id": "r1", "node": "n", "attempt": 1 },
+            { "event": "node_finished", "run_id": "r1", "node": "n" },
+            { "event": "token", "run_id": "r2", "text": 7 },
+            { "event": "token", "text": "no run" },
+            "not an object",
+        ]});
+        assert_eq!(
+            heard(&payload.to_string()),
+            (
+                3,
+                vec![("r1".into(), "token"), ("r1".into(), "tokens_discarded")]
+            )
+        );
+        let own = json!({ "source": skillhost_engine::relay::source(), "skipped": 1,
+                          "events": [{ "event": "token", "run_id": "r1", "text": "a" }] });
+        assert_eq!(heard(&own.to_string()), (0, vec![]));
+        for hostile in ["", "not json", "[]", "{\"events\": 5}", "{\"source\": 1}"] {
+            assert_eq!(heard(hostile), (0, vec![]), "{hostile}");
+        }
+    }
+}
