@@ -1,6 +1,6 @@
 //! Async (WASI 0.3) skills in scenarios, with the real binary: a scenario
-//! mixing `echo-async`, a map node over it and `async-probe` with the
-//! synchronous `echo` runs, checkpoints each node, replays byte for byte
+//! mixing `echo-async`, a map node over it, `async-probe` and `wasi3-probe`
+//! (WASI 0.3's own interfaces) with the synchronous `echo` runs, checkpoints each node, replays byte for byte
 //! with `host replay`, and, killed right after an async node's commit or
 //! inside the map over the async skill, resumes to the state of an
 //! uninterrupted run with each node applied once.
@@ -40,12 +40,14 @@ fn async_and_sync_skills_run_in_one_scenario_and_replay_byte_for_byte() {
             "echoes": ["aaa", "bbbbbb", "ccccccccc", "dddddddddddd"],
             "resumed": 40,
             "remembered": "40",
+            "drawn": 16,
+            "waited": 60_000_001_000u64,
             "errors": [],
         })
     );
     assert_eq!(
         ok_nodes(&shown),
-        ["first", "fan", "suspend", "remember", "last"]
+        ["first", "fan", "suspend", "remember", "wasi3", "last"]
     );
 
     let out = host(dir.path(), &["replay", &id, "--json"], None);
@@ -83,7 +85,7 @@ fn killed_and_resumed(point: &str) {
     );
     assert_eq!(
         ok_nodes(&shown),
-        ["first", "fan", "suspend", "remember", "last"]
+        ["first", "fan", "suspend", "remember", "wasi3", "last"]
     );
 }
 

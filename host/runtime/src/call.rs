@@ -376,9 +376,7 @@ impl Skill {
         arg: Val,
         limits: &Limits,
     ) -> Result<serde_json::Value, CallError> {
-        let instance = self
-            .pre
-            .instantiate(&mut *store)
+        let instance = crate::skill::instantiate(&self.pre, store, self.instantiates_async)
             .map_err(|e| self.classify(e, store, limits))?;
         let func = instance
             .get_func(&mut *store, self.run_index)

@@ -12,17 +12,18 @@
 //!
 //! It refuses only what it can name a fix for:
 //! - an import of `wasi:http` (a default componentize-js build adds it for
-//!   its `fetch` and `fetch-event` features), of a WASI 0.3 interface (the
-//!   host links WASI 0.2's; an async component imports those too), of
-//!   another WASI package than the five wasmtime-wasi provides here, or of
-//!   an interface of the skill contract that does not exist;
+//!   its `fetch` and `fetch-event` features), of a WASI 0.3 release other
+//!   than the one linked (`0.3.0`, wasmtime-wasi's `p3`), of another WASI
+//!   package than the ones wasmtime-wasi provides here, or of an interface
+//!   of the skill contract that does not exist;
 //! - the component model's cooperative or shared-everything threads
 //!   (`thread.new-indirect`, `thread.spawn-ref`, ...), which no engine here
 //!   runs.
 //!
 //! It also tells which [`Abi`] the component's calls use: the async one as
 //! soon as any lift or lower is async or any async built-in appears
-//! (`task.return`, `waitable-set.wait`, a stream or a future); such a
+//! (`task.return`, `waitable-set.wait`, a stream or a future), or it imports
+//! a WASI 0.3 interface (linked on the concurrent engine only); such a
 //! component is compiled for, and called on, the concurrent engine.
 //!
 //! Anything else a component imports (a package of type-only interfaces, say)
@@ -36,6 +37,12 @@ use crate::error::LoadError;
 /// The WASI 0.2 packages the host links (through wasmtime-wasi); any of
 /// their interfaces the linker lacks is named when the component is linked.
 const WASI_PACKAGES: [&str; 6] = ["cli", "clocks", "filesystem", "io", "random", "sockets"];
+
+/// The WASI 0.3 release the host links (wasmtime-wasi's `p3`), for async
+/// components, and its packages (0.3 has no `wasi:io`: streams and futures
+/// are the component model's own).
+const WASI_03_VERSION: &str = "0.3.0";
+const WASI_03_PACKAGES: [&str; 5] = ["cli", "clocks", "filesystem", "random", "sockets"];
 
 /// Checks, before compiling, that the component in `bytes` imports nothing
 /// the host cannot provide and uses no threads; says which ABI its calls
@@ -60,7 +67,14 @@ pub fn check(bytes: &[u8], origin: &str) -> Result<Abi, LoadError> {
             });
         }
     }
-    let abi = scan.abi();
+    // WASI 0.3 is linked on the concurrent engine only; a component that
+    // imports it with nothing but synchronous calls (`wasi:random` alone,
+    // say) is called there too.
+    let abi = if scan.imports.iter().any(|i| is_wasi_03(i)) {
+        Abi::Async
+    } else {
+        scan.abi()
+    };
     if abi == Abi::Sync
         && let Some(import) = scan.imports.iter().find(|i| is_streaming(i))
     {
@@ -232,6 +246,14 @@ fn builtin_name(variant: &str) -> String {
     }
 }
 
+/// Whether `import` is an interface of WASI 0.3 (any 0.3 release).
+fn is_wasi_03(import: &str) -> bool {
+    import.starts_with("wasi:")
+        && import
+            .split_once('@')
+            .is_some_and(|(_, version)| version.starts_with("0.3"))
+}
+
 /// Whether `import` is one of the contract's streaming interfaces, which
 /// only the concurrent engine links.
 fn is_streaming(import: &str) -> bool {
@@ -251,12 +273,20 @@ fn unprovided(import: &str) -> Option<String> {
     let version = rest.split_once('@').map_or("", |(_, v)| v);
     if let Some(wasi) = package.strip_prefix("wasi:") {
         if version.starts_with("0.3") {
-            return Some(
-                "this host links WASI 0.2's interfaces, to async components too; build \
-                 against WASI 0.2 (wasm32-wasip2, or wasip1 with the preview1 adapter; \
-                 the async ABI itself is fine)"
-                    .into(),
-            );
+            if version != WASI_03_VERSION {
+                return Some(format!(
+                    "this host links WASI {WASI_03_VERSION} (and 0.2), not {version}: build \
+                     against wasi:*@{WASI_03_VERSION}'s WIT, or against WASI 0.2"
+                ));
+            }
+            if !WASI_03_PACKAGES.contains(&wasi) {
+                return Some(format!(
+                    "this host provides the WASI {WASI_03_VERSION} packages {} only; remove the \
+                     import from the skill's world or disable the toolchain feature that adds it",
+                    WASI_03_PACKAGES.map(|p| format!("wasi:{p}")).join(", ")
+                ));
+            }
+            return None;
         }
         if wasi == "http" {
             return Some(
@@ -309,6 +339,9 @@ mod tests {
             "wasi:cli/stdout@0.2.0",
             "wasi:io/streams@0.2.6",
             "wasi:sockets/tcp@0.2.3",
+            "wasi:cli/stdout@0.3.0",
+            "wasi:clocks/monotonic-clock@0.3.0",
+            "wasi:random/random@0.3.0",
             "skillhost:skill/log@0.1.0",
             "skillhost:skill/types@0.1.0",
             "skillhost:research/types@0.1.0",
@@ -322,8 +355,18 @@ mod tests {
     fn imports_it_cannot_provide_name_the_fix() {
         let http = unprovided("wasi:http/types@0.2.3").unwrap();
         assert!(http.contains("-d http fetch-event"), "{http}");
-        let p3 = unprovided("wasi:cli/stdout@0.3.0-rc-2025-09-16").unwrap();
-        assert!(p3.contains("WASI 0.2"), "{p3}");
+        let rc = unprovided("wasi:cli/stdout@0.3.0-rc-2025-09-16").unwrap();
+        assert!(
+            rc.contains("links WASI 0.3.0") && rc.contains("not 0.3.0-rc"),
+            "{rc}"
+        );
+        let io = unprovided("wasi:io/streams@0.3.0").unwrap();
+        assert!(
+            io.contains("WASI 0.3.0 packages") && io.contains("wasi:cli"),
+            "{io}"
+        );
+        let http = unprovided("wasi:http/types@0.3.0").unwrap();
+        assert!(http.contains("wasi:random"), "{http}");
         let other = unprovided("wasi:keyvalue/store@0.2.0-draft").unwrap();
         assert!(other.contains("wasi:clocks"), "{other}");
         let contract = unprovided("skillhost:skill/queue@0.1.0").unwrap();
@@ -352,6 +395,19 @@ mod tests {
         assert!(err.contains("skill.wasm"), "{err}");
         assert!(err.contains("wasi:http/types@0.2.3"), "{err}");
         assert!(err.contains("-d http fetch-event"), "{err}");
+    }
+
+    #[test]
+    fn a_component_importing_wasi_03_is_called_on_the_concurrent_engine() {
+        // Nothing async in it but the import: `wasi:random` has synchronous
+        // functions, and WASI 0.3 is linked on the concurrent engine only.
+        let wasm = wat::parse_str(r#"(component (import "wasi:random/random@0.3.0" (instance)))"#)
+            .unwrap();
+        assert_eq!(scan(&wasm).unwrap().async_abi, None);
+        assert_eq!(check(&wasm, "skill.wasm").unwrap(), Abi::Async);
+        let wasm = wat::parse_str(r#"(component (import "wasi:random/random@0.2.6" (instance)))"#)
+            .unwrap();
+        assert_eq!(check(&wasm, "skill.wasm").unwrap(), Abi::Sync);
     }
 
     #[test]

@@ -83,6 +83,10 @@ pub struct Skill {
     needs_blocking_thread: bool,
     /// See [`Skill::streams_tokens`]; known at load.
     streams_tokens: bool,
+    /// It imports WASI 0.3, whose waits are concurrent host functions:
+    /// wasmtime then instantiates it only asynchronously (on a fiber, which
+    /// every other component is spared).
+    pub(crate) instantiates_async: bool,
     interface: OnceLock<Result<SkillInterface, String>>,
     /// What the runtime shares with its skills: the capabilities' backends.
     /// Holding it also keeps the engine's epoch ticking while the skill is
@@ -252,6 +256,7 @@ pub(crate) fn load(
     let mut imported_capabilities = BTreeSet::new();
     let mut type_only = Vec::new();
     let mut uses_wasi = false;
+    let mut uses_wasi_03 = false;
     for (name, item) in ty.imports(&engine) {
         let item = item.ty;
         imports.push(name.to_string());
@@ -260,6 +265,9 @@ pub(crate) fn load(
         } else if is_wasi(name) {
             // WASI is linked, and the linker names any interface it lacks.
             uses_wasi = true;
+            uses_wasi_03 |= name
+                .split_once('@')
+                .is_some_and(|(_, v)| v.starts_with("0.3"));
         } else if is_contract_types(name) {
             // The types interface needs no implementation.
         } else if is_type_only(&engine, &item) {
@@ -302,7 +310,15 @@ pub(crate) fn load(
     let manifest = if uses_wasi && tokio::runtime::Handle::try_current().is_ok() {
         std::thread::scope(|scope| {
             scope
-                .spawn(|| read_manifest(&pre, &runtime.backends, runtime.abi, &provisional))
+                .spawn(|| {
+                    read_manifest(
+                        &pre,
+                        &runtime.backends,
+                        runtime.abi,
+                        uses_wasi_03,
+                        &provisional,
+                    )
+                })
                 .join()
                 .unwrap_or_else(|_| {
                     Err(LoadError::Manifest {
@@ -312,7 +328,13 @@ pub(crate) fn load(
                 })
         })?
     } else {
-        read_manifest(&pre, &runtime.backends, runtime.abi, &provisional)?
+        read_manifest(
+            &pre,
+            &runtime.backends,
+            runtime.abi,
+            uses_wasi_03,
+            &provisional,
+        )?
     };
     let name = manifest.id.clone();
     // `validate_manifest` accepted only known names.
@@ -344,6 +366,7 @@ pub(crate) fn load(
     Ok(Skill {
         needs_blocking_thread,
         streams_tokens,
+        instantiates_async: uses_wasi_03,
         name_arc: Arc::from(name.as_str()),
         digest_arc: Arc::from(digest.as_str()),
         name,
@@ -364,6 +387,21 @@ pub(crate) fn load(
         interface: OnceLock::new(),
         runtime,
     })
+}
+
+/// An instance of `pre` in `store`: asynchronously (on a fiber, driven to
+/// its end here) when the component imports a concurrent host function,
+/// which wasmtime instantiates no other way.
+pub(crate) fn instantiate(
+    pre: &InstancePre<CallState>,
+    store: &mut Store<CallState>,
+    asynchronously: bool,
+) -> wasmtime::Result<wasmtime::component::Instance> {
+    if asynchronously {
+        futures_executor::block_on(pre.instantiate_async(store))
+    } else {
+        pre.instantiate(store)
+    }
 }
 
 /// Whether import `name` is a WASI interface.
@@ -445,6 +483,7 @@ fn read_manifest(
     pre: &InstancePre<CallState>,
     backends: &Backends,
     abi: crate::Abi,
+    instantiates_async: bool,
     provisional: &str,
 ) -> Result<Manifest, LoadError> {
     let fail = |message: String| LoadError::Manifest {
@@ -467,7 +506,7 @@ fn read_manifest(
         },
         _ => fail(format!("{e:#}")),
     };
-    let instance = pre.instantiate(&mut store).map_err(stopped)?;
+    let instance = instantiate(pre, &mut store, instantiates_async).map_err(stopped)?;
     let func = instance
         .get_typed_func::<(), (wit_types::Manifest,)>(&mut store, "manifest")
         .map_err(|e| fail(format!("{e:#}")))?;

@@ -441,7 +441,7 @@ macro_rules! capabilities {
                 llm::Llm::link_streaming(linker)?;
                 http::Http::link_streaming(linker)?;
             }
-            wasi::link(linker)
+            wasi::link(linker, abi)
         }
     };
 }

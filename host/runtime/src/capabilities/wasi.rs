@@ -1,10 +1,13 @@
 //! WASI 0.2, for components whose toolchains import it (Python, JavaScript, C
-//! and Rust `wasip1`/`wasip2` builds), with no ambient authority and no
-//! nondeterminism:
+//! and Rust `wasip1`/`wasip2` builds), and for async components WASI 0.3.0
+//! too (wasmtime-wasi's `p3`: `wasi:cli`, `wasi:clocks`, `wasi:random`,
+//! `wasi:filesystem`, `wasi:sockets` at `@0.3.0`), over the same per-call
+//! context, with no ambient authority and no nondeterminism:
 //!
 //! - no preopened directories, no environment, no arguments, no sockets, no
 //!   name lookup (wasmtime-wasi's defaults, never widened here);
-//! - stdin is empty; stdout and stderr are captured into the call's log
+//! - stdin is empty; stdout and stderr (0.2's output streams, 0.3's
+//!   `write-via-stream`) are captured into the call's log
 //!   (stdout as `info`, stderr as `warn`), line by line in the order the
 //!   lines were written, among the `log` capability's lines too (a line
 //!   joins the log when its newline is written; what is left unfinished
@@ -14,11 +17,12 @@
 //!   nor grows the host;
 //! - the wall clock is fixed at 2000-01-01T00:00:00Z; the monotonic clock is
 //!   virtual: it advances one microsecond per reading, and a timer on it
-//!   (`subscribe-duration`, `subscribe-instant`, so every `sleep`) fires at
-//!   once by moving the clock to the timer's deadline. A guest that sleeps
-//!   20 s returns at once and reads a clock 20 s later; nothing ever waits
-//!   on real time, so a loop of sleeps is ordinary guest work that the
-//!   call's deadline stops;
+//!   (`subscribe-duration`, `subscribe-instant`, so every `sleep`; 0.3's
+//!   `wait-for` and `wait-until`) fires at once by moving the clock to the
+//!   timer's deadline, and the clock saturates at its end rather than
+//!   wrap. A guest that sleeps 20 s returns at once and reads a clock 20 s
+//!   later; nothing ever waits on real time, so a loop of sleeps is
+//!   ordinary guest work that the call's deadline stops;
 //! - `wasi:random` is a ChaCha12 generator seeded from the call's
 //!   [`CallOptions::random_seed`](crate::CallOptions::random_seed), which
 //!   the engine derives from the run, the node and the attempt and records
@@ -33,7 +37,11 @@
 //! WASI is not a capability a scenario grants, and it is linked the way
 //! wasmtime-wasi requires: through `WasiView` on the call's store data, which
 //! hands wasmtime-wasi this call's context. The monotonic clock's interface
-//! is then linked again over wasmtime-wasi's, whose timers wait on real time.
+//! (0.2's and 0.3's) is then linked again over wasmtime-wasi's, whose timers
+//! wait on real time (0.3's on tokio's timer, which the concurrent engine's
+//! event loop does not drive). A component importing WASI 0.3 is called on
+//! the concurrent engine (`imports::check`) and instantiated asynchronously:
+//! 0.3's waits are concurrent host functions.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -241,8 +249,36 @@ impl StdoutStream for Capture {
     }
 
     fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        // Only WASI 0.3 asks for it, and this host links 0.2 only.
-        Box::new(tokio::io::sink())
+        // WASI 0.3's `write-via-stream`: into the same bounded log.
+        Box::new(self.clone())
+    }
+}
+
+/// WASI 0.3's side of a capture: every write is taken whole (what does not
+/// fit in the log's budget is counted and dropped, as on 0.2), so nothing
+/// ever waits and no runtime's reactor is needed.
+impl tokio::io::AsyncWrite for Capture {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        bytes: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.output.lock().write(self.stream, bytes);
+        std::task::Poll::Ready(Ok(bytes.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
     }
 }
 
@@ -300,6 +336,19 @@ impl HostWallClock for FixedWallClock {
     }
 }
 
+/// Moves the virtual clock `by` nanoseconds and returns where it is now. It
+/// saturates: a wait of `u64::MAX` leaves the clock at its end, and later
+/// readings stay there rather than wrap to its start (a clock that runs
+/// backwards).
+fn advance(clock: &AtomicU64, by: u64) -> u64 {
+    let before = clock
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+            Some(now.saturating_add(by))
+        })
+        .unwrap_or_else(|now| now);
+    before.saturating_add(by)
+}
+
 /// The context's view of the virtual monotonic clock.
 struct VirtualClock {
     now: Arc<AtomicU64>,
@@ -311,7 +360,7 @@ impl HostMonotonicClock for VirtualClock {
     }
 
     fn now(&self) -> u64 {
-        self.now.fetch_add(CLOCK_STEP_NS, Ordering::Relaxed) + CLOCK_STEP_NS
+        advance(&self.now, CLOCK_STEP_NS)
     }
 }
 
@@ -353,7 +402,7 @@ impl ClockView<'_> {
 
 impl monotonic_clock::Host for ClockView<'_> {
     fn now(&mut self) -> wasmtime::Result<u64> {
-        Ok(self.clock.fetch_add(CLOCK_STEP_NS, Ordering::Relaxed) + CLOCK_STEP_NS)
+        Ok(advance(self.clock, CLOCK_STEP_NS))
     }
 
     fn resolution(&mut self) -> wasmtime::Result<u64> {
@@ -389,8 +438,13 @@ impl WasiView for CallState {
     }
 }
 
-pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+/// Links WASI 0.2 into `linker`, and for the concurrent engine WASI 0.3
+/// (`p3`) too; each one's monotonic clock is then linked again, virtual.
+pub(crate) fn link(linker: &mut Linker<CallState>, abi: crate::Abi) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
+    if abi == crate::Abi::Async {
+        wasmtime_wasi::p3::add_to_linker(linker)?;
+    }
     linker.allow_shadowing(true);
     monotonic_clock::add_to_linker::<CallState, HasClockView>(linker, |state| {
         let wasi = state.wasi_state();
@@ -399,6 +453,63 @@ pub(crate) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
             table: &mut wasi.table,
         }
     })?;
+    if abi == crate::Abi::Async {
+        p3_clock::link(linker)?;
+    }
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// WASI 0.3's monotonic clock on the call's virtual clock: wasmtime-wasi's
+/// `wait-for` and `wait-until` sleep on tokio's timer, in real time; these
+/// return at once, having moved the clock to the deadline, as a 0.2 timer
+/// does. `now` reads the same clock as 0.2's.
+mod p3_clock {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use wasmtime::component::{Accessor, HasData, Linker};
+    use wasmtime_wasi::p3::bindings::clocks::monotonic_clock;
+
+    use super::CLOCK_STEP_NS;
+    use crate::call::CallState;
+
+    /// What the interface sees of a call: its virtual clock.
+    pub(super) struct Clock<'a> {
+        now: &'a Arc<AtomicU64>,
+    }
+
+    pub(super) struct HasClock;
+
+    impl HasData for HasClock {
+        type Data<'a> = Clock<'a>;
+    }
+
+    pub(super) fn link(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+        monotonic_clock::add_to_linker::<CallState, HasClock>(linker, |state| Clock {
+            now: &state.wasi_state().clock,
+        })
+    }
+
+    impl monotonic_clock::Host for Clock<'_> {
+        fn now(&mut self) -> wasmtime::Result<u64> {
+            Ok(super::advance(self.now, CLOCK_STEP_NS))
+        }
+
+        fn get_resolution(&mut self) -> wasmtime::Result<u64> {
+            Ok(CLOCK_STEP_NS)
+        }
+    }
+
+    impl<U> monotonic_clock::HostWithStore<U> for HasClock {
+        async fn wait_until(store: &Accessor<U, Self>, when: u64) -> wasmtime::Result<()> {
+            store.with(|mut access| access.get().now.fetch_max(when, Ordering::Relaxed));
+            Ok(())
+        }
+
+        async fn wait_for(store: &Accessor<U, Self>, how_long: u64) -> wasmtime::Result<()> {
+            store.with(|mut access| super::advance(access.get().now, how_long));
+            Ok(())
+        }
+    }
 }

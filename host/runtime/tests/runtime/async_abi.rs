@@ -371,3 +371,128 @@ fn the_abi_benchmark_needs_one_component_of_each_abi() {
     let figures = measure_abis(echo, echo_async, echo_input(), settings).expect("one of each");
     assert!(figures.ratio() > 0.0, "{figures:?}");
 }
+
+fn wasi3(runtime: &Runtime) -> Arc<Skill> {
+    runtime
+        .load_file(&skillhost_tests::dist("wasi3-probe"))
+        .expect("load wasi3-probe")
+}
+
+fn wasi3_input(times: u32, wait_ms: u64) -> serde_json::Value {
+    json!({
+        "print": "printed through wasi:cli/stdout@0.3.0",
+        "times": times,
+        "err": "and warned through stderr",
+        "wait_ms": wait_ms,
+        "random_bytes": 16,
+    })
+}
+
+/// `wasi3-probe` imports WASI 0.3's own interfaces (`wasi:*@0.3.0`) and no
+/// 0.2 ones. They answer as 0.2's do: stdout's and stderr's streams go to
+/// the call's log, in order, at `info` and `warn`; the monotonic clock is
+/// virtual (an hour's `wait-for` returns at once, within a deadline of ten
+/// seconds, on a clock an hour later); the system clock is fixed; the
+/// random bytes and the insecure seed follow the call's seed; there is no
+/// environment, no argument and no stdin.
+#[test]
+fn a_wasi_03_component_gets_the_same_deterministic_wasi_as_a_02_one() {
+    let cache = tempfile::tempdir().unwrap();
+    let skill = wasi3(&skillhost_tests::runtime(cache.path()));
+    assert_eq!(skill.abi(), Abi::Async);
+    assert!(
+        skill
+            .imports
+            .iter()
+            .all(|i| !i.starts_with("wasi:") || i.ends_with("@0.3.0")),
+        "{:?}",
+        skill.imports
+    );
+    assert!(
+        skill
+            .imports
+            .iter()
+            .any(|i| i == "wasi:clocks/monotonic-clock@0.3.0"),
+        "{:?}",
+        skill.imports
+    );
+    let mut seeded = options(|limits| limits.timeout = Duration::from_secs(10));
+    seeded.random_seed = [7; 32];
+    let report = skill.call(&wasi3_input(3, 3_600_000), &seeded);
+    let logs: Vec<(String, String)> = report
+        .logs
+        .iter()
+        .map(|l| (format!("{:?}", l.level), l.message.clone()))
+        .collect();
+    let line = "printed through wasi:cli/stdout@0.3.0";
+    assert_eq!(
+        logs,
+        [
+            ("Info".to_string(), line.to_string()),
+            ("Info".to_string(), line.to_string()),
+            ("Info".to_string(), line.to_string()),
+            ("Warn".to_string(), "and warned through stderr".to_string()),
+        ]
+    );
+    let out = report.result.expect("the call works");
+    // The wait plus the reading after it (one microsecond a reading).
+    assert_eq!(out["waited_ns"], 3_600_000_001_000u64, "{out}");
+    assert_eq!(out["system_seconds"], 946_684_800, "{out}");
+    assert_eq!(out["printed"], 3 * (line.len() as u64 + 1), "{out}");
+    for nothing in ["environment", "arguments", "stdin_bytes"] {
+        assert_eq!(out[nothing], 0, "{nothing}: {out}");
+    }
+    assert_eq!(out["random"].as_str().unwrap().len(), 32, "{out}");
+
+    let again = skill
+        .call(&wasi3_input(3, 3_600_000), &seeded)
+        .into_result()
+        .unwrap();
+    assert_eq!(again, out, "the same seed, the same call");
+    let mut other = seeded.clone();
+    other.random_seed = [8; 32];
+    let other = skill
+        .call(&wasi3_input(3, 3_600_000), &other)
+        .into_result()
+        .unwrap();
+    assert_ne!(other["random"], out["random"]);
+    assert_ne!(other["insecure_seed"], out["insecure_seed"]);
+}
+
+/// The longest wait there is leaves the virtual clock at its end: later
+/// readings stay there instead of wrapping to its start (the probe fails
+/// with `clock` if its clock ever runs backwards).
+#[test]
+fn a_wait_past_the_end_of_the_clock_saturates_it() {
+    let cache = tempfile::tempdir().unwrap();
+    let skill = wasi3(&skillhost_tests::runtime(cache.path()));
+    let out = skill
+        .call(&wasi3_input(0, u64::MAX), &CallOptions::default())
+        .into_result()
+        .expect("the clock never runs backwards");
+    let waited = out["waited_ns"].as_u64().unwrap();
+    assert!(waited > u64::MAX / 2, "{out}");
+}
+
+/// What a WASI 0.3 component prints through stdout's stream is held to the
+/// log's budget like everything else: the call succeeds, the host keeps
+/// what fits and counts the rest.
+#[test]
+fn a_wasi_03_stdout_flood_is_capped_and_counted() {
+    let cache = tempfile::tempdir().unwrap();
+    let skill = wasi3(&skillhost_tests::runtime(cache.path()));
+    let report = skill.call(&wasi3_input(20_000, 0), &CallOptions::default());
+    let kept = report.logs.len() as u64;
+    assert!(kept > 0 && kept < 20_000, "{kept}");
+    let kept_bytes: usize = report.logs.iter().map(|l| l.message.len()).sum();
+    assert!(kept_bytes <= 64 << 10, "{kept_bytes} bytes kept");
+    // Every stdout line kept or counted, and stderr's one line after them;
+    // the line the budget cuts (64 KiB is not a whole number of 38-byte
+    // lines) is kept in part and counted as dropped, as on WASI 0.2.
+    assert_eq!(kept + report.logs_dropped, 20_002);
+    let out = report.into_result().expect("printing never fails a call");
+    assert_eq!(
+        out["printed"],
+        20_000 * ("printed through wasi:cli/stdout@0.3.0".len() as u64 + 1)
+    );
+}
