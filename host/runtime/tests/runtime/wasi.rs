@@ -73,6 +73,18 @@ fn a_long_sleep_returns_at_once_with_the_virtual_clock_moved() {
     still_serves(&skill);
 }
 
+/// A sleep to the end of the virtual clock leaves it there: the reading
+/// after it is the clock's last value, not one wrapped to its start (a
+/// clock that ran backwards, and an overflow in the host).
+#[test]
+fn a_sleep_past_the_end_of_the_clock_leaves_it_at_its_end() {
+    let (_cache, skill) = probe();
+    let slept = value(run(&skill, "sleep", u64::MAX, &timeout_of(500)));
+    // The first reading was one step in.
+    assert_eq!(slept, u64::MAX - 1_000);
+    still_serves(&skill);
+}
+
 #[test]
 fn a_loop_of_sleeps_is_stopped_by_the_deadline() {
     let (_cache, skill) = probe();
