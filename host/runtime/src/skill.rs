@@ -307,34 +307,26 @@ pub(crate) fn load(
     // A WASI skill's manifest may print or sleep, which blocks on tokio: on
     // an async runtime's thread that panics, so the manifest is then read on
     // a thread of its own (once per load, next to a compile).
-    let manifest = if uses_wasi && tokio::runtime::Handle::try_current().is_ok() {
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    read_manifest(
-                        &pre,
-                        &runtime.backends,
-                        runtime.abi,
-                        uses_wasi_03,
-                        &provisional,
-                    )
-                })
-                .join()
-                .unwrap_or_else(|_| {
-                    Err(LoadError::Manifest {
-                        skill: provisional.clone(),
-                        message: "the thread reading the manifest panicked".into(),
-                    })
-                })
-        })?
-    } else {
+    let read = || {
         read_manifest(
             &pre,
             &runtime.backends,
             runtime.abi,
             uses_wasi_03,
             &provisional,
-        )?
+        )
+    };
+    let manifest = if uses_wasi && tokio::runtime::Handle::try_current().is_ok() {
+        std::thread::scope(|scope| {
+            scope.spawn(read).join().unwrap_or_else(|_| {
+                Err(LoadError::Manifest {
+                    skill: provisional.clone(),
+                    message: "the thread reading the manifest panicked".into(),
+                })
+            })
+        })?
+    } else {
+        read()?
     };
     let name = manifest.id.clone();
     // `validate_manifest` accepted only known names.
