@@ -4,8 +4,10 @@
 //! `wasi:filesystem`, `wasi:sockets` at `@0.3.0`), over the same per-call
 //! context, with no ambient authority and no nondeterminism:
 //!
-//! - no preopened directories, no environment, no arguments, no sockets, no
-//!   name lookup (wasmtime-wasi's defaults, never widened here);
+//! - no preopened directories, no environment, no arguments, no sockets
+//!   (not even one that could reach no address, which would hold a file
+//!   descriptor of the host's), no name lookup: wasmtime-wasi's defaults,
+//!   stated explicitly and never widened here;
 //! - stdin is empty; stdout and stderr (0.2's output streams, 0.3's
 //!   `write-via-stream`) are captured into the call's log
 //!   (stdout as `info`, stderr as `warn`), line by line in the order the
@@ -84,6 +86,13 @@ impl WasiState {
         let clock = Arc::new(AtomicU64::new(0));
         let insecure_seed = derive_seed(seed, b"insecure-seed");
         let ctx = WasiCtx::builder()
+            // No socket at all, not even one that could reach no address:
+            // each would be a file descriptor of the host's, held as long
+            // as the guest holds its handle. wasmtime-wasi 48's default,
+            // said here (and tested) so that an upgrade cannot widen it.
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
             .stdout(output.stream(Stream::Stdout))
             .stderr(output.stream(Stream::Stderr))
             .wall_clock(FixedWallClock)
@@ -511,5 +520,39 @@ mod p3_clock {
             store.with(|mut access| super::advance(access.get().now, how_long));
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime_wasi::sockets::WasiSocketsCtxView;
+
+    /// Neither WASI release creates a socket, not even one that could reach
+    /// no address: each would hold a file descriptor of the host's for as
+    /// long as the guest kept its handle. (wasmtime-wasi 48 refuses them by
+    /// default; this holds the host to it across upgrades.)
+    #[test]
+    fn no_socket_is_created_on_either_release() {
+        use wasmtime_wasi::p2::bindings::sockets::network::IpAddressFamily as Family2;
+        use wasmtime_wasi::p2::bindings::sockets::{tcp_create_socket, udp_create_socket};
+        use wasmtime_wasi::p3::bindings::sockets::types::{
+            HostTcpSocket, IpAddressFamily as Family3,
+        };
+
+        let mut wasi = WasiState::new(1 << 10, &[0; 32]);
+        let mut view = WasiSocketsCtxView {
+            ctx: wasi.ctx.sockets(),
+            table: &mut wasi.table,
+        };
+        for family in [Family2::Ipv4, Family2::Ipv6] {
+            assert!(tcp_create_socket::Host::create_tcp_socket(&mut view, family).is_err());
+            let udp = udp_create_socket::Host::create_udp_socket(&mut view, family);
+            assert!(futures_executor::block_on(udp).is_err());
+        }
+        for family in [Family3::Ipv4, Family3::Ipv6] {
+            assert!(HostTcpSocket::create(&mut view, family).is_err());
+        }
+        assert!(view.table.is_empty(), "nothing was kept for the guest");
     }
 }
