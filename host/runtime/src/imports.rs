@@ -247,7 +247,7 @@ fn builtin_name(variant: &str) -> String {
 }
 
 /// Whether `import` is an interface of WASI 0.3 (any 0.3 release).
-fn is_wasi_03(import: &str) -> bool {
+pub(crate) fn is_wasi_03(import: &str) -> bool {
     import.starts_with("wasi:")
         && import
             .split_once('@')
