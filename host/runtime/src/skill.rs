@@ -265,9 +265,7 @@ pub(crate) fn load(
         } else if is_wasi(name) {
             // WASI is linked, and the linker names any interface it lacks.
             uses_wasi = true;
-            uses_wasi_03 |= name
-                .split_once('@')
-                .is_some_and(|(_, v)| v.starts_with("0.3"));
+            uses_wasi_03 |= crate::imports::is_wasi_03(name);
         } else if is_contract_types(name) {
             // The types interface needs no implementation.
         } else if is_type_only(&engine, &item) {
