@@ -3,15 +3,19 @@
 //! 0.2. Its `run` prints through `wasi:cli/stdout`'s stream (and
 //! `wasi:cli/stderr`'s), waits on `wasi:clocks/monotonic-clock`, reads the
 //! system clock, draws random bytes and the insecure seed, reads its
-//! environment, arguments and stdin to their end, and returns what it saw:
+//! environment, arguments and stdin to their end, and returns what it saw
+//! (or, asked to, exits through `wasi:cli/exit` after printing):
 //! the tests check each against what the host promises (a captured,
 //! bounded log; a virtual clock that never waits; a fixed wall clock;
 //! randomness seeded per call; nothing ambient).
 
+// The generated lift of `input`, one argument per flattened field.
+#![allow(clippy::too_many_arguments)]
+
 skillhost_sdk::generate!("wasi3-probe", generate_all);
 
 use skillhost_sdk::__private::wit_bindgen;
-use wasi::cli::{environment, stderr, stdin, stdout};
+use wasi::cli::{environment, exit, stderr, stdin, stdout};
 use wasi::clocks::{monotonic_clock, system_clock};
 use wasi::random::{insecure_seed, random};
 
@@ -61,6 +65,10 @@ impl Guest for Probe {
                 format!("{}\n", input.err).into_bytes(),
             )
             .await?;
+        }
+
+        if let Some(code) = input.exit {
+            exit::exit_with_code(code);
         }
 
         let before = monotonic_clock::now();

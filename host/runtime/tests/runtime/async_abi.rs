@@ -496,3 +496,32 @@ fn a_wasi_03_stdout_flood_is_capped_and_counted() {
         20_000 * ("printed through wasi:cli/stdout@0.3.0".len() as u64 + 1)
     );
 }
+
+/// `wasi:cli/exit@0.3.0` ends the call as 0.2's `exit` does: a named error
+/// with its code, what the skill printed before it kept, and the next call
+/// on a fresh instance.
+#[test]
+fn a_wasi_03_exit_is_a_named_error_with_its_code() {
+    let cache = tempfile::tempdir().unwrap();
+    let skill = wasi3(&skillhost_tests::runtime(cache.path()));
+    let mut input = wasi3_input(1, 0);
+    input["exit"] = json!(7);
+    let report = skill.call(&input, &CallOptions::default());
+    assert_eq!(
+        report.logs.first().map(|l| l.message.as_str()),
+        Some("printed through wasi:cli/stdout@0.3.0")
+    );
+    let err = report.into_result().unwrap_err();
+    assert_eq!(
+        err,
+        CallError::Exited {
+            skill: "wasi3-probe".into(),
+            code: 7
+        }
+    );
+    let out = skill
+        .call(&wasi3_input(1, 0), &CallOptions::default())
+        .into_result()
+        .expect("the next call works");
+    assert_eq!(out["system_seconds"], 946_684_800);
+}
