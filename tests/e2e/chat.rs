@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
-use skillhost_tests::cli::{host_in_repo as host, json, killed_and_resumed_match, stderr};
+use skillhost_tests::cli::{events, host_in_repo as host, json, killed_and_resumed_match, stderr};
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
 use skillhost_tests::http_server::{HELLO, HttpServer};
 use skillhost_tests::repo_root;
@@ -331,11 +331,7 @@ fn chat_events(dir: &Path, message: &str) -> Vec<Value> {
         None,
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).expect("an event"))
-        .collect()
+    events(&out.stdout)
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use skillhost_tests::cli::{host, json, stderr};
+use skillhost_tests::cli::{events, host, json, stderr};
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply, ReceivedRequest};
 
 fn paper(abstract_: &str) -> String {
@@ -157,6 +157,12 @@ fn configure_local(dir: &Path, server: &FakeLlmServer) -> String {
 }
 
 fn run_research(dir: &Path, scenario: &str) -> std::process::Output {
+    run_research_with(dir, scenario, "--json")
+}
+
+/// `host run` of the scenario, writing `report.md`, with `output` (`--json`
+/// or `--events`) choosing what goes to standard output.
+fn run_research_with(dir: &Path, scenario: &str, output: &str) -> std::process::Output {
     host(
         dir,
         &[
@@ -166,7 +172,7 @@ fn run_research(dir: &Path, scenario: &str) -> std::process::Output {
             r#"{"query": "retrieval augmented generation", "max_papers": 4}"#,
             "--out",
             &dir.join("report.md").display().to_string(),
-            "--json",
+            output,
         ],
         None,
     )
@@ -386,25 +392,9 @@ fn configure_format(dir: &Path, server: &FakeLlmServer, anthropic: bool) -> Stri
 /// `host run --events` of the scenario, writing `report.md`: the events,
 /// one a line.
 fn run_with_events(dir: &Path, scenario: &str) -> Vec<Value> {
-    let out = host(
-        dir,
-        &[
-            "run",
-            scenario,
-            "--input",
-            r#"{"query": "retrieval augmented generation", "max_papers": 4}"#,
-            "--out",
-            &dir.join("report.md").display().to_string(),
-            "--events",
-        ],
-        None,
-    );
+    let out = run_research_with(dir, scenario, "--events");
     assert!(out.status.success(), "{}", stderr(&out));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).expect("an event"))
-        .collect()
+    events(&out.stdout)
 }
 
 /// The report of the run with the whole answers (no pauses, each streamed

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use skillhost_tests::cli::{KilledOnDrop, host, host_bin, host_command, json, sqlite_url, stderr};
+use skillhost_tests::cli::{
+    KilledOnDrop, events, host, host_bin, host_command, json, sqlite_url, stderr,
+};
 use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
 
 pub(crate) fn scenario(dir: &Path) -> PathBuf {
@@ -46,15 +48,6 @@ to = "done"
     );
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// The stdout of `--events`, one event a line.
-fn events(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).expect("an event"))
-        .collect()
 }
 
 #[test]

@@ -139,6 +139,16 @@ pub fn json(out: &Output) -> Value {
     })
 }
 
+/// The events of `host run --events` on standard output, one JSON object a
+/// line (a line that is not one is skipped).
+pub fn events(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("an event"))
+        .collect()
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

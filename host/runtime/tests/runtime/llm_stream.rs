@@ -49,6 +49,19 @@ fn backends(server: &FakeLlmServer) -> Backends {
     }
 }
 
+impl Probe {
+    /// After a failed or abandoned stream, the skill's next call streams as
+    /// usual (the fake provider echoes what it is asked).
+    fn still_streams(&self) {
+        let out = self
+            .skill
+            .call(&ask("fine"), &granted("local/m"))
+            .into_result()
+            .expect("the next call works");
+        assert_eq!(out["text"], "echo: fine");
+    }
+}
+
 fn probe(backends: Backends) -> Probe {
     let cache = tempfile::tempdir().unwrap();
     let runtime = skillhost_tests::runtime_with_backends(cache.path(), backends);
@@ -305,12 +318,7 @@ fn hostile_providers_are_stopped_and_named() {
     );
 
     // After each, the skill answers its next call.
-    let out = probe
-        .skill
-        .call(&ask("fine"), &granted("local/m"))
-        .into_result()
-        .expect("the next call works");
-    assert_eq!(out["text"], "echo: fine");
+    probe.still_streams();
 }
 
 #[test]
@@ -656,12 +664,7 @@ fn a_skill_that_drops_its_stream_early_stops_the_host_reading() {
         std::thread::sleep(Duration::from_millis(20));
     }
     // And the skill's next call streams as usual.
-    let out = probe
-        .skill
-        .call(&ask("fine"), &granted("local/m"))
-        .into_result()
-        .expect("the next call works");
-    assert_eq!(out["text"], "echo: fine");
+    probe.still_streams();
 }
 
 /// A streamed completion's answer is charged to the host-call budget when
