@@ -268,9 +268,11 @@ impl RetryPolicy {
 ///
 /// Extra `wit_bindgen::generate!` options may follow the world name, e.g.
 /// `generate!("kitchen-sink", additional_derives: [PartialEq])`; `world`,
-/// `with`, `runtime_path` and `generate_all` are set here and must not be
-/// repeated. The skill crate must name this dependency `skillhost-sdk`
-/// (the generated code refers to `::skillhost_sdk`).
+/// `with` and `runtime_path` are set here (and, with `streaming`,
+/// `generate_all`) and must not be repeated; `generate_all` is the option a
+/// world that imports other packages' interfaces (WASI 0.3's, say) adds.
+/// The skill crate must name this dependency `skillhost-sdk` (the generated
+/// code refers to `::skillhost_sdk`).
 ///
 /// An async skill whose world includes `skillhost:skill/streaming@0.1.0`
 /// (instead of `base`) says so with `streaming` after the world name, and
@@ -284,32 +286,27 @@ impl RetryPolicy {
 macro_rules! generate {
     ($world:literal, streaming $(, $($option:tt)*)?) => {
         $crate::__streaming_needs_async!();
-        #[doc(hidden)]
-        pub mod __skillhost_bindings {
-            $crate::__private::wit_bindgen::generate!({
-                world: $world,
-                runtime_path: "::skillhost_sdk::__private::wit_bindgen::rt",
-                with: {
-                    "skillhost:skill/types@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::types,
-                    "skillhost:skill/log@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::log,
-                    "skillhost:skill/fs@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::fs,
-                    "skillhost:skill/kv@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::kv,
-                    "skillhost:skill/http@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::http,
-                    "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
-                    "skillhost:skill/sql@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::sql,
-                    "skillhost:skill/llm-stream@0.1.0": ::skillhost_sdk::bindings::streaming::skillhost::skill::llm_stream,
-                    "skillhost:skill/http-stream@0.1.0": ::skillhost_sdk::bindings::streaming::skillhost::skill::http_stream,
-                },
-                // A streaming import this SDK has no bindings of yet gets
-                // its own, in the skill crate.
-                generate_all,
-                $($($option)*)?
-            });
-        }
-        #[allow(unused_imports)]
-        use __skillhost_bindings::*;
+        $crate::__generate_bindings!($world, {
+            "skillhost:skill/llm-stream@0.1.0": ::skillhost_sdk::bindings::streaming::skillhost::skill::llm_stream,
+            "skillhost:skill/http-stream@0.1.0": ::skillhost_sdk::bindings::streaming::skillhost::skill::http_stream,
+        },
+        // A streaming import this SDK has no bindings of yet gets its own,
+        // in the skill crate.
+        generate_all,
+        $($($option)*)?);
     };
     ($world:literal $(, $($option:tt)*)?) => {
+        $crate::__generate_bindings!($world, {}, $($($option)*)?);
+    };
+}
+
+/// What both forms of [`generate!`] expand to: the world's bindings with
+/// this crate's for every `skillhost:skill` interface, plus the `with`
+/// entries and `wit_bindgen::generate!` options given.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __generate_bindings {
+    ($world:literal, { $($with:tt)* }, $($option:tt)*) => {
         // In a module of their own and brought in with a glob: a name the
         // skill imports or defines itself (`use skillhost_sdk::Manifest;`
         // for a hand-written `manifest`) then shadows the generated alias of
@@ -329,8 +326,9 @@ macro_rules! generate {
                     "skillhost:skill/http@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::http,
                     "skillhost:skill/llm@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::llm,
                     "skillhost:skill/sql@0.1.0": ::skillhost_sdk::bindings::skillhost::skill::sql,
+                    $($with)*
                 },
-                $($($option)*)?
+                $($option)*
             });
         }
         #[allow(unused_imports)]
