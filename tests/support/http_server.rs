@@ -33,7 +33,12 @@
 //!   the request's header NAME (as it came, JSON-escaped or URL-encoded)
 //!   echoed in a body `before VALUE after` with no length, written in two
 //!   pieces cut at byte K, MS milliseconds apart: a server that echoes a
-//!   secret slowly, split across reads.
+//!   secret slowly, split across reads;
+//! - `GET /gate?n=N&wait=MS`: holds its head until N requests to `/gate`
+//!   have arrived (each waits at most MS, 5,000 by default), then answers
+//!   200 with `gate N`; one that waited in vain answers 504 `gate: only K
+//!   of N arrived`. A client that waits for each head before sending the
+//!   next request never gets past it.
 //!
 //! [`HttpServer::requests`] counts the requests it read, so a test can tell
 //! that a replay reached no server; [`HttpServer::last_headers`] is what the
@@ -42,7 +47,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -55,6 +60,32 @@ pub struct HttpServer {
     requests: Arc<AtomicUsize>,
     last_headers: Arc<Mutex<Vec<String>>>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// Requests waiting at (or past) `/gate`.
+#[derive(Default)]
+struct Gate {
+    arrived: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl Gate {
+    /// Counts this request in and waits, at most `wait`, for `n` in all:
+    /// how many had arrived when it stopped waiting.
+    fn pass(&self, n: usize, wait: Duration) -> usize {
+        let mut arrived = self.arrived.lock().unwrap();
+        *arrived += 1;
+        self.changed.notify_all();
+        let deadline = std::time::Instant::now() + wait;
+        while *arrived < n {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            arrived = self.changed.wait_timeout(arrived, left).unwrap().0;
+        }
+        *arrived
+    }
 }
 
 impl HttpServer {
@@ -73,8 +104,9 @@ impl HttpServer {
         let last_headers = Arc::new(Mutex::new(Vec::new()));
         let thread = {
             let (stop, requests, last) = (stop.clone(), requests.clone(), last_headers.clone());
+            let gate = Arc::new(Gate::default());
             crate::accept_until_stopped(listener, stop.clone(), move |stream| {
-                serve(stream, &stop, &requests, &last)
+                serve(stream, &stop, &requests, &last, &gate)
             })
         };
         HttpServer {
@@ -130,6 +162,7 @@ fn serve(
     stop: &AtomicBool,
     requests: &AtomicUsize,
     last_headers: &Mutex<Vec<String>>,
+    gate: &Gate,
 ) {
     stream.set_nonblocking(false).unwrap();
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
@@ -328,6 +361,17 @@ fn serve(
             let _ = out.write_all(&body[..at]).and_then(|()| out.flush());
             std::thread::sleep(Duration::from_millis(pause));
             let _ = out.write_all(&body[at..]).and_then(|()| out.flush());
+        }
+        "/gate" => {
+            let n: usize = param("n").and_then(|s| s.parse().ok()).unwrap_or(1);
+            let wait = param("wait").and_then(|s| s.parse().ok()).unwrap_or(5000);
+            let arrived = gate.pass(n, Duration::from_millis(wait));
+            if arrived >= n {
+                respond(&mut out, 200, "", format!("gate {n}").as_bytes());
+            } else {
+                let body = format!("gate: only {arrived} of {n} arrived");
+                respond(&mut out, 504, "", body.as_bytes());
+            }
         }
         _ => {
             if let Some(status) = path.strip_prefix("/status/").and_then(|s| s.parse().ok()) {

@@ -83,9 +83,9 @@ pub struct Skill {
     needs_blocking_thread: bool,
     /// See [`Skill::streams_tokens`]; known at load.
     streams_tokens: bool,
-    /// It imports WASI 0.3, whose waits are concurrent host functions:
-    /// wasmtime then instantiates it only asynchronously (on a fiber, which
-    /// every other component is spared).
+    /// It imports a concurrent host function (WASI 0.3's waits,
+    /// `http-stream.fetch-stream`): wasmtime then instantiates it only
+    /// asynchronously (on a fiber, which every other component is spared).
     pub(crate) instantiates_async: bool,
     interface: OnceLock<Result<SkillInterface, String>>,
     /// What the runtime shares with its skills: the capabilities' backends.
@@ -256,16 +256,19 @@ pub(crate) fn load(
     let mut imported_capabilities = BTreeSet::new();
     let mut type_only = Vec::new();
     let mut uses_wasi = false;
-    let mut uses_wasi_03 = false;
+    // Concurrent host functions among its imports: WASI 0.3's waits,
+    // `http-stream.fetch-stream`.
+    let mut instantiates_async = false;
     for (name, item) in ty.imports(&engine) {
         let item = item.ty;
         imports.push(name.to_string());
         if let Some(capability) = Capability::from_import(name) {
             imported_capabilities.insert(capability);
+            instantiates_async |= crate::capabilities::http::stream::is_interface(name);
         } else if is_wasi(name) {
             // WASI is linked, and the linker names any interface it lacks.
             uses_wasi = true;
-            uses_wasi_03 |= crate::imports::is_wasi_03(name);
+            instantiates_async |= crate::imports::is_wasi_03(name);
         } else if is_contract_types(name) {
             // The types interface needs no implementation.
         } else if is_type_only(&engine, &item) {
@@ -310,7 +313,7 @@ pub(crate) fn load(
             &pre,
             &runtime.backends,
             runtime.abi,
-            uses_wasi_03,
+            instantiates_async,
             &provisional,
         )
     };
@@ -356,7 +359,7 @@ pub(crate) fn load(
     Ok(Skill {
         needs_blocking_thread,
         streams_tokens,
-        instantiates_async: uses_wasi_03,
+        instantiates_async,
         name_arc: Arc::from(name.as_str()),
         digest_arc: Arc::from(digest.as_str()),
         name,

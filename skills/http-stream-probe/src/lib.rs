@@ -1,11 +1,13 @@
 //! `http-stream-probe`: a test skill for streamed response bodies
 //! (`skillhost:skill/http-stream`). It fetches each URL it is given as a
-//! stream, all at once or one after another, reads each body a chunk at a
-//! time (each read asking for `read-size` bytes), then its outcome, and
-//! returns each head, the bytes' size and digest, and every chunk.
+//! stream, all at once (every head awaited together) or one after another,
+//! reads each body a chunk at a time (each read asking for `read-size`
+//! bytes), then its outcome, and returns each head, the bytes' size and
+//! digest, and every chunk.
 
 skillhost_sdk::generate!("http-stream-probe", streaming);
 
+use futures_util::future::join_all;
 use skillhost_sdk::__private::wit_bindgen::StreamResult;
 use skillhost_sdk::bindings::streaming::skillhost::skill::http_stream;
 use skillhost_sdk::http::Request;
@@ -39,20 +41,24 @@ impl Guest for Probe {
                 body: None,
                 timeout_ms: None,
             };
-            http_stream::fetch_stream(&request)
+            http_stream::fetch_stream(request)
         };
         let mut responses = Vec::new();
         if input.together {
-            let mut opened = Vec::new();
-            for url in &input.urls {
-                opened.push((url.clone(), open(url)?));
+            // Every request started before any head is awaited: their heads
+            // are waited for at once, then each body is read in turn while
+            // the others' keep arriving.
+            let opened = join_all(input.urls.iter().map(open)).await;
+            let mut bodies = Vec::new();
+            for (url, opened) in input.urls.iter().zip(opened) {
+                bodies.push((url.clone(), opened?));
             }
-            for (url, (head, body, end)) in opened {
+            for (url, (head, body, end)) in bodies {
                 responses.push(read(url, head, body, end, read_size, input.drop_after).await);
             }
         } else {
             for url in &input.urls {
-                let (head, body, end) = open(url)?;
+                let (head, body, end) = open(url).await?;
                 responses
                     .push(read(url.clone(), head, body, end, read_size, input.drop_after).await);
             }

@@ -8,10 +8,15 @@
 //! secret headers, `Accept-Encoding: identity` and `response-encoded` (the
 //! same `follow`). It returns once the last hop's head has arrived: the
 //! head (status and headers, redacted), a `stream<u8>` of the body and a
-//! `future<result<_, skill-error>>` of its outcome. A thread of its own
-//! reads the body into the call's [`BodyState`], at most [`READ_AHEAD`]
-//! bytes ahead of the skill; the host's stream producer hands the skill at
-//! most what its read asks for, from the front of what is pending.
+//! `future<result<_, skill-error>>` of its outcome. It is an `async func`,
+//! a concurrent host function: the checks and the journal entry's
+//! reservation happen when the skill calls it, in the order it calls; a
+//! thread of the request's own then sends it and follows its redirects
+//! while the skill's other tasks run (several requests may wait for their
+//! heads at once), hands the head back, and reads the body into the call's
+//! [`BodyState`], at most [`READ_AHEAD`] bytes ahead of the skill; the
+//! host's stream producer hands the skill at most what its read asks for,
+//! from the front of what is pending.
 //!
 //! What holds over the stream, as over `fetch`'s body:
 //!
@@ -32,8 +37,10 @@
 //!   never handed on in parts. A body that ends holds back nothing; one cut
 //!   by an error drops what it held back. Error messages are redacted too.
 //!
-//! A body is in flight until the skill has read its stream to the end (or
-//! dropped it) and its future (or dropped it), and bodies in flight are
+//! A body is in flight from its request's start (before its head) until
+//! the skill has read its stream to the end (or dropped it) and its future
+//! (or dropped it), or dropped the call before the head came, and bodies
+//! in flight are
 //! bounded per call ([`DEFAULT_MAX_STREAMS`], or the grant's
 //! `max_streams`: past it, `too-many-streams` at once). A stream dropped
 //! before its end stops its reader at its next read, and the call's end
@@ -56,10 +63,11 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
 use wasmtime::StoreContextMut;
 use wasmtime::component::{
-    Access, Destination, FutureProducer, FutureReader, StreamProducer, StreamReader, StreamResult,
-    VecBuffer,
+    Accessor, Destination, FutureProducer, FutureReader, StreamProducer, StreamReader,
+    StreamResult, VecBuffer,
 };
 
 use super::{
@@ -74,6 +82,17 @@ use crate::limits::{AnswerRoom, BUDGET_EXCEEDED};
 
 /// The interface of streamed bodies, as a component imports it.
 pub const STREAM_INTERFACE: &str = "http-stream";
+/// Whether `import` (a component's import name) is this interface, whose
+/// `fetch-stream` is a concurrent host function: a component importing it
+/// is instantiated asynchronously.
+pub(crate) fn is_interface(import: &str) -> bool {
+    import
+        .strip_prefix(crate::capabilities::CONTRACT_PACKAGE)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(|rest| rest.strip_prefix(STREAM_INTERFACE))
+        .is_some_and(|rest| rest.starts_with('@'))
+}
+
 /// Bodies one call may have in flight at once unless its grant says
 /// (`max_streams`).
 pub const DEFAULT_MAX_STREAMS: u32 = 4;
@@ -157,6 +176,17 @@ impl BodyState {
         self.lock().cancelled
     }
 
+    /// A body the skill will never read: its reader stops, it is no longer
+    /// in flight, and `end` is how it ended unless something came first.
+    fn abandon(&self, end: Result<(), GuestError>) {
+        let mut inner = self.lock();
+        inner.cancelled = true;
+        inner.stream_done = true;
+        inner.future_done = true;
+        end_with(&mut inner, end);
+        self.space.notify_all();
+    }
+
     fn in_flight(&self) -> bool {
         let inner = self.lock();
         !(inner.stream_done && inner.future_done)
@@ -203,20 +233,36 @@ impl HttpCall {
                     })
                 });
                 let mut head = open.head;
-                if let Some(object) = head.as_object_mut() {
-                    object.insert("body_bytes".into(), json!(inner.delivered_bytes));
+                // No head reached the skill: the call ended, or the skill
+                // cancelled it, before one came. A replay answers with the
+                // same error at once.
+                if head.is_null() && open.replayed.is_none() {
+                    let end = match inner.end.clone() {
+                        Some(Err(error)) => error,
+                        _ => GuestError {
+                            code: "cancelled".into(),
+                            message: "the call ended before the response's head came".into(),
+                            retryable: true,
+                        },
+                    };
+                    (encode_result::<()>(&Err(end)), None)
+                } else {
+                    if let Some(object) = head.as_object_mut() {
+                        object.insert("body_bytes".into(), json!(inner.delivered_bytes));
+                    }
+                    let chunks: Vec<String> = inner
+                        .delivered
+                        .iter()
+                        .map(|c| base64::engine::general_purpose::STANDARD.encode(c))
+                        .collect();
+                    let refusal = match &end {
+                        Err(error) if error.code == BUDGET_EXCEEDED => Some(error.clone()),
+                        _ => None,
+                    };
+                    let response =
+                        json!({ "ok": head, "chunks": chunks, "end": encode_result(&end) });
+                    (response, refusal)
                 }
-                let chunks: Vec<String> = inner
-                    .delivered
-                    .iter()
-                    .map(|c| base64::engine::general_purpose::STANDARD.encode(c))
-                    .collect();
-                let refusal = match &end {
-                    Err(error) if error.code == BUDGET_EXCEEDED => Some(error.clone()),
-                    _ => None,
-                };
-                let response = json!({ "ok": head, "chunks": chunks, "end": encode_result(&end) });
-                (response, refusal)
             };
             if let Some(refusal) = refusal {
                 scope.budget.refused(refusal);
@@ -422,21 +468,44 @@ fn replayed(response: &Value) -> Option<Result<(ResponseHead, BodyState), GuestE
 
 type Outcome = Result<(), GuestError>;
 type Opening = Result<(ResponseHead, StreamReader<u8>, FutureReader<Outcome>), GuestError>;
+type HeadAndBody = Result<(ResponseHead, Arc<BodyState>), GuestError>;
+
+/// How a request's head comes: at once (refused, failed before sending, or
+/// replayed), or later, from the thread that sends it.
+enum Begun {
+    Now(HeadAndBody),
+    Sending {
+        state: Arc<BodyState>,
+        head: oneshot::Receiver<Result<ResponseHead, GuestError>>,
+    },
+}
+
+/// What the thread that sends a request needs: all of it owned, since the
+/// skill runs on while the head is awaited.
+struct Outbound {
+    grant: Arc<super::HttpGrant>,
+    backend: Arc<dyn super::HttpBackend>,
+    skill: String,
+    request: Request,
+    first: url::Url,
+    deadline: Instant,
+    room: AnswerRoom,
+    state: Arc<BodyState>,
+}
 
 impl HostCall<'_, HttpCall> {
-    /// Checks and sends one request, following its redirects: its head and
-    /// the state of its body, or the error the skill gets at once. The
-    /// outer error traps (a replay diverged, the deadline passed).
-    fn open_body(
-        &mut self,
-        request: Request,
-    ) -> wasmtime::Result<Result<(ResponseHead, Arc<BodyState>), GuestError>> {
+    /// Checks one request and reserves its journal entry, in the order the
+    /// skill started its requests; then sends it on a thread of its own,
+    /// unless it is answered at once (refused, or replayed from the
+    /// journal). The outer error traps (a replay diverged, the deadline
+    /// passed).
+    fn begin_body(&mut self, request: Request) -> wasmtime::Result<Begun> {
         let Some((grant, backend)) = self.cap.access.clone() else {
-            return Ok(Err(self.deny(Capability::Http)));
+            return Ok(Begun::Now(Err(self.deny(Capability::Http))));
         };
         let first = match self.check(&grant, &request) {
             Ok(url) => url,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Ok(Begun::Now(Err(e))),
         };
         let bound = grant.max_streams.unwrap_or(DEFAULT_MAX_STREAMS);
         let in_flight = self
@@ -446,7 +515,7 @@ impl HostCall<'_, HttpCall> {
             .filter(|s| s.state.in_flight())
             .count();
         if in_flight >= bound as usize {
-            return Ok(Err(guest_error(
+            return Ok(Begun::Now(Err(guest_error(
                 "too-many-streams",
                 format!(
                     "skill `{}` has {in_flight} streamed response bodies in flight, the most one \
@@ -455,7 +524,7 @@ impl HostCall<'_, HttpCall> {
                      node's `http` grant (up to {MAX_STREAMS_LIMIT})",
                     self.scope.skill_name()
                 ),
-            )));
+            ))));
         }
         if Instant::now() >= self.scope.deadline() {
             return Err(wasmtime::Trap::Interrupt.into());
@@ -474,7 +543,7 @@ impl HostCall<'_, HttpCall> {
             .open(Capability::Http, record, &mut scope.budget)?
         {
             Ok(opened) => opened,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Ok(Begun::Now(Err(e))),
         };
         let slot = match opened {
             Opened::Recorded(response) => {
@@ -487,12 +556,12 @@ impl HostCall<'_, HttpCall> {
                             slot: None,
                             replayed: Some(response),
                         });
-                        Ok(Ok((head, state)))
+                        Ok(Begun::Now(Ok((head, state))))
                     }
                     // The recording filled a failed head's entry at once.
                     Some(Err(error)) => {
                         Journal::charge_replayed(&response, &mut self.scope.budget);
-                        Ok(Err(error))
+                        Ok(Begun::Now(Err(error)))
                     }
                     None => Err(wasmtime::Error::msg(format!(
                         "replay diverged from the journal: the recorded `http` entry {response} \
@@ -502,127 +571,223 @@ impl HostCall<'_, HttpCall> {
             }
             Opened::Slot(slot) => slot,
         };
-        // What the body may take of the host-call budget: the room left
-        // now, as the journal holds it (base64).
-        let room = self.scope.budget.room();
-        let head = self.send_head(&grant, &*backend, &request, first, deadline, room);
-        let (head, state) = match head {
-            Ok(opened) => opened,
-            Err(error) => {
-                let scope = &mut *self.scope;
-                scope.journal.fill(
-                    slot,
-                    encode_result::<()>(&Err(error.clone())),
-                    &mut scope.budget,
-                );
-                return Ok(Err(error));
-            }
-        };
+        // The body is in flight from now on: it counts against the bound,
+        // and the call's end fills its entry whatever became of it.
+        let state = Arc::new(BodyState::default());
         self.cap.streams.push(OpenBody {
             state: state.clone(),
-            head: json!({ "status": head.status, "headers": head.headers }),
+            head: Value::Null,
             slot: Some(slot),
             replayed: None,
         });
-        Ok(Ok((head, state)))
-    }
-
-    /// Sends the request and follows its redirects to the last head, then
-    /// starts the thread that reads its body.
-    fn send_head(
-        &self,
-        grant: &super::HttpGrant,
-        backend: &dyn super::HttpBackend,
-        request: &Request,
-        first: url::Url,
-        deadline: Instant,
-        room: AnswerRoom,
-    ) -> Result<(ResponseHead, Arc<BodyState>), GuestError> {
-        let redaction = Redaction::of(grant)?.map(Arc::new);
-        let limit = grant
-            .max_response_bytes
-            .min(room.bytes.saturating_sub(ANSWER_OVERHEAD) / 4 * 3);
-        let bounds = Bounds {
-            deadline,
-            max_response_bytes: limit,
-            room: Some(room),
-        };
-        let answer = follow(
+        let outbound = Outbound {
             grant,
-            self.scope.skill_name(),
+            backend,
+            skill: self.scope.skill_name().to_string(),
             request,
             first,
-            &bounds,
-            redaction.as_deref(),
-            &mut |outbound| {
-                backend.open(outbound).map(|r| Hop {
-                    status: r.status,
-                    headers: r.headers,
-                    body: r.body,
-                })
-            },
-        );
-        let (hop, url) = match (answer, &redaction) {
-            (Ok(answer), _) => answer,
-            (Err(error), None) => return Err(error),
-            (Err(mut error), Some(redaction)) => {
-                error.message = redaction.text(&error.message);
-                return Err(error);
-            }
-        };
-        let headers = match &redaction {
-            None => hop.headers,
-            Some(redaction) => hop
-                .headers
-                .into_iter()
-                .map(|(name, value)| (redaction.text(&name), redaction.text(&value)))
-                .collect(),
-        };
-        let head = ResponseHead {
-            status: hop.status,
-            headers,
-        };
-        let state = Arc::new(BodyState::default());
-        let reading = Reading {
-            state: state.clone(),
-            redaction,
-            limit,
-            // Past a limit lower than the grant's, the budget's refusal.
-            room: (limit < grant.max_response_bytes).then_some(room),
             deadline,
-            method: request.method.clone(),
-            url,
+            // What the body may take of the host-call budget: the room
+            // left now, as the journal holds it (base64).
+            room: self.scope.budget.room(),
+            state: state.clone(),
         };
-        let body = hop.body;
+        let (sender, head) = oneshot::channel();
         let spawned = std::thread::Builder::new()
             .name("skillhost-http-stream".into())
-            .spawn(move || read_body(reading, body));
+            .spawn(move || send(outbound, sender));
         if let Err(e) = spawned {
-            state.end(Err(guest_error(
+            let error = guest_error(
                 "request-failed",
-                format!("cannot start a thread to read the body: {e}"),
-            )));
+                format!("cannot start a thread to send the request: {e}"),
+            );
+            return Ok(Begun::Now(self.headed(&state, Err(error))));
         }
-        Ok((head, state))
+        Ok(Begun::Sending { state, head })
+    }
+
+    /// A sent request's head has come (or its error): the journal entry
+    /// records the head, to be filled with the body when the call ends, or
+    /// is filled with the error now.
+    fn headed(
+        &mut self,
+        state: &Arc<BodyState>,
+        head: Result<ResponseHead, GuestError>,
+    ) -> HeadAndBody {
+        let at = self
+            .cap
+            .streams
+            .iter()
+            .position(|open| Arc::ptr_eq(&open.state, state));
+        match head {
+            Ok(head) => {
+                if let Some(at) = at {
+                    self.cap.streams[at].head =
+                        json!({ "status": head.status, "headers": head.headers });
+                }
+                Ok((head, state.clone()))
+            }
+            Err(error) => {
+                state.abandon(Err(error.clone()));
+                if let Some(OpenBody {
+                    slot: Some(slot), ..
+                }) = at.map(|at| self.cap.streams.remove(at))
+                {
+                    let scope = &mut *self.scope;
+                    scope.journal.fill(
+                        slot,
+                        encode_result::<()>(&Err(error.clone())),
+                        &mut scope.budget,
+                    );
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
+/// Sends the request and follows its redirects to the last head, hands the
+/// head to the skill's waiting call, then reads the body; on the thread
+/// [`HostCall::begin_body`] started.
+fn send(outbound: Outbound, sender: oneshot::Sender<Result<ResponseHead, GuestError>>) {
+    let Outbound {
+        grant,
+        backend,
+        skill,
+        request,
+        first,
+        deadline,
+        room,
+        state,
+    } = outbound;
+    let redaction = match Redaction::of(&grant) {
+        Ok(redaction) => redaction.map(Arc::new),
+        Err(error) => {
+            let _ = sender.send(Err(error));
+            return;
+        }
+    };
+    let limit = grant
+        .max_response_bytes
+        .min(room.bytes.saturating_sub(ANSWER_OVERHEAD) / 4 * 3);
+    let bounds = Bounds {
+        deadline,
+        max_response_bytes: limit,
+        room: Some(room),
+    };
+    let answer = follow(
+        &grant,
+        &skill,
+        &request,
+        first,
+        &bounds,
+        redaction.as_deref(),
+        &mut |outbound| {
+            backend.open(outbound).map(|r| Hop {
+                status: r.status,
+                headers: r.headers,
+                body: r.body,
+            })
+        },
+    );
+    let (hop, url) = match (answer, &redaction) {
+        (Ok(answer), _) => answer,
+        (Err(error), None) => {
+            let _ = sender.send(Err(error));
+            return;
+        }
+        (Err(mut error), Some(redaction)) => {
+            error.message = redaction.text(&error.message);
+            let _ = sender.send(Err(error));
+            return;
+        }
+    };
+    let headers = match &redaction {
+        None => hop.headers,
+        Some(redaction) => hop
+            .headers
+            .into_iter()
+            .map(|(name, value)| (redaction.text(&name), redaction.text(&value)))
+            .collect(),
+    };
+    let head = ResponseHead {
+        status: hop.status,
+        headers,
+    };
+    // Nobody waits for it: the skill cancelled the call, or the call
+    // ended. Dropping the body closes the connection.
+    if sender.send(Ok(head)).is_err() || state.cancelled() {
+        return;
+    }
+    let reading = Reading {
+        state,
+        redaction,
+        limit,
+        // Past a limit lower than the grant's, the budget's refusal.
+        room: (limit < grant.max_response_bytes).then_some(room),
+        deadline,
+        method: request.method.clone(),
+        url,
+    };
+    read_body(reading, hop.body);
+}
+
+/// A call of `fetch-stream` waiting for its head. Dropped before the head
+/// came (the skill cancelled the call, or the call ended), the body is
+/// abandoned: it is no longer in flight, its thread stops, and the journal
+/// records that the skill got no head.
+struct AwaitingHead(Option<Arc<BodyState>>);
+
+impl Drop for AwaitingHead {
+    fn drop(&mut self) {
+        if let Some(state) = self.0.take() {
+            state.abandon(Err(GuestError {
+                code: "cancelled".into(),
+                message: "the request was cancelled before its response's head came (the \
+                          skill dropped its call, or the call ended)"
+                    .into(),
+                retryable: false,
+            }));
+        }
     }
 }
 
 impl wit::Host for HostCall<'_, HttpCall> {}
 
 impl<T> wit::HostWithStore<T> for HasHostCall<HttpCall> {
-    fn fetch_stream(mut host: Access<'_, T, Self>, request: Request) -> wasmtime::Result<Opening> {
-        let (head, state) = match host.get().open_body(request)? {
+    async fn fetch_stream(
+        store: &Accessor<T, Self>,
+        request: Request,
+    ) -> wasmtime::Result<Opening> {
+        let opened = match store.with(|mut access| access.get().begin_body(request))? {
+            Begun::Now(opened) => opened,
+            Begun::Sending { state, head } => {
+                let mut waiting = AwaitingHead(Some(state.clone()));
+                // The sender is dropped only once it has sent.
+                let head = head.await.unwrap_or_else(|_| {
+                    Err(guest_error(
+                        "request-failed",
+                        "the thread sending the request stopped without an answer",
+                    ))
+                });
+                waiting.0 = None;
+                store.with(|mut access| access.get().headed(&state, head))
+            }
+        };
+        let (head, state) = match opened {
             Ok(opened) => opened,
             Err(e) => return Ok(Err(e)),
         };
-        let stream = StreamReader::new(
-            &mut host,
-            Body {
-                state: state.clone(),
-            },
-        )?;
-        let future = FutureReader::new(&mut host, End { state })?;
-        Ok(Ok((head, stream, future)))
+        store.with(|mut access| {
+            let stream = StreamReader::new(
+                &mut access,
+                Body {
+                    state: state.clone(),
+                },
+            )?;
+            let future = FutureReader::new(&mut access, End { state })?;
+            Ok(Ok((head, stream, future)))
+        })
     }
 }
 

@@ -203,6 +203,70 @@ fn several_bodies_stream_at_once_bounded_per_call_by_default_and_by_the_grant() 
 }
 
 #[test]
+fn requests_started_together_wait_for_their_heads_at_once_and_are_journaled_in_order() {
+    let mut server = HttpServer::start();
+    let (_cache, skill) = probe();
+    // The server holds each head until all three requests have arrived:
+    // a skill whose requests waited for each other's heads would get a 504
+    // after five seconds.
+    let urls: Vec<String> = (0..3)
+        .map(|i| server.url(&format!("/gate?n=3&i={i}")))
+        .collect();
+    let started = Instant::now();
+    let report = skill.call(&input(&urls, true), &granted(&server.host_port()));
+    let elapsed = started.elapsed();
+    let journal = report.journal.clone();
+    let out = report.into_result().expect("three heads at once");
+    for fetched in out["responses"].as_array().unwrap() {
+        assert_eq!(fetched["status"], 200, "{fetched}");
+        assert_eq!(fetched["size"], 6);
+        assert_eq!(fetched["error"], Value::Null);
+    }
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "three heads held until all three requests came took {elapsed:?}"
+    );
+    // One entry per request, in the order the skill started them.
+    assert_eq!(journal.len(), 3);
+    for (entry, url) in journal.iter().zip(&urls) {
+        assert_eq!(entry.request["url"], *url);
+        assert_eq!(entry.response["ok"]["status"], 200);
+        assert_eq!(journaled_body(&entry.response), b"gate 3");
+    }
+    // A replay serves all three heads with the server gone.
+    server.stop();
+    let mut options = granted(&server.host_port());
+    options.journal = JournalMode::Replay(journal.clone().into());
+    let replayed = skill.call(&input(&urls, true), &options);
+    assert_eq!(replayed.journal, journal);
+    assert_eq!(
+        replayed.into_result().expect("replayed").to_string(),
+        out.to_string()
+    );
+
+    // One after another, the first request waits at the gate alone.
+    let server = HttpServer::start();
+    let out = skill
+        .call(
+            &input(
+                &[
+                    server.url("/gate?n=2&wait=300"),
+                    server.url("/gate?n=2&wait=300"),
+                ],
+                false,
+            ),
+            &granted(&server.host_port()),
+        )
+        .into_result()
+        .expect("a 504 is a response");
+    assert_eq!(out["responses"][0]["status"], 504);
+    assert_eq!(
+        out["responses"][0]["chunks"][0],
+        "gate: only 1 of 2 arrived"
+    );
+}
+
+#[test]
 fn a_connection_cut_mid_body_ends_the_stream_with_a_retryable_error() {
     let server = HttpServer::start();
     let (_cache, skill) = probe();
