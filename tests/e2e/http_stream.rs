@@ -32,7 +32,7 @@ component = "{component}"
 [[node]]
 id = "fetch"
 skill = "fetch"
-input = {{ urls = "input.urls", together = "true", read_size = "0", headers = "[]", drop_after = "0" }}
+input = {{ urls = "input.urls", together = "true", read_size = "0", headers = "[]", drop_after = "0", abandon = "[]" }}
 capabilities = {{ http = {grant} }}
 writes = [{{ field = "responses", from = "output.responses" }}]
 

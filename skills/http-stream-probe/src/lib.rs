@@ -3,11 +3,15 @@
 //! stream, all at once (every head awaited together) or one after another,
 //! reads each body a chunk at a time (each read asking for `read-size`
 //! bytes), then its outcome, and returns each head, the bytes' size and
-//! digest, and every chunk.
+//! digest, and every chunk. It may first start requests it drops before
+//! their heads come (`abandon`).
+
+// The bindings pass the input record's fields as arguments.
+#![allow(clippy::too_many_arguments)]
 
 skillhost_sdk::generate!("http-stream-probe", streaming);
 
-use futures_util::future::join_all;
+use futures_util::future::{join_all, ready, select};
 use skillhost_sdk::__private::wit_bindgen::StreamResult;
 use skillhost_sdk::bindings::streaming::skillhost::skill::http_stream;
 use skillhost_sdk::http::Request;
@@ -43,6 +47,11 @@ impl Guest for Probe {
             };
             http_stream::fetch_stream(request)
         };
+        for url in &input.abandon {
+            // Polled once, the request is sent; dropped, it is cancelled
+            // (unless its answer came at once).
+            let _ = select(Box::pin(open(url)), ready(())).await;
+        }
         let mut responses = Vec::new();
         if input.together {
             // Every request started before any head is awaited: their heads

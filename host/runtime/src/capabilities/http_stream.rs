@@ -39,9 +39,9 @@
 //!
 //! A body is in flight from its request's start (before its head) until
 //! the skill has read its stream to the end (or dropped it) and its future
-//! (or dropped it), or dropped the call before the head came, and bodies
-//! in flight are
-//! bounded per call ([`DEFAULT_MAX_STREAMS`], or the grant's
+//! (or dropped it); a request whose call the skill dropped before its head
+//! came stays in flight until the call ends. Bodies in flight are bounded
+//! per call ([`DEFAULT_MAX_STREAMS`], or the grant's
 //! `max_streams`: past it, `too-many-streams` at once). A stream dropped
 //! before its end stops its reader at its next read, and the call's end
 //! stops every reader.
@@ -51,13 +51,18 @@
 //! when the call ends: `{"ok": {status, headers, body_bytes}, "chunks":
 //! [base64, ...], "end": {"ok": null} | {"error": ...}}`, the chunks exactly
 //! as the skill was handed them (after redaction), one per read; or
-//! `{"error": ...}` when no head came. A replay serves the same head,
-//! chunks and outcome from the entry and never reaches the network.
+//! `{"error": ...}` when the request failed before a head came. A replay
+//! serves the same head, chunks and outcome from the entry and never
+//! reaches the network. A request the skill never got an answer to (it
+//! dropped the call before the head came, or the call ended) is `{"error":
+//! {"code": "cancelled", ...}, "abandoned": true}`; a replay leaves that
+//! call waiting as the recording did, until the skill drops it or the
+//! deadline passes (then `timeout`, as the request would have).
 
 use std::collections::VecDeque;
 use std::io::Read;
 use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -98,6 +103,9 @@ pub(crate) fn is_interface(import: &str) -> bool {
 pub const DEFAULT_MAX_STREAMS: u32 = 4;
 /// The largest `max_streams` a grant may set.
 pub const MAX_STREAMS_LIMIT: u32 = 64;
+/// Marks a journal entry whose request never handed the skill a head (see
+/// [`HttpCall::close_streams`]).
+const ABANDONED: &str = "abandoned";
 /// The most the reader asks of the connection at once.
 const READ_SIZE: usize = 16 << 10;
 /// The most a reader holds that the skill has not read: past it, the
@@ -176,13 +184,16 @@ impl BodyState {
         self.lock().cancelled
     }
 
-    /// A body the skill will never read: its reader stops, it is no longer
-    /// in flight, and `end` is how it ended unless something came first.
-    fn abandon(&self, end: Result<(), GuestError>) {
+    /// A body the skill will never read: its reader stops, and `end` is
+    /// how it ended unless something came first. Unless `done`, it stays
+    /// in flight for the rest of the call.
+    fn abandon(&self, end: Result<(), GuestError>, done: bool) {
         let mut inner = self.lock();
         inner.cancelled = true;
-        inner.stream_done = true;
-        inner.future_done = true;
+        if done {
+            inner.stream_done = true;
+            inner.future_done = true;
+        }
         end_with(&mut inner, end);
         self.space.notify_all();
     }
@@ -245,7 +256,9 @@ impl HttpCall {
                             retryable: true,
                         },
                     };
-                    (encode_result::<()>(&Err(end)), None)
+                    let mut response = encode_result::<()>(&Err(end));
+                    response[ABANDONED] = Value::Bool(true);
+                    (response, None)
                 } else {
                     if let Some(object) = head.as_object_mut() {
                         object.insert("body_bytes".into(), json!(inner.delivered_bytes));
@@ -477,6 +490,10 @@ enum Begun {
     Sending {
         state: Arc<BodyState>,
         head: oneshot::Receiver<Result<ResponseHead, GuestError>>,
+        /// For a replayed request whose head never came: dropped with the
+        /// waiting call, it stops the thread that ends the wait at the
+        /// deadline.
+        hold: Option<mpsc::Sender<()>>,
     },
 }
 
@@ -521,7 +538,8 @@ impl HostCall<'_, HttpCall> {
                     "skill `{}` has {in_flight} streamed response bodies in flight, the most one \
                      call may (`max_streams` = {bound}); read a stream and its future to the end \
                      (or drop them) before starting another, or raise `max_streams` in the \
-                     node's `http` grant (up to {MAX_STREAMS_LIMIT})",
+                     node's `http` grant (up to {MAX_STREAMS_LIMIT}). A request dropped before \
+                     its head came counts until the call ends",
                     self.scope.skill_name()
                 ),
             ))));
@@ -546,6 +564,41 @@ impl HostCall<'_, HttpCall> {
             Err(e) => return Ok(Begun::Now(Err(e))),
         };
         let slot = match opened {
+            // The recorded skill never got this request's head: it dropped
+            // the call first, or the call ended. The replay keeps it waiting
+            // the same way, until the skill drops it (as it did) or, if it
+            // never does, the deadline, where the request would have timed
+            // out.
+            Opened::Recorded(response) if response.get(ABANDONED) == Some(&Value::Bool(true)) => {
+                Journal::charge_replayed(&response, &mut self.scope.budget);
+                let state = Arc::new(BodyState::default());
+                self.cap.streams.push(OpenBody {
+                    state: state.clone(),
+                    head: Value::Null,
+                    slot: None,
+                    replayed: None,
+                });
+                let (sender, head) = oneshot::channel();
+                let (hold, held) = mpsc::channel::<()>();
+                let wait = deadline.saturating_duration_since(Instant::now());
+                let spawned = std::thread::Builder::new()
+                    .name("skillhost-http-stream".into())
+                    .spawn(move || {
+                        if let Err(mpsc::RecvTimeoutError::Timeout) = held.recv_timeout(wait) {
+                            let _ = sender.send(Err(super::timed_out(&first)));
+                        }
+                    });
+                if let Err(e) = spawned {
+                    return Err(wasmtime::Error::msg(format!(
+                        "cannot start a thread to replay a request that got no head: {e}"
+                    )));
+                }
+                return Ok(Begun::Sending {
+                    state,
+                    head,
+                    hold: Some(hold),
+                });
+            }
             Opened::Recorded(response) => {
                 return match replayed(&response) {
                     Some(Ok((head, state))) => {
@@ -603,7 +656,11 @@ impl HostCall<'_, HttpCall> {
             );
             return Ok(Begun::Now(self.headed(&state, Err(error))));
         }
-        Ok(Begun::Sending { state, head })
+        Ok(Begun::Sending {
+            state,
+            head,
+            hold: None,
+        })
     }
 
     /// A sent request's head has come (or its error): the journal entry
@@ -628,7 +685,7 @@ impl HostCall<'_, HttpCall> {
                 Ok((head, state.clone()))
             }
             Err(error) => {
-                state.abandon(Err(error.clone()));
+                state.abandon(Err(error.clone()), true);
                 if let Some(OpenBody {
                     slot: Some(slot), ..
                 }) = at.map(|at| self.cap.streams.remove(at))
@@ -734,20 +791,30 @@ fn send(outbound: Outbound, sender: oneshot::Sender<Result<ResponseHead, GuestEr
 
 /// A call of `fetch-stream` waiting for its head. Dropped before the head
 /// came (the skill cancelled the call, or the call ended), the body is
-/// abandoned: it is no longer in flight, its thread stops, and the journal
-/// records that the skill got no head.
-struct AwaitingHead(Option<Arc<BodyState>>);
+/// abandoned: its thread stops once the head comes (or at the deadline),
+/// and the journal records that the skill got no head. It stays in flight
+/// for the rest of the call: the bound on bodies in flight also bounds the
+/// threads a skill can leave waiting on heads by starting and dropping
+/// requests, and it holds the same in a replay, where no thread waits.
+struct AwaitingHead {
+    state: Option<Arc<BodyState>>,
+    /// See [`Begun::Sending`]: dropped with this.
+    _hold: Option<mpsc::Sender<()>>,
+}
 
 impl Drop for AwaitingHead {
     fn drop(&mut self) {
-        if let Some(state) = self.0.take() {
-            state.abandon(Err(GuestError {
-                code: "cancelled".into(),
-                message: "the request was cancelled before its response's head came (the \
+        if let Some(state) = self.state.take() {
+            state.abandon(
+                Err(GuestError {
+                    code: "cancelled".into(),
+                    message: "the request was cancelled before its response's head came (the \
                           skill dropped its call, or the call ended)"
-                    .into(),
-                retryable: false,
-            }));
+                        .into(),
+                    retryable: false,
+                }),
+                false,
+            );
         }
     }
 }
@@ -761,8 +828,11 @@ impl<T> wit::HostWithStore<T> for HasHostCall<HttpCall> {
     ) -> wasmtime::Result<Opening> {
         let opened = match store.with(|mut access| access.get().begin_body(request))? {
             Begun::Now(opened) => opened,
-            Begun::Sending { state, head } => {
-                let mut waiting = AwaitingHead(Some(state.clone()));
+            Begun::Sending { state, head, hold } => {
+                let mut waiting = AwaitingHead {
+                    state: Some(state.clone()),
+                    _hold: hold,
+                };
                 // The sender is dropped only once it has sent.
                 let head = head.await.unwrap_or_else(|_| {
                     Err(guest_error(
@@ -770,7 +840,7 @@ impl<T> wit::HostWithStore<T> for HasHostCall<HttpCall> {
                         "the thread sending the request stopped without an answer",
                     ))
                 });
-                waiting.0 = None;
+                waiting.state = None;
                 store.with(|mut access| access.get().headed(&state, head))
             }
         };

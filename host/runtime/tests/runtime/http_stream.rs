@@ -37,7 +37,10 @@ fn granted(grant: &str) -> CallOptions {
 
 /// The probe's input: `urls`, read one after another unless `together`.
 fn input(urls: &[String], together: bool) -> Value {
-    json!({ "urls": urls, "together": together, "read_size": 0, "headers": [], "drop_after": 0 })
+    json!({
+        "urls": urls, "together": together, "read_size": 0, "headers": [], "drop_after": 0,
+        "abandon": [],
+    })
 }
 
 fn failure(report: &CallReport) -> (String, String, bool) {
@@ -264,6 +267,59 @@ fn requests_started_together_wait_for_their_heads_at_once_and_are_journaled_in_o
         out["responses"][0]["chunks"][0],
         "gate: only 1 of 2 arrived"
     );
+}
+
+#[test]
+fn a_request_dropped_before_its_head_is_cancelled_counts_until_the_call_ends_and_replays_alike() {
+    let mut server = HttpServer::start();
+    let (_cache, skill) = probe();
+    let host = server.host_port();
+    let grant = |bound: u32| json!({ "hosts": [host], "max_streams": bound }).to_string();
+    // Two requests to a server that never answers, each polled once and
+    // dropped, then one that is read.
+    let mut asked = input(&[server.url("/hello")], false);
+    asked["abandon"] = json!([server.url("/silent"), server.url("/silent")]);
+    // The dropped ones still count: with room for two, the third is refused.
+    let report = skill.call(&asked, &granted(&grant(2)));
+    let (code, message, _) = failure(&report);
+    assert_eq!(code, "too-many-streams");
+    assert!(
+        message.contains("dropped before its head came counts until the call ends"),
+        "{message}"
+    );
+    // With room for three, the call does not wait for the silent server.
+    let started = Instant::now();
+    let report = skill.call(&asked, &granted(&grant(3)));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the call waited {:?} for heads it had dropped",
+        started.elapsed()
+    );
+    let journal = report.journal.clone();
+    let out = report.into_result().expect("two dropped, one read");
+    assert_eq!(out["responses"][0]["status"], 200);
+    assert_eq!(journal.len(), 3);
+    for entry in &journal[..2] {
+        assert_eq!(entry.response["abandoned"], true, "{}", entry.response);
+        assert_eq!(entry.response["error"]["code"], "cancelled");
+    }
+    assert_eq!(journal[2].response["ok"]["status"], 200);
+    // A replay leaves the dropped requests waiting as the recording did
+    // (a head served at once would change what the skill does), and
+    // reaches no server.
+    server.stop();
+    let asked_before = server.requests();
+    let mut options = granted(&grant(3));
+    options.journal = JournalMode::Replay(journal.clone().into());
+    let started = Instant::now();
+    let replayed = skill.call(&asked, &options);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(replayed.journal, journal);
+    assert_eq!(
+        replayed.into_result().expect("replayed").to_string(),
+        out.to_string()
+    );
+    assert_eq!(server.requests(), asked_before);
 }
 
 #[test]
