@@ -502,14 +502,27 @@ async fn full_durability(
         .map_err(environment)?;
     let durable = Arc::new(Engine::new(Some(store.clone()), Arc::new(NoEvents)));
     let mut samples = Vec::with_capacity(runs);
+    // Each run's WAL syncs: how many, and their mean time.
+    let mut syncs = Vec::with_capacity(runs);
     for i in 0..runs + 2 {
+        let before = store.wal_syncs();
         let start = Instant::now();
         scenario.run(&durable).await.map_err(failed)?;
+        let elapsed = start.elapsed();
         if i >= 2 {
-            samples.push(start.elapsed());
+            samples.push(elapsed);
+            if let (Some((n0, t0)), Some((n1, t1))) = (before, store.wal_syncs())
+                && n1 > n0
+            {
+                syncs.push((n1 - n0, (t1 - t0) / (n1 - n0) as u32));
+            }
         }
     }
     let per_node = median(samples) / ENGINE_NODES as u32;
+    let wal_syncs_per_node = syncs.iter().map(|(n, _)| *n as f64).sum::<f64>()
+        / (syncs.len().max(1) * ENGINE_NODES) as f64;
+    let wal_fdatasync =
+        (!syncs.is_empty()).then(|| median(syncs.iter().map(|(_, t)| *t).collect()));
     // Runs in flight together: their commits share syncs (group commit).
     let total = runs.max(FULL_CONCURRENT) * 2;
     let elapsed = in_flight(scenario, &durable, FULL_CONCURRENT, total).await?;
@@ -518,6 +531,8 @@ async fn full_durability(
     Ok(FullDurability {
         per_node,
         fdatasync,
+        wal_fdatasync,
+        wal_syncs_per_node,
         runs,
         concurrent_steps_per_s: (total * ENGINE_NODES) as f64 / elapsed.as_secs_f64(),
     })
@@ -583,6 +598,11 @@ pub struct FullDurability {
     pub per_node: Duration,
     /// One `fdatasync` of a 4 KiB page in the same directory (median).
     pub fdatasync: Duration,
+    /// One `fdatasync` of the WAL in those runs: each run's mean, median
+    /// over the runs (None if the store did not sync the WAL itself).
+    pub wal_fdatasync: Option<Duration>,
+    /// The WAL's syncs per node (the run's creation is one more).
+    pub wal_syncs_per_node: f64,
     pub runs: usize,
     /// Node steps per second with [`FULL_CONCURRENT`] runs in flight.
     pub concurrent_steps_per_s: f64,
@@ -647,6 +667,14 @@ impl EngineFigures {
                 full.per_node.as_secs_f64() / full.fdatasync.as_secs_f64().max(1e-9),
                 2
             ));
+            if let Some(wal) = full.wal_fdatasync {
+                figures["wal_fdatasync_us"] = json!(round(us(wal), 2));
+                figures["wal_fdatasync_over_fdatasync"] = json!(round(
+                    wal.as_secs_f64() / full.fdatasync.as_secs_f64().max(1e-9),
+                    2
+                ));
+            }
+            figures["wal_syncs_per_node"] = json!(round(full.wal_syncs_per_node, 2));
             figures["full_runs"] = json!(full.runs);
             figures["full_concurrent"] = json!(FULL_CONCURRENT);
             figures["node_steps_per_s_full_concurrent"] =
@@ -724,6 +752,15 @@ impl fmt::Display for EngineFigures {
                 figures["node_steps_per_s_full_concurrent"],
                 figures["full_concurrent_over_one"]
             )?;
+            if full.wal_fdatasync.is_some() {
+                write!(
+                    f,
+                    "\n  the WAL's fdatasync:   {} µs in those runs ({}x one alone), {} per node",
+                    figures["wal_fdatasync_us"],
+                    figures["wal_fdatasync_over_fdatasync"],
+                    figures["wal_syncs_per_node"]
+                )?;
+            }
         }
         if let Some(traced) = &self.traced {
             write!(
@@ -935,6 +972,8 @@ mod tests {
             full: Some(FullDurability {
                 per_node: Duration::from_micros(1_200),
                 fdatasync: Duration::from_micros(1_000),
+                wal_fdatasync: Some(Duration::from_micros(1_100)),
+                wal_syncs_per_node: 1.1,
                 runs: 20,
                 concurrent_steps_per_s: 1_250.4,
             }),
@@ -949,6 +988,9 @@ mod tests {
                 &json["full_runs"],
                 &json["node_steps_per_s_full_concurrent"],
                 &json["full_concurrent_over_one"],
+                &json["wal_fdatasync_us"],
+                &json["wal_fdatasync_over_fdatasync"],
+                &json["wal_syncs_per_node"],
             ),
             (
                 &json!(1200.0),
@@ -956,13 +998,17 @@ mod tests {
                 &json!(1.2),
                 &json!(20),
                 &json!(1250.0),
-                &json!(1.5)
+                &json!(1.5),
+                &json!(1100.0),
+                &json!(1.1),
+                &json!(1.1)
             )
         );
         assert!(full.to_string().ends_with(
             "per node, SQLite FULL:   1200.0 µs median over 20 runs (an fsync per checkpoint)\n\
              one fdatasync:           1000.0 µs median on the same disk: FULL is 1.2x\n\
-             FULL, 8 concurrent:      1250.0 node steps per second (1.5x one run's)"
+             FULL, 8 concurrent:      1250.0 node steps per second (1.5x one run's)\n  \
+             the WAL's fdatasync:   1100.0 µs in those runs (1.1x one alone), 1.1 per node"
         ));
     }
 
@@ -1022,6 +1068,13 @@ mod tests {
         assert!(figures.looped.snapshots > 1, "{figures:?}");
         let full = figures.full.expect("measured with full_runs");
         assert!(full.per_node > Duration::ZERO && full.fdatasync > Duration::ZERO);
+        // The store synced the WAL itself: the run's creation and each node
+        // (the last one's commit carries the run's end), and no more.
+        assert!(
+            full.wal_fdatasync.is_some_and(|t| t > Duration::ZERO),
+            "{full:?}"
+        );
+        assert!((0.9..=1.2).contains(&full.wal_syncs_per_node), "{full:?}");
         // Traces exported and not, each way, to the local receiver.
         let traced = figures.traced.expect("measured with traced_runs");
         for time in [

@@ -259,6 +259,18 @@ impl Store {
         })
     }
 
+    /// The `fdatasync`s of the WAL this process made for a SQLite store's
+    /// `--durability full` commits (each covering every commit waiting),
+    /// and the time spent in them: what the engine's benchmark compares
+    /// with one `fdatasync` of a plain file. None on Postgres, or when
+    /// SQLite syncs (or not) itself.
+    pub fn wal_syncs(&self) -> Option<(u64, std::time::Duration)> {
+        match &self.backend {
+            Backend::Sqlite(store) => store.wal_syncs(),
+            Backend::Postgres(_) => None,
+        }
+    }
+
     /// Whether a run answered (or otherwise made ready) on this store is,
     /// by default, left queued for a worker rather than continued by the
     /// process that readied it: true on Postgres, the shared database

@@ -85,6 +85,11 @@ impl Reads for SqliteStore {
 }
 
 impl SqliteStore {
+    /// See [`Writer::wal_syncs`].
+    pub fn wal_syncs(&self) -> Option<(u64, Duration)> {
+        self.writer.wal_syncs()
+    }
+
     /// Opens the file at `path`; unless `create`, a file that does not exist
     /// is [`StoreError::Missing`] and nothing is created.
     pub async fn open(

@@ -107,6 +107,12 @@ struct Slot {
 }
 
 impl Writer {
+    /// The WAL syncs this writer made for `--durability full` commits, and
+    /// the time spent in them; None when SQLite syncs (or not) itself.
+    pub fn wal_syncs(&self) -> Option<(u64, Duration)> {
+        self.wal.as_ref().map(|wal| wal.totals())
+    }
+
     /// Opens the writer on a database that exists and is migrated.
     pub fn open(
         path: &Path,
