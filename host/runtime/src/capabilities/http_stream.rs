@@ -968,6 +968,20 @@ impl Drop for End {
 mod tests {
     use super::*;
 
+    #[test]
+    fn only_this_interface_is_instantiated_asynchronously() {
+        assert!(is_interface("skillhost:skill/http-stream@0.1.0"));
+        for other in [
+            "skillhost:skill/http@0.1.0",
+            "skillhost:skill/http-streamed@0.1.0",
+            "skillhost:skill/llm-stream@0.1.0",
+            "other:skill/http-stream@0.1.0",
+            "skillhost:skill/http-stream",
+        ] {
+            assert!(!is_interface(other), "{other}");
+        }
+    }
+
     fn redaction(secrets: &[(&str, &str)]) -> Redaction {
         let mut headers = serde_json::Map::new();
         for (variable, value) in secrets {
