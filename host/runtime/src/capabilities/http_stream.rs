@@ -833,7 +833,8 @@ impl<T> wit::HostWithStore<T> for HasHostCall<HttpCall> {
                     state: Some(state.clone()),
                     _hold: hold,
                 };
-                // The sender is dropped only once it has sent.
+                // Every path of the sending thread sends before it drops
+                // the sender, unless it panicked.
                 let head = head.await.unwrap_or_else(|_| {
                     Err(guest_error(
                         "request-failed",
