@@ -671,9 +671,15 @@ async fn workers_ride_out_two_patroni_failovers() {
             "two outages, {unreachable} said: {events:?}"
         );
         assert_eq!(back.len(), unreachable, "every outage ends: {events:?}");
+        // Each failover is an outage of seconds. Besides them a worker may
+        // see a blip under a millisecond (reported as 0 ms; seen once in
+        // CI, beside two of 10.7 and 11.0 s): a statement refused (the
+        // demoted primary answers `read-only transaction`) just before
+        // another one is answered.
+        assert!(back.iter().all(|&ms| ms < 60_000), "outages of {back:?} ms");
         assert!(
-            back.iter().all(|&ms| ms > 0 && ms < 60_000),
-            "outages of {back:?} ms"
+            back.iter().filter(|&&ms| ms >= 100).count() >= 2,
+            "two failovers, each out for a while: outages of {back:?} ms"
         );
         outages.extend(back);
     }
