@@ -1218,10 +1218,7 @@ fn fetch(
     match (answer, &redaction) {
         (answer, None) => answer,
         (Ok(response), Some(redaction)) => Ok(redaction.response(response)),
-        (Err(mut error), Some(redaction)) => {
-            error.message = redaction.text(&error.message);
-            Err(error)
-        }
+        (Err(error), Some(redaction)) => Err(redaction.error(error)),
     }
 }
 
@@ -1451,6 +1448,13 @@ impl Redaction {
         } else {
             text.to_string()
         }
+    }
+
+    /// `error` with its message redacted (a failed request's message may
+    /// quote what the server sent).
+    fn error(&self, mut error: GuestError) -> GuestError {
+        error.message = self.text(&error.message);
+        error
     }
 
     fn response(&self, response: Response) -> Response {

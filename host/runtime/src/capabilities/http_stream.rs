@@ -412,11 +412,9 @@ fn read_body(reading: Reading, mut body: Box<dyn Read + Send>) {
             }
         }
     };
-    let end = end.map_err(|mut error| {
-        if let Some(redaction) = &redaction {
-            error.message = redaction.text(&error.message);
-        }
-        error
+    let end = end.map_err(|error| match &redaction {
+        Some(redaction) => redaction.error(error),
+        None => error,
     });
     state.end(end);
 }
@@ -707,6 +705,27 @@ impl HostCall<'_, HttpCall> {
 /// head to the skill's waiting call, then reads the body; on the thread
 /// [`HostCall::begin_body`] started.
 fn send(outbound: Outbound, sender: oneshot::Sender<Result<ResponseHead, GuestError>>) {
+    match open_head(outbound) {
+        Err(error) => {
+            let _ = sender.send(Err(error));
+        }
+        Ok((head, reading, body)) => {
+            // Nobody waits for it: the skill cancelled the call, or the call
+            // ended. Dropping the body closes the connection.
+            if sender.send(Ok(head)).is_err() || reading.state.cancelled() {
+                return;
+            }
+            read_body(reading, body);
+        }
+    }
+}
+
+/// Sends the request and follows its redirects to the last head: the head
+/// (redacted), what reading the body takes, and the body; or the error the
+/// skill gets instead (redacted).
+fn open_head(
+    outbound: Outbound,
+) -> Result<(ResponseHead, Reading, Box<dyn Read + Send>), GuestError> {
     let Outbound {
         grant,
         backend,
@@ -717,13 +736,7 @@ fn send(outbound: Outbound, sender: oneshot::Sender<Result<ResponseHead, GuestEr
         room,
         state,
     } = outbound;
-    let redaction = match Redaction::of(&grant) {
-        Ok(redaction) => redaction.map(Arc::new),
-        Err(error) => {
-            let _ = sender.send(Err(error));
-            return;
-        }
-    };
+    let redaction = Redaction::of(&grant)?.map(Arc::new);
     let limit = grant
         .max_response_bytes
         .min(room.bytes.saturating_sub(ANSWER_OVERHEAD) / 4 * 3);
@@ -747,18 +760,10 @@ fn send(outbound: Outbound, sender: oneshot::Sender<Result<ResponseHead, GuestEr
             })
         },
     );
-    let (hop, url) = match (answer, &redaction) {
-        (Ok(answer), _) => answer,
-        (Err(error), None) => {
-            let _ = sender.send(Err(error));
-            return;
-        }
-        (Err(mut error), Some(redaction)) => {
-            error.message = redaction.text(&error.message);
-            let _ = sender.send(Err(error));
-            return;
-        }
-    };
+    let (hop, url) = answer.map_err(|error| match &redaction {
+        Some(redaction) => redaction.error(error),
+        None => error,
+    })?;
     let headers = match &redaction {
         None => hop.headers,
         Some(redaction) => hop
@@ -771,11 +776,6 @@ fn send(outbound: Outbound, sender: oneshot::Sender<Result<ResponseHead, GuestEr
         status: hop.status,
         headers,
     };
-    // Nobody waits for it: the skill cancelled the call, or the call
-    // ended. Dropping the body closes the connection.
-    if sender.send(Ok(head)).is_err() || state.cancelled() {
-        return;
-    }
     let reading = Reading {
         state,
         redaction,
@@ -786,7 +786,7 @@ fn send(outbound: Outbound, sender: oneshot::Sender<Result<ResponseHead, GuestEr
         method: request.method.clone(),
         url,
     };
-    read_body(reading, hop.body);
+    Ok((head, reading, hop.body))
 }
 
 /// A call of `fetch-stream` waiting for its head. Dropped before the head
