@@ -257,13 +257,10 @@ pub(crate) fn is_wasi_03(import: &str) -> bool {
 /// Whether `import` is one of the contract's streaming interfaces, which
 /// only the concurrent engine links.
 fn is_streaming(import: &str) -> bool {
-    import
-        .strip_prefix("skillhost:skill/")
-        .and_then(|rest| rest.split_once('@'))
-        .is_some_and(|(interface, _)| {
-            interface == crate::capabilities::llm::STREAM_INTERFACE
-                || interface == crate::capabilities::http::stream::STREAM_INTERFACE
-        })
+    crate::capabilities::contract_import(import).is_some_and(|(interface, _)| {
+        interface == crate::capabilities::llm::STREAM_INTERFACE
+            || interface == crate::capabilities::http::stream::STREAM_INTERFACE
+    })
 }
 
 /// Why the host cannot provide `import`, with the fix; `None` if it can, or

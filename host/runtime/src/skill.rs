@@ -27,7 +27,7 @@ use crate::bridge;
 use crate::cache::{LoadStats, sha256_hex};
 use crate::call::{CallOptions, CallState};
 use crate::capabilities::bindings::skillhost::skill::types as wit_types;
-use crate::capabilities::{Backends, CONTRACT_PACKAGE, Capability, Grants};
+use crate::capabilities::{Backends, Capability, Grants, contract_import};
 use crate::error::LoadError;
 use crate::schema::{self, SkillInterface};
 
@@ -264,7 +264,9 @@ pub(crate) fn load(
         imports.push(name.to_string());
         if let Some(capability) = Capability::from_import(name) {
             imported_capabilities.insert(capability);
-            instantiates_async |= crate::capabilities::http::stream::is_interface(name);
+            instantiates_async |= contract_import(name).is_some_and(|(interface, _)| {
+                interface == crate::capabilities::http::stream::STREAM_INTERFACE
+            });
         } else if is_wasi(name) {
             // WASI is linked, and the linker names any interface it lacks.
             uses_wasi = true;
@@ -350,11 +352,9 @@ pub(crate) fn load(
             .any(|c| c.blocks() && capabilities.contains(c));
     let streams_tokens = capabilities.contains(&Capability::Llm)
         && imports.iter().any(|import| {
-            import.starts_with(&format!(
-                "{}/{}@",
-                crate::capabilities::CONTRACT_PACKAGE,
-                crate::capabilities::llm::STREAM_INTERFACE
-            ))
+            contract_import(import).is_some_and(|(interface, _)| {
+                interface == crate::capabilities::llm::STREAM_INTERFACE
+            })
         });
     Ok(Skill {
         needs_blocking_thread,
@@ -415,9 +415,8 @@ fn provisional_name(origin: &str) -> String {
 }
 
 fn is_contract_types(name: &str) -> bool {
-    name.strip_prefix(CONTRACT_PACKAGE)
-        .and_then(|rest| rest.strip_prefix("/types@0.1."))
-        .is_some()
+    contract_import(name)
+        .is_some_and(|(interface, version)| interface == "types" && version.starts_with("0.1."))
 }
 
 /// An instance import that carries only types needs no implementation.

@@ -87,17 +87,6 @@ use crate::limits::{AnswerRoom, BUDGET_EXCEEDED};
 
 /// The interface of streamed bodies, as a component imports it.
 pub const STREAM_INTERFACE: &str = "http-stream";
-/// Whether `import` (a component's import name) is this interface, whose
-/// `fetch-stream` is a concurrent host function: a component importing it
-/// is instantiated asynchronously.
-pub(crate) fn is_interface(import: &str) -> bool {
-    import
-        .strip_prefix(crate::capabilities::CONTRACT_PACKAGE)
-        .and_then(|rest| rest.strip_prefix('/'))
-        .and_then(|rest| rest.strip_prefix(STREAM_INTERFACE))
-        .is_some_and(|rest| rest.starts_with('@'))
-}
-
 /// Bodies one call may have in flight at once unless its grant says
 /// (`max_streams`).
 pub const DEFAULT_MAX_STREAMS: u32 = 4;
@@ -968,20 +957,6 @@ impl Drop for End {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_this_interface_is_instantiated_asynchronously() {
-        assert!(is_interface("skillhost:skill/http-stream@0.1.0"));
-        for other in [
-            "skillhost:skill/http@0.1.0",
-            "skillhost:skill/http-streamed@0.1.0",
-            "skillhost:skill/llm-stream@0.1.0",
-            "other:skill/http-stream@0.1.0",
-            "skillhost:skill/http-stream",
-        ] {
-            assert!(!is_interface(other), "{other}");
-        }
-    }
 
     fn redaction(secrets: &[(&str, &str)]) -> Redaction {
         let mut headers = serde_json::Map::new();

@@ -86,6 +86,15 @@ pub use sql::SqlGrant;
 pub const CONTRACT_PACKAGE: &str = "skillhost:skill";
 pub const CONTRACT_VERSION: &str = "0.1.0";
 
+/// The interface and version of an import of the skill contract
+/// (`skillhost:skill/NAME@VERSION`); None for any other import.
+pub(crate) fn contract_import(import: &str) -> Option<(&str, &str)> {
+    import
+        .strip_prefix(CONTRACT_PACKAGE)?
+        .strip_prefix('/')?
+        .split_once('@')
+}
+
 /// The shape of every capability module, and what it states of itself.
 pub(crate) trait HostCapability {
     /// What one call holds of the capability. The module's generated `Host`
@@ -550,8 +559,7 @@ impl Capability {
 
     /// The capability behind an import name such as `skillhost:skill/fs@0.1.0`.
     pub fn from_import(import: &str) -> Option<Capability> {
-        let rest = import.strip_prefix("skillhost:skill/")?;
-        let (interface, version) = rest.split_once('@')?;
+        let (interface, version) = contract_import(import)?;
         if !version.starts_with("0.1.") {
             return None;
         }
@@ -691,6 +699,26 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_contract_import_is_named_by_its_interface_and_version() {
+        assert_eq!(
+            contract_import("skillhost:skill/http-stream@0.1.0"),
+            Some(("http-stream", "0.1.0"))
+        );
+        assert_eq!(
+            contract_import("skillhost:skill/http-streamed@0.1.0"),
+            Some(("http-streamed", "0.1.0"))
+        );
+        for other in [
+            "other:skill/http-stream@0.1.0",
+            "skillhost:skills/http-stream@0.1.0",
+            "skillhost:skill/http-stream",
+            "wasi:cli/stdout@0.2.0",
+        ] {
+            assert_eq!(contract_import(other), None, "{other}");
+        }
+    }
 
     /// What each capability states of itself, as the host relied on it
     /// before the facts moved into the modules.
