@@ -243,17 +243,20 @@ fn killed_after_the_last_commit_the_run_is_completed() {
     );
 }
 
-/// What `strace` saw a process do to one file: writes (offset, the bytes
-/// as hex) and syncs (`fsync` or `fdatasync`), in the order they started.
+/// What `strace` saw a process do to one file, in the order the calls
+/// started: writes (offset, the bytes as hex) and syncs (`fsync` or
+/// `fdatasync`); and the checkpoints it announced on its standard output
+/// (`--events`' `checkpoint_written`, by seq).
 #[derive(Debug, PartialEq)]
 enum FileCall {
-    /// `hex`: the first 64 bytes at most.
+    /// `hex`: the first 128 bytes at most.
     Write {
         len: u64,
         offset: u64,
         hex: String,
     },
     Sync(String),
+    Announced(u64),
 }
 
 /// Runs `host` under `strace -f` (writes and syncs, strings in hex; with
@@ -275,9 +278,9 @@ fn traced(
             "-y",
             "-xx",
             "-s",
-            "64",
+            "128",
             "-e",
-            "trace=pwrite64,fsync,fdatasync",
+            "trace=pwrite64,write,fsync,fdatasync",
             "-o",
         ])
         .arg(&trace)
@@ -302,6 +305,9 @@ fn traced(
             // "PID call(FD<path, in hex>, args…"
             let (_, call) = line.split_once(' ')?;
             let (name, rest) = call.trim_start().split_once('(')?;
+            if name == "write" && rest.starts_with("1<") {
+                return announced(rest);
+            }
             let (path, args) = rest.split_once('<')?.1.split_once('>')?;
             if !String::from_utf8_lossy(&unhex(path)).ends_with(&suffix) {
                 return None;
@@ -329,6 +335,19 @@ fn traced(
     (out, calls)
 }
 
+/// The seq of a `checkpoint_written` event line a traced `write` to the
+/// standard output carries (`1<pipe:[…]>, "\x7b…"…, LEN) = LEN`).
+fn announced(args: &str) -> Option<FileCall> {
+    let quoted = args.split_once('"')?.1.split_once('"')?.0;
+    let line = String::from_utf8_lossy(&unhex(quoted)).into_owned();
+    if !line.starts_with(r#"{"event":"checkpoint_written""#) {
+        return None;
+    }
+    let seq = line.split_once(r#""seq":"#)?.1;
+    let digits: String = seq.chars().take_while(char::is_ascii_digit).collect();
+    Some(FileCall::Announced(digits.parse().ok()?))
+}
+
 /// Bytes written as strace's `-xx` writes them: `\x2f\x74…`.
 fn unhex(text: &str) -> Vec<u8> {
     text.split("\\x")
@@ -353,7 +372,7 @@ fn commit_syncs(calls: &[FileCall]) -> Vec<Vec<&str>> {
                     open = true;
                 }
             }
-            FileCall::Write { .. } => {}
+            FileCall::Write { .. } | FileCall::Announced(_) => {}
             FileCall::Sync(name) if open => commits.last_mut().unwrap().push(name),
             FileCall::Sync(_) => {}
         }
@@ -361,21 +380,51 @@ fn commit_syncs(calls: &[FileCall]) -> Vec<Vec<&str>> {
     commits
 }
 
-/// With `--durability full`, each checkpoint commit is synced once, with
-/// `fdatasync`, before the run goes on: traced with strace, every commit
-/// frame the host writes into the WAL (a 24-byte frame header whose second
-/// word, the database size after the commit, is not zero) is followed by
-/// exactly one sync of the WAL, an `fdatasync`, before the next frame, and
-/// the last one, `second`'s checkpoint, before the process is killed right
-/// after that commit returned.
+/// Asserts that each checkpoint announced was on disk first: an `fdatasync`
+/// of the WAL started after its commit frame was written (`frame_of(seq)`,
+/// counting commit frames from 0) and before the announcement.
+fn announced_once_synced(calls: &[FileCall], frame_of: impl Fn(u64) -> usize) -> usize {
+    let mut frames = 0;
+    // The frames an `fdatasync` started after (all frames before it).
+    let mut synced = None;
+    let mut announced = 0;
+    for call in calls {
+        match call {
+            FileCall::Write { len: 24, hex, .. } if &hex[8..16] != "00000000" => frames += 1,
+            FileCall::Write { .. } => {}
+            FileCall::Sync(name) if name == "fdatasync" => synced = Some(frames),
+            FileCall::Sync(_) => {}
+            FileCall::Announced(seq) => {
+                let frame = frame_of(*seq);
+                assert!(
+                    synced.is_some_and(|synced| synced > frame),
+                    "checkpoint {seq} (commit frame {frame}) announced before an fdatasync \
+                     that covers it: {calls:#?}"
+                );
+                announced += 1;
+            }
+        }
+    }
+    announced
+}
+
+/// With `--durability full`, each checkpoint is on disk before anyone hears
+/// of it: traced with strace, the announcement of `first`'s checkpoint on
+/// the standard output follows an `fdatasync` of the WAL that started after
+/// its commit frame was written, however far `second` (a node without
+/// effects, which may run while that sync runs) got meanwhile; and
+/// `second`'s commit, whose next node is a map node (one that may act
+/// outside the run), is synced before the run goes on: the process is
+/// killed right after that commit returned, its frame followed by an
+/// `fdatasync`. No commit is synced twice.
 #[test]
-fn with_durability_full_each_commit_is_synced_once_before_the_run_goes_on() {
+fn with_durability_full_each_checkpoint_is_synced_before_it_is_announced() {
     let dir = tempfile::tempdir().unwrap();
     // The database exists already: the traced process only commits runs.
     reference_state(dir.path());
     let (out, calls) = traced(
         dir.path(),
-        &["run", &scenario(), "--durability", "full"],
+        &["run", &scenario(), "--durability", "full", "--events"],
         Some("after-commit:second"),
         "runs.db-wal",
     );
@@ -383,41 +432,120 @@ fn with_durability_full_each_commit_is_synced_once_before_the_run_goes_on() {
     let commits = commit_syncs(&calls);
     // The run's row with checkpoint 0, then `first` and `second`.
     assert_eq!(commits.len(), 3, "{calls:#?}");
-    for (i, syncs) in commits.iter().enumerate() {
-        assert_eq!(syncs, &["fdatasync"], "commit {i}: {calls:#?}");
-    }
+    assert_eq!(commits[2], ["fdatasync"], "{calls:#?}");
+    let syncs: usize = commits.iter().map(Vec::len).sum();
+    assert!((2..=3).contains(&syncs), "{calls:#?}");
+    // Checkpoint `seq` is commit frame `seq`.
+    assert_eq!(announced_once_synced(&calls, |seq| seq as usize), 1);
 }
 
-/// A completed run syncs once per commit, and its end rides its last
+/// A completed run syncs at most once per commit, announces each
+/// checkpoint only once it is on disk, and its end rides its last
 /// checkpoint's commit: traced with strace (as above), a whole run of the
 /// crash scenario (`first`, `second`, the map node `fan` over six items,
 /// `third`, then the end node) writes eleven commit frames, the run's row
 /// with checkpoint 0, `first`'s and `second`'s checkpoints, the six map
 /// items (each stored on its own before `fan` commits), `fan`'s and
-/// `third`'s checkpoints, the last of which also marks the run completed,
-/// each followed by one `fdatasync`: no twelfth commit for the finish.
+/// `third`'s checkpoints, the last of which also marks the run completed:
+/// no twelfth commit for the finish, and the last one synced before the
+/// process ends.
 #[test]
-fn with_durability_full_a_completed_run_syncs_once_per_checkpoint_and_not_for_its_end() {
+fn with_durability_full_a_completed_run_syncs_at_most_once_per_checkpoint_and_not_for_its_end() {
     let dir = tempfile::tempdir().unwrap();
     reference_state(dir.path());
     let (out, calls) = traced(
         dir.path(),
-        &["run", &scenario(), "--durability", "full", "--json"],
+        &["run", &scenario(), "--durability", "full", "--events"],
         None,
         "runs.db-wal",
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(json(&out)["status"], "completed");
     let commits = commit_syncs(&calls);
     assert_eq!(commits.len(), 11, "{calls:#?}");
     let (last, before) = commits.split_last().unwrap();
     for (i, syncs) in before.iter().enumerate() {
-        assert_eq!(syncs, &["fdatasync"], "commit {i}: {calls:#?}");
+        assert!(syncs.len() <= 1, "commit {i}: {calls:#?}");
+        assert!(
+            syncs.iter().all(|s| *s == "fdatasync"),
+            "commit {i}: {calls:#?}"
+        );
     }
     // After the last commit's own `fdatasync`, the process closes the
     // database: SQLite checkpoints the WAL, with an `fsync` of it.
     assert_eq!(last[0], "fdatasync", "{calls:#?}");
     assert!(last[1..].iter().all(|s| *s == "fsync"), "{calls:#?}");
+    // Checkpoints 1 and 2 are frames 1 and 2; the six map items come
+    // before `fan`'s (3, frame 9) and `third`'s (4, frame 10).
+    let frame_of = |seq: u64| match seq {
+        1 | 2 => seq as usize,
+        _ => seq as usize + 6,
+    };
+    assert_eq!(announced_once_synced(&calls, frame_of), 4);
+}
+
+/// With `--durability full`, a node without effects runs while the commit
+/// before it syncs, and a node that may act outside the run waits for it:
+/// with the sync of `first`'s commit made 400 ms slow (failpoint
+/// `pause=400@wal-sync-ahead`), `second` (an echo node, no grants) is
+/// checkpointed well within those 400 ms, and `fan` (a map node) only after
+/// them. The run ends as an uninterrupted one.
+#[test]
+fn with_durability_full_a_node_without_effects_runs_while_the_commit_before_it_syncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = reference_state(dir.path());
+    let out = host(
+        dir.path(),
+        &["run", &scenario(), "--durability", "full", "--json"],
+        Some("pause=400@wal-sync-ahead"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("failpoint `wal-sync-ahead` reached"),
+        "{}",
+        stderr(&out)
+    );
+    let id = json(&out)["run_id"].as_str().unwrap().to_string();
+    let checkpoints = json(&host(dir.path(), &["checkpoints", &id, "--json"], None));
+    let at = |node: &str| {
+        checkpoints
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["node"] == node)
+            .and_then(|c| c["created_at_ms"].as_i64())
+            .unwrap_or_else(|| panic!("no checkpoint of `{node}`: {checkpoints:#}"))
+    };
+    assert!(at("second") - at("first") < 300, "{checkpoints:#}");
+    assert!(at("fan") - at("first") >= 400, "{checkpoints:#}");
+    let shown = json(&host(dir.path(), &["runs", "show", &id, "--json"], None));
+    assert_eq!(serde_json::to_string(&shown["state"]).unwrap(), reference);
+}
+
+/// Killed while a commit is ahead of its sync (the syncer has claimed the
+/// sync of `first`'s commit and not started it, and `second` may be
+/// running), the run resumes to the state of an uninterrupted run, each
+/// node's step once.
+#[test]
+fn killed_while_a_commit_is_ahead_of_its_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = reference_state(dir.path());
+    let id = &killed_at(
+        dir.path(),
+        &scenario(),
+        &["--durability", "full"],
+        "wal-sync-ahead",
+    );
+    let out = host(dir.path(), &["resume", id], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
+    assert_eq!(shown["status"], "completed", "{shown:#}");
+    assert_eq!(serde_json::to_string(&shown["state"]).unwrap(), reference);
+    let ok: Vec<&str> = step_statuses(&shown)
+        .into_iter()
+        .filter(|(_, status)| *status == "ok")
+        .map(|(node, _)| node)
+        .collect();
+    assert_eq!(ok, ["first", "second", "fan", "third"]);
 }
 
 /// Runs `sql` on the test's database, beside the host (as a careless or

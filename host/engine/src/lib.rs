@@ -38,6 +38,7 @@
 // cost every success a branch for nothing.
 #![allow(clippy::result_large_err)]
 
+mod ahead;
 #[cfg(feature = "bench")]
 pub mod bench;
 mod cache;
@@ -383,13 +384,16 @@ pub struct Engine {
     /// for a child run, … (`kinds/subgraph.rs` refuses a child past
     /// [`skillhost_scenario::MAX_SUBGRAPH_DEPTH`]).
     level: usize,
+    /// Whether a node with no effects outside the run may run while the
+    /// commit before it syncs ([`ahead`]).
+    run_ahead: bool,
 }
 
 impl RunContext<'_> {
     /// Sends the event `event` builds, when anyone listens.
     pub(crate) fn emit(&self, event: impl FnOnce() -> Event) {
         if self.events.listening() {
-            self.events.emit(&event());
+            self.gate.emit(event());
         }
     }
 
@@ -412,7 +416,7 @@ impl RunContext<'_> {
             return;
         }
         for line in logs {
-            self.events.emit(&Event::SkillLog {
+            self.gate.emit(Event::SkillLog {
                 run_id: self.run_id.clone(),
                 node: node.to_string(),
                 item,
@@ -443,6 +447,11 @@ pub(crate) struct RunContext<'a> {
     /// comparison ([`RunLog`]).
     pub log: RunLog<'a>,
     pub events: Arc<dyn EventSink>,
+    /// The run's own events go to `events` through it: held while a commit
+    /// written before them is not durable yet ([`ahead`]).
+    pub gate: Arc<ahead::Gate>,
+    /// Whether nodes may run ahead of durability ([`ahead`]).
+    pub run_ahead: bool,
     /// Where the calls' `kv` goes, when not the runtime's backend.
     pub kv: Option<skillhost_runtime::KvOverride>,
     /// The run was resumed with `--allow-changed`: a child run a subgraph
@@ -479,7 +488,16 @@ impl Engine {
             events,
             kv: OnceLock::new(),
             level: 0,
+            run_ahead: true,
         }
+    }
+
+    /// This engine with running ahead of durability on (the default) or
+    /// off: off, every node waits for the sync of the commit before it, as
+    /// a node with effects always does (`ahead.rs`). The engine benchmark
+    /// measures both.
+    pub fn with_run_ahead(self, run_ahead: bool) -> Self {
+        Engine { run_ahead, ..self }
     }
 
     /// This engine with `kv` as its calls' `kv` backend instead of its
@@ -942,6 +960,8 @@ impl Engine {
             configs: &loaded.configs,
             log: RunLog::over(self.store.as_ref()),
             events: self.events.clone(),
+            gate: Arc::new(ahead::Gate::new(self.events.clone())),
+            run_ahead: self.run_ahead,
             kv: self.kv(),
             allow_changed: false,
             level: self.level,

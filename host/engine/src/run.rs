@@ -19,14 +19,14 @@ use serde_json::{Map, Value, json};
 
 use crate::failure::FailureCode;
 use crate::kinds::{self, Finish, NodeFailure, NodeSuccess, Outcome, Wait};
-use crate::metered;
 use crate::node::node_config;
 use crate::{EngineError, Event, Position, RunContext, RunOutcome, Waiting, state};
+use crate::{ahead, metered};
 use skillhost_runtime::TokenUsage;
 use skillhost_scenario::{Node, NodeBody, Route, Severity, Vars};
 use skillhost_store::{
     FieldHashes, NewArtifact, NewWait, RunState, RunStatus, StateChange, StepCommit, StepRow,
-    StepStatus, StoreError,
+    StepStatus, StoreError, Written,
 };
 
 /// The run loop, from `checkpoint` with `state` until an end or fail node.
@@ -187,6 +187,13 @@ struct Run<'c, 'a> {
     /// The run's end was written with its last commit (its next node is an
     /// end node): [`Self::completed`] writes nothing more.
     ended_at_commit: bool,
+    /// The last commit written ahead of its sync, while it may not be
+    /// durable (`ahead.rs`), and how many commits are ahead with it.
+    unsynced: Option<Written>,
+    ahead: u32,
+    /// Commits written ahead so far: each one's number for the events
+    /// that wait for it.
+    written_ahead: u64,
 }
 
 impl<'c, 'a> Run<'c, 'a> {
@@ -211,6 +218,9 @@ impl<'c, 'a> Run<'c, 'a> {
             came_from: String::new(),
             started: Instant::now(),
             ended_at_commit: false,
+            unsynced: None,
+            ahead: 0,
+            written_ahead: 0,
         }
     }
 
@@ -225,6 +235,11 @@ impl<'c, 'a> Run<'c, 'a> {
                 run: cx.run_id.clone(),
                 message: format!("node `{current}` is not in the scenario"),
             })?;
+        // A node that may act outside the run waits until every commit
+        // before it is durable.
+        if !ahead::runs_ahead(node) {
+            self.settle().await?;
+        }
         let visit = self.visit(node);
         let node_started = Instant::now();
         // The node's span: its id now, so its calls can go under it.
@@ -308,20 +323,30 @@ impl<'c, 'a> Run<'c, 'a> {
 
     /// Hands a step's commit to the run log; whether it was written to a
     /// store. `last`: the next node is an end node, so the run's end goes
-    /// in the same commit.
+    /// in the same commit. `ahead`: the next node runs ahead of this
+    /// commit's sync (`ahead.rs`).
     async fn record(
         &mut self,
         commit: StepCommit,
         artifacts: &[NewArtifact],
         last: bool,
+        ahead: bool,
     ) -> Result<bool, EngineError> {
         let seq = commit.seq;
         let log = &self.cx.log;
         let written = if last {
             log.commit_last_step(commit, artifacts).await
+        } else if ahead {
+            log.commit_step_ahead(commit, artifacts)
+                .await
+                .map(|written| written.map(|written| self.wrote_ahead(written)).is_some())
         } else {
             log.commit_step(commit, artifacts).await
         };
+        if !ahead && matches!(written, Ok(true)) {
+            // Durable, and every commit before it with it.
+            self.all_durable();
+        }
         self.ended_at_commit = last && matches!(written, Ok(true));
         written.map_err(|e| {
             // The run ends at the checkpoint before this one.
@@ -330,6 +355,50 @@ impl<'c, 'a> Run<'c, 'a> {
             }
             e.into()
         })
+    }
+
+    /// A commit was written ahead of its sync: until it is durable, the
+    /// run's events wait for it, and a task sends them once it is.
+    fn wrote_ahead(&mut self, written: Written) {
+        if written.is_durable() {
+            self.all_durable();
+            return;
+        }
+        self.written_ahead += 1;
+        let commit = self.written_ahead;
+        let cx = self.cx;
+        cx.gate.written_ahead(commit);
+        if cx.events.listening()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (gate, written) = (cx.gate.clone(), written.clone());
+            runtime.spawn(async move {
+                // A failed sync sends nothing; the run learns of it when it
+                // settles, or from its next write.
+                if written.durable().await.is_ok() {
+                    gate.durable(commit);
+                }
+            });
+        }
+        self.unsynced = Some(written);
+        self.ahead += 1;
+    }
+
+    /// Every commit written so far is durable: nothing waits any more.
+    fn all_durable(&mut self) {
+        self.unsynced = None;
+        self.ahead = 0;
+        self.cx.gate.all_durable();
+    }
+
+    /// Waits until every commit written so far is durable, and sends the
+    /// events that waited for them. Err if a sync failed.
+    async fn settle(&mut self) -> Result<(), EngineError> {
+        if let Some(written) = &self.unsynced {
+            written.durable().await?;
+        }
+        self.all_durable();
+        Ok(())
     }
 
     /// Counts a visit of `node`; returns the count, this one included.
@@ -474,7 +543,14 @@ impl<'c, 'a> Run<'c, 'a> {
                 journal: success.journal,
                 cache: success.cache,
             };
-            if self.record(commit, &success.artifacts, last).await? {
+            // The next node runs while this commit syncs when it can do
+            // nothing outside the run (`ahead.rs`).
+            let ahead = !last
+                && cx.run_ahead
+                && cx.log.is_durable()
+                && self.ahead < ahead::MAX_AHEAD
+                && cx.scenario.node(&next).is_some_and(ahead::runs_ahead);
+            if self.record(commit, &success.artifacts, last, ahead).await? {
                 skillhost_store::failpoint::hit_async(|| format!("after-commit:{}", node.id)).await;
                 cx.emit(|| Event::CheckpointWritten {
                     run_id: cx.run_id.clone(),
@@ -603,7 +679,7 @@ impl<'c, 'a> Run<'c, 'a> {
                 journal: failure.journal,
                 cache: None,
             };
-            if self.record(commit, &[], false).await? {
+            if self.record(commit, &[], false, false).await? {
                 cx.emit(|| Event::CheckpointWritten {
                     run_id: cx.run_id.clone(),
                     seq,
@@ -618,8 +694,9 @@ impl<'c, 'a> Run<'c, 'a> {
     /// The run waits at `node_id` for an answer: records the wait at the
     /// run's last checkpoint (the run holds no lease while it waits) and
     /// ends the run loop.
-    async fn waiting(self, node_id: String, wait: Wait) -> Result<RunOutcome, EngineError> {
+    async fn waiting(mut self, node_id: String, wait: Wait) -> Result<RunOutcome, EngineError> {
         let cx = self.cx;
+        self.settle().await?;
         skillhost_store::failpoint::hit(|| format!("before-wait:{node_id}"));
         let recorded = cx
             .log
@@ -673,8 +750,9 @@ impl<'c, 'a> Run<'c, 'a> {
 
     /// Ends the run as cancelled by `by` (asked at `at_ms`), at its last
     /// checkpoint: the node whose checkpoint was refused is not kept.
-    async fn cancelled(self, by: &str, at_ms: i64) -> Result<RunOutcome, EngineError> {
+    async fn cancelled(mut self, by: &str, at_ms: i64) -> Result<RunOutcome, EngineError> {
         let cx = self.cx;
+        self.settle().await?;
         let error = json!({
             "code": FailureCode::Cancelled,
             "message": format!(
@@ -705,8 +783,9 @@ impl<'c, 'a> Run<'c, 'a> {
     }
 
     /// Ends the run as completed.
-    async fn completed(self) -> Result<RunOutcome, EngineError> {
+    async fn completed(mut self) -> Result<RunOutcome, EngineError> {
         let cx = self.cx;
+        self.settle().await?;
         let summary = summarize(cx, &self.state);
         if !self.ended_at_commit {
             cx.log
@@ -732,8 +811,9 @@ impl<'c, 'a> Run<'c, 'a> {
 
     /// Ends the run as failed with `report`, or, without one (no failure
     /// handler took the run), with a report built from the last error.
-    async fn failed(self, report: Option<Value>) -> Result<RunOutcome, EngineError> {
+    async fn failed(mut self, report: Option<Value>) -> Result<RunOutcome, EngineError> {
         let cx = self.cx;
+        self.settle().await?;
         let state = &self.state;
         let report = report.unwrap_or_else(|| {
             let last = state

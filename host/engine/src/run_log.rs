@@ -27,7 +27,7 @@ use skillhost_runtime::KvOverride;
 use skillhost_store::{
     Admission, ArtifactRow, CachedOutput, JournalEntry, MapItemRow, NewArtifact, NewRun, NewWait,
     ParentLink, RunOptions, RunResult, RunRow, RunStatus, RunWriter, StepCommit, StepRow, Store,
-    StoreError, WaitRow, state_hash,
+    StoreError, WaitRow, Written, state_hash,
 };
 
 /// Where one run's progress goes ([the module](self)).
@@ -173,6 +173,27 @@ impl<'a> RunLog<'a> {
                 Ok(false)
             }
             Mode::Volatile => Ok(false),
+        }
+    }
+
+    /// [`commit_step`](Self::commit_step), returning once the commit is
+    /// written to a store, with what says when it is durable (the run goes
+    /// on meanwhile: `ahead.rs`); None where nothing was written to a store.
+    pub(crate) async fn commit_step_ahead(
+        &self,
+        commit: StepCommit,
+        artifacts: &[NewArtifact],
+    ) -> Result<Option<Written>, StoreError> {
+        match &self.0 {
+            Mode::Durable { writer: store, .. } => {
+                let journal_bytes = crate::metered::journal_bytes(&commit.journal);
+                let written = store.commit_step_ahead(&commit, artifacts).await?;
+                crate::metered::journal_committed(journal_bytes);
+                Ok(Some(written))
+            }
+            Mode::Replay { .. } | Mode::Volatile => {
+                self.commit_step(commit, artifacts).await.map(|_| None)
+            }
         }
     }
 

@@ -135,6 +135,45 @@ pub enum SyncMode {
     Normal,
 }
 
+/// A step's commit that [`Store::commit_step_ahead`] wrote: visible to the
+/// store's readers, kept if the process dies, and on stable storage once
+/// [`durable`](Self::durable) returns.
+#[derive(Debug, Clone)]
+#[must_use = "a written commit may be acknowledged only once it is durable"]
+pub struct Written(Option<sqlite::Unsynced>);
+
+impl Written {
+    /// Whether the commit is on stable storage already (without waiting).
+    pub fn is_durable(&self) -> bool {
+        self.0.as_ref().is_none_or(sqlite::Unsynced::is_durable)
+    }
+
+    /// Returns once the commit is on stable storage. Err if the sync that
+    /// was to make it so failed: the commit, and every later one of the
+    /// store handle, may be lost to a power cut; writes fail until the
+    /// store is opened again.
+    pub async fn durable(&self) -> Result<(), StoreError> {
+        match &self.0 {
+            Some(unsynced) => unsynced.durable().await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// What the WAL syncs of a SQLite store handle with [`SyncMode::Full`]
+/// have done ([`Store::wal_syncs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WalSyncs {
+    /// `fdatasync`s of the WAL.
+    pub syncs: u64,
+    /// The time spent in them.
+    pub sync_time: Duration,
+    /// Commits written through the handle.
+    pub commits: u64,
+    /// How many of them (the first ones) are durable.
+    pub durable: u64,
+}
+
 /// How to open a store. `Default` is what [`Store::open`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StoreOptions {
@@ -260,11 +299,12 @@ impl Store {
     }
 
     /// The `fdatasync`s of the WAL this process made for a SQLite store's
-    /// `--durability full` commits (each covering every commit waiting),
-    /// and the time spent in them: what the engine's benchmark compares
-    /// with one `fdatasync` of a plain file. None on Postgres, or when
-    /// SQLite syncs (or not) itself.
-    pub fn wal_syncs(&self) -> Option<(u64, std::time::Duration)> {
+    /// `--durability full` commits (each covering every commit written
+    /// before it), the time spent in them (what the engine's benchmark
+    /// compares with one `fdatasync` of a plain file), and how many of the
+    /// handle's commits are durable. None on Postgres, or when SQLite syncs
+    /// (or not) itself.
+    pub fn wal_syncs(&self) -> Option<WalSyncs> {
         match &self.backend {
             Backend::Sqlite(store) => store.wal_syncs(),
             Backend::Postgres(_) => None,
@@ -623,7 +663,29 @@ impl RunWriter {
         commit: &StepCommit,
         artifacts: &[NewArtifact],
     ) -> Result<(), StoreError> {
-        self.commit_with(commit, artifacts, None).await
+        self.commit_with(commit, artifacts, None, false)
+            .await
+            .map(drop)
+    }
+
+    /// [`commit_step_with_artifacts`](Self::commit_step_with_artifacts),
+    /// returning once the commit is written, before it is durable: the
+    /// caller may go on with work nothing outside its process sees, and
+    /// awaits [`Written::durable`] before anything does (its events, a
+    /// host call with effects, the run's end). On SQLite with
+    /// [`SyncMode::Full`], the commit's sync runs meanwhile on a thread of
+    /// the store's, which syncs the commits written while it syncs right
+    /// after (one sync for several); elsewhere the commit is as durable as
+    /// the store makes commits when this returns. A process killed at any
+    /// point keeps what was written (the OS has it); a power loss may take
+    /// the commits not yet durable, always a suffix of them, which a resume
+    /// then runs again.
+    pub async fn commit_step_ahead(
+        &self,
+        commit: &StepCommit,
+        artifacts: &[NewArtifact],
+    ) -> Result<Written, StoreError> {
+        self.commit_with(commit, artifacts, None, true).await
     }
 
     /// [`commit_step_with_artifacts`](Self::commit_step_with_artifacts) of
@@ -644,7 +706,9 @@ impl RunWriter {
         let result = result.map(RunResult::json_text);
         let finish =
             PreparedFinish::new(&self.history, &commit.run_id, status, result, error, fence)?;
-        self.commit_with(commit, artifacts, Some(finish)).await
+        self.commit_with(commit, artifacts, Some(finish), false)
+            .await
+            .map(drop)
     }
 
     async fn commit_with(
@@ -652,7 +716,8 @@ impl RunWriter {
         commit: &StepCommit,
         artifacts: &[NewArtifact],
         finish: Option<PreparedFinish>,
-    ) -> Result<(), StoreError> {
+        ahead: bool,
+    ) -> Result<Written, StoreError> {
         let fence = self.fence_for(&commit.run_id);
         let plan = self.plans.get(&commit.run_id);
         // First: it refuses changes too deep to hash or serialise safely.
@@ -668,13 +733,19 @@ impl RunWriter {
         prepared.finish = finish.map(Box::new);
         let finished = prepared.finish.is_some();
         let extras = CommitExtras::new(&self.history, commit, &prepared, artifacts)?;
-        dispatch!(self, s => s.commit_step(prepared, &extras).await)?;
+        let written = match &self.backend {
+            Backend::Sqlite(s) => Written(s.commit_step(prepared, &extras, ahead).await?),
+            Backend::Postgres(s) => s
+                .commit_step(prepared, &extras)
+                .await
+                .map(|()| Written(None))?,
+        };
         if finished {
             self.plans.forget(&commit.run_id);
         } else {
             self.plans.set(&commit.run_id, after);
         }
-        Ok(())
+        Ok(written)
     }
 
     /// Records a finished item of a map node, durable before the node's own

@@ -95,7 +95,10 @@ async fn run_child(
     }
     let input = map_input(node, &subgraph.input, &vars)?;
 
-    let engine = cx.log.child_engine(cx.events.clone(), cx.kv.clone(), level);
+    let engine = cx
+        .log
+        .child_engine(cx.events.clone(), cx.kv.clone(), level)
+        .with_run_ahead(cx.run_ahead);
     let link = ParentLink {
         run_id: cx.run_id.clone(),
         node: node.id.clone(),

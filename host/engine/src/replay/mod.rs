@@ -495,6 +495,8 @@ pub async fn replay(
                 configs: &loaded.configs,
                 log: RunLog::replaying(replay.clone()),
                 events: Arc::new(NoEvents),
+                gate: Arc::new(crate::ahead::Gate::new(Arc::new(NoEvents))),
+                run_ahead: false,
                 // A replay answers kv from the journal; no backend is asked.
                 kv: None,
                 allow_changed: false,

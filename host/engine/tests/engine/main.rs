@@ -13,6 +13,7 @@
 //! Scenario files: those of `tests/e2e/engine/` where they fit (by path,
 //! never copied), and `scenarios/` next to this file for the rest.
 
+mod ahead;
 mod approval;
 mod artifacts;
 mod boundaries;
@@ -268,8 +269,12 @@ pub async fn crash(
     let task = tokio::spawn({
         let (loaded, run_id, sink) = (loaded.clone(), run_id.clone(), sink.clone());
         async move {
+            // Each node waits for the sync of the commit before it, so that
+            // an event is sent where the engine is: running ahead, a node's
+            // events wait for that sync and come later (`ahead.rs`).
             Engine::new(Some(store), sink)
                 .with_runtime_kv()
+                .with_run_ahead(false)
                 .start(&loaded, input, Some(run_id))
                 .await
         }

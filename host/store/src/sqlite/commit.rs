@@ -11,6 +11,7 @@
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::SqliteStore;
+use super::writer::Unsynced;
 use crate::checkpoint::{EncodedCheckpoint, START_NODE};
 use crate::codec::{ACTIVE, StepBinds, now_ms};
 use crate::error::StoreError;
@@ -53,17 +54,27 @@ impl SqliteStore {
         &self,
         fence: Option<&Lease>,
         action: &str,
-        mut work: impl FnMut(&Transaction<'_>) -> Result<T, StoreError>,
+        work: impl FnMut(&Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         self.writer
-            .write(action, |tx| {
-                if let Some(fence) = fence {
-                    // Under the write lock, so the lease cannot change before COMMIT.
-                    self.check_fence(tx, fence, action)?;
-                }
-                work(tx)
-            })
+            .write(action, self.fenced(fence, action, work))
             .await
+    }
+
+    /// `work`, after a check of the lease `fence` when there is one.
+    fn fenced<'f, T>(
+        &'f self,
+        fence: Option<&'f Lease>,
+        action: &'f str,
+        mut work: impl FnMut(&Transaction<'_>) -> Result<T, StoreError> + 'f,
+    ) -> impl FnMut(&Transaction<'_>) -> Result<T, StoreError> + 'f {
+        move |tx| {
+            if let Some(fence) = fence {
+                // Under the write lock, so the lease cannot change before COMMIT.
+                self.check_fence(tx, fence, action)?;
+            }
+            work(tx)
+        }
     }
 
     // ---- runs ------------------------------------------------------------------
@@ -209,16 +220,19 @@ impl SqliteStore {
         Ok(written)
     }
 
+    /// Writes a step's commit; `ahead`: returns once it is written, with
+    /// what says when it is durable (`Writer::write_ahead`).
     pub async fn commit_step(
         &self,
         prepared: PreparedCommit,
         extras: &CommitExtras<'_>,
-    ) -> Result<(), StoreError> {
+        ahead: bool,
+    ) -> Result<Option<Unsynced>, StoreError> {
         let p = &prepared;
         let run_id = p.run_id.as_str();
         let action = p.action();
         let (seq, now) = (p.seq, p.now);
-        self.write_fenced(p.fence.as_ref(), &action, |tx| {
+        let work = self.fenced(p.fence.as_ref(), &action, |tx| {
             // The checkpoint goes first: the `checkpoints_in_sequence`
             // trigger aborts it unless seq is exactly last_seq + 1 of an
             // active run, which is the exactly-once guard; nothing after
@@ -312,8 +326,12 @@ impl SqliteStore {
             }
             crate::failpoint::hit(|| format!("in-commit:{}", p.node_id));
             Ok(())
-        })
-        .await
+        });
+        if ahead {
+            Ok(self.writer.write_ahead(&action, work).await?.1)
+        } else {
+            self.writer.write(&action, work).await.map(|()| None)
+        }
     }
 
     /// Refuses (LeaseLost) unless the run's lease is still `fence`; call

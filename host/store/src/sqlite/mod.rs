@@ -40,6 +40,7 @@ mod wait;
 mod wal;
 mod writer;
 
+pub(crate) use writer::Unsynced;
 use writer::Writer;
 
 /// How long a statement waits for another process's write lock.
@@ -86,7 +87,7 @@ impl Reads for SqliteStore {
 
 impl SqliteStore {
     /// See [`Writer::wal_syncs`].
-    pub fn wal_syncs(&self) -> Option<(u64, Duration)> {
+    pub fn wal_syncs(&self) -> Option<crate::WalSyncs> {
         self.writer.wal_syncs()
     }
 

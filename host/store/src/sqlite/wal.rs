@@ -22,6 +22,15 @@
 //! acted on what it read acknowledges its own write only after a sync that
 //! covers what it read.
 //!
+//! A commit may also be acknowledged later than it returns
+//! ([`Writer::write_ahead`](super::writer::Writer::write_ahead)): its caller
+//! goes on with work that nothing outside the process sees, and waits for
+//! the commit's durability only before something does. Its sync then runs
+//! on the writer's syncer thread ([`sync_on_request`]), started by the
+//! commit, while the caller works; the thread syncs again at once for any
+//! commit written while it synced, so a caller that writes faster than the
+//! disk syncs shares each sync between several of its commits.
+//!
 //! The WAL's file stays the same while the writer connection is open
 //! (SQLite deletes it only when the last connection closes, and recreates
 //! it only then), so it is opened once, read-only. A failed `fdatasync`
@@ -31,7 +40,8 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -60,6 +70,37 @@ struct State {
     /// benchmark times them against a plain file's).
     syncs: u64,
     sync_time: Duration,
+}
+
+impl State {
+    /// Claims the next sync, for every ticket taken so far: its target, or
+    /// None while another one runs.
+    fn begin_sync(&mut self) -> Option<u64> {
+        if self.syncing {
+            return None;
+        }
+        self.syncing = true;
+        Some(self.taken)
+    }
+}
+
+/// Starts the syncer thread of `wal`: it syncs what has been written
+/// ([`WalSync::sync_written`]) each time it is asked, and stops once the
+/// returned sender is dropped.
+pub(super) fn start_syncer(wal: Arc<WalSync>) -> std::io::Result<SyncSender<()>> {
+    let (sender, requests) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("skillhost-wal-sync".into())
+        .spawn(move || sync_on_request(&wal, &requests))?;
+    Ok(sender)
+}
+
+/// The syncer thread's loop: one request may stand for several commits
+/// (the channel holds one), and [`WalSync::sync_written`] syncs them all.
+fn sync_on_request(wal: &WalSync, requests: &Receiver<()>) {
+    while requests.recv().is_ok() {
+        wal.sync_written();
+    }
 }
 
 impl WalSync {
@@ -97,10 +138,23 @@ impl WalSync {
         self.lock().syncs
     }
 
-    /// Syncs done so far, and the time spent in them.
-    pub fn totals(&self) -> (u64, Duration) {
+    /// Syncs done so far, the time spent in them, and the commits written
+    /// and made durable.
+    pub fn totals(&self) -> crate::WalSyncs {
         let state = self.lock();
-        (state.syncs, state.sync_time)
+        crate::WalSyncs {
+            syncs: state.syncs,
+            sync_time: state.sync_time,
+            commits: state.taken,
+            durable: state.durable,
+        }
+    }
+
+    /// Whether the commit of `ticket` is on stable storage already (a
+    /// failed sync: no).
+    pub fn is_durable(&self, ticket: u64) -> bool {
+        let state = self.lock();
+        state.failed.is_none() && state.durable >= ticket
     }
 
     /// Returns once the commit of `ticket` is on stable storage, syncing
@@ -118,45 +172,66 @@ impl WalSync {
                 if state.durable >= ticket {
                     return Ok(());
                 }
-                if state.syncing {
-                    None
-                } else {
-                    state.syncing = true;
-                    Some(state.taken)
-                }
+                state.begin_sync()
             };
             match target {
-                Some(target) => {
-                    // No await until the state says the sync is over, so a
-                    // dropped caller cannot leave `syncing` set.
-                    let started = Instant::now();
-                    let synced = self.wal.sync_data();
-                    let took = started.elapsed();
-                    {
-                        let mut state = self.lock();
-                        state.syncing = false;
-                        state.syncs += 1;
-                        state.sync_time += took;
-                        match synced {
-                            Ok(()) => state.durable = state.durable.max(target),
-                            Err(e) => {
-                                state.failed = Some(format!(
-                                    "fdatasync of {} failed ({e}): the last commits may not be \
-                                     on disk; open the store again, which recovers what the \
-                                     WAL holds",
-                                    self.path.display()
-                                ))
-                            }
-                        }
-                    }
-                    self.synced.send_replace(());
-                }
+                // No await until the state says the sync is over, so a
+                // dropped caller cannot leave `syncing` set.
+                Some(target) => self.sync(target),
                 None => {
                     // The sender lives as long as `self`.
                     let _ = woken.changed().await;
                 }
             }
         }
+    }
+
+    /// Syncs every commit written and not yet durable, again and again
+    /// while more are written meanwhile; returns when none is left, when
+    /// another sync is running (which covers them or is followed by one
+    /// that does), or when a sync failed. The syncer thread's work.
+    fn sync_written(&self) {
+        loop {
+            let target = {
+                let mut state = self.lock();
+                if state.failed.is_some() || state.durable >= state.taken {
+                    return;
+                }
+                state.begin_sync()
+            };
+            match target {
+                Some(target) => {
+                    crate::failpoint::hit(|| "wal-sync-ahead".into());
+                    self.sync(target)
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// One `fdatasync` that makes every ticket up to `target` durable (or
+    /// fails them all); the caller has set `syncing`.
+    fn sync(&self, target: u64) {
+        let started = Instant::now();
+        let synced = self.wal.sync_data();
+        let took = started.elapsed();
+        {
+            let mut state = self.lock();
+            state.syncing = false;
+            state.syncs += 1;
+            state.sync_time += took;
+            match synced {
+                Ok(()) => state.durable = state.durable.max(target),
+                Err(e) => {
+                    state.failed = Some(format!(
+                        "fdatasync of {} failed ({e}): the last commits may not be on disk; \
+                         open the store again, which recovers what the WAL holds",
+                        self.path.display()
+                    ))
+                }
+            }
+        }
+        self.synced.send_replace(());
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -171,7 +246,6 @@ impl WalSync {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn wal() -> (tempfile::TempDir, Arc<WalSync>) {
         let dir = tempfile::tempdir().unwrap();
@@ -226,6 +300,47 @@ mod tests {
         assert_eq!(wal.failed().as_deref(), Some(failed.as_str()));
         let later = wal.ticket();
         assert_eq!(wal.durable(later).await.unwrap_err(), failed);
+        assert_eq!(wal.syncs(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_syncer_syncs_every_commit_written_in_one_sync_without_a_waiter() {
+        let (_dir, wal) = wal();
+        let tickets: Vec<u64> = (0..5).map(|_| wal.ticket()).collect();
+        assert!(!wal.is_durable(tickets[0]));
+        let syncer = start_syncer(wal.clone()).unwrap();
+        syncer.send(()).unwrap();
+        // Nobody awaits: the thread syncs by itself, once for all five.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !wal.is_durable(tickets[4]) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(tickets.iter().all(|ticket| wal.is_durable(*ticket)));
+        assert_eq!(wal.syncs(), 1);
+        // A waiter finds them durable and syncs nothing more.
+        wal.durable(tickets[4]).await.unwrap();
+        assert_eq!(wal.syncs(), 1);
+        // Asked with nothing written since: no sync.
+        syncer.send(()).unwrap();
+        drop(syncer);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(wal.syncs(), 1);
+    }
+
+    #[test]
+    fn a_sync_of_the_syncers_that_fails_is_not_durable() {
+        let (read, _write) = std::io::pipe().unwrap();
+        let fd: std::os::fd::OwnedFd = read.into();
+        let wal = WalSync::of(File::from(fd), Path::new("/data/x.db-wal"));
+        let ticket = wal.ticket();
+        wal.sync_written();
+        assert!(!wal.is_durable(ticket));
+        assert!(
+            wal.failed()
+                .is_some_and(|f| f.contains("fdatasync of /data/x.db-wal"))
+        );
+        // Nothing is tried again once a sync failed.
+        wal.sync_written();
         assert_eq!(wal.syncs(), 1);
     }
 

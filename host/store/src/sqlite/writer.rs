@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use tokio::sync::Mutex;
 
-use super::wal::WalSync;
+use super::wal::{WalSync, start_syncer};
 use crate::SyncMode;
 use crate::error::{DatabaseFailure, FailureKind, StoreError};
 
@@ -104,12 +104,15 @@ struct Slot {
     /// Whether to follow them: with a WAL synced by `wal`, so that the WAL
     /// is reused in place rather than grown (see `follow_checkpoint`).
     follow: bool,
+    /// Asks the WAL's syncer thread to sync ([`Writer::write_ahead`]);
+    /// started on the first request; dropping it stops the thread.
+    syncer: Option<SyncSender<()>>,
 }
 
 impl Writer {
     /// The WAL syncs this writer made for `--durability full` commits, and
     /// the time spent in them; None when SQLite syncs (or not) itself.
-    pub fn wal_syncs(&self) -> Option<(u64, Duration)> {
+    pub fn wal_syncs(&self) -> Option<crate::WalSyncs> {
         self.wal.as_ref().map(|wal| wal.totals())
     }
 
@@ -157,6 +160,7 @@ impl Writer {
                 checkpoints: checkpoints.clone(),
                 followed: 0,
                 follow: wal.is_some(),
+                syncer: None,
             }))),
             checkpoints,
             wal: wal.map(Arc::new),
@@ -181,8 +185,38 @@ impl Writer {
     pub async fn write<T>(
         &self,
         action: &str,
-        mut work: impl FnMut(&Transaction<'_>) -> Result<T, StoreError>,
+        work: impl FnMut(&Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        let (value, unsynced) = self.commit(action, work, false).await?;
+        // Outside the slot: the next write goes ahead while this one
+        // syncs, and one sync may cover both.
+        if let Some(unsynced) = unsynced {
+            unsynced.durable().await?;
+        }
+        Ok(value)
+    }
+
+    /// [`write`](Self::write), returning once the commit is written, before
+    /// it is durable: what it returns besides says when it is, and a sync
+    /// that covers it has been started on the writer's syncer thread
+    /// (`wal.rs`). None: the commit is as durable as this store makes
+    /// commits already.
+    pub async fn write_ahead<T>(
+        &self,
+        action: &str,
+        work: impl FnMut(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<(T, Option<Unsynced>), StoreError> {
+        self.commit(action, work, true).await
+    }
+
+    /// [`write`](Self::write)'s transaction and its ticket (with a WAL to
+    /// sync); `ahead`: the syncer thread is asked to sync it.
+    async fn commit<T>(
+        &self,
+        action: &str,
+        mut work: impl FnMut(&Transaction<'_>) -> Result<T, StoreError>,
+        ahead: bool,
+    ) -> Result<(T, Option<Unsynced>), StoreError> {
         let deadline = Instant::now() + self.busy_timeout;
         let mut wait = Duration::from_micros(500);
         loop {
@@ -204,27 +238,26 @@ impl Writer {
                     tx.commit().map_err(|source| self.error(source, action))?;
                     Ok(value)
                 });
-            // Taken while the slot is held: the commit is in the WAL.
-            let ticket = match &attempt {
-                Ok(_) => {
-                    held.committed();
-                    self.wal.as_ref().map(|wal| (wal, wal.ticket()))
-                }
-                Err(_) => None,
-            };
-            drop(slot);
             match attempt {
                 Ok(value) => {
-                    // Outside the slot: the next write goes ahead while this
-                    // one syncs, and one sync may cover both.
-                    if let Some((wal, ticket)) = ticket {
-                        wal.durable(ticket)
-                            .await
-                            .map_err(|failed| self.unsynced(action, failed))?;
-                    }
-                    return Ok(value);
+                    held.committed();
+                    // Taken while the slot is held: the commit is in the WAL.
+                    let unsynced = self.wal.as_ref().map(|wal| {
+                        let ticket = wal.ticket();
+                        if ahead {
+                            held.sync_ahead(wal);
+                        }
+                        Unsynced {
+                            wal: wal.clone(),
+                            ticket,
+                            db: self.db.clone(),
+                            action: action.into(),
+                        }
+                    });
+                    return Ok((value, unsynced));
                 }
                 Err(error) if is_busy(&error) && Instant::now() < deadline => {
+                    drop(slot);
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(Duration::from_millis(50));
                 }
@@ -240,11 +273,7 @@ impl Writer {
 
     /// A write whose WAL sync failed (or that follows one that did).
     fn unsynced(&self, action: &str, failed: String) -> StoreError {
-        StoreError::Database {
-            db: self.db.to_string(),
-            action: action.to_owned(),
-            source: DatabaseFailure::unsynced(failed),
-        }
+        unsynced_error(&self.db, action, failed)
     }
 
     /// Waits for the write in flight, if any, and closes the connection;
@@ -263,7 +292,61 @@ impl Writer {
     }
 }
 
+/// A commit written into the WAL and not known to be durable yet.
+#[derive(Debug, Clone)]
+pub(crate) struct Unsynced {
+    wal: Arc<WalSync>,
+    ticket: u64,
+    db: Arc<str>,
+    action: Arc<str>,
+}
+
+impl Unsynced {
+    /// Whether the commit is on stable storage already.
+    pub fn is_durable(&self) -> bool {
+        self.wal.is_durable(self.ticket)
+    }
+
+    /// Returns once the commit is on stable storage; Err if the sync that
+    /// was to make it so failed.
+    pub async fn durable(&self) -> Result<(), StoreError> {
+        self.wal
+            .durable(self.ticket)
+            .await
+            .map_err(|failed| unsynced_error(&self.db, &self.action, failed))
+    }
+}
+
+/// A write whose WAL sync failed (or that follows one that did).
+fn unsynced_error(db: &str, action: &str, failed: String) -> StoreError {
+    StoreError::Database {
+        db: db.to_string(),
+        action: action.to_owned(),
+        source: DatabaseFailure::unsynced(failed),
+    }
+}
+
 impl Slot {
+    /// Asks the syncer thread to sync what is written, starting it on the
+    /// first request. Without it (it could not be started, or stopped), the
+    /// commit's waiter syncs itself (`WalSync::durable`).
+    fn sync_ahead(&mut self, wal: &Arc<WalSync>) {
+        if self.syncer.is_none() {
+            match start_syncer(wal.clone()) {
+                Ok(sender) => self.syncer = Some(sender),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no WAL syncer thread; commits sync when awaited");
+                    return;
+                }
+            }
+        }
+        if let Some(sender) = &self.syncer
+            && let Err(TrySendError::Disconnected(())) = sender.try_send(())
+        {
+            self.syncer = None;
+        }
+    }
+
     /// Counts a commit, and every [`CHECKPOINT_EVERY`] asks the checkpointer
     /// to run (if it is still busy with the last request, this one is moot).
     fn committed(&mut self) {
@@ -540,6 +623,58 @@ mod tests {
         assert_eq!(rows(&writer).await, (CHECKPOINT_EVERY * 3) as i64);
         let in_file = in_file();
         assert!(in_file >= CHECKPOINT_EVERY as i64, "{in_file}");
+        writer.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_commit_written_ahead_is_visible_at_once_and_durable_without_a_waiter() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (x INTEGER PRIMARY KEY);")
+            .unwrap();
+        drop(conn);
+        let writer = Writer::open(
+            &path,
+            "sqlite://w.db",
+            SyncMode::Full,
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let mut written = Vec::new();
+        for x in 0..4_i64 {
+            let ((), unsynced) = writer
+                .write_ahead("inserting", |tx| {
+                    tx.execute("INSERT INTO t VALUES (?1)", [x])
+                        .map(drop)
+                        .map_err(|e| writer.error(e, "inserting"))
+                })
+                .await
+                .unwrap();
+            written.push(unsynced.expect("a WAL to sync"));
+        }
+        // Written: another connection reads all four before any is known
+        // durable to the writer's caller.
+        let read: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM t", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(read, 4);
+        // The syncer thread makes them durable with nobody waiting.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !written.iter().all(Unsynced::is_durable) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(written.iter().all(Unsynced::is_durable));
+        let syncs = writer.wal_syncs().unwrap().syncs;
+        assert!((1..=4).contains(&syncs), "{syncs} syncs for 4 commits");
+        for unsynced in &written {
+            unsynced.durable().await.unwrap();
+        }
+        assert_eq!(writer.wal_syncs().unwrap().syncs, syncs);
+        // A plain write still waits for its own sync.
+        insert(&writer, 9).await.unwrap();
+        assert_eq!(writer.wal_syncs().unwrap().syncs, syncs + 1);
         writer.close().await;
     }
 
