@@ -278,8 +278,11 @@ pub enum Durability {
     /// host process (SQLite WAL, `synchronous = NORMAL`); a power loss may lose
     /// the last few checkpoints but never corrupts the database.
     Normal,
-    /// Like `normal`, and every checkpoint is fsynced before the run goes on,
-    /// so it also survives power loss (milliseconds per node on most disks).
+    /// Like `normal`, and every checkpoint is fsynced before anyone hears of
+    /// it (its event, the run's end) and before a node that may act outside
+    /// the run (a grant of http, llm or kv; a map, subgraph or approval)
+    /// starts, so it also survives power loss (a sync costs 0.1 ms to
+    /// milliseconds on most disks); a node without effects runs meanwhile.
     Full,
     /// No database at all: nothing is stored, nothing can be resumed.
     None,
