@@ -28,11 +28,11 @@
 //! item, `map-item`), `child-ended:<node>` (a subgraph node's child run
 //! ended, or was read back, before the parent's node is applied and
 //! committed). Inside a child run the points fire with the child's node ids
-//! (`after-commit:<child node>`). `wal-sync-ahead`: on SQLite with
-//! `--durability full`, the WAL's syncer thread has claimed a sync of
-//! commits written ahead of it (a run going on with a node without
-//! effects) and not started its `fdatasync` yet; `pause=MS@wal-sync-ahead`
-//! makes that sync as slow as MS.
+//! (`after-commit:<child node>`). `wal-sync`: on SQLite with
+//! `--durability full`, just before an `fdatasync` of the WAL, on whichever
+//! thread makes it (a commit's waiter, or the syncer thread for commits
+//! written ahead of their sync); `pause=MS@wal-sync` makes every such sync
+//! MS slower.
 //!
 //! `tests/e2e/scorecard.rs` kills the host at each of them on SQLite and
 //! Postgres; `docs/replay.md` has the table it writes.

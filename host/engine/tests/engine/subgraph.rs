@@ -451,7 +451,11 @@ async fn cancelling_a_parent_cancels_the_child_it_runs(db: Db) {
         parent: Mutex::new(None),
         events: CollectEvents::default(),
     });
+    // Each node waits for the sync before it, so that `c_second`'s start
+    // is heard while it runs: running ahead, it may have committed by then
+    // (`ahead.rs`).
     let outcome = Engine::new(Some(db.store.clone()), sink.clone())
+        .with_run_ahead(false)
         .start(&load(&fixture("parent")), input(), None)
         .await
         .unwrap();

@@ -200,10 +200,7 @@ impl WalSync {
                 state.begin_sync()
             };
             match target {
-                Some(target) => {
-                    crate::failpoint::hit(|| "wal-sync-ahead".into());
-                    self.sync(target)
-                }
+                Some(target) => self.sync(target),
                 None => return,
             }
         }
@@ -212,6 +209,7 @@ impl WalSync {
     /// One `fdatasync` that makes every ticket up to `target` durable (or
     /// fails them all); the caller has set `syncing`.
     fn sync(&self, target: u64) {
+        crate::failpoint::hit(|| "wal-sync".into());
         let started = Instant::now();
         let synced = self.wal.sync_data();
         let took = started.elapsed();
