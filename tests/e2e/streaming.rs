@@ -382,3 +382,176 @@ async fn on_postgres_a_subgraphs_tokens_are_relayed_once_each() {
     assert!(more.is_err(), "{more:?}");
     assert_eq!(texts, ["one ", "two ", "three"]);
 }
+
+/// The replies a task of `stream` and then its plain call get: each a cut
+/// attempt (its token slow to come, so that `tasks/result` follows the run
+/// before it) and a retry that streams the whole answer.
+fn push_cut_then_whole(server: &FakeLlmServer) {
+    for _ in 0..2 {
+        server.push(FakeReply::openai_stream(
+            &["cut "],
+            Duration::from_millis(800),
+            false,
+        ));
+        server.push(FakeReply::openai_stream(
+            &["whole ", "answer"],
+            Duration::from_millis(20),
+            true,
+        ));
+    }
+}
+
+/// Checks what `task_tokens.mjs` heard: the task's tokens and the first
+/// attempt's discard as log messages, in order, each tied to the task
+/// (`related-task`), then progress only if `progress` (never going back),
+/// all before the result, which is the plain call's; a `tasks/result` of a
+/// task no one created an error, with nothing heard.
+fn check_task_tokens(out: &Value, progress: bool) {
+    let task_id = out["task_id"].as_str().expect("a task id");
+    let heard = out["heard"].as_array().unwrap();
+    let related = json!({ "taskId": task_id });
+    let (last, before) = heard.split_last().expect("something heard");
+    assert_eq!(last["kind"], "result", "the result comes last: {out}");
+    let mut logs = Vec::new();
+    let mut steps = Vec::new();
+    for note in before {
+        assert_eq!(
+            note["_meta"]["io.modelcontextprotocol/related-task"], related,
+            "{note}"
+        );
+        match note["kind"].as_str() {
+            Some("log") => {
+                assert_eq!(note["logger"], "tokens", "{note}");
+                let data = &note["data"];
+                assert_eq!(data["run_id"], task_id, "{note}");
+                logs.push(json!([
+                    note["level"],
+                    data["attempt"],
+                    data["token"],
+                    data["tokens_discarded"]
+                ]));
+            }
+            Some("progress") => steps.push(note["progress"].as_f64().unwrap()),
+            _ => panic!("unexpected: {note}"),
+        }
+    }
+    assert_eq!(
+        logs,
+        [
+            json!(["info", 1, "cut ", null]),
+            json!(["warning", 1, null, true]),
+            json!(["info", 2, "whole ", null]),
+            json!(["info", 2, "answer", null]),
+        ],
+        "{out}"
+    );
+    if progress {
+        assert!(!steps.is_empty(), "progress: {out}");
+        assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+    } else {
+        assert!(steps.is_empty(), "no progress token here: {out}");
+    }
+    let result = &last["result"];
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/related-task"], related,
+        "{result}"
+    );
+    assert_eq!(
+        result["structuredContent"]["status"], "completed",
+        "{result}"
+    );
+    assert_eq!(
+        result["structuredContent"]["summary"], out["plain"]["structuredContent"]["summary"],
+        "{out}"
+    );
+    assert_eq!(out["plain"]["isError"], json!(false), "{out}");
+    let without_id = |r: &Value| {
+        let mut r = r["structuredContent"].clone();
+        r["run_id"] = Value::Null;
+        r
+    };
+    assert_eq!(without_id(result), without_id(&out["plain"]), "{out}");
+    assert_eq!(out["unknown"]["code"], -32602, "{out}");
+    assert!(
+        out["unknown"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no task `no-such-task`"),
+        "{out}"
+    );
+    assert_eq!(out["unknown_heard"], json!([]), "{out}");
+}
+
+#[test]
+fn an_mcp_task_streams_its_tokens_before_its_result_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    push_cut_then_whole(&server);
+    let scenario = scenario(dir.path());
+    let mcp = crate::mcp::HttpServer::start(
+        dir.path(),
+        &[
+            "mcp".into(),
+            "--scenario".into(),
+            scenario.display().to_string(),
+        ],
+    );
+    let out = crate::mcp::node_client("task_tokens.mjs", &[&mcp.url]);
+    check_task_tokens(&out, true);
+}
+
+#[test]
+fn an_mcp_task_streams_its_tokens_before_its_result_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    push_cut_then_whole(&server);
+    let scenario = scenario(dir.path());
+    let config = dir.path().join("server.json");
+    let params = json!({
+        "command": host_bin(),
+        "args": ["mcp", "--scenario", scenario],
+        "env": {
+            "SKILLHOST_CACHE_DIR": skillhost_tests::shared_component_cache(),
+            "SKILLHOST_DATABASE_URL": sqlite_url(dir.path()),
+            "XDG_CONFIG_HOME": dir.path().join("xdg-config"),
+        },
+        "cwd": dir.path(),
+    });
+    std::fs::write(&config, params.to_string()).unwrap();
+    let out = crate::mcp::node_client("task_tokens.mjs", &[config.to_str().unwrap()]);
+    check_task_tokens(&out, true);
+}
+
+/// Two `host mcp --http` on one Postgres store: the task is created
+/// through the first, which runs it, and its result asked of the second,
+/// which hears the tokens through the store's relay (`NOTIFY`), once
+/// each, in order, before the result. The progress token is the first
+/// server's to know: the second sends none.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_postgres_a_task_run_by_another_process_streams_its_tokens() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let server = FakeLlmServer::start();
+        server.configure_user(dir.path());
+        push_cut_then_whole(&server);
+        let scenario = scenario(dir.path());
+        let args: Vec<String> = [
+            "mcp",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--database",
+            &db,
+        ]
+        .map(String::from)
+        .to_vec();
+        let runs = crate::mcp::HttpServer::start(dir.path(), &args);
+        let asked = crate::mcp::HttpServer::start(dir.path(), &args);
+        let out = crate::mcp::node_client("task_tokens.mjs", &[&runs.url, &asked.url]);
+        check_task_tokens(&out, false);
+    })
+    .await
+    .unwrap();
+}

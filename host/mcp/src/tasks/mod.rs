@@ -37,10 +37,13 @@
 mod http;
 mod run;
 mod stdio;
+mod stream;
+mod tokens;
 
 pub(crate) use http::{HttpTasks, intercept};
 pub(crate) use run::leased;
 pub(crate) use stdio::serve as serve_stdio;
+pub(crate) use tokens::TaskTokens;
 
 use std::time::Duration;
 
@@ -74,7 +77,12 @@ const INTERNAL_ERROR: i64 = -32603;
 
 /// A request answered here.
 enum TaskRequest {
-    Create { name: String, arguments: Value },
+    Create {
+        name: String,
+        arguments: Value,
+        /// The call's `progressToken`: the task's progress goes to it.
+        progress: Option<Value>,
+    },
     Get(String),
     Result(String),
     Cancel(String),
@@ -96,6 +104,10 @@ fn classify(server: &SkillhostMcp, message: &Value) -> Option<(Value, TaskReques
             TaskRequest::Create {
                 name: name.to_string(),
                 arguments: params.get("arguments").cloned().unwrap_or(json!({})),
+                progress: params["_meta"]
+                    .get("progressToken")
+                    .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+                    .cloned(),
             }
         }
         "tasks/get" => TaskRequest::Get(task_id()),
@@ -170,7 +182,11 @@ type Answer = Result<Value, (i64, String)>;
 
 async fn answer(server: &SkillhostMcp, request: TaskRequest) -> Answer {
     match request {
-        TaskRequest::Create { name, arguments } => match server.start_task(&name, arguments) {
+        TaskRequest::Create {
+            name,
+            arguments,
+            progress,
+        } => match server.start_task(&name, arguments, progress) {
             Ok(run_id) => {
                 written(server, &run_id).await;
                 // A task begins `working`, as the protocol says, whatever
@@ -339,27 +355,53 @@ fn iso(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-/// `tasks/result`: waits for the run to end, then the result a plain call
-/// would have given: the one kept here if the run ended here, else built
-/// from the store (the run ended in another server or a worker).
-async fn result(server: &SkillhostMcp, id: &str) -> Answer {
-    loop {
-        let run = run_of(server, id).await?;
-        let kept = server.lock_tasks().get(id).and_then(|t| t.result.clone());
-        // Ended: the run did, or it never started (its refusal is kept).
-        let result = match (run, kept) {
-            (Some(run), kept) if run.status.is_finished() => match kept {
-                Some(result) => Some(result),
-                None => Some(server.stored_result(&run).await),
-            },
-            (None, Some(refusal)) => Some(refusal),
-            _ => None,
-        };
-        if let Some(result) = result {
+/// Where task `id` is: its run (None while a task started here has no
+/// row yet) and, once it has ended, what `tasks/result` returns: the
+/// result a plain call would have given, the one kept here if the run
+/// ended here (`ended_here`), else built from the store (the run ended in
+/// another server or a worker), with the task's id in `_meta`.
+struct Position {
+    run: Option<RunRow>,
+    result: Option<Value>,
+    ended_here: bool,
+}
+
+async fn position(server: &SkillhostMcp, id: &str) -> Result<Position, (i64, String)> {
+    let run = run_of(server, id).await?;
+    let kept = server.lock_tasks().get(id).and_then(|t| t.result.clone());
+    let ended_here = kept.is_some();
+    // Ended: the run did, or it never started (its refusal is kept).
+    let result = match (&run, kept) {
+        (Some(run), kept) if run.status.is_finished() => match kept {
+            Some(result) => Some(result),
+            None => Some(server.stored_result(run).await),
+        },
+        (None, Some(refusal)) => Some(refusal),
+        _ => None,
+    };
+    let result = match result {
+        Some(result) => {
             let mut value =
                 serde_json::to_value(result).map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
             value["_meta"] = json!({ RELATED_TASK: { "taskId": id } });
-            return Ok(value);
+            Some(value)
+        }
+        None => None,
+    };
+    Ok(Position {
+        run,
+        result,
+        ended_here,
+    })
+}
+
+/// `tasks/result` answered once, without notifications: waits for the
+/// run to end, then its result (`stream.rs` sends what the run streams
+/// meanwhile, where the transport can carry it).
+async fn result(server: &SkillhostMcp, id: &str) -> Answer {
+    loop {
+        if let Some(result) = position(server, id).await?.result {
+            return Ok(result);
         }
         tokio::time::sleep(POLL).await;
     }

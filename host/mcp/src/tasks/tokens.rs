@@ -1,0 +1,347 @@
+//! The tokens of task runs, for the `tasks/result` requests that wait on
+//! them (`stream.rs`): a streaming node's deltas and a failed attempt's
+//! discard, by run id, from wherever the run executes.
+//!
+//! Two sources, each token from exactly one: the engines of this process
+//! (the server's `RunService` reports to [`TaskTokens`], an event sink that
+//! wants tokens only), and on Postgres the other processes' (`host mcp`
+//! servers, `host worker`s), heard through the store's token relay
+//! (`Store::listen_tokens`, the payloads of `skillhost_engine::relay`), one
+//! listener per server, started when the first `tasks/result` follows a
+//! run. A relayed payload this process sent itself is skipped: its tokens
+//! came from its engines already.
+//!
+//! Bounded: at most [`MAX_FOLLOWERS`] requests follow at once (past it a
+//! `tasks/result` waits and answers without tokens), and each follower's
+//! backlog holds at most [`BACKLOG_BYTES`] of tokens. A follower whose
+//! client reads slower than the tokens come (the response stream is a
+//! bounded channel, so a slow client stops the follower) has the tokens
+//! past that dropped and counted, and its client is told how many before
+//! the next token it hears. A discard is not dropped while its backlog is
+//! under twice the bound, since without it a client could take a failed
+//! attempt's text for the node's; past that it is counted as well, and the
+//! client told that what it heard may include a failed attempt's tokens.
+//! The task's result is whole either way.
+//!
+//! Must not: block an engine's thread (a token is queued, never sent from
+//! there), or hand a follower a token of another run.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use skillhost_engine::{Event, EventSink};
+use skillhost_store::Store;
+use tokio::sync::{Notify, OnceCell};
+
+/// The most `tasks/result` requests one server streams tokens to at once.
+pub(crate) const MAX_FOLLOWERS: usize = 256;
+
+/// The most token text one follower holds for its client.
+pub(crate) const BACKLOG_BYTES: usize = 64 * 1024;
+
+/// What a queued note costs besides its text (its fields, the queue's slot).
+const NOTE_COST: usize = 128;
+
+/// One thing a follower hears: the `data` of a log message of logger
+/// `tokens`, the same fields a followed plain call's has (`follow.rs`).
+#[derive(Clone)]
+pub(crate) enum Heard {
+    /// `{run_id, node, item?, attempt, stream, token}`: info.
+    Token(Value),
+    /// `{run_id, node, item?, attempt, tokens_discarded, message}`: warning.
+    Discarded(Value),
+}
+
+impl Heard {
+    /// What an event (as the engine serialises it: `{"event": "token", …}`)
+    /// is, and of which run; None for anything else or a malformed one (a
+    /// relayed payload is anyone's who can reach the database).
+    fn of(event: &Value) -> Option<(&str, Heard)> {
+        let run_id = event["run_id"].as_str()?;
+        let node = event["node"].as_str()?;
+        let attempt = event["attempt"].as_u64()?;
+        let mut data = match event["event"].as_str()? {
+            "token" => json!({
+                "run_id": run_id, "node": node, "attempt": attempt,
+                "stream": event["stream"].as_u64().unwrap_or(0),
+                "token": event["text"].as_str()?,
+            }),
+            "tokens_discarded" => json!({
+                "run_id": run_id, "node": node, "attempt": attempt,
+                "tokens_discarded": true,
+                "message": format!("attempt {attempt} failed: its tokens are not the node's output"),
+            }),
+            _ => return None,
+        };
+        if let Some(item) = event["item"].as_u64() {
+            data["item"] = json!(item);
+        }
+        let heard = if data.get("token").is_some() {
+            Heard::Token(data)
+        } else {
+            Heard::Discarded(data)
+        };
+        Some((run_id, heard))
+    }
+
+    /// What it costs in a backlog.
+    fn cost(&self) -> usize {
+        match self {
+            Heard::Token(data) => NOTE_COST + data["token"].as_str().map_or(0, str::len),
+            Heard::Discarded(_) => NOTE_COST,
+        }
+    }
+}
+
+/// The tokens of the runs this server's `tasks/result` requests follow.
+pub(crate) struct TaskTokens {
+    store: Store,
+    /// The followers of each run, by run id.
+    followers: Mutex<HashMap<String, Vec<Arc<Backlog>>>>,
+    /// How many there are in all.
+    count: AtomicUsize,
+    /// Set once the relay's listener has started (or could not).
+    relay: OnceCell<()>,
+}
+
+/// What one follower has heard and not yet sent on.
+pub(crate) struct Backlog {
+    queue: Mutex<Queue>,
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct Queue {
+    heard: VecDeque<Heard>,
+    bytes: usize,
+    /// Tokens dropped since the client was last told.
+    skipped: u64,
+    /// Whether a discard was among them.
+    skipped_discard: bool,
+}
+
+impl Queue {
+    fn push(&mut self, heard: Heard) {
+        let cost = heard.cost();
+        let bound = match heard {
+            Heard::Token(_) => BACKLOG_BYTES,
+            Heard::Discarded(_) => 2 * BACKLOG_BYTES,
+        };
+        if self.bytes + cost > bound {
+            self.skipped += 1;
+            self.skipped_discard |= matches!(heard, Heard::Discarded(_));
+            return;
+        }
+        self.bytes += cost;
+        self.heard.push_back(heard);
+    }
+}
+
+/// What a follower takes from its backlog.
+pub(crate) enum Next {
+    /// Tokens were dropped before what comes next (how many; whether a
+    /// discard was among them).
+    Skipped(u64, bool),
+    Heard(Heard),
+}
+
+/// One `tasks/result`'s hold on a run's tokens; let go when dropped.
+pub(crate) struct Follower {
+    tokens: Arc<TaskTokens>,
+    run_id: String,
+    backlog: Arc<Backlog>,
+}
+
+impl TaskTokens {
+    pub(crate) fn new(store: Store) -> Arc<TaskTokens> {
+        Arc::new(TaskTokens {
+            store,
+            followers: Mutex::new(HashMap::new()),
+            count: AtomicUsize::new(0),
+            relay: OnceCell::new(),
+        })
+    }
+
+    /// Follows the tokens of run `run_id` from now on, and (on Postgres)
+    /// those other processes relay, once the listener has started. None
+    /// when [`MAX_FOLLOWERS`] already follow.
+    pub(crate) async fn follow(self: &Arc<Self>, run_id: &str) -> Option<Follower> {
+        let backlog = Arc::new(Backlog {
+            queue: Mutex::new(Queue::default()),
+            wake: Notify::new(),
+        });
+        {
+            let mut followers = self.lock();
+            if self.count.load(Ordering::Relaxed) >= MAX_FOLLOWERS {
+                return None;
+            }
+            self.count.fetch_add(1, Ordering::Relaxed);
+            followers
+                .entry(run_id.to_string())
+                .or_default()
+                .push(backlog.clone());
+        }
+        let follower = Follower {
+            tokens: self.clone(),
+            run_id: run_id.to_string(),
+            backlog,
+        };
+        self.relay
+            .get_or_init(|| start_relay(Arc::downgrade(self), self.store.clone()))
+            .await;
+        Some(follower)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Arc<Backlog>>>> {
+        self.followers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `event` (its JSON form) for its run's followers.
+    fn deliver(&self, event: &Value) {
+        let Some((run_id, heard)) = Heard::of(event) else {
+            return;
+        };
+        let followers = self.lock();
+        for backlog in followers.get(run_id).into_iter().flatten() {
+            backlog.push(heard.clone());
+        }
+    }
+
+    /// Whether `run_id` has a follower (nothing is built for a run without).
+    fn followed(&self, run_id: &str) -> bool {
+        self.lock().contains_key(run_id)
+    }
+
+    /// The events of a payload another process relayed
+    /// (`{"source", "skipped", "events"}`), to their runs' followers. One
+    /// this process sent is skipped: its engines' tokens came here already.
+    fn relayed(&self, payload: &str) {
+        let Ok(payload) = serde_json::from_str::<Value>(payload) else {
+            return;
+        };
+        if payload["source"].as_str() == Some(skillhost_engine::relay::source()) {
+            return;
+        }
+        for event in payload["events"].as_array().into_iter().flatten() {
+            self.deliver(event);
+        }
+    }
+}
+
+impl Backlog {
+    fn push(&self, heard: Heard) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(heard);
+        self.wake.notify_one();
+    }
+}
+
+impl Follower {
+    /// Waits until something was queued since the last call.
+    pub(crate) async fn changed(&self) {
+        self.backlog.wake.notified().await
+    }
+
+    /// The next thing to send the client, if any: a note of what was
+    /// dropped first.
+    pub(crate) fn next(&self) -> Option<Next> {
+        let mut queue = self.backlog.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.skipped > 0 {
+            let skipped = (
+                std::mem::take(&mut queue.skipped),
+                std::mem::take(&mut queue.skipped_discard),
+            );
+            return Some(Next::Skipped(skipped.0, skipped.1));
+        }
+        let heard = queue.heard.pop_front()?;
+        queue.bytes -= heard.cost();
+        Some(Next::Heard(heard))
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let mut followers = self.tokens.lock();
+        if let Some(backlogs) = followers.get_mut(&self.run_id) {
+            backlogs.retain(|b| !Arc::ptr_eq(b, &self.backlog));
+            if backlogs.is_empty() {
+                followers.remove(&self.run_id);
+            }
+        }
+        self.tokens.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl EventSink for TaskTokens {
+    fn emit(&self, event: &Event) {
+        let run_id = match event {
+            Event::Token { run_id, .. } | Event::TokensDiscarded { run_id, .. } => run_id,
+            _ => return,
+        };
+        if !self.followed(run_id) {
+            return;
+        }
+        if let Ok(event) = serde_json::to_value(event) {
+            self.deliver(&event);
+        }
+    }
+
+    /// Tokens only: the engine builds no other event for it.
+    fn listening(&self) -> bool {
+        false
+    }
+
+    /// A `tasks/result` may start following while a node streams.
+    fn may_listen(&self) -> bool {
+        true
+    }
+
+    fn wants_tokens(&self) -> bool {
+        self.count.load(Ordering::Relaxed) > 0
+    }
+}
+
+/// Starts hearing what other processes relay through `store`, for as long
+/// as `tokens` lives: nothing on SQLite. A listener that cannot start (a
+/// transaction-pooling PgBouncer) is said in the log once, and tasks then
+/// hear the tokens of the runs this process executes only.
+async fn start_relay(tokens: Weak<TaskTokens>, store: Store) {
+    let mut listener = match store.listen_tokens().await {
+        Ok(Some(listener)) => listener,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(
+                "host mcp: tasks/result hears the tokens of this process's runs only: {e}"
+            );
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        let mut said_lost = false;
+        loop {
+            let heard = listener.recv().await;
+            let Some(tokens) = tokens.upgrade() else {
+                return;
+            };
+            match heard {
+                Ok(payload) => {
+                    said_lost = false;
+                    tokens.relayed(&payload);
+                }
+                Err(e) => {
+                    if !said_lost {
+                        tracing::warn!("host mcp: relayed tokens: {e}");
+                        said_lost = true;
+                    }
+                    drop(tokens);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    });
+}
