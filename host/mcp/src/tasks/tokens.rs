@@ -345,3 +345,131 @@ async fn start_relay(tokens: Weak<TaskTokens>, store: Store) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn tokens() -> (Arc<TaskTokens>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("runs.db").display());
+        (TaskTokens::new(Store::open(&url).await.unwrap()), dir)
+    }
+
+    fn token(run_id: &str, text: &str) -> Event {
+        Event::Token {
+            run_id: run_id.into(),
+            node: "write".into(),
+            item: None,
+            attempt: 1,
+            stream: 0,
+            text: text.into(),
+        }
+    }
+
+    fn discard(run_id: &str) -> Event {
+        Event::TokensDiscarded {
+            run_id: run_id.into(),
+            node: "write".into(),
+            item: None,
+            attempt: 1,
+        }
+    }
+
+    /// What a follower has, as text: `t:TEXT`, `d` (a discard),
+    /// `skipped:N:DISCARD`.
+    fn drained(follower: &Follower) -> Vec<String> {
+        std::iter::from_fn(|| follower.next())
+            .map(|next| match next {
+                Next::Heard(Heard::Token(data)) => format!("t:{}", data["token"].as_str().unwrap()),
+                Next::Heard(Heard::Discarded(data)) => {
+                    assert_eq!(data["tokens_discarded"], true);
+                    "d".into()
+                }
+                Next::Skipped(count, discard) => format!("skipped:{count}:{discard}"),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_follower_hears_its_runs_tokens_only_in_order_and_no_relayed_copy_of_its_own() {
+        let (tokens, _dir) = tokens().await;
+        assert!(!tokens.wants_tokens(), "no follower, no tokens built");
+        let a = tokens.follow("a").await.unwrap();
+        let b = tokens.follow("b").await.unwrap();
+        assert!(tokens.wants_tokens());
+        for event in [token("a", "one "), token("b", "other"), discard("a")] {
+            tokens.emit(&event);
+        }
+        tokens.emit(&token("a", "two"));
+        tokens.emit(&token("c", "nobody's"));
+        // Relayed: another process's are heard; this process's own, and
+        // anything that is not a run's token, are not.
+        let relayed = |source: &str, text: &str| {
+            json!({ "source": source, "skipped": 0, "events": [
+                { "event": "token", "run_id": "a", "node": "n", "attempt": 2, "stream": 0,
+                  "text": text },
+                { "event": "node_finished", "run_id": "a", "node": "n" },
+                { "event": "token", "run_id": "a", "node": "n", "attempt": 2, "text": 7 },
+                { "event": "token", "node": "n", "attempt": 2, "text": "no run" },
+                "not an event",
+            ]})
+            .to_string()
+        };
+        tokens.relayed(&relayed("elsewhere", "three"));
+        tokens.relayed(&relayed(skillhost_engine::relay::source(), "twice"));
+        for hostile in ["", "not json", "[]", "{\"events\": 5}"] {
+            tokens.relayed(hostile);
+        }
+        assert_eq!(drained(&a), ["t:one ", "d", "t:two", "t:three"]);
+        assert_eq!(drained(&b), ["t:other"]);
+    }
+
+    #[tokio::test]
+    async fn a_full_backlog_drops_tokens_and_counts_them_but_keeps_discards() {
+        let (tokens, _dir) = tokens().await;
+        let follower = tokens.follow("a").await.unwrap();
+        let chunk = "x".repeat(1024);
+        let fits = BACKLOG_BYTES / (NOTE_COST + chunk.len());
+        for _ in 0..fits + 5 {
+            tokens.emit(&token("a", &chunk));
+        }
+        tokens.emit(&discard("a"));
+        let heard = drained(&follower);
+        assert_eq!(heard[0], "skipped:5:false");
+        assert_eq!(heard.len(), 1 + fits + 1, "{heard:?}");
+        assert_eq!(heard.last().unwrap(), "d");
+        // Emptied, it takes tokens again, and says nothing more was lost.
+        tokens.emit(&token("a", "after"));
+        assert_eq!(drained(&follower), ["t:after"]);
+        // Past twice the bound even a discard is dropped, and said so.
+        for _ in 0..fits {
+            tokens.emit(&token("a", &chunk));
+        }
+        let mut discards = 0;
+        while follower.backlog.queue.lock().unwrap().skipped == 0 {
+            tokens.emit(&discard("a"));
+            discards += 1;
+        }
+        assert!(discards > 1);
+        let heard = drained(&follower);
+        assert_eq!(heard[0], "skipped:1:true", "{:?}", &heard[..3]);
+    }
+
+    #[tokio::test]
+    async fn followers_are_bounded_and_a_dropped_one_lets_go() {
+        let (tokens, _dir) = tokens().await;
+        let mut held = Vec::new();
+        for i in 0..MAX_FOLLOWERS {
+            held.push(tokens.follow(&format!("run{}", i % 3)).await.unwrap());
+        }
+        assert!(tokens.follow("run0").await.is_none());
+        held.pop();
+        let again = tokens.follow("run0").await.expect("a place was freed");
+        drop(again);
+        drop(held);
+        assert!(!tokens.wants_tokens());
+        assert!(tokens.lock().is_empty(), "no run is left followed");
+        assert_eq!(tokens.count.load(Ordering::Relaxed), 0);
+    }
+}
