@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use super::stream::{MESSAGES_QUEUED, stream_result};
 use super::{
     Advert, Answer, INTERNAL_ERROR, INVALID_REQUEST, MAX_MESSAGE_BYTES, PARSE_ERROR, Position,
-    TaskRequest, answer, classify, envelope, position,
+    Read, TaskRequest, answer, classify, envelope, position,
 };
 use crate::handler::SkillhostMcp;
 
@@ -127,7 +127,7 @@ pub(crate) async fn intercept(
         && accepts_event_stream(&parts.headers)
     {
         // Ended, or no task: answered at once, as JSON.
-        match position(&server, task_id).await {
+        match position(&server, task_id, Read::Now).await {
             Err(e) => return reply(StatusCode::OK, &id, Err(e)),
             Ok(Position {
                 result: Some(result),

@@ -244,9 +244,30 @@ async fn written(server: &SkillhostMcp, id: &str) {
     }
 }
 
+/// How the run of a task is read: from the store, or as its followers
+/// last read it (`tokens.rs`: at most every [`tokens::SHARED_READ`] for
+/// all the streams of one run).
+#[derive(Clone, Copy)]
+enum Read {
+    Now,
+    Shared,
+}
+
 /// The run of task `id`; None while a task started here has no row yet.
 async fn run_of(server: &SkillhostMcp, id: &str) -> Result<Option<RunRow>, (i64, String)> {
-    match server.inner.store.run(id).await {
+    run_read(server, id, Read::Now).await
+}
+
+async fn run_read(
+    server: &SkillhostMcp,
+    id: &str,
+    read: Read,
+) -> Result<Option<RunRow>, (i64, String)> {
+    let row = match read {
+        Read::Now => server.inner.store.run(id).await,
+        Read::Shared => server.inner.task_tokens.run(id).await,
+    };
+    match row {
         Ok(Some(run)) => Ok(Some(run)),
         Ok(None) if server.lock_tasks().contains_key(id) => Ok(None),
         Ok(None) => Err((
@@ -366,8 +387,8 @@ struct Position {
     ended_here: bool,
 }
 
-async fn position(server: &SkillhostMcp, id: &str) -> Result<Position, (i64, String)> {
-    let run = run_of(server, id).await?;
+async fn position(server: &SkillhostMcp, id: &str, read: Read) -> Result<Position, (i64, String)> {
+    let run = run_read(server, id, read).await?;
     let kept = server.lock_tasks().get(id).and_then(|t| t.result.clone());
     let ended_here = kept.is_some();
     // Ended: the run did, or it never started (its refusal is kept).
@@ -400,7 +421,7 @@ async fn position(server: &SkillhostMcp, id: &str) -> Result<Position, (i64, Str
 /// meanwhile, where the transport can carry it).
 async fn result(server: &SkillhostMcp, id: &str) -> Answer {
     loop {
-        if let Some(result) = position(server, id).await?.result {
+        if let Some(result) = position(server, id, Read::Now).await?.result {
             return Ok(result);
         }
         tokio::time::sleep(POLL).await;

@@ -34,7 +34,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::tokens::{Follower, Heard, MAX_FOLLOWERS, Next};
-use super::{POLL, RELATED_TASK, envelope, position};
+use super::{POLL, RELATED_TASK, Read, envelope, position};
 use crate::follow::rank;
 use crate::handler::SkillhostMcp;
 
@@ -60,7 +60,7 @@ pub(crate) async fn stream_result(
     out: &mpsc::Sender<Value>,
 ) {
     // Unknown: answered before anything is followed.
-    let first = match position(server, task_id).await {
+    let first = match position(server, task_id, Read::Now).await {
         Ok(position) => position,
         Err(e) => {
             let _ = out.send(envelope(request_id, Err(e))).await;
@@ -109,7 +109,7 @@ pub(crate) async fn stream_result(
             return;
         }
         if Instant::now() >= next_poll {
-            let position = match position(server, task_id).await {
+            let position = match position(server, task_id, Read::Shared).await {
                 Ok(position) => position,
                 Err(e) => {
                     let _ = out.send(envelope(request_id, Err(e))).await;

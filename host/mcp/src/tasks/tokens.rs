@@ -29,11 +29,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use skillhost_engine::{Event, EventSink};
-use skillhost_store::Store;
+use skillhost_store::{RunRow, Store, StoreError};
 use tokio::sync::{Notify, OnceCell};
 
 /// The most `tasks/result` requests one server streams tokens to at once.
@@ -44,6 +44,11 @@ pub(crate) const BACKLOG_BYTES: usize = 64 * 1024;
 
 /// What a queued note costs besides its text (its fields, the queue's slot).
 const NOTE_COST: usize = 128;
+
+/// How old a run's row may be for a follower's poll: one read serves all
+/// the streams of a run polling within it, so that many streams of one
+/// task do not multiply the store's reads.
+pub(crate) const SHARED_READ: Duration = Duration::from_millis(100);
 
 /// One thing a follower hears: the `data` of a log message of logger
 /// `tokens`, the same fields a followed plain call's has (`follow.rs`).
@@ -105,6 +110,8 @@ pub(crate) struct TaskTokens {
     count: AtomicUsize,
     /// Set once the relay's listener has started (or could not).
     relay: OnceCell<()>,
+    /// The rows of runs as followers last read them, and when.
+    rows: Mutex<HashMap<String, (Instant, Option<RunRow>)>>,
 }
 
 /// What one follower has heard and not yet sent on.
@@ -162,7 +169,24 @@ impl TaskTokens {
             followers: Mutex::new(HashMap::new()),
             count: AtomicUsize::new(0),
             relay: OnceCell::new(),
+            rows: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Run `run_id`'s row, as read less than [`SHARED_READ`] ago by any
+    /// follower, else from the store.
+    pub(crate) async fn run(&self, run_id: &str) -> Result<Option<RunRow>, StoreError> {
+        let rows = || self.rows.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, row)) = rows().get(run_id)
+            && at.elapsed() < SHARED_READ
+        {
+            return Ok(row.clone());
+        }
+        let row = self.store.run(run_id).await?;
+        let mut rows = rows();
+        rows.retain(|_, (at, _)| at.elapsed() < SHARED_READ);
+        rows.insert(run_id.to_string(), (Instant::now(), row.clone()));
+        Ok(row)
     }
 
     /// Follows the tokens of run `run_id` from now on, and (on Postgres)
