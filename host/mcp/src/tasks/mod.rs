@@ -29,6 +29,19 @@
 //! each scenario tool in `tools/list` results, so a client that follows the
 //! spec offers tasks by itself.
 //!
+//! While a task works, its `tasks/result` carries what its run streams
+//! before the result, each message with the `related-task` meta: the
+//! tokens of its streaming nodes and a failed attempt's discard as log
+//! messages (at or above the session's `logging/setLevel`), and its
+//! progress when the creating call carried a `progressToken`
+//! (`stream.rs`), over HTTP as an event stream, over stdio as lines. The
+//! tokens come from this process's engines and, on Postgres, from the
+//! other processes' through the store's relay (`tokens.rs`), so a run a
+//! worker or another server executes is heard too; they are not in the
+//! store, so a `tasks/result` hears the run from when it came. Bounded:
+//! so many followers per server, a backlog each, and a slow client's
+//! excess tokens dropped and counted, never buffered without end.
+//!
 //! Statuses: a queued or running run is `working`; a run waiting at an
 //! approval node is `input_required` (answered with the `run_answer` tool,
 //! which continues it); `completed`, `failed` and `cancelled` are the
