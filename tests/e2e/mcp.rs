@@ -328,6 +328,11 @@ impl HttpServer {
             url,
         }
     }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self._process.id()
+    }
 }
 
 /// Waits until `host mcp --http`, spawned with its stderr piped, prints

@@ -382,3 +382,458 @@ async fn on_postgres_a_subgraphs_tokens_are_relayed_once_each() {
     assert!(more.is_err(), "{more:?}");
     assert_eq!(texts, ["one ", "two ", "three"]);
 }
+
+/// The replies a task of `stream` and then its plain call get: each a cut
+/// attempt (its token slow to come, so that `tasks/result` follows the run
+/// before it) and a retry that streams the whole answer.
+fn push_cut_then_whole(server: &FakeLlmServer) {
+    for _ in 0..2 {
+        server.push(FakeReply::openai_stream(
+            &["cut "],
+            Duration::from_millis(800),
+            false,
+        ));
+        server.push(FakeReply::openai_stream(
+            &["whole ", "answer"],
+            Duration::from_millis(20),
+            true,
+        ));
+    }
+}
+
+/// Checks what `task_tokens.mjs` heard: the task's tokens and the first
+/// attempt's discard as log messages, in order, each tied to the task
+/// (`related-task`), then progress only if `progress` (never going back),
+/// all before the result, which is the plain call's; a `tasks/result` of a
+/// task no one created an error, with nothing heard.
+fn check_task_tokens(out: &Value, progress: bool) {
+    let task_id = out["task_id"].as_str().expect("a task id");
+    let heard = out["heard"].as_array().unwrap();
+    let related = json!({ "taskId": task_id });
+    let (last, before) = heard.split_last().expect("something heard");
+    assert_eq!(last["kind"], "result", "the result comes last: {out}");
+    let mut logs = Vec::new();
+    let mut steps = Vec::new();
+    for note in before {
+        assert_eq!(
+            note["_meta"]["io.modelcontextprotocol/related-task"], related,
+            "{note}"
+        );
+        match note["kind"].as_str() {
+            Some("log") => {
+                assert_eq!(note["logger"], "tokens", "{note}");
+                let data = &note["data"];
+                assert_eq!(data["run_id"], task_id, "{note}");
+                logs.push(json!([
+                    note["level"],
+                    data["attempt"],
+                    data["token"],
+                    data["tokens_discarded"]
+                ]));
+            }
+            Some("progress") => steps.push(note["progress"].as_f64().unwrap()),
+            _ => panic!("unexpected: {note}"),
+        }
+    }
+    assert_eq!(
+        logs,
+        [
+            json!(["info", 1, "cut ", null]),
+            json!(["warning", 1, null, true]),
+            json!(["info", 2, "whole ", null]),
+            json!(["info", 2, "answer", null]),
+        ],
+        "{out}"
+    );
+    if progress {
+        assert!(!steps.is_empty(), "progress: {out}");
+        assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+    } else {
+        assert!(steps.is_empty(), "no progress token here: {out}");
+    }
+    let result = &last["result"];
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/related-task"], related,
+        "{result}"
+    );
+    assert_eq!(
+        result["structuredContent"]["status"], "completed",
+        "{result}"
+    );
+    assert_eq!(
+        result["structuredContent"]["summary"], out["plain"]["structuredContent"]["summary"],
+        "{out}"
+    );
+    assert_eq!(out["plain"]["isError"], json!(false), "{out}");
+    let without_id = |r: &Value| {
+        let mut r = r["structuredContent"].clone();
+        r["run_id"] = Value::Null;
+        r
+    };
+    assert_eq!(without_id(result), without_id(&out["plain"]), "{out}");
+    assert_eq!(out["unknown"]["code"], -32602, "{out}");
+    assert!(
+        out["unknown"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no task `no-such-task`"),
+        "{out}"
+    );
+    assert_eq!(out["unknown_heard"], json!([]), "{out}");
+}
+
+#[test]
+fn an_mcp_task_streams_its_tokens_before_its_result_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    push_cut_then_whole(&server);
+    let scenario = scenario(dir.path());
+    let mcp = crate::mcp::HttpServer::start(
+        dir.path(),
+        &[
+            "mcp".into(),
+            "--scenario".into(),
+            scenario.display().to_string(),
+        ],
+    );
+    let out = crate::mcp::node_client("task_tokens.mjs", &[&mcp.url]);
+    check_task_tokens(&out, true);
+}
+
+#[test]
+fn an_mcp_task_streams_its_tokens_before_its_result_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    push_cut_then_whole(&server);
+    let scenario = scenario(dir.path());
+    let config = dir.path().join("server.json");
+    let params = json!({
+        "command": host_bin(),
+        "args": ["mcp", "--scenario", scenario],
+        "env": {
+            "SKILLHOST_CACHE_DIR": skillhost_tests::shared_component_cache(),
+            "SKILLHOST_DATABASE_URL": sqlite_url(dir.path()),
+            "XDG_CONFIG_HOME": dir.path().join("xdg-config"),
+        },
+        "cwd": dir.path(),
+    });
+    std::fs::write(&config, params.to_string()).unwrap();
+    let out = crate::mcp::node_client("task_tokens.mjs", &[config.to_str().unwrap()]);
+    check_task_tokens(&out, true);
+}
+
+/// Two `host mcp --http` on one Postgres store: the task is created
+/// through the first, which runs it, and its result asked of the second,
+/// which hears the tokens through the store's relay (`NOTIFY`), once
+/// each, in order, before the result. The progress token is the first
+/// server's to know: the second sends none.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_postgres_a_task_run_by_another_process_streams_its_tokens() {
+    let db = skillhost_tests::pg::fresh_database().await;
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let server = FakeLlmServer::start();
+        server.configure_user(dir.path());
+        push_cut_then_whole(&server);
+        let scenario = scenario(dir.path());
+        let args: Vec<String> = [
+            "mcp",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--database",
+            &db,
+        ]
+        .map(String::from)
+        .to_vec();
+        let runs = crate::mcp::HttpServer::start(dir.path(), &args);
+        let asked = crate::mcp::HttpServer::start(dir.path(), &args);
+        let out = crate::mcp::node_client("task_tokens.mjs", &[&runs.url, &asked.url]);
+        check_task_tokens(&out, false);
+    })
+    .await
+    .unwrap();
+}
+
+/// One POST to `host mcp --http`'s `/mcp`, spoken by hand (the SDKs hide
+/// which answers are event streams, and cannot hold hundreds of them).
+struct Raw {
+    content_type: String,
+    session: Option<String>,
+    length: Option<usize>,
+    body: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl Raw {
+    fn post(url: &str, session: Option<&str>, accept: &str, message: &Value) -> Raw {
+        use std::io::{BufRead, Write};
+        let authority = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_string();
+        let mut stream = std::net::TcpStream::connect(&authority).unwrap();
+        let body = message.to_string();
+        let session = session
+            .map(|s| format!("Mcp-Session-Id: {s}\r\n"))
+            .unwrap_or_default();
+        write!(
+            stream,
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+             Accept: {accept}\r\n{session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut body = std::io::BufReader::new(stream);
+        let mut status = String::new();
+        body.read_line(&mut status).unwrap();
+        assert!(status.starts_with("HTTP/1.1 20"), "{status}");
+        let mut raw = Raw {
+            content_type: String::new(),
+            session: None,
+            length: None,
+            body,
+        };
+        loop {
+            let mut line = String::new();
+            raw.body.read_line(&mut line).unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                return raw;
+            }
+            let (name, value) = line.split_once(':').unwrap();
+            let value = value.trim().to_string();
+            match name.to_ascii_lowercase().as_str() {
+                "content-type" => raw.content_type = value,
+                "mcp-session-id" => raw.session = Some(value),
+                "content-length" => raw.length = value.parse().ok(),
+                _ => {}
+            }
+        }
+    }
+
+    /// The next JSON-RPC message: a JSON body whole, or an event stream's
+    /// next `data:`; None at the end.
+    fn next(&mut self) -> Option<Value> {
+        use std::io::{BufRead, Read};
+        if self.content_type.starts_with("application/json") {
+            let length = self.length.take()?;
+            let mut bytes = vec![0; length];
+            self.body.read_exact(&mut bytes).unwrap();
+            return Some(serde_json::from_slice(&bytes).unwrap());
+        }
+        loop {
+            let mut line = String::new();
+            if self.body.read_line(&mut line).unwrap_or(0) == 0 {
+                return None;
+            }
+            // Chunk sizes, blank lines, comments and empty priming events
+            // are not messages.
+            if let Some(data) = line.trim_end().strip_prefix("data:")
+                && let Ok(message) = serde_json::from_str(data.trim())
+            {
+                return Some(message);
+            }
+        }
+    }
+
+    /// Messages up to the response to a request, that response last.
+    fn until_response(&mut self) -> Vec<Value> {
+        let mut messages = Vec::new();
+        while let Some(message) = self.next() {
+            let done = message.get("id").is_some() && message.get("method").is_none();
+            messages.push(message);
+            if done {
+                break;
+            }
+        }
+        messages
+    }
+}
+
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Hostile and careless clients of a task's stream, spoken to by hand:
+/// a `tasks/result` of a task no one created is a JSON error, not a
+/// stream; as many streams as the server follows at once (256) each hear
+/// the task's tokens, one more is told it hears none (and still gets its
+/// result), and once those clients went away their places are free again
+/// (their followers ended: a new stream hears tokens); a client that takes
+/// JSON only gets the result alone; a stream hears the task's tokens in
+/// order, from when it came, then the result, and nothing after.
+#[test]
+fn a_tasks_streams_are_bounded_and_end_with_their_clients() {
+    const SSE: &str = "application/json, text/event-stream";
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    let deltas: Vec<String> = (0..60).map(|i| format!("t{i} ")).collect();
+    let deltas: Vec<&str> = deltas.iter().map(String::as_str).collect();
+    server.push(FakeReply::openai_stream(
+        &deltas,
+        Duration::from_millis(150),
+        true,
+    ));
+    let scenario = scenario(dir.path());
+    let mcp = crate::mcp::HttpServer::start(
+        dir.path(),
+        &[
+            "mcp".into(),
+            "--scenario".into(),
+            scenario.display().to_string(),
+        ],
+    );
+    let url = mcp.url.as_str();
+    let request = |id: u64, method: &str, params: Value| json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+    let mut init = Raw::post(
+        url,
+        None,
+        SSE,
+        &request(
+            1,
+            "initialize",
+            json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "raw", "version": "0" } }),
+        ),
+    );
+    let session = init.session.clone().expect("a session id");
+    init.until_response();
+    let session = Some(session.as_str());
+    Raw::post(
+        url,
+        session,
+        SSE,
+        &json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+    );
+    let set = Raw::post(
+        url,
+        session,
+        SSE,
+        &request(2, "logging/setLevel", json!({ "level": "info" })),
+    )
+    .until_response();
+    assert!(set.last().unwrap().get("result").is_some(), "{set:?}");
+
+    // No such task: an error at once, as JSON, nothing streamed.
+    let mut unknown = Raw::post(
+        url,
+        session,
+        SSE,
+        &request(3, "tasks/result", json!({ "taskId": "no-such-task" })),
+    );
+    assert!(unknown.content_type.starts_with("application/json"));
+    let answer = unknown.until_response();
+    assert_eq!(answer.len(), 1, "{answer:?}");
+    assert_eq!(answer[0]["error"]["code"], -32602, "{answer:?}");
+
+    let created = Raw::post(
+        url,
+        session,
+        SSE,
+        &request(
+            4,
+            "tools/call",
+            json!({ "name": "stream", "arguments": {}, "task": {} }),
+        ),
+    )
+    .until_response();
+    let task_id = created[0]["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created:?}"))
+        .to_string();
+    let related = json!({ "taskId": task_id });
+    let result = |id: u64, accept: &str| {
+        Raw::post(
+            url,
+            session,
+            accept,
+            &request(id, "tasks/result", json!({ "taskId": task_id })),
+        )
+    };
+    let is_token = |message: &Value| {
+        message["method"] == "notifications/message"
+            && message["params"]["logger"] == "tokens"
+            && message["params"]["data"]["token"].is_string()
+            && message["params"]["_meta"]["io.modelcontextprotocol/related-task"] == related
+    };
+    let hears_none = |message: &Value| {
+        message["params"]["data"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("hears none"))
+    };
+
+    let before = rss_kib(mcp.pid());
+    let mut streams: Vec<Raw> = (0..256).map(|i| result(100 + i, SSE)).collect();
+    for stream in &mut streams {
+        assert!(stream.content_type.starts_with("text/event-stream"));
+        let first = stream.next().expect("a token");
+        assert!(is_token(&first), "{first}");
+    }
+    let with_streams = rss_kib(mcp.pid());
+    eprintln!("host mcp's resident memory: {before} KiB, with 256 task streams {with_streams} KiB");
+    assert!(
+        with_streams < before + 64 * 1024,
+        "{before} KiB, then {with_streams} KiB"
+    );
+    let mut one_more = result(400, SSE);
+    let first = one_more.next().unwrap();
+    assert!(hears_none(&first), "{first}");
+    drop(one_more);
+
+    // A client that takes JSON only waits for the result alone.
+    let json_only = std::thread::spawn({
+        let (url, session) = (url.to_string(), session.map(str::to_string));
+        let message = request(401, "tasks/result", json!({ "taskId": task_id }));
+        move || {
+            let mut plain = Raw::post(&url, session.as_deref(), "application/json", &message);
+            assert!(plain.content_type.starts_with("application/json"));
+            plain.until_response()
+        }
+    });
+
+    // The clients go away; their followers end, and a new stream hears
+    // tokens again.
+    drop(streams);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let (mut stream, first) = loop {
+        let mut stream = result(500, SSE);
+        let first = stream.next().unwrap();
+        if !hears_none(&first) {
+            break (stream, first);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gone clients' followers did not end"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut messages = vec![first];
+    messages.extend(stream.until_response());
+    assert_eq!(stream.next(), None, "nothing after the result");
+    let (last, notes) = messages.split_last().unwrap();
+    assert_eq!(last["id"], 500, "{last}");
+    assert_eq!(
+        last["result"]["_meta"]["io.modelcontextprotocol/related-task"], related,
+        "{last}"
+    );
+    assert_eq!(last["result"]["structuredContent"]["status"], "completed");
+    let heard: Vec<&str> = notes
+        .iter()
+        .inspect(|note| assert!(is_token(note), "{note}"))
+        .map(|note| note["params"]["data"]["token"].as_str().unwrap())
+        .collect();
+    let from = deltas.iter().position(|d| *d == heard[0]).unwrap();
+    assert_eq!(heard, deltas[from..], "in order, each once, to the end");
+
+    let plain = json_only.join().unwrap();
+    assert_eq!(plain.len(), 1, "{plain:?}");
+    assert_eq!(plain[0]["result"], last["result"]);
+}

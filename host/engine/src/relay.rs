@@ -21,12 +21,14 @@
 //! notification queue without end. A `tokens_discarded` is never dropped:
 //! without it a follower would take a failed attempt's text for the node's.
 //! Best effort throughout: a notification that fails is dropped (the run's
-//! steps and its journal, not its tokens, are its record).
+//! steps and its journal, not its tokens, are its record). A relay dropped
+//! with tokens queued (its engine's run ended, the last tokens a few
+//! milliseconds behind its commit) still sends them, then its task ends.
 //!
 //! Must not: block the skill's call on the database (the call only
 //! queues), or reorder a relay's tokens.
 
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -57,6 +59,8 @@ struct Inner {
     runtime: tokio::runtime::Handle,
     queue: Mutex<Queue>,
     wake: tokio::sync::Notify,
+    /// The relay is gone: what is queued is sent, then the sender ends.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -97,6 +101,7 @@ impl TokenRelay {
                 runtime,
                 queue: Mutex::new(Queue::default()),
                 wake: tokio::sync::Notify::new(),
+                closed: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -120,8 +125,7 @@ impl EventSink for TokenRelay {
             !std::mem::replace(&mut queue.started, true)
         };
         if start {
-            let inner = Arc::downgrade(&self.inner);
-            self.inner.runtime.spawn(send_loop(inner));
+            self.inner.runtime.spawn(send_loop(self.inner.clone()));
         }
         self.inner.wake.notify_one();
     }
@@ -140,24 +144,35 @@ impl EventSink for TokenRelay {
     }
 }
 
-/// Sends the queue whenever it has something, until the relay is gone.
-async fn send_loop(inner: Weak<Inner>) {
+impl Drop for TokenRelay {
+    /// The engine is done with it (its run ended): the sender still sends
+    /// what is queued (the run's last tokens, likely queued after its
+    /// commit), then ends.
+    fn drop(&mut self) {
+        self.inner
+            .closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.inner.wake.notify_one();
+    }
+}
+
+/// Sends the queue whenever it has something, until the relay is gone and
+/// nothing is left to send.
+async fn send_loop(relay: Arc<Inner>) {
     loop {
-        let Some(relay) = inner.upgrade() else {
-            return;
-        };
-        // The relay may go while this waits: wait on its notifier without
-        // holding it up for good, and look again every second.
-        let woken = tokio::time::timeout(Duration::from_secs(1), relay.wake.notified()).await;
-        if woken.is_err() {
-            let empty = relay
-                .queue
-                .lock()
-                .map(|q| q.events.is_empty())
-                .unwrap_or(true);
-            if empty {
-                continue;
+        let empty = relay
+            .queue
+            .lock()
+            .map(|q| q.events.is_empty())
+            .unwrap_or(true);
+        if empty {
+            if relay.closed.load(std::sync::atomic::Ordering::Acquire) {
+                return;
             }
+            // Woken by a token or the relay's drop; looked at again every
+            // second whatever happens.
+            let _ = tokio::time::timeout(Duration::from_secs(1), relay.wake.notified()).await;
+            continue;
         }
         tokio::time::sleep(FLUSH_DELAY).await;
         let (events, skipped) = {

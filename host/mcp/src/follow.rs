@@ -185,7 +185,7 @@ fn mcp_level(level: LogLevel) -> LoggingLevel {
 }
 
 /// Severity, lowest first.
-fn rank(level: LoggingLevel) -> u8 {
+pub(crate) fn rank(level: LoggingLevel) -> u8 {
     match level {
         LoggingLevel::Debug => 0,
         LoggingLevel::Info => 1,

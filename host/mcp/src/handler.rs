@@ -9,18 +9,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
+#[allow(deprecated)] // `LoggingLevel`: see `follow.rs`.
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
     GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-    ServerCapabilities, ServerConfig, Tool,
+    ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 use skillhost_engine::queue::RunRequest;
-use skillhost_engine::{Continued, NoEvents, Remedies, Remedy, RunOutcome, RunService, Started};
+use skillhost_engine::{Continued, Remedies, Remedy, RunOutcome, RunService, Started};
 use skillhost_runtime::{CallError, CallOptions};
 use skillhost_scenario::LoadedScenario;
 use skillhost_scenario::checks::schema::CompiledSchema;
@@ -71,6 +72,14 @@ pub(crate) struct Inner {
     pub(crate) tasks: Mutex<HashMap<String, TaskRun>>,
     /// `scenario_compose`, when the operator set a ceiling.
     pub(crate) composer: Option<Composer>,
+    /// The tokens of the runs `tasks/result` requests follow: the events
+    /// of `service`'s runs, and what other processes relay (`tasks/`).
+    pub(crate) task_tokens: Arc<tasks::TaskTokens>,
+    /// The level each HTTP session set with `logging/setLevel`, by session
+    /// id, oldest first: the SDK keeps it in the session's handler, which
+    /// the tasks' layer in front of it does not reach (`tasks/http.rs`).
+    #[allow(deprecated)]
+    session_levels: Mutex<Vec<(String, LoggingLevel)>>,
 }
 
 /// A call refused before it ran: the isError result for arguments that do
@@ -84,6 +93,10 @@ pub(crate) struct TaskRun {
     /// `run_answer`): what `tasks/result` returns. None while it runs or
     /// waits.
     pub result: Option<CallToolResult>,
+    /// The creating call's `progressToken`, valid for the task's lifetime.
+    pub progress: Option<Value>,
+    /// The progress last sent to it (nodes finished): it only grows.
+    pub progress_sent: u64,
 }
 
 impl SkillhostMcp {
@@ -137,6 +150,7 @@ impl SkillhostMcp {
             .enumerate()
             .map(|(i, e)| (e.tool.name.to_string(), i))
             .collect();
+        let task_tokens = tasks::TaskTokens::new(offer.store.clone());
         Ok(SkillhostMcp {
             inner: Arc::new(Inner {
                 entries,
@@ -148,13 +162,15 @@ impl SkillhostMcp {
                 instructions: instructions(&offer.unavailable),
                 unavailable: offer.unavailable,
                 service: tasks::leased(
-                    RunService::new(offer.store.clone(), Arc::new(NoEvents)),
+                    RunService::new(offer.store.clone(), task_tokens.clone()),
                     offer.lease_ttl,
                 ),
                 store: offer.store,
                 runs: Mutex::new(Vec::new()),
                 tasks: Mutex::new(HashMap::new()),
                 composer,
+                task_tokens,
+                session_levels: Mutex::new(Vec::new()),
             }),
             session: Arc::new(Session::default()),
         })
@@ -297,7 +313,12 @@ impl SkillhostMcp {
     /// Starts the scenario tool `name` as a task: checks its arguments,
     /// picks the run's id (the task's) and runs it on a task of its own;
     /// returns the id, or the refusal a plain call would have returned.
-    pub(crate) fn start_task(&self, name: &str, arguments: Value) -> Result<String, Refused> {
+    pub(crate) fn start_task(
+        &self,
+        name: &str,
+        arguments: Value,
+        progress: Option<Value>,
+    ) -> Result<String, Refused> {
         let (entry, arguments) = self.prepare(name, arguments)?;
         let (loaded, arguments, text) = match &entry.kind {
             Kind::Scenario(loaded) => (loaded.clone(), arguments, None),
@@ -343,6 +364,8 @@ impl SkillhostMcp {
             TaskRun {
                 created_at_ms: now_ms(),
                 result: None,
+                progress,
+                progress_sent: 0,
             },
         );
         drop(tasks);
@@ -375,6 +398,41 @@ impl SkillhostMcp {
                 Err(Box::new(result))
             }
         }
+    }
+
+    #[allow(deprecated)]
+    /// The level this session set with `logging/setLevel` (over stdio,
+    /// the one session's).
+    pub(crate) fn level(&self) -> Option<LoggingLevel> {
+        self.session.level()
+    }
+
+    #[allow(deprecated)]
+    /// Records the level HTTP session `session` set (bounded as the tasks
+    /// are: the oldest session's is forgotten first, and it hears no
+    /// tokens on a task's stream until it sets its level again).
+    pub(crate) fn set_session_level(&self, session: &str, level: LoggingLevel) {
+        let mut levels = self
+            .inner
+            .session_levels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        levels.retain(|(s, _)| s != session);
+        if levels.len() >= KEPT_PER_SERVER {
+            levels.remove(0);
+        }
+        levels.push((session.to_string(), level));
+    }
+
+    #[allow(deprecated)]
+    /// The level HTTP session `session` set, if it did.
+    pub(crate) fn session_level(&self, session: &str) -> Option<LoggingLevel> {
+        let levels = self
+            .inner
+            .session_levels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        levels.iter().find(|(s, _)| s == session).map(|(_, l)| *l)
     }
 
     pub(crate) fn lock_tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskRun>> {

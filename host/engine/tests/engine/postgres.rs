@@ -88,3 +88,31 @@ async fn a_run_stopped_on_postgres_resumes_to_the_uninterrupted_state() {
         ran.events
     );
 }
+
+/// A relay dropped as soon as it queued a token (its engine's run ended
+/// a few milliseconds after its last token) still sends it: a follower in
+/// another process hears the run's last token.
+#[tokio::test]
+async fn a_dropped_relay_still_sends_what_it_queued() {
+    use skillhost_engine::EventSink;
+    use skillhost_engine::relay::TokenRelay;
+    let postgres = Db::postgres().await;
+    let other = postgres.reopen().await;
+    let mut listener = other.listen_tokens().await.unwrap().expect("a listener");
+    let relay = TokenRelay::over(&postgres.store).expect("Postgres relays tokens");
+    relay.emit(&Event::Token {
+        run_id: "r".into(),
+        node: "write".into(),
+        item: None,
+        attempt: 1,
+        stream: 0,
+        text: "last".into(),
+    });
+    drop(relay);
+    let payload = tokio::time::timeout(std::time::Duration::from_secs(10), listener.recv())
+        .await
+        .expect("the queued token is sent after the relay is dropped")
+        .unwrap();
+    let payload: serde_json::Value = serde_json::from_str(&payload).unwrap();
+    assert_eq!(payload["events"][0]["text"], "last", "{payload}");
+}

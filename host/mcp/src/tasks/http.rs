@@ -3,22 +3,35 @@
 //! is a task request is answered here (after the session check the SDK
 //! would make); an `initialize` or `tools/list` goes on to the SDK and its
 //! answer, JSON or an event stream, comes back with the tasks advertised.
+//! A `tasks/result` of a task that has not ended, from a client that
+//! accepts `text/event-stream`, is answered with an event stream: what the
+//! run streams (`stream.rs`), then the result; a client that accepts JSON
+//! only gets the result alone when the run ends. The layer also notes the
+//! level each session sets with `logging/setLevel` (passed on to the SDK
+//! too), which decides what a task's stream carries.
 //! A body that is not JSON is a JSON-RPC parse error (-32700) and one that
 //! is JSON but no JSON-RPC message the SDK reads an invalid request
 //! (-32600), both with a 400, where the SDK would answer 415 as if the
 //! media type were wrong.
 
+// MCP's logging is deprecated by SEP-2577 but still spoken (`follow.rs`).
+#![allow(deprecated)]
+use std::convert::Infallible;
+use std::time::Duration;
+
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, LoggingLevel};
 use serde_json::Value;
+use tokio::sync::mpsc;
 
+use super::stream::{MESSAGES_QUEUED, stream_result};
 use super::{
-    Advert, Answer, INTERNAL_ERROR, INVALID_REQUEST, MAX_MESSAGE_BYTES, PARSE_ERROR, answer,
-    classify, envelope,
+    Advert, Answer, INTERNAL_ERROR, INVALID_REQUEST, MAX_MESSAGE_BYTES, PARSE_ERROR, Position,
+    Read, TaskRequest, answer, classify, envelope, position,
 };
 use crate::handler::SkillhostMcp;
 
@@ -66,6 +79,14 @@ pub(crate) async fn intercept(
             );
         }
     };
+    // The SDK keeps a session's level where this layer cannot see it.
+    if message.get("method").and_then(Value::as_str) == Some("logging/setLevel")
+        && let Some(session) = session_of(&parts.headers)
+        && let Ok(level) =
+            serde_json::from_value::<LoggingLevel>(message["params"]["level"].clone())
+    {
+        server.set_session_level(session, level);
+    }
     let Some((id, task)) = classify(&server, &message) else {
         if let Err(e) = serde_json::from_value::<ClientJsonRpcMessage>(message.clone()) {
             let id = message.get("id").cloned().unwrap_or(Value::Null);
@@ -102,8 +123,76 @@ pub(crate) async fn intercept(
             )),
         );
     }
+    if let TaskRequest::Result(task_id) = &task
+        && accepts_event_stream(&parts.headers)
+    {
+        // Ended, or no task: answered at once, as JSON.
+        match position(&server, task_id, Read::Now).await {
+            Err(e) => return reply(StatusCode::OK, &id, Err(e)),
+            Ok(Position {
+                result: Some(result),
+                ..
+            }) => return reply(StatusCode::OK, &id, Ok(result)),
+            Ok(_) => {
+                let level = session_of(&parts.headers).and_then(|s| server.session_level(s));
+                return event_stream(server, id, task_id.clone(), level);
+            }
+        }
+    }
     let answer = answer(&server, task).await;
     reply(StatusCode::OK, &id, answer)
+}
+
+/// How long an event stream may go without a message before a comment
+/// line keeps it (and proxies in front) open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The session id a request carries.
+fn session_of(headers: &HeaderMap) -> Option<&str> {
+    headers.get("mcp-session-id")?.to_str().ok()
+}
+
+/// Whether the client takes an event stream in answer to its POST.
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|media| media.trim().starts_with("text/event-stream"))
+}
+
+/// `tasks/result` of a task that works, as an event stream: a `data:`
+/// event for each notification the follower sends (`stream.rs`), then one
+/// for the response, then the end. When the client goes away the body is
+/// dropped, the channel closes, and the follower ends.
+fn event_stream(
+    server: SkillhostMcp,
+    id: Value,
+    task_id: String,
+    level: Option<LoggingLevel>,
+) -> Response {
+    let (out, messages) = mpsc::channel::<Value>(MESSAGES_QUEUED);
+    tokio::spawn(async move {
+        stream_result(&server, &id, &task_id, level, &out).await;
+    });
+    let events = futures_util::stream::unfold(messages, |mut messages| async move {
+        let event = match tokio::time::timeout(KEEP_ALIVE, messages.recv()).await {
+            Ok(Some(message)) => Bytes::from(format!("data: {message}\n\n")),
+            Ok(None) => return None,
+            Err(_) => Bytes::from_static(b": keep-alive\n\n"),
+        };
+        Some((Ok::<_, Infallible>(event), messages))
+    });
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(events),
+    )
+        .into_response()
 }
 
 /// The SDK's answer to an `initialize` or `tools/list`, with the tasks

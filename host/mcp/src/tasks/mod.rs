@@ -29,6 +29,19 @@
 //! each scenario tool in `tools/list` results, so a client that follows the
 //! spec offers tasks by itself.
 //!
+//! While a task works, its `tasks/result` carries what its run streams
+//! before the result, each message with the `related-task` meta: the
+//! tokens of its streaming nodes and a failed attempt's discard as log
+//! messages (at or above the session's `logging/setLevel`), and its
+//! progress when the creating call carried a `progressToken`
+//! (`stream.rs`), over HTTP as an event stream, over stdio as lines. The
+//! tokens come from this process's engines and, on Postgres, from the
+//! other processes' through the store's relay (`tokens.rs`), so a run a
+//! worker or another server executes is heard too; they are not in the
+//! store, so a `tasks/result` hears the run from when it came. Bounded:
+//! so many followers per server, a backlog each, and a slow client's
+//! excess tokens dropped and counted, never buffered without end.
+//!
 //! Statuses: a queued or running run is `working`; a run waiting at an
 //! approval node is `input_required` (answered with the `run_answer` tool,
 //! which continues it); `completed`, `failed` and `cancelled` are the
@@ -37,10 +50,13 @@
 mod http;
 mod run;
 mod stdio;
+mod stream;
+mod tokens;
 
 pub(crate) use http::{HttpTasks, intercept};
 pub(crate) use run::leased;
 pub(crate) use stdio::serve as serve_stdio;
+pub(crate) use tokens::TaskTokens;
 
 use std::time::Duration;
 
@@ -74,7 +90,12 @@ const INTERNAL_ERROR: i64 = -32603;
 
 /// A request answered here.
 enum TaskRequest {
-    Create { name: String, arguments: Value },
+    Create {
+        name: String,
+        arguments: Value,
+        /// The call's `progressToken`: the task's progress goes to it.
+        progress: Option<Value>,
+    },
     Get(String),
     Result(String),
     Cancel(String),
@@ -96,6 +117,10 @@ fn classify(server: &SkillhostMcp, message: &Value) -> Option<(Value, TaskReques
             TaskRequest::Create {
                 name: name.to_string(),
                 arguments: params.get("arguments").cloned().unwrap_or(json!({})),
+                progress: params["_meta"]
+                    .get("progressToken")
+                    .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+                    .cloned(),
             }
         }
         "tasks/get" => TaskRequest::Get(task_id()),
@@ -170,7 +195,11 @@ type Answer = Result<Value, (i64, String)>;
 
 async fn answer(server: &SkillhostMcp, request: TaskRequest) -> Answer {
     match request {
-        TaskRequest::Create { name, arguments } => match server.start_task(&name, arguments) {
+        TaskRequest::Create {
+            name,
+            arguments,
+            progress,
+        } => match server.start_task(&name, arguments, progress) {
             Ok(run_id) => {
                 written(server, &run_id).await;
                 // A task begins `working`, as the protocol says, whatever
@@ -228,9 +257,30 @@ async fn written(server: &SkillhostMcp, id: &str) {
     }
 }
 
+/// How the run of a task is read: from the store, or as its followers
+/// last read it (`tokens.rs`: at most every [`tokens::SHARED_READ`] for
+/// all the streams of one run).
+#[derive(Clone, Copy)]
+enum Read {
+    Now,
+    Shared,
+}
+
 /// The run of task `id`; None while a task started here has no row yet.
 async fn run_of(server: &SkillhostMcp, id: &str) -> Result<Option<RunRow>, (i64, String)> {
-    match server.inner.store.run(id).await {
+    run_read(server, id, Read::Now).await
+}
+
+async fn run_read(
+    server: &SkillhostMcp,
+    id: &str,
+    read: Read,
+) -> Result<Option<RunRow>, (i64, String)> {
+    let row = match read {
+        Read::Now => server.inner.store.run(id).await,
+        Read::Shared => server.inner.task_tokens.run(id).await,
+    };
+    match row {
         Ok(Some(run)) => Ok(Some(run)),
         Ok(None) if server.lock_tasks().contains_key(id) => Ok(None),
         Ok(None) => Err((
@@ -339,27 +389,53 @@ fn iso(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-/// `tasks/result`: waits for the run to end, then the result a plain call
-/// would have given: the one kept here if the run ended here, else built
-/// from the store (the run ended in another server or a worker).
-async fn result(server: &SkillhostMcp, id: &str) -> Answer {
-    loop {
-        let run = run_of(server, id).await?;
-        let kept = server.lock_tasks().get(id).and_then(|t| t.result.clone());
-        // Ended: the run did, or it never started (its refusal is kept).
-        let result = match (run, kept) {
-            (Some(run), kept) if run.status.is_finished() => match kept {
-                Some(result) => Some(result),
-                None => Some(server.stored_result(&run).await),
-            },
-            (None, Some(refusal)) => Some(refusal),
-            _ => None,
-        };
-        if let Some(result) = result {
+/// Where task `id` is: its run (None while a task started here has no
+/// row yet) and, once it has ended, what `tasks/result` returns: the
+/// result a plain call would have given, the one kept here if the run
+/// ended here (`ended_here`), else built from the store (the run ended in
+/// another server or a worker), with the task's id in `_meta`.
+struct Position {
+    run: Option<RunRow>,
+    result: Option<Value>,
+    ended_here: bool,
+}
+
+async fn position(server: &SkillhostMcp, id: &str, read: Read) -> Result<Position, (i64, String)> {
+    let run = run_read(server, id, read).await?;
+    let kept = server.lock_tasks().get(id).and_then(|t| t.result.clone());
+    let ended_here = kept.is_some();
+    // Ended: the run did, or it never started (its refusal is kept).
+    let result = match (&run, kept) {
+        (Some(run), kept) if run.status.is_finished() => match kept {
+            Some(result) => Some(result),
+            None => Some(server.stored_result(run).await),
+        },
+        (None, Some(refusal)) => Some(refusal),
+        _ => None,
+    };
+    let result = match result {
+        Some(result) => {
             let mut value =
                 serde_json::to_value(result).map_err(|e| (INTERNAL_ERROR, e.to_string()))?;
             value["_meta"] = json!({ RELATED_TASK: { "taskId": id } });
-            return Ok(value);
+            Some(value)
+        }
+        None => None,
+    };
+    Ok(Position {
+        run,
+        result,
+        ended_here,
+    })
+}
+
+/// `tasks/result` answered once, without notifications: waits for the
+/// run to end, then its result (`stream.rs` sends what the run streams
+/// meanwhile, where the transport can carry it).
+async fn result(server: &SkillhostMcp, id: &str) -> Answer {
+    loop {
+        if let Some(result) = position(server, id, Read::Now).await?.result {
+            return Ok(result);
         }
         tokio::time::sleep(POLL).await;
     }

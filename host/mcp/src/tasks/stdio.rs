@@ -11,8 +11,15 @@
 //! remembered request with the tasks advertised. One writer owns stdout,
 //! so the SDK's lines and this filter's never interleave.
 //!
+//! A `tasks/result` whose task has not ended writes what its run streams
+//! (`stream.rs`: tokens as log messages, progress) before its result,
+//! each a line, in order. A slow reader of stdout holds them up in
+//! bounded queues (the tokens it cannot take are dropped and counted,
+//! never buffered without bound).
+//!
 //! A `notifications/cancelled` naming a request answered here stops that
-//! answer (none is sent), as the SDK does for its own.
+//! answer (none is sent, and its follower ends), as the SDK does for its
+//! own.
 //!
 //! When the client closes stdin the SDK sees its input end and stops, the
 //! answers still pending here are dropped (no one is left to read them),
@@ -29,7 +36,11 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::{Advert, INVALID_REQUEST, MAX_MESSAGE_BYTES, PARSE_ERROR, answer, classify, envelope};
+use super::stream::{MESSAGES_QUEUED, stream_result};
+use super::{
+    Advert, INVALID_REQUEST, MAX_MESSAGE_BYTES, PARSE_ERROR, TaskRequest, answer, classify,
+    envelope,
+};
 use crate::McpError;
 use crate::handler::SkillhostMcp;
 
@@ -209,8 +220,30 @@ async fn inbound<R, W>(
             let server = server.clone();
             let lines = lines.clone();
             let handle = answers.spawn(async move {
-                let answer = answer(&server, request).await;
-                let _ = lines.send(response_line(&id, answer)).await;
+                match request {
+                    // What the run streams, then the result, one line each.
+                    TaskRequest::Result(task_id) => {
+                        let (out, mut messages) = mpsc::channel(MESSAGES_QUEUED);
+                        let level = server.level();
+                        let follow = async move {
+                            stream_result(&server, &id, &task_id, level, &out).await;
+                        };
+                        let forward = async {
+                            while let Some(message) = messages.recv().await {
+                                let mut line = message.to_string().into_bytes();
+                                line.push(b'\n');
+                                if lines.send(line).await.is_err() {
+                                    break;
+                                }
+                            }
+                        };
+                        tokio::join!(follow, forward);
+                    }
+                    request => {
+                        let answer = answer(&server, request).await;
+                        let _ = lines.send(response_line(&id, answer)).await;
+                    }
+                }
             });
             in_flight.insert(key, handle);
             continue;
