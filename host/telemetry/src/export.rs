@@ -38,6 +38,9 @@ struct Pending {
     ending: bool,
     /// Set by the export thread once it has.
     ended: bool,
+    /// Spans the export thread has taken and not yet sent (or failed to):
+    /// lost too if the process ends before it has.
+    in_flight: usize,
 }
 
 pub(crate) struct Exporting {
@@ -174,9 +177,10 @@ impl Exporting {
         while !pending.ended {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                // Still exporting at the deadline: what it has not sent is
-                // lost with the process.
-                let unsent = pending.spans.len() as u64;
+                // Still exporting at the deadline: what it has not sent,
+                // queued or in the batch it waits on, is lost with the
+                // process.
+                let unsent = (pending.spans.len() + pending.in_flight) as u64;
                 return self.dropped() + unsent;
             }
             pending = match self.queue.drained.wait_timeout(pending, left) {
@@ -207,11 +211,15 @@ fn run(
     let export = |mut spans: Vec<SpanData>| {
         while !spans.is_empty() {
             let rest = spans.split_off(spans.len().min(batch));
-            let count = spans.len() as u64;
+            let count = spans.len();
             let result = futures_executor::block_on(exporter.export(spans));
             if let Err(e) = result {
-                dropped.fetch_add(count, Ordering::Relaxed);
+                dropped.fetch_add(count as u64, Ordering::Relaxed);
                 tracing::debug!("OTLP export of {count} span(s) failed: {e}");
+            }
+            // Sent or counted as dropped: no longer in flight.
+            if let Ok(mut pending) = queue.spans.lock() {
+                pending.in_flight = pending.in_flight.saturating_sub(count);
             }
             spans = rest;
         }
@@ -227,6 +235,7 @@ fn run(
                     Err(_) => return,
                 };
             }
+            pending.in_flight = pending.spans.len();
             (
                 std::mem::replace(&mut pending.spans, Vec::with_capacity(batch)),
                 pending.ending,
