@@ -237,7 +237,7 @@ impl<'c, 'a> Run<'c, 'a> {
             })?;
         // A node that may act outside the run waits until every commit
         // before it is durable.
-        if !ahead::runs_ahead(node) {
+        if self.unsynced.is_some() && !ahead::runs_ahead(node) {
             self.settle().await?;
         }
         let visit = self.visit(node);
@@ -343,8 +343,8 @@ impl<'c, 'a> Run<'c, 'a> {
         } else {
             log.commit_step(commit, artifacts).await
         };
-        if !ahead && matches!(written, Ok(true)) {
-            // Durable, and every commit before it with it.
+        if !ahead && self.unsynced.is_some() && matches!(written, Ok(true)) {
+            // Durable, and every commit written ahead before it with it.
             self.all_durable();
         }
         self.ended_at_commit = last && matches!(written, Ok(true));
@@ -361,7 +361,9 @@ impl<'c, 'a> Run<'c, 'a> {
     /// run's events wait for it, and a task sends them once it is.
     fn wrote_ahead(&mut self, written: Written) {
         if written.is_durable() {
-            self.all_durable();
+            if self.unsynced.is_some() {
+                self.all_durable();
+            }
             return;
         }
         self.written_ahead += 1;
@@ -392,12 +394,13 @@ impl<'c, 'a> Run<'c, 'a> {
     }
 
     /// Waits until every commit written so far is durable, and sends the
-    /// events that waited for them. Err if a sync failed.
+    /// events that waited for them. Err if a sync failed. Nothing to do
+    /// unless a commit was written ahead: only then are events held.
     async fn settle(&mut self) -> Result<(), EngineError> {
         if let Some(written) = &self.unsynced {
             written.durable().await?;
+            self.all_durable();
         }
-        self.all_durable();
         Ok(())
     }
 
