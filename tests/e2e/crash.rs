@@ -191,20 +191,24 @@ async fn a_pgbouncer_the_url_does_not_name_is_refused_naming_the_option() {
 /// the same state as an uninterrupted run.
 #[test]
 fn killed_after_a_durable_commit() {
+    killed_durable_and_resumed("after-commit:second", &[("first", "ok"), ("second", "ok")]);
+}
+
+/// Kills a `--durability full` run of the crash scenario at failpoint
+/// `point`, checks the steps the run kept (`kept`: node and status), and
+/// resumes it to the state of an uninterrupted run; the run as `runs show`
+/// shows it then.
+fn killed_durable_and_resumed(point: &str, kept: &[(&str, &str)]) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let reference = reference_state(dir.path());
-    let id = &killed_at(
-        dir.path(),
-        &scenario(),
-        &["--durability", "full"],
-        "after-commit:second",
-    );
+    let id = &killed_at(dir.path(), &scenario(), &["--durability", "full"], point);
     let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
-    assert_eq!(step_statuses(&shown), [("first", "ok"), ("second", "ok")]);
+    assert_eq!(step_statuses(&shown), kept, "killed at `{point}`");
     let out = host(dir.path(), &["resume", id], None);
     assert!(out.status.success(), "{}", stderr(&out));
     let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
     assert_eq!(serde_json::to_string(&shown["state"]).unwrap(), reference);
+    shown
 }
 
 /// A run's last checkpoint and its end are one commit: killed right after
@@ -536,19 +540,8 @@ fn with_durability_full_a_node_without_effects_runs_while_the_commit_before_it_s
 /// node's step once.
 #[test]
 fn killed_while_a_commit_is_ahead_of_its_sync() {
-    let dir = tempfile::tempdir().unwrap();
-    let reference = reference_state(dir.path());
-    let id = &killed_at(
-        dir.path(),
-        &scenario(),
-        &["--durability", "full"],
-        "after-commit:first",
-    );
-    let out = host(dir.path(), &["resume", id], None);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let shown = json(&host(dir.path(), &["runs", "show", id, "--json"], None));
+    let shown = killed_durable_and_resumed("after-commit:first", &[("first", "ok")]);
     assert_eq!(shown["status"], "completed", "{shown:#}");
-    assert_eq!(serde_json::to_string(&shown["state"]).unwrap(), reference);
     let ok: Vec<&str> = step_statuses(&shown)
         .into_iter()
         .filter(|(_, status)| *status == "ok")

@@ -154,19 +154,9 @@ fn an_mcp_client_hears_the_tokens_and_their_discard_as_log_messages() {
         Duration::from_millis(20),
         true,
     ));
-    let scenario = scenario(dir.path());
-    let config = json!({
-        "transport": "stdio",
-        "exercise": "stream",
-        "command": host_bin(),
-        "args": ["mcp", "--scenario", scenario],
-        "env": {
-            "SKILLHOST_CACHE_DIR": skillhost_tests::shared_component_cache(),
-            "SKILLHOST_DATABASE_URL": sqlite_url(dir.path()),
-            "XDG_CONFIG_HOME": dir.path().join("xdg-config"),
-        },
-        "cwd": dir.path(),
-    });
+    let mut config = stdio_server(dir.path());
+    config["transport"] = json!("stdio");
+    config["exercise"] = json!("stream");
     let out = crate::mcp::python_client("client.py", dir.path(), config);
     assert_eq!(out["result"]["is_error"], false, "{out}");
     assert_eq!(out["result"]["structured"]["status"], "completed", "{out}");
@@ -184,16 +174,7 @@ fn an_mcp_client_hears_the_tokens_and_their_discard_as_log_messages() {
             ])
         })
         .collect();
-    assert_eq!(
-        heard,
-        [
-            json!(["info", 1, "cut ", null]),
-            json!(["warning", 1, null, true]),
-            json!(["info", 2, "whole ", null]),
-            json!(["info", 2, "answer", null]),
-        ],
-        "{out}"
-    );
+    assert_eq!(heard, heard_of_a_cut_attempt(), "{out}");
 }
 
 #[test]
@@ -401,6 +382,33 @@ fn push_cut_then_whole(server: &FakeLlmServer) {
     }
 }
 
+/// How an MCP client starts `host mcp` over stdio on the streaming
+/// scenario in `dir`, with the test's cache, database and configuration.
+fn stdio_server(dir: &Path) -> Value {
+    json!({
+        "command": host_bin(),
+        "args": ["mcp", "--scenario", scenario(dir)],
+        "env": {
+            "SKILLHOST_CACHE_DIR": skillhost_tests::shared_component_cache(),
+            "SKILLHOST_DATABASE_URL": sqlite_url(dir),
+            "XDG_CONFIG_HOME": dir.join("xdg-config"),
+        },
+        "cwd": dir,
+    })
+}
+
+/// What an MCP client hears of the fake provider's cut stream and its
+/// retry, as (level, attempt, token, tokens_discarded) of each log
+/// message: the cut attempt's token, its discard, the retry's tokens.
+fn heard_of_a_cut_attempt() -> [Value; 4] {
+    [
+        json!(["info", 1, "cut ", null]),
+        json!(["warning", 1, null, true]),
+        json!(["info", 2, "whole ", null]),
+        json!(["info", 2, "answer", null]),
+    ]
+}
+
 /// Checks what `task_tokens.mjs` heard: the task's tokens and the first
 /// attempt's discard as log messages, in order, each tied to the task
 /// (`related-task`), then progress only if `progress` (never going back),
@@ -435,16 +443,7 @@ fn check_task_tokens(out: &Value, progress: bool) {
             _ => panic!("unexpected: {note}"),
         }
     }
-    assert_eq!(
-        logs,
-        [
-            json!(["info", 1, "cut ", null]),
-            json!(["warning", 1, null, true]),
-            json!(["info", 2, "whole ", null]),
-            json!(["info", 2, "answer", null]),
-        ],
-        "{out}"
-    );
+    assert_eq!(logs, heard_of_a_cut_attempt(), "{out}");
     if progress {
         assert!(!steps.is_empty(), "progress: {out}");
         assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
@@ -507,19 +506,8 @@ fn an_mcp_task_streams_its_tokens_before_its_result_over_stdio() {
     let server = FakeLlmServer::start();
     server.configure_user(dir.path());
     push_cut_then_whole(&server);
-    let scenario = scenario(dir.path());
     let config = dir.path().join("server.json");
-    let params = json!({
-        "command": host_bin(),
-        "args": ["mcp", "--scenario", scenario],
-        "env": {
-            "SKILLHOST_CACHE_DIR": skillhost_tests::shared_component_cache(),
-            "SKILLHOST_DATABASE_URL": sqlite_url(dir.path()),
-            "XDG_CONFIG_HOME": dir.path().join("xdg-config"),
-        },
-        "cwd": dir.path(),
-    });
-    std::fs::write(&config, params.to_string()).unwrap();
+    std::fs::write(&config, stdio_server(dir.path()).to_string()).unwrap();
     let out = crate::mcp::node_client("task_tokens.mjs", &[config.to_str().unwrap()]);
     check_task_tokens(&out, true);
 }
