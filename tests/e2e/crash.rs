@@ -534,6 +534,69 @@ fn with_durability_full_a_node_without_effects_runs_while_the_commit_before_it_s
     assert_eq!(serde_json::to_string(&shown["state"]).unwrap(), reference);
 }
 
+/// A run is never more than 16 commits ahead of its syncs, whatever the
+/// disk: with every sync made 300 ms slow (`pause=300@wal-sync`), a loop of
+/// 40 gates (nodes without effects) writes checkpoints 1 to 16 ahead at
+/// once, the 17th waits for its sync, and the 18th comes 300 ms or more
+/// after the first. So the events a run holds back stay bounded.
+#[test]
+fn a_run_is_never_more_than_sixteen_commits_ahead_of_its_syncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("loop.toml");
+    std::fs::write(
+        &path,
+        r#"[scenario]
+name = "loop"
+version = "0.1.0"
+description = "a gate that loops 40 times"
+
+[state]
+round = { type = "integer", default = 0 }
+
+[[node]]
+id = "step"
+kind = "gate"
+max_visits = 40
+writes = [{ field = "round", from = "state.round + 1" }]
+
+[[node]]
+id = "done"
+kind = "end"
+
+[[edge]]
+from = "step"
+branches = [{ when = "state.round < 40", to = "step" }, { else = "done" }]
+"#,
+    )
+    .unwrap();
+    let out = host(
+        dir.path(),
+        &[
+            "run",
+            path.to_str().unwrap(),
+            "--durability",
+            "full",
+            "--json",
+        ],
+        Some("pause=300@wal-sync"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json(&out)["status"], "completed");
+    let id = json(&out)["run_id"].as_str().unwrap().to_string();
+    let checkpoints = json(&host(dir.path(), &["checkpoints", &id, "--json"], None));
+    let at = |seq: u64| {
+        checkpoints
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["seq"] == seq)
+            .and_then(|c| c["created_at_ms"].as_i64())
+            .unwrap_or_else(|| panic!("no checkpoint {seq}: {checkpoints:#}"))
+    };
+    assert!(at(16) - at(1) < 300, "{checkpoints:#}");
+    assert!(at(18) - at(1) >= 300, "{checkpoints:#}");
+}
+
 /// Killed while a commit is ahead of its sync (right after `first`'s
 /// commit was written, which `second`, a node without effects, does not
 /// wait for), the run resumes to the state of an uninterrupted run, each
