@@ -519,15 +519,7 @@ fn with_durability_full_a_node_without_effects_runs_while_the_commit_before_it_s
     );
     let id = json(&out)["run_id"].as_str().unwrap().to_string();
     let checkpoints = json(&host(dir.path(), &["checkpoints", &id, "--json"], None));
-    let at = |node: &str| {
-        checkpoints
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["node"] == node)
-            .and_then(|c| c["created_at_ms"].as_i64())
-            .unwrap_or_else(|| panic!("no checkpoint of `{node}`: {checkpoints:#}"))
-    };
+    let at = |node: &str| written_at(&checkpoints, "node", node);
     assert!(at("second") - at("first") < 500, "{checkpoints:#}");
     assert!(at("fan") - at("first") >= 600, "{checkpoints:#}");
     let shown = json(&host(dir.path(), &["runs", "show", &id, "--json"], None));
@@ -584,17 +576,22 @@ branches = [{ when = "state.round < 40", to = "step" }, { else = "done" }]
     assert_eq!(json(&out)["status"], "completed");
     let id = json(&out)["run_id"].as_str().unwrap().to_string();
     let checkpoints = json(&host(dir.path(), &["checkpoints", &id, "--json"], None));
-    let at = |seq: u64| {
-        checkpoints
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["seq"] == seq)
-            .and_then(|c| c["created_at_ms"].as_i64())
-            .unwrap_or_else(|| panic!("no checkpoint {seq}: {checkpoints:#}"))
-    };
+    let at = |seq: u64| written_at(&checkpoints, "seq", seq);
     assert!(at(16) - at(1) < 500, "{checkpoints:#}");
     assert!(at(18) - at(1) >= 600, "{checkpoints:#}");
+}
+
+/// When the checkpoint whose `key` is `value` was written (its
+/// `created_at_ms`), in what `host checkpoints --json` printed.
+fn written_at(checkpoints: &Value, key: &str, value: impl Into<Value>) -> i64 {
+    let value = value.into();
+    checkpoints
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c[key] == value)
+        .and_then(|c| c["created_at_ms"].as_i64())
+        .unwrap_or_else(|| panic!("no checkpoint with {key} {value}: {checkpoints:#}"))
 }
 
 /// Killed while a commit is ahead of its sync (right after `first`'s

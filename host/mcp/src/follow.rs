@@ -127,13 +127,14 @@ impl EventSink for Following {
                 stream,
                 text,
             } => {
-                let mut data = json!({
-                    "run_id": run_id, "node": node, "attempt": attempt, "stream": stream,
-                    "token": text,
-                });
-                if let Some(item) = item {
-                    data["item"] = json!(item);
-                }
+                let streamed = Some((u64::from(*stream), text.as_str()));
+                let data = token_data(
+                    run_id,
+                    node,
+                    item.map(|i| i as u64),
+                    (*attempt).into(),
+                    streamed,
+                );
                 self.tokens(LoggingLevel::Info, data);
             }
             Event::TokensDiscarded {
@@ -142,14 +143,13 @@ impl EventSink for Following {
                 item,
                 attempt,
             } => {
-                let mut data = json!({
-                    "run_id": run_id, "node": node, "attempt": attempt,
-                    "tokens_discarded": true,
-                    "message": format!("attempt {attempt} failed: its tokens are not the node's output"),
-                });
-                if let Some(item) = item {
-                    data["item"] = json!(item);
-                }
+                let data = token_data(
+                    run_id,
+                    node,
+                    item.map(|i| i as u64),
+                    (*attempt).into(),
+                    None,
+                );
                 self.tokens(LoggingLevel::Warning, data);
             }
             _ => {}
@@ -172,6 +172,34 @@ impl Following {
         let message = LoggingMessageNotificationParam::new(level, data).with_logger("tokens");
         let _ = self.notes.send(Note::Log(message));
     }
+}
+
+/// The `data` of a log message of logger `tokens`, the same for a followed
+/// call and a task's `tasks/result` (`tasks/tokens.rs`): a streaming node's
+/// token (`streamed`: which of the attempt's completions, and its text), or
+/// the discard of a failed attempt's tokens (None).
+pub(crate) fn token_data(
+    run_id: &str,
+    node: &str,
+    item: Option<u64>,
+    attempt: u64,
+    streamed: Option<(u64, &str)>,
+) -> Value {
+    let mut data = match streamed {
+        Some((stream, text)) => json!({
+            "run_id": run_id, "node": node, "attempt": attempt, "stream": stream,
+            "token": text,
+        }),
+        None => json!({
+            "run_id": run_id, "node": node, "attempt": attempt,
+            "tokens_discarded": true,
+            "message": format!("attempt {attempt} failed: its tokens are not the node's output"),
+        }),
+    };
+    if let Some(item) = item {
+        data["item"] = json!(item);
+    }
+    data
 }
 
 /// A skill's level as MCP's (syslog's) levels name it.

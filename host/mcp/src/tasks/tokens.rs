@@ -31,7 +31,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use crate::follow::token_data;
+use serde_json::Value;
 use skillhost_engine::{Event, EventSink};
 use skillhost_store::{RunRow, Store, StoreError};
 use tokio::sync::{Notify, OnceCell};
@@ -68,26 +69,17 @@ impl Heard {
         let run_id = event["run_id"].as_str()?;
         let node = event["node"].as_str()?;
         let attempt = event["attempt"].as_u64()?;
-        let mut data = match event["event"].as_str()? {
-            "token" => json!({
-                "run_id": run_id, "node": node, "attempt": attempt,
-                "stream": event["stream"].as_u64().unwrap_or(0),
-                "token": event["text"].as_str()?,
-            }),
-            "tokens_discarded" => json!({
-                "run_id": run_id, "node": node, "attempt": attempt,
-                "tokens_discarded": true,
-                "message": format!("attempt {attempt} failed: its tokens are not the node's output"),
-            }),
+        let item = event["item"].as_u64();
+        let heard = match event["event"].as_str()? {
+            "token" => {
+                let streamed = (
+                    event["stream"].as_u64().unwrap_or(0),
+                    event["text"].as_str()?,
+                );
+                Heard::Token(token_data(run_id, node, item, attempt, Some(streamed)))
+            }
+            "tokens_discarded" => Heard::Discarded(token_data(run_id, node, item, attempt, None)),
             _ => return None,
-        };
-        if let Some(item) = event["item"].as_u64() {
-            data["item"] = json!(item);
-        }
-        let heard = if data.get("token").is_some() {
-            Heard::Token(data)
-        } else {
-            Heard::Discarded(data)
         };
         Some((run_id, heard))
     }
@@ -373,6 +365,7 @@ async fn start_relay(tokens: Weak<TaskTokens>, store: Store) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     async fn tokens() -> (Arc<TaskTokens>, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
