@@ -79,10 +79,29 @@ target_dir=$(cargo metadata --format-version 1 --no-deps |
 stage "build (cargo build --workspace --all-targets)" cargo build --workspace --all-targets
 export SKILLHOST_TEST_HOST_BIN="$target_dir/debug/host"
 
-# A fresh shared component cache per run of this script.
-export SKILLHOST_TEST_COMPONENT_CACHE="$target_dir/tmp/test-components-run"
-rm -rf "$SKILLHOST_TEST_COMPONENT_CACHE"
-mkdir -p "$SKILLHOST_TEST_COMPONENT_CACHE"
+# The compiled-component cache the tests share: the one given (.ci/run
+# keeps one beside its build, so a warm machine compiles only the
+# components that changed), else a fresh one per run of this script. A
+# given one loses what no run used for a week (`host cache prune`); its
+# entries are keyed by the engine's compatibility hash and checked against
+# their digests on every load, as any user's are.
+if [ -n "${SKILLHOST_TEST_COMPONENT_CACHE:-}" ]; then
+    mkdir -p "$SKILLHOST_TEST_COMPONENT_CACHE"
+    prune_component_cache() {
+        # Only the component cache: the registry cache named is an empty
+        # directory of its own, not the user's.
+        local registry
+        registry=$(mktemp -d)
+        "$SKILLHOST_TEST_HOST_BIN" cache prune --older-than 7d \
+            --cache-dir "$SKILLHOST_TEST_COMPONENT_CACHE" --registry-cache "$registry"
+        rm -rf "$registry"
+    }
+    stage "prune the shared component cache (host cache prune --older-than 7d)" prune_component_cache
+else
+    export SKILLHOST_TEST_COMPONENT_CACHE="$target_dir/tmp/test-components-run"
+    rm -rf "$SKILLHOST_TEST_COMPONENT_CACHE"
+    mkdir -p "$SKILLHOST_TEST_COMPONENT_CACHE"
+fi
 
 # One throwaway Postgres cluster for the run, unless one is given.
 if [ -z "${SKILLHOST_TEST_DATABASE_URL:-}" ]; then
