@@ -73,7 +73,7 @@ fn push(dir: &Path, registry: &TestRegistry, skill: &str, tag: &str, extra: &[&s
 /// `component(skill)`.
 fn research_scenario(dir: &Path, component: impl Fn(&str) -> String) -> PathBuf {
     let target = dir.join("research");
-    copy_dir(
+    skillhost_tests::copy_dir(
         &skillhost_tests::repo_root().join("examples/research"),
         &target,
     );
@@ -87,19 +87,6 @@ fn research_scenario(dir: &Path, component: impl Fn(&str) -> String) -> PathBuf 
     }
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn run_research(dir: &Path, scenario: &Path, report: &Path, extra: &[&str]) -> Output {

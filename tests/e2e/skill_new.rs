@@ -47,8 +47,6 @@ fn scaffold_build_and_call_abi(dir: &Path, name: &str, language: &str, async_run
     }
 
     let component = dir.join(format!("{name}.wasm"));
-    // Rust's first build compiles std for the target: shared between runs.
-    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("skill-new-build");
     let out = host(
         dir,
         &[
@@ -58,7 +56,7 @@ fn scaffold_build_and_call_abi(dir: &Path, name: &str, language: &str, async_run
             "--out",
             &component.display().to_string(),
             "--target-dir",
-            &target_dir.join(language).display().to_string(),
+            &skill_new_target_dir(language).display().to_string(),
             "--quiet",
         ],
         None,
@@ -116,6 +114,15 @@ fn scaffold_build_and_call_abi(dir: &Path, name: &str, language: &str, async_run
     skill
 }
 
+/// The target directory the scaffolded skills of `language` build into:
+/// Rust's first build compiles std for the target, so it is shared between
+/// tests and runs.
+fn skill_new_target_dir(language: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("skill-new-build")
+        .join(language)
+}
+
 /// Runs `program args` in `dir`, which must succeed; a program that is not
 /// installed fails naming `install`.
 fn unit_test(dir: &Path, program: &str, args: &[&str], install: &str) -> String {
@@ -140,6 +147,50 @@ fn a_new_rust_skill_builds_calls_and_passes_cargo_test() {
     let dir = tempfile::tempdir().unwrap();
     let skill = scaffold_build_and_call(dir.path(), "greet-rust", "rust");
     passes_cargo_test(&skill);
+}
+
+/// A Rust skill builds to the same bytes wherever it lives, and a copy at
+/// another path that shares the first build's target directory compiles
+/// only itself: nothing in the flags names the skill's path, so neither
+/// std (built for the target) nor a dependency is compiled again. Without
+/// this, each new skill and the reproducibility check's copy paid a whole
+/// build of std and the SDK (about 35 s here).
+#[test]
+fn a_rust_skill_moved_elsewhere_builds_the_same_bytes_compiling_only_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = scaffold_build_and_call(dir.path(), "greet-moved", "rust");
+    let moved = dir.path().join("elsewhere/greet-moved");
+    skillhost_tests::copy_dir(&first, &moved);
+    let component = dir.path().join("moved.wasm");
+    let out = host(
+        dir.path(),
+        &[
+            "skill",
+            "build",
+            &moved.display().to_string(),
+            "--out",
+            &component.display().to_string(),
+            "--target-dir",
+            &skill_new_target_dir("rust").display().to_string(),
+        ],
+        None,
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let compiled: Vec<&str> = err
+        .lines()
+        .filter(|line| line.trim_start().starts_with("Compiling "))
+        .collect();
+    assert_eq!(compiled.len(), 1, "{err}");
+    assert!(
+        compiled[0].contains(&format!("greet-moved v0.1.0 ({})", moved.display())),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&component).unwrap(),
+        std::fs::read(dir.path().join("greet-moved.wasm")).unwrap(),
+        "the same source built at another path"
+    );
 }
 
 /// `host skill new --lang rust --async`: an `async fn run` whose world

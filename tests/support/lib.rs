@@ -64,6 +64,20 @@ pub fn shared_component_cache() -> &'static Path {
     })
 }
 
+/// Copies the directory tree `from` to `to` (created if missing).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
 /// The profile directory the running test binary was built into: it runs
 /// as `<target>/<profile dir>/deps/<test>-<hash>`.
 pub fn test_profile_dir() -> PathBuf {

@@ -104,11 +104,19 @@ fn header(path: &Path) -> Result<Vec<u8>, BuildError> {
     Ok(header)
 }
 
-/// The path prefixes rewritten in the compiled code: the workspace (and the
-/// package, if it lives elsewhere) and `CARGO_HOME`, where registry sources
-/// are. Each as given and canonical, since cargo passes whichever it was
-/// given to rustc.
-fn remaps(package: &Package) -> Vec<(PathBuf, String)> {
+/// The path prefixes rewritten in the compiled code: `CARGO_HOME`, where
+/// registry sources are, as given and canonical, since cargo passes
+/// whichever it was given to rustc.
+///
+/// Not the workspace: cargo runs rustc in the workspace's root and names
+/// its members' sources relative to it (`src/lib.rs`), so they embed no
+/// path of the checkout (`scripts/check-skills-reproducible.sh` builds
+/// every shipped skill from a copy elsewhere and compares the bytes). A
+/// remap of it would put the skill's path in the flags, and cargo compiles
+/// every dependency again, std included, for each new set of flags: each
+/// new skill and each copy paid a whole build (about 35 s here) even in a
+/// target directory that held them.
+fn remaps() -> Vec<(PathBuf, String)> {
     let mut remaps = Vec::new();
     let mut add = |path: &Path, to: &str| {
         for form in [path.to_path_buf(), path.canonicalize().unwrap_or_default()] {
@@ -123,12 +131,6 @@ fn remaps(package: &Package) -> Vec<(PathBuf, String)> {
     if let Some(cargo_home) = cargo_home {
         add(&cargo_home, "/cargo");
     }
-    add(&package.workspace_root, ".");
-    if let Some(package_dir) = package.manifest_path.parent()
-        && !package_dir.starts_with(&package.workspace_root)
-    {
-        add(package_dir, &format!("./{}", package.name));
-    }
     // rustc applies the last matching `--remap-path-prefix`: put the most
     // specific (longest) prefixes last.
     remaps.sort_by_key(|(path, _)| path.as_os_str().len());
@@ -142,7 +144,7 @@ fn cargo_build(
     target_dir: &Path,
     quiet: bool,
 ) -> Result<PathBuf, BuildError> {
-    let mut cmd = toolchain.build_command(&package.manifest_path, target_dir, &remaps(package));
+    let mut cmd = toolchain.build_command(&package.manifest_path, target_dir, &remaps());
     cmd.current_dir(&package.workspace_root)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

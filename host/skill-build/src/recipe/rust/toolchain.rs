@@ -94,7 +94,8 @@ impl Toolchain {
     ///
     /// `remaps` are `(from, to)` path prefixes rewritten in everything the
     /// compiler embeds (panic locations, debug info), so that the bytes do
-    /// not depend on where the checkout or `CARGO_HOME` is.
+    /// not depend on where `CARGO_HOME` is (the checkout's own sources are
+    /// named relative to it: `super::remaps`).
     pub fn build_command(
         &self,
         manifest: &Path,
