@@ -23,7 +23,9 @@ const ECHOES: [&str; 4] = ["echo-c", "echo-zig", "echo-js", "echo-py"];
 /// side by side rather than one after the other.
 const ASYNC_ECHOES: [&str; 3] = ["echo-async", "echo-js-async", "echo-py-async"];
 
-/// Builds `skills/<name>` into `dir/<name>.wasm` and returns the file.
+/// Builds `skills/<name>` into `dir/<name>.wasm` and returns the file. The
+/// toolchains' own caches (Zig's compiled wasi-libc and compiler-rt, 27 s
+/// here) live in a build directory shared between runs.
 fn build(dir: &Path, name: &str) -> String {
     let source = skillhost_tests::repo_root().join("skills").join(name);
     let out = dir.join(format!("{name}.wasm"));
@@ -36,7 +38,11 @@ fn build(dir: &Path, name: &str) -> String {
             "--out",
             &out.display().to_string(),
             "--target-dir",
-            &dir.join(format!("build-{name}")).display().to_string(),
+            &Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join("polyglot-build")
+                .join(name)
+                .display()
+                .to_string(),
             "--quiet",
         ],
         None,
