@@ -27,7 +27,7 @@ fn workspace() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        copy_dir(&fixtures(), dir.path());
+        skillhost_tests::copy_dir(&fixtures(), dir.path());
         let components = dir.path().join("components");
         std::fs::create_dir_all(&components).unwrap();
         let echo = skillhost_tests::dist("echo");
@@ -52,19 +52,6 @@ fn workspace() -> &'static Path {
         dir
     })
     .path()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn runtime() -> &'static Runtime {
