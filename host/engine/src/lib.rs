@@ -387,6 +387,9 @@ pub struct Engine {
     /// Whether a node with no effects outside the run may run while the
     /// commit before it syncs ([`ahead`]).
     run_ahead: bool,
+    /// The relay among `events`, when the store relays tokens: a run's end
+    /// waits for its tokens to be sent ([`relay::TokenRelay::flushed`]).
+    relay: Option<Arc<relay::TokenRelay>>,
 }
 
 impl RunContext<'_> {
@@ -462,6 +465,9 @@ pub(crate) struct RunContext<'a> {
     pub level: usize,
     /// The run's trace, when traces are exported.
     pub trace: Option<traced::RunTrace>,
+    /// Where the run's tokens go to other processes, when they do: the run
+    /// ends once they are sent.
+    pub relay: Option<Arc<relay::TokenRelay>>,
 }
 
 impl Engine {
@@ -473,11 +479,18 @@ impl Engine {
     pub fn new(store: Option<Store>, events: Arc<dyn EventSink>) -> Self {
         // A store shared by several processes (Postgres) also carries a
         // streaming node's tokens to the others (`relay.rs`).
-        let events = match store.as_ref().and_then(relay::TokenRelay::over) {
-            Some(relay) => Arc::new(relay::Tee(vec![events, Arc::new(relay)])),
-            None => events,
+        let Some(relay) = store
+            .as_ref()
+            .and_then(relay::TokenRelay::over)
+            .map(Arc::new)
+        else {
+            return Engine::with_events(store, events);
         };
-        Engine::with_events(store, events)
+        let events = Arc::new(relay::Tee(vec![events, relay.clone()]));
+        Engine {
+            relay: Some(relay),
+            ..Engine::with_events(store, events)
+        }
     }
 
     /// An engine whose events go to `events` alone: a subgraph's child run,
@@ -489,6 +502,7 @@ impl Engine {
             kv: OnceLock::new(),
             level: 0,
             run_ahead: true,
+            relay: None,
         }
     }
 
@@ -966,6 +980,7 @@ impl Engine {
             allow_changed: false,
             level: self.level,
             trace: None,
+            relay: self.relay.clone(),
         }
     }
 }

@@ -24,6 +24,10 @@
 //! steps and its journal, not its tokens, are its record). A relay dropped
 //! with tokens queued (its engine's run ended, the last tokens a few
 //! milliseconds behind its commit) still sends them, then its task ends.
+//! And a run does not end before its tokens are sent: `run.rs`'s `drive`
+//! awaits [`TokenRelay::flushed`], bounded by [`FLUSH_WAIT`], so a `host
+//! run` that exits right after its run does not cut its last tokens off
+//! with its async runtime.
 //!
 //! Must not: block the skill's call on the database (the call only
 //! queues), or reorder a relay's tokens.
@@ -43,6 +47,10 @@ const FLUSH_DELAY: Duration = Duration::from_millis(5);
 /// The most token text a relay holds at once.
 pub const MAX_QUEUED_BYTES: usize = 256 * 1024;
 
+/// The longest a run's end waits for its tokens to be sent: a database
+/// that does not answer costs a run at most this.
+pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
 /// This process's name in the notifications it sends.
 pub fn source() -> &'static str {
     static SOURCE: OnceLock<String> = OnceLock::new();
@@ -59,6 +67,8 @@ struct Inner {
     runtime: tokio::runtime::Handle,
     queue: Mutex<Queue>,
     wake: tokio::sync::Notify,
+    /// Told whenever the sender has sent what it took.
+    idle: tokio::sync::Notify,
     /// The relay is gone: what is queued is sent, then the sender ends.
     closed: std::sync::atomic::AtomicBool,
 }
@@ -70,6 +80,8 @@ struct Queue {
     skipped: u64,
     /// Whether the sending task has been started.
     started: bool,
+    /// Whether the sender is sending what it took from `events`.
+    sending: bool,
 }
 
 impl Queue {
@@ -101,9 +113,42 @@ impl TokenRelay {
                 runtime,
                 queue: Mutex::new(Queue::default()),
                 wake: tokio::sync::Notify::new(),
+                idle: tokio::sync::Notify::new(),
                 closed: std::sync::atomic::AtomicBool::new(false),
             }),
         })
+    }
+}
+
+impl TokenRelay {
+    /// Resolves once every token queued before the call has been sent (or
+    /// its notification failed), or after `bound`: at once when nothing is
+    /// queued.
+    pub async fn flushed(&self, bound: Duration) {
+        let inner = &self.inner;
+        let sent = async {
+            loop {
+                let idle = inner.idle.notified();
+                tokio::pin!(idle);
+                // Listening before looking, so a send that ends in between
+                // is not missed.
+                idle.as_mut().enable();
+                let done = inner
+                    .queue
+                    .lock()
+                    .map(|q| q.events.is_empty() && !q.sending)
+                    .unwrap_or(true);
+                if done {
+                    return;
+                }
+                idle.await;
+            }
+        };
+        if tokio::time::timeout(bound, sent).await.is_err() {
+            tracing::debug!(
+                "a streaming node's last tokens were not relayed within {bound:?}; the run ends without waiting for them"
+            );
+        }
     }
 }
 
@@ -178,6 +223,7 @@ async fn send_loop(relay: Arc<Inner>) {
         let (events, skipped) = {
             let mut queue = relay.queue.lock().unwrap_or_else(|p| p.into_inner());
             queue.bytes = 0;
+            queue.sending = true;
             (
                 std::mem::take(&mut queue.events),
                 std::mem::take(&mut queue.skipped),
@@ -188,6 +234,12 @@ async fn send_loop(relay: Arc<Inner>) {
                 tracing::debug!("a streaming node's tokens were not relayed: {e}");
             }
         }
+        relay
+            .queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sending = false;
+        relay.idle.notify_waiters();
     }
 }
 

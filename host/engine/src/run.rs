@@ -42,6 +42,11 @@ pub(crate) async fn drive(
 ) -> Result<RunOutcome, EngineError> {
     metered::run_started(cx);
     let ended = run_loop(cx, checkpoint, state, hashes, tokens_used).await;
+    // Its last tokens sent before it is reported ended: a process that
+    // exits then would otherwise cut them off with its async runtime.
+    if let Some(relay) = &cx.relay {
+        relay.flushed(crate::relay::FLUSH_WAIT).await;
+    }
     metered::run_ended(cx, &ended);
     ended
 }

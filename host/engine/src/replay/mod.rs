@@ -503,6 +503,8 @@ pub async fn replay(
                 level: 0,
                 // A replay compares; it is no part of the run's trace.
                 trace: None,
+                // Nor does it send tokens anywhere.
+                relay: None,
             };
             let position = Position {
                 seq: before.seq,

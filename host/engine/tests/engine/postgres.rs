@@ -89,6 +89,60 @@ async fn a_run_stopped_on_postgres_resumes_to_the_uninterrupted_state() {
     );
 }
 
+/// A relay's `flushed` resolves only once what was queued before it is
+/// sent: a process whose async runtime ends right after (`host run`, when
+/// its run ended; `drive` awaits it) loses none of its run's last tokens.
+/// Without the wait the runtime's end cancels the sender inside its
+/// few-millisecond batching delay, and every token is lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_flushed_before_a_runtime_ends_all_reach_a_listener() {
+    use skillhost_engine::EventSink;
+    use skillhost_engine::relay::TokenRelay;
+    let postgres = Db::postgres().await;
+    let mut listener = postgres
+        .store
+        .listen_tokens()
+        .await
+        .unwrap()
+        .expect("a listener");
+    let url = postgres.url.clone();
+    tokio::task::spawn_blocking(move || {
+        // A runtime of its own, as a `host run` has, dropped at the end.
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let store = skillhost_store::Store::open(&url).await.unwrap();
+            let relay = TokenRelay::over(&store).expect("Postgres relays tokens");
+            // Nothing queued: at once.
+            relay.flushed(std::time::Duration::from_secs(60)).await;
+            for text in ["one ", "two ", "three"] {
+                relay.emit(&Event::Token {
+                    run_id: "r".into(),
+                    node: "write".into(),
+                    item: None,
+                    attempt: 1,
+                    stream: 0,
+                    text: text.into(),
+                });
+            }
+            relay.flushed(std::time::Duration::from_secs(60)).await;
+        });
+        drop(runtime);
+    })
+    .await
+    .unwrap();
+    let mut texts = String::new();
+    while texts != "one two three" {
+        let payload = tokio::time::timeout(std::time::Duration::from_secs(10), listener.recv())
+            .await
+            .unwrap_or_else(|_| panic!("every flushed token sent; heard {texts:?}"))
+            .unwrap();
+        let payload: serde_json::Value = serde_json::from_str(&payload).unwrap();
+        for event in payload["events"].as_array().unwrap() {
+            texts.push_str(event["text"].as_str().unwrap());
+        }
+    }
+}
+
 /// A relay dropped as soon as it queued a token (its engine's run ended
 /// a few milliseconds after its last token) still sends it: a follower in
 /// another process hears the run's last token.
