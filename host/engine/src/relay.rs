@@ -118,9 +118,7 @@ impl TokenRelay {
             }),
         })
     }
-}
 
-impl TokenRelay {
     /// Resolves once every token queued before the call has been sent (or
     /// its notification failed), or after `bound`: at once when nothing is
     /// queued.

@@ -89,6 +89,18 @@ async fn a_run_stopped_on_postgres_resumes_to_the_uninterrupted_state() {
     );
 }
 
+/// A token of node `write` of run `r`.
+fn token(text: &str) -> Event {
+    Event::Token {
+        run_id: "r".into(),
+        node: "write".into(),
+        item: None,
+        attempt: 1,
+        stream: 0,
+        text: text.into(),
+    }
+}
+
 /// A relay's `flushed` resolves only once what was queued before it is
 /// sent: a process whose async runtime ends right after (`host run`, when
 /// its run ended; `drive` awaits it) loses none of its run's last tokens.
@@ -115,14 +127,7 @@ async fn tokens_flushed_before_a_runtime_ends_all_reach_a_listener() {
             // Nothing queued: at once.
             relay.flushed(std::time::Duration::from_secs(60)).await;
             for text in ["one ", "two ", "three"] {
-                relay.emit(&Event::Token {
-                    run_id: "r".into(),
-                    node: "write".into(),
-                    item: None,
-                    attempt: 1,
-                    stream: 0,
-                    text: text.into(),
-                });
+                relay.emit(&token(text));
             }
             relay.flushed(std::time::Duration::from_secs(60)).await;
         });
@@ -154,14 +159,7 @@ async fn a_dropped_relay_still_sends_what_it_queued() {
     let other = postgres.reopen().await;
     let mut listener = other.listen_tokens().await.unwrap().expect("a listener");
     let relay = TokenRelay::over(&postgres.store).expect("Postgres relays tokens");
-    relay.emit(&Event::Token {
-        run_id: "r".into(),
-        node: "write".into(),
-        item: None,
-        attempt: 1,
-        stream: 0,
-        text: "last".into(),
-    });
+    relay.emit(&token("last"));
     drop(relay);
     let payload = tokio::time::timeout(std::time::Duration::from_secs(10), listener.recv())
         .await
