@@ -348,7 +348,7 @@ impl<'c, 'a> Run<'c, 'a> {
         } else {
             log.commit_step(commit, artifacts).await
         };
-        if !ahead && self.unsynced.is_some() && matches!(written, Ok(true)) {
+        if !ahead && matches!(written, Ok(true)) {
             // Durable, and every commit written ahead before it with it.
             self.all_durable();
         }
@@ -366,9 +366,7 @@ impl<'c, 'a> Run<'c, 'a> {
     /// run's events wait for it, and a task sends them once it is.
     fn wrote_ahead(&mut self, written: Written) {
         if written.is_durable() {
-            if self.unsynced.is_some() {
-                self.all_durable();
-            }
+            self.all_durable();
             return;
         }
         self.written_ahead += 1;
@@ -392,15 +390,18 @@ impl<'c, 'a> Run<'c, 'a> {
     }
 
     /// Every commit written so far is durable: nothing waits any more.
+    /// Nothing to do unless a commit was written ahead: only then are
+    /// events held.
     fn all_durable(&mut self) {
-        self.unsynced = None;
+        if self.unsynced.take().is_none() {
+            return;
+        }
         self.ahead = 0;
         self.cx.gate.all_durable();
     }
 
     /// Waits until every commit written so far is durable, and sends the
-    /// events that waited for them. Err if a sync failed. Nothing to do
-    /// unless a commit was written ahead: only then are events held.
+    /// events that waited for them. Err if a sync failed.
     async fn settle(&mut self) -> Result<(), EngineError> {
         if let Some(written) = &self.unsynced {
             written.durable().await?;
