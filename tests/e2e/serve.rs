@@ -2103,8 +2103,21 @@ fn a_streaming_runs_tokens_reach_its_event_stream_as_they_come() {
         None,
         &["--scenarios", scenario.to_str().unwrap()],
     );
-    let (id, events) = start_and_follow(&server);
-    assert_cut_then_live(&events, &id);
+    let (id, events) = start_and_follow(&server, "stream");
+    assert_cut_then_live(&events, &id, false);
+}
+
+/// A run whose scenario runs the streaming one as a subgraph: the child
+/// run's tokens reach the parent's event stream (and its run page) too,
+/// each naming the child run and the run it is under.
+#[test]
+fn a_subgraphs_tokens_reach_its_parent_runs_event_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_llm, _) = cut_then_live(dir.path(), Duration::from_millis(500));
+    let parent = crate::streaming::parent_scenario(dir.path());
+    let server = Server::start(dir.path(), None, &["--scenarios", parent.to_str().unwrap()]);
+    let (id, events) = start_and_follow(&server, "parent");
+    assert_cut_then_live(&events, &id, true);
 }
 
 /// The token-stream tests' provider, configured for `dir`: a first attempt
@@ -2129,10 +2142,10 @@ fn cut_then_live(
     (llm, crate::streaming::scenario(dir))
 }
 
-/// Starts a run of `stream` on `server` and follows it: its id, and its
+/// Starts a run of `scenario` on `server` and follows it: its id, and its
 /// events from before anything executes it.
-fn start_and_follow(server: &Server) -> (String, mpsc::Receiver<(String, Value)>) {
-    let (status, started) = server.post("/api/runs", &json!({"scenario": "stream"}));
+fn start_and_follow(server: &Server, scenario: &str) -> (String, mpsc::Receiver<(String, Value)>) {
+    let (status, started) = server.post("/api/runs", &json!({"scenario": scenario}));
     assert!((200..300).contains(&status), "{status} {started}");
     let id = started["id"].as_str().unwrap().to_string();
     let events = server.events(&format!("/api/runs/{id}/events"));
@@ -2140,8 +2153,9 @@ fn start_and_follow(server: &Server) -> (String, mpsc::Receiver<(String, Value)>
 }
 
 /// Reads a followed run's events to its end: its tokens, a cut first
-/// attempt's then the retry's, each of this run, and the discard between.
-fn assert_cut_then_live(events: &mpsc::Receiver<(String, Value)>, id: &str) {
+/// attempt's then the retry's, each of this run (with `child`, of a child
+/// run under it), and the discard between.
+fn assert_cut_then_live(events: &mpsc::Receiver<(String, Value)>, id: &str, child: bool) {
     let mut heard = Vec::new();
     loop {
         let (name, data) = events
@@ -2149,7 +2163,12 @@ fn assert_cut_then_live(events: &mpsc::Receiver<(String, Value)>, id: &str) {
             .expect("the run's events");
         match name.as_str() {
             "token" => {
-                assert_eq!(data["run_id"], id, "{data}");
+                if child {
+                    assert_ne!(data["run_id"], id, "{data}");
+                    assert_eq!(data["under"], json!([id]), "{data}");
+                } else {
+                    assert_eq!(data["run_id"], id, "{data}");
+                }
                 heard.push(json!([data["attempt"], data["text"]]));
             }
             "tokens_discarded" => heard.push(json!([data["attempt"], "discarded"])),
@@ -2192,7 +2211,7 @@ fn relayed_tokens(db: &str) {
         &["--scenarios", scenario.to_str().unwrap(), "--no-worker"],
     );
     // Queued, and followed before any process executes it.
-    let (id, events) = start_and_follow(&server);
+    let (id, events) = start_and_follow(&server, "stream");
     let worker = host_command(
         dir.path(),
         &["worker", "--database", db, "--poll", "50ms"],
@@ -2203,5 +2222,5 @@ fn relayed_tokens(db: &str) {
     .spawn()
     .expect("start host worker");
     let _worker = KilledOnDrop::new(worker);
-    assert_cut_then_live(&events, &id);
+    assert_cut_then_live(&events, &id, false);
 }

@@ -321,15 +321,7 @@ async fn on_postgres_a_subgraphs_tokens_are_relayed_once_each() {
         Duration::from_millis(20),
         true,
     ));
-    scenario(dir.path());
-    let parent = dir.path().join("parent.toml");
-    std::fs::write(
-        &parent,
-        "[scenario]\nname = \"parent\"\n\n[[node]]\nid = \"child\"\nkind = \"subgraph\"\n\
-         scenario = \"stream.toml\"\n\n[[node]]\nid = \"done\"\nkind = \"end\"\n\n\
-         [[edge]]\nfrom = \"child\"\nto = \"done\"\n",
-    )
-    .unwrap();
+    let parent = parent_scenario(dir.path());
     let run = {
         let dir = dir.path().to_path_buf();
         let db = db.clone();
@@ -362,6 +354,21 @@ async fn on_postgres_a_subgraphs_tokens_are_relayed_once_each() {
     let more = tokio::time::timeout(Duration::from_millis(500), listener.recv()).await;
     assert!(more.is_err(), "{more:?}");
     assert_eq!(texts, ["one ", "two ", "three"]);
+}
+
+/// Writes scenario `parent` into `dir`, beside `stream` (written too): it
+/// runs `stream` as a subgraph's child run, then ends.
+pub(crate) fn parent_scenario(dir: &Path) -> PathBuf {
+    scenario(dir);
+    let parent = dir.join("parent.toml");
+    std::fs::write(
+        &parent,
+        "[scenario]\nname = \"parent\"\n\n[[node]]\nid = \"child\"\nkind = \"subgraph\"\n\
+         scenario = \"stream.toml\"\n\n[[node]]\nid = \"done\"\nkind = \"end\"\n\n\
+         [[edge]]\nfrom = \"child\"\nto = \"done\"\n",
+    )
+    .unwrap();
+    parent
 }
 
 /// The replies a task of `stream` and then its plain call get: each a cut
@@ -413,8 +420,9 @@ fn heard_of_a_cut_attempt() -> [Value; 4] {
 /// attempt's discard as log messages, in order, each tied to the task
 /// (`related-task`), then progress only if `progress` (never going back),
 /// all before the result, which is the plain call's; a `tasks/result` of a
-/// task no one created an error, with nothing heard.
-fn check_task_tokens(out: &Value, progress: bool) {
+/// task no one created an error, with nothing heard. With `child`, the
+/// tokens are a subgraph's child run's, under the task's run.
+fn check_task_tokens(out: &Value, progress: bool, child: bool) {
     let task_id = out["task_id"].as_str().expect("a task id");
     let heard = out["heard"].as_array().unwrap();
     let related = json!({ "taskId": task_id });
@@ -431,7 +439,13 @@ fn check_task_tokens(out: &Value, progress: bool) {
             Some("log") => {
                 assert_eq!(note["logger"], "tokens", "{note}");
                 let data = &note["data"];
-                assert_eq!(data["run_id"], task_id, "{note}");
+                if child {
+                    assert_ne!(data["run_id"], task_id, "{note}");
+                    assert_eq!(data["under"], json!([task_id]), "{note}");
+                } else {
+                    assert_eq!(data["run_id"], task_id, "{note}");
+                    assert!(data.get("under").is_none(), "{note}");
+                }
                 logs.push(json!([
                     note["level"],
                     data["attempt"],
@@ -497,7 +511,30 @@ fn an_mcp_task_streams_its_tokens_before_its_result_over_http() {
         ],
     );
     let out = crate::mcp::node_client("task_tokens.mjs", &[&mcp.url]);
-    check_task_tokens(&out, true);
+    check_task_tokens(&out, true, false);
+}
+
+/// A task whose scenario runs the streaming one as a subgraph: the child
+/// run's tokens reach the task's `tasks/result`, each once and in order,
+/// before its result, and each names the child run and the task's run it
+/// is under.
+#[test]
+fn an_mcp_task_streams_the_tokens_of_its_subgraphs_child_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeLlmServer::start();
+    server.configure_user(dir.path());
+    push_cut_then_whole(&server);
+    let parent = parent_scenario(dir.path());
+    let mcp = crate::mcp::HttpServer::start(
+        dir.path(),
+        &[
+            "mcp".into(),
+            "--scenario".into(),
+            parent.display().to_string(),
+        ],
+    );
+    let out = crate::mcp::node_client("task_tokens.mjs", &["--tool", "parent", &mcp.url]);
+    check_task_tokens(&out, true, true);
 }
 
 #[test]
@@ -509,7 +546,7 @@ fn an_mcp_task_streams_its_tokens_before_its_result_over_stdio() {
     let config = dir.path().join("server.json");
     std::fs::write(&config, stdio_server(dir.path()).to_string()).unwrap();
     let out = crate::mcp::node_client("task_tokens.mjs", &[config.to_str().unwrap()]);
-    check_task_tokens(&out, true);
+    check_task_tokens(&out, true, false);
 }
 
 /// Two `host mcp --http` on one Postgres store: the task is created
@@ -538,7 +575,7 @@ async fn on_postgres_a_task_run_by_another_process_streams_its_tokens() {
         let runs = crate::mcp::HttpServer::start(dir.path(), &args);
         let asked = crate::mcp::HttpServer::start(dir.path(), &args);
         let out = crate::mcp::node_client("task_tokens.mjs", &[&runs.url, &asked.url]);
-        check_task_tokens(&out, false);
+        check_task_tokens(&out, false, false);
     })
     .await
     .unwrap();

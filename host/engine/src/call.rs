@@ -234,6 +234,7 @@ pub(crate) fn call_with_retries(
                     node: node_id.to_string(),
                     item,
                     attempt,
+                    under: Vec::new(),
                 });
             }
         };
@@ -327,6 +328,9 @@ impl TokenEvents {
                 attempt,
                 stream: delta.stream,
                 text: delta.text.to_string(),
+                // A child run's engine reports under its parent
+                // (`events::UnderParent`).
+                under: Vec::new(),
             });
         });
         TokenEvents { sink, sent }

@@ -3,7 +3,7 @@
 //! (`--events`); tests collect them.
 
 use std::io::Write;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -95,6 +95,10 @@ pub enum Event {
         /// Which of the attempt's streamed completions (0 for its first).
         stream: u32,
         text: String,
+        /// The runs a child run is under, its parent first; none for a
+        /// top-level run. Whoever follows one of them hears these tokens.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        under: Vec<String>,
     },
     /// The tokens attempt `attempt` was handed are not the node's output:
     /// the attempt failed (and a retry, if any, streams anew). Sent after
@@ -105,6 +109,9 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         item: Option<usize>,
         attempt: u32,
+        /// As a token's.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        under: Vec<String>,
     },
     /// A line a node's skill logged (its `log` import, or what it printed),
     /// sent only to a sink that [wants logs](EventSink::wants_logs).
@@ -123,6 +130,55 @@ pub enum Event {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// Whether `event`, a [`Event::Token`] or [`Event::TokensDiscarded`] as
+/// JSON (a relayed one is anyone's who can reach the database), is of run
+/// `run_id` or of a child run under it.
+pub fn is_token_json_of(event: &Value, run_id: &str) -> bool {
+    event["run_id"].as_str() == Some(run_id)
+        || event["under"]
+            .as_array()
+            .is_some_and(|under| under.iter().any(|above| above.as_str() == Some(run_id)))
+}
+
+/// A child run's events, as its parent's engine reports them: its tokens
+/// say they are under the parent (and, through the parent's own
+/// [`UnderParent`], under every run above), so that whoever follows a run
+/// hears the tokens of the subgraphs it runs. Everything else goes on as
+/// it is.
+pub(crate) struct UnderParent {
+    pub parent: String,
+    pub events: Arc<dyn EventSink>,
+}
+
+impl EventSink for UnderParent {
+    fn emit(&self, event: &Event) {
+        let (Event::Token { .. } | Event::TokensDiscarded { .. }) = event else {
+            return self.events.emit(event);
+        };
+        let mut event = event.clone();
+        if let Event::Token { under, .. } | Event::TokensDiscarded { under, .. } = &mut event {
+            under.push(self.parent.clone());
+        }
+        self.events.emit(&event);
+    }
+
+    fn listening(&self) -> bool {
+        self.events.listening()
+    }
+
+    fn may_listen(&self) -> bool {
+        self.events.may_listen()
+    }
+
+    fn wants_tokens(&self) -> bool {
+        self.events.wants_tokens()
+    }
+
+    fn wants_logs(&self) -> bool {
+        self.events.wants_logs()
+    }
 }
 
 pub trait EventSink: Send + Sync {
@@ -205,5 +261,80 @@ impl EventSink for CollectEvents {
         if let Ok(mut events) = self.events.lock() {
             events.push(event.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A child two levels down reports through two [`UnderParent`]s, as
+    /// nested subgraphs' engines do: its tokens and discards name both
+    /// runs above it, its parent first, and are of each of them; its other
+    /// events pass as they are.
+    #[test]
+    fn a_grandchilds_tokens_are_under_both_runs_above_it() {
+        let collected = Arc::new(CollectEvents::default());
+        let child: Arc<dyn EventSink> = Arc::new(UnderParent {
+            parent: "top".into(),
+            events: collected.clone(),
+        });
+        let grandchild = UnderParent {
+            parent: "child".into(),
+            events: child,
+        };
+        grandchild.emit(&Event::Token {
+            run_id: "grandchild".into(),
+            node: "write".into(),
+            item: None,
+            attempt: 1,
+            stream: 0,
+            text: "hello".into(),
+            under: Vec::new(),
+        });
+        grandchild.emit(&Event::TokensDiscarded {
+            run_id: "grandchild".into(),
+            node: "write".into(),
+            item: None,
+            attempt: 1,
+            under: Vec::new(),
+        });
+        let started = Event::RunStarted {
+            run_id: "grandchild".into(),
+            scenario: "s".into(),
+            resumed: false,
+        };
+        grandchild.emit(&started);
+        let events = collected.events.lock().unwrap().clone();
+        let [token, discard, other] = &events[..] else {
+            panic!("{events:?}")
+        };
+        for event in [token, discard] {
+            let json = serde_json::to_value(event).unwrap();
+            assert_eq!(json["under"], json!(["child", "top"]), "{json}");
+            for run in ["grandchild", "child", "top"] {
+                assert!(is_token_json_of(&json, run), "{json} of {run}");
+            }
+            assert!(!is_token_json_of(&json, "elsewhere"));
+        }
+        assert_eq!(other, &started);
+        // A top-level run's token names no run above it.
+        let own = serde_json::to_value(Event::Token {
+            run_id: "top".into(),
+            node: "n".into(),
+            item: None,
+            attempt: 1,
+            stream: 0,
+            text: "t".into(),
+            under: Vec::new(),
+        })
+        .unwrap();
+        assert!(own.get("under").is_none(), "{own}");
+        // Relayed JSON is anyone's: an `under` that is not a list of
+        // strings makes the token its own run's only.
+        let hostile = json!({ "event": "token", "run_id": "r", "under": "top" });
+        assert!(!is_token_json_of(&hostile, "top"));
+        assert!(is_token_json_of(&hostile, "r"));
     }
 }

@@ -126,10 +126,12 @@ impl EventSink for Following {
                 attempt,
                 stream,
                 text,
+                under,
             } => {
                 let streamed = Some((u64::from(*stream), text.as_str()));
                 let data = token_data(
                     run_id,
+                    &strs(under),
                     node,
                     item.map(|i| i as u64),
                     (*attempt).into(),
@@ -142,9 +144,11 @@ impl EventSink for Following {
                 node,
                 item,
                 attempt,
+                under,
             } => {
                 let data = token_data(
                     run_id,
+                    &strs(under),
                     node,
                     item.map(|i| i as u64),
                     (*attempt).into(),
@@ -177,9 +181,11 @@ impl Following {
 /// The `data` of a log message of logger `tokens`, the same for a followed
 /// call and a task's `tasks/result` (`tasks/tokens.rs`): a streaming node's
 /// token (`streamed`: which of the attempt's completions, and its text), or
-/// the discard of a failed attempt's tokens (None).
+/// the discard of a failed attempt's tokens (None). A subgraph's child
+/// run's carry `under`: the runs it is under, its parent first.
 pub(crate) fn token_data(
     run_id: &str,
+    under: &[&str],
     node: &str,
     item: Option<u64>,
     attempt: u64,
@@ -199,7 +205,14 @@ pub(crate) fn token_data(
     if let Some(item) = item {
         data["item"] = json!(item);
     }
+    if !under.is_empty() {
+        data["under"] = json!(under);
+    }
     data
+}
+
+fn strs(strings: &[String]) -> Vec<&str> {
+    strings.iter().map(String::as_str).collect()
 }
 
 /// A skill's level as MCP's (syslog's) levels name it.

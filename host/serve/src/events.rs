@@ -53,11 +53,18 @@ pub struct LiveTokens {
     tx: tokio::sync::broadcast::Sender<Arc<LiveToken>>,
 }
 
-/// One `token` or `tokens_discarded` event of run `run_id`.
+/// One `token` or `tokens_discarded` event: its name and JSON form.
 pub struct LiveToken {
-    run_id: String,
     name: &'static str,
     data: Value,
+}
+
+impl LiveToken {
+    /// Whether it is of run `run_id`, or of a child run under it (a run's
+    /// stream carries the tokens of the subgraphs it runs).
+    fn of(&self, run_id: &str) -> bool {
+        skillhost_engine::is_token_json_of(&self.data, run_id)
+    }
 }
 
 impl Default for LiveTokens {
@@ -83,9 +90,9 @@ impl EventSink for LiveTokens {
 
     fn emit(&self, event: &skillhost_engine::Event) {
         use skillhost_engine::Event as E;
-        let (run_id, name) = match event {
-            E::Token { run_id, .. } => (run_id, "token"),
-            E::TokensDiscarded { run_id, .. } => (run_id, "tokens_discarded"),
+        let name = match event {
+            E::Token { .. } => "token",
+            E::TokensDiscarded { .. } => "tokens_discarded",
             _ => return,
         };
         // Nobody following: nothing built.
@@ -95,11 +102,7 @@ impl EventSink for LiveTokens {
         let Ok(data) = serde_json::to_value(event) else {
             return;
         };
-        let _ = self.tx.send(Arc::new(LiveToken {
-            run_id: run_id.clone(),
-            name,
-            data,
-        }));
+        let _ = self.tx.send(Arc::new(LiveToken { name, data }));
     }
 }
 
@@ -127,14 +130,13 @@ impl LiveTokens {
                 Some("tokens_discarded") => "tokens_discarded",
                 _ => continue,
             };
-            let Some(run_id) = data["run_id"].as_str() else {
+            if !data["run_id"].is_string() {
                 continue;
-            };
+            }
             if self.tx.receiver_count() == 0 {
                 break;
             }
             let _ = self.tx.send(Arc::new(LiveToken {
-                run_id: run_id.to_string(),
                 name,
                 data: data.clone(),
             }));
@@ -276,7 +278,7 @@ async fn follow_run(state: Shared, mut run: RunRow, tx: Sender) {
             tokio::select! {
                 _ = &mut poll => break,
                 heard = live.recv() => match heard {
-                    Ok(token) if token.run_id == run.id => {
+                    Ok(token) if token.of(&run.id) => {
                         if tx.send(event(token.name, &token.data)).await.is_err() {
                             return;
                         }
@@ -388,7 +390,10 @@ mod tests {
         let skipped = live.relayed(payload);
         let mut out = Vec::new();
         while let Ok(token) = rx.try_recv() {
-            out.push((token.run_id.clone(), token.name));
+            out.push((
+                token.data["run_id"].as_str().unwrap().to_string(),
+                token.name,
+            ));
         }
         (skipped, out)
     }
@@ -413,6 +418,19 @@ mod tests {
                 vec![("r1".into(), "token"), ("r1".into(), "tokens_discarded")]
             )
         );
+        // A subgraph's child run's token is its parents' too (each run's
+        // stream carries the tokens of the subgraphs it runs); only a list
+        // of run ids says so.
+        let live = LiveTokens::default();
+        let mut rx = live.tx.subscribe();
+        let child = json!({ "source": "elsewhere", "skipped": 0, "events": [
+            { "event": "token", "run_id": "child", "under": ["parent", "top"], "text": "a" },
+            { "event": "token", "run_id": "other", "under": "top", "text": "b" },
+        ]});
+        live.relayed(&child.to_string());
+        let (a, b) = (rx.try_recv().unwrap(), rx.try_recv().unwrap());
+        assert!(a.of("child") && a.of("parent") && a.of("top") && !a.of("other"));
+        assert!(b.of("other") && !b.of("top"));
         let own = json!({ "source": skillhost_engine::relay::source(), "skipped": 1,
                           "events": [{ "event": "token", "run_id": "r1", "text": "a" }] });
         assert_eq!(heard(&own.to_string()), (0, vec![]));

@@ -7,7 +7,9 @@
 // `tasks/result` of a task no one created. Prints it all as one JSON
 // object for tests/e2e/streaming.rs to check.
 //
-// Usage: node task_tokens.mjs TARGET [RESULT_TARGET]
+// Usage: node task_tokens.mjs [--tool NAME] TARGET [RESULT_TARGET]
+//   --tool NAME    the tool to call instead of `stream` (a scenario that
+//                  runs `stream` as a subgraph, say)
 //   TARGET         a running `host mcp --http` URL, or a file with the
 //                  stdio parameters ({"command", "args", "env", "cwd"})
 //   RESULT_TARGET  another server's URL on the same store: the task is
@@ -20,7 +22,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CallToolResultSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { readFileSync } from 'node:fs';
 
-const [target, resultTarget] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const tool = args[0] === '--tool' ? args.splice(0, 2)[1] : 'stream';
+const [target, resultTarget] = args;
 
 function transportOf(where) {
   return /^https?:/.test(where)
@@ -49,7 +53,7 @@ const out = {};
 // its id taken at once.
 let taskId;
 for await (const message of client.experimental.tasks.callToolStream(
-  { name: 'stream', arguments: {} },
+  { name: tool, arguments: {} },
   CallToolResultSchema,
   {
     task: {},
@@ -70,7 +74,7 @@ heard.push({ kind: 'result', result });
 out.heard = heard.splice(0);
 
 // The same tool, plainly (tokens heard as log messages of the call).
-out.plain = await client.callTool({ name: 'stream', arguments: {} });
+out.plain = await client.callTool({ name: tool, arguments: {} });
 out.plain_heard = heard.splice(0);
 
 // A task no one created: an error, and nothing heard.

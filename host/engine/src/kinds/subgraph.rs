@@ -31,6 +31,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::{NodeFailure, NodeSuccess, Outcome};
+use crate::events::UnderParent;
 use crate::failure::FailureCode;
 use crate::node::{base_vars, check_pre, map_input, writes};
 use crate::run::{empty_step, summarize};
@@ -95,9 +96,15 @@ async fn run_child(
     }
     let input = map_input(node, &subgraph.input, &vars)?;
 
+    // The child's tokens say they are under this run, so that whoever
+    // follows this run (or one above it) hears them.
+    let events = Arc::new(UnderParent {
+        parent: cx.run_id.clone(),
+        events: cx.events.clone(),
+    });
     let engine = cx
         .log
-        .child_engine(cx.events.clone(), cx.kv.clone(), level)
+        .child_engine(events, cx.kv.clone(), level)
         .with_run_ahead(cx.run_ahead);
     let link = ParentLink {
         run_id: cx.run_id.clone(),

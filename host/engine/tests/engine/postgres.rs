@@ -98,6 +98,7 @@ fn token(text: &str) -> Event {
         attempt: 1,
         stream: 0,
         text: text.into(),
+        under: Vec::new(),
     }
 }
 

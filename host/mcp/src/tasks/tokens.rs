@@ -63,25 +63,49 @@ pub(crate) enum Heard {
 
 impl Heard {
     /// What an event (as the engine serialises it: `{"event": "token", …}`)
-    /// is, and of which run; None for anything else or a malformed one (a
-    /// relayed payload is anyone's who can reach the database).
-    fn of(event: &Value) -> Option<(&str, Heard)> {
+    /// is, and the runs whose followers hear it: its own, then those it is
+    /// under (a subgraph's child run's tokens are its parents' too). None
+    /// for anything else or a malformed one (a relayed payload is anyone's
+    /// who can reach the database).
+    fn of(event: &Value) -> Option<(Vec<&str>, Heard)> {
         let run_id = event["run_id"].as_str()?;
         let node = event["node"].as_str()?;
         let attempt = event["attempt"].as_u64()?;
         let item = event["item"].as_u64();
+        // At most as deep as subgraphs nest: a longer list is not the
+        // engine's, and the rest of it is not walked.
+        let runs: Vec<&str> = std::iter::once(run_id)
+            .chain(
+                event["under"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str),
+            )
+            .take(1 + skillhost_scenario::MAX_SUBGRAPH_DEPTH)
+            .collect();
+        let under = &runs[1..];
         let heard = match event["event"].as_str()? {
             "token" => {
                 let streamed = (
                     event["stream"].as_u64().unwrap_or(0),
                     event["text"].as_str()?,
                 );
-                Heard::Token(token_data(run_id, node, item, attempt, Some(streamed)))
+                Heard::Token(token_data(
+                    run_id,
+                    under,
+                    node,
+                    item,
+                    attempt,
+                    Some(streamed),
+                ))
             }
-            "tokens_discarded" => Heard::Discarded(token_data(run_id, node, item, attempt, None)),
+            "tokens_discarded" => {
+                Heard::Discarded(token_data(run_id, under, node, item, attempt, None))
+            }
             _ => return None,
         };
-        Some((run_id, heard))
+        Some((runs, heard))
     }
 
     /// What it costs in a backlog.
@@ -217,18 +241,22 @@ impl TaskTokens {
 
     /// Queues `event` (its JSON form) for its run's followers.
     fn deliver(&self, event: &Value) {
-        let Some((run_id, heard)) = Heard::of(event) else {
+        let Some((runs, heard)) = Heard::of(event) else {
             return;
         };
         let followers = self.lock();
-        for backlog in followers.get(run_id).into_iter().flatten() {
-            backlog.push(heard.clone());
+        for run_id in runs {
+            for backlog in followers.get(run_id).into_iter().flatten() {
+                backlog.push(heard.clone());
+            }
         }
     }
 
-    /// Whether `run_id` has a follower (nothing is built for a run without).
-    fn followed(&self, run_id: &str) -> bool {
-        self.lock().contains_key(run_id)
+    /// Whether `run_id`, or a run in `under`, has a follower (nothing is
+    /// built for a run without).
+    fn followed(&self, run_id: &str, under: &[String]) -> bool {
+        let followers = self.lock();
+        followers.contains_key(run_id) || under.iter().any(|above| followers.contains_key(above))
     }
 
     /// The events of a payload another process relayed
@@ -295,11 +323,13 @@ impl Drop for Follower {
 
 impl EventSink for TaskTokens {
     fn emit(&self, event: &Event) {
-        let run_id = match event {
-            Event::Token { run_id, .. } | Event::TokensDiscarded { run_id, .. } => run_id,
+        let (run_id, under) = match event {
+            Event::Token { run_id, under, .. } | Event::TokensDiscarded { run_id, under, .. } => {
+                (run_id, under)
+            }
             _ => return,
         };
-        if !self.followed(run_id) {
+        if !self.followed(run_id, under) {
             return;
         }
         if let Ok(event) = serde_json::to_value(event) {
@@ -381,6 +411,7 @@ mod tests {
             attempt: 1,
             stream: 0,
             text: text.into(),
+            under: Vec::new(),
         }
     }
 
@@ -390,6 +421,7 @@ mod tests {
             node: "write".into(),
             item: None,
             attempt: 1,
+            under: Vec::new(),
         }
     }
 
@@ -440,6 +472,69 @@ mod tests {
         }
         assert_eq!(drained(&a), ["t:one ", "d", "t:two", "t:three"]);
         assert_eq!(drained(&b), ["t:other"]);
+    }
+
+    /// A task's run that runs a subgraph: the child run's tokens (which
+    /// name the runs they are under) reach the task's followers, from
+    /// this process's engines and relayed alike, each once, and say which
+    /// run they came from. A relayed `under` longer than subgraphs nest is
+    /// cut there: a run named past it hears nothing.
+    #[tokio::test]
+    async fn a_follower_hears_the_tokens_of_child_runs_under_its_run() {
+        let (tokens, _dir) = tokens().await;
+        let top = tokens.follow("top").await.unwrap();
+        let child = tokens.follow("child").await.unwrap();
+        let deep = tokens.follow("deep").await.unwrap();
+        let under = |event: Event, runs: &[&str]| match event {
+            Event::Token {
+                run_id,
+                node,
+                item,
+                attempt,
+                stream,
+                text,
+                ..
+            } => Event::Token {
+                run_id,
+                node,
+                item,
+                attempt,
+                stream,
+                text,
+                under: runs.iter().map(|r| r.to_string()).collect(),
+            },
+            other => other,
+        };
+        tokens.emit(&under(token("grandchild", "one "), &["child", "top"]));
+        tokens.emit(&token("top", "two "));
+        let relayed = json!({ "source": "elsewhere", "skipped": 0, "events": [
+            { "event": "token", "run_id": "child", "under": ["top"], "node": "n",
+              "attempt": 1, "stream": 0, "text": "three" },
+            { "event": "tokens_discarded", "run_id": "child", "under": ["top"], "node": "n",
+              "attempt": 1 },
+        ]});
+        tokens.relayed(&relayed.to_string());
+        let mut long: Vec<String> = (0..skillhost_scenario::MAX_SUBGRAPH_DEPTH)
+            .map(|i| format!("r{i}"))
+            .collect();
+        long.push("deep".into());
+        let hostile = json!({ "source": "elsewhere", "skipped": 0, "events": [
+            { "event": "token", "run_id": "x", "under": long, "node": "n", "attempt": 1,
+              "stream": 0, "text": "too deep" },
+            { "event": "token", "run_id": "x", "under": "top", "node": "n", "attempt": 1,
+              "stream": 0, "text": "not a list" },
+        ]});
+        tokens.relayed(&hostile.to_string());
+        assert_eq!(drained(&top), ["t:one ", "t:two ", "t:three", "d"]);
+        assert_eq!(drained(&child), ["t:one ", "t:three", "d"]);
+        assert!(drained(&deep).is_empty());
+        // Each says whose it is, and what it is under.
+        tokens.emit(&under(token("grandchild", "four"), &["child", "top"]));
+        let Some(Next::Heard(Heard::Token(data))) = top.next() else {
+            panic!("a token")
+        };
+        assert_eq!(data["run_id"], "grandchild");
+        assert_eq!(data["under"], json!(["child", "top"]));
     }
 
     #[tokio::test]
