@@ -73,17 +73,18 @@ impl Heard {
         let attempt = event["attempt"].as_u64()?;
         let item = event["item"].as_u64();
         // At most as deep as subgraphs nest: a longer list is not the
-        // engine's, and the rest of it is not walked.
-        let runs: Vec<&str> = std::iter::once(run_id)
-            .chain(
-                event["under"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str),
-            )
-            .take(1 + skillhost_scenario::MAX_SUBGRAPH_DEPTH)
-            .collect();
+        // engine's, and the rest of it is not walked. A run named twice
+        // (relayed by someone else) still hears the token once.
+        let mut runs: Vec<&str> = vec![run_id];
+        let above = event["under"].as_array().into_iter().flatten();
+        for run in above
+            .filter_map(Value::as_str)
+            .take(skillhost_scenario::MAX_SUBGRAPH_DEPTH)
+        {
+            if !runs.contains(&run) {
+                runs.push(run);
+            }
+        }
         let under = &runs[1..];
         let heard = match event["event"].as_str()? {
             "token" => {
@@ -478,7 +479,8 @@ mod tests {
     /// name the runs they are under) reach the task's followers, from
     /// this process's engines and relayed alike, each once, and say which
     /// run they came from. A relayed `under` longer than subgraphs nest is
-    /// cut there: a run named past it hears nothing.
+    /// cut there (a run named past it hears nothing), and one that names a
+    /// run twice gives it the token once.
     #[tokio::test]
     async fn a_follower_hears_the_tokens_of_child_runs_under_its_run() {
         let (tokens, _dir) = tokens().await;
@@ -523,10 +525,15 @@ mod tests {
               "stream": 0, "text": "too deep" },
             { "event": "token", "run_id": "x", "under": "top", "node": "n", "attempt": 1,
               "stream": 0, "text": "not a list" },
+            { "event": "token", "run_id": "child", "under": ["child", "top", "top"],
+              "node": "n", "attempt": 1, "stream": 0, "text": "once" },
         ]});
         tokens.relayed(&hostile.to_string());
-        assert_eq!(drained(&top), ["t:one ", "t:two ", "t:three", "d"]);
-        assert_eq!(drained(&child), ["t:one ", "t:three", "d"]);
+        assert_eq!(
+            drained(&top),
+            ["t:one ", "t:two ", "t:three", "d", "t:once"]
+        );
+        assert_eq!(drained(&child), ["t:one ", "t:three", "d", "t:once"]);
         assert!(drained(&deep).is_empty());
         // Each says whose it is, and what it is under.
         tokens.emit(&under(token("grandchild", "four"), &["child", "top"]));
