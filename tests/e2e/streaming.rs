@@ -497,21 +497,7 @@ fn check_task_tokens(out: &Value, progress: bool, child: bool) {
 
 #[test]
 fn an_mcp_task_streams_its_tokens_before_its_result_over_http() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = FakeLlmServer::start();
-    server.configure_user(dir.path());
-    push_cut_then_whole(&server);
-    let scenario = scenario(dir.path());
-    let mcp = crate::mcp::HttpServer::start(
-        dir.path(),
-        &[
-            "mcp".into(),
-            "--scenario".into(),
-            scenario.display().to_string(),
-        ],
-    );
-    let out = crate::mcp::node_client("task_tokens.mjs", &[&mcp.url]);
-    check_task_tokens(&out, true, false);
+    task_tokens_over_http(false);
 }
 
 /// A task whose scenario runs the streaming one as a subgraph: the child
@@ -520,21 +506,30 @@ fn an_mcp_task_streams_its_tokens_before_its_result_over_http() {
 /// is under.
 #[test]
 fn an_mcp_task_streams_the_tokens_of_its_subgraphs_child_run() {
+    task_tokens_over_http(true);
+}
+
+/// `task_tokens.mjs` against `host mcp --http` on the streaming scenario,
+/// or (with `child`) on `parent`, which runs it as a subgraph.
+fn task_tokens_over_http(child: bool) {
     let dir = tempfile::tempdir().unwrap();
     let server = FakeLlmServer::start();
     server.configure_user(dir.path());
     push_cut_then_whole(&server);
-    let parent = parent_scenario(dir.path());
+    let (scenario, tool) = match child {
+        true => (parent_scenario(dir.path()), "parent"),
+        false => (scenario(dir.path()), "stream"),
+    };
     let mcp = crate::mcp::HttpServer::start(
         dir.path(),
         &[
             "mcp".into(),
             "--scenario".into(),
-            parent.display().to_string(),
+            scenario.display().to_string(),
         ],
     );
-    let out = crate::mcp::node_client("task_tokens.mjs", &["--tool", "parent", &mcp.url]);
-    check_task_tokens(&out, true, true);
+    let out = crate::mcp::node_client("task_tokens.mjs", &["--tool", tool, &mcp.url]);
+    check_task_tokens(&out, true, child);
 }
 
 #[test]

@@ -487,25 +487,11 @@ mod tests {
         let top = tokens.follow("top").await.unwrap();
         let child = tokens.follow("child").await.unwrap();
         let deep = tokens.follow("deep").await.unwrap();
-        let under = |event: Event, runs: &[&str]| match event {
-            Event::Token {
-                run_id,
-                node,
-                item,
-                attempt,
-                stream,
-                text,
-                ..
-            } => Event::Token {
-                run_id,
-                node,
-                item,
-                attempt,
-                stream,
-                text,
-                under: runs.iter().map(|r| r.to_string()).collect(),
-            },
-            other => other,
+        let under = |mut event: Event, runs: &[&str]| {
+            if let Event::Token { under, .. } = &mut event {
+                *under = runs.iter().map(|r| r.to_string()).collect();
+            }
+            event
         };
         tokens.emit(&under(token("grandchild", "one "), &["child", "top"]));
         tokens.emit(&token("top", "two "));
