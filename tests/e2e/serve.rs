@@ -1381,6 +1381,57 @@ mod browser {
         driver.screenshot("run-streaming");
     }
 
+    /// A subgraph's child run's text shows on its parent's run page, in a
+    /// row of its own named by the end of the child's run id and its node.
+    #[test]
+    fn the_run_page_shows_a_subgraphs_text_under_its_child_run() {
+        use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
+        let Some(driver) = Driver::start() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let llm = FakeLlmServer::start();
+        llm.configure_user(dir.path());
+        // Held until the page follows the run (as above).
+        let following = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        llm.push(FakeReply::Held {
+            until: following.clone(),
+            reply: Box::new(FakeReply::openai_stream(
+                &["child ", "text"],
+                Duration::from_millis(300),
+                true,
+            )),
+        });
+        let parent = crate::streaming::parent_scenario(dir.path());
+        let server = Server::start(dir.path(), None, &["--scenarios", parent.to_str().unwrap()]);
+        let (_, started) = server.post("/api/runs", &json!({"scenario": "parent"}));
+        let id = started["id"].as_str().unwrap().to_string();
+        driver.open(&server.url(&format!("/runs/{id}")));
+        driver.until(
+            "the run's event stream open",
+            "const b = document.querySelector('#live'); return !!b && b.classList.contains('on')",
+        );
+        following.store(true, std::sync::atomic::Ordering::Relaxed);
+        driver.until(
+            "the child run's text",
+            "const t = document.querySelector('#tokens .token-text'); \
+             return !!t && t.textContent === 'child text'",
+        );
+        let label = driver.script("return document.querySelector('#tokens p code').textContent");
+        let label = label.as_str().unwrap();
+        let (child, node) = label.split_once('/').expect("CHILD/node");
+        assert_eq!(node, "write", "{label}");
+        assert_eq!(child.len(), 8, "{label}");
+        let (status, run) = server.get(&format!("/api/runs/{id}"));
+        assert_eq!(status, 200, "{run}");
+        let child_id = run["children"][0]["id"].as_str().expect("a child run");
+        assert!(
+            child_id.ends_with(child),
+            "{label} is not child {child_id}'s"
+        );
+        assert!(!id.ends_with(child), "{label}");
+    }
+
     #[test]
     fn the_run_inspector_in_chromium() {
         let Some(driver) = Driver::start() else {

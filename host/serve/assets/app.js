@@ -326,13 +326,13 @@ function runPage() {
   events.addEventListener("run", soon);
   events.addEventListener("step", soon);
   // A streaming node's text as the model generates it, per node (and map
-  // item; a subgraph's child run's nodes under the child's short id); a
-  // failed attempt's is struck out when it is discarded, and the retry's
-  // starts anew.
+  // item; a subgraph's child run's nodes under the end of the child's id,
+  // its random part: a UUIDv7 starts with its time); a failed attempt's is
+  // struck out when it is discarded, and the retry's starts anew.
   const streams = new Map();
   const streamOf = (t) => {
     const node = t.item == null ? t.node : `${t.node} [${t.item}]`;
-    const key = t.under && t.under.length ? `${String(t.run_id).slice(0, 8)}/${node}` : node;
+    const key = t.under && t.under.length ? `${String(t.run_id).slice(-8)}/${node}` : node;
     let s = streams.get(key);
     if (!s) {
       const row = document.createElement("p");
