@@ -53,10 +53,12 @@ pub struct LiveTokens {
     tx: tokio::sync::broadcast::Sender<Arc<LiveToken>>,
 }
 
-/// One `token` or `tokens_discarded` event: its name and JSON form.
+/// One `token` or `tokens_discarded` event: its name and JSON form, and
+/// whether another process relayed it.
 pub struct LiveToken {
     name: &'static str,
     data: Value,
+    relayed: bool,
 }
 
 impl LiveToken {
@@ -102,7 +104,11 @@ impl EventSink for LiveTokens {
         let Ok(data) = serde_json::to_value(event) else {
             return;
         };
-        let _ = self.tx.send(Arc::new(LiveToken { name, data }));
+        let _ = self.tx.send(Arc::new(LiveToken {
+            name,
+            data,
+            relayed: false,
+        }));
     }
 }
 
@@ -139,6 +145,7 @@ impl LiveTokens {
             let _ = self.tx.send(Arc::new(LiveToken {
                 name,
                 data: data.clone(),
+                relayed: true,
             }));
         }
         skipped
@@ -241,10 +248,21 @@ pub(crate) async fn run_events(
     }))
 }
 
+/// After a run that another process executed ended, how long no relayed
+/// token of it must come before `end` is sent (the relay sends a few
+/// milliseconds after the engine, which may commit the run's end first),
+/// and how long that wait lasts at most; as `tasks/result` waits in
+/// `host mcp`.
+const QUIET: Duration = Duration::from_millis(300);
+const QUIET_AT_MOST: Duration = Duration::from_secs(3);
+
 async fn follow_run(state: Shared, mut run: RunRow, tx: Sender) {
     let mut steps_sent = 0usize;
     let mut changed = true;
     let mut live = state.live.tx.subscribe();
+    // Whether another process relayed tokens of this run: its last ones
+    // may then still be on their way when its end is read.
+    let mut relayed = false;
     loop {
         if changed {
             match state.store.steps(&run.id).await {
@@ -267,6 +285,10 @@ async fn follow_run(state: Shared, mut run: RunRow, tx: Sender) {
                 return;
             }
             if run.status.is_finished() {
+                let quiet = if relayed { QUIET } else { Duration::ZERO };
+                if !send_tokens_until_quiet(&mut live, &run.id, &tx, quiet).await {
+                    return;
+                }
                 let _ = tx.send(event("end", &run_summary(&run))).await;
                 return;
             }
@@ -279,6 +301,7 @@ async fn follow_run(state: Shared, mut run: RunRow, tx: Sender) {
                 _ = &mut poll => break,
                 heard = live.recv() => match heard {
                     Ok(token) if token.of(&run.id) => {
+                        relayed |= token.relayed;
                         if tx.send(event(token.name, &token.data)).await.is_err() {
                             return;
                         }
@@ -309,6 +332,38 @@ async fn follow_run(state: Shared, mut run: RunRow, tx: Sender) {
         }
         if tx.is_closed() {
             return;
+        }
+    }
+}
+
+/// Sends run `run_id`'s tokens already heard, then those that come until
+/// none came for `quiet` (at most [`QUIET_AT_MOST`]); false once the
+/// client is gone.
+async fn send_tokens_until_quiet(
+    live: &mut tokio::sync::broadcast::Receiver<Arc<LiveToken>>,
+    run_id: &str,
+    tx: &Sender,
+    quiet: Duration,
+) -> bool {
+    let until = tokio::time::Instant::now() + QUIET_AT_MOST;
+    loop {
+        // What was heard already first: with no `quiet`, that is all.
+        let heard = tokio::select! {
+            biased;
+            heard = live.recv() => heard,
+            _ = tokio::time::sleep(quiet) => return true,
+        };
+        match heard {
+            Ok(token) if token.of(run_id) => {
+                if tx.send(event(token.name, &token.data)).await.is_err() {
+                    return false;
+                }
+            }
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return true,
+        }
+        if tokio::time::Instant::now() >= until {
+            return true;
         }
     }
 }
