@@ -1313,15 +1313,12 @@ mod browser {
         // The first attempt's stream waits for the page to follow the run:
         // tokens go to the clients following when they are sent, and a page
         // that loads late on a busy machine would see none of them.
-        let following = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        llm.push(FakeReply::Held {
-            until: following.clone(),
-            reply: Box::new(FakeReply::openai_stream(
-                &["first ", "try "],
-                Duration::from_millis(1500),
-                false,
-            )),
-        });
+        let following = held_stream(
+            &llm,
+            &["first ", "try "],
+            Duration::from_millis(1500),
+            false,
+        );
         // A model's text is the page's text, never its markup.
         llm.push(FakeReply::openai_stream(
             &[
@@ -1339,14 +1336,7 @@ mod browser {
             None,
             &["--scenarios", scenario.to_str().unwrap()],
         );
-        let (_, started) = server.post("/api/runs", &json!({"scenario": "stream"}));
-        let id = started["id"].as_str().unwrap().to_string();
-        driver.open(&server.url(&format!("/runs/{id}")));
-        driver.until(
-            "the run's event stream open",
-            "const b = document.querySelector('#live'); return !!b && b.classList.contains('on')",
-        );
-        following.store(true, std::sync::atomic::Ordering::Relaxed);
+        open_when_followed(&driver, &server, "stream", &following);
         driver.until(
             "the first attempt's text",
             "const t = document.querySelector('#tokens .token-text'); \
@@ -1381,30 +1371,33 @@ mod browser {
         driver.screenshot("run-streaming");
     }
 
-    /// A subgraph's child run's text shows on its parent's run page, in a
-    /// row of its own named by the end of the child's run id and its node.
-    #[test]
-    fn the_run_page_shows_a_subgraphs_text_under_its_child_run() {
-        use skillhost_tests::fake_llm_server::{FakeLlmServer, FakeReply};
-        let Some(driver) = Driver::start() else {
-            return;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let llm = FakeLlmServer::start();
-        llm.configure_user(dir.path());
-        // Held until the page follows the run (as above).
+    /// Queues on `llm` a stream of `texts` (`pause` before each), held until
+    /// the flag it gives back is set.
+    fn held_stream(
+        llm: &skillhost_tests::fake_llm_server::FakeLlmServer,
+        texts: &[&str],
+        pause: Duration,
+        complete: bool,
+    ) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        use skillhost_tests::fake_llm_server::FakeReply;
         let following = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         llm.push(FakeReply::Held {
             until: following.clone(),
-            reply: Box::new(FakeReply::openai_stream(
-                &["child ", "text"],
-                Duration::from_millis(300),
-                true,
-            )),
+            reply: Box::new(FakeReply::openai_stream(texts, pause, complete)),
         });
-        let parent = crate::streaming::parent_scenario(dir.path());
-        let server = Server::start(dir.path(), None, &["--scenarios", parent.to_str().unwrap()]);
-        let (_, started) = server.post("/api/runs", &json!({"scenario": "parent"}));
+        following
+    }
+
+    /// Starts a run of `scenario` on `server` and opens its page; once the
+    /// page follows the run's events, lets the provider's held reply go
+    /// (`following`). The run's id.
+    fn open_when_followed(
+        driver: &Driver,
+        server: &Server,
+        scenario: &str,
+        following: &std::sync::atomic::AtomicBool,
+    ) -> String {
+        let (_, started) = server.post("/api/runs", &json!({"scenario": scenario}));
         let id = started["id"].as_str().unwrap().to_string();
         driver.open(&server.url(&format!("/runs/{id}")));
         driver.until(
@@ -1412,6 +1405,25 @@ mod browser {
             "const b = document.querySelector('#live'); return !!b && b.classList.contains('on')",
         );
         following.store(true, std::sync::atomic::Ordering::Relaxed);
+        id
+    }
+
+    /// A subgraph's child run's text shows on its parent's run page, in a
+    /// row of its own named by the end of the child's run id and its node.
+    #[test]
+    fn the_run_page_shows_a_subgraphs_text_under_its_child_run() {
+        use skillhost_tests::fake_llm_server::FakeLlmServer;
+        let Some(driver) = Driver::start() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let llm = FakeLlmServer::start();
+        llm.configure_user(dir.path());
+        // Held until the page follows the run (as above).
+        let following = held_stream(&llm, &["child ", "text"], Duration::from_millis(300), true);
+        let parent = crate::streaming::parent_scenario(dir.path());
+        let server = Server::start(dir.path(), None, &["--scenarios", parent.to_str().unwrap()]);
+        let id = open_when_followed(&driver, &server, "parent", &following);
         driver.until(
             "the child run's text",
             "const t = document.querySelector('#tokens .token-text'); \
