@@ -132,14 +132,33 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// Whether `event`, a [`Event::Token`] or [`Event::TokensDiscarded`] as
-/// JSON (a relayed one is anyone's who can reach the database), is of run
-/// `run_id` or of a child run under it.
+/// The runs whose followers hear `event`, a [`Event::Token`] or
+/// [`Event::TokensDiscarded`] as JSON: its own (first), then those in its
+/// `under`. A relayed one is anyone's who can reach the database, so only
+/// strings count, each run once, and no more of `under` than subgraphs
+/// nest ([`skillhost_scenario::MAX_SUBGRAPH_DEPTH`]) is read. None
+/// without a `run_id`.
+pub fn token_runs(event: &Value) -> Vec<&str> {
+    let Some(run_id) = event["run_id"].as_str() else {
+        return Vec::new();
+    };
+    let mut runs = vec![run_id];
+    let under = event["under"].as_array().into_iter().flatten();
+    for run in under
+        .filter_map(Value::as_str)
+        .take(skillhost_scenario::MAX_SUBGRAPH_DEPTH)
+    {
+        if !runs.contains(&run) {
+            runs.push(run);
+        }
+    }
+    runs
+}
+
+/// Whether `event` (as [`token_runs`] takes it) is of run `run_id` or of a
+/// child run under it.
 pub fn is_token_json_of(event: &Value, run_id: &str) -> bool {
-    event["run_id"].as_str() == Some(run_id)
-        || event["under"]
-            .as_array()
-            .is_some_and(|under| under.iter().any(|above| above.as_str() == Some(run_id)))
+    token_runs(event).contains(&run_id)
 }
 
 /// A child run's events, as its parent's engine reports them: its tokens
@@ -336,5 +355,19 @@ mod tests {
         let hostile = json!({ "event": "token", "run_id": "r", "under": "top" });
         assert!(!is_token_json_of(&hostile, "top"));
         assert!(is_token_json_of(&hostile, "r"));
+        // Each run once, and no deeper than subgraphs nest.
+        let twice = json!({ "run_id": "r", "under": ["r", "top", 7, "top"] });
+        assert_eq!(token_runs(&twice), ["r", "top"]);
+        let mut long: Vec<String> = (0..skillhost_scenario::MAX_SUBGRAPH_DEPTH)
+            .map(|i| format!("r{i}"))
+            .collect();
+        long.push("past".into());
+        let deep = json!({ "run_id": "r", "under": long });
+        assert_eq!(
+            token_runs(&deep).len(),
+            1 + skillhost_scenario::MAX_SUBGRAPH_DEPTH
+        );
+        assert!(!is_token_json_of(&deep, "past"));
+        assert!(token_runs(&json!({ "under": ["top"] })).is_empty());
     }
 }

@@ -70,7 +70,9 @@ use std::sync::{Arc, OnceLock};
 use serde_json::{Map, Value};
 
 pub use control::{Answered, describe_fields};
-pub use events::{CollectEvents, Event, EventSink, NdjsonEvents, NoEvents, is_token_json_of};
+pub use events::{
+    CollectEvents, Event, EventSink, NdjsonEvents, NoEvents, is_token_json_of, token_runs,
+};
 pub use failure::FailureCode;
 pub use kept::{keep_text, restore_scenario_file};
 pub use remedy::{Plain, Remedies, Remedy};

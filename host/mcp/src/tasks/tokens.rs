@@ -72,19 +72,8 @@ impl Heard {
         let node = event["node"].as_str()?;
         let attempt = event["attempt"].as_u64()?;
         let item = event["item"].as_u64();
-        // At most as deep as subgraphs nest: a longer list is not the
-        // engine's, and the rest of it is not walked. A run named twice
-        // (relayed by someone else) still hears the token once.
-        let mut runs: Vec<&str> = vec![run_id];
-        let above = event["under"].as_array().into_iter().flatten();
-        for run in above
-            .filter_map(Value::as_str)
-            .take(skillhost_scenario::MAX_SUBGRAPH_DEPTH)
-        {
-            if !runs.contains(&run) {
-                runs.push(run);
-            }
-        }
+        // Bounded and each run once: the payload may be anyone's.
+        let runs = skillhost_engine::token_runs(event);
         let under = &runs[1..];
         let heard = match event["event"].as_str()? {
             "token" => {
